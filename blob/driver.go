@@ -1,0 +1,125 @@
+package blob
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Driver is the interface a storage backend implements. It is deliberately
+// narrow: Bucket does key validation, prefixing, error wrapping, batching and
+// counting, so a driver only moves bytes and classifies its errors.
+//
+// Keys given to a driver are already valid (see ValidateKey) and already carry
+// any prefix. Every method must be safe for concurrent use and must honour
+// ctx: when ctx ends, the call returns promptly with an error that wraps
+// ctx.Err() (or that ErrorCode maps to CodeCanceled/CodeDeadlineExceeded).
+type Driver interface {
+	// Put stores the bytes of r (size bytes, or until EOF when size < 0)
+	// under key, atomically: readers see the old object (or none) until Put
+	// returns successfully, and then the whole new object. A failed or
+	// canceled Put leaves nothing visible and, on multipart stores, aborts
+	// the upload. With opts.IfNotExist the write fails with a code of
+	// CodePreconditionFailed if the key exists; with opts.IfMatch it fails
+	// the same way unless the current object's ETag equals opts.IfMatch.
+	// Exactly one of concurrent conditional writers wins.
+	Put(ctx context.Context, key string, r io.Reader, size int64, opts PutOptions) (Attrs, error)
+
+	// NewRangeReader reads length bytes from offset (length < 0: to the end).
+	// offset is never negative. An offset at or past the end yields an empty
+	// reader, not an error; a missing key is CodeNotExist.
+	NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+
+	// Stat returns the attributes of key, CodeNotExist if it is missing.
+	Stat(ctx context.Context, key string) (Attrs, error)
+
+	// List returns one page of the objects whose keys start with
+	// opts.Prefix, in strictly increasing byte order of key, beginning after
+	// opts.StartAfter (when not empty) or at opts.Token (an opaque
+	// continuation from the previous page). A page holds at most
+	// opts.PageSize objects (the driver may return fewer); NextToken is empty
+	// on the last page. Listing is flat: there are no directories.
+	List(ctx context.Context, opts ListOptions) (ListPage, error)
+
+	// Delete removes the keys (at most MaxDeleteBatch of them). A missing key
+	// is not an error. When some keys fail, the error names them.
+	Delete(ctx context.Context, keys []string) error
+
+	// ErrorCode classifies an error this driver returned.
+	ErrorCode(err error) Code
+
+	// Close releases the driver's resources.
+	Close() error
+}
+
+// PutOptions are the conditions of a Put. The zero value is an unconditional
+// overwrite.
+type PutOptions struct {
+	IfNotExist bool   // fail with CodePreconditionFailed if the key exists
+	IfMatch    string // fail with CodePreconditionFailed unless the current ETag equals this
+}
+
+// Attrs describe a stored object.
+type Attrs struct {
+	Key     string // relative to the bucket that returned it
+	Size    int64
+	ETag    string // opaque; changes on every Put of the key
+	ModTime time.Time
+}
+
+// ListOptions select a page of a listing.
+type ListOptions struct {
+	Prefix     string
+	StartAfter string // list keys strictly greater than this one
+	Token      string // continuation from ListPage.NextToken; takes precedence over StartAfter
+	PageSize   int    // at most this many objects; 0 means the driver's default (at most 1000)
+}
+
+// ListPage is one page of a listing.
+type ListPage struct {
+	Objects   []Attrs
+	NextToken string // empty on the last page
+}
+
+// MaxDeleteBatch is the largest number of keys Bucket passes to one
+// Driver.Delete call (S3's DeleteObjects limit).
+const MaxDeleteBatch = 1000
+
+// DefaultPageSize is the page size Bucket asks for when the caller gives none.
+const DefaultPageSize = 1000
+
+// Appender is the optional capability of a driver that can append to an open
+// object and make the appended bytes durable without rewriting it: the local
+// file system has it, object stores do not. The redo writer uses it for its
+// active segment.
+type Appender interface {
+	// OpenAppend opens key for appending, creating it empty if it is missing.
+	// An existing object keeps its bytes; writes go after them.
+	OpenAppend(ctx context.Context, key string) (AppendFile, error)
+}
+
+// AppendFile is an object open for appending. It is not safe for concurrent
+// use. After a crash, every byte written before the last successful Sync is
+// intact; bytes after it may be missing or torn.
+type AppendFile interface {
+	io.Writer
+	// Size is the object's length including what Write has accepted.
+	Size() int64
+	// Sync makes every byte written so far durable (fdatasync on a file).
+	Sync() error
+	// Truncate cuts the object to size bytes (to drop a torn tail) and syncs.
+	Truncate(size int64) error
+	// Seal syncs, closes, and atomically renames the object to finalKey,
+	// failing with CodePreconditionFailed if finalKey exists. The rename is
+	// durable when Seal returns.
+	Seal(ctx context.Context, finalKey string) (Attrs, error)
+	// Close closes the object without sealing it; it stays under its key.
+	Close() error
+}
+
+// Aser is the optional escape hatch of a driver: As sets i to the driver's
+// native client when i is a pointer to that client's type, and reports
+// whether it did. Each driver's package doc lists the types it supports.
+type Aser interface {
+	As(i any) bool
+}

@@ -1,0 +1,178 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Code classifies a driver error. Drivers map their native errors to a Code in
+// [Driver.ErrorCode]; Bucket turns the code into a sentinel match.
+type Code int
+
+// The closed set of error codes.
+const (
+	CodeUnknown            Code = iota // anything else; not retried by callers
+	CodeNotExist                       // the object (or bucket) does not exist
+	CodePreconditionFailed             // a conditional write lost: if-not-exists on an existing key, or if-match on a changed ETag
+	CodeInvalidArgument                // the request was malformed (a bad range, an invalid option)
+	CodePermissionDenied               // credentials lack the permission
+	CodeNotSupported                   // the driver cannot do this (for example a conditional write the server ignores)
+	CodeTransient                      // throttling, 5xx, a reset connection: worth retrying
+	CodeCanceled                       // the context was canceled
+	CodeDeadlineExceeded               // the context's deadline passed
+)
+
+var codeNames = [...]string{"unknown", "not exist", "precondition failed", "invalid argument", "permission denied", "not supported", "transient", "canceled", "deadline exceeded"}
+
+func (c Code) String() string {
+	if c >= 0 && int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "code(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Sentinel errors. Match them with errors.Is on any error a Bucket returns.
+var (
+	ErrNotExist           = errors.New("blob: object does not exist")
+	ErrPreconditionFailed = errors.New("blob: precondition failed")
+	ErrInvalidKey         = errors.New("blob: invalid key")
+	ErrInvalidArgument    = errors.New("blob: invalid argument")
+	ErrClosed             = errors.New("blob: bucket is closed")
+	ErrNotSupported       = errors.New("blob: operation not supported by this backend")
+	ErrPermissionDenied   = errors.New("blob: permission denied")
+	ErrTransient          = errors.New("blob: transient failure")
+	// ErrFenced reports that a writer's epoch is no longer current: another
+	// process has taken over its writer ID, and this one must stop writing.
+	ErrFenced = errors.New("blob: writer fenced by a newer epoch")
+)
+
+func (c Code) sentinel() error {
+	switch c {
+	case CodeNotExist:
+		return ErrNotExist
+	case CodePreconditionFailed:
+		return ErrPreconditionFailed
+	case CodeInvalidArgument:
+		return ErrInvalidArgument
+	case CodePermissionDenied:
+		return ErrPermissionDenied
+	case CodeNotSupported:
+		return ErrNotSupported
+	case CodeTransient:
+		return ErrTransient
+	case CodeCanceled:
+		return context.Canceled
+	case CodeDeadlineExceeded:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Error is the error type every Bucket method returns. It names the operation
+// and the key (relative to the bucket the caller holds), carries the driver's
+// classification, and wraps the driver's own error for errors.As.
+type Error struct {
+	Op   string // "put", "read", "stat", "list", "delete", "append", ...
+	Key  string // the key (or list prefix) as the caller named it; may be empty
+	Code Code
+	Err  error // the underlying error; may be a sentinel itself
+}
+
+func (e *Error) Error() string {
+	msg := "blob: " + e.Op
+	if e.Key != "" {
+		msg += " " + strconv.Quote(e.Key)
+	}
+	msg += ": " + e.Code.String()
+	if e.Err != nil {
+		if s := e.Err.Error(); s != "" && s != e.Code.String() {
+			msg += ": " + s
+		}
+	}
+	return msg
+}
+
+// Unwrap returns the driver's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel for e's Code.
+func (e *Error) Is(target error) bool {
+	s := e.Code.sentinel()
+	return s != nil && s == target
+}
+
+// CodeOf returns the Code of err: the Code of an *Error in its chain, the code
+// of a context error, or CodeUnknown.
+func CodeOf(err error) Code {
+	var be *Error
+	switch {
+	case err == nil:
+		return CodeUnknown
+	case errors.As(err, &be):
+		return be.Code
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded
+	case errors.Is(err, ErrNotExist):
+		return CodeNotExist
+	case errors.Is(err, ErrPreconditionFailed):
+		return CodePreconditionFailed
+	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidArgument):
+		return CodeInvalidArgument
+	case errors.Is(err, ErrNotSupported):
+		return CodeNotSupported
+	case errors.Is(err, ErrPermissionDenied):
+		return CodePermissionDenied
+	case errors.Is(err, ErrTransient):
+		return CodeTransient
+	}
+	return CodeUnknown
+}
+
+// IsNotExist reports whether err means the object does not exist.
+func IsNotExist(err error) bool { return errors.Is(err, ErrNotExist) }
+
+// IsPreconditionFailed reports whether err means a conditional write lost.
+func IsPreconditionFailed(err error) bool { return errors.Is(err, ErrPreconditionFailed) }
+
+// IsTransient reports whether err is worth retrying.
+func IsTransient(err error) bool { return CodeOf(err) == CodeTransient }
+
+// wrap turns a driver error into an *Error. Errors that are already *Error
+// (from a nested Bucket) keep their code; context errors keep theirs.
+func wrap(d Driver, op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) {
+		return &Error{Op: op, Key: key, Code: be.Code, Err: be.Err}
+	}
+	code := CodeUnknown
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = CodeDeadlineExceeded
+	case errors.Is(err, ErrInvalidKey):
+		return &Error{Op: op, Key: key, Code: CodeInvalidArgument, Err: err}
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrFenced):
+		// No code of their own: errors.Is finds the sentinel through Unwrap.
+		return &Error{Op: op, Key: key, Code: CodeUnknown, Err: err}
+	default:
+		if d != nil {
+			code = d.ErrorCode(err)
+		}
+		if code == CodeUnknown {
+			code = CodeOf(err)
+		}
+	}
+	return &Error{Op: op, Key: key, Code: code, Err: err}
+}
+
+func errorf(op, key string, code Code, format string, args ...any) error {
+	return &Error{Op: op, Key: key, Code: code, Err: fmt.Errorf(format, args...)}
+}

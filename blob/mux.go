@@ -1,0 +1,124 @@
+package blob
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Opener opens a Bucket from a parsed URL of its scheme. It must reject query
+// parameters it does not know (see CheckQuery) and must not put credentials in
+// its errors.
+type Opener func(ctx context.Context, u *url.URL) (*Bucket, error)
+
+var mux struct {
+	sync.RWMutex
+	openers map[string]Opener
+}
+
+// Register makes scheme openable by Open. Backends call it from init. It
+// panics if scheme is registered twice or is not a valid URL scheme.
+func Register(scheme string, o Opener) {
+	if scheme == "" || strings.ToLower(scheme) != scheme || strings.ContainsAny(scheme, ":/") {
+		panic(fmt.Sprintf("blob: invalid scheme %q", scheme))
+	}
+	mux.Lock()
+	defer mux.Unlock()
+	if mux.openers == nil {
+		mux.openers = map[string]Opener{}
+	}
+	if _, dup := mux.openers[scheme]; dup {
+		panic(fmt.Sprintf("blob: scheme %q registered twice", scheme))
+	}
+	mux.openers[scheme] = o
+}
+
+// Schemes lists the registered schemes, sorted.
+func Schemes() []string {
+	mux.RLock()
+	defer mux.RUnlock()
+	out := make([]string, 0, len(mux.openers))
+	for s := range mux.openers {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Open opens the bucket a URL names, such as "file:///var/redo" or
+// "s3://bucket/prefix?region=eu-west-1". The scheme's backend package must be
+// imported (for its init). Errors never show credentials from the URL.
+func Open(ctx context.Context, rawURL string) (*Bucket, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("blob: open %s: malformed URL", RedactURL(rawURL))
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("blob: open %s: the URL has no scheme (want one of %s)", RedactURL(rawURL), strings.Join(Schemes(), ", "))
+	}
+	mux.RLock()
+	o := mux.openers[u.Scheme]
+	mux.RUnlock()
+	if o == nil {
+		return nil, fmt.Errorf("blob: open %s: unknown scheme %q (registered: %s)", RedactURL(rawURL), u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	b, err := o(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("blob: open %s: %w", RedactURL(rawURL), err)
+	}
+	return b, nil
+}
+
+// CheckQuery returns an error naming every query parameter of u that is not in
+// allowed.
+func CheckQuery(u *url.URL, allowed ...string) error {
+	var unknown []string
+	for k := range u.Query() {
+		if !slices.Contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	known := "none"
+	if len(allowed) > 0 {
+		known = strings.Join(allowed, ", ")
+	}
+	return fmt.Errorf("%w: unknown query parameter(s) %s (known: %s)", ErrInvalidArgument, strings.Join(unknown, ", "), known)
+}
+
+// sensitive are query parameters whose values are secrets (SAS tokens, keys,
+// passwords) and must not be printed.
+var sensitive = []string{"sig", "signature", "key", "secret", "password", "token", "credential", "accountkey", "access_key", "secret_key", "sas", "x-amz-signature", "x-amz-credential", "x-amz-security-token"}
+
+// RedactURL returns rawURL with any password and the values of secret-looking
+// query parameters replaced by "xxxxx", for error messages and logs.
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// Unparseable: print nothing that could be a secret.
+		if i := strings.IndexAny(rawURL, "?@"); i >= 0 {
+			return rawURL[:i] + "…"
+		}
+		return rawURL
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			lk := strings.ToLower(k)
+			for _, s := range sensitive {
+				if lk == s || strings.Contains(lk, s) {
+					q[k] = []string{"xxxxx"}
+					break
+				}
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
