@@ -101,11 +101,23 @@ var sensitive = []string{"sig", "signature", "key", "secret", "password", "token
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// Unparseable: print nothing that could be a secret.
-		if i := strings.IndexAny(rawURL, "?@"); i >= 0 {
-			return rawURL[:i] + "…"
+		// Unparseable (a DSN such as user:pw@tcp(host)/db): keep the
+		// user name, hide the password, drop the query.
+		s := rawURL
+		if i := strings.IndexByte(s, '?'); i >= 0 {
+			s = s[:i] + "?…"
 		}
-		return rawURL
+		start := 0
+		if i := strings.Index(s, "://"); i >= 0 {
+			start = i + 3
+		}
+		if at := strings.LastIndexByte(s, '@'); at > start {
+			user := s[start:at]
+			if c := strings.IndexByte(user, ':'); c >= 0 {
+				s = s[:start] + user[:c] + ":xxxxx" + s[at:]
+			}
+		}
+		return s
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
