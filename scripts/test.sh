@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one test command: static checks, the local servers the tests talk to,
+# every test under the race detector, and a bounded run of every fuzz target.
+#
+#   scripts/test.sh                 everything (what CI runs)
+#   REDOKIT_NO_EMULATORS=1 ...      skip starting servers (tests that need one
+#                                   skip with a reason; under CI=true they fail)
+#   REDOKIT_FUZZTIME=30s ...        longer fuzzing per target (default 8s)
+#   REDOKIT_CRASH_TRIALS=500 ...    more SIGKILL crash trials (default 50)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+step() { printf '\n== %s (%ds)\n' "$*" $(( $(date +%s) - start )); }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+if [ "${REDOKIT_NO_EMULATORS:-}" != "1" ] && [ -f scripts/emulators.sh ]; then
+  step "local servers"
+  # shellcheck source=emulators.sh
+  source scripts/emulators.sh
+  trap emulators_stop EXIT
+  emulators_start
+fi
+
+export REDOKIT_CRASH_TRIALS="${REDOKIT_CRASH_TRIALS:-50}"
+step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS)"
+go test -race -count=1 -timeout 30m ./...
+
+step "fuzz (${REDOKIT_FUZZTIME:-8s} per target)"
+# Every Fuzz* function in the tree, each run alone for a bounded time.
+while IFS=: read -r file target; do
+  pkg="./$(dirname "$file")"
+  echo "-- $pkg $target"
+  go test -run='^$' -fuzz="^${target}\$" -fuzztime="${REDOKIT_FUZZTIME:-8s}" "$pkg"
+done < <(git ls-files '*_test.go' | xargs grep -oE '^func Fuzz[A-Za-z0-9_]+' | sed 's/func //' | sort)
+
+step "done"
