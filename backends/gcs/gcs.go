@@ -1,0 +1,723 @@
+// Package gcs is the Google Cloud Storage backend of redokit, on
+// cloud.google.com/go/storage (JSON API for writes, lists and stats; XML API
+// for reads, as the library does).
+//
+// # Opening
+//
+// From a URL (import the package for its init):
+//
+//	gs://BUCKET[/PREFIX][?OPTIONS]
+//
+// Every key is stored under PREFIX + "/" when a prefix is given ("gs://b/logs"
+// stores key "x" as "logs/x"). Credentials are Google's Application Default
+// Credentials, unless the environment variable STORAGE_EMULATOR_HOST is set:
+// then the library talks plain HTTP, without authentication, to that host (an
+// emulator such as fake-gcs-server). Plain HTTP is used in that case and when
+// the URL's endpoint option asks for it, never otherwise. The options, all
+// optional (sizes take a B, KiB, MiB or GiB suffix or are bytes):
+//
+//	chunk_size=16MiB          resumable uploads send chunks of this size (rounded up to 256 KiB by the library)
+//	resumable_threshold=16MiB objects of at least this size use a resumable upload; smaller ones one request
+//	concurrency=16            per-key deletes in flight during a batch delete
+//	timeout=1m                per-call deadline (see Options.Timeout); 0 disables
+//	max_attempts=6            attempts of a retried request, the first included
+//	endpoint=URL              JSON API endpoint, e.g. http://127.0.0.1:4443/storage/v1/
+//	anonymous=true            send no credentials (public buckets, emulators behind endpoint=)
+//
+// Unknown options are an error that names them. With a client of your own,
+// use [New] (or [NewDriver] to wrap the driver).
+//
+// # Semantics
+//
+// Put is atomic: an object becomes visible only when its upload finalizes.
+// Objects smaller than Options.ResumableThreshold (and every object of unknown
+// size that turns out smaller) go up in one multipart request whose body the
+// driver holds in memory, with its CRC32C for the server to verify; the
+// driver retries that request itself (Writer.ChunkSize=0 makes the library
+// unable to). Larger objects use a resumable upload session of
+// Options.ChunkSize chunks, each retried by the library; the session is only
+// finalized by the last chunk, so a canceled context, a reader error or a
+// reader that delivers fewer or more bytes than the declared size leaves
+// nothing visible (an unfinalized session expires on its own after a week).
+//
+// The ETag of an object is its generation number in decimal: it changes on
+// every write, and PutOptions.IfMatch is sent as the precondition
+// ifGenerationMatch. An IfMatch that is not a decimal generation cannot match
+// and fails with CodePreconditionFailed without a request. IfNotExist is
+// ifGenerationMatch=0 (Conditions{DoesNotExist: true}). The server checks
+// preconditions atomically, so of racing conditional writers exactly one wins.
+//
+// Retries: the bucket handle retries every operation on transient errors
+// (408, 429, 5xx, connection resets) with exponential backoff, under policy
+// RetryAlways. That is safe: unconditional puts and deletes are idempotent, and
+// conditional puts carry their precondition. One ambiguity remains with
+// conditional writes, as on every object store: if a write succeeds but its
+// response is lost, the retry finds its own object and fails the
+// precondition. The driver resolves it: every Put stores a random put ID in
+// the object's metadata (key "redokit-put-id"), and a conditional Put that
+// fails its precondition reads the object's metadata once; if the object
+// carries its own put ID, the Put succeeded and returns the object's
+// attributes.
+//
+// Timeouts: Options.Timeout is a per-call deadline (context.WithTimeout
+// around the call, retries included) for Stat, one List page, each key of a
+// Delete, each attempt of a single-request upload, and the opening of a
+// reader (time to the response headers; reading the body is bounded by the
+// caller's context only, since a reader may be held open for long). A
+// resumable upload is bounded by the caller's context; each of its chunks
+// must be acknowledged within Timeout (Writer.ChunkTransferTimeout) and is
+// retried for up to Options.ChunkRetryDeadline.
+//
+// Reads: NewRangeReader maps to an HTTP range request. An offset at or past
+// the end of the object makes the server answer 416; the driver turns that
+// into an empty reader.
+//
+// List pages come from the Objects iterator with an iterator.Pager, so the
+// continuation token is GCS's own page token. StartAfter is sent as the
+// query's startOffset (inclusive) and the key equal to it, if any, is
+// dropped, so such a page may hold one object fewer than asked.
+//
+// Delete removes keys one request each (the Go library has no batch call),
+// Options.Concurrency at a time. A missing key is success; the keys that
+// failed are named in the error, each with its cause.
+//
+// # Errors
+//
+// ErrorCode maps storage.ErrObjectNotExist, storage.ErrBucketNotExist and
+// HTTP 404 to CodeNotExist; 412 to CodePreconditionFailed; 401 and 403 to
+// CodePermissionDenied; 400 and 416 to CodeInvalidArgument; 408, 429, 5xx and
+// errors the library would retry (connection resets, unexpected EOF) to
+// CodeTransient; context errors to CodeCanceled and CodeDeadlineExceeded.
+//
+// # Escape hatch
+//
+// Bucket.As accepts **storage.Client and **storage.BucketHandle.
+package gcs
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// Defaults of Options.
+const (
+	DefaultChunkSize          = 16 << 20
+	DefaultResumableThreshold = 16 << 20
+	DefaultConcurrency        = 16
+	DefaultTimeout            = time.Minute
+	DefaultMaxAttempts        = 6
+	DefaultChunkRetryDeadline = 32 * time.Second
+)
+
+// putIDKey is the metadata key holding the random ID of the Put that wrote
+// an object (see the package doc on retries).
+const putIDKey = "redokit-put-id"
+
+// Options configure a Driver. The zero value (and nil) means the defaults.
+type Options struct {
+	// ChunkSize is the chunk size of resumable uploads (Writer.ChunkSize);
+	// the library rounds it up to a multiple of 256 KiB. Each resumable Put
+	// holds one chunk in memory. Default DefaultChunkSize.
+	ChunkSize int
+	// ResumableThreshold is the size from which Put uses a resumable upload;
+	// smaller objects go up in one request, held in memory. Default
+	// DefaultResumableThreshold.
+	ResumableThreshold int64
+	// Concurrency is the number of single-key deletes a batch Delete keeps
+	// in flight. Default DefaultConcurrency.
+	Concurrency int
+	// Timeout is the per-call deadline described in the package doc.
+	// Default DefaultTimeout; negative disables it.
+	Timeout time.Duration
+	// ChunkRetryDeadline bounds the retries of one resumable chunk
+	// (Writer.ChunkRetryDeadline). Default DefaultChunkRetryDeadline.
+	ChunkRetryDeadline time.Duration
+	// MaxAttempts bounds the attempts of a retried request, the first one
+	// included. Default DefaultMaxAttempts.
+	MaxAttempts int
+	// Backoff is the retry backoff. Default: 100 ms initial, doubling, at
+	// most 5 s, jittered by the library.
+	Backoff gax.Backoff
+	// OwnClient makes Close close the client. Open sets it; with New the
+	// caller keeps ownership unless it sets it.
+	OwnClient bool
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	switch {
+	case v.ChunkSize < 0:
+		return v, fmt.Errorf("%w: negative chunk size %d", blob.ErrInvalidArgument, v.ChunkSize)
+	case v.ResumableThreshold < 0:
+		return v, fmt.Errorf("%w: negative resumable threshold %d", blob.ErrInvalidArgument, v.ResumableThreshold)
+	case v.Concurrency < 0:
+		return v, fmt.Errorf("%w: negative concurrency %d", blob.ErrInvalidArgument, v.Concurrency)
+	case v.MaxAttempts < 0:
+		return v, fmt.Errorf("%w: negative max attempts %d", blob.ErrInvalidArgument, v.MaxAttempts)
+	case v.ChunkRetryDeadline < 0:
+		return v, fmt.Errorf("%w: negative chunk retry deadline %v", blob.ErrInvalidArgument, v.ChunkRetryDeadline)
+	}
+	if v.ChunkSize == 0 {
+		v.ChunkSize = DefaultChunkSize
+	}
+	if v.ResumableThreshold == 0 {
+		v.ResumableThreshold = DefaultResumableThreshold
+	}
+	if v.Concurrency == 0 {
+		v.Concurrency = DefaultConcurrency
+	}
+	if v.Timeout == 0 {
+		v.Timeout = DefaultTimeout
+	}
+	if v.ChunkRetryDeadline == 0 {
+		v.ChunkRetryDeadline = DefaultChunkRetryDeadline
+	}
+	if v.MaxAttempts == 0 {
+		v.MaxAttempts = DefaultMaxAttempts
+	}
+	if v.Backoff == (gax.Backoff{}) {
+		v.Backoff = gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
+	}
+	return v, nil
+}
+
+// Driver is the GCS blob.Driver.
+type Driver struct {
+	client *storage.Client
+	bkt    *storage.BucketHandle
+	name   string
+	opts   Options
+	closed atomic.Bool
+}
+
+var (
+	_ blob.Driver = (*Driver)(nil)
+	_ blob.Aser   = (*Driver)(nil)
+)
+
+// New returns a Bucket over the GCS bucket named bucket, through client. opts
+// may be nil. The caller keeps ownership of client unless opts.OwnClient.
+func New(client *storage.Client, bucket string, opts *Options) (*blob.Bucket, error) {
+	d, err := NewDriver(client, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
+}
+
+// NewDriver returns the driver New wraps, for decorating it (metrics, fault
+// injection) before handing it to blob.NewBucket.
+func NewDriver(client *storage.Client, bucket string, opts *Options) (*Driver, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: gcs: nil client", blob.ErrInvalidArgument)
+	}
+	if bucket == "" {
+		return nil, fmt.Errorf("%w: gcs: empty bucket name", blob.ErrInvalidArgument)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("gcs: %w", err)
+	}
+	// The retry settings live on the bucket handle, not the client, so a
+	// caller's client keeps its own configuration.
+	bkt := client.Bucket(bucket).Retryer(
+		storage.WithPolicy(storage.RetryAlways),
+		storage.WithBackoff(o.Backoff),
+		storage.WithMaxAttempts(o.MaxAttempts),
+	)
+	return &Driver{client: client, bkt: bkt, name: bucket, opts: o}, nil
+}
+
+// As implements blob.Aser: **storage.Client and **storage.BucketHandle.
+func (d *Driver) As(i any) bool {
+	switch p := i.(type) {
+	case **storage.Client:
+		*p = d.client
+	case **storage.BucketHandle:
+		*p = d.bkt
+	default:
+		return false
+	}
+	return true
+}
+
+// callCtx applies the per-call deadline.
+func (d *Driver) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.opts.Timeout > 0 {
+		return context.WithTimeout(ctx, d.opts.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// ETag returns the ETag this driver reports for an object generation.
+func ETag(generation int64) string { return strconv.FormatInt(generation, 10) }
+
+func attrsOf(a *storage.ObjectAttrs) blob.Attrs {
+	return blob.Attrs{Key: a.Name, Size: a.Size, ETag: ETag(a.Generation), ModTime: a.Updated}
+}
+
+func newPutID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// Put implements blob.Driver.
+func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if d.closed.Load() {
+		return blob.Attrs{}, blob.ErrClosed
+	}
+	obj := d.bkt.Object(key)
+	conditional := true
+	switch {
+	case opts.IfNotExist:
+		obj = obj.If(storage.Conditions{DoesNotExist: true})
+	case opts.IfMatch != "":
+		gen, err := strconv.ParseInt(opts.IfMatch, 10, 64)
+		if err != nil || gen <= 0 {
+			return blob.Attrs{}, fmt.Errorf("%w: if-match ETag %q is not a GCS generation", blob.ErrPreconditionFailed, opts.IfMatch)
+		}
+		obj = obj.If(storage.Conditions{GenerationMatch: gen})
+	default:
+		conditional = false
+	}
+	putID := newPutID()
+
+	// Decide the upload kind. An object of unknown size is read up to the
+	// threshold: if it ends there it is small.
+	var small []byte
+	var rest io.Reader
+	switch {
+	case size >= 0 && size < d.opts.ResumableThreshold:
+		small = make([]byte, size)
+		if _, err := io.ReadFull(r, small); err != nil {
+			return blob.Attrs{}, shortRead(err, size)
+		}
+		if err := expectEOF(r, size); err != nil {
+			return blob.Attrs{}, err
+		}
+	case size < 0:
+		buf, err := io.ReadAll(io.LimitReader(r, d.opts.ResumableThreshold))
+		if err != nil {
+			return blob.Attrs{}, err
+		}
+		if int64(len(buf)) < d.opts.ResumableThreshold {
+			small = buf
+		} else {
+			rest = io.MultiReader(bytes.NewReader(buf), r)
+		}
+	default:
+		rest = &exactReader{r: r, left: size, size: size}
+	}
+
+	var (
+		a   *storage.ObjectAttrs
+		err error
+	)
+	if small != nil {
+		a, err = d.putSmall(ctx, obj, small, putID)
+	} else {
+		a, err = d.putResumable(ctx, obj, rest, putID)
+	}
+	if err != nil && conditional && d.ErrorCode(err) == blob.CodePreconditionFailed {
+		// Did a lost response of our own write make the retry fail? (See
+		// the package doc.)
+		if won, ok := d.ownObject(ctx, key, putID); ok {
+			return won, nil
+		}
+	}
+	if err != nil {
+		return blob.Attrs{}, err
+	}
+	return attrsOf(a), nil
+}
+
+// ownObject reports the object's attributes if it carries putID.
+func (d *Driver) ownObject(ctx context.Context, key, putID string) (blob.Attrs, bool) {
+	cctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	a, err := d.bkt.Object(key).Attrs(cctx)
+	if err != nil || a.Metadata[putIDKey] != putID {
+		return blob.Attrs{}, false
+	}
+	return attrsOf(a), true
+}
+
+func (d *Driver) newWriter(ctx context.Context, obj *storage.ObjectHandle, putID string) *storage.Writer {
+	w := obj.NewWriter(ctx)
+	w.ContentType = "application/octet-stream"
+	w.Metadata = map[string]string{putIDKey: putID}
+	return w
+}
+
+// putSmall uploads data in one request, retrying it on transient errors
+// (the library cannot, as it keeps no copy of a ChunkSize=0 body).
+func (d *Driver) putSmall(ctx context.Context, obj *storage.ObjectHandle, data []byte, putID string) (*storage.ObjectAttrs, error) {
+	sum := crc32.Checksum(data, crc32c)
+	bo := d.opts.Backoff
+	for attempt := 1; ; attempt++ {
+		a, err := d.putSmallOnce(ctx, obj, data, sum, putID)
+		if err == nil || attempt >= d.opts.MaxAttempts || ctx.Err() != nil || d.ErrorCode(err) != blob.CodeTransient {
+			return a, err
+		}
+		if serr := gax.Sleep(ctx, bo.Pause()); serr != nil {
+			return nil, err
+		}
+	}
+}
+
+func (d *Driver) putSmallOnce(ctx context.Context, obj *storage.ObjectHandle, data []byte, sum uint32, putID string) (*storage.ObjectAttrs, error) {
+	cctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	w := d.newWriter(cctx, obj, putID)
+	w.ChunkSize = 0
+	w.CRC32C = sum
+	w.SendCRC32C = true // the server rejects a corrupted body
+	if _, err := w.Write(data); err != nil {
+		cancel()
+		_ = w.Close()
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return w.Attrs(), nil
+}
+
+// putResumable streams r through a resumable upload session. Any error
+// before the last chunk cancels the writer's context, which abandons the
+// session unfinalized: nothing becomes visible.
+func (d *Driver) putResumable(ctx context.Context, obj *storage.ObjectHandle, r io.Reader, putID string) (*storage.ObjectAttrs, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := d.newWriter(wctx, obj, putID)
+	w.ChunkSize = d.opts.ChunkSize
+	w.ChunkRetryDeadline = d.opts.ChunkRetryDeadline
+	if d.opts.Timeout > 0 {
+		w.ChunkTransferTimeout = d.opts.Timeout
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		_ = w.Close()
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return w.Attrs(), nil
+}
+
+// exactReader yields exactly size bytes of r and fails, instead of ending,
+// when r holds fewer or more, so that a resumable upload is never finalized
+// with the wrong length.
+type exactReader struct {
+	r          io.Reader
+	left, size int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left == 0 {
+		if err := expectEOF(e.r, e.size); err != nil {
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if err == io.EOF {
+		if e.left > 0 {
+			return n, shortRead(io.ErrUnexpectedEOF, e.size)
+		}
+		err = nil
+	}
+	return n, err
+}
+
+func shortRead(err error, size int64) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("%w: the reader ended before the declared size %d", blob.ErrInvalidArgument, size)
+	}
+	return err
+}
+
+// expectEOF checks that r has nothing after the declared size.
+func expectEOF(r io.Reader, size int64) error {
+	var one [1]byte
+	for {
+		n, err := r.Read(one[:])
+		if n > 0 {
+			return fmt.Errorf("%w: the reader holds more than the declared size %d", blob.ErrInvalidArgument, size)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// NewRangeReader implements blob.Driver.
+func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if d.closed.Load() {
+		return nil, blob.ErrClosed
+	}
+	// The deadline covers the wait for the response only: cancel rctx if it
+	// passes before the reader opens, and leave the body to the caller's ctx.
+	rctx, cancel := context.WithCancelCause(ctx)
+	var timer *time.Timer
+	if d.opts.Timeout > 0 {
+		timer = time.AfterFunc(d.opts.Timeout, func() {
+			cancel(fmt.Errorf("gcs: no response within %v: %w", d.opts.Timeout, context.DeadlineExceeded))
+		})
+	}
+	r, err := d.bkt.Object(key).NewRangeReader(rctx, offset, length)
+	if timer != nil && !timer.Stop() {
+		if r != nil {
+			r.Close()
+		}
+		err = context.Cause(rctx)
+	}
+	if err != nil {
+		cancel(nil)
+		var gerr *googleapi.Error
+		if errors.As(err, &gerr) && gerr.Code == http.StatusRequestedRangeNotSatisfiable {
+			// The object exists and offset is at or past its end.
+			return io.NopCloser(bytes.NewReader(nil)), nil
+		}
+		return nil, err
+	}
+	return &reader{Reader: r, cancel: func() { cancel(nil) }}, nil
+}
+
+type reader struct {
+	*storage.Reader
+	cancel func()
+}
+
+func (r *reader) Close() error {
+	err := r.Reader.Close()
+	r.cancel()
+	return err
+}
+
+// Stat implements blob.Driver.
+func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	if d.closed.Load() {
+		return blob.Attrs{}, blob.ErrClosed
+	}
+	cctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	a, err := d.bkt.Object(key).Attrs(cctx)
+	if err != nil {
+		return blob.Attrs{}, err
+	}
+	return attrsOf(a), nil
+}
+
+// List implements blob.Driver.
+func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	if d.closed.Load() {
+		return blob.ListPage{}, blob.ErrClosed
+	}
+	pageSize := opts.PageSize
+	if pageSize <= 0 || pageSize > blob.DefaultPageSize {
+		pageSize = blob.DefaultPageSize
+	}
+	q := &storage.Query{Prefix: opts.Prefix, Projection: storage.ProjectionNoACL}
+	skip := ""
+	if opts.Token == "" && opts.StartAfter != "" {
+		q.StartOffset = opts.StartAfter // inclusive: drop the key itself below
+		skip = opts.StartAfter
+	}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
+		return blob.ListPage{}, err
+	}
+	cctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	var objs []*storage.ObjectAttrs
+	next, err := iterator.NewPager(d.bkt.Objects(cctx, q), pageSize, opts.Token).NextPage(&objs)
+	if err != nil {
+		return blob.ListPage{}, err
+	}
+	page := blob.ListPage{Objects: make([]blob.Attrs, 0, len(objs)), NextToken: next}
+	for _, o := range objs {
+		if skip != "" && o.Name <= skip {
+			continue
+		}
+		page.Objects = append(page.Objects, attrsOf(o))
+	}
+	return page, nil
+}
+
+// Delete implements blob.Driver.
+func (d *Driver) Delete(ctx context.Context, keys []string) error {
+	if d.closed.Load() {
+		return blob.ErrClosed
+	}
+	var (
+		mu     sync.Mutex
+		failed []keyError
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, d.opts.Concurrency)
+	)
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			cctx, cancel := d.callCtx(ctx)
+			defer cancel()
+			err := d.bkt.Object(k).Delete(cctx)
+			if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
+				mu.Lock()
+				failed = append(failed, keyError{k, err})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) == 0 {
+		return ctx.Err()
+	}
+	return newDeleteError(len(keys), failed)
+}
+
+type keyError struct {
+	key string
+	err error
+}
+
+// DeleteError reports the keys of a batch Delete that failed. It unwraps to
+// each key's error, so errors.Is and errors.As see them.
+type DeleteError struct {
+	Total  int        // keys in the batch
+	Failed []KeyError // sorted by key
+}
+
+// KeyError is one key that a batch Delete failed to remove.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func newDeleteError(total int, failed []keyError) *DeleteError {
+	e := &DeleteError{Total: total}
+	for _, f := range failed {
+		e.Failed = append(e.Failed, KeyError{f.key, f.err})
+	}
+	slices.SortFunc(e.Failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
+	return e
+}
+
+func (e *DeleteError) Error() string {
+	const show = 5
+	var b strings.Builder
+	fmt.Fprintf(&b, "gcs: %d of %d keys not deleted:", len(e.Failed), e.Total)
+	for i, f := range e.Failed {
+		if i == show {
+			fmt.Fprintf(&b, " … and %d more", len(e.Failed)-show)
+			break
+		}
+		fmt.Fprintf(&b, " %q (%v);", f.Key, f.Err)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap returns every key's error.
+func (e *DeleteError) Unwrap() []error {
+	errs := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		errs[i] = f.Err
+	}
+	return errs
+}
+
+// ErrorCode implements blob.Driver.
+func (d *Driver) ErrorCode(err error) blob.Code {
+	switch {
+	case err == nil:
+		return blob.CodeUnknown
+	case errors.Is(err, context.Canceled):
+		return blob.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return blob.CodeDeadlineExceeded
+	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist):
+		return blob.CodeNotExist
+	}
+	if c := blob.CodeOf(err); c != blob.CodeUnknown {
+		return c
+	}
+	var de *DeleteError
+	if errors.As(err, &de) && len(de.Failed) > 0 {
+		return d.ErrorCode(de.Failed[0].Err)
+	}
+	status := 0
+	var gerr *googleapi.Error
+	var aerr *apierror.APIError
+	switch {
+	case errors.As(err, &gerr):
+		status = gerr.Code
+	case errors.As(err, &aerr):
+		status = aerr.HTTPCode()
+	}
+	switch {
+	case status == http.StatusNotFound:
+		return blob.CodeNotExist
+	case status == http.StatusPreconditionFailed:
+		return blob.CodePreconditionFailed
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		return blob.CodePermissionDenied
+	case status == http.StatusBadRequest, status == http.StatusRequestedRangeNotSatisfiable:
+		return blob.CodeInvalidArgument
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return blob.CodeTransient
+	}
+	if storage.ShouldRetry(err) {
+		return blob.CodeTransient
+	}
+	return blob.CodeUnknown
+}
+
+// Close implements blob.Driver. It closes the client only if the driver owns
+// it (Options.OwnClient, set by Open).
+func (d *Driver) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	if d.opts.OwnClient {
+		return d.client.Close()
+	}
+	return nil
+}
