@@ -383,7 +383,10 @@ func (d *Driver) putSmall(ctx context.Context, obj *storage.ObjectHandle, data [
 	bo := d.opts.Backoff
 	for attempt := 1; ; attempt++ {
 		a, err := d.putSmallOnce(ctx, obj, data, sum, putID)
-		if err == nil || attempt >= d.opts.MaxAttempts || ctx.Err() != nil || d.ErrorCode(err) != blob.CodeTransient {
+		// An attempt that ran out of its own deadline (a stalled
+		// connection) is worth another one while the caller's ctx lives.
+		retry := d.ErrorCode(err) == blob.CodeTransient || errors.Is(err, context.DeadlineExceeded)
+		if err == nil || !retry || attempt >= d.opts.MaxAttempts || ctx.Err() != nil {
 			return a, err
 		}
 		if serr := gax.Sleep(ctx, bo.Pause()); serr != nil {

@@ -1,0 +1,534 @@
+package gcs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+
+	"github.com/redokit/redokit/blob"
+)
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		url    string
+		bucket string
+		prefix string
+		check  func(Options) bool
+	}{
+		{"gs://b", "b", "", func(o Options) bool { return o == Options{} }},
+		{"gs://b/", "b", "", nil},
+		{"gs://b/logs", "b", "logs/", nil},
+		{"gs://b/logs/cf1/", "b", "logs/cf1/", nil},
+		{"gs://b?chunk_size=8MiB&resumable_threshold=4MiB&concurrency=3&timeout=5s&max_attempts=2", "b", "", func(o Options) bool {
+			return o.ChunkSize == 8<<20 && o.ResumableThreshold == 4<<20 && o.Concurrency == 3 && o.Timeout == 5*time.Second && o.MaxAttempts == 2
+		}},
+		{"gs://b?chunk_size=262144", "b", "", func(o Options) bool { return o.ChunkSize == 256<<10 }},
+		{"gs://b?timeout=0", "b", "", func(o Options) bool { return o.Timeout < 0 }},
+		{"gs://b?endpoint=http%3A%2F%2F127.0.0.1%3A1%2Fstorage%2Fv1%2F&anonymous=true", "b", "", nil},
+	}
+	for _, g := range good {
+		u, _ := url.Parse(g.url)
+		c, err := parseURL(u)
+		if err != nil {
+			t.Errorf("%s: %v", g.url, err)
+			continue
+		}
+		if c.bucket != g.bucket || c.prefix != g.prefix {
+			t.Errorf("%s: bucket %q prefix %q, want %q %q", g.url, c.bucket, c.prefix, g.bucket, g.prefix)
+		}
+		if g.check != nil && !g.check(c.opts) {
+			t.Errorf("%s: options %+v", g.url, c.opts)
+		}
+	}
+	bad := []struct{ url, want string }{
+		{"gs://b?bogus=1&chunk_size=1MiB&zzz=2", "bogus, zzz"},
+		{"gs:///prefix", "no bucket"},
+		{"gs://b?chunk_size=-1", "chunk_size"},
+		{"gs://b?chunk_size=2GiB", "chunk_size"},
+		{"gs://b?resumable_threshold=lots", "resumable_threshold"},
+		{"gs://b?concurrency=0", "concurrency"},
+		{"gs://b?timeout=soon", "timeout"},
+		{"gs://b?endpoint=ftp://x", "endpoint"},
+		{"gs://b?anonymous=maybe", "anonymous"},
+		{"gs://user:hunter2@b/p", "credentials"},
+	}
+	for _, b := range bad {
+		u, _ := url.Parse(b.url)
+		_, err := parseURL(u)
+		if err == nil || !strings.Contains(err.Error(), b.want) || !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: got %v, want an invalid-argument error mentioning %q", b.url, err, b.want)
+		}
+	}
+	// Through blob.Open, the URL in the error is redacted.
+	_, err := blob.Open(context.Background(), "gs://user:hunter2@b/p?bogus=1")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Open leaked the password or accepted the URL: %v", err)
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	host := emulatorHost(t)
+	c, _ := newClient(t, host)
+	name := newTestBucket(t, c)
+	ctx := context.Background()
+	// STORAGE_EMULATOR_HOST makes the library use plain HTTP without auth.
+	b, err := blob.Open(ctx, "gs://"+name+"/logs/cf?resumable_threshold=1MiB&chunk_size=256KiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Put(ctx, "k", []byte("hello"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Bucket(name).Object("logs/cf/k").Attrs(ctx); err != nil {
+		t.Fatalf("the URL's prefix was not applied: %v", err)
+	}
+	var sc *storage.Client
+	var bh *storage.BucketHandle
+	if !b.As(&sc) || sc == nil || !b.As(&bh) || bh == nil || b.As(new(int)) {
+		t.Fatal("As")
+	}
+	// An explicit endpoint also works (here: the same emulator).
+	b2, err := blob.Open(ctx, "gs://"+name+"?anonymous=true&endpoint="+url.QueryEscape("http://"+host+"/storage/v1/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	got, err := b2.ReadAll(ctx, "logs/cf/k")
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("read through endpoint=: %q %v", got, err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	b, ct := newBucket(t, &Options{ResumableThreshold: 4 << 20, ChunkSize: 1 << 20})
+	ctx := context.Background()
+	for _, n := range []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10 << 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			key := fmt.Sprintf("obj/%d", n)
+			data := pattern(n, byte(n))
+			m0, r0 := ct.multipart.Load(), ct.resumable.Load()
+			a, err := b.Put(ctx, key, data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Size != int64(n) || a.ETag == "" || a.ModTime.IsZero() {
+				t.Fatalf("attrs %+v", a)
+			}
+			if n >= 4<<20 {
+				if ct.resumable.Load() == r0 {
+					t.Fatalf("%d bytes: no resumable upload", n)
+				}
+			} else if ct.multipart.Load() != m0+1 || ct.resumable.Load() != r0 {
+				t.Fatalf("%d bytes: want one multipart request, got %d multipart %d resumable", n, ct.multipart.Load()-m0, ct.resumable.Load()-r0)
+			}
+			got, err := b.ReadAll(ctx, key)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read back %d bytes, err %v", len(got), err)
+			}
+			s, err := b.Stat(ctx, key)
+			if err != nil || s.Size != int64(n) || s.ETag != a.ETag {
+				t.Fatalf("stat %+v %v (put said %+v)", s, err, a)
+			}
+		})
+	}
+	// Unknown size: small and large.
+	for _, n := range []int{3000, 5 << 20} {
+		data := pattern(n, 9)
+		key := fmt.Sprintf("unknown/%d", n)
+		if _, err := b.PutReader(ctx, key, io.MultiReader(bytes.NewReader(data)), -1, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.ReadAll(ctx, key)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("unknown size %d: read back %d bytes, err %v", n, len(got), err)
+		}
+	}
+	mustNotExist(t, b, "missing/key")
+	if _, err := b.ReadAll(ctx, "missing/key"); !blob.IsNotExist(err) {
+		t.Fatalf("read missing: %v", err)
+	}
+}
+
+// A reader that lies about its size must not leave an object behind.
+func TestWrongSize(t *testing.T) {
+	b, _ := newBucket(t, &Options{ResumableThreshold: 1 << 20, ChunkSize: 256 << 10})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		have, said int
+	}{{"small-short", 100, 200}, {"small-long", 300, 200}, {"large-short", 2 << 20, 3 << 20}, {"large-long", 3<<20 + 1, 3 << 20}} {
+		_, err := b.PutReader(ctx, c.name, bytes.NewReader(pattern(c.have, 1)), int64(c.said), nil)
+		if !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: want invalid argument, got %v", c.name, err)
+		}
+		mustNotExist(t, b, c.name)
+	}
+}
+
+func TestRangedReads(t *testing.T) {
+	b, _ := newBucket(t, nil)
+	ctx := context.Background()
+	data := pattern(1000, 3)
+	if _, err := b.Put(ctx, "r", data, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "empty", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		key         string
+		off, length int64
+		want        []byte
+	}{
+		{"r", 0, -1, data},
+		{"r", 10, 20, data[10:30]},
+		{"r", 990, 100, data[990:]},
+		{"r", 999, -1, data[999:]},
+		{"r", 1000, -1, nil},
+		{"r", 1000, 5, nil},
+		{"r", 5000, 10, nil},
+		{"r", 3, 0, nil},
+		{"empty", 0, -1, nil},
+		{"empty", 0, 10, nil},
+		{"empty", 7, -1, nil},
+	}
+	for _, c := range cases {
+		got, err := b.ReadRange(ctx, c.key, c.off, c.length)
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Errorf("%s [%d,+%d): got %d bytes (%v), want %d", c.key, c.off, c.length, len(got), err, len(c.want))
+		}
+	}
+	if _, err := b.ReadRange(ctx, "nope", 5000, 10); !blob.IsNotExist(err) {
+		t.Errorf("missing key past end: %v", err)
+	}
+}
+
+// raceWinners runs n conditional Puts of distinct contents at once and
+// returns the indexes that won.
+func raceWinners(t *testing.T, b *blob.Bucket, key string, size, n int, opts func(i int) *blob.PutOptions) []int {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []int
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := b.Put(context.Background(), key, pattern(size, byte(i+1)), opts(i))
+			switch {
+			case err == nil:
+				mu.Lock()
+				winners = append(winners, i)
+				mu.Unlock()
+			case !blob.IsPreconditionFailed(err):
+				t.Errorf("racer %d: want precondition failed, got %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return winners
+}
+
+func TestIfNotExistRace(t *testing.T) {
+	b, _ := newBucket(t, &Options{ResumableThreshold: 1 << 20, ChunkSize: 256 << 10})
+	for _, size := range []int{1000, 2<<20 + 5} { // one request; resumable
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("race/%d", size)
+			w := raceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfNotExist: true} })
+			if len(w) != 1 {
+				t.Fatalf("winners %v, want exactly one", w)
+			}
+			got, err := b.ReadAll(context.Background(), key)
+			if err != nil || !bytes.Equal(got, pattern(size, byte(w[0]+1))) {
+				t.Fatalf("the stored object is not the winner's: %v", err)
+			}
+		})
+	}
+}
+
+func TestIfMatch(t *testing.T) {
+	b, _ := newBucket(t, &Options{ResumableThreshold: 1 << 20, ChunkSize: 256 << 10})
+	ctx := context.Background()
+	for _, size := range []int{100, 2 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("cas/%d", size)
+			if _, err := b.Put(ctx, key, pattern(size, 1), &blob.PutOptions{IfMatch: "1"}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("if-match on a missing key: %v", err)
+			}
+			a1, err := b.Put(ctx, key, pattern(size, 1), &blob.PutOptions{IfNotExist: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Put(ctx, key, pattern(size, 9), &blob.PutOptions{IfNotExist: true}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("second create: %v", err)
+			}
+			a2, err := b.Put(ctx, key, pattern(size, 2), &blob.PutOptions{IfMatch: a1.ETag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a2.ETag == a1.ETag {
+				t.Fatal("the ETag did not change")
+			}
+			if _, err := b.Put(ctx, key, pattern(size, 3), &blob.PutOptions{IfMatch: a1.ETag}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("stale if-match: %v", err)
+			}
+			if _, err := b.Put(ctx, key, pattern(size, 3), &blob.PutOptions{IfMatch: `"not-a-generation"`}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("foreign ETag: %v", err)
+			}
+			s, _ := b.Stat(ctx, key)
+			if s.ETag != a2.ETag {
+				t.Fatalf("stat ETag %q, put said %q", s.ETag, a2.ETag)
+			}
+			// CAS race: of 8 writers holding the same ETag, one wins.
+			w := raceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfMatch: a2.ETag} })
+			if len(w) != 1 {
+				t.Fatalf("CAS winners %v, want exactly one", w)
+			}
+			got, _ := b.ReadAll(ctx, key)
+			if !bytes.Equal(got, pattern(size, byte(w[0]+1))) {
+				t.Fatal("the stored object is not the CAS winner's")
+			}
+		})
+	}
+}
+
+func TestListAndBatchDelete(t *testing.T) {
+	b, _ := newBucket(t, &Options{Concurrency: 32})
+	ctx := context.Background()
+	const n = 2500
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("d/%05d", i)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	sem := make(chan struct{}, 32)
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := b.Put(ctx, k, []byte(k), nil); err != nil {
+				failed.Add(1)
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	if _, err := b.Put(ctx, "e/outside", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Pages of 7, then the iterator of pages of 1000.
+	var listed []string
+	opts := blob.ListOptions{PageSize: 7}
+	for pages := 0; ; pages++ {
+		if pages > n {
+			t.Fatal("listing does not end")
+		}
+		p, err := b.ListPage(ctx, "d/", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Objects) > 7 {
+			t.Fatalf("page of %d", len(p.Objects))
+		}
+		for _, o := range p.Objects {
+			listed = append(listed, o.Key)
+		}
+		if p.NextToken == "" {
+			break
+		}
+		opts = blob.ListOptions{PageSize: 7, Token: p.NextToken}
+		if pages == 50 {
+			break // enough pages of 7; the rest by the iterator below
+		}
+	}
+	for i, k := range listed {
+		if k != keys[i] {
+			t.Fatalf("listed[%d] = %q, want %q", i, k, keys[i])
+		}
+	}
+	listed = listed[:0]
+	for a, err := range b.List(ctx, "d/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, a.Key)
+	}
+	if len(listed) != n || listed[0] != keys[0] || listed[n-1] != keys[n-1] {
+		t.Fatalf("listed %d keys", len(listed))
+	}
+	// StartAfter: an existing key and one between keys.
+	p, err := b.ListPage(ctx, "d/", blob.ListOptions{StartAfter: "d/00010", PageSize: 3})
+	if err != nil || len(p.Objects) == 0 || p.Objects[0].Key != "d/00011" {
+		t.Fatalf("start after an existing key: %+v %v", p.Objects, err)
+	}
+	p, err = b.ListPage(ctx, "d/", blob.ListOptions{StartAfter: "d/00010x", PageSize: 3})
+	if err != nil || len(p.Objects) != 3 || p.Objects[0].Key != "d/00011" {
+		t.Fatalf("start after a key between keys: %+v %v", p.Objects, err)
+	}
+	var after []string
+	for a, err := range b.ListFrom(ctx, "d/", "d/02490") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, a.Key)
+	}
+	if len(after) != 9 || after[0] != "d/02491" {
+		t.Fatalf("ListFrom: %v", after)
+	}
+
+	// Batch delete 2,500 keys plus missing ones.
+	del := append(append([]string{}, keys...), "d/missing-1", "d/missing-2")
+	if err := b.Delete(ctx, del...); err != nil {
+		t.Fatal(err)
+	}
+	for a, err := range b.List(ctx, "d/") {
+		t.Fatalf("left after delete: %v %v", a.Key, err)
+	}
+	if _, err := b.Stat(ctx, "e/outside"); err != nil {
+		t.Fatalf("a key outside the batch went: %v", err)
+	}
+}
+
+func TestDeleteErrorNamesKeys(t *testing.T) {
+	boom := &googleapi.Error{Code: 503, Message: "slow down"}
+	e := newDeleteError(10, []keyError{{"k2", boom}, {"k1", context.DeadlineExceeded}})
+	msg := e.Error()
+	if !strings.Contains(msg, `2 of 10`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) || strings.Index(msg, `"k1"`) < 0 {
+		t.Fatalf("message %q", msg)
+	}
+	if !errors.Is(e, context.DeadlineExceeded) {
+		t.Fatal("does not unwrap to the key errors")
+	}
+	d := &Driver{}
+	if c := d.ErrorCode(newDeleteError(1, []keyError{{"k", boom}})); c != blob.CodeTransient {
+		t.Fatalf("code %v", c)
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	d := &Driver{}
+	for _, c := range []struct {
+		err  error
+		want blob.Code
+	}{
+		{storage.ErrObjectNotExist, blob.CodeNotExist},
+		{fmt.Errorf("x: %w", storage.ErrBucketNotExist), blob.CodeNotExist},
+		{&googleapi.Error{Code: 404}, blob.CodeNotExist},
+		{&googleapi.Error{Code: 412}, blob.CodePreconditionFailed},
+		{&googleapi.Error{Code: 403}, blob.CodePermissionDenied},
+		{&googleapi.Error{Code: 401}, blob.CodePermissionDenied},
+		{&googleapi.Error{Code: 400}, blob.CodeInvalidArgument},
+		{&googleapi.Error{Code: 429}, blob.CodeTransient},
+		{&googleapi.Error{Code: 503}, blob.CodeTransient},
+		{&googleapi.Error{Code: 500}, blob.CodeTransient},
+		{io.ErrUnexpectedEOF, blob.CodeTransient},
+		{&url.Error{Op: "Post", URL: "http://x", Err: errors.New("read: connection reset by peer")}, blob.CodeTransient},
+		{context.Canceled, blob.CodeCanceled},
+		{fmt.Errorf("w: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
+		{blob.ErrPreconditionFailed, blob.CodePreconditionFailed},
+		{errors.New("something else"), blob.CodeUnknown},
+	} {
+		if got := d.ErrorCode(c.err); got != c.want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestCancelMidUpload(t *testing.T) {
+	b, _ := newBucket(t, &Options{ResumableThreshold: 1 << 20, ChunkSize: 256 << 10})
+	for _, c := range []struct {
+		name string
+		size int64
+	}{{"small", 512 << 10}, {"resumable", 8 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// Deliver part of the object, then cancel and stall.
+			r := &cancelingReader{data: pattern(int(c.size), 5), cancelAt: int(c.size) * 3 / 4, cancel: cancel, ctx: ctx}
+			_, err := b.PutReader(ctx, c.name, r, c.size, nil)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("want canceled, got %v", err)
+			}
+			mustNotExist(t, b, c.name)
+			for a, err := range b.List(context.Background(), "") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Key == c.name {
+					t.Fatal("a canceled upload is listed")
+				}
+			}
+		})
+	}
+}
+
+type cancelingReader struct {
+	data     []byte
+	off      int
+	cancelAt int
+	cancel   func()
+	ctx      context.Context
+}
+
+func (r *cancelingReader) Read(p []byte) (int, error) {
+	if r.off >= r.cancelAt {
+		r.cancel()
+		<-r.ctx.Done()
+		return 0, r.ctx.Err()
+	}
+	n := copy(p, r.data[r.off:r.cancelAt])
+	r.off += n
+	return n, nil
+}
+
+func TestClosed(t *testing.T) {
+	b, _ := newBucket(t, nil)
+	ctx := context.Background()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
+		t.Fatalf("put after close: %v", err)
+	}
+	var d *Driver
+	if dd, ok := b.Driver().(*Driver); ok {
+		d = dd
+	}
+	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
+		t.Fatalf("driver stat after close: %v", err)
+	}
+}
+
+func TestMissingBucket(t *testing.T) {
+	c, _ := newClient(t, emulatorHost(t))
+	b, err := New(c, "redokit-test-missing-"+randHex(4), &Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.ListPage(ctx, "", blob.ListOptions{}); !blob.IsNotExist(err) {
+		t.Errorf("list of a missing bucket: want not exist, got %v", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
+		t.Errorf("put into a missing bucket: want not exist, got %v", err)
+	}
+}

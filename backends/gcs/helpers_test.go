@@ -1,0 +1,153 @@
+package gcs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// need skips the test with reason, or fails it under CI=true, where every
+// emulator must be present.
+func need(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(reason)
+	}
+	t.Log("skipping: " + reason)
+	t.Skip(reason)
+}
+
+// emulatorHost returns STORAGE_EMULATOR_HOST (fake-gcs-server), skipping
+// the test when it is unset.
+func emulatorHost(t testing.TB) string {
+	t.Helper()
+	h := os.Getenv("STORAGE_EMULATOR_HOST")
+	if h == "" {
+		need(t, "STORAGE_EMULATOR_HOST is not set: start fake-gcs-server (scripts/emulators.sh) to run the GCS tests")
+	}
+	return h
+}
+
+// countingTransport counts requests by upload kind.
+type countingTransport struct {
+	base                             http.RoundTripper
+	multipart, resumable, allUploads atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch r.URL.Query().Get("uploadType") {
+	case "multipart":
+		c.multipart.Add(1)
+		c.allUploads.Add(1)
+	case "resumable":
+		c.resumable.Add(1)
+		c.allUploads.Add(1)
+	}
+	return c.base.RoundTrip(r)
+}
+
+// newClient returns a client of the emulator at host ("127.0.0.1:port"),
+// with its requests counted.
+func newClient(t testing.TB, host string) (*storage.Client, *countingTransport) {
+	t.Helper()
+	ct := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+	c, err := storage.NewClient(context.Background(),
+		option.WithEndpoint("http://"+host+"/storage/v1/"),
+		option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: ct}),
+		storage.WithDisabledClientMetrics(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ct
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newTestBucket creates a uniquely named bucket on the emulator and removes
+// it, with everything in it, when the test ends.
+func newTestBucket(t testing.TB, c *storage.Client) string {
+	t.Helper()
+	name := "redokit-test-" + randHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Bucket(name).Create(ctx, "redokit-test", nil); err != nil {
+		t.Fatalf("create bucket %s: %v", name, err)
+	}
+	t.Cleanup(func() { removeBucket(t, c, name) })
+	return name
+}
+
+func removeBucket(t testing.TB, c *storage.Client, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := c.Bucket(name)
+	it := b.Objects(ctx, nil)
+	for {
+		a, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Logf("cleanup: list %s: %v", name, err)
+			return
+		}
+		if err := b.Object(a.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+			t.Logf("cleanup: delete %s/%s: %v", name, a.Name, err)
+		}
+	}
+	if err := b.Delete(ctx); err != nil {
+		t.Logf("cleanup: delete bucket %s: %v", name, err)
+	}
+}
+
+// newBucket returns a Bucket over a fresh emulator bucket, with opts.
+func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
+	t.Helper()
+	c, ct := newClient(t, emulatorHost(t))
+	b, err := New(c, newTestBucket(t, c), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, ct
+}
+
+// pattern returns n deterministic bytes that differ per seed.
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7+i/251) ^ seed
+	}
+	return p
+}
+
+func mustNotExist(t testing.TB, b *blob.Bucket, key string) {
+	t.Helper()
+	_, err := b.Stat(context.Background(), key)
+	if !blob.IsNotExist(err) {
+		t.Fatalf("stat %q: want not exist, got %v", key, err)
+	}
+	if !strings.Contains(err.Error(), key) {
+		t.Fatalf("not-exist error does not name the key %q: %v", key, err)
+	}
+}
