@@ -1,0 +1,599 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"time"
+)
+
+// FormatVersion is the only segment format version this package writes and
+// reads. Any change an older reader could misread bumps it.
+const FormatVersion = 1
+
+// Sizes of the fixed parts of a segment.
+const (
+	HeaderSize       = 172 // segment header, CRC included
+	BlockHeaderSize  = 40  // block frame header, CRC included
+	IndexEntrySize   = 40  // one block's entry in the footer index
+	FooterFixedSize  = 56  // footer before its index entries
+	TrailerSize      = 28  // fixed-size trailer that ends a sealed segment
+	footerCRCSize    = 4
+	minFooterSize    = FooterFixedSize + footerCRCSize
+	minRecordSize    = 3 // ts delta, kind, payload length: one byte each at least
+	maxUvarint32Size = 5
+)
+
+// MaxBlockSize bounds the uncompressed size of one block, and therefore what a
+// reader allocates for any length it reads from input. 64 MiB is far above the
+// default target and far below what a corrupt 32-bit length could ask for.
+const MaxBlockSize = 64 << 20
+
+// MaxRecordSize is the largest payload one record can carry: a record is never
+// split across blocks, and a block holding only that record (ts delta 0, kind,
+// a 4-byte length) must fit MaxBlockSize.
+const MaxRecordSize = MaxBlockSize - 1 - 1 - 4
+
+// DefaultBlockSize is the target uncompressed size of a block when
+// WriterOptions.BlockSize is zero. Large enough for lz4 to find repeats across
+// many rows of one table, small enough that a reader seeking by ts decodes
+// little it will throw away.
+const DefaultBlockSize = 256 << 10
+
+// MaxIDLen is the longest log ID or writer ID, in bytes.
+const MaxIDLen = 64
+
+// Magic numbers. The first byte has its high bit set and the last is '\n',
+// as in PNG, so that a transfer that strips the eighth bit or rewrites line
+// ends is caught by the first check rather than by a CRC far into the file.
+var (
+	headerMagic  = [8]byte{0x89, 'R', 'D', 'K', 'S', 'E', 'G', '\n'}
+	trailerMagic = [8]byte{0x89, 'R', 'D', 'K', 'E', 'N', 'D', '\n'}
+)
+
+// Frame types: the first byte of every frame after the header, so a streaming
+// reader knows whether a block or the footer comes next.
+const (
+	frameBlock  = 1
+	frameFooter = 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+var le = binary.LittleEndian
+
+// Compression names how blocks are compressed. In the segment header it is the
+// writer's policy; in a block header it is what that block actually holds
+// (an lz4 writer stores a block raw when lz4 does not make it smaller).
+type Compression uint8
+
+// Compression values, as stored.
+const (
+	CompressionNone Compression = 0
+	CompressionLZ4  Compression = 1
+)
+
+func (c Compression) String() string {
+	switch c {
+	case CompressionNone:
+		return "none"
+	case CompressionLZ4:
+		return "lz4"
+	}
+	return fmt.Sprintf("compression(%d)", uint8(c))
+}
+
+func (c Compression) valid() bool { return c == CompressionNone || c == CompressionLZ4 }
+
+// Kind is the kind of a record: what the payload encodes.
+type Kind uint8
+
+// Record kinds, as stored.
+const (
+	KindRow Kind = 1 // a row change
+	KindDDL Kind = 2 // a DDL
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRow:
+		return "row"
+	case KindDDL:
+		return "ddl"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func (k Kind) valid() bool { return k == KindRow || k == KindDDL }
+
+// Header is the segment header: who wrote the segment and how its blocks are
+// compressed. It is written once, at offset 0, before any block.
+type Header struct {
+	// Version is the format version. Readers fill it in; writers accept 0
+	// (meaning FormatVersion) or FormatVersion.
+	Version     uint16
+	LogID       string // the log (changefeed) the segment belongs to; see ValidateID
+	WriterID    string // the writer that wrote it; see ValidateID
+	Epoch       uint64 // the writer's epoch when it wrote the segment
+	Seq         uint64 // the segment's sequence number within the writer
+	Compression Compression
+	// Created is when the writer created the segment, stored with nanosecond
+	// precision as Unix time. Writers fill in time.Now() when it is zero.
+	Created time.Time
+}
+
+// The instants time.Time.UnixNano can represent.
+var (
+	minCreated = time.Unix(0, -1<<63)
+	maxCreated = time.Unix(0, 1<<63-1)
+)
+
+// validate reports why h cannot be written, or nil.
+func (h *Header) validate() error {
+	if h.Version != 0 && h.Version != FormatVersion {
+		return fmt.Errorf("segment: header: cannot write format version %d (this build writes %d)", h.Version, FormatVersion)
+	}
+	if err := ValidateID(h.LogID); err != nil {
+		return fmt.Errorf("segment: header: log ID: %w", err)
+	}
+	if err := ValidateID(h.WriterID); err != nil {
+		return fmt.Errorf("segment: header: writer ID: %w", err)
+	}
+	if !h.Compression.valid() {
+		return fmt.Errorf("segment: header: unknown compression %d", h.Compression)
+	}
+	if h.Created.Before(minCreated) || h.Created.After(maxCreated) {
+		return fmt.Errorf("segment: header: creation time %v is outside what Unix nanoseconds can hold", h.Created)
+	}
+	return nil
+}
+
+// ActiveName is the name of the segment while it is being appended to.
+func (h Header) ActiveName() Name {
+	return Name{LogID: h.LogID, WriterID: h.WriterID, Epoch: h.Epoch, Seq: h.Seq, Active: true}
+}
+
+// SealedName is the name of the segment once sealed holding records in
+// [minTs, maxTs].
+func (h Header) SealedName(minTs, maxTs uint64) Name {
+	return Name{LogID: h.LogID, WriterID: h.WriterID, Epoch: h.Epoch, Seq: h.Seq, MinTs: minTs, MaxTs: maxTs}
+}
+
+// Header layout offsets.
+const (
+	hMagic    = 0
+	hVersion  = 8
+	hCompress = 10
+	hLogLen   = 11
+	hWriteLen = 12
+	hReserved = 13 // 3 bytes
+	hEpoch    = 16
+	hSeq      = 24
+	hCreated  = 32
+	hLogID    = 40
+	hWriterID = hLogID + MaxIDLen
+	hCRC      = hWriterID + MaxIDLen
+)
+
+func init() {
+	if hCRC+4 != HeaderSize {
+		panic("segment: header layout does not add up")
+	}
+}
+
+// encodeHeader writes h (already validated) into b[:HeaderSize].
+func encodeHeader(b []byte, h *Header) {
+	b = b[:HeaderSize]
+	clear(b)
+	copy(b[hMagic:], headerMagic[:])
+	le.PutUint16(b[hVersion:], FormatVersion)
+	b[hCompress] = byte(h.Compression)
+	b[hLogLen] = byte(len(h.LogID))
+	b[hWriteLen] = byte(len(h.WriterID))
+	le.PutUint64(b[hEpoch:], h.Epoch)
+	le.PutUint64(b[hSeq:], h.Seq)
+	le.PutUint64(b[hCreated:], uint64(h.Created.UnixNano()))
+	copy(b[hLogID:], h.LogID)
+	copy(b[hWriterID:], h.WriterID)
+	le.PutUint32(b[hCRC:], crc(b[:hCRC]))
+}
+
+// problem describes what is wrong with a structure read from input. A hard
+// problem was found after the structure's CRC held, so the bytes are what a
+// writer wrote and cannot be a torn write; a soft one (a failed CRC, a length
+// out of range, a short read) may be the torn tail of an unsealed segment.
+type problem struct {
+	part   string // "header", "block", "footer", "trailer", "segment"
+	off    int64  // offset of the structure in the segment
+	detail string
+	hard   bool
+}
+
+func soft(part string, off int64, format string, args ...any) *problem {
+	return &problem{part: part, off: off, detail: fmt.Sprintf(format, args...)}
+}
+
+func hard(part string, off int64, format string, args ...any) *problem {
+	return &problem{part: part, off: off, detail: fmt.Sprintf(format, args...), hard: true}
+}
+
+// decodeHeader parses b[:HeaderSize]. An unknown version with a good magic is
+// returned as a version, with a nil problem, so that callers can report it as
+// such before anything else: a newer layout need not have a CRC where v1 has.
+func decodeHeader(b []byte) (h Header, version uint16, p *problem) {
+	if len(b) < HeaderSize {
+		return h, 0, soft("header", 0, "%d bytes, need %d", len(b), HeaderSize)
+	}
+	b = b[:HeaderSize]
+	if [8]byte(b[hMagic:hMagic+8]) != headerMagic {
+		return h, 0, soft("header", 0, "bad magic %x: not a segment", b[hMagic:hMagic+8])
+	}
+	version = le.Uint16(b[hVersion:])
+	if version != FormatVersion {
+		return h, version, nil
+	}
+	if got, want := le.Uint32(b[hCRC:]), crc(b[:hCRC]); got != want {
+		return h, version, soft("header", 0, "CRC32C mismatch: stored %#08x, computed %#08x", got, want)
+	}
+	h.Version = version
+	h.Compression = Compression(b[hCompress])
+	if !h.Compression.valid() {
+		return h, version, hard("header", 0, "unknown compression %d", b[hCompress])
+	}
+	if b[hReserved] != 0 || b[hReserved+1] != 0 || b[hReserved+2] != 0 {
+		return h, version, hard("header", 0, "reserved bytes %x are not zero", b[hReserved:hReserved+3])
+	}
+	var ok bool
+	if h.LogID, ok = paddedID(b[hLogID:hLogID+MaxIDLen], int(b[hLogLen])); !ok {
+		return h, version, hard("header", 0, "log ID (length %d) is not a valid zero-padded ID", b[hLogLen])
+	}
+	if h.WriterID, ok = paddedID(b[hWriterID:hWriterID+MaxIDLen], int(b[hWriteLen])); !ok {
+		return h, version, hard("header", 0, "writer ID (length %d) is not a valid zero-padded ID", b[hWriteLen])
+	}
+	h.Epoch = le.Uint64(b[hEpoch:])
+	h.Seq = le.Uint64(b[hSeq:])
+	h.Created = time.Unix(0, int64(le.Uint64(b[hCreated:]))).UTC()
+	return h, version, nil
+}
+
+// paddedID extracts an ID of length n from a zero-padded field, insisting on
+// the padding so that every header has one encoding.
+func paddedID(field []byte, n int) (string, bool) {
+	if n < 1 || n > len(field) {
+		return "", false
+	}
+	for _, c := range field[n:] {
+		if c != 0 {
+			return "", false
+		}
+	}
+	id := string(field[:n])
+	return id, ValidateID(id) == nil
+}
+
+// blockHeader is a decoded block frame header.
+type blockHeader struct {
+	codec        Compression
+	stored       int // bytes of payload after the header
+	uncompressed int
+	records      int
+	ddls         int
+	minTs, maxTs uint64
+	crc          uint32
+}
+
+// Block header layout offsets.
+const (
+	bType     = 0
+	bCodec    = 1
+	bReserved = 2 // 2 bytes
+	bStored   = 4
+	bUncomp   = 8
+	bRecords  = 12
+	bDDLs     = 16
+	bMinTs    = 20
+	bMaxTs    = 28
+	bCRC      = 36
+)
+
+// parseBlockHeader checks everything about a block header that can be checked
+// before its CRC, so that no length read from input is trusted unbounded. All
+// its problems are soft: the CRC has not been checked yet.
+func parseBlockHeader(b []byte, off int64) (bh blockHeader, p *problem) {
+	if len(b) < BlockHeaderSize {
+		return bh, soft("block", off, "header is %d bytes, need %d", len(b), BlockHeaderSize)
+	}
+	if b[bType] != frameBlock {
+		return bh, soft("block", off, "frame type %d is not a block", b[bType])
+	}
+	bh.codec = Compression(b[bCodec])
+	if !bh.codec.valid() {
+		return bh, soft("block", off, "unknown block codec %d", b[bCodec])
+	}
+	if b[bReserved] != 0 || b[bReserved+1] != 0 {
+		return bh, soft("block", off, "reserved bytes %x are not zero", b[bReserved:bReserved+2])
+	}
+	stored, uncomp := le.Uint32(b[bStored:]), le.Uint32(b[bUncomp:])
+	records, ddls := le.Uint32(b[bRecords:]), le.Uint32(b[bDDLs:])
+	bh.minTs, bh.maxTs = le.Uint64(b[bMinTs:]), le.Uint64(b[bMaxTs:])
+	bh.crc = le.Uint32(b[bCRC:])
+	switch {
+	case uncomp > MaxBlockSize:
+		return bh, soft("block", off, "uncompressed length %d exceeds the limit %d", uncomp, MaxBlockSize)
+	case records == 0:
+		return bh, soft("block", off, "record count is 0")
+	case uint64(records)*minRecordSize > uint64(uncomp):
+		return bh, soft("block", off, "%d records cannot fit %d uncompressed bytes", records, uncomp)
+	case ddls > records:
+		return bh, soft("block", off, "DDL count %d exceeds record count %d", ddls, records)
+	case bh.minTs > bh.maxTs:
+		return bh, soft("block", off, "min commit ts %d exceeds max commit ts %d", bh.minTs, bh.maxTs)
+	case bh.codec == CompressionNone && stored != uncomp:
+		return bh, soft("block", off, "raw block stores %d bytes but says %d uncompressed", stored, uncomp)
+	case bh.codec == CompressionLZ4 && (stored == 0 || stored >= uncomp):
+		// A writer keeps lz4 output only when it is smaller.
+		return bh, soft("block", off, "lz4 block stores %d bytes for %d uncompressed", stored, uncomp)
+	}
+	bh.stored, bh.uncompressed = int(stored), int(uncomp)
+	bh.records, bh.ddls = int(records), int(ddls)
+	return bh, nil
+}
+
+// blockCRC is the CRC of a block frame: its header up to the CRC field, then
+// the stored payload.
+func blockCRC(hdr, payload []byte) uint32 {
+	return crc32.Update(crc(hdr[:bCRC]), castagnoli, payload)
+}
+
+func encodeBlockHeader(b []byte, bh *blockHeader, payload []byte) {
+	b = b[:BlockHeaderSize]
+	b[bType] = frameBlock
+	b[bCodec] = byte(bh.codec)
+	b[bReserved], b[bReserved+1] = 0, 0
+	le.PutUint32(b[bStored:], uint32(bh.stored))
+	le.PutUint32(b[bUncomp:], uint32(bh.uncompressed))
+	le.PutUint32(b[bRecords:], uint32(bh.records))
+	le.PutUint32(b[bDDLs:], uint32(bh.ddls))
+	le.PutUint64(b[bMinTs:], bh.minTs)
+	le.PutUint64(b[bMaxTs:], bh.maxTs)
+	le.PutUint32(b[bCRC:], blockCRC(b, payload))
+}
+
+// BlockInfo describes one block: its footer index entry.
+type BlockInfo struct {
+	Offset       int64  // offset of the block frame in the segment
+	Length       int    // frame length: BlockHeaderSize plus the stored payload
+	Uncompressed int    // uncompressed length of the records
+	Records      int    // number of records
+	DDLs         int    // how many of them are DDLs
+	MinTs        uint64 // commit ts of the first record
+	MaxTs        uint64 // commit ts of the last record
+}
+
+// End is the offset just past the block.
+func (b BlockInfo) End() int64 { return b.Offset + int64(b.Length) }
+
+func (bh *blockHeader) info(off int64) BlockInfo {
+	return BlockInfo{
+		Offset: off, Length: BlockHeaderSize + bh.stored, Uncompressed: bh.uncompressed,
+		Records: bh.records, DDLs: bh.ddls, MinTs: bh.minTs, MaxTs: bh.maxTs,
+	}
+}
+
+// Footer is what a sealed segment's footer holds: the block index and the
+// segment's totals.
+type Footer struct {
+	Blocks       []BlockInfo
+	Records      uint64 // all records
+	Rows         uint64 // records of KindRow
+	DDLs         uint64 // records of KindDDL
+	MinTs        uint64 // commit ts of the first record; 0 in an empty segment
+	MaxTs        uint64 // commit ts of the last record; 0 in an empty segment
+	Uncompressed uint64 // sum of the blocks' uncompressed lengths
+}
+
+// Footer layout offsets.
+const (
+	fType     = 0
+	fReserved = 1 // 3 bytes
+	fBlocks   = 4
+	fRecords  = 8
+	fRows     = 16
+	fDDLs     = 24
+	fMinTs    = 32
+	fMaxTs    = 40
+	fUncomp   = 48
+)
+
+// footerFor computes the totals of blocks.
+func footerFor(blocks []BlockInfo) Footer {
+	f := Footer{Blocks: blocks}
+	for _, b := range blocks {
+		f.Records += uint64(b.Records)
+		f.DDLs += uint64(b.DDLs)
+		f.Uncompressed += uint64(b.Uncompressed)
+	}
+	f.Rows = f.Records - f.DDLs
+	if len(blocks) > 0 {
+		f.MinTs, f.MaxTs = blocks[0].MinTs, blocks[len(blocks)-1].MaxTs
+	}
+	return f
+}
+
+func footerSize(nblocks int) int { return minFooterSize + nblocks*IndexEntrySize }
+
+// appendFooter appends the footer for f.
+func appendFooter(dst []byte, f *Footer) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, footerSize(len(f.Blocks)))...)
+	b := dst[start:]
+	b[fType] = frameFooter
+	le.PutUint32(b[fBlocks:], uint32(len(f.Blocks)))
+	le.PutUint64(b[fRecords:], f.Records)
+	le.PutUint64(b[fRows:], f.Rows)
+	le.PutUint64(b[fDDLs:], f.DDLs)
+	le.PutUint64(b[fMinTs:], f.MinTs)
+	le.PutUint64(b[fMaxTs:], f.MaxTs)
+	le.PutUint64(b[fUncomp:], f.Uncompressed)
+	e := b[FooterFixedSize:]
+	for _, bi := range f.Blocks {
+		le.PutUint64(e[0:], uint64(bi.Offset))
+		le.PutUint32(e[8:], uint32(bi.Length))
+		le.PutUint32(e[12:], uint32(bi.Uncompressed))
+		le.PutUint32(e[16:], uint32(bi.Records))
+		le.PutUint32(e[20:], uint32(bi.DDLs))
+		le.PutUint64(e[24:], bi.MinTs)
+		le.PutUint64(e[32:], bi.MaxTs)
+		e = e[IndexEntrySize:]
+	}
+	n := len(b) - footerCRCSize
+	le.PutUint32(b[n:], crc(b[:n]))
+	return dst
+}
+
+// footerBlockCount reads the block count from a footer's fixed part after the
+// checks that precede it, so a reader knows how many bytes the footer spans.
+func footerBlockCount(b []byte, off int64) (int, *problem) {
+	if len(b) < FooterFixedSize {
+		return 0, soft("footer", off, "%d bytes, need at least %d", len(b), minFooterSize)
+	}
+	if b[fType] != frameFooter {
+		return 0, soft("footer", off, "frame type %d is not a footer", b[fType])
+	}
+	if b[fReserved] != 0 || b[fReserved+1] != 0 || b[fReserved+2] != 0 {
+		return 0, soft("footer", off, "reserved bytes %x are not zero", b[fReserved:fReserved+3])
+	}
+	// The count is not checked against anything here: callers know how
+	// many blocks can precede off and bound it before they read.
+	return int(le.Uint32(b[fBlocks:])), nil
+}
+
+// decodeFooter parses and checks a whole footer found at off: its CRC, then
+// that its index describes contiguous blocks from the end of the header to
+// off, in commit-ts order, and that its totals agree with the index.
+func decodeFooter(b []byte, off int64) (Footer, *problem) {
+	var f Footer
+	n, p := footerBlockCount(b, off)
+	if p != nil {
+		return f, p
+	}
+	if len(b) != footerSize(n) {
+		return f, soft("footer", off, "%d bytes, but %d blocks need %d", len(b), n, footerSize(n))
+	}
+	end := len(b) - footerCRCSize
+	if got, want := le.Uint32(b[end:]), crc(b[:end]); got != want {
+		return f, soft("footer", off, "CRC32C mismatch: stored %#08x, computed %#08x", got, want)
+	}
+	f.Blocks = make([]BlockInfo, n)
+	e := b[FooterFixedSize:]
+	for i := range f.Blocks {
+		f.Blocks[i] = BlockInfo{
+			Offset:       int64(le.Uint64(e[0:])),
+			Length:       int(le.Uint32(e[8:])),
+			Uncompressed: int(le.Uint32(e[12:])),
+			Records:      int(le.Uint32(e[16:])),
+			DDLs:         int(le.Uint32(e[20:])),
+			MinTs:        le.Uint64(e[24:]),
+			MaxTs:        le.Uint64(e[32:]),
+		}
+		e = e[IndexEntrySize:]
+	}
+	if blocksEnd, msg := checkIndex(f.Blocks); msg != "" {
+		return f, hard("footer", off, "index: %s", msg)
+	} else if blocksEnd != off {
+		return f, hard("footer", off, "index ends at offset %d, not at the footer", blocksEnd)
+	}
+	want := footerFor(f.Blocks)
+	got := Footer{
+		Blocks:       f.Blocks,
+		Records:      le.Uint64(b[fRecords:]),
+		Rows:         le.Uint64(b[fRows:]),
+		DDLs:         le.Uint64(b[fDDLs:]),
+		MinTs:        le.Uint64(b[fMinTs:]),
+		MaxTs:        le.Uint64(b[fMaxTs:]),
+		Uncompressed: le.Uint64(b[fUncomp:]),
+	}
+	if got.Records != want.Records || got.Rows != want.Rows || got.DDLs != want.DDLs ||
+		got.MinTs != want.MinTs || got.MaxTs != want.MaxTs || got.Uncompressed != want.Uncompressed {
+		return f, hard("footer", off, "totals (records %d, rows %d, DDLs %d, ts [%d, %d], %d bytes) disagree with the index (records %d, rows %d, DDLs %d, ts [%d, %d], %d bytes)",
+			got.Records, got.Rows, got.DDLs, got.MinTs, got.MaxTs, got.Uncompressed,
+			want.Records, want.Rows, want.DDLs, want.MinTs, want.MaxTs, want.Uncompressed)
+	}
+	return got, nil
+}
+
+// checkIndex checks that blocks could have been written by a Writer: each one
+// plausible, the first right after the header, each next one right after the
+// previous, commit ts never going down. It returns where the last block ends,
+// or a description of the first violation.
+func checkIndex(blocks []BlockInfo) (end int64, msg string) {
+	end = HeaderSize
+	var prevMax uint64
+	for i, b := range blocks {
+		stored := b.Length - BlockHeaderSize
+		switch {
+		case b.Offset != end:
+			return 0, fmt.Sprintf("block %d is at offset %d, expected %d", i, b.Offset, end)
+		case b.Uncompressed < 0 || b.Uncompressed > MaxBlockSize:
+			return 0, fmt.Sprintf("block %d at offset %d: uncompressed length %d exceeds the limit %d", i, b.Offset, b.Uncompressed, MaxBlockSize)
+		case stored < 1 || stored > b.Uncompressed:
+			return 0, fmt.Sprintf("block %d at offset %d: frame length %d does not fit %d uncompressed bytes", i, b.Offset, b.Length, b.Uncompressed)
+		case b.Records < 1 || b.Records*minRecordSize > b.Uncompressed:
+			return 0, fmt.Sprintf("block %d at offset %d: %d records cannot fit %d bytes", i, b.Offset, b.Records, b.Uncompressed)
+		case b.DDLs < 0 || b.DDLs > b.Records:
+			return 0, fmt.Sprintf("block %d at offset %d: DDL count %d, record count %d", i, b.Offset, b.DDLs, b.Records)
+		case b.MinTs > b.MaxTs:
+			return 0, fmt.Sprintf("block %d at offset %d: min commit ts %d exceeds max %d", i, b.Offset, b.MinTs, b.MaxTs)
+		case i > 0 && b.MinTs < prevMax:
+			return 0, fmt.Sprintf("block %d at offset %d: min commit ts %d is below the previous block's max %d", i, b.Offset, b.MinTs, prevMax)
+		}
+		prevMax = b.MaxTs
+		end = b.End()
+	}
+	return end, ""
+}
+
+// Trailer layout offsets.
+const (
+	tFooterOff = 0
+	tFooterLen = 8
+	tVersion   = 12
+	tReserved  = 14 // 2 bytes
+	tCRC       = 16
+	tMagic     = 20
+)
+
+func encodeTrailer(b []byte, footerOff int64, footerLen int) {
+	b = b[:TrailerSize]
+	clear(b)
+	le.PutUint64(b[tFooterOff:], uint64(footerOff))
+	le.PutUint32(b[tFooterLen:], uint32(footerLen))
+	le.PutUint16(b[tVersion:], FormatVersion)
+	le.PutUint32(b[tCRC:], crc(b[:tCRC]))
+	copy(b[tMagic:], trailerMagic[:])
+}
+
+// decodeTrailer parses a trailer found at off. As with the header, an unknown
+// version behind a good magic is returned without a problem.
+func decodeTrailer(b []byte, off int64) (footerOff int64, footerLen int, version uint16, p *problem) {
+	if len(b) < TrailerSize {
+		return 0, 0, 0, soft("trailer", off, "%d bytes, need %d", len(b), TrailerSize)
+	}
+	b = b[:TrailerSize]
+	if [8]byte(b[tMagic:tMagic+8]) != trailerMagic {
+		return 0, 0, 0, soft("trailer", off, "bad magic %x: the segment is not sealed, or is truncated", b[tMagic:tMagic+8])
+	}
+	version = le.Uint16(b[tVersion:])
+	if version != FormatVersion {
+		return 0, 0, version, nil
+	}
+	if got, want := le.Uint32(b[tCRC:]), crc(b[:tCRC]); got != want {
+		return 0, 0, version, soft("trailer", off, "CRC32C mismatch: stored %#08x, computed %#08x", got, want)
+	}
+	if b[tReserved] != 0 || b[tReserved+1] != 0 {
+		return 0, 0, version, hard("trailer", off, "reserved bytes %x are not zero", b[tReserved:tReserved+2])
+	}
+	return int64(le.Uint64(b[tFooterOff:])), int(le.Uint32(b[tFooterLen:])), version, nil
+}

@@ -1,0 +1,204 @@
+package segment
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// ReaderOptions configure a Reader. The zero value (or nil) is valid.
+type ReaderOptions struct {
+	// Object names the segment in errors (an object key or a file path).
+	Object string
+}
+
+// tailRead is how many bytes from the end NewReader reads at once: the
+// trailer and, for segments of up to about 1,600 blocks, the whole footer, so
+// that opening costs one ranged read at the end plus one for the header.
+const tailRead = 64 << 10
+
+// Reader reads a sealed segment through an io.ReaderAt: the trailer, then the
+// footer it points to, then blocks by index. Every block's CRC is checked as it
+// is read, and any failure is a *CorruptionError: a sealed segment has no
+// legitimate torn tail. Use a Scanner for unsealed segments.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	r      io.ReaderAt
+	size   int64
+	obj    string
+	hdr    Header
+	footer Footer
+
+	frame []byte
+	dec   blockDecoder
+	cur   int    // next block Next loads
+	blk   *Block // block Next is reading, nil when none
+	skip  bool   // Next drops records with commit ts <= skipTs
+	skipT uint64
+	err   error // sticky corruption
+}
+
+// NewReader opens the sealed segment of size bytes in r: it checks the
+// trailer, footer and header, but reads no block yet.
+func NewReader(r io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) {
+	sr := &Reader{r: r, size: size}
+	if opts != nil {
+		sr.obj = opts.Object
+	}
+	if err := sr.open(); err != nil {
+		return nil, err
+	}
+	return sr, nil
+}
+
+func (r *Reader) open() error {
+	const minSize = HeaderSize + minFooterSize + TrailerSize
+	if r.size < minSize {
+		return r.corrupt(hard("segment", 0, "size %d is less than the %d bytes of the smallest sealed segment", r.size, minSize))
+	}
+	tailLen := min(r.size, tailRead)
+	tailOff := r.size - tailLen
+	tail := make([]byte, tailLen)
+	if err := r.readAt(tail, tailOff); err != nil {
+		return err
+	}
+
+	trOff := r.size - TrailerSize
+	fOff, fLen, version, p := decodeTrailer(tail[tailLen-TrailerSize:], trOff)
+	if p != nil {
+		return r.corrupt(p)
+	}
+	if version != FormatVersion {
+		return &VersionError{Object: r.obj, Offset: trOff, Version: version}
+	}
+	if fOff < HeaderSize || fLen < minFooterSize || fOff+int64(fLen) != trOff {
+		return r.corrupt(hard("trailer", trOff, "footer at offset %d of %d bytes does not end at the trailer", fOff, fLen))
+	}
+
+	var fbuf []byte
+	if fOff >= tailOff {
+		fbuf = tail[fOff-tailOff : trOff-tailOff]
+	} else {
+		fbuf = make([]byte, fLen)
+		if err := r.readAt(fbuf, fOff); err != nil {
+			return err
+		}
+	}
+	f, p := decodeFooter(fbuf, fOff)
+	if p != nil {
+		return r.corrupt(p)
+	}
+
+	var hbuf []byte
+	if tailOff == 0 {
+		hbuf = tail[:HeaderSize]
+	} else {
+		hbuf = make([]byte, HeaderSize)
+		if err := r.readAt(hbuf, 0); err != nil {
+			return err
+		}
+	}
+	h, version, p := decodeHeader(hbuf)
+	if p == nil && version != FormatVersion {
+		return &VersionError{Object: r.obj, Version: version}
+	}
+	if p != nil {
+		return r.corrupt(p)
+	}
+	r.hdr, r.footer = h, f
+	return nil
+}
+
+// Header returns the segment header.
+func (r *Reader) Header() Header { return r.hdr }
+
+// Footer returns the footer: the block index and the totals. Its Blocks slice
+// belongs to the Reader.
+func (r *Reader) Footer() Footer { return r.footer }
+
+// Size returns the segment's size in bytes.
+func (r *Reader) Size() int64 { return r.size }
+
+// ReadBlock reads, checks and decodes block i of the index. The Block is
+// reused by the next ReadBlock or Next. Next continues from where the
+// returned block's own iteration stands, then with block i+1.
+func (r *Reader) ReadBlock(i int) (*Block, error) {
+	if i < 0 || i >= len(r.footer.Blocks) {
+		return nil, fmt.Errorf("segment%s: block %d out of range [0, %d)", object(r.obj), i, len(r.footer.Blocks))
+	}
+	bi := r.footer.Blocks[i]
+	if cap(r.frame) < bi.Length {
+		r.frame = make([]byte, bi.Length)
+	}
+	frame := r.frame[:bi.Length]
+	if err := r.readAt(frame, bi.Offset); err != nil {
+		return nil, err
+	}
+	b, p := r.dec.decode(frame, bi.Offset)
+	if p != nil {
+		return nil, r.corrupt(p)
+	}
+	if b.Info != bi {
+		return nil, r.corrupt(hard("block", bi.Offset, "header %+v disagrees with its index entry %+v", b.Info, bi))
+	}
+	r.blk, r.cur, r.skip = b, i+1, false
+	return b, nil
+}
+
+// SeekTs positions Next at the first record with commit ts > ts: in the first
+// block whose max ts is above ts, past its records at or below ts. It returns
+// that block's index (len(Footer().Blocks) when there is none) and reads
+// nothing; the block is read by the next Next.
+func (r *Reader) SeekTs(ts uint64) int {
+	blocks := r.footer.Blocks
+	i := sort.Search(len(blocks), func(i int) bool { return blocks[i].MaxTs > ts })
+	r.cur, r.blk, r.skip, r.skipT = i, nil, true, ts
+	return i
+}
+
+// Next returns the next record, io.EOF after the last one. The record's
+// payload is valid until the next call.
+func (r *Reader) Next() (Record, error) {
+	if r.err != nil {
+		return Record{}, r.err
+	}
+	for {
+		if r.blk != nil {
+			rec, ok := r.blk.Next()
+			if ok {
+				if r.skip && rec.CommitTs <= r.skipT {
+					continue
+				}
+				r.skip = false
+				return rec, nil
+			}
+			r.blk = nil
+		}
+		if r.cur >= len(r.footer.Blocks) {
+			return Record{}, io.EOF
+		}
+		skip, skipT := r.skip, r.skipT
+		if _, err := r.ReadBlock(r.cur); err != nil {
+			return Record{}, err
+		}
+		r.skip, r.skipT = skip, skipT
+	}
+}
+
+func (r *Reader) readAt(b []byte, off int64) error {
+	n, err := r.r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return ioErr(r.obj, fmt.Sprintf("read %d bytes", len(b)), off, err)
+}
+
+// corrupt turns p into the error every later Next returns too.
+func (r *Reader) corrupt(p *problem) error {
+	r.err = p.err(r.obj)
+	return r.err
+}

@@ -1,0 +1,317 @@
+package segment
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+)
+
+// WriterOptions configure a Writer. The zero value (or nil) is valid.
+type WriterOptions struct {
+	// BlockSize is the target uncompressed size of a block. A block is
+	// closed before the record that would take it past the target, so
+	// blocks stay at or under it unless a single record is larger. 0 means
+	// DefaultBlockSize; at most MaxBlockSize.
+	BlockSize int
+}
+
+// WriterStats counts what a Writer has done.
+type WriterStats struct {
+	Records      int64  // records appended, buffered ones included
+	Rows         int64  // of which KindRow
+	DDLs         int64  // of which KindDDL
+	MinTs, MaxTs uint64 // commit ts range of the records; 0 before the first
+	Blocks       int    // blocks written
+	Uncompressed int64  // uncompressed bytes of the written blocks
+	Written      int64  // bytes written to the io.Writer; equal to Offset
+	Buffered     int    // bytes of records waiting in the open block
+}
+
+// Writer appends records to a segment. It buffers records into a block and
+// writes each block with one Write call, so the io.Writer only ever sees whole
+// frames; Seal writes the footer and trailer with one more. The same Writer
+// serves an appendable file (FlushBlock, then fsync, at every flush) and an
+// in-memory buffer that becomes one object when sealed.
+//
+// After a failed Write the Writer does not know how much of the frame reached
+// the io.Writer, so every later call returns that error: recover the segment
+// with Recover, truncate it to Recovery.ValidSize and use ResumeWriter.
+//
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	w         io.Writer
+	hdr       Header
+	blockSize int
+	lz        *lz4.Compressor
+
+	off    int64 // bytes written to w
+	blocks []BlockInfo
+	stats  WriterStats
+	err    error // sticky write error
+	sealed bool
+
+	// The open block.
+	ub       []byte // encoded records
+	nrec     int
+	nddl     int
+	blkMin   uint64
+	lastTs   uint64 // commit ts of the last record appended, in any block
+	haveLast bool
+
+	frame []byte // scratch for a block frame or the footer
+}
+
+// NewWriter writes hdr to w and returns a Writer that appends blocks after it.
+// hdr.Created is set to now when zero.
+func NewWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
+	if hdr.Created.IsZero() {
+		hdr.Created = time.Now()
+	}
+	sw, err := newWriter(w, hdr, opts)
+	if err != nil {
+		return nil, err
+	}
+	buf := sw.grow(HeaderSize)
+	encodeHeader(buf, &sw.hdr)
+	if err := sw.write(buf); err != nil {
+		return nil, err
+	}
+	return sw, nil
+}
+
+// ResumeWriter returns a Writer that appends to an unsealed segment whose
+// header is hdr and whose whole blocks are blocks, as Recover reports them;
+// w must be positioned just after the last block (the caller has truncated
+// the torn tail, if any). Nothing is written until the next block, and the
+// footer written by Seal indexes the earlier blocks too. A segment that has
+// not even a whole header is started again with NewWriter.
+func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, opts *WriterOptions) (*Writer, error) {
+	if hdr.Created.IsZero() {
+		return nil, fmt.Errorf("segment: resume: the header has no creation time")
+	}
+	sw, err := newWriter(w, hdr, opts)
+	if err != nil {
+		return nil, err
+	}
+	end, msg := checkIndex(blocks)
+	if msg != "" {
+		return nil, fmt.Errorf("segment: resume: %s", msg)
+	}
+	sw.off = end
+	sw.stats.Written = end
+	sw.blocks = append(make([]BlockInfo, 0, len(blocks)+16), blocks...)
+	for _, b := range blocks {
+		sw.countBlock(b)
+		sw.stats.Records += int64(b.Records)
+		sw.stats.DDLs += int64(b.DDLs)
+		sw.stats.Rows += int64(b.Records - b.DDLs)
+	}
+	if n := len(blocks); n > 0 {
+		sw.stats.MinTs, sw.stats.MaxTs = blocks[0].MinTs, blocks[n-1].MaxTs
+		sw.lastTs, sw.haveLast = blocks[n-1].MaxTs, true
+	}
+	return sw, nil
+}
+
+func newWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
+	if err := hdr.validate(); err != nil {
+		return nil, err
+	}
+	hdr.Version = FormatVersion
+	var o WriterOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.BlockSize == 0:
+		o.BlockSize = DefaultBlockSize
+	case o.BlockSize < 0 || o.BlockSize > MaxBlockSize:
+		return nil, fmt.Errorf("segment: block size %d is outside [1, %d]", o.BlockSize, MaxBlockSize)
+	}
+	sw := &Writer{w: w, hdr: hdr, blockSize: o.BlockSize}
+	if hdr.Compression == CompressionLZ4 {
+		sw.lz = new(lz4.Compressor)
+	}
+	return sw, nil
+}
+
+// Header returns the segment's header.
+func (w *Writer) Header() Header { return w.hdr }
+
+// Offset returns how many bytes have been written to the io.Writer: the
+// segment's size if the buffered records were dropped now.
+func (w *Writer) Offset() int64 { return w.off }
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	s := w.stats
+	s.Buffered = len(w.ub)
+	return s
+}
+
+// Blocks returns the index of the blocks written so far. The slice belongs to
+// the Writer: do not modify it; the next block may reuse its array.
+func (w *Writer) Blocks() []BlockInfo { return w.blocks }
+
+// Append adds a record. Records must come in non-decreasing commit ts; a
+// regression is an error wrapping ErrOutOfOrder and writes nothing. Append
+// copies payload and writes a block when the open one reaches the target
+// size.
+func (w *Writer) Append(commitTs uint64, kind Kind, payload []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if !kind.valid() {
+		return fmt.Errorf("segment: append: unknown record kind %d", kind)
+	}
+	if w.haveLast && commitTs < w.lastTs {
+		return fmt.Errorf("%w: commit ts %d after %d", ErrOutOfOrder, commitTs, w.lastTs)
+	}
+	if len(payload) > MaxRecordSize {
+		return fmt.Errorf("segment: append: payload of %d bytes exceeds the limit %d", len(payload), MaxRecordSize)
+	}
+	if w.nrec > 0 {
+		delta := commitTs - w.lastTs
+		need := uvarintLen(delta) + 1 + uvarintLen(uint64(len(payload))) + len(payload)
+		if len(w.ub)+need > w.blockSize {
+			if err := w.closeBlock(); err != nil {
+				return err
+			}
+		}
+	}
+	var delta uint64
+	if w.nrec == 0 {
+		w.blkMin = commitTs
+	} else {
+		delta = commitTs - w.lastTs
+	}
+	w.ub = appendRecord(w.ub, delta, kind, payload)
+	w.nrec++
+	if kind == KindDDL {
+		w.nddl++
+		w.stats.DDLs++
+	} else {
+		w.stats.Rows++
+	}
+	w.stats.Records++
+	if !w.haveLast {
+		w.stats.MinTs = commitTs
+	}
+	w.stats.MaxTs = commitTs
+	w.lastTs, w.haveLast = commitTs, true
+	if len(w.ub) >= w.blockSize {
+		return w.closeBlock()
+	}
+	return nil
+}
+
+// FlushBlock writes the open block, if it holds any record, so that
+// everything appended so far has reached the io.Writer and the segment ends
+// on a block boundary. Call it before syncing a file.
+func (w *Writer) FlushBlock() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	return w.closeBlock()
+}
+
+// Seal writes the open block, then the footer and the trailer, and returns
+// the footer. The Writer accepts nothing after it. Sealing a segment with no
+// records is allowed: its footer has no blocks and a ts range of [0, 0].
+func (w *Writer) Seal() (Footer, error) {
+	if err := w.usable(); err != nil {
+		return Footer{}, err
+	}
+	if err := w.closeBlock(); err != nil {
+		return Footer{}, err
+	}
+	f := footerFor(w.blocks)
+	buf := appendFooter(w.frame[:0], &f)
+	flen := len(buf)
+	buf = append(buf, make([]byte, TrailerSize)...)
+	encodeTrailer(buf[flen:], w.off, flen)
+	w.frame = buf
+	if err := w.write(buf); err != nil {
+		return Footer{}, err
+	}
+	w.sealed = true
+	f.Blocks = append([]BlockInfo(nil), w.blocks...)
+	return f, nil
+}
+
+func (w *Writer) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.sealed {
+		return ErrSealed
+	}
+	return nil
+}
+
+// closeBlock compresses and writes the open block.
+func (w *Writer) closeBlock() error {
+	if w.nrec == 0 {
+		return nil
+	}
+	raw := w.ub
+	bh := blockHeader{
+		codec: CompressionNone, stored: len(raw), uncompressed: len(raw),
+		records: w.nrec, ddls: w.nddl, minTs: w.blkMin, maxTs: w.lastTs,
+	}
+	frame := w.grow(BlockHeaderSize + len(raw))
+	payload := frame[BlockHeaderSize:]
+	if w.lz != nil {
+		// A destination one byte short of the input makes lz4 give up as
+		// soon as its output could not be smaller, and we store raw.
+		n, err := w.lz.CompressBlock(raw, payload[:len(raw)-1])
+		if err == nil && n > 0 {
+			bh.codec, bh.stored = CompressionLZ4, n
+		}
+	}
+	if bh.codec == CompressionNone {
+		copy(payload, raw)
+	}
+	frame = frame[:BlockHeaderSize+bh.stored]
+	encodeBlockHeader(frame, &bh, frame[BlockHeaderSize:])
+	info := bh.info(w.off)
+	if err := w.write(frame); err != nil {
+		return err
+	}
+	w.blocks = append(w.blocks, info)
+	w.countBlock(info)
+	w.ub = w.ub[:0]
+	w.nrec, w.nddl = 0, 0
+	return nil
+}
+
+func (w *Writer) countBlock(b BlockInfo) {
+	w.stats.Blocks++
+	w.stats.Uncompressed += int64(b.Uncompressed)
+}
+
+// write hands buf to w, making any failure sticky.
+func (w *Writer) write(buf []byte) error {
+	n, err := w.w.Write(buf)
+	if err == nil && n != len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.err = fmt.Errorf("segment: write %d bytes at offset %d: %w", len(buf), w.off, err)
+		return w.err
+	}
+	w.off += int64(n)
+	w.stats.Written = w.off
+	return nil
+}
+
+// grow returns the scratch buffer resized to n bytes.
+func (w *Writer) grow(n int) []byte {
+	if cap(w.frame) < n {
+		w.frame = make([]byte, n, n+n/4)
+	}
+	w.frame = w.frame[:n]
+	return w.frame
+}
