@@ -70,8 +70,8 @@ func checkHeader(src []byte) error {
 
 // DecodeEvent decodes the event that is the whole of src into ev, reusing
 // ev's memory. It fails with a *DecodeError if src is anything but exactly
-// one valid event; it never panics, and it allocates no more than a small
-// multiple of len(src) whatever src claims.
+// one valid event; it never panics, and whatever src claims it allocates at
+// most a fixed multiple of len(src).
 //
 // Decoding into the same Event again and again allocates nothing once its
 // slices have grown, as long as names repeat: strings (names, charsets, the
