@@ -1,0 +1,130 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/segment"
+)
+
+func TestLeaseFencesThePreviousEpoch(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	a, err := AcquireWriter(ctx, b, "log1", "w1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Epoch() != 1 || a.Previous != nil {
+		t.Fatalf("first acquire: epoch %d previous %v", a.Epoch(), a.Previous)
+	}
+	if err := a.Publish(ctx, 100, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(ctx, 90, 3); err == nil {
+		t.Fatal("publishing a lower flushed ts succeeded")
+	}
+	z, err := AcquireWriter(ctx, b, "log1", "w1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.Epoch() != 2 || z.Previous == nil || z.Previous.FlushedTs != 100 {
+		t.Fatalf("takeover: epoch %d previous %+v", z.Epoch(), z.Previous)
+	}
+	st := z.State()
+	if len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3}) || st.FlushedTs != 100 {
+		t.Fatalf("takeover state %+v", st)
+	}
+	// The zombie can no longer publish, and stays fenced.
+	if err := a.Publish(ctx, 200, 4); !errors.Is(err, blob.ErrFenced) {
+		t.Fatalf("zombie publish = %v, want ErrFenced", err)
+	}
+	if err := a.Check(ctx); !errors.Is(err, blob.ErrFenced) {
+		t.Fatalf("zombie check = %v, want ErrFenced", err)
+	}
+	got, _, err := ReadWriterState(ctx, b, "log1", "w1")
+	if err != nil || got.Epoch != 2 || got.FlushedTs != 100 {
+		t.Fatalf("state after zombie publish: %+v %v", got, err)
+	}
+	if err := z.Check(ctx); err != nil {
+		t.Fatalf("live lease check: %v", err)
+	}
+	// Readers accept the old epoch's segments up to its fence only.
+	for _, c := range []struct {
+		epoch, seq uint64
+		want       bool
+	}{{1, 3, true}, {1, 0, true}, {1, 4, false}, {2, 0, true}, {2, 9, true}, {3, 0, true}} {
+		if got := st.Accepts(segment.Name{Epoch: c.epoch, Seq: c.seq}); got != c.want {
+			t.Errorf("Accepts(epoch %d seq %d) = %v, want %v", c.epoch, c.seq, got, c.want)
+		}
+	}
+	// An epoch that never published anything leaves no fence: its segments
+	// are all ignored.
+	y, err := AcquireWriter(ctx, b, "log1", "w1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := y.State(); st.Accepts(segment.Name{Epoch: 2, Seq: 0}) || !st.Accepts(segment.Name{Epoch: 1, Seq: 2}) {
+		t.Fatalf("fences after an empty epoch: %+v", st.Fences)
+	}
+}
+
+func TestConcurrentAcquirersGetDistinctEpochs(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	const n = 16
+	leases := make([]*Lease, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := AcquireWriter(ctx, b, "log", "w", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases[i] = l
+		})
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	live := 0
+	for _, l := range leases {
+		if l == nil {
+			t.FailNow()
+		}
+		if seen[l.Epoch()] {
+			t.Fatalf("epoch %d handed out twice", l.Epoch())
+		}
+		seen[l.Epoch()] = true
+		if l.Check(ctx) == nil {
+			live++
+		}
+	}
+	if live != 1 || !seen[n] {
+		t.Fatalf("%d live leases, epochs %v; want exactly one live and epochs 1..%d", live, seen, n)
+	}
+}
+
+func TestBadIDsAndVersions(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	if _, err := AcquireWriter(ctx, b, "log", "a/b", nil); err == nil {
+		t.Fatal("writer ID with a slash accepted")
+	}
+	if _, err := b.Put(ctx, WriterKey("log", "w"), []byte(`{"version":9,"log":"log","writer":"w"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := ReadWriterState(ctx, b, "log", "w")
+	if err == nil || !errors.Is(err, errUnsupported) {
+		t.Fatalf("version 9 state: %v", err)
+	}
+	if _, err := AcquireWriter(ctx, b, "log", "w", nil); err == nil {
+		t.Fatal("acquired over an unreadable state object")
+	}
+}
