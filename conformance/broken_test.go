@@ -1,0 +1,474 @@
+package conformance
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+)
+
+// Each broken driver is mem.Driver (or appendMem) with one rule of the blob
+// contract broken the way real drivers break it. Embedding keeps every other
+// method healthy, so each driver's failures point at its own bug.
+
+// nonAtomicPut streams the body into the store as it arrives (as a naive
+// file driver that writes in place does) and ignores its context: the object
+// is visible while being written, a failed Put leaves a partial object, and
+// a canceled one completes.
+type nonAtomicPut struct{ *mem.Driver }
+
+func (d nonAtomicPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if opts != (blob.PutOptions{}) {
+		return d.Driver.Put(ctx, key, r, size, opts)
+	}
+	var written []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			written = append(written, buf[:n]...)
+			if _, perr := d.Driver.Put(context.Background(), key, bytes.NewReader(written), -1, blob.PutOptions{}); perr != nil {
+				return blob.Attrs{}, perr
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return blob.Attrs{}, err
+		}
+	}
+	// An empty body never reached the loop's Put.
+	return d.Driver.Put(context.Background(), key, bytes.NewReader(written), -1, blob.PutOptions{})
+}
+
+// unmappedNotFound classifies nothing: its not-found error is CodeUnknown.
+type unmappedNotFound struct{ *mem.Driver }
+
+func (unmappedNotFound) ErrorCode(error) blob.Code { return blob.CodeUnknown }
+
+// walkOrderList lists in the order of a file-system walk that sorts each
+// directory's names and descends into subdirectories in place: "a/b" comes
+// before "a-b" because the name "a" sorts before "a-b".
+type walkOrderList struct{ *mem.Driver }
+
+func walkCompare(a, b string) int {
+	return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/"))
+}
+
+func (d walkOrderList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	var all []string
+	inner := blob.ListOptions{Prefix: opts.Prefix, PageSize: blob.DefaultPageSize}
+	for {
+		page, err := d.Driver.List(ctx, inner)
+		if err != nil {
+			return blob.ListPage{}, err
+		}
+		for _, a := range page.Objects {
+			all = append(all, a.Key)
+		}
+		if page.NextToken == "" {
+			break
+		}
+		inner.Token = page.NextToken
+	}
+	slices.SortFunc(all, walkCompare)
+	after := cmp.Or(opts.Token, opts.StartAfter)
+	var out blob.ListPage
+	for i, k := range all {
+		if after != "" && walkCompare(k, after) <= 0 {
+			continue
+		}
+		if len(out.Objects) == opts.PageSize {
+			out.NextToken = all[i-1]
+			break
+		}
+		a, err := d.Driver.Stat(ctx, k)
+		if err != nil {
+			return blob.ListPage{}, err
+		}
+		out.Objects = append(out.Objects, a)
+	}
+	return out, nil
+}
+
+// droppingPages loses the first key of every page after the first: a
+// continuation that starts one key too late.
+type droppingPages struct{ *mem.Driver }
+
+func (d droppingPages) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	if err == nil && opts.Token != "" && len(page.Objects) > 0 {
+		page.Objects = page.Objects[1:]
+	}
+	return page, err
+}
+
+// prefixAsDirectory lists a prefix as a directory (as a file-system driver
+// that opens the directory the prefix names does): "order/a" lists only
+// "order/a/...", missing "order/a-b".
+type prefixAsDirectory struct{ *mem.Driver }
+
+func (d prefixAsDirectory) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	if opts.Prefix != "" && !strings.HasSuffix(opts.Prefix, "/") {
+		opts.Prefix += "/"
+	}
+	return d.Driver.List(ctx, opts)
+}
+
+// listPastPrefix does not stop at the end of the prefix: it lists every key
+// from the prefix on.
+type listPastPrefix struct{ *mem.Driver }
+
+func (d listPastPrefix) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	after, prefix := cmp.Or(opts.Token, opts.StartAfter), opts.Prefix
+	if after < prefix {
+		// Start at the prefix: the key before it in byte order is not
+		// known, so list from the start and skip.
+		opts.StartAfter, opts.Token = "", ""
+	}
+	opts.Prefix = ""
+	page, err := d.Driver.List(ctx, opts)
+	if err != nil {
+		return page, err
+	}
+	var kept []blob.Attrs
+	for _, a := range page.Objects {
+		if a.Key >= prefix && a.Key > after {
+			kept = append(kept, a)
+		}
+	}
+	page.Objects = kept
+	return page, nil
+}
+
+// deleteMissingFails reports a missing key as an error (as S3 drivers that
+// HEAD before DELETE, and os.Remove, do).
+type deleteMissingFails struct{ *mem.Driver }
+
+func (d deleteMissingFails) Delete(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if _, err := d.Driver.Stat(ctx, k); err != nil {
+			return fmt.Errorf("delete %q: %w", k, err)
+		}
+	}
+	return d.Driver.Delete(ctx, keys)
+}
+
+// ignoredIfNotExist drops IfNotExist (as a store that ignores If-None-Match
+// does): a conditional create overwrites.
+type ignoredIfNotExist struct{ *mem.Driver }
+
+func (d ignoredIfNotExist) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	opts.IfNotExist = false
+	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+// offByOneRange reads one byte too many: the HTTP Range "bytes=o-(o+n)"
+// instead of "bytes=o-(o+n-1)".
+type offByOneRange struct{ *mem.Driver }
+
+func (d offByOneRange) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if length >= 0 {
+		length++
+	}
+	return d.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+// sizeETag makes ETags from the key and size (as a driver that hashes file
+// metadata might): rewriting same-size content keeps the ETag, so a stale
+// compare-and-swap wins. Its IfMatch is atomic, against its own ETags.
+type sizeETag struct {
+	*mem.Driver
+	mu *sync.Mutex
+}
+
+func fakeETag(key string, size int64) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return fmt.Sprintf(`"%x-%d"`, h.Sum64(), size)
+}
+
+func (d sizeETag) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if opts.IfMatch != "" {
+		cur, err := d.Driver.Stat(ctx, key)
+		if err != nil || fakeETag(key, cur.Size) != opts.IfMatch {
+			return blob.Attrs{}, blob.ErrPreconditionFailed
+		}
+		opts.IfMatch = ""
+	}
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	a.ETag = fakeETag(key, a.Size)
+	return a, err
+}
+
+func (d sizeETag) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	a, err := d.Driver.Stat(ctx, key)
+	a.ETag = fakeETag(key, a.Size)
+	return a, err
+}
+
+// ignoresContext passes context.Background() down instead of its context.
+type ignoresContext struct{ *mem.Driver }
+
+func (d ignoresContext) Put(_ context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	return d.Driver.Put(context.Background(), key, r, size, opts)
+}
+func (d ignoresContext) NewRangeReader(_ context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return d.Driver.NewRangeReader(context.Background(), key, offset, length)
+}
+func (d ignoresContext) Stat(_ context.Context, key string) (blob.Attrs, error) {
+	return d.Driver.Stat(context.Background(), key)
+}
+func (d ignoresContext) List(_ context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	return d.Driver.List(context.Background(), opts)
+}
+func (d ignoresContext) Delete(_ context.Context, keys []string) error {
+	return d.Driver.Delete(context.Background(), keys)
+}
+
+// sealOverwrites renames over an existing final key (os.Rename does).
+type sealOverwrites struct{ appendMem }
+
+func (d sealOverwrites) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	f, err := d.appendMem.OpenAppend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return overwritingSeal{f.(*memAppendFile)}, nil
+}
+
+type overwritingSeal struct{ *memAppendFile }
+
+func (f overwritingSeal) Seal(ctx context.Context, finalKey string) (blob.Attrs, error) {
+	if err := f.d.Delete(ctx, []string{finalKey}); err != nil {
+		return blob.Attrs{}, err
+	}
+	return f.memAppendFile.Seal(ctx, finalKey)
+}
+
+// reopenTruncates opens an existing object empty (O_TRUNC instead of
+// O_APPEND).
+type reopenTruncates struct{ appendMem }
+
+func (d reopenTruncates) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	if err := d.Driver.Delete(ctx, []string{key}); err != nil {
+		return nil, err
+	}
+	return d.appendMem.OpenAppend(ctx, key)
+}
+
+// brokenCase is a broken driver and the subtests that must catch it.
+type brokenCase struct {
+	name     string
+	append   bool
+	driver   func() blob.Driver
+	mustFail []string // under both Plain and Prefixed
+	mustPass []string // under both: the bug is not blamed on unrelated rules
+}
+
+var brokenCases = []brokenCase{
+	{
+		name:   "NonAtomicPut",
+		driver: func() blob.Driver { return nonAtomicPut{mem.NewDriver()} },
+		mustFail: []string{
+			"Atomic/InvisibleWhileWritingNew", "Atomic/InvisibleWhileWritingOverwrite",
+			"Atomic/CanceledNew", "Atomic/CanceledOverwrite",
+			"Atomic/FailedReaderNew", "Atomic/FailedReaderOverwrite",
+		},
+		mustPass: []string{"RoundTrip", "ListPages", "ConditionalCreate"},
+	},
+	{
+		name:     "UnmappedNotFound",
+		driver:   func() blob.Driver { return unmappedNotFound{mem.NewDriver()} },
+		mustFail: []string{"NotExist", "Delete/ReadAfterDelete", "CompareAndSwap/MissingKey"},
+		mustPass: []string{"RoundTrip", "ListOrder", "ConditionalCreate"},
+	},
+	{
+		name:     "WalkOrderList",
+		driver:   func() blob.Driver { return walkOrderList{mem.NewDriver()} },
+		mustFail: []string{"ListOrder"},
+		mustPass: []string{"RoundTrip", "RangedRead", "ListStartAfter"},
+	},
+	{
+		name:     "DroppingPages",
+		driver:   func() blob.Driver { return droppingPages{mem.NewDriver()} },
+		mustFail: []string{"ListPages", "ListStartAfter", "ListWhilePaging"},
+		mustPass: []string{"RoundTrip", "Keys"},
+	},
+	{
+		name:     "PrefixAsDirectory",
+		driver:   func() blob.Driver { return prefixAsDirectory{mem.NewDriver()} },
+		mustFail: []string{"ListPrefix"},
+		mustPass: []string{"RoundTrip", "ListOrder", "ListPages"},
+	},
+	{
+		name:     "ListPastPrefix",
+		driver:   func() blob.Driver { return listPastPrefix{mem.NewDriver()} },
+		mustFail: []string{"ListPrefix", "ListPages"},
+		mustPass: []string{"RangedRead", "NotExist", "ConditionalCreate"},
+	},
+	{
+		name:     "DeleteMissingFails",
+		driver:   func() blob.Driver { return deleteMissingFails{mem.NewDriver()} },
+		mustFail: []string{"Delete/Missing", "Delete/Twice", "Delete/MixedBatch"},
+		mustPass: []string{"RoundTrip", "BatchDelete"},
+	},
+	{
+		name:     "IgnoredIfNotExist",
+		driver:   func() blob.Driver { return ignoredIfNotExist{mem.NewDriver()} },
+		mustFail: []string{"ConditionalCreate/Sequential", "ConditionalCreate/Race"},
+		mustPass: []string{"RoundTrip", "CompareAndSwap"},
+	},
+	{
+		name:     "OffByOneRange",
+		driver:   func() blob.Driver { return offByOneRange{mem.NewDriver()} },
+		mustFail: []string{"RangedRead/Middle", "RangedRead/Head", "RangedRead/Reader"},
+		mustPass: []string{"RoundTrip", "RangedRead/OffsetToEnd", "RangedRead/LengthPastEnd"},
+	},
+	{
+		name:     "SizeETag",
+		driver:   func() blob.Driver { return sizeETag{mem.NewDriver(), new(sync.Mutex)} },
+		mustFail: []string{"CompareAndSwap/Sequence"},
+		mustPass: []string{"RoundTrip", "ConditionalCreate"},
+	},
+	{
+		name:     "IgnoresContext",
+		driver:   func() blob.Driver { return ignoresContext{mem.NewDriver()} },
+		mustFail: []string{"Context/DeadlineExceeded", "Context/Canceled", "Atomic/CanceledNew"},
+		mustPass: []string{"RoundTrip", "Atomic/InvisibleWhileWritingNew"},
+	},
+	{
+		name:     "SealOverwrites",
+		append:   true,
+		driver:   func() blob.Driver { return sealOverwrites{appendMem{mem.NewDriver()}} },
+		mustFail: []string{"Append/SealOntoExisting"},
+		mustPass: []string{"Append/Seal", "Append/Reopen"},
+	},
+	{
+		name:     "ReopenTruncates",
+		append:   true,
+		driver:   func() blob.Driver { return reopenTruncates{appendMem{mem.NewDriver()}} },
+		mustFail: []string{"Append/Reopen"},
+		mustPass: []string{"Append/Seal", "Append/WriteSyncRead"},
+	},
+	{
+		// A correct driver that its harness does not declare appendable.
+		name:     "UndeclaredAppender",
+		driver:   func() blob.Driver { return appendMem{mem.NewDriver()} },
+		mustFail: []string{"Append/Capability"},
+		mustPass: []string{"RoundTrip"},
+	},
+}
+
+// TestBrokenDrivers proves that the suite catches each violation: every
+// broken driver fails the subtests named for the rule it breaks, and passes
+// some it does not break.
+func TestBrokenDrivers(t *testing.T) {
+	for _, c := range brokenCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := Harness{
+				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+					return blob.NewBucket(c.driver()), nil
+				},
+				ConditionalWrites: true,
+				Append:            c.append,
+				LargeObject:       256 << 10,
+				LargeObjectReason: "broken-driver runs check the suite, not the store",
+			}
+			rec := newRecorder()
+			rec.run(func(t suiteT) { run(t, h) })
+			for _, mode := range []string{"Plain", "Prefixed"} {
+				for _, name := range c.mustFail {
+					full := mode + "/" + name
+					switch res := rec.get(full); {
+					case res == nil:
+						t.Errorf("%s did not run", full)
+					case !res.failed:
+						t.Errorf("%s passed; it must catch this driver", full)
+					case mode == "Plain":
+						t.Logf("caught by %s: %s", full, rec.messages(full)[0])
+					}
+				}
+				for _, name := range c.mustPass {
+					full := mode + "/" + name
+					if res := rec.get(full); res == nil || res.failed {
+						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.messages(full), "\n"))
+					}
+				}
+			}
+			if t.Failed() {
+				t.Logf("every failed subtest: %v", rec.failed())
+			}
+		})
+	}
+}
+
+// TestConditionalWritesUndeclared: without ConditionalWrites, the conditional
+// subtests skip with the harness's reason, and a driver that silently
+// applies conditional Puts as overwrites still fails.
+func TestConditionalWritesUndeclared(t *testing.T) {
+	reason := "this store ignores If-None-Match"
+	for _, c := range []struct {
+		name   string
+		driver func() blob.Driver
+		fail   bool
+	}{
+		{"Refusing", func() blob.Driver { return refusesConditions{mem.NewDriver()} }, false},
+		{"Ignoring", func() blob.Driver { return ignoredIfNotExist{mem.NewDriver()} }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := small(Harness{
+				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+					return blob.NewBucket(c.driver()), nil
+				},
+				ConditionalWritesReason: reason,
+			})
+			rec := newRecorder()
+			rec.run(func(t suiteT) { run(t, h) })
+			for _, name := range []string{"Plain/ConditionalCreate/Sequential", "Plain/ConditionalCreate/Race", "Plain/CompareAndSwap/Sequence"} {
+				if res := rec.get(name); res == nil || !res.skipped {
+					t.Errorf("%s was not skipped", name)
+				}
+			}
+			res := rec.get("Plain/ConditionalCreate/Refused")
+			if res == nil || res.failed != c.fail {
+				t.Errorf("Plain/ConditionalCreate/Refused: %+v, want failed = %v", res, c.fail)
+			}
+			if !c.fail {
+				if f := rec.failed(); len(f) > 0 {
+					t.Errorf("failed: %v\n%s", f, strings.Join(rec.messages(""), "\n"))
+				}
+			}
+		})
+	}
+	t.Run("NoReason", func(t *testing.T) {
+		rec := newRecorder()
+		rec.run(func(t suiteT) { run(t, Harness{MakeBucket: memHarness.MakeBucket}) })
+		if res := rec.get(""); !res.failed || !strings.Contains(res.msgs[0], "ConditionalWritesReason") {
+			t.Errorf("a harness with neither ConditionalWrites nor a reason: %+v", res)
+		}
+	})
+}
+
+// refusesConditions is a driver without conditional writes that says so.
+type refusesConditions struct{ *mem.Driver }
+
+func (d refusesConditions) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if opts != (blob.PutOptions{}) {
+		return blob.Attrs{}, fmt.Errorf("conditional writes: %w", blob.ErrNotSupported)
+	}
+	return d.Driver.Put(ctx, key, r, size, opts)
+}

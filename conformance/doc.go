@@ -1,0 +1,117 @@
+// Package conformance is the test suite a redokit storage backend must pass
+// before it holds a redo log. It proves, through the portable [blob.Bucket],
+// that a [blob.Driver] keeps the blob contract the redo writer, reader and GC
+// rely on. Backend authors import it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.RunBucket(t, conformance.Harness{
+//			MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+//				return mybackend.Open(ctx, t.TempDir(), nil)
+//			},
+//			ConditionalWrites: true,
+//		})
+//	}
+//
+// # How it runs
+//
+// RunBucket runs every check twice: under "Plain" on the bucket the harness
+// makes, and under "Prefixed" on a view of it, bucket.Prefixed(Prefix). Before
+// each Prefixed subtest it writes [Siblings] beside the prefix through the
+// unprefixed bucket; the view must never list, read or delete them (they sort
+// just before and just after the prefix, so a driver that matches prefixes
+// loosely or pages past the end of one shows them), and they are checked
+// intact when the subtest ends.
+//
+// Every subtest gets a new bucket from Harness.MakeBucket, which must be empty
+// (the suite checks); the suite closes it when the subtest ends. Subtests run
+// one at a time.
+//
+// # What it proves
+//
+// Each subtest is named after the rule it proves, so a failure names the rule:
+//
+//	RoundTrip          0 B, 1 B, 1 MiB and LargeObject bytes come back byte-exact with the
+//	                   right Size; a Put of unknown size (size < 0); overwrite, last writer wins
+//	Concurrent         parallel writers and readers of distinct keys
+//	Atomic             an object is invisible to Stat, reads and List until its Put returns,
+//	                   an overwritten one reads whole and old until then; a Put whose context
+//	                   is canceled mid-body fails with context.Canceled and leaves nothing (or
+//	                   the old object) behind, as does a Put whose reader fails
+//	RangedRead         offset to end, middle, length 0, ranges past the end read empty, a
+//	                   negative offset is ErrInvalidArgument; readers pass iotest.TestReader
+//	NotExist           Stat and reads of a missing key match ErrNotExist and name the key,
+//	                   including a key that is only a "directory" of others
+//	Keys               unicode, spaces, URL-special characters, dot-names, NFC and NFD
+//	                   spellings (distinct keys), ~900-byte keys; invalid keys are ErrInvalidKey
+//	ListOrder          listing is in byte order ("a-b" < "a/b" < "a0"), not file-walk order
+//	ListPrefix         prefixes are strings, not directories ("order/a" matches "order/a-b")
+//	ListPages          page sizes 1..N+1 give the same listing, no page too long
+//	ListStartAfter     StartAfter an existing key, between keys, before and after all
+//	ListWhilePaging    keys inserted after the cursor appear, keys deleted after it do not,
+//	                   changes before it change nothing; no duplicates, nothing missing
+//	Delete             deleting a missing key (once, twice, in a batch) succeeds; reads after
+//	                   a delete are ErrNotExist; a deleted key can be created again
+//	BatchDelete        2,500 keys go in 3 driver calls (Bucket.Stats) and are all gone
+//	ConditionalCreate  IfNotExist: a second create fails with ErrPreconditionFailed and keeps
+//	                   the first content; 16 racers: exactly one winner, its content kept
+//	CompareAndSwap     IfMatch: the right ETag wins, a stale or bogus one and any ETag on a
+//	                   missing key fail with ErrPreconditionFailed; the ETag changes whenever
+//	                   the content does; 16 racers on one ETag: exactly one winner
+//	Context            an expired or canceled context fails every operation with an error
+//	                   matching context.DeadlineExceeded or context.Canceled, changing nothing
+//	Closed             every operation after Close fails with ErrClosed; Close is idempotent
+//	As                 As(nil) and As of a type the driver does not have report false
+//	Append             (Harness.Append) OpenAppend, Write, Sync, read back; Truncate; Seal to
+//	                   a final key, failing with ErrPreconditionFailed onto an existing key;
+//	                   reopening appends after the existing bytes; without the capability,
+//	                   OpenAppend is ErrNotSupported
+//	Isolation          (Prefixed only) what the view writes is under the prefix in the whole
+//	                   bucket; nothing outside the prefix is visible through the view
+//
+// # Capabilities
+//
+// A harness declares what its driver can do instead of skipping inside the
+// driver. Append must match the driver exactly (the suite fails if a driver
+// implements [blob.Appender] undeclared, or declares it without implementing
+// it). A backend without atomic conditional writes sets ConditionalWrites to
+// false and says why in ConditionalWritesReason: the conditional subtests are
+// then skipped with that reason, and the suite instead checks that conditional
+// Puts are refused (ErrNotSupported or ErrPreconditionFailed), never silently
+// applied as plain overwrites. Such a backend cannot hold a redo log's meta
+// objects (writer fencing needs both conditions).
+//
+// # Key layout
+//
+// No two keys the suite writes at once are such that one is a "directory" of
+// the other ("a" and "a/b"): S3 allows it, but file systems and emulators
+// that map keys to paths do not, and redokit's own layout never needs it.
+// Keys do contain "/" at every depth, and keys that differ only by a
+// character sorting before or after "/", because that is where a file-walk
+// listing goes out of byte order.
+//
+// # Eventually consistent listings
+//
+// Harness.ListSettle bounds how long a new or deleted key may take to show in
+// List. Checks that a listing reaches a state poll it until then (0, the
+// default, means listings are read-after-write consistent: one look). Checks
+// that something must never be listed are not relaxed.
+//
+// # What it cannot see
+//
+// The suite sees a backend only through blob.Bucket, so it cannot prove that
+// a canceled multipart upload was aborted on the server, that a local Put was
+// fsynced, or that a request was retried; each backend proves those in its
+// own tests (a fault-injecting file system, a server's list of uploads).
+// Redo-level checks (segments, request budgets per redo cycle) arrive with the
+// writer and reader.
+//
+// # Testing the suite
+//
+// The package's own tests run the suite on the in-memory backend, which must
+// pass, and on deliberately broken drivers (a non-atomic put, an unmapped
+// not-found error, an unsorted or key-dropping listing, a failing delete of a
+// missing key, an ignored IfNotExist, an off-by-one range, an ETag that never
+// changes, and more), each of which must fail the subtest that names its
+// rule. The core runs over the small [TB] interface so those tests can watch
+// a subtest fail without failing themselves.
+package conformance

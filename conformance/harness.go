@@ -1,0 +1,126 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// DefaultLargeObject is the size of the large round trip when
+// Harness.LargeObject is 0: above every SDK's multipart threshold.
+const DefaultLargeObject = 64 << 20
+
+// Prefix is the key prefix of the Prefixed run's view.
+const Prefix = "conformance-prefix/"
+
+// siblings are the objects the Prefixed run writes outside Prefix through the
+// unprefixed bucket. They share Prefix's leading bytes and sort just before
+// ('-' < '/') and just after ('0' > '/') everything under it, so a driver that
+// filters by prefix loosely, or pages past the end of a prefix, lists them.
+// Neither is a "directory" of a key under the prefix.
+var siblings = []string{"conformance-prefix-sibling", "conformance-prefix0"}
+
+// TB is the part of *testing.T the suite uses, and what Harness.MakeBucket
+// receives: the current subtest. *testing.T implements it; the package's own
+// tests implement it with a recorder, to watch the suite fail on broken
+// drivers without failing themselves.
+type TB interface {
+	Helper()
+	Name() string
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+	TempDir() string
+	Context() context.Context
+}
+
+// Harness describes the backend under test: how to make a bucket, and what the
+// driver can do.
+type Harness struct {
+	// MakeBucket returns a new, empty bucket; it is called once per subtest,
+	// with that subtest as t (use t.TempDir for a directory that is removed
+	// afterwards, t.Cleanup for anything else to tear down). The suite closes
+	// the bucket when the subtest ends. A bucket on a shared store can be a
+	// fresh Prefixed view of it.
+	MakeBucket func(ctx context.Context, t TB) (*blob.Bucket, error)
+
+	// Append declares that the driver implements blob.Appender. It must
+	// match the driver: the Append subtests check the capability and, when
+	// declared, what it guarantees.
+	Append bool
+
+	// ConditionalWrites declares that Put honours PutOptions.IfNotExist and
+	// PutOptions.IfMatch atomically. When false, ConditionalWritesReason must
+	// say why; the conditional subtests are skipped with it, and conditional
+	// Puts must be refused rather than applied.
+	ConditionalWrites       bool
+	ConditionalWritesReason string
+
+	// ListSettle bounds how long a change may take to show in List on an
+	// eventually consistent store; the suite polls listings until then. Zero
+	// means read-after-write consistent listings.
+	ListSettle time.Duration
+
+	// LargeObject is the size in bytes of the large round trip and caps the
+	// size of the Atomic subtests' objects. 0 means DefaultLargeObject. A
+	// harness that lowers it (a slow emulator) must give LargeObjectReason.
+	LargeObject       int64
+	LargeObjectReason string
+}
+
+// suiteT is the suite's view of a test: TB plus subtests. The core runs over
+// it, not *testing.T, so this package's tests can run the suite on a recorder
+// that captures failures (Fatalf ends only the subtest, as in testing).
+type suiteT interface {
+	TB
+	Run(name string, f func(suiteT)) bool
+}
+
+// stdT adapts *testing.T to suiteT.
+type stdT struct{ *testing.T }
+
+func (s stdT) Run(name string, f func(suiteT)) bool {
+	return s.T.Run(name, func(t *testing.T) { f(stdT{t}) })
+}
+
+// RunBucket runs the blob conformance suite against the buckets h makes: every
+// subtest once on the bucket itself ("Plain") and once under Prefix
+// ("Prefixed"). See the package documentation for what each subtest proves.
+func RunBucket(t *testing.T, h Harness) {
+	t.Helper()
+	run(stdT{t}, h)
+}
+
+// run is RunBucket over suiteT.
+func run(t suiteT, h Harness) {
+	t.Helper()
+	if h.MakeBucket == nil {
+		t.Fatalf("conformance: Harness.MakeBucket is nil")
+	}
+	if !h.ConditionalWrites && h.ConditionalWritesReason == "" {
+		t.Fatalf("conformance: Harness.ConditionalWrites is false but ConditionalWritesReason is empty: " +
+			"say why the backend cannot do atomic conditional writes (redo fencing needs them), or set ConditionalWrites")
+	}
+	if h.LargeObject == 0 {
+		h.LargeObject = DefaultLargeObject
+	}
+	if h.LargeObject < 0 {
+		t.Fatalf("conformance: Harness.LargeObject is negative (%d)", h.LargeObject)
+	}
+	if h.LargeObject < DefaultLargeObject {
+		if h.LargeObjectReason == "" {
+			t.Fatalf("conformance: Harness.LargeObject (%d) is below %d but LargeObjectReason is empty: say why", h.LargeObject, DefaultLargeObject)
+		}
+		t.Logf("conformance: large objects are %d bytes, not %d: %s", h.LargeObject, DefaultLargeObject, h.LargeObjectReason)
+	}
+	if h.ListSettle < 0 {
+		t.Fatalf("conformance: Harness.ListSettle is negative (%v)", h.ListSettle)
+	}
+	t.Run("Plain", func(t suiteT) { (&suite{h: h}).runAll(t) })
+	t.Run("Prefixed", func(t suiteT) { (&suite{h: h, prefixed: true}).runAll(t) })
+}
