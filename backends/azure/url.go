@@ -195,11 +195,8 @@ func parseConnectionString(cs string) (creds, error) {
 		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 	}
 	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
-		// Azurite's well-known account on its default port.
-		c.account = "devstoreaccount1"
-		c.key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-		c.endpoint = "http://127.0.0.1:10000/devstoreaccount1"
-		return c, nil
+		// The shortcut would need the emulator's key built in; spell it out.
+		return c, fmt.Errorf("%w: azure: UseDevelopmentStorage is not supported in %s: give AccountName, AccountKey and BlobEndpoint", blob.ErrInvalidArgument, EnvConnectionString)
 	}
 	c.account, c.key, c.sas = kv["accountname"], kv["accountkey"], strings.TrimPrefix(kv["sharedaccesssignature"], "?")
 	if c.key != "" {

@@ -1,0 +1,694 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+
+	"github.com/redokit/redokit/blob"
+)
+
+const fakeKey = "c2VjcmV0LWtleS1mb3ItdGVzdHMtb25seS1ub3QtcmVhbC0wMTIzNDU2Nzg5YWJjZGVm" // base64, not a real key
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseURL(t *testing.T) {
+	keyEnv := env(map[string]string{EnvAccount: "acct", EnvKey: fakeKey})
+	good := []struct {
+		url      string
+		env      func(string) string
+		cont     string
+		prefix   string
+		endpoint string
+		check    func(Options) bool
+	}{
+		{"azblob://c", keyEnv, "c", "", "https://acct.blob.core.windows.net", nil},
+		{"azblob://c/logs/cf", keyEnv, "c", "logs/cf/", "https://acct.blob.core.windows.net", nil},
+		{"azblob://c?endpoint=http%3A%2F%2F127.0.0.1%3A10000%2Fdevstoreaccount1%2F", keyEnv, "c", "", "http://127.0.0.1:10000/devstoreaccount1", nil},
+		{"azblob://c?put_threshold=4MiB&block_size=1MiB&concurrency=2&try_timeout=5s&max_retries=0&batch_delete=false", keyEnv, "c", "", "https://acct.blob.core.windows.net", func(o Options) bool {
+			return o.PutThreshold == 4<<20 && o.BlockSize == 1<<20 && o.Concurrency == 2 && o.TryTimeout == 5*time.Second && o.MaxRetries < 0 && o.NoBatchDelete
+		}},
+		{"azblob://c", env(map[string]string{EnvAccount: "acct", EnvSASToken: "?sv=2024&sig=abc"}), "c", "", "https://acct.blob.core.windows.net", nil},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "DefaultEndpointsProtocol=http;AccountName=a;AccountKey=" + fakeKey + ";BlobEndpoint=http://127.0.0.1:1/a;"}), "c", "", "http://127.0.0.1:1/a", nil},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "AccountName=a;AccountKey=" + fakeKey + ";EndpointSuffix=core.chinacloudapi.cn"}), "c", "", "https://a.blob.core.chinacloudapi.cn", nil},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2024&sig=abc"}), "c", "", "https://a.blob.core.windows.net", nil},
+	}
+	for _, g := range good {
+		u, _ := url.Parse(g.url)
+		c, err := parseURL(u, g.env)
+		if err != nil {
+			t.Errorf("%s: %v", g.url, err)
+			continue
+		}
+		if c.container != g.cont || c.prefix != g.prefix || c.creds.endpoint != g.endpoint {
+			t.Errorf("%s: container %q prefix %q endpoint %q", g.url, c.container, c.prefix, c.creds.endpoint)
+		}
+		if g.check != nil && !g.check(c.opts) {
+			t.Errorf("%s: options %+v", g.url, c.opts)
+		}
+		if _, err := c.newClient(); err != nil {
+			t.Errorf("%s: client: %v", g.url, err)
+		}
+	}
+	secretEnv := env(map[string]string{EnvAccount: "acct", EnvKey: "hunter2-not-base64!!", EnvSASToken: "sig=topsecretsig"})
+	bad := []struct {
+		url  string
+		env  func(string) string
+		want string
+	}{
+		{"azblob://c?bogus=1&block_size=1MiB&zzz=2", keyEnv, "bogus, zzz"},
+		{"azblob:///p", keyEnv, "no container"},
+		{"azblob://c?block_size=0", keyEnv, "block_size"},
+		{"azblob://c?put_threshold=6GiB", keyEnv, "threshold"},
+		{"azblob://c?concurrency=-1", keyEnv, "concurrency"},
+		{"azblob://c?try_timeout=soon", keyEnv, "try_timeout"},
+		{"azblob://c?batch_delete=perhaps", keyEnv, "batch_delete"},
+		{"azblob://c?endpoint=ftp://x", keyEnv, "endpoint"},
+		{"azblob://c?endpoint=" + url.QueryEscape("https://h/?sig=s3cr3tsig"), keyEnv, "endpoint"},
+		{"azblob://user:hunter2@c", keyEnv, "credentials"},
+		{"azblob://c", env(nil), "no credentials"},
+		{"azblob://c", env(map[string]string{EnvAccount: "a"}), "neither"},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "AccountName=a;AccountKey"}), "without '='"},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "AccountName=a"}), "neither AccountKey"},
+		{"azblob://c", env(map[string]string{EnvConnectionString: "UseDevelopmentStorage=true"}), "UseDevelopmentStorage"},
+	}
+	for _, b := range bad {
+		u, _ := url.Parse(b.url)
+		_, err := parseURL(u, b.env)
+		if err == nil || !strings.Contains(err.Error(), b.want) || !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: got %v, want an invalid-argument error mentioning %q", b.url, err, b.want)
+		}
+	}
+	// A key that is not base64: the error names the variable, not the value.
+	u, _ := url.Parse("azblob://c")
+	c, err := parseURL(u, secretEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.newClient()
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), EnvKey) {
+		t.Fatalf("bad key: %v", err)
+	}
+	// Through blob.Open, the URL in the error is redacted.
+	_, err = blob.Open(context.Background(), "azblob://user:hunter2@c/p?bogus=1")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Open leaked the password or accepted the URL: %v", err)
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
+	c, _ := newContainerClient(t, endpoint, account, key)
+	cname := containerName(t, c)
+	ctx := context.Background()
+	t.Setenv(EnvConnectionString, "")
+	b, err := blob.Open(ctx, "azblob://"+cname+"/logs/cf?put_threshold=1MiB&block_size=256KiB&endpoint="+url.QueryEscape(endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Put(ctx, "k", []byte("hello"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewBlobClient("logs/cf/k").GetProperties(ctx, nil); err != nil {
+		t.Fatalf("the URL's prefix was not applied: %v", err)
+	}
+	var cc *container.Client
+	if !b.As(&cc) || cc == nil || b.As(new(int)) {
+		t.Fatal("As")
+	}
+	// The connection string alone also works.
+	t.Setenv(EnvConnectionString, "DefaultEndpointsProtocol=http;AccountName="+account+";AccountKey="+key+";BlobEndpoint="+endpoint+";")
+	t.Setenv(EnvKey, "")
+	b2, err := blob.Open(ctx, "azblob://"+cname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	got, err := b2.ReadAll(ctx, "logs/cf/k")
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("read through the connection string: %q %v", got, err)
+	}
+}
+
+func containerName(t testing.TB, c *container.Client) string {
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	return parts[len(parts)-1]
+}
+
+// TestSASNeverPrinted opens with a SAS token, valid and tampered, and checks
+// that no error shows the signature.
+func TestSASNeverPrinted(t *testing.T) {
+	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
+	c, _ := newContainerClient(t, endpoint, account, key)
+	cname := containerName(t, c)
+	sasURL, err := c.GetSASURL(sas.ContainerPermissions{Read: true, Add: true, Create: true, Write: true, Delete: true, List: true}, time.Now().Add(time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, _ := url.Parse(sasURL)
+	token := su.RawQuery
+	sig := su.Query().Get("sig")
+	ctx := context.Background()
+	t.Setenv(EnvConnectionString, "")
+	t.Setenv(EnvKey, "")
+	t.Setenv(EnvSASToken, token)
+	b, err := blob.Open(ctx, "azblob://"+cname+"?max_retries=0&endpoint="+url.QueryEscape(endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Put(ctx, "k", []byte("x"), nil); err != nil {
+		t.Fatalf("put with a SAS: %v", err)
+	}
+	if err := b.Delete(ctx, "k", "missing"); err != nil {
+		t.Fatalf("batch delete with a SAS: %v", err)
+	}
+	// A tampered signature: 403, and the signature is nowhere in the error.
+	bad := strings.Replace(token, url.QueryEscape(sig), url.QueryEscape("AAAA"+sig[4:]), 1)
+	t.Setenv(EnvSASToken, bad)
+	b2, err := blob.Open(ctx, "azblob://"+cname+"?max_retries=0&endpoint="+url.QueryEscape(endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	_, err = b2.Put(ctx, "k", []byte("x"), nil)
+	if !errors.Is(err, blob.ErrPermissionDenied) {
+		t.Fatalf("tampered SAS: want permission denied, got %v", err)
+	}
+	for _, e := range []error{err, b2.Delete(ctx, "k"), func() error { _, err := b2.ReadAll(ctx, "k"); return err }()} {
+		msg := fmt.Sprint(e)
+		if strings.Contains(msg, sig[4:]) || strings.Contains(msg, url.QueryEscape(sig[4:])) || strings.Contains(msg, key) {
+			t.Fatalf("an error shows a secret: %s", msg)
+		}
+	}
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+		t.Fatalf("the SDK error is not reachable: %v", err)
+	}
+	t.Logf("tampered SAS error: %v", err)
+	// Connection errors (a URL with the SAS in it) are redacted too.
+	t.Setenv(EnvSASToken, token)
+	b3, err := blob.Open(ctx, "azblob://"+cname+"?max_retries=0&endpoint="+url.QueryEscape("http://127.0.0.1:1/devstoreaccount1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b3.Close()
+	_, err = b3.Stat(ctx, "k")
+	if err == nil || strings.Contains(err.Error(), sig) || strings.Contains(err.Error(), url.QueryEscape(sig)) {
+		t.Fatalf("connection error: %v", err)
+	}
+	if !blob.IsTransient(err) {
+		t.Fatalf("connection refused: want transient, got %v", err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	b, ct := newBucket(t, &Options{PutThreshold: 4 << 20, BlockSize: 1 << 20, Concurrency: 3})
+	ctx := context.Background()
+	for _, n := range []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10<<20 + 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			key := fmt.Sprintf("obj/%d", n)
+			data := pattern(n, byte(n))
+			pb, pk, pl := ct.putBlob.Load(), ct.putBlock.Load(), ct.putList.Load()
+			a, err := b.Put(ctx, key, data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Size != int64(n) || a.ETag == "" || a.ModTime.IsZero() {
+				t.Fatalf("attrs %+v", a)
+			}
+			if n >= 4<<20 {
+				wantBlocks := int64((n + 1<<20 - 1) >> 20)
+				if ct.putBlock.Load()-pk != wantBlocks || ct.putList.Load()-pl != 1 || ct.putBlob.Load() != pb {
+					t.Fatalf("%d bytes: %d blocks, %d block lists, %d put blobs; want %d, 1, 0", n, ct.putBlock.Load()-pk, ct.putList.Load()-pl, ct.putBlob.Load()-pb, wantBlocks)
+				}
+			} else if ct.putBlob.Load()-pb != 1 || ct.putBlock.Load() != pk {
+				t.Fatalf("%d bytes: want one Put Blob", n)
+			}
+			got, err := b.ReadAll(ctx, key)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read back %d bytes, err %v", len(got), err)
+			}
+			s, err := b.Stat(ctx, key)
+			if err != nil || s.Size != int64(n) || s.ETag != a.ETag {
+				t.Fatalf("stat %+v %v (put said %+v)", s, err, a)
+			}
+		})
+	}
+	for _, n := range []int{3000, 5<<20 + 3} {
+		data := pattern(n, 9)
+		key := fmt.Sprintf("unknown/%d", n)
+		if _, err := b.PutReader(ctx, key, io.MultiReader(bytes.NewReader(data)), -1, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.ReadAll(ctx, key)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("unknown size %d: read back %d bytes, err %v", n, len(got), err)
+		}
+	}
+	mustNotExist(t, b, "missing/key")
+	if _, err := b.ReadAll(ctx, "missing/key"); !blob.IsNotExist(err) {
+		t.Fatalf("read missing: %v", err)
+	}
+}
+
+func TestWrongSize(t *testing.T) {
+	b, _ := newBucket(t, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		have, said int
+	}{{"small-short", 100, 200}, {"small-long", 300, 200}, {"large-short", 2 << 20, 3 << 20}, {"large-long", 3<<20 + 1, 3 << 20}} {
+		_, err := b.PutReader(ctx, c.name, bytes.NewReader(pattern(c.have, 1)), int64(c.said), nil)
+		if !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: want invalid argument, got %v", c.name, err)
+		}
+		mustNotExist(t, b, c.name)
+	}
+}
+
+func TestRangedReads(t *testing.T) {
+	b, _ := newBucket(t, nil)
+	ctx := context.Background()
+	data := pattern(1000, 3)
+	if _, err := b.Put(ctx, "r", data, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "empty", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		key         string
+		off, length int64
+		want        []byte
+	}{
+		{"r", 0, -1, data},
+		{"r", 10, 20, data[10:30]},
+		{"r", 990, 100, data[990:]},
+		{"r", 999, -1, data[999:]},
+		{"r", 1000, -1, nil},
+		{"r", 1000, 5, nil},
+		{"r", 5000, 10, nil},
+		{"r", 3, 0, nil},
+		{"empty", 0, -1, nil},
+		{"empty", 0, 10, nil},
+		{"empty", 7, -1, nil},
+	}
+	for _, c := range cases {
+		got, err := b.ReadRange(ctx, c.key, c.off, c.length)
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Errorf("%s [%d,+%d): got %d bytes (%v), want %d", c.key, c.off, c.length, len(got), err, len(c.want))
+		}
+	}
+	if _, err := b.ReadRange(ctx, "nope", 5000, 10); !blob.IsNotExist(err) {
+		t.Errorf("missing key past end: %v", err)
+	}
+}
+
+func raceWinners(t *testing.T, b *blob.Bucket, key string, size, n int, opts func(i int) *blob.PutOptions) []int {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []int
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := b.Put(context.Background(), key, pattern(size, byte(i+1)), opts(i))
+			switch {
+			case err == nil:
+				mu.Lock()
+				winners = append(winners, i)
+				mu.Unlock()
+			case !blob.IsPreconditionFailed(err):
+				t.Errorf("racer %d: want precondition failed, got %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return winners
+}
+
+func TestIfNotExistRace(t *testing.T) {
+	b, _ := newBucket(t, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
+	for _, size := range []int{1000, 2<<20 + 5} { // Put Blob; staged blocks
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("race/%d", size)
+			w := raceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfNotExist: true} })
+			if len(w) != 1 {
+				t.Fatalf("winners %v, want exactly one", w)
+			}
+			got, err := b.ReadAll(context.Background(), key)
+			if err != nil || !bytes.Equal(got, pattern(size, byte(w[0]+1))) {
+				t.Fatalf("the stored object is not the winner's: %v", err)
+			}
+		})
+	}
+}
+
+func TestIfMatch(t *testing.T) {
+	b, _ := newBucket(t, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
+	ctx := context.Background()
+	for _, size := range []int{100, 2 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("cas/%d", size)
+			if _, err := b.Put(ctx, key, pattern(size, 1), &blob.PutOptions{IfMatch: `"0x8D000000000000"`}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("if-match on a missing key: %v", err)
+			}
+			a1, err := b.Put(ctx, key, pattern(size, 1), &blob.PutOptions{IfNotExist: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Put(ctx, key, pattern(size, 9), &blob.PutOptions{IfNotExist: true}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("second create: %v", err)
+			}
+			a2, err := b.Put(ctx, key, pattern(size, 2), &blob.PutOptions{IfMatch: a1.ETag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a2.ETag == a1.ETag {
+				t.Fatal("the ETag did not change")
+			}
+			if _, err := b.Put(ctx, key, pattern(size, 3), &blob.PutOptions{IfMatch: a1.ETag}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("stale if-match: %v", err)
+			}
+			s, _ := b.Stat(ctx, key)
+			if s.ETag != a2.ETag {
+				t.Fatalf("stat ETag %q, put said %q", s.ETag, a2.ETag)
+			}
+			w := raceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfMatch: a2.ETag} })
+			if len(w) != 1 {
+				t.Fatalf("CAS winners %v, want exactly one", w)
+			}
+			got, _ := b.ReadAll(ctx, key)
+			if !bytes.Equal(got, pattern(size, byte(w[0]+1))) {
+				t.Fatal("the stored object is not the CAS winner's")
+			}
+		})
+	}
+}
+
+func putKeys(t *testing.T, b *blob.Bucket, keys []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	sem := make(chan struct{}, 16)
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := b.Put(context.Background(), k, []byte(k), nil); err != nil {
+				failed.Add(1)
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+}
+
+func TestListAndBatchDelete(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			b, ct := newBucket(t, &Options{NoBatchDelete: !batch})
+			ctx := context.Background()
+			n := 2500
+			if !batch {
+				n = 300 // the per-key path needs no 2,500 keys to be shown right
+			}
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("d/%05d", i)
+			}
+			putKeys(t, b, keys)
+			if _, err := b.Put(ctx, "e/outside", []byte("x"), nil); err != nil {
+				t.Fatal(err)
+			}
+			var listed []string
+			opts := blob.ListOptions{PageSize: 7}
+			for pages := 0; pages < 50; pages++ {
+				p, err := b.ListPage(ctx, "d/", opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Objects) > 7 {
+					t.Fatalf("page of %d", len(p.Objects))
+				}
+				for _, o := range p.Objects {
+					listed = append(listed, o.Key)
+				}
+				if p.NextToken == "" {
+					break
+				}
+				opts = blob.ListOptions{PageSize: 7, Token: p.NextToken}
+			}
+			for i, k := range listed {
+				if k != keys[i] {
+					t.Fatalf("listed[%d] = %q, want %q", i, k, keys[i])
+				}
+			}
+			listed = listed[:0]
+			for a, err := range b.List(ctx, "d/") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				listed = append(listed, a.Key)
+			}
+			if len(listed) != n || listed[0] != keys[0] || listed[n-1] != keys[n-1] {
+				t.Fatalf("listed %d keys", len(listed))
+			}
+			p, err := b.ListPage(ctx, "d/", blob.ListOptions{StartAfter: "d/00010", PageSize: 3})
+			if err != nil || len(p.Objects) == 0 || p.Objects[0].Key != "d/00011" {
+				t.Fatalf("start after an existing key: %+v %v", p.Objects, err)
+			}
+			var after []string
+			last := keys[n-10]
+			for a, err := range b.ListFrom(ctx, "d/", last) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				after = append(after, a.Key)
+			}
+			if len(after) != 9 || after[0] != keys[n-9] {
+				t.Fatalf("ListFrom(%s): %v", last, after)
+			}
+			// Small pages after StartAfter: the token keeps the bound.
+			after = after[:0]
+			opts = blob.ListOptions{StartAfter: keys[20], PageSize: 2}
+			for range 3 {
+				p, err := b.ListPage(ctx, "d/", opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range p.Objects {
+					after = append(after, o.Key)
+				}
+				opts = blob.ListOptions{Token: p.NextToken, PageSize: 2}
+			}
+			if len(after) == 0 || after[0] != keys[21] {
+				t.Fatalf("paged StartAfter: %v", after)
+			}
+
+			n0 := ct.n.Load()
+			del := append(append([]string{}, keys...), "d/missing-1", "d/missing-2")
+			if err := b.Delete(ctx, del...); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("deleting %d keys took %d requests", len(del), ct.n.Load()-n0)
+			for a, err := range b.List(ctx, "d/") {
+				t.Fatalf("left after delete: %v %v", a.Key, err)
+			}
+			if _, err := b.Stat(ctx, "e/outside"); err != nil {
+				t.Fatalf("a key outside the batch went: %v", err)
+			}
+		})
+	}
+}
+
+// Keys with characters that need escaping survive Put, List and the batch
+// delete (whose sub-requests escape names themselves).
+func TestWeirdKeys(t *testing.T) {
+	b, _ := newBucket(t, nil)
+	ctx := context.Background()
+	keys := []string{"w/a b", "w/ü/ñ", "w/x%2Fy", "w/q?x=1&y", "w/hash#frag", "w/plus+sign", "w/semi;colon", "w/日本語", "w/back\\slash", "w/tilde~'quote\""}
+	for _, k := range keys {
+		if _, err := b.Put(ctx, k, []byte(k), nil); err != nil {
+			t.Fatalf("put %q: %v", k, err)
+		}
+		got, err := b.ReadAll(ctx, k)
+		if err != nil || string(got) != k {
+			t.Fatalf("read %q: %q %v", k, got, err)
+		}
+	}
+	n := 0
+	for a, err := range b.List(ctx, "w/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Stat(ctx, a.Key); err != nil {
+			t.Fatalf("listed key %q does not stat: %v", a.Key, err)
+		}
+		n++
+	}
+	if n != len(keys) {
+		t.Fatalf("listed %d of %d", n, len(keys))
+	}
+	if err := b.Delete(ctx, keys...); err != nil {
+		t.Fatal(err)
+	}
+	for a, err := range b.List(ctx, "w/") {
+		t.Errorf("left after batch delete: %q %v", a.Key, err)
+	}
+}
+
+func TestDeleteError(t *testing.T) {
+	boom := errors.New("boom")
+	e := &DeleteError{Total: 10, Failed: []KeyError{{"k1", context.DeadlineExceeded}, {"k2", boom}}}
+	msg := e.Error()
+	if !strings.Contains(msg, "2 of 10") || !strings.Contains(msg, `"k1"`) || !strings.Contains(msg, `"k2"`) {
+		t.Fatalf("message %q", msg)
+	}
+	if !errors.Is(e, boom) || !errors.Is(e, context.DeadlineExceeded) {
+		t.Fatal("does not unwrap")
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	d := &Driver{}
+	re := func(status int, code string) error {
+		return &azcore.ResponseError{StatusCode: status, ErrorCode: code}
+	}
+	for _, c := range []struct {
+		err  error
+		want blob.Code
+	}{
+		{re(404, "BlobNotFound"), blob.CodeNotExist},
+		{re(404, "ContainerNotFound"), blob.CodeNotExist},
+		{re(409, "BlobAlreadyExists"), blob.CodePreconditionFailed},
+		{re(412, "ConditionNotMet"), blob.CodePreconditionFailed},
+		{re(403, "AuthorizationFailure"), blob.CodePermissionDenied},
+		{re(403, "AuthenticationFailed"), blob.CodePermissionDenied},
+		{re(403, ""), blob.CodePermissionDenied},
+		{re(503, "ServerBusy"), blob.CodeTransient},
+		{re(500, "InternalError"), blob.CodeTransient},
+		{re(502, ""), blob.CodeTransient},
+		{re(429, ""), blob.CodeTransient},
+		{re(416, "InvalidRange"), blob.CodeInvalidArgument},
+		{re(400, "InvalidBlockList"), blob.CodeInvalidArgument},
+		{re(409, "LeaseIdMissing"), blob.CodeUnknown},
+		{&url.Error{Op: "Put", URL: "http://x", Err: io.EOF}, blob.CodeTransient},
+		{io.ErrUnexpectedEOF, blob.CodeTransient},
+		{context.Canceled, blob.CodeCanceled},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
+		{&DeleteError{Total: 1, Failed: []KeyError{{"k", re(503, "ServerBusy")}}}, blob.CodeTransient},
+		{errors.New("other"), blob.CodeUnknown},
+	} {
+		if got := d.ErrorCode(c.err); got != c.want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestCancelMidUpload(t *testing.T) {
+	b, _ := newBucket(t, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
+	for _, c := range []struct {
+		name string
+		size int64
+	}{{"small", 512 << 10}, {"staged", 8 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := &cancelingReader{data: pattern(int(c.size), 5), cancelAt: int(c.size) * 3 / 4, cancel: cancel, ctx: ctx}
+			_, err := b.PutReader(ctx, c.name, r, c.size, nil)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("want canceled, got %v", err)
+			}
+			mustNotExist(t, b, c.name)
+			for a, err := range b.List(context.Background(), "") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Key == c.name {
+					t.Fatal("a canceled upload is listed")
+				}
+			}
+		})
+	}
+}
+
+type cancelingReader struct {
+	data     []byte
+	off      int
+	cancelAt int
+	cancel   func()
+	ctx      context.Context
+}
+
+func (r *cancelingReader) Read(p []byte) (int, error) {
+	if r.off >= r.cancelAt {
+		r.cancel()
+		<-r.ctx.Done()
+		return 0, r.ctx.Err()
+	}
+	n := copy(p, r.data[r.off:r.cancelAt])
+	r.off += n
+	return n, nil
+}
+
+func TestClosed(t *testing.T) {
+	b, _ := newBucket(t, nil)
+	ctx := context.Background()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
+		t.Fatalf("put after close: %v", err)
+	}
+	d := b.Driver().(*Driver)
+	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
+		t.Fatalf("driver stat after close: %v", err)
+	}
+}
+
+func TestMissingContainer(t *testing.T) {
+	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
+	cred, _ := container.NewSharedKeyCredential(account, key)
+	c, err := container.NewClientWithSharedKeyCredential(endpoint+"/redokit-test-missing-"+randHex(4), cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(c, &Options{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.ListPage(ctx, "", blob.ListOptions{}); !blob.IsNotExist(err) {
+		t.Errorf("list of a missing container: want not exist, got %v", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
+		t.Errorf("put into a missing container: want not exist, got %v", err)
+	}
+}

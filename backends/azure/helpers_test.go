@@ -1,0 +1,134 @@
+package azure
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// need skips the test with reason, or fails it under CI=true, where every
+// emulator must be present.
+func need(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(reason)
+	}
+	t.Log("skipping: " + reason)
+	t.Skip(reason)
+}
+
+// endpointEnv returns the value of the endpoint variable name (Azurite,
+// directly or through toxiproxy) and the shared key, skipping the test when
+// they are unset.
+func endpointEnv(t testing.TB, name string) (endpoint, account, key string) {
+	t.Helper()
+	endpoint = os.Getenv(name)
+	account, key = os.Getenv(EnvAccount), os.Getenv(EnvKey)
+	if endpoint == "" || account == "" || key == "" {
+		need(t, name+", "+EnvAccount+" and "+EnvKey+" must be set: start Azurite (scripts/emulators.sh) to run the Azure tests")
+	}
+	return strings.TrimSuffix(endpoint, "/"), account, key
+}
+
+// countingTransport counts requests by kind.
+type countingTransport struct {
+	base                          http.RoundTripper
+	putBlob, putBlock, putList, n atomic.Int64
+}
+
+func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	if r.Method == http.MethodPut {
+		switch r.URL.Query().Get("comp") {
+		case "block":
+			c.putBlock.Add(1)
+		case "blocklist":
+			c.putList.Add(1)
+		case "":
+			c.putBlob.Add(1)
+		}
+	}
+	return c.base.RoundTrip(r)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newContainerClient returns a client of a fresh, uniquely named container
+// at endpoint, and removes the container when the test ends.
+func newContainerClient(t testing.TB, endpoint, account, key string) (*container.Client, *countingTransport) {
+	t.Helper()
+	cred, err := container.NewSharedKeyCredential(account, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+	name := "redokit-test-" + randHex(6)
+	c, err := container.NewClientWithSharedKeyCredential(endpoint+"/"+name, cred, &container.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: ct},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Create(ctx, nil); err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		// Deleting the container deletes its blobs.
+		if _, err := c.Delete(ctx, nil); err != nil {
+			t.Logf("cleanup: delete container %s: %v", name, err)
+		}
+	})
+	return c, ct
+}
+
+// newBucket returns a Bucket over a fresh Azurite container, with opts.
+func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
+	t.Helper()
+	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
+	c, ct := newContainerClient(t, endpoint, account, key)
+	b, err := New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, ct
+}
+
+// pattern returns n deterministic bytes that differ per seed.
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7+i/251) ^ seed
+	}
+	return p
+}
+
+func mustNotExist(t testing.TB, b *blob.Bucket, key string) {
+	t.Helper()
+	_, err := b.Stat(context.Background(), key)
+	if !blob.IsNotExist(err) {
+		t.Fatalf("stat %q: want not exist, got %v", key, err)
+	}
+	if !strings.Contains(err.Error(), key) {
+		t.Fatalf("not-exist error does not name the key %q: %v", key, err)
+	}
+}
