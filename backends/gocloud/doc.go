@@ -37,9 +37,12 @@
 //   - NewRangeReader is gocloud's; an offset at or past the end is an empty
 //     reader (S3 and GCS answer that with 416, so after such an error a Stat
 //     decides).
-//   - Stat is gocloud's Attributes. The ETag is the store's; if a driver
-//     gives none, it is synthesized as W/"<modtime ns>-<size>[-<md5>]", which
-//     changes only when one of those does.
+//   - Stat is gocloud's Attributes. The ETag is the store's followed by
+//     ";md5=<hex>" when the store keeps an MD5 (memblob and fileblob build
+//     their ETag from a time and a size only, and fileblob's repeats across
+//     same-size writes within one clock tick); if a driver gives no ETag, it
+//     is synthesized as W/"<modtime ns>-<size>[-<md5>]". Either way it changes
+//     only when one of those parts does.
 //   - List is gocloud's flat listing (empty Delimiter). gocloud has no
 //     start-after: keys at or below StartAfter are fetched and skipped. Listed
 //     Attrs carry no ETag (gocloud's ListObject has none).
@@ -78,9 +81,11 @@
 //     fsyncs both);
 //   - IfNotExist is a stat then rename under a mutex of this process: atomic
 //     among the goroutines of one process, not across processes;
-//   - its ETag is the file's modification time and size; file times are as
-//     coarse as the kernel clock tick on some file systems, so two same-size
-//     writes close together can share an ETag;
+//   - its ETag is the file's modification time and size, and file times are
+//     as coarse as the kernel's clock tick: two same-size writes close together
+//     share it. The MD5 this driver appends (from fileblob's sidecar) tells
+//     them apart unless the bytes are equal too; with metadata=skip there is
+//     no sidecar and no MD5;
 //   - it writes temporary files to os.TempDir and renames them in: on another
 //     file system than the bucket the rename fails (set TMPDIR, or
 //     no_tmp_dir=1, which leaves temporary files beside the objects where List
