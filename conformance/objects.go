@@ -200,10 +200,11 @@ func (p *inFlight) finish(err error) error {
 // nothing (or the old object) behind.
 func (s *suite) atomic(t suiteT) {
 	// Large enough that a multipart driver has sent whole parts by the
-	// gate (S3 parts are at least 5 MiB), small enough to stay quick.
-	size := min(s.h.LargeObject, 20<<20)
+	// gate at 9 MiB (S3 parts are at least 5 MiB, the transfer manager's
+	// 8 MiB), small enough to stay quick.
+	size := min(s.h.LargeObject, 12<<20)
 	size = max(size, 64<<10)
-	gate := int(size * 3 / 5)
+	gate := int(size * 3 / 4)
 	old := payload(777, 7)
 
 	// hidden checks, while a Put of key is in flight, that the bucket shows

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -104,16 +105,25 @@ func (s *suite) bucket(t suiteT) env {
 	return env{b: b, root: root}
 }
 
-// payload returns n pseudo-random bytes determined by seed: content that a
-// driver cannot get right by accident (no runs, no repeats).
+// payload returns n bytes determined by seed that a driver cannot get right
+// by accident: up to 1 MiB of pseudo-random bytes, tiled beyond that with
+// every 4 KiB block stamped with its offset and the seed, so that a dropped,
+// repeated or reordered block (a multipart part, a resumed read) shows. Only
+// the first MiB is generated, which keeps 64 MiB cheap under the race detector.
 func payload(n int64, seed uint64) []byte {
 	var s [32]byte
-	for i := range 4 {
-		s[i*8] = byte(seed >> (8 * i))
-	}
-	s[31] = byte(n)
+	binary.LittleEndian.PutUint64(s[:], seed)
+	binary.LittleEndian.PutUint64(s[8:], uint64(n))
 	buf := make([]byte, n)
-	_, _ = rand.NewChaCha8(s).Read(buf)
+	const tile, block = 1 << 20, 4 << 10
+	_, _ = rand.NewChaCha8(s).Read(buf[:min(n, tile)])
+	for off := int64(tile); off < n; off += tile {
+		copy(buf[off:], buf[:tile])
+	}
+	for off := int64(tile); off+16 <= n; off += block {
+		binary.LittleEndian.PutUint64(buf[off:], uint64(off))
+		binary.LittleEndian.PutUint64(buf[off+8:], seed)
+	}
 	return buf
 }
 
