@@ -63,6 +63,8 @@ func (d *Driver) openAppendIn(ctx context.Context, key string, p *dirs, name str
 		return nil, symlinkError(key)
 	case unix.EISDIR:
 		return nil, d.dirConflict(ctx, key)
+	case unix.ENXIO:
+		return nil, invalidf("%q is not a regular file", key) // a FIFO or socket
 	default:
 		return nil, pathErr("open", key, err)
 	}
