@@ -29,6 +29,10 @@ func ErrorCode(err error) blob.Code {
 	case errors.Is(err, context.DeadlineExceeded):
 		return blob.CodeDeadlineExceeded
 	}
+	var ce *conditionError
+	if errors.As(err, &ce) {
+		return blob.CodePreconditionFailed
+	}
 	var de *DeleteError
 	if errors.As(err, &de) {
 		return de.Code()
@@ -129,4 +133,22 @@ func apiCode(err error) string {
 // key, a delete must not swallow).
 func isBucketMissing(err error) bool {
 	return apiCode(err) == "NoSuchBucket" || strings.Contains(apiCode(err), "NoSuchBucket")
+}
+
+// conditionError is a failed If-Match that S3 reports as 404 NoSuchKey (the
+// object is gone): for the driver contract that is a lost precondition.
+type conditionError struct{ err error }
+
+func (e *conditionError) Error() string {
+	return "s3: if-match: the object does not exist: " + e.err.Error()
+}
+func (e *conditionError) Unwrap() error { return e.err }
+
+// conditionFailed turns the error of a write with IfMatch on a missing key
+// into a precondition failure; other errors pass.
+func conditionFailed(p *putReq, err error) error {
+	if p.opts.IfMatch != "" && ErrorCode(err) == blob.CodeNotExist && !isBucketMissing(err) {
+		return &conditionError{err}
+	}
+	return err
 }

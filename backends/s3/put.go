@@ -142,7 +142,7 @@ func (d *Driver) putObject(ctx context.Context, p *putReq, body io.ReadSeeker, s
 		if a, ok := d.resolve(ctx, p, err); ok {
 			return a, nil
 		}
-		return blob.Attrs{}, err
+		return blob.Attrs{}, conditionFailed(p, err)
 	}
 	return blob.Attrs{Key: p.key, Size: size, ETag: aws.ToString(out.ETag), ModTime: responseTime(out.ResultMetadata)}, nil
 }
@@ -492,7 +492,7 @@ func (d *Driver) multipart(ctx context.Context, p *putReq, src partSource, pre [
 			committed = true
 			return a, nil
 		}
-		return blob.Attrs{}, err
+		return blob.Attrs{}, conditionFailed(p, err)
 	}
 	committed = true
 	return blob.Attrs{Key: p.key, Size: total, ETag: aws.ToString(out.ETag), ModTime: responseTime(out.ResultMetadata)}, nil

@@ -407,9 +407,6 @@ func newClient(ctx context.Context, o Options) (*awss3.Client, error) {
 	if o.Region != "" {
 		load = append(load, config.WithRegion(o.Region))
 	}
-	if o.HTTPClient != nil {
-		load = append(load, config.WithHTTPClient(o.HTTPClient))
-	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		// The SDK's configuration errors name files and profiles, never
@@ -440,6 +437,12 @@ func newClient(ctx context.Context, o Options) (*awss3.Client, error) {
 		}
 		so.UsePathStyle = o.UsePathStyle
 		so.EndpointOptions.DisableHTTPS = o.DisableHTTPS
+		if o.HTTPClient != nil {
+			// Set here, not in LoadDefaultConfig: that wants a client
+			// it can add CA bundles to, and the credential providers
+			// keep the SDK's own.
+			so.HTTPClient = o.HTTPClient
+		}
 	}), nil
 }
 
