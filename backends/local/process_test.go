@@ -1,0 +1,496 @@
+//go:build unix
+
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// Child processes are this test binary, re-executed with these variables
+// set; TestMain sends them to runChild instead of the tests.
+const (
+	childEnv = "REDOKIT_LOCAL_TEST_CHILD" // the child's job
+	rootEnv  = "REDOKIT_LOCAL_TEST_ROOT"  // the root it opens
+	argEnv   = "REDOKIT_LOCAL_TEST_ARG"   // its argument
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		if err := runChild(mode, os.Getenv(rootEnv), os.Getenv(argEnv)); err != nil {
+			fmt.Fprintf(os.Stderr, "child %s: %v\n", mode, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runChild does a child's job, talking to its parent by lines: commands on
+// stdin, results on stdout (unbuffered, so a printed line is an
+// acknowledgement of what came before it).
+func runChild(mode, root, arg string) error {
+	ctx := context.Background()
+	b, err := Open(root, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	in := bufio.NewScanner(os.Stdin)
+	switch mode {
+	case "create":
+		// Race for each key read from stdin with a conditional create of
+		// arg (the child's id).
+		fmt.Println("ready")
+		for in.Scan() {
+			_, err := b.Put(ctx, in.Text(), []byte(arg), &blob.PutOptions{IfNotExist: true})
+			switch {
+			case err == nil:
+				fmt.Println("won")
+			case blob.IsPreconditionFailed(err):
+				fmt.Println("lost")
+			default:
+				return err
+			}
+		}
+	case "cas":
+		// Increment "counter" arg times by compare-and-swap, on "go".
+		n, _ := strconv.Atoi(arg)
+		fmt.Println("ready")
+		in.Scan()
+		for range n {
+			if err := increment(ctx, b, "counter"); err != nil {
+				return err
+			}
+		}
+		fmt.Println("done")
+	case "hold":
+		// Hold the key arg open for appending until stdin closes.
+		af, err := b.OpenAppend(ctx, arg)
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		for in.Scan() {
+		}
+		return af.Close()
+	case "crash":
+		seed, _ := strconv.ParseUint(arg, 10, 64)
+		return crashChild(ctx, b, seed)
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	return in.Err()
+}
+
+// child is a running child process.
+type child struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr bytes.Buffer
+}
+
+func startChild(t *testing.T, mode, root, arg string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), childEnv+"="+mode, rootEnv+"="+root, argEnv+"="+arg)
+	c.cmd.Stderr = &c.stderr
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.out = bufio.NewScanner(out)
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.in.Close()
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill() // only if a failed test left it running
+			c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// line returns the child's next line; it fails the test if the child ended.
+func (c *child) line(t *testing.T) string {
+	t.Helper()
+	if !c.out.Scan() {
+		err := c.cmd.Wait()
+		t.Fatalf("child ended early (%v): %s", err, c.stderr.String())
+	}
+	return c.out.Text()
+}
+
+func (c *child) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finish closes the child's stdin and waits for it to exit cleanly.
+func (c *child) finish(t *testing.T) {
+	t.Helper()
+	c.in.Close()
+	for c.out.Scan() {
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("child: %v: %s", err, c.stderr.String())
+	}
+}
+
+// TestCrossProcessIfNotExist races conditional creates of the same keys from
+// several processes: exactly one wins each key, and its bytes are there.
+func TestCrossProcessIfNotExist(t *testing.T) {
+	root := t.TempDir()
+	const procs, rounds = 6, 8
+	var cs []*child
+	for i := range procs {
+		cs = append(cs, startChild(t, "create", root, strconv.Itoa(i)))
+	}
+	for _, c := range cs {
+		if l := c.line(t); l != "ready" {
+			t.Fatalf("child said %q", l)
+		}
+	}
+	b, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for r := range rounds {
+		key := fmt.Sprintf("race/%d", r)
+		for _, c := range cs {
+			c.send(t, key)
+		}
+		var winners []int
+		for i, c := range cs {
+			switch l := c.line(t); l {
+			case "won":
+				winners = append(winners, i)
+			case "lost":
+			default:
+				t.Fatalf("child %d said %q", i, l)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("%s: winners %v, want exactly one", key, winners)
+		}
+		if got := mustRead(t, b, key); string(got) != strconv.Itoa(winners[0]) {
+			t.Fatalf("%s holds %q; child %d won", key, got, winners[0])
+		}
+	}
+	for _, c := range cs {
+		c.finish(t)
+	}
+}
+
+// TestCrossProcessIfMatch has several processes increment one counter by
+// compare-and-swap: no increment is lost.
+func TestCrossProcessIfMatch(t *testing.T) {
+	root := t.TempDir()
+	b, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	mustPut(t, b, "counter", []byte("0"))
+	const procs, incs = 4, 15
+	var cs []*child
+	for range procs {
+		cs = append(cs, startChild(t, "cas", root, strconv.Itoa(incs)))
+	}
+	for _, c := range cs {
+		c.line(t)
+	}
+	for _, c := range cs {
+		c.send(t, "go")
+	}
+	for _, c := range cs {
+		if l := c.line(t); l != "done" {
+			t.Fatalf("child said %q", l)
+		}
+		c.finish(t)
+	}
+	if got := mustRead(t, b, "counter"); string(got) != strconv.Itoa(procs*incs) {
+		t.Fatalf("counter = %s, want %d", got, procs*incs)
+	}
+}
+
+// TestCrossProcessAppendLock: a key open for appending in one process cannot
+// be opened for appending in another until it is closed.
+func TestCrossProcessAppendLock(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	c := startChild(t, "hold", root, "seg/active")
+	if l := c.line(t); l != "ready" {
+		t.Fatalf("child said %q", l)
+	}
+	b, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.OpenAppend(ctx, "seg/active")
+	wantCode(t, err, blob.CodePreconditionFailed, "append to a key another process appends to")
+	c.finish(t)
+	af, err := b.OpenAppend(ctx, "seg/active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	af.Close()
+}
+
+// The crash child's deterministic content: a byte of segment seg at offset
+// off, object n, and version m of the meta object (whose first 8 bytes are
+// m, so a reader can tell which version it holds).
+func streamByte(seg int, off int64) byte { return byte(off*131 + int64(seg)*7 + off>>12) }
+
+func streamBytes(seg int, off int64, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = streamByte(seg, off+int64(i))
+	}
+	return b
+}
+
+func objBytes(n int) []byte {
+	b := make([]byte, 1+(n*7919)%(256<<10))
+	for j := range b {
+		b[j] = byte(n*13 + j*17 + j>>9)
+	}
+	return b
+}
+
+func metaBytes(m int) []byte {
+	b := make([]byte, 8+1000+(m*37)%50000)
+	binary.BigEndian.PutUint64(b, uint64(m))
+	for j := 8; j < len(b); j++ {
+		b[j] = byte(m + j*3)
+	}
+	return b
+}
+
+func activeKey(seg int) string { return fmt.Sprintf("seg/active-%03d", seg) }
+func sealedKey(seg int) string { return fmt.Sprintf("seg/sealed-%03d", seg) }
+func objKey(n int) string      { return fmt.Sprintf("objs/%06d", n) }
+
+// crashChild appends to a segment, syncs it, seals it, puts new objects
+// (unconditionally and if-not-exist) and overwrites one, forever, printing
+// each acknowledged step, until its parent kills it.
+func crashChild(ctx context.Context, b *blob.Bucket, seed uint64) error {
+	r := rand.New(rand.NewPCG(seed, 1))
+	seg, n, m := 0, 0, 0
+	af, err := b.OpenAppend(ctx, activeKey(seg))
+	if err != nil {
+		return err
+	}
+	for {
+		k := 1 + r.IntN(32<<10)
+		if _, err := af.Write(streamBytes(seg, af.Size(), k)); err != nil {
+			return err
+		}
+		switch r.IntN(8) {
+		case 0, 1, 2:
+			if err := af.Sync(); err != nil {
+				return err
+			}
+			fmt.Printf("synced %d %d\n", seg, af.Size())
+		case 3, 4:
+			if _, err := b.Put(ctx, objKey(n), objBytes(n), &blob.PutOptions{IfNotExist: n%2 == 1}); err != nil {
+				return err
+			}
+			fmt.Printf("put %d\n", n)
+			n++
+		case 5:
+			if _, err := b.Put(ctx, "meta", metaBytes(m), nil); err != nil {
+				return err
+			}
+			fmt.Printf("meta %d\n", m)
+			m++
+		case 6:
+			if af.Size() < 256<<10 {
+				break
+			}
+			size := af.Size()
+			if _, err := af.Seal(ctx, sealedKey(seg)); err != nil {
+				return err
+			}
+			fmt.Printf("sealed %d %d\n", seg, size)
+			seg++
+			if af, err = b.OpenAppend(ctx, activeKey(seg)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// TestCrash kills a child process that appends, syncs, seals and puts at
+// random moments, and checks what survived: every synced prefix, every
+// sealed segment and every acknowledged object, whole; no partial object and
+// no temporary file in sight. A SIGKILL keeps the page cache, so this proves
+// atomicity, not the fsyncs (see TestPutSyncs for those).
+func TestCrash(t *testing.T) {
+	trials := 5
+	if v := os.Getenv("REDOKIT_CRASH_TRIALS"); v != "" {
+		var err error
+		if trials, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("REDOKIT_CRASH_TRIALS=%q", v)
+		}
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("REDOKIT_CRASH_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("%d trials, REDOKIT_CRASH_SEED=%d", trials, seed)
+	r := rand.New(rand.NewPCG(seed, 0))
+	for trial := range trials {
+		root := t.TempDir()
+		c := startChild(t, "crash", root, strconv.FormatUint(r.Uint64(), 10))
+		var acks []string
+		for killAfter := 1 + r.IntN(80); len(acks) < killAfter; {
+			acks = append(acks, c.line(t))
+		}
+		// A random pause spreads the kills over the child's next steps
+		// (without it they land at the start of the step after an ack).
+		// It waits for no condition: it picks a moment.
+		time.Sleep(time.Duration(r.IntN(4000)) * time.Microsecond)
+		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Lines written before the kill landed are acknowledgements too.
+		for c.out.Scan() {
+			acks = append(acks, c.out.Text())
+		}
+		err := c.cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("trial %d: the child did not die of the kill: %v: %s", trial, err, c.stderr.String())
+		}
+		verifyCrash(t, trial, root, acks)
+	}
+}
+
+var (
+	segRE = regexp.MustCompile(`^seg/(active|sealed)-(\d{3})$`)
+	objRE = regexp.MustCompile(`^objs/(\d{6})$`)
+)
+
+func verifyCrash(t *testing.T, trial int, root string, acks []string) {
+	t.Helper()
+	ctx := context.Background()
+	synced := map[int]int64{} // segment: last synced size
+	sealed := map[int]int64{} // segment: sealed size
+	puts := map[int]bool{}
+	lastMeta := -1
+	for _, l := range acks {
+		f := strings.Fields(l)
+		a, _ := strconv.Atoi(f[1])
+		switch f[0] {
+		case "synced":
+			synced[a], _ = strconv.ParseInt(f[2], 10, 64)
+		case "sealed":
+			sealed[a], _ = strconv.ParseInt(f[2], 10, 64)
+		case "put":
+			puts[a] = true
+		case "meta":
+			lastMeta = a
+		default:
+			t.Fatalf("trial %d: child said %q", trial, l)
+		}
+	}
+	b, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("trial %d (acks %q): %s", trial, acks, fmt.Sprintf(format, args...))
+	}
+	segLen := map[string]int64{}
+	for _, key := range listKeys(t, b, "", 0) {
+		data := mustRead(t, b, key)
+		switch {
+		case segRE.MatchString(key):
+			s, _ := strconv.Atoi(segRE.FindStringSubmatch(key)[2])
+			if !bytes.Equal(data, streamBytes(s, 0, len(data))) {
+				fail("%s is not a prefix of its stream (%d bytes)", key, len(data))
+			}
+			segLen[key] = int64(len(data))
+		case objRE.MatchString(key):
+			n, _ := strconv.Atoi(objRE.FindStringSubmatch(key)[1])
+			if !bytes.Equal(data, objBytes(n)) {
+				fail("%s holds %d bytes, not its whole content (%d bytes)", key, len(data), len(objBytes(n)))
+			}
+		case key == "meta":
+			if len(data) < 8 {
+				fail("meta is torn: %d bytes", len(data))
+			}
+			m := int(binary.BigEndian.Uint64(data))
+			if !bytes.Equal(data, metaBytes(m)) || m < lastMeta {
+				fail("meta holds version %d (%d bytes), not a whole version ≥ %d", m, len(data), lastMeta)
+			}
+		default:
+			fail("unexpected key %q (a temporary file?)", key)
+		}
+	}
+	for s, size := range synced {
+		a, aok := segLen[activeKey(s)]
+		z, zok := segLen[sealedKey(s)]
+		switch {
+		case aok == zok:
+			fail("segment %d: active %v, sealed %v; want exactly one", s, aok, zok)
+		case max(a, z) < size:
+			fail("segment %d holds %d bytes, but %d were synced", s, max(a, z), size)
+		}
+	}
+	for s, size := range sealed {
+		if _, ok := segLen[activeKey(s)]; ok || segLen[sealedKey(s)] != size {
+			fail("sealed segment %d: %d bytes (want %d), active still there: %v", s, segLen[sealedKey(s)], size, ok)
+		}
+	}
+	for n := range puts {
+		if _, err := b.Stat(ctx, objKey(n)); err != nil {
+			fail("acknowledged object %d: %v", n, err)
+		}
+	}
+	if lastMeta >= 0 {
+		if _, err := b.Stat(ctx, "meta"); err != nil {
+			fail("acknowledged meta: %v", err)
+		}
+	}
+	// The next writer sweeps the temporary files the killed one left.
+	orphans := len(tmpFiles(t, root))
+	mustPut(t, b, "after-crash", nil)
+	if names := tmpFiles(t, root); len(names) != 0 {
+		fail("temporary files left after the sweep: %v", names)
+	}
+	if err := b.Delete(ctx, "after-crash"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("trial %d: %d acknowledgements (%d segment files, %d objects put), all intact; %d orphaned temporary files swept", trial, len(acks), len(segLen), len(puts), orphans)
+}
