@@ -1,0 +1,579 @@
+// Package blobtest holds test doubles for code that stores through package
+// blob. Its Faulty driver wraps a real driver and injects faults: it fails
+// chosen calls, delays or blocks them, counts calls by operation, and
+// simulates a crash that drops every appended byte that was not synced.
+//
+// It is a wrapper with the same interface, not a mock: every call that is not
+// made to fail reaches the wrapped driver, so the behaviour under test is the
+// real backend's.
+//
+//	f := blobtest.NewFaulty(drv)
+//	f.FailNth(blobtest.OpSync, 2, nil) // the second Sync fails
+//	release := f.Block(blobtest.OpPut) // every Put waits...
+//	release()                          // ...until now
+//	f.Crash()                          // unsynced appends are gone
+//	b := f.Bucket()                    // a Bucket over the wrapper
+package blobtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// Op names a driver operation, for rules and counts.
+type Op string
+
+// The operations Faulty sees.
+const (
+	OpPut        Op = "put"
+	OpRead       Op = "read" // NewRangeReader
+	OpStat       Op = "stat"
+	OpList       Op = "list"
+	OpDelete     Op = "delete"
+	OpOpenAppend Op = "open-append"
+	OpWrite      Op = "append-write" // AppendFile.Write
+	OpSync       Op = "sync"         // AppendFile.Sync
+	OpTruncate   Op = "truncate"     // AppendFile.Truncate
+	OpSeal       Op = "seal"         // AppendFile.Seal
+)
+
+// ErrInjected is the error a rule returns when it names none. Faulty
+// classifies it as blob.CodeTransient, the code of a failure worth retrying.
+var ErrInjected = errors.New("blobtest: injected fault")
+
+// ErrCrashed is returned by every call after Crash: the simulated process is
+// dead.
+var ErrCrashed = errors.New("blobtest: driver crashed")
+
+// Call describes one driver call, for a rule's Match.
+type Call struct {
+	Op  Op
+	Key string // the key (the list prefix for OpList; the first key for OpDelete)
+	N   int    // 1-based count of calls of this Op on the driver so far, this one included
+}
+
+// Rule is a fault. A call matches when Op is empty or equal to the call's,
+// and Match is nil or returns true. Of the matching calls, the rule fires on
+// the Nth only (1-based, counted from when the rule was added), or on every
+// one when Nth is 0. A firing rule first waits (Delay, then until Wait is
+// closed), then fails the call with Err unless Err and Fail are both unset.
+// An OpWrite that fails with Partial set first writes half its bytes, as a
+// torn write does.
+type Rule struct {
+	Op      Op
+	Match   func(Call) bool
+	Nth     int
+	Delay   time.Duration
+	Wait    <-chan struct{}
+	Err     error // the error; nil with Fail means ErrInjected
+	Fail    bool  // fail even though Err is nil
+	Partial bool
+}
+
+type rule struct {
+	Rule
+	seen int
+}
+
+// Faulty is a blob.Driver that wraps another and injects the faults its rules
+// describe. Its Appender capability is the wrapped driver's: use Driver or
+// Bucket to get a value that has OpenAppend exactly when the wrapped driver
+// does. It is safe for concurrent use.
+type Faulty struct {
+	inner  blob.Driver
+	mu     sync.Mutex
+	rules  []*rule
+	counts map[Op]int
+	// files are the append files opened through the wrapper that are not
+	// sealed, by key, with what is known durable of each.
+	files   map[string]*fileState
+	crashed bool
+}
+
+// fileState is the durable state of one appended key.
+type fileState struct {
+	open   *faultyFile // nil once closed without sealing
+	synced int64       // bytes known durable: the size at the last successful Sync or Truncate
+}
+
+var _ blob.Driver = (*Faulty)(nil)
+
+// NewFaulty wraps inner. With no rules it passes every call through.
+func NewFaulty(inner blob.Driver) *Faulty {
+	return &Faulty{inner: inner, counts: map[Op]int{}, files: map[string]*fileState{}}
+}
+
+// Driver returns the wrapper as a driver that implements blob.Appender when
+// the wrapped driver does.
+func (f *Faulty) Driver() blob.Driver {
+	if _, ok := f.inner.(blob.Appender); ok {
+		return appending{f}
+	}
+	return f
+}
+
+// Bucket returns a new Bucket over Driver(). Closing it closes the wrapped
+// driver.
+func (f *Faulty) Bucket() *blob.Bucket { return blob.NewBucket(f.Driver()) }
+
+// Inner returns the wrapped driver.
+func (f *Faulty) Inner() blob.Driver { return f.inner }
+
+// Add installs a rule and returns a function that removes it.
+func (f *Faulty) Add(r Rule) (remove func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rr := &rule{Rule: r}
+	f.rules = append(f.rules, rr)
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.rules {
+			if x == rr {
+				f.rules = append(f.rules[:i], f.rules[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// FailNth makes the nth call of op from now on fail with err (ErrInjected
+// when nil).
+func (f *Faulty) FailNth(op Op, n int, err error) (remove func()) {
+	if n < 1 {
+		panic(fmt.Sprintf("blobtest: FailNth(%s, %d): n must be at least 1", op, n))
+	}
+	return f.Add(Rule{Op: op, Nth: n, Err: err, Fail: true})
+}
+
+// FailWhen makes every call of op (any op when empty) for which match returns
+// true (every call when nil) fail with err (ErrInjected when nil), until
+// removed.
+func (f *Faulty) FailWhen(op Op, match func(Call) bool, err error) (remove func()) {
+	return f.Add(Rule{Op: op, Match: match, Err: err, Fail: true})
+}
+
+// Delay makes every call of op wait d before it proceeds, until removed.
+func (f *Faulty) Delay(op Op, d time.Duration) (remove func()) {
+	return f.Add(Rule{Op: op, Delay: d})
+}
+
+// Block makes every call of op wait (a Put also until its ctx ends) until
+// release is called; release removes the rule and frees the waiting calls. It
+// is safe to call release more than once.
+func (f *Faulty) Block(op Op) (release func()) {
+	ch := make(chan struct{})
+	remove := f.Add(Rule{Op: op, Wait: ch})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			remove()
+			close(ch)
+		})
+	}
+}
+
+// Count returns how many calls of op the driver has seen, failed ones
+// included.
+func (f *Faulty) Count(op Op) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[op]
+}
+
+// Counts returns a copy of the call counts by operation.
+func (f *Faulty) Counts() map[Op]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[Op]int, len(f.counts))
+	for k, v := range f.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Crash simulates the death of the process and the loss of the page cache:
+// every append file opened through the wrapper that is not sealed, open or
+// closed, is cut to the size it had at its last successful Sync (or Truncate),
+// and closed. From then on every call on the wrapper or its files fails with
+// ErrCrashed. Objects written by Put and sealed files are left alone: the
+// driver made them durable before it acknowledged them.
+func (f *Faulty) Crash() error {
+	f.mu.Lock()
+	if f.crashed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.crashed = true
+	files := f.files
+	f.files = map[string]*fileState{}
+	f.mu.Unlock()
+	var errs []error
+	for key, st := range files {
+		af := st.open
+		if af == nil {
+			// Closed without sealing: open it again to cut it.
+			ap, ok := f.inner.(blob.Appender)
+			if !ok {
+				continue
+			}
+			inner, err := ap.OpenAppend(context.Background(), key)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("blobtest: crash: reopen %q: %w", key, err))
+				continue
+			}
+			af = &faultyFile{inner: inner}
+		}
+		af.mu.Lock()
+		inner := af.inner
+		af.dead = true
+		af.mu.Unlock()
+		if inner.Size() > st.synced {
+			if err := inner.Truncate(st.synced); err != nil {
+				errs = append(errs, fmt.Errorf("blobtest: crash: truncate %q to %d: %w", key, st.synced, err))
+			}
+		}
+		if err := inner.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("blobtest: crash: close %q: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Crashed reports whether Crash has been called.
+func (f *Faulty) Crashed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.crashed
+}
+
+// SyncedSize returns the size of key at its last successful Sync through the
+// wrapper, and whether the wrapper tracks the key (an unsealed append file).
+func (f *Faulty) SyncedSize(key string) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.files[key]
+	if !ok {
+		return 0, false
+	}
+	return st.synced, true
+}
+
+// fault is what the rules decided for one call.
+type fault struct {
+	delay   time.Duration
+	waits   []<-chan struct{}
+	err     error
+	partial bool
+}
+
+// enter counts a call and evaluates the rules for it.
+func (f *Faulty) enter(op Op, key string) (fault, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		return fault{}, ErrCrashed
+	}
+	f.counts[op]++
+	c := Call{Op: op, Key: key, N: f.counts[op]}
+	var ft fault
+	for _, r := range f.rules {
+		if r.Op != "" && r.Op != op {
+			continue
+		}
+		if r.Match != nil && !r.Match(c) {
+			continue
+		}
+		r.seen++
+		if r.Nth != 0 && r.seen != r.Nth {
+			continue
+		}
+		ft.delay += r.Delay
+		if r.Wait != nil {
+			ft.waits = append(ft.waits, r.Wait)
+		}
+		if ft.err == nil && (r.Err != nil || r.Fail) {
+			ft.err = r.Err
+			if ft.err == nil {
+				ft.err = ErrInjected
+			}
+			ft.partial = r.Partial
+		}
+	}
+	return ft, nil
+}
+
+// wait applies a fault's delay and waits; ctx may be nil (no deadline).
+func (ft *fault) wait(ctx context.Context) error {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	if ft.delay > 0 {
+		t := time.NewTimer(ft.delay)
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	for _, w := range ft.waits {
+		select {
+		case <-w:
+		case <-done:
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// before runs the rules for a call that has a context.
+func (f *Faulty) before(ctx context.Context, op Op, key string) error {
+	ft, err := f.enter(op, key)
+	if err != nil {
+		return err
+	}
+	if err := ft.wait(ctx); err != nil {
+		return err
+	}
+	return ft.err
+}
+
+// Put implements blob.Driver.
+func (f *Faulty) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if err := f.before(ctx, OpPut, key); err != nil {
+		return blob.Attrs{}, err
+	}
+	return f.inner.Put(ctx, key, r, size, opts)
+}
+
+// NewRangeReader implements blob.Driver.
+func (f *Faulty) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := f.before(ctx, OpRead, key); err != nil {
+		return nil, err
+	}
+	return f.inner.NewRangeReader(ctx, key, offset, length)
+}
+
+// Stat implements blob.Driver.
+func (f *Faulty) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	if err := f.before(ctx, OpStat, key); err != nil {
+		return blob.Attrs{}, err
+	}
+	return f.inner.Stat(ctx, key)
+}
+
+// List implements blob.Driver.
+func (f *Faulty) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	if err := f.before(ctx, OpList, opts.Prefix); err != nil {
+		return blob.ListPage{}, err
+	}
+	return f.inner.List(ctx, opts)
+}
+
+// Delete implements blob.Driver.
+func (f *Faulty) Delete(ctx context.Context, keys []string) error {
+	first := ""
+	if len(keys) > 0 {
+		first = keys[0]
+	}
+	if err := f.before(ctx, OpDelete, first); err != nil {
+		return err
+	}
+	if err := f.inner.Delete(ctx, keys); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, k := range keys {
+		if st, ok := f.files[k]; ok && st.open == nil {
+			delete(f.files, k)
+		}
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// ErrorCode implements blob.Driver: injected faults are transient, a crash
+// is unknown, the rest is the wrapped driver's call.
+func (f *Faulty) ErrorCode(err error) blob.Code {
+	switch {
+	case errors.Is(err, ErrInjected):
+		return blob.CodeTransient
+	case errors.Is(err, ErrCrashed):
+		return blob.CodeUnknown
+	}
+	return f.inner.ErrorCode(err)
+}
+
+// Close implements blob.Driver.
+func (f *Faulty) Close() error { return f.inner.Close() }
+
+// appending is the wrapper with the Appender capability.
+type appending struct{ *Faulty }
+
+var _ blob.Appender = appending{}
+
+// OpenAppend implements blob.Appender.
+func (a appending) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	f := a.Faulty
+	if err := f.before(ctx, OpOpenAppend, key); err != nil {
+		return nil, err
+	}
+	inner, err := f.inner.(blob.Appender).OpenAppend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	af := &faultyFile{f: f, key: key, inner: inner}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		inner.Close()
+		return nil, ErrCrashed
+	}
+	st, ok := f.files[key]
+	if !ok {
+		// What the file held when it was opened survived whatever came
+		// before: count it as durable.
+		st = &fileState{synced: inner.Size()}
+		f.files[key] = st
+	}
+	st.open = af
+	return af, nil
+}
+
+// faultyFile wraps an AppendFile. Its mutex orders its calls against Crash.
+type faultyFile struct {
+	f     *Faulty
+	key   string
+	mu    sync.Mutex
+	inner blob.AppendFile
+	dead  bool // the process crashed
+}
+
+func (a *faultyFile) Write(p []byte) (int, error) {
+	ft, err := a.f.enter(OpWrite, a.key)
+	if err != nil {
+		return 0, err
+	}
+	if err := ft.wait(nil); err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return 0, ErrCrashed
+	}
+	if ft.err != nil {
+		if ft.partial && len(p) > 1 {
+			n, _ := a.inner.Write(p[:len(p)/2])
+			return n, ft.err
+		}
+		return 0, ft.err
+	}
+	return a.inner.Write(p)
+}
+
+func (a *faultyFile) Size() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inner.Size()
+}
+
+func (a *faultyFile) Sync() error {
+	ft, err := a.f.enter(OpSync, a.key)
+	if err != nil {
+		return err
+	}
+	if err := ft.wait(nil); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return ErrCrashed
+	}
+	if ft.err != nil {
+		// A failed fsync promises nothing about the bytes it covered.
+		return ft.err
+	}
+	size := a.inner.Size()
+	if err := a.inner.Sync(); err != nil {
+		return err
+	}
+	a.setSynced(size)
+	return nil
+}
+
+func (a *faultyFile) setSynced(size int64) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	if st := a.f.files[a.key]; st != nil && st.open == a {
+		st.synced = size
+	}
+}
+
+func (a *faultyFile) Truncate(size int64) error {
+	ft, err := a.f.enter(OpTruncate, a.key)
+	if err != nil {
+		return err
+	}
+	if err := ft.wait(nil); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return ErrCrashed
+	}
+	if ft.err != nil {
+		return ft.err
+	}
+	if err := a.inner.Truncate(size); err != nil {
+		return err
+	}
+	a.setSynced(size)
+	return nil
+}
+
+func (a *faultyFile) Seal(ctx context.Context, finalKey string) (blob.Attrs, error) {
+	if err := a.f.before(ctx, OpSeal, a.key); err != nil {
+		return blob.Attrs{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return blob.Attrs{}, ErrCrashed
+	}
+	attrs, err := a.inner.Seal(ctx, finalKey)
+	if err != nil {
+		return attrs, err
+	}
+	a.f.mu.Lock()
+	if st := a.f.files[a.key]; st != nil && st.open == a {
+		delete(a.f.files, a.key)
+	}
+	a.f.mu.Unlock()
+	return attrs, nil
+}
+
+func (a *faultyFile) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return nil
+	}
+	err := a.inner.Close()
+	a.f.mu.Lock()
+	if st := a.f.files[a.key]; st != nil && st.open == a {
+		st.open = nil
+	}
+	a.f.mu.Unlock()
+	return err
+}
