@@ -15,12 +15,13 @@
 // # How it runs
 //
 // RunBucket runs every check twice: under "Plain" on the bucket the harness
-// makes, and under "Prefixed" on a view of it, bucket.Prefixed(Prefix). Before
-// each Prefixed subtest it writes [Siblings] beside the prefix through the
-// unprefixed bucket; the view must never list, read or delete them (they sort
-// just before and just after the prefix, so a driver that matches prefixes
-// loosely or pages past the end of one shows them), and they are checked
-// intact when the subtest ends.
+// makes, and under "Prefixed" on a view of it, bucket.Prefixed([Prefix]).
+// Before each Prefixed subtest it writes two siblings beside the prefix
+// through the unprefixed bucket, "conformance-prefix-sibling" and
+// "conformance-prefix0"; the view must never list, read or delete them (they
+// sort just before and just after everything under the prefix, so a driver
+// that matches prefixes loosely or pages past the end of one shows them), and
+// they are checked intact when the subtest ends.
 //
 // Every subtest gets a new bucket from Harness.MakeBucket, which must be empty
 // (the suite checks); the suite closes it when the subtest ends. Subtests run
