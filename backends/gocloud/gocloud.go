@@ -105,11 +105,14 @@ var (
 	errMissing = errors.New("IfMatch given but the object does not exist")
 )
 
-func (d *Driver) check() error {
+// check runs before every operation. The context check is not redundant:
+// memblob and fileblob never look at the context of a read, a stat or a
+// list, so without it an ended context would go unnoticed there.
+func (d *Driver) check(ctx context.Context) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
 	}
-	return nil
+	return ctx.Err()
 }
 
 // Put implements blob.Driver. It streams r through gocloud's Upload and, on
@@ -125,7 +128,7 @@ func (d *Driver) check() error {
 // exact. A failed Stat after a successful write is not an error: the object is
 // stored, and failing would make a caller retry a create that already won.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return blob.Attrs{}, err
 	}
 	if opts.IfMatch != "" && d.cas == nil {
@@ -228,7 +231,7 @@ func (a *abortReader) fail(err error) error {
 // answers with an empty reader. The Stat costs a request only on that error
 // path.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
 	r, err := d.b.NewRangeReader(ctx, key, offset, length, nil)
@@ -253,7 +256,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // Stat implements blob.Driver. See etag for the ETag it reports.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return blob.Attrs{}, err
 	}
 	a, err := d.b.Attributes(ctx, key)
@@ -295,7 +298,7 @@ func etag(a *gcblob.Attributes) string {
 // each of them; when ctx ends first, keys not yet attempted are reported by
 // the context error.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return err
 	}
 	var (
@@ -343,7 +346,17 @@ func (d *Driver) deleteOne(ctx context.Context, key string) error {
 		defer d.cas.lock(key)()
 	}
 	err := d.b.Delete(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	switch gcerrors.Code(err) {
+	case gcerrors.OK, gcerrors.NotFound:
+		return nil
+	case gcerrors.Canceled, gcerrors.DeadlineExceeded:
+		return err
+	}
+	// A key that names no object can still fail to delete: on fileblob a
+	// key that is only a directory of other keys ("a" beside "a/b") is an
+	// os.Remove of a non-empty directory. If the key does not exist as an
+	// object, there was nothing to delete.
+	if _, serr := d.b.Attributes(ctx, key); gcerrors.Code(serr) == gcerrors.NotFound {
 		return nil
 	}
 	return err

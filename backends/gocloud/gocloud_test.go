@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -109,6 +111,34 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("streamed put read %q", got)
 		}
 	})
+}
+
+// fileblob's own ETag is the file's modification time and size, which file
+// systems keep only to the clock tick: two same-size writes in one tick share
+// it. Pinning the time makes that happen every run; the ETag this driver
+// reports must still change.
+func TestFileETagSameTick(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := mustOpen(t, "file://"+dir)
+	tick := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var etags []string
+	for _, v := range []string{"one", "two"} {
+		if _, err := b.Put(ctx, "k", []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(dir, "k"), tick, tick); err != nil {
+			t.Fatal(err)
+		}
+		a, err := b.Stat(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		etags = append(etags, a.ETag)
+	}
+	if etags[0] == etags[1] {
+		t.Errorf("two writes in one tick share the ETag %q", etags[0])
+	}
 }
 
 func TestRangeReads(t *testing.T) {
@@ -307,7 +337,10 @@ func TestListAfterChanges(t *testing.T) {
 		b.Put(ctx, "k6", nil, nil)
 		var got []string
 		opts := blob.ListOptions{Token: page.NextToken, PageSize: 2}
-		for {
+		for i := 0; ; i++ {
+			if i > 10 {
+				t.Fatal("listing does not end")
+			}
 			p, err := b.ListPage(ctx, "", opts)
 			if err != nil {
 				t.Fatal(err)
@@ -422,10 +455,12 @@ func TestIfMatch(t *testing.T) {
 		const racers = 16
 		var wins atomic.Int32
 		var wg sync.WaitGroup
+		start := make(chan struct{})
 		for i := range racers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				<-start
 				_, err := b.Put(ctx, "m", fmt.Appendf(nil, "r%02d", i), &blob.PutOptions{IfMatch: a2.ETag})
 				if err == nil {
 					wins.Add(1)
@@ -434,6 +469,7 @@ func TestIfMatch(t *testing.T) {
 				}
 			}()
 		}
+		close(start)
 		wg.Wait()
 		if wins.Load() != 1 {
 			t.Fatalf("%d CAS winners of %d", wins.Load(), racers)
@@ -494,16 +530,15 @@ func TestDelete(t *testing.T) {
 }
 
 func TestDeleteCanceled(t *testing.T) {
-	d := NewDriver(memblob.OpenBucket(nil), &Options{DeleteConcurrency: 1})
-	defer d.Close()
+	b := mustOpen(t, "mem://")
+	b.Put(context.Background(), "a", []byte("x"), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := d.Delete(ctx, []string{"a", "b", "c"})
-	if !errors.Is(err, context.Canceled) {
+	if err := b.Delete(ctx, "a", "b"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("delete with a canceled context: %v", err)
 	}
-	if !strings.Contains(fmt.Sprint(err), "not attempted") {
-		t.Errorf("error %q does not say keys were skipped", err)
+	if ok, _ := b.Exists(context.Background(), "a"); !ok {
+		t.Error("a delete with a canceled context deleted")
 	}
 }
 

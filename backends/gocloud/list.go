@@ -27,7 +27,7 @@ import (
 // On an unordered store (Options.UnorderedList) it carries only the last key,
 // and each page lists the whole prefix and sorts it.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
-	if err := d.check(); err != nil {
+	if err := d.check(ctx); err != nil {
 		return blob.ListPage{}, err
 	}
 	size := opts.PageSize
