@@ -1,0 +1,125 @@
+// Package reader streams a range of a redo log in commit-ts order, the way a
+// recovery replays it, and verifies a whole log.
+//
+// # Reading
+//
+// [Open] reads the range (StartTs, EndTs] of one log: every event with
+// StartTs < commit ts ≤ EndTs, in commit-ts order, and at each commit ts
+// every row change before any DDL. A recovery reads (checkpoint ts, global
+// resolved ts]: the range is mandatory today, and will default to that when
+// the log's meta object publishes it (ErrNoRange marks the hook). Events come
+// from [Reader.Next], the [Reader.Events] iterator, or [Reader.NextBatch] for
+// throughput; each is valid until the next call.
+//
+// # Selecting segments
+//
+// Open lists the log's segment prefix (<log>/seg/) once and selects from the
+// names alone, reading no object:
+//
+//   - a sealed segment <epoch>-<seq>-<min ts>-<max ts>.seg is read unless
+//     max ts ≤ StartTs or min ts > EndTs;
+//   - an active segment <epoch>-<seq>.active has no ts range in its name. On
+//     a backend that can append (local disk) it is read, whatever the range.
+//     Object stores never receive active segments, so one there is a
+//     *segment.CorruptionError naming its key. An active segment listed next
+//     to a sealed one of the same writer, epoch and seq is the two sides of a
+//     rename: the sealed one is read;
+//   - the fence rule applies next ([meta.WriterState.Accepts], writer states
+//     read after the listing so that a takeover in between only makes the
+//     reader stricter): a segment a fenced epoch committed after its fence is
+//     ignored. A writer with no state object never held a lease, so nothing
+//     fences it: all its segments are read;
+//   - a key under the prefix that is not a segment name stops Open, naming it
+//     (it may be a segment the range needs); Options.SkipBadNames logs and
+//     skips it instead.
+//
+// # The merge
+//
+// Every segment is sorted by commit ts, but segments of one writer may
+// overlap: a span that moves to a writer whose flushed ts is already ahead of
+// it gets catch-up runs of its own. The reader merges lazily by min ts. It
+// keeps a heap of open streams, ordered by the commit ts of their next event,
+// and the list of not yet opened sealed segments sorted by the min ts in their
+// names. Before it returns an event at ts T it opens every segment whose min
+// ts is ≤ T, so any number of overlapping sorted runs read back in order, and
+// only segments that overlap the frontier are open at once (normally one per
+// writer, plus Options.Lookahead started early so the next segment of a writer
+// is ready when the previous one ends). Active segments, whose range is
+// unknown, are open from the start. Ties at one commit ts are broken by
+// (writer, epoch, seq), so a read is deterministic.
+//
+// At each commit ts, DDLs are held back (copied; there are few) and
+// delivered after the last row of that ts, whatever order the segments hold
+// them in.
+//
+// # Streams, prefetch and memory
+//
+// Each open segment is a stream: a goroutine reads its blocks, checks their
+// CRC32C (the segment package does), decompresses them, decodes the events in
+// the range (codec.DecodeEvent; Options.Raw skips this) and applies the table
+// filter, then sends the block's events as one chunk on a channel of
+// Options.Prefetch chunks. So I/O, decompression and decoding of all open
+// segments overlap each other and the merge; Options.Concurrency bounds how
+// many blocks are decoded at once. A sealed segment costs one ranged read for
+// its trailer and footer, one for its header, and one ranged stream over the
+// blocks the range needs: the footer's index skips the blocks at or below
+// StartTs (segment.Reader.SeekTs) and stops at the first block above EndTs. An
+// active segment is scanned from its start, up to the length it had when the
+// read began (a live writer's later appends are not half-read).
+//
+// Chunks are recycled, and each stream owns at most Prefetch+2 of them
+// (Prefetch waiting, one being filled, one being merged): a producer that has
+// them all waits for the merge to give one back. Memory is therefore bounded
+// by open streams × (Prefetch+2) decoded blocks, never by a segment's or the
+// log's size. [Reader.Stats] reports the most streams and chunks alive at
+// once. An event handed out stays valid until the next call, because its
+// chunk is given back only then; NextBatch returns early rather than wait for
+// a chunk while it holds events, so it can never hold a stream's whole pool.
+//
+// # Duplicates
+//
+// Failover rewrites events: a span restarted from the checkpoint on another
+// writer (or a new epoch of the same one) writes again what its old owner
+// already made durable, and a zombie's late segment may hold a copy too. The
+// reader drops exact duplicates unless Options.KeepDuplicates is set.
+//
+// Two events are exact duplicates when their encoded bytes are identical: the
+// same kind, commit ts, start ts, table, and complete row images (or the same
+// DDL). Copies inside one segment are never duplicates of each other: a
+// segment is a faithful record of its writer's spans, so two identical rows
+// there are two changes (a transaction inserting the same values twice into a
+// table without a key). A copy in another segment is a rewrite. So at each
+// commit ts the reader delivers, of each distinct encoding, as many copies as
+// the segment holding most of them has, and drops the rest. It identifies
+// encodings by a 128-bit hash (two seeded 64-bit maphashes) and only at a
+// commit ts that more than one segment holds events at, so a ts that one
+// segment alone covers costs nothing; its memory is bounded by the events of
+// one commit ts.
+//
+// This assumes row images identify rows (a primary key or a not-null unique
+// key, which CDC systems require by default) and that a writer never splits
+// the identical rows of one transaction across two segments. For a table
+// without such a key whose transactions can write byte-identical rows, set
+// KeepDuplicates.
+//
+// # Integrity
+//
+// Every block's CRC is checked before it is used. Only an active segment on
+// an appendable backend may end torn (its valid prefix is read, with a
+// warning); every other failure is an error naming the object key and the
+// byte offset (*segment.CorruptionError, matched by segment.ErrCorrupt): a
+// bad block in a sealed segment, a sealed segment whose header or footer
+// disagrees with its name (the merge trusts the name's min ts), an event that
+// does not decode or whose commit ts or kind differ from its record. Nothing
+// is skipped silently. An event below one already returned is an *OrderError.
+// No event outside the range is ever returned.
+//
+// # Verify
+//
+// [Verify] walks a whole log and reports every problem it finds, each with its
+// key and, where it has one, its offset: names that do not parse, corrupt
+// blocks (every one, not only the first of a segment), events that do not
+// decode, headers and footers that disagree with their names, active segments
+// on an object store; and, as information, torn tails of active segments and
+// segments ignored by fences. It totals segments, blocks, events and bytes.
+package reader

@@ -1,0 +1,141 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/segment"
+)
+
+// Options configure Open. LogID and the range are required; every other field
+// has a default when zero.
+type Options struct {
+	// LogID is the log (changefeed) to read.
+	LogID string
+
+	// StartTs and EndTs bound the range read: events with
+	// StartTs < commit ts ≤ EndTs. A recovery reads (checkpoint ts, global
+	// resolved ts]. EndTs 0 means "not given": see ErrNoRange.
+	StartTs uint64
+	EndTs   uint64
+
+	// Prefetch is how many decoded blocks each open segment stream may hold
+	// ready ahead of the merge. 0 means DefaultPrefetch.
+	Prefetch int
+
+	// Concurrency bounds how many blocks are decompressed and decoded at once
+	// across all streams. 0 means GOMAXPROCS. I/O is not bounded by it: each
+	// open stream has at most one request in flight.
+	Concurrency int
+
+	// Lookahead is how many segments beyond those the merge has reached start
+	// their prefetch early, so that the next segment of a writer is ready
+	// when the previous one ends. 0 means DefaultLookahead; negative means
+	// none.
+	Lookahead int
+
+	// KeepDuplicates turns off the dropping of exact duplicates (see the
+	// package doc). Leave it false unless a table without a primary or
+	// unique key can hold byte-identical rows in one transaction.
+	KeepDuplicates bool
+
+	// TableFilter, when not nil, keeps only the events it accepts: a row
+	// change when it accepts the row's table, a DDL when it accepts the
+	// DDL's Table or any table in DDL.Tables (a schema-level DDL has only
+	// Schema set in Table). Filtered events are decoded, then dropped.
+	TableFilter func(codec.TableName) bool
+
+	// Raw skips decoding: events carry their kind, commit ts and encoded
+	// Payload, and nothing else of codec.Event is filled in. For tools that
+	// copy or re-ship events, or decode them on workers of their own. It
+	// cannot be combined with TableFilter.
+	Raw bool
+
+	// SkipBadNames makes keys under the log's segment prefix that do not
+	// parse as segment names a logged warning instead of an error. By
+	// default such a key stops Open: it may be a segment whose data the
+	// range needs.
+	SkipBadNames bool
+
+	// Logger receives warnings (torn tails, skipped keys) and a summary of
+	// the segments selected. nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults for the zero Options fields.
+const (
+	DefaultPrefetch  = 4
+	DefaultLookahead = 1
+)
+
+// ErrNoRange is returned by Open when Options.EndTs is 0. The range will
+// default to (checkpoint ts, global resolved ts] from the log's meta object
+// once the meta package publishes it; see defaultRange.
+var ErrNoRange = errors.New("reader: no range given: set Options.StartTs and Options.EndTs")
+
+// defaultRange is the hook that supplies the range when the caller gives
+// none. Today it fails: the log's meta object (checkpoint, global resolved
+// ts) is not published yet. When it is, this reads it and returns
+// (checkpoint, global resolved], so that a recovery never reads above the
+// global resolved ts (invariant 2) or below the checkpoint (GC may have
+// deleted it).
+var defaultRange = func(ctx context.Context, b *blob.Bucket, logID string) (start, end uint64, err error) {
+	return 0, 0, ErrNoRange
+}
+
+// config is Options after defaults and checks.
+type config struct {
+	Options
+	start, end uint64
+}
+
+func (o *Options) resolve(ctx context.Context, b *blob.Bucket) (*config, error) {
+	c := &config{}
+	if o != nil {
+		c.Options = *o
+	}
+	if err := segment.ValidateID(c.LogID); err != nil {
+		return nil, fmt.Errorf("reader: log ID: %w", err)
+	}
+	c.start, c.end = c.StartTs, c.EndTs
+	if c.end == 0 {
+		s, e, err := defaultRange(ctx, b, c.LogID)
+		if err != nil {
+			return nil, err
+		}
+		c.start, c.end = s, e
+	}
+	if c.start >= c.end {
+		return nil, fmt.Errorf("reader: empty range: start ts %d (exclusive) is not below end ts %d (inclusive)", c.start, c.end)
+	}
+	switch {
+	case c.Prefetch < 0:
+		return nil, fmt.Errorf("reader: negative Prefetch %d", c.Prefetch)
+	case c.Prefetch == 0:
+		c.Prefetch = DefaultPrefetch
+	}
+	switch {
+	case c.Concurrency < 0:
+		return nil, fmt.Errorf("reader: negative Concurrency %d", c.Concurrency)
+	case c.Concurrency == 0:
+		c.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	switch {
+	case c.Lookahead < 0:
+		c.Lookahead = 0
+	case c.Lookahead == 0:
+		c.Lookahead = DefaultLookahead
+	}
+	if c.Raw && c.TableFilter != nil {
+		return nil, errors.New("reader: Raw cannot be combined with TableFilter (filtering needs the decoded table)")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

@@ -1,0 +1,146 @@
+package reader
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// Source names the segment an event was read from.
+type Source struct {
+	Key  string       // the object key, relative to the bucket
+	Name segment.Name // the key, parsed
+	Size int64        // the object's size when it was listed
+}
+
+// listed is one object under a log's segment prefix.
+type listed struct {
+	key  string
+	size int64
+	name segment.Name
+	err  error // the name does not parse
+}
+
+// idOf is what identifies a segment apart from its ts range: an active
+// segment and its sealed successor share it.
+type segID struct {
+	writer     string
+	epoch, seq uint64
+}
+
+func idOf(n segment.Name) segID { return segID{n.WriterID, n.Epoch, n.Seq} }
+
+// listLog lists every object under the log's segment prefix, parsing names.
+func listLog(ctx context.Context, b *blob.Bucket, logID string) ([]listed, error) {
+	var out []listed
+	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+		if err != nil {
+			return nil, fmt.Errorf("reader: list segments of log %q: %w", logID, err)
+		}
+		n, perr := segment.ParseName(a.Key)
+		if perr == nil && n.LogID != logID {
+			perr = fmt.Errorf("%w: %q belongs to log %q", segment.ErrInvalidName, a.Key, n.LogID)
+		}
+		out = append(out, listed{key: a.Key, size: a.Size, name: n, err: perr})
+	}
+	return out, nil
+}
+
+// fences reads the writer states after the listing, so that a takeover
+// between the two can only make the reader stricter: a zombie segment listed
+// before its epoch was fenced is judged by the fence, not let through by a
+// state read before it.
+type fences map[string]*meta.WriterState
+
+func readFences(ctx context.Context, b *blob.Bucket, logID string) (fences, error) {
+	st, err := meta.ListWriterStates(ctx, b, logID)
+	if err != nil {
+		return nil, fmt.Errorf("reader: read writer states of log %q: %w", logID, err)
+	}
+	return st, nil
+}
+
+// accepts applies the fence rule. A writer without a state object never took
+// a lease (a log written without the meta layer, or a writer whose state was
+// removed): nothing fences it, so all its segments are accepted.
+func (f fences) accepts(n segment.Name) bool {
+	st := f[n.WriterID]
+	return st == nil || st.Accepts(n)
+}
+
+// plan is the segments Open selected, in the order the merge reaches them.
+type plan struct {
+	// active segments have no ts range in their names: they are opened
+	// first, and join the merge with their first event.
+	active []*Source
+	// sealed segments, sorted by (min ts, writer, epoch, seq): the merge
+	// opens each when its frontier reaches the min ts.
+	sealed []*Source
+
+	listed, badNames, outOfRange, fenced, shadowed int
+}
+
+// makePlan selects segments from the listing alone: names carry ts ranges.
+func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, error) {
+	p := &plan{listed: len(objs)}
+	sealedIDs := map[segID]bool{}
+	for _, o := range objs {
+		if o.err == nil && !o.name.Active {
+			sealedIDs[idOf(o.name)] = true
+		}
+	}
+	for _, o := range objs {
+		if o.err != nil {
+			p.badNames++
+			if !c.SkipBadNames {
+				return nil, fmt.Errorf("reader: key %q under the segment prefix is not a segment name (set SkipBadNames to read past it): %w", o.key, o.err)
+			}
+			c.Logger.Warn("reader: skipping a key that is not a segment name", "key", o.key, "err", o.err)
+			continue
+		}
+		n := o.name
+		if n.Active {
+			if !canAppend {
+				// Object stores only ever receive sealed segments: an
+				// active name there was not written by a redo writer, or
+				// was copied from a file system mid-write.
+				return nil, &segment.CorruptionError{Object: o.key, Part: "segment",
+					Detail: "an active (unsealed) segment on a backend that cannot append: only local disk holds active segments"}
+			}
+			if sealedIDs[idOf(n)] {
+				// Sealed by a rename the listing saw both sides of.
+				p.shadowed++
+				continue
+			}
+		} else if n.MaxTs <= c.start || n.MinTs > c.end {
+			p.outOfRange++
+			continue
+		}
+		if !fen.accepts(n) {
+			p.fenced++
+			c.Logger.Info("reader: ignoring a segment its writer's fence excludes", "key", o.key)
+			continue
+		}
+		src := &Source{Key: o.key, Name: n, Size: o.size}
+		if n.Active {
+			p.active = append(p.active, src)
+		} else {
+			p.sealed = append(p.sealed, src)
+		}
+	}
+	slices.SortFunc(p.sealed, func(a, b *Source) int {
+		return cmp.Or(cmp.Compare(a.Name.MinTs, b.Name.MinTs), compareID(a.Name, b.Name))
+	})
+	return p, nil
+}
+
+// compareID orders segments of equal min ts, so that the merge breaks ties
+// the same way on every run.
+func compareID(a, b segment.Name) int {
+	return cmp.Or(cmp.Compare(a.WriterID, b.WriterID), cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Seq, b.Seq))
+}

@@ -1,0 +1,559 @@
+package reader
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+)
+
+// Event is one event of the log, as the Reader returns it: the decoded
+// codec.Event (only its Kind and commit ts in Raw mode), the segment it came
+// from, and its encoded bytes. It belongs to the Reader and is valid until the
+// next call of Next, NextBatch or the Events iterator; Clone keeps one.
+type Event struct {
+	codec.Event
+	// Source is the segment the event was read from. Shared by every event
+	// of the segment; do not modify it.
+	Source *Source
+
+	payload []byte
+}
+
+// Payload returns the event's encoded bytes, as stored in the segment.
+func (e *Event) Payload() []byte { return e.payload }
+
+// Clone returns a copy of e that shares no memory with the Reader.
+func (e *Event) Clone() *Event {
+	return &Event{Event: *e.Event.Clone(), Source: e.Source, payload: bytes.Clone(e.payload)}
+}
+
+// OrderError reports an event whose commit ts is below one already returned:
+// a segment held events outside the range its name claims, or a segment
+// reordered its records. The merge cannot deliver the range in order, so it
+// stops.
+type OrderError struct {
+	Key, PrevKey string // the segment of the event, and that of the one before
+	Ts, PrevTs   uint64
+}
+
+func (e *OrderError) Error() string {
+	return fmt.Sprintf("reader: commit ts order violated: %q yields commit ts %d after %q yielded %d", e.Key, e.Ts, e.PrevKey, e.PrevTs)
+}
+
+// Is makes errors.Is(err, ErrOrder) true.
+func (e *OrderError) Is(target error) bool { return target == ErrOrder }
+
+// ErrOrder matches every *OrderError.
+var ErrOrder = errors.New("reader: commit ts order violated")
+
+// Stats count what a Reader did. Segments* are known after Open; the rest
+// grow as it reads.
+type Stats struct {
+	SegmentsListed     int // objects under the log's segment prefix
+	SegmentsSelected   int // segments the range needs, after fences
+	SegmentsOutOfRange int // skipped by the ts range in their names
+	SegmentsFenced     int // skipped by their writer's fence (a zombie's late segments)
+	SegmentsShadowed   int // active segments listed beside their sealed successor
+	BadNames           int // keys skipped with SkipBadNames
+	SegmentsOpened     int // segments whose prefetch started
+	TornTails          int // active segments read up to a torn tail
+
+	Events     int64 // events returned
+	Duplicates int64 // exact duplicates dropped
+	Filtered   int64 // events TableFilter rejected
+	Blocks     int64 // blocks read and decoded
+
+	// The memory bound: the most segment streams open at once, and the most
+	// decoded blocks (chunks) alive at once across them.
+	MaxOpenStreams int
+	MaxChunks      int
+}
+
+// counters are the Stats the producer goroutines update.
+type counters struct {
+	opened, torn, blocks, filtered atomic.Int64
+	open, maxOpen                  atomic.Int64
+	chunks, maxChunks              atomic.Int64
+}
+
+func raise(maxv *atomic.Int64, v int64) {
+	for {
+		m := maxv.Load()
+		if v <= m || maxv.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
+
+// Reader streams one range of a log in commit-ts order. It is not safe for
+// concurrent use; Close it when done.
+type Reader struct {
+	c    *config
+	b    *blob.Bucket
+	plan *plan
+
+	ctx    context.Context // the producers' context: Open's, until Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sem    chan struct{} // bounds concurrent decoding
+	stats  counters
+
+	// The merge. sealed is every sealed segment's stream in plan order;
+	// nextOpen is the first the merge has not reached, nextStart the first
+	// whose prefetch has not started.
+	sealed              []*stream
+	nextOpen, nextStart int
+	heap                []*stream // streams with a head event, by (head ts, rank)
+	refill              []*stream // streams that need their next chunk
+	release             []*chunk  // chunks holding events returned by this call
+	releaseOf           []*stream
+	out                 int // events returned by the current call
+
+	curTs    uint64 // commit ts of the events being merged
+	haveTs   bool
+	prevKey  string
+	multi    bool // more than one segment holds events at curTs
+	dd       *dedup
+	held     []*Event // DDLs at curTs, delivered after its rows
+	heldPos  int
+	flushing bool
+
+	batch    []*Event
+	events   int64
+	dups     int64
+	err      error // sticky
+	errAfter error // to return after the batch in hand
+	closed   bool
+}
+
+// Open lists the log's segments, selects those the range needs by their
+// names, applies the writers' fences, and returns a Reader positioned before
+// the first event. ctx bounds the listing and also every read the Reader
+// makes in the background until Close: cancel it to stop a read.
+func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
+	c, err := opts.resolve(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := listLog(ctx, b, c.LogID)
+	if err != nil {
+		return nil, err
+	}
+	fen, err := readFences(ctx, b, c.LogID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := makePlan(c, objs, b.CanAppend(), fen)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{c: c, b: b, plan: p, sem: make(chan struct{}, c.Concurrency)}
+	if !c.KeepDuplicates {
+		r.dd = newDedup()
+	}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+
+	// Ranks break ties between events of equal commit ts the same way on
+	// every run: by writer, epoch, seq.
+	all := append(append([]*Source(nil), p.active...), p.sealed...)
+	rank := rankOf(all)
+	for _, src := range p.active {
+		s := &stream{r: r, src: src, rank: rank[src]}
+		// An active segment's range is unknown until its first block is
+		// read, so it starts now and joins the merge with its first event.
+		s.start()
+		r.refill = append(r.refill, s)
+	}
+	for _, src := range p.sealed {
+		r.sealed = append(r.sealed, &stream{r: r, src: src, rank: rank[src]})
+	}
+	c.Logger.Info("reader: opened", "log", c.LogID, "start_ts", c.start, "end_ts", c.end,
+		"listed", p.listed, "sealed", len(p.sealed), "active", len(p.active),
+		"out_of_range", p.outOfRange, "fenced", p.fenced)
+	return r, nil
+}
+
+func rankOf(srcs []*Source) map[*Source]int {
+	sorted := append([]*Source(nil), srcs...)
+	slices.SortFunc(sorted, func(a, b *Source) int { return compareID(a.Name, b.Name) })
+	m := make(map[*Source]int, len(sorted))
+	for i, s := range sorted {
+		m[s] = i
+	}
+	return m
+}
+
+// Next returns the next event, or io.EOF after the last one. The event is
+// valid until the next call.
+func (r *Reader) Next(ctx context.Context) (*Event, error) {
+	if err := r.begin(); err != nil {
+		return nil, err
+	}
+	ev, err := r.step(ctx, true)
+	if err != nil {
+		return nil, r.fail(ctx, err)
+	}
+	return ev, nil
+}
+
+// NextBatch returns up to max events (at least one), or io.EOF after the last
+// one. It returns fewer than max when the next event is not decoded yet,
+// rather than wait with events in hand. The events, and the slice, are valid
+// until the next call. An error met after the first event of a batch is
+// returned by the next call.
+func (r *Reader) NextBatch(ctx context.Context, max int) ([]*Event, error) {
+	if err := r.begin(); err != nil {
+		return nil, err
+	}
+	max = cmpMax1(max)
+	r.batch = r.batch[:0]
+	for len(r.batch) < max {
+		ev, err := r.step(ctx, len(r.batch) == 0)
+		if err == errWouldBlock {
+			break
+		}
+		if err != nil {
+			if len(r.batch) > 0 {
+				r.errAfter = err
+				break
+			}
+			return nil, r.fail(ctx, err)
+		}
+		r.batch = append(r.batch, ev)
+	}
+	return r.batch, nil
+}
+
+// Events iterates over the remaining events. Each event is valid until the
+// next iteration. An error ends the iteration: it is yielded with a nil event.
+// io.EOF is not yielded.
+func (r *Reader) Events(ctx context.Context) iter.Seq2[*Event, error] {
+	return func(yield func(*Event, error) bool) {
+		for {
+			ev, err := r.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Stats returns the counters so far.
+func (r *Reader) Stats() Stats {
+	p := r.plan
+	return Stats{
+		SegmentsListed: p.listed, SegmentsSelected: len(p.active) + len(p.sealed),
+		SegmentsOutOfRange: p.outOfRange, SegmentsFenced: p.fenced, SegmentsShadowed: p.shadowed,
+		BadNames: p.badNames, SegmentsOpened: int(r.stats.opened.Load()), TornTails: int(r.stats.torn.Load()),
+		Events: r.events, Duplicates: r.dups, Filtered: r.stats.filtered.Load(), Blocks: r.stats.blocks.Load(),
+		MaxOpenStreams: int(r.stats.maxOpen.Load()), MaxChunks: int(r.stats.maxChunks.Load()),
+	}
+}
+
+// Close stops the prefetching and waits for it. Events returned before are
+// invalid after it. Close is idempotent.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.cancel()
+	r.wg.Wait()
+	if r.err == nil {
+		r.err = errors.New("reader: closed")
+	}
+	return nil
+}
+
+func (r *Reader) openStreams(d int64) { raise(&r.stats.maxOpen, r.stats.open.Add(d)) }
+func (r *Reader) chunksLive(d int64)  { raise(&r.stats.maxChunks, r.stats.chunks.Add(d)) }
+
+// begin starts a call: the events the previous call returned are released.
+func (r *Reader) begin() error {
+	for i, c := range r.release {
+		r.releaseOf[i].recycle(c)
+	}
+	clear(r.release)
+	clear(r.releaseOf)
+	r.release, r.releaseOf = r.release[:0], r.releaseOf[:0]
+	r.out = 0
+	if r.errAfter != nil {
+		r.err, r.errAfter = r.errAfter, nil
+		return r.err
+	}
+	return r.err
+}
+
+// fail makes err sticky, except for the end of the caller's own context: the
+// merge state is intact then, and the next call can go on.
+func (r *Reader) fail(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) && r.ctx.Err() == nil {
+		return err
+	}
+	r.err = err
+	if err == io.EOF {
+		r.cancel()
+	}
+	return err
+}
+
+// step produces the next event to return: the merge, then the duplicate
+// filter, then the rows-before-DDL rule. With mayBlock false it returns
+// errWouldBlock instead of waiting for a chunk.
+func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
+	for {
+		if r.flushing {
+			if r.heldPos < len(r.held) {
+				ev := r.held[r.heldPos]
+				r.heldPos++
+				r.out++
+				r.events++
+				return ev, nil
+			}
+			clear(r.held)
+			r.held, r.heldPos, r.flushing = r.held[:0], 0, false
+		}
+		s, err := r.top(ctx, mayBlock)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			if len(r.held) > 0 {
+				r.flushing = true
+				continue
+			}
+			return nil, io.EOF
+		}
+		ev := s.head()
+		ts := ev.CommitTs()
+		if len(r.held) > 0 && ts != r.curTs {
+			// Every row at the DDLs' ts is out: now the DDLs.
+			r.flushing = true
+			continue
+		}
+		if ts <= r.c.start || ts > r.c.end {
+			// Producers cut to the range; this guards invariant 2.
+			return nil, fmt.Errorf("reader: internal error: %q yielded commit ts %d outside (%d, %d]", ev.Source.Key, ts, r.c.start, r.c.end)
+		}
+		if r.haveTs && ts < r.curTs {
+			return nil, &OrderError{Key: ev.Source.Key, PrevKey: r.prevKey, Ts: ts, PrevTs: r.curTs}
+		}
+		if !r.haveTs || ts != r.curTs {
+			r.curTs, r.haveTs = ts, true
+			r.multi = r.othersAt(ts)
+			if r.dd != nil {
+				r.dd.reset()
+			}
+		}
+		r.prevKey = ev.Source.Key
+		if r.multi && r.dd != nil && !r.dd.admit(ev.payload, s.rank) {
+			r.dups++
+			r.consume(s)
+			continue
+		}
+		if ev.Event.Kind == codec.DDLEvent {
+			r.held = append(r.held, ev.Clone())
+			r.consume(s)
+			continue
+		}
+		r.out++
+		r.events++
+		r.consume(s)
+		return ev, nil
+	}
+}
+
+// othersAt reports whether a stream other than the top one has its head at
+// ts. The second smallest head of a binary heap is a child of the root. The
+// segments the merge has not reached start above ts (top opened every one
+// that does not), so no other segment can hold events at ts.
+func (r *Reader) othersAt(ts uint64) bool {
+	for _, i := range [2]int{1, 2} {
+		if i < len(r.heap) && r.heap[i].head().CommitTs() == ts {
+			return true
+		}
+	}
+	return false
+}
+
+// top returns the stream with the smallest head after giving every exhausted
+// stream its next chunk and opening every segment the frontier has reached;
+// nil when the merge is done.
+func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
+	for {
+		for len(r.refill) > 0 {
+			s := r.refill[len(r.refill)-1]
+			got, err := r.fetch(ctx, s, mayBlock)
+			if err != nil {
+				return nil, err
+			}
+			r.refill = r.refill[:len(r.refill)-1]
+			if got {
+				r.push(s)
+			} else {
+				r.closeStream(s)
+			}
+		}
+		if r.nextOpen < len(r.sealed) {
+			s := r.sealed[r.nextOpen]
+			if len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].head().CommitTs() {
+				// The frontier reached the segment's min ts: it joins now.
+				if !s.started {
+					s.start()
+				}
+				r.nextOpen++
+				r.nextStart = max(r.nextStart, r.nextOpen)
+				r.refill = append(r.refill, s)
+				r.lookahead()
+				continue
+			}
+		}
+		r.lookahead()
+		if len(r.heap) == 0 {
+			return nil, nil
+		}
+		return r.heap[0], nil
+	}
+}
+
+// lookahead starts the prefetch of the next segments the merge will reach.
+func (r *Reader) lookahead() {
+	for r.nextStart < len(r.sealed) && r.nextStart < r.nextOpen+r.c.Lookahead {
+		if s := r.sealed[r.nextStart]; !s.started {
+			s.start()
+		}
+		r.nextStart++
+	}
+}
+
+// fetch gives s its next chunk; false when s is done.
+func (r *Reader) fetch(ctx context.Context, s *stream, mayBlock bool) (bool, error) {
+	var c *chunk
+	var ok bool
+	select {
+	case c, ok = <-s.ch:
+	default:
+		if !mayBlock {
+			return false, errWouldBlock
+		}
+		select {
+		case c, ok = <-s.ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	if !ok {
+		if s.err != nil {
+			return false, s.err
+		}
+		return false, nil
+	}
+	s.cur, s.pos = c, 0
+	return true, nil
+}
+
+// consume moves s past its head.
+func (r *Reader) consume(s *stream) {
+	s.pos++
+	if s.pos < s.cur.n {
+		r.down(s.idx)
+		return
+	}
+	c := s.cur
+	s.cur = nil
+	if r.out > 0 {
+		// This call returned events that may live in c.
+		r.release = append(r.release, c)
+		r.releaseOf = append(r.releaseOf, s)
+	} else {
+		s.recycle(c)
+	}
+	r.remove(s.idx)
+	r.refill = append(r.refill, s)
+}
+
+func (r *Reader) closeStream(s *stream) {
+	r.openStreams(-1)
+	r.chunksLive(-int64(s.allocated))
+}
+
+// The heap of streams, ordered by (head commit ts, rank).
+
+func (r *Reader) less(i, j int) bool {
+	a, b := r.heap[i], r.heap[j]
+	ta, tb := a.head().CommitTs(), b.head().CommitTs()
+	return ta < tb || ta == tb && a.rank < b.rank
+}
+
+func (r *Reader) swap(i, j int) {
+	h := r.heap
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+
+func (r *Reader) push(s *stream) {
+	s.idx = len(r.heap)
+	r.heap = append(r.heap, s)
+	r.up(s.idx)
+}
+
+func (r *Reader) remove(i int) {
+	n := len(r.heap) - 1
+	if i != n {
+		r.swap(i, n)
+	}
+	r.heap[n] = nil
+	r.heap = r.heap[:n]
+	if i < n {
+		r.down(i)
+		r.up(i)
+	}
+}
+
+func (r *Reader) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !r.less(i, p) {
+			return
+		}
+		r.swap(i, p)
+		i = p
+	}
+}
+
+func (r *Reader) down(i int) {
+	n := len(r.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if rt := l + 1; rt < n && r.less(rt, l) {
+			m = rt
+		}
+		if !r.less(m, i) {
+			return
+		}
+		r.swap(i, m)
+		i = m
+	}
+}
+
+func cmpMax1(n int) int { return max(n, 1) }

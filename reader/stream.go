@@ -1,0 +1,377 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/segment"
+)
+
+// chunk is one block's worth of events, decoded, filtered and cut to the
+// range, as a stream hands it to the merge. Chunks are recycled: the events
+// slice and the codec.Events in it (their column slices, their byte copies)
+// and the raw payload buffer are reused, so a stream allocates nothing once
+// its pool has grown.
+type chunk struct {
+	events []Event
+	n      int    // events[:n] are valid
+	raw    []byte // copies of the payloads events[:n] point into
+}
+
+// stream is one segment being read. A goroutine (produce) reads its blocks,
+// decodes them into chunks and sends them on ch; the merge goroutine owns
+// every field below the line.
+type stream struct {
+	r    *Reader
+	src  *Source
+	rank int // tie-break among events of equal commit ts
+
+	ch   chan *chunk // decoded chunks, at most Prefetch waiting
+	free chan *chunk // chunks the merge is done with
+	pool int         // how many chunks the stream may have allocated
+	// Written by the producer, read by the merge after ch is closed.
+	allocated int
+	err       error
+
+	// ----
+	started bool
+	cur     *chunk
+	pos     int
+	idx     int // position in the heap
+}
+
+func (s *stream) head() *Event { return &s.cur.events[s.pos] }
+
+// start launches the producer goroutine.
+func (s *stream) start() {
+	r := s.r
+	s.started = true
+	s.pool = r.c.Prefetch + 2 // Prefetch queued + 1 being filled + 1 the merge reads
+	s.ch = make(chan *chunk, r.c.Prefetch)
+	s.free = make(chan *chunk, s.pool)
+	r.openStreams(1)
+	r.stats.opened.Add(1)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(s.ch)
+		var err error
+		if s.src.Name.Active {
+			err = s.produceActive(r.ctx)
+		} else {
+			err = s.produceSealed(r.ctx, s.src)
+		}
+		s.err = err
+	}()
+}
+
+// produceSealed reads a sealed segment: trailer and footer with one ranged
+// read, the header with another, then the blocks the range needs, as one
+// ranged stream.
+func (s *stream) produceSealed(ctx context.Context, src *Source) error {
+	r := s.r
+	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key}
+	defer ra.Close()
+	sr, err := openSealed(ra, src)
+	if err != nil {
+		return err
+	}
+	blocks := sr.Footer().Blocks
+	first := sr.SeekTs(r.c.start)
+	last := first
+	for last < len(blocks) && blocks[last].MinTs <= r.c.end {
+		last++
+	}
+	if first == last {
+		return nil
+	}
+	ra.window(blocks[first].Offset, blocks[last-1].End())
+	var c *chunk
+	for i := first; i < last; i++ {
+		blk, err := sr.ReadBlock(i)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			if c, err = s.getChunk(ctx); err != nil {
+				return err
+			}
+		}
+		if _, err := s.fill(c, blk, src); err != nil {
+			return err
+		}
+		if c.n > 0 {
+			if err := s.send(ctx, c); err != nil {
+				return err
+			}
+			c = nil
+		}
+	}
+	return nil
+}
+
+// openSealed opens a sealed segment and checks that its header and footer
+// agree with its name: the merge trusts the name's min ts to know when to open
+// it, so a segment holding events below it would break the order.
+func openSealed(ra io.ReaderAt, src *Source) (*segment.Reader, error) {
+	sr, err := segment.NewReader(ra, src.Size, &segment.ReaderOptions{Object: src.Key})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHeader(src, sr.Header()); err != nil {
+		return nil, err
+	}
+	f := sr.Footer()
+	if f.MinTs != src.Name.MinTs || f.MaxTs != src.Name.MaxTs {
+		return nil, &segment.CorruptionError{Object: src.Key, Offset: sr.Size() - segment.TrailerSize, Part: "footer",
+			Detail: fmt.Sprintf("ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, src.Name.MinTs, src.Name.MaxTs)}
+	}
+	return sr, nil
+}
+
+// checkHeader compares a segment header with the name it was found under: a
+// segment copied or renamed to the wrong key would be fenced, ordered and
+// deduplicated as something it is not.
+func checkHeader(src *Source, h segment.Header) error {
+	n := src.Name
+	if h.LogID != n.LogID || h.WriterID != n.WriterID || h.Epoch != n.Epoch || h.Seq != n.Seq {
+		return &segment.CorruptionError{Object: src.Key, Part: "header",
+			Detail: fmt.Sprintf("header names log %q writer %q epoch %d seq %d, the key log %q writer %q epoch %d seq %d",
+				h.LogID, h.WriterID, h.Epoch, h.Seq, n.LogID, n.WriterID, n.Epoch, n.Seq)}
+	}
+	return nil
+}
+
+// produceActive reads an unsealed local segment front to back. Its length is
+// taken once, first, so that blocks a live writer appends meanwhile are not
+// half-read: the reader sees a prefix, whose torn tail (if any) it drops.
+func (s *stream) produceActive(ctx context.Context) error {
+	r := s.r
+	src := s.src
+	attrs, err := r.b.Stat(ctx, src.Key)
+	if blob.IsNotExist(err) {
+		// Sealed since the listing: read it under its sealed name.
+		sealed, serr := findSealed(ctx, r.b, src.Name)
+		if serr != nil {
+			return serr
+		}
+		if sealed == nil {
+			return fmt.Errorf("reader: active segment %q disappeared and no sealed segment replaced it: %w", src.Key, err)
+		}
+		return s.produceSealed(ctx, sealed)
+	}
+	if err != nil {
+		return err
+	}
+	rc, err := r.b.NewRangeReader(ctx, src.Key, 0, attrs.Size)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sc := segment.NewScanner(rc, &segment.ScannerOptions{Object: src.Key})
+	h, err := sc.Header()
+	if err == io.EOF {
+		return nil // created, torn before its header was durable: holds nothing
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkHeader(src, h); err != nil {
+		return err
+	}
+	var c *chunk
+	for {
+		blk, err := sc.NextBlock()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if blk.Info.MaxTs <= r.c.start {
+			continue
+		}
+		if blk.Info.MinTs > r.c.end {
+			break
+		}
+		if c == nil {
+			if c, err = s.getChunk(ctx); err != nil {
+				return err
+			}
+		}
+		if _, err := s.fill(c, blk, src); err != nil {
+			return err
+		}
+		if c.n > 0 {
+			if err := s.send(ctx, c); err != nil {
+				return err
+			}
+			c = nil
+		}
+	}
+	if sc.Torn() {
+		r.stats.torn.Add(1)
+		r.c.Logger.Warn("reader: active segment ends with a torn tail; reading its valid prefix",
+			"key", src.Key, "valid_size", sc.ValidSize(), "torn_bytes", sc.TornBytes())
+	}
+	return nil
+}
+
+// findSealed looks for the sealed segment an active one became.
+func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Source, error) {
+	n := active
+	n.Active = false
+	// "<epoch>-<seq>-" is the part the sealed name shares with the active one.
+	prefix := segment.WriterPrefix(n.LogID, n.WriterID) + n.Base()[:2*21]
+	for a, err := range b.List(ctx, prefix) {
+		if err != nil {
+			return nil, err
+		}
+		sn, perr := segment.ParseName(a.Key)
+		if perr != nil || sn.Active || idOf(sn) != idOf(active) {
+			continue
+		}
+		return &Source{Key: a.Key, Name: sn, Size: a.Size}, nil
+	}
+	return nil, nil
+}
+
+// fill decodes the records of blk that fall in the range into c, after the
+// ones already there. It reports whether blk reached past the end ts.
+func (s *stream) fill(c *chunk, blk *segment.Block, src *Source) (pastEnd bool, err error) {
+	r := s.r
+	start, end := r.c.start, r.c.end
+	// c is empty (producers send every chunk that is not). Payload copies
+	// never outgrow the block, so sizing raw for it up front keeps the
+	// events' slices into it valid while it fills.
+	if cap(c.raw) < blk.Info.Uncompressed {
+		c.raw = make([]byte, 0, blk.Info.Uncompressed)
+	}
+	if !r.c.Raw {
+		r.sem <- struct{}{}
+		defer func() { <-r.sem }()
+	}
+	filtered := 0
+	for i := 0; ; i++ {
+		rec, ok := blk.Next()
+		if !ok {
+			break
+		}
+		if rec.CommitTs <= start {
+			continue
+		}
+		if rec.CommitTs > end {
+			pastEnd = true
+			break
+		}
+		if c.n == len(c.events) {
+			c.events = append(c.events, Event{})
+			c.events = c.events[:cap(c.events)]
+		}
+		ev := &c.events[c.n]
+		if r.c.Raw {
+			ev.Event.Kind = codec.EventKind(rec.Kind)
+			if rec.Kind == segment.KindDDL {
+				ev.Event.DDL.CommitTs = rec.CommitTs
+			} else {
+				ev.Event.Row.CommitTs = rec.CommitTs
+			}
+		} else {
+			if err := codec.DecodeEvent(rec.Payload, &ev.Event); err != nil {
+				return false, recordError(src, blk, i, rec, err.Error())
+			}
+			if got := ev.Event.CommitTs(); got != rec.CommitTs {
+				return false, recordError(src, blk, i, rec, fmt.Sprintf("the event's commit ts is %d", got))
+			}
+			if want := codec.EventKind(rec.Kind); ev.Event.Kind != want {
+				return false, recordError(src, blk, i, rec, fmt.Sprintf("the record is a %v, the event a %v", rec.Kind, ev.Event.Kind))
+			}
+			if f := r.c.TableFilter; f != nil && !accepts(f, &ev.Event) {
+				filtered++
+				continue
+			}
+		}
+		off := len(c.raw)
+		c.raw = append(c.raw, rec.Payload...)
+		ev.payload = c.raw[off:len(c.raw):len(c.raw)]
+		ev.Source = src
+		c.n++
+	}
+	r.stats.blocks.Add(1)
+	if filtered > 0 {
+		r.stats.filtered.Add(int64(filtered))
+	}
+	return pastEnd, nil
+}
+
+func recordError(src *Source, blk *segment.Block, i int, rec segment.Record, detail string) error {
+	return &segment.CorruptionError{Object: src.Key, Offset: blk.Info.Offset, Part: "block",
+		Detail: fmt.Sprintf("record %d (commit ts %d, %v): %s", i, rec.CommitTs, rec.Kind, detail)}
+}
+
+// accepts applies a table filter to a decoded event.
+func accepts(f func(codec.TableName) bool, ev *codec.Event) bool {
+	if ev.Kind != codec.DDLEvent {
+		return f(ev.Row.Table)
+	}
+	if f(ev.DDL.Table) {
+		return true
+	}
+	for i := range ev.DDL.Tables {
+		if f(ev.DDL.Tables[i].TableName) {
+			return true
+		}
+	}
+	return false
+}
+
+// getChunk returns an empty chunk from the stream's pool, allocating one
+// while the pool is below its size, and otherwise waiting for the merge to
+// give one back. This wait is what bounds a stream's memory.
+func (s *stream) getChunk(ctx context.Context) (*chunk, error) {
+	select {
+	case c := <-s.free:
+		return c, nil
+	default:
+	}
+	if s.allocated < s.pool {
+		s.allocated++
+		s.r.chunksLive(1)
+		return &chunk{}, nil
+	}
+	select {
+	case c := <-s.free:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *stream) send(ctx context.Context, c *chunk) error {
+	select {
+	case s.ch <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// recycle gives a chunk the merge is done with back to the producer.
+func (s *stream) recycle(c *chunk) {
+	c.n = 0
+	c.raw = c.raw[:0]
+	select {
+	case s.free <- c:
+	default:
+		// Cannot happen (free holds the whole pool), but never block the
+		// merge on it.
+	}
+}
+
+// errWouldBlock is how the merge reports, inside NextBatch, that the next
+// event needs a wait: the batch ends there instead.
+var errWouldBlock = errors.New("reader: would block")

@@ -1,0 +1,380 @@
+package reader
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/segment"
+)
+
+// Severity says whether a Problem makes the log unreadable.
+type Severity uint8
+
+const (
+	// Info is a finding that does not stop a read: a torn tail the reader
+	// drops, a segment its writer's fence excludes.
+	Info Severity = iota
+	// Error is a finding that makes Open or the read fail (or, for a segment
+	// outside every range read so far, would).
+	Error
+)
+
+func (s Severity) String() string {
+	if s == Error {
+		return "error"
+	}
+	return "info"
+}
+
+// ProblemKind classifies a Problem.
+type ProblemKind string
+
+// Problem kinds.
+const (
+	ProblemBadName        ProblemKind = "bad-name"        // a key under the segment prefix that is not a segment name
+	ProblemCorrupt        ProblemKind = "corrupt"         // a CRC or structure check failed (at Offset); order violations inside a segment are found here, by the format's own checks
+	ProblemVersion        ProblemKind = "version"         // a segment format version this build does not read
+	ProblemBadEvent       ProblemKind = "bad-event"       // a record whose event does not decode or disagrees with the record (commit ts, kind)
+	ProblemOrder          ProblemKind = "order"           // records going backwards in commit ts inside a segment
+	ProblemRangeMismatch  ProblemKind = "range-mismatch"  // a sealed segment's footer ts range differs from its name's
+	ProblemHeaderMismatch ProblemKind = "header-mismatch" // the header's log, writer, epoch or seq differ from the name's
+	ProblemActiveOnStore  ProblemKind = "active-on-store" // an active segment on a backend that cannot append
+	ProblemUnreadable     ProblemKind = "unreadable"      // the object could not be read (an I/O error, not a finding about its bytes)
+	ProblemTornTail       ProblemKind = "torn-tail"       // info: an active segment ends torn; the reader drops the tail
+	ProblemUnsealed       ProblemKind = "unsealed"        // info: an active segment holds a whole footer and trailer (a crash between seal and rename)
+	ProblemFenced         ProblemKind = "fenced"          // info: a segment its writer's fence excludes (a zombie's late segment); not checked further
+	ProblemShadowed       ProblemKind = "shadowed"        // info: an active segment listed beside its sealed successor; not checked
+)
+
+// Problem is one finding of Verify.
+type Problem struct {
+	Severity Severity
+	Kind     ProblemKind
+	Key      string // the object
+	Offset   int64  // byte offset in the object, -1 when the problem has no position
+	Detail   string
+}
+
+func (p Problem) String() string {
+	at := ""
+	if p.Offset >= 0 {
+		at = " at offset " + strconv.FormatInt(p.Offset, 10)
+	}
+	return fmt.Sprintf("%s: %s: %q%s: %s", p.Severity, p.Kind, p.Key, at, p.Detail)
+}
+
+// Report is what Verify found in a log.
+type Report struct {
+	LogID    string
+	Objects  int   // keys under the log's segment prefix
+	Bytes    int64 // their total size
+	Sealed   int   // sealed segments checked
+	Active   int   // active segments checked
+	Ignored  int   // fenced or shadowed segments, not checked
+	Blocks   int64 // blocks read
+	Events   int64 // records read (rows plus DDLs)
+	Rows     int64
+	DDLs     int64
+	MinTs    uint64 // smallest commit ts read; 0 when none
+	MaxTs    uint64 // largest commit ts read
+	Problems []Problem
+}
+
+// OK reports whether the report has no Error problem.
+func (r *Report) OK() bool { return len(r.Errors()) == 0 }
+
+// Errors returns the problems of Error severity.
+func (r *Report) Errors() []Problem {
+	var out []Problem
+	for _, p := range r.Problems {
+		if p.Severity == Error {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// VerifyOptions configure Verify. nil means the defaults.
+type VerifyOptions struct {
+	// Concurrency is how many segments are checked at once; 0 means
+	// GOMAXPROCS.
+	Concurrency int
+	// Logger receives progress; nil discards.
+	Logger *slog.Logger
+}
+
+// Verify reads every segment of a log (whatever its ts range) and reports
+// every problem it finds, not just the first: every block of every sealed
+// segment is read and its CRC checked, even after an earlier block failed;
+// every event is decoded and compared with its record. It returns an error
+// only when it cannot walk the log at all (the listing or the writer states
+// fail, or ctx ends); a segment it cannot read is a ProblemUnreadable.
+func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptions) (*Report, error) {
+	if err := segment.ValidateID(logID); err != nil {
+		return nil, fmt.Errorf("reader: log ID: %w", err)
+	}
+	var o VerifyOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	objs, err := listLog(ctx, b, logID)
+	if err != nil {
+		return nil, err
+	}
+	fen, err := readFences(ctx, b, logID)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{LogID: logID, Objects: len(objs)}
+	sealedIDs := map[segID]bool{}
+	for _, ob := range objs {
+		rep.Bytes += ob.size
+		if ob.err == nil && !ob.name.Active {
+			sealedIDs[idOf(ob.name)] = true
+		}
+	}
+	var jobs []listed
+	for _, ob := range objs {
+		switch {
+		case ob.err != nil:
+			rep.add(Error, ProblemBadName, ob.key, -1, ob.err.Error())
+		case !fen.accepts(ob.name):
+			rep.Ignored++
+			rep.add(Info, ProblemFenced, ob.key, -1, fmt.Sprintf("epoch %d seq %d is excluded by the fences of writer %q: written after its epoch was fenced", ob.name.Epoch, ob.name.Seq, ob.name.WriterID))
+		case ob.name.Active && sealedIDs[idOf(ob.name)]:
+			rep.Ignored++
+			rep.add(Info, ProblemShadowed, ob.key, -1, "a sealed segment with the same epoch and seq exists; readers use that")
+		default:
+			if ob.name.Active && !b.CanAppend() {
+				rep.add(Error, ProblemActiveOnStore, ob.key, -1, "an active (unsealed) segment on a backend that cannot append: readers refuse the log")
+			}
+			jobs = append(jobs, ob)
+		}
+	}
+
+	var mu sync.Mutex
+	work := make(chan listed)
+	var wg sync.WaitGroup
+	for range min(o.Concurrency, max(len(jobs), 1)) {
+		wg.Go(func() {
+			for ob := range work {
+				part := verifySegment(ctx, b, ob)
+				mu.Lock()
+				rep.merge(part)
+				mu.Unlock()
+				o.Logger.Debug("reader: verified segment", "key", ob.key, "problems", len(part.Problems))
+			}
+		})
+	}
+feed:
+	for _, ob := range jobs {
+		select {
+		case work <- ob:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Offset, b.Offset))
+	})
+	return rep, nil
+}
+
+func (r *Report) add(sev Severity, kind ProblemKind, key string, off int64, detail string) {
+	r.Problems = append(r.Problems, Problem{Severity: sev, Kind: kind, Key: key, Offset: off, Detail: detail})
+}
+
+// addErr classifies an error from the segment package.
+func (r *Report) addErr(key string, err error) {
+	var ce *segment.CorruptionError
+	var ve *segment.VersionError
+	switch {
+	case errors.As(err, &ce):
+		r.add(Error, ProblemCorrupt, key, ce.Offset, ce.Part+": "+ce.Detail)
+	case errors.As(err, &ve):
+		r.add(Error, ProblemVersion, key, ve.Offset, fmt.Sprintf("format version %d (this build reads %d)", ve.Version, segment.FormatVersion))
+	default:
+		r.add(Error, ProblemUnreadable, key, -1, err.Error())
+	}
+}
+
+func (r *Report) merge(p *Report) {
+	r.Sealed += p.Sealed
+	r.Active += p.Active
+	r.Blocks += p.Blocks
+	r.Events += p.Events
+	r.Rows += p.Rows
+	r.DDLs += p.DDLs
+	if p.Events > 0 {
+		if r.Events == p.Events || p.MinTs < r.MinTs {
+			r.MinTs = p.MinTs
+		}
+		r.MaxTs = max(r.MaxTs, p.MaxTs)
+	}
+	r.Problems = append(r.Problems, p.Problems...)
+}
+
+// segChecker checks the records of one segment's blocks.
+type segChecker struct {
+	rep     *Report
+	key     string
+	ev      codec.Event
+	prevTs  uint64
+	started bool
+}
+
+func (c *segChecker) block(blk *segment.Block) {
+	c.rep.Blocks++
+	bad, firstBad := 0, ""
+	for i := 0; ; i++ {
+		rec, ok := blk.Next()
+		if !ok {
+			break
+		}
+		if c.started && rec.CommitTs < c.prevTs {
+			c.rep.add(Error, ProblemOrder, c.key, blk.Info.Offset,
+				fmt.Sprintf("record %d has commit ts %d, below the previous record's %d", i, rec.CommitTs, c.prevTs))
+		}
+		c.prevTs, c.started = rec.CommitTs, true
+		if c.rep.Events == 0 || rec.CommitTs < c.rep.MinTs {
+			c.rep.MinTs = rec.CommitTs
+		}
+		c.rep.MaxTs = max(c.rep.MaxTs, rec.CommitTs)
+		c.rep.Events++
+		if rec.Kind == segment.KindDDL {
+			c.rep.DDLs++
+		} else {
+			c.rep.Rows++
+		}
+		detail := ""
+		if err := codec.DecodeEvent(rec.Payload, &c.ev); err != nil {
+			detail = err.Error()
+		} else if got := c.ev.CommitTs(); got != rec.CommitTs {
+			detail = fmt.Sprintf("the record says commit ts %d, the event %d", rec.CommitTs, got)
+		} else if want := codec.EventKind(rec.Kind); c.ev.Kind != want {
+			detail = fmt.Sprintf("the record is a %v, the event a %v", rec.Kind, c.ev.Kind)
+		}
+		if detail != "" {
+			if bad == 0 {
+				firstBad = fmt.Sprintf("record %d (commit ts %d): %s", i, rec.CommitTs, detail)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		if bad > 1 {
+			firstBad += fmt.Sprintf(" (and %d more records of the block)", bad-1)
+		}
+		c.rep.add(Error, ProblemBadEvent, c.key, blk.Info.Offset, firstBad)
+	}
+}
+
+// verifySegment checks one segment; its findings come back as a partial
+// report.
+func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
+	rep := &Report{}
+	c := &segChecker{rep: rep, key: ob.key}
+	src := &Source{Key: ob.key, Name: ob.name, Size: ob.size}
+	if ob.name.Active {
+		rep.Active++
+		verifyActive(ctx, b, src, c)
+		return rep
+	}
+	rep.Sealed++
+	ra := &objectReaderAt{ctx: ctx, b: b, key: ob.key}
+	defer ra.Close()
+	sr, err := segment.NewReader(ra, ob.size, &segment.ReaderOptions{Object: ob.key})
+	if err != nil {
+		rep.addErr(ob.key, err)
+		return rep
+	}
+	if err := checkHeader(src, sr.Header()); err != nil {
+		rep.add(Error, ProblemHeaderMismatch, ob.key, 0, err.(*segment.CorruptionError).Detail)
+	}
+	f := sr.Footer()
+	if f.MinTs != ob.name.MinTs || f.MaxTs != ob.name.MaxTs {
+		rep.add(Error, ProblemRangeMismatch, ob.key, -1,
+			fmt.Sprintf("the footer's ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, ob.name.MinTs, ob.name.MaxTs))
+	}
+	if n := len(f.Blocks); n > 0 {
+		ra.window(f.Blocks[0].Offset, f.Blocks[n-1].End())
+	}
+	for i := range f.Blocks {
+		blk, err := sr.ReadBlock(i)
+		if err != nil {
+			if ctx.Err() != nil {
+				return rep
+			}
+			rep.addErr(ob.key, err)
+			if !segment.IsCorrupt(err) {
+				return rep // an I/O error: the rest would fail the same way
+			}
+			continue // the index says where the next block is
+		}
+		c.block(blk)
+	}
+	return rep
+}
+
+func verifyActive(ctx context.Context, b *blob.Bucket, src *Source, c *segChecker) {
+	rep := c.rep
+	rc, err := b.NewRangeReader(ctx, src.Key, 0, src.Size)
+	if err != nil {
+		rep.addErr(src.Key, err)
+		return
+	}
+	defer rc.Close()
+	sc := segment.NewScanner(rc, &segment.ScannerOptions{Object: src.Key})
+	h, err := sc.Header()
+	switch {
+	case err == io.EOF:
+	case err != nil:
+		rep.addErr(src.Key, err)
+		return
+	default:
+		if err := checkHeader(src, h); err != nil {
+			rep.add(Error, ProblemHeaderMismatch, src.Key, 0, err.(*segment.CorruptionError).Detail)
+		}
+	}
+	for {
+		blk, err := sc.NextBlock()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// A scanner cannot resynchronise after damage that is not a
+			// torn tail: what follows is reported as part of this error.
+			rep.addErr(src.Key, err)
+			return
+		}
+		c.block(blk)
+	}
+	switch {
+	case sc.Torn():
+		rep.add(Info, ProblemTornTail, src.Key, sc.ValidSize(),
+			fmt.Sprintf("%d torn bytes after the last whole block; readers drop them, the writer truncates them on restart", sc.TornBytes()))
+	case sc.Sealed():
+		rep.add(Info, ProblemUnsealed, src.Key, -1, "holds a whole footer and trailer but was not renamed to its sealed name; the writer renames it on restart")
+	}
+}
