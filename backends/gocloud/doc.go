@@ -48,7 +48,11 @@
 //     Attrs carry no ETag (gocloud's ListObject has none).
 //   - Delete removes one key a request (gocloud has no batch delete), up to
 //     [Options].DeleteConcurrency (default 16) at once; a missing key is not an
-//     error.
+//     error, and neither is a key that names no object but fails to delete
+//     (fileblob: a key that is only the directory of others), which a Stat
+//     confirms on that error path only.
+//   - Every operation first checks its context: memblob and fileblob ignore
+//     the context of reads, stats and lists.
 //   - Errors map from gcerrors codes: NotFound → not exist; FailedPrecondition
 //     and AlreadyExists → precondition failed; PermissionDenied,
 //     InvalidArgument; Unimplemented → not supported; ResourceExhausted and

@@ -242,8 +242,13 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 		switch d.ErrorCode(err) {
 		case blob.CodeNotExist, blob.CodeCanceled, blob.CodeDeadlineExceeded, blob.CodePermissionDenied:
 		default:
-			if a, serr := d.b.Attributes(ctx, key); serr == nil && offset >= a.Size {
+			a, serr := d.b.Attributes(ctx, key)
+			switch {
+			case serr == nil && offset >= a.Size:
 				return io.NopCloser(eofReader{}), nil
+			case gcerrors.Code(serr) == gcerrors.NotFound:
+				// Gone (or never there): that, not the range, is the news.
+				return nil, serr
 			}
 		}
 	}

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/driver"
 	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/redokit/redokit/blob"
 )
@@ -855,5 +857,94 @@ func TestTokenRoundTrip(t *testing.T) {
 		if err != nil || a != c.after || !bytes.Equal(g, c.tok) {
 			t.Errorf("token (%q, %q) came back as (%q, %q, %v)", c.after, c.tok, a, g, err)
 		}
+	}
+}
+
+// rangeStore is a gocloud driver that behaves like S3 or GCS where memblob
+// and fileblob do not: a read at or past the end of an object is an error
+// (HTTP 416), and Attributes has no ETag. Methods it does not override panic.
+type rangeStore struct {
+	driver.Bucket
+	size int64
+	mod  time.Time
+	md5  []byte
+}
+
+var errRange = errors.New("InvalidRange: the requested range is not satisfiable")
+
+func (s *rangeStore) NewRangeReader(ctx context.Context, key string, offset, length int64, opts *driver.ReaderOptions) (driver.Reader, error) {
+	return nil, errRange
+}
+
+func (s *rangeStore) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
+	if key != "k" {
+		return nil, os.ErrNotExist
+	}
+	return &driver.Attributes{Size: s.size, ModTime: s.mod, MD5: s.md5}, nil
+}
+
+func (s *rangeStore) ErrorCode(err error) gcerrors.ErrorCode {
+	if errors.Is(err, os.ErrNotExist) {
+		return gcerrors.NotFound
+	}
+	return gcerrors.Unknown
+}
+
+func (s *rangeStore) As(any) bool  { return false }
+func (s *rangeStore) Close() error { return nil }
+
+func TestOffsetPastEndOnStoreError(t *testing.T) {
+	ctx := context.Background()
+	d := NewDriver(gcblob.NewBucket(&rangeStore{size: 10}), nil)
+	defer d.Close()
+	for _, off := range []int64{10, 11, 1 << 40} {
+		r, err := d.NewRangeReader(ctx, "k", off, -1)
+		if err != nil {
+			t.Fatalf("offset %d: %v", off, err)
+		}
+		if got, err := io.ReadAll(r); len(got) != 0 || err != nil {
+			t.Errorf("offset %d: read %q, %v", off, got, err)
+		}
+		r.Close()
+	}
+	// Inside the object the store's error stands.
+	if _, err := d.NewRangeReader(ctx, "k", 5, -1); !errors.Is(err, errRange) {
+		t.Errorf("offset inside the object: %v, want the store's error", err)
+	}
+	if _, err := d.NewRangeReader(ctx, "k", 0, -1); !errors.Is(err, errRange) {
+		t.Errorf("offset 0: %v, want the store's error", err)
+	}
+	// A missing key is still missing.
+	if _, err := d.NewRangeReader(ctx, "other", 20, -1); d.ErrorCode(err) != blob.CodeNotExist {
+		t.Errorf("missing key past its end: %v", err)
+	}
+}
+
+func TestSynthesizedETag(t *testing.T) {
+	ctx := context.Background()
+	mod := time.Unix(1700000000, 5)
+	s := &rangeStore{size: 3, mod: mod}
+	d := NewDriver(gcblob.NewBucket(s), nil)
+	defer d.Close()
+	a, err := d.Stat(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ETag == "" || a.Size != 3 || !a.ModTime.Equal(mod) {
+		t.Fatalf("stat %+v", a)
+	}
+	seen := map[string]bool{a.ETag: true}
+	for _, change := range []func(){
+		func() { s.mod = mod.Add(1) },
+		func() { s.size = 4 },
+		func() { s.md5 = []byte{1, 2, 3} },
+		func() { s.md5 = []byte{1, 2, 4} },
+	} {
+		change()
+		a, _ := d.Stat(ctx, "k")
+		if seen[a.ETag] {
+			t.Errorf("ETag %q repeats after a change", a.ETag)
+		}
+		seen[a.ETag] = true
 	}
 }
