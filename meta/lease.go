@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,10 @@ type WriterState struct {
 	// flushed data (0 with HasSeq false: none yet).
 	Seq    uint64 `json:"seq"`
 	HasSeq bool   `json:"has_seq"`
+	// Spans is the flushed resolved ts of each span the writer owns, sorted
+	// by span. The coordinator tracks spans across owners with it: a span's
+	// effective flushed ts is the highest any of its owners made durable.
+	Spans []SpanTs `json:"spans,omitempty"`
 	// Fences record, for each earlier epoch that published a segment, the
 	// highest sequence number it published before it was fenced. Segments of
 	// that epoch with a higher seq were written by a zombie after the fence:
@@ -58,6 +63,19 @@ type WriterState struct {
 	// operators. Informational only.
 	Owner   string    `json:"owner,omitempty"`
 	Updated time.Time `json:"updated"`
+}
+
+// SpanTs is one span's flushed resolved ts.
+type SpanTs struct {
+	Span uint64 `json:"span"`
+	Ts   uint64 `json:"ts"`
+}
+
+// Progress is what a writer publishes after a durable flush.
+type Progress struct {
+	FlushedTs uint64   // the writer's flushed resolved ts (min over its spans)
+	Seq       uint64   // the highest segment seq holding flushed data
+	Spans     []SpanTs // per-span flushed resolved ts; nil keeps the published ones
 }
 
 // Fence is the last sequence number an earlier epoch of a writer published.
@@ -199,6 +217,7 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 			// The new epoch starts where the old one's durable progress
 			// stood: that data stays in the log under the old epoch's fence.
 			next.FlushedTs = prev.FlushedTs
+			next.Spans = prev.Spans
 			put = &blob.PutOptions{IfMatch: etag}
 		}
 		data, _ := json.Marshal(&next)
@@ -229,29 +248,40 @@ func (l *Lease) Epoch() uint64 {
 	return l.st.Epoch
 }
 
-// Publish records the writer's progress: flushedTs is its new flushed
-// resolved ts, seq the highest segment sequence number holding flushed data.
-// It is a compare-and-swap: if another process has taken the writer ID, it
-// fails with an error matching blob.ErrFenced, and so does every later call.
-// A flushedTs below the published one is an error (progress never goes
-// backwards); publishing what is already published writes nothing.
+// Publish records the writer's progress without changing its per-span
+// figures: flushedTs is its new flushed resolved ts, seq the highest segment
+// sequence number holding flushed data. See PublishProgress.
 func (l *Lease) Publish(ctx context.Context, flushedTs, seq uint64) error {
+	return l.PublishProgress(ctx, Progress{FlushedTs: flushedTs, Seq: seq})
+}
+
+// PublishProgress records the writer's progress by compare-and-swap: if
+// another process has taken the writer ID, it fails with an error matching
+// blob.ErrFenced, and so does every later call. A seq below the published one
+// is an error. The flushed ts may fall: a writer that takes on a span behind
+// its own progress (a span moved to it at the log's checkpoint) honestly
+// reports the lower ts until the span catches up; the coordinator keeps the
+// global watermark from falling. Publishing what is already published writes
+// nothing.
+func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fenced != nil {
 		return l.fenced
 	}
-	if flushedTs < l.st.FlushedTs {
-		return fmt.Errorf("meta: writer %s: flushed ts %d is below the published %d", l.st.WriterID, flushedTs, l.st.FlushedTs)
+	if l.st.HasSeq && p.Seq < l.st.Seq {
+		return fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq)
 	}
-	if l.st.HasSeq && seq < l.st.Seq {
-		return fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, seq, l.st.Seq)
+	spans := l.st.Spans
+	if p.Spans != nil {
+		spans = slices.Clone(p.Spans)
+		slices.SortFunc(spans, func(a, b SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
-	if flushedTs == l.st.FlushedTs && l.st.HasSeq && seq == l.st.Seq {
+	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && slices.Equal(spans, l.st.Spans) {
 		return nil
 	}
 	next := l.st
-	next.FlushedTs, next.Seq, next.HasSeq, next.Updated = flushedTs, seq, true, time.Now().UTC()
+	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
 	data, _ := json.Marshal(&next)
 	attrs, err := l.b.Put(ctx, l.key, data, &blob.PutOptions{IfMatch: l.etag})
 	if blob.IsPreconditionFailed(err) || blob.IsNotExist(err) {

@@ -25,8 +25,8 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 	if err := a.Publish(ctx, 100, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Publish(ctx, 90, 3); err == nil {
-		t.Fatal("publishing a lower flushed ts succeeded")
+	if err := a.Publish(ctx, 100, 2); err == nil {
+		t.Fatal("publishing a lower seq succeeded")
 	}
 	z, err := AcquireWriter(ctx, b, "log1", "w1", nil)
 	if err != nil {
