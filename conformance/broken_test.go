@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -471,4 +472,74 @@ func (d refusesConditions) Put(ctx context.Context, key string, r io.Reader, siz
 		return blob.Attrs{}, fmt.Errorf("conditional writes: %w", blob.ErrNotSupported)
 	}
 	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+// laggyList is eventually consistent: a new key is missing from the next
+// lag List calls after its Put, as on a store with list-after-write lag.
+type laggyList struct {
+	*mem.Driver
+	lag    int
+	mu     *sync.Mutex
+	calls  *int
+	hidden map[string]int // key -> the List call from which it shows
+}
+
+func newLaggyList(lag int) laggyList {
+	return laggyList{mem.NewDriver(), lag, new(sync.Mutex), new(int), map[string]int{}}
+}
+
+func (d laggyList) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	_, statErr := d.Driver.Stat(ctx, key)
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	if err == nil && statErr != nil {
+		d.mu.Lock()
+		d.hidden[key] = *d.calls + d.lag + 1
+		d.mu.Unlock()
+	}
+	return a, err
+}
+
+func (d laggyList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	d.mu.Lock()
+	*d.calls++
+	call := *d.calls
+	d.mu.Unlock()
+	page, err := d.Driver.List(ctx, opts)
+	if err != nil {
+		return page, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	page.Objects = slices.DeleteFunc(page.Objects, func(a blob.Attrs) bool { return call < d.hidden[a.Key] })
+	return page, nil
+}
+
+// TestListSettle: an eventually consistent listing fails the suite when the
+// harness claims consistency, and passes when it declares ListSettle (the
+// suite then polls listings until they settle).
+func TestListSettle(t *testing.T) {
+	for _, settle := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprintf("ListSettle=%v", settle), func(t *testing.T) {
+			h := small(Harness{
+				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+					return blob.NewBucket(newLaggyList(2)), nil
+				},
+				ConditionalWrites: true,
+				ListSettle:        settle,
+			})
+			rec := newRecorder()
+			rec.run(func(t suiteT) { run(t, h) })
+			failed := rec.failed()
+			if settle > 0 && len(failed) > 0 {
+				t.Errorf("failed with ListSettle: %v\n%s", failed, strings.Join(rec.messages(""), "\n"))
+			}
+			if settle == 0 {
+				for _, name := range []string{"Plain/Concurrent", "Plain/ListPages", "Plain/BatchDelete"} {
+					if !slices.Contains(failed, name) {
+						t.Errorf("%s passed on a lagging listing without ListSettle", name)
+					}
+				}
+			}
+		})
+	}
 }

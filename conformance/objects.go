@@ -259,6 +259,7 @@ func (s *suite) atomic(t suiteT) {
 				return e, nil
 			}
 			put(t, e.b, "atomic/object", old)
+			s.settle(t, e.b, "", []string{"atomic/object"}, "before overwriting")
 			return e, old
 		}
 		t.Run("InvisibleWhileWriting"+name, func(t suiteT) {

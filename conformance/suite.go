@@ -251,7 +251,7 @@ func (s *suite) settleNote() string {
 // an assertion: a store that settles later is given until ListSettle.
 func (s *suite) poll(ctx context.Context, check func(context.Context) (bool, []string, error)) (bool, []string, error) {
 	deadline := time.Now().Add(s.h.ListSettle)
-	pause := 5 * time.Millisecond
+	pause := time.Millisecond
 	for {
 		ok, got, err := check(ctx)
 		if ok || !time.Now().Before(deadline) {
