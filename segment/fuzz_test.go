@@ -1,0 +1,257 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// seedSegments adds the golden files, small segments of each kind and a few
+// damaged ones to a fuzz corpus.
+func seedSegments(f *testing.F) {
+	for _, name := range []string{"sealed.seg", "unsealed-torn.seg"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	recs := genRecords(99, 12, true)
+	for _, c := range []Compression{CompressionNone, CompressionLZ4} {
+		sealed := writeSegment(f, testHeader(c), &WriterOptions{BlockSize: 128}, recs, true)
+		f.Add(sealed)
+		f.Add(writeSegment(f, testHeader(c), &WriterOptions{BlockSize: 128}, recs, false))
+		f.Add(sealed[:len(sealed)-1])
+		f.Add(writeSegment(f, testHeader(c), nil, nil, true))
+	}
+	f.Add([]byte{})
+	f.Add(headerMagic[:])
+}
+
+// FuzzReadSegment: the ReaderAt path never panics, and whatever it accepts is
+// consistent with its own footer.
+func FuzzReadSegment(f *testing.F) {
+	seedSegments(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkRead(t, data)
+		// Past the CRCs: the checks made on bytes a writer vouched for.
+		checkRead(t, fixCRCs(data))
+	})
+}
+
+func checkRead(t *testing.T, data []byte) {
+	{
+		got, r, err := readAll(data)
+		if err != nil {
+			if !detected(err) {
+				t.Fatalf("error that is neither corruption nor version: %v", err)
+			}
+			return
+		}
+		ft := r.Footer()
+		if uint64(len(got)) != ft.Records {
+			t.Fatalf("read %d records, footer says %d", len(got), ft.Records)
+		}
+		var ddls uint64
+		for i, x := range got {
+			if i > 0 && x.ts < got[i-1].ts {
+				t.Fatalf("record %d: commit ts %d after %d", i, x.ts, got[i-1].ts)
+			}
+			if x.kind == KindDDL {
+				ddls++
+			}
+		}
+		if ddls != ft.DDLs || (len(got) > 0 && (got[0].ts != ft.MinTs || got[len(got)-1].ts != ft.MaxTs)) {
+			t.Fatalf("records disagree with footer %+v", ft)
+		}
+		// A stream over the same bytes must read the same records.
+		again, s, err := scanAll(data, &ScannerOptions{RequireSealed: true})
+		if err != nil || !s.Sealed() || !equalRecs(got, again) {
+			t.Fatalf("Reader accepted what Scanner did not: %v", err)
+		}
+	}
+}
+
+// FuzzScanSegment: the stream path never panics; when it reports a torn
+// tail, the valid prefix alone scans cleanly to the same records.
+func FuzzScanSegment(f *testing.F) {
+	seedSegments(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkScan(t, data)
+		checkScan(t, fixCRCs(data))
+	})
+}
+
+func checkScan(t *testing.T, data []byte) {
+	{
+		got, s, err := scanAll(data, nil)
+		if err != nil {
+			if !detected(err) {
+				t.Fatalf("error that is neither corruption nor version: %v", err)
+			}
+			return
+		}
+		if s.ValidSize() < 0 || s.ValidSize() > int64(len(data)) || s.ValidSize()+s.TornBytes() != int64(len(data)) {
+			t.Fatalf("valid size %d + torn %d, stream %d bytes", s.ValidSize(), s.TornBytes(), len(data))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].ts < got[i-1].ts {
+				t.Fatalf("record %d: commit ts %d after %d", i, got[i].ts, got[i-1].ts)
+			}
+		}
+		if !s.Torn() {
+			return
+		}
+		again, s2, err := scanAll(data[:s.ValidSize()], nil)
+		if err != nil || s2.Torn() || s2.ValidSize() != s.ValidSize() || !equalRecs(got, again) {
+			t.Fatalf("prefix of %d bytes: %v, torn %v, %d records vs %d", s.ValidSize(), err, s2.Torn(), len(again), len(got))
+		}
+		// A writer must be able to resume from what Recover reports.
+		rc, err := Recover(bytes.NewReader(data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.HasHeader {
+			if _, err := ResumeWriter(io.Discard, rc.Header, rc.Blocks, nil); err != nil {
+				t.Fatalf("cannot resume after recovery: %v", err)
+			}
+		}
+	}
+}
+
+// fixCRCs returns a copy of data with the CRC of every structure it can find
+// recomputed, walking frames as a scanner would but trusting lengths as far as
+// the data goes. Fuzzing through it reaches the checks behind the CRCs.
+func fixCRCs(data []byte) []byte {
+	b := bytes.Clone(data)
+	if len(b) < HeaderSize {
+		return b
+	}
+	le.PutUint32(b[hCRC:], crc(b[:hCRC]))
+	off := HeaderSize
+	for off+BlockHeaderSize <= len(b) {
+		switch b[off] {
+		case frameBlock:
+			end := off + BlockHeaderSize + int(le.Uint32(b[off+bStored:]))
+			if end > len(b) || end < off {
+				return b
+			}
+			le.PutUint32(b[off+bCRC:], blockCRC(b[off:], b[off+BlockHeaderSize:end]))
+			off = end
+		case frameFooter:
+			if off+FooterFixedSize > len(b) {
+				return b
+			}
+			end := off + footerSize(int(le.Uint32(b[off+fBlocks:])))
+			if end > len(b) || end < off {
+				return b
+			}
+			le.PutUint32(b[end-footerCRCSize:], crc(b[off:end-footerCRCSize]))
+			if end+TrailerSize <= len(b) {
+				le.PutUint32(b[end+tCRC:], crc(b[end:end+tCRC]))
+			}
+			return b
+		default:
+			return b
+		}
+	}
+	return b
+}
+
+// FuzzBlock decodes arbitrary bytes as a block frame (no panic; a block that
+// decodes is self-consistent), then uses them as records and checks that both
+// compressions round-trip them.
+func FuzzBlock(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "sealed.seg"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, b := range r.Footer().Blocks {
+		f.Add(data[b.Offset:b.End()])
+	}
+	f.Add([]byte("row 1 status=paid amount=3 row 2 status=paid amount=4"))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var d blockDecoder
+		if b, p := d.decode(frame, 0); p == nil {
+			n, ddls := 0, 0
+			prev := b.Info.MinTs
+			for x, ok := b.Next(); ok; x, ok = b.Next() {
+				if x.CommitTs < prev || x.CommitTs > b.Info.MaxTs || !x.Kind.valid() {
+					t.Fatalf("record %d: %+v in block %+v", n, x, b.Info)
+				}
+				if x.Kind == KindDDL {
+					ddls++
+				}
+				prev = x.CommitTs
+				n++
+			}
+			if n != b.Info.Records || ddls != b.Info.DDLs || prev != b.Info.MaxTs {
+				t.Fatalf("block %+v iterated %d records, %d DDLs, last ts %d", b.Info, n, ddls, prev)
+			}
+		} else if p.hard && !validBlockAt(frame) {
+			t.Fatalf("hard problem %v in a frame whose CRC fails", p.detail)
+		}
+
+		// The same bytes as a record stream.
+		var recs []rec
+		ts := uint64(1) << 40
+		for i := 0; i < len(frame); {
+			ctl := frame[i]
+			n := min(int(ctl>>2), len(frame)-i-1)
+			ts += uint64(ctl & 1)
+			kind := KindRow
+			if ctl&2 != 0 {
+				kind = KindDDL
+			}
+			recs = append(recs, rec{ts: ts, kind: kind, payload: frame[i+1 : i+1+n]})
+			i += 1 + n
+		}
+		for _, c := range []Compression{CompressionNone, CompressionLZ4} {
+			seg := writeSegment(t, testHeader(c), &WriterOptions{BlockSize: 64}, recs, true)
+			got, _, err := readAll(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalRecs(got, recs) {
+				t.Fatalf("%v: records did not round-trip", c)
+			}
+		}
+	})
+}
+
+// FuzzParseName: any string either parses into a valid name that formats
+// back to exactly that string, or is an error wrapping ErrInvalidName.
+func FuzzParseName(f *testing.F) {
+	for _, n := range []Name{
+		testHeader(CompressionLZ4).ActiveName(),
+		testHeader(CompressionLZ4).SealedName(400000000000000747, 400000000000000794),
+		{LogID: "-", WriterID: "...", Epoch: 1<<64 - 1, Seq: 1<<64 - 1, MinTs: 1<<64 - 1, MaxTs: 1<<64 - 1},
+	} {
+		f.Add(n.Format())
+	}
+	f.Add("log/seg/w/00000000000000000000-00000000000000000000-00000000000000000001-00000000000000000000.seg")
+	f.Add("a/seg/b/99999999999999999999-00000000000000000000.active")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseName(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidName) {
+				t.Fatalf("ParseName(%q): error %v does not wrap ErrInvalidName", s, err)
+			}
+			return
+		}
+		if err := n.Validate(); err != nil {
+			t.Fatalf("ParseName(%q) = %+v, which does not validate: %v", s, n, err)
+		}
+		if got := n.Format(); got != s {
+			t.Fatalf("ParseName(%q) formats back as %q", s, got)
+		}
+	})
+}
