@@ -1,0 +1,176 @@
+// Package gc removes redo data the downstream no longer needs.
+//
+// Collect deletes every sealed segment of a log whose max commit ts is
+// strictly below the checkpoint ts. Strictly: a DDL at the checkpoint ts may
+// not have run downstream yet, so a segment ending at the checkpoint stays.
+// It decides from the listing alone — segment names carry their ts range —
+// so one cycle over N segments costs ceil(N/1000) list pages and
+// ceil(deleted/1000) batch deletes, and reads no object. Active (unsealed)
+// segments are never collected: their range is not final.
+//
+// Collect is idempotent and safe to run concurrently with itself (a key
+// deleted twice is not an error), with writers (a writer only creates
+// segments above the checkpoint, and never rewrites one), and with readers: a
+// reader only opens segments above its start ts, which is at or above the
+// checkpoint; one that opened a segment GC then removes gets a not-exist error
+// naming the segment, never a silently shortened range.
+//
+// DeleteLog removes a whole log. It first writes a marker object, so a
+// removal interrupted by a crash is finished by ResumeDeleteLog (which
+// writers and coordinators call when they open a log), and a new log with the
+// same ID never mixes with the old one's leftovers.
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/segment"
+)
+
+// Options configure Collect. Nil means defaults.
+type Options struct {
+	// DryRun lists what would be deleted without deleting it.
+	DryRun bool
+	// Grace keeps segments modified within this long ago, whatever their ts:
+	// a guard for operators who move the checkpoint by hand.
+	Grace time.Duration
+	// Now is the clock for Grace; default time.Now.
+	Now func() time.Time
+}
+
+// Result is what one Collect did.
+type Result struct {
+	Listed       int      // segment objects listed
+	Deleted      int      // segments deleted (or, in a dry run, that would be)
+	FreedBytes   int64    // their total size
+	KeptByGrace  int      // segments below the checkpoint kept by the grace period
+	DeletedKeys  []string // the keys deleted, in key order
+	SkippedNames int      // keys under the segment prefix that are not segment names
+}
+
+// Collect deletes the segments of logID whose max commit ts is strictly
+// below checkpointTs. The caller takes checkpointTs from the log's meta; a
+// zero checkpoint deletes nothing.
+func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uint64, opts *Options) (*Result, error) {
+	if err := segment.ValidateID(logID); err != nil {
+		return nil, fmt.Errorf("gc: log ID: %w", err)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	now := o.Now()
+	res := &Result{}
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 || o.DryRun {
+			batch = batch[:0]
+			return nil
+		}
+		err := b.Delete(ctx, batch...)
+		batch = batch[:0]
+		return err
+	}
+	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+		if err != nil {
+			return res, fmt.Errorf("gc: list %s: %w", segment.LogPrefix(logID), err)
+		}
+		res.Listed++
+		n, err := segment.ParseName(a.Key)
+		if err != nil {
+			res.SkippedNames++
+			continue
+		}
+		if n.Active || n.MaxTs >= checkpointTs {
+			continue
+		}
+		if o.Grace > 0 && now.Sub(a.ModTime) < o.Grace {
+			res.KeptByGrace++
+			continue
+		}
+		res.Deleted++
+		res.FreedBytes += a.Size
+		res.DeletedKeys = append(res.DeletedKeys, a.Key)
+		batch = append(batch, a.Key)
+		if len(batch) == blob.MaxDeleteBatch {
+			if err := flush(); err != nil {
+				return res, fmt.Errorf("gc: delete: %w", err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, fmt.Errorf("gc: delete: %w", err)
+	}
+	return res, nil
+}
+
+// DeleteMarkerKey is the key of the marker DeleteLog writes before it
+// removes anything. It sorts after every other key of the log ("~" is above
+// every character an ID or element uses), so a listing reaches it last.
+func DeleteMarkerKey(logID string) string { return logID + "/~deleting" }
+
+// ErrDeleting reports a log whose removal has started and not finished.
+var ErrDeleting = errors.New("gc: log is being deleted")
+
+// DeleteLog removes every object of logID: it writes the delete marker, then
+// deletes everything under the log's prefix in batches, the marker last. It
+// returns how many objects it deleted (the marker not counted).
+func DeleteLog(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
+	if err := segment.ValidateID(logID); err != nil {
+		return 0, fmt.Errorf("gc: log ID: %w", err)
+	}
+	if _, err := b.Put(ctx, DeleteMarkerKey(logID), []byte("deleting\n"), nil); err != nil {
+		return 0, fmt.Errorf("gc: write delete marker: %w", err)
+	}
+	return finishDelete(ctx, b, logID)
+}
+
+// ResumeDeleteLog finishes a removal of logID that a crash interrupted, and
+// reports whether there was one. Call it before opening a log.
+func ResumeDeleteLog(ctx context.Context, b *blob.Bucket, logID string) (bool, error) {
+	ok, err := b.Exists(ctx, DeleteMarkerKey(logID))
+	if err != nil || !ok {
+		return false, err
+	}
+	_, err = finishDelete(ctx, b, logID)
+	return true, err
+}
+
+func finishDelete(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
+	marker := DeleteMarkerKey(logID)
+	deleted := 0
+	var batch []string
+	for a, err := range b.List(ctx, logID+"/") {
+		if err != nil {
+			return deleted, fmt.Errorf("gc: delete log %s: %w", logID, err)
+		}
+		if a.Key == marker {
+			continue
+		}
+		batch = append(batch, a.Key)
+		if len(batch) == blob.MaxDeleteBatch {
+			if err := b.Delete(ctx, batch...); err != nil {
+				return deleted, fmt.Errorf("gc: delete log %s: %w", logID, err)
+			}
+			deleted += len(batch)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if err := b.Delete(ctx, batch...); err != nil {
+			return deleted, fmt.Errorf("gc: delete log %s: %w", logID, err)
+		}
+		deleted += len(batch)
+	}
+	if err := b.Delete(ctx, marker); err != nil {
+		return deleted, fmt.Errorf("gc: remove delete marker: %w", err)
+	}
+	return deleted, nil
+}
