@@ -1,0 +1,197 @@
+// Package segment is the redo log's segment format: how a writer's records lie
+// in one immutable object, or in one local file appended to until it is
+// sealed. This comment is the specification; docs/FORMAT.md says the same for
+// readers outside Go, and testdata/ holds golden segments with dumps of what
+// their bytes mean.
+//
+// A record is (commit ts, kind, payload): a row change or a DDL, its payload
+// encoded by the codec package. The segment layer never looks inside a
+// payload, so it imports no codec; the writer and reader layers encode and
+// decode events on either side of it.
+//
+// # Layout
+//
+// A segment is a header, blocks, and, once sealed, a footer and a trailer:
+//
+//	+--------+---------+---------+-----+-------------+--------+---------+
+//	| header | block 0 | block 1 | ... | block n - 1 | footer | trailer |
+//	+--------+---------+---------+-----+-------------+--------+---------+
+//	0        172                                      F        T    T + 28
+//
+// An unsealed segment stops after any block (or after the header). All
+// integers are little-endian and unsigned unless noted. Every byte of a sealed
+// segment is covered by a CRC-32C (Castagnoli polynomial, as hash/crc32 with
+// crc32.Castagnoli computes it, no masking; CRC-32C("123456789") is
+// 0xe3069283) or is a magic number that is compared, so any single damaged
+// byte is detected.
+//
+// # Header, 172 bytes at offset 0
+//
+//	offset size  field
+//	     0    8  magic: 0x89 'R' 'D' 'K' 'S' 'E' 'G' '\n'
+//	     8    2  format version: 1
+//	    10    1  compression policy: 0 none, 1 lz4
+//	    11    1  log ID length, 1..64
+//	    12    1  writer ID length, 1..64
+//	    13    3  reserved, zero
+//	    16    8  writer epoch
+//	    24    8  segment sequence number
+//	    32    8  creation time: Unix nanoseconds, two's complement int64
+//	    40   64  log ID, then zero bytes to fill the field
+//	   104   64  writer ID, then zero bytes to fill the field
+//	   168    4  CRC-32C of bytes [0, 168)
+//
+// The magic's high first byte and trailing newline catch 7-bit and
+// line-ending mangling at the first check. Readers check the magic, then the
+// version, then the CRC, so a newer version is reported as such rather than as
+// a CRC failure of a layout this reader does not know.
+//
+// # Block: a 40-byte header and S stored bytes
+//
+//	offset size  field
+//	     0    1  frame type: 1 (block)
+//	     1    1  codec of this block: 0 raw, 1 lz4
+//	     2    2  reserved, zero
+//	     4    4  S: stored length
+//	     8    4  U: uncompressed length, at most 64 MiB (MaxBlockSize)
+//	    12    4  record count, at least 1
+//	    16    4  DDL record count
+//	    20    8  min commit ts: the first record's
+//	    28    8  max commit ts: the last record's
+//	    36    4  CRC-32C of header bytes [0, 36) followed by the S stored bytes
+//	    40    S  the records: raw (S = U) or one lz4 block (0 < S < U)
+//
+// lz4 is the LZ4 block format (no frame, no dictionary; decompress with the
+// known U). A writer whose policy is lz4 stores a block raw when lz4 would
+// not make it smaller, so a reader must look at each block's codec, never at
+// the header's policy alone.
+//
+// The U bytes are the block's records, back to back:
+//
+//	uvarint   commit ts minus the previous record's (0 for the block's first)
+//	byte      kind: 1 row, 2 DDL
+//	uvarint   payload length P
+//	P bytes   payload
+//
+// (uvarint as encoding/binary: 7 bits a byte, least significant group first,
+// high bit set on all but the last.) A block is valid when its CRC holds, it
+// decompresses to exactly U bytes, exactly the header's record count of
+// records fill them, commit ts runs from the min to the max never going down,
+// every kind is known, and the DDL count matches. Commit ts never goes down
+// across blocks either: a block's min is at least the previous block's max
+// (records of one ts may span blocks). A record is never split across blocks.
+//
+// # Footer: 56 + 40 × n + 4 bytes at offset F, written when sealing
+//
+//	offset size  field
+//	     0    1  frame type: 2 (footer)
+//	     1    3  reserved, zero
+//	     4    4  n: block count
+//	     8    8  records
+//	    16    8  row records
+//	    24    8  DDL records
+//	    32    8  min commit ts of the segment (0 when it has no records)
+//	    40    8  max commit ts of the segment (0 when it has no records)
+//	    48    8  sum of the blocks' uncompressed lengths
+//	    56 40×n  index: one entry a block, in order
+//	56+40n    4  CRC-32C of footer bytes [0, 56 + 40n)
+//
+// An index entry:
+//
+//	offset size  field
+//	     0    8  offset of the block in the segment
+//	     8    4  frame length: 40 + S
+//	    12    4  U
+//	    16    4  record count
+//	    20    4  DDL count
+//	    24    8  min commit ts
+//	    32    8  max commit ts
+//
+// The index must describe the blocks exactly: the first at offset 172, each
+// next one where the previous ends, the last ending at F, with the same
+// fields as the block headers; the totals must be the sums. The first byte of
+// every frame after the header says whether a block or the footer follows, so
+// a reader going front to back knows where the blocks end.
+//
+// # Trailer: 28 bytes at offset T = F + footer length, ending the segment
+//
+//	offset size  field
+//	     0    8  F: footer offset
+//	     8    4  footer length
+//	    12    2  format version: 1
+//	    14    2  reserved, zero
+//	    16    4  CRC-32C of trailer bytes [0, 16)
+//	    20    8  magic: 0x89 'R' 'D' 'K' 'E' 'N' 'D' '\n'
+//
+// F + footer length + 28 equals the segment's size, so a reader of a sealed
+// object needs its size, one ranged read of its end for the trailer and
+// (usually) the footer, and one of its start for the header. Nothing follows
+// the trailer.
+//
+// # Reading a sealed segment ([Reader])
+//
+// Read the trailer from the end; check its magic, version, CRC and that the
+// footer it points at ends where the trailer starts. Read and check the footer,
+// then the header. Then read blocks through the index: SeekTs(ts) finds the
+// first block whose max commit ts is above ts by binary search. Every block
+// is checked against its CRC and against its index entry. In a sealed segment
+// any failure is a [*CorruptionError], wherever it is.
+//
+// # Reading front to back, and recovering an unsealed segment ([Scanner])
+//
+// Read the header, then frames: a block (type 1), or the footer (type 2)
+// followed by the trailer and the end of the stream. The stream may also end
+// cleanly right after a header or a block: an unsealed segment.
+//
+// A frame is damaged when the stream ends inside it, when a header field is
+// out of range (checked before any length is trusted: S and U within the
+// limits above, a record count that fits U, a footer block count equal to the
+// number of blocks read), or when its CRC fails. A writer appends whole frames
+// and syncs at block boundaries, so after a crash only the frames written
+// since the last sync can be damaged, and nothing valid can follow them. The
+// rule is therefore: damage at offset O is a torn tail if no valid frame (a
+// block or footer whose CRC holds, or a trailer whose magic and CRC hold)
+// starts anywhere in the bytes after O; the valid segment is then bytes
+// [0, O), and the writer truncates there before it resumes. Damage followed by
+// a valid frame is corruption. A whole footer followed by a damaged trailer
+// counts as a torn seal: the segment is unsealed, torn at the footer. Damage
+// in the header is a torn tail at offset 0 on the same rule. A structure
+// whose CRC holds but whose contents break a rule above was written that way:
+// always corruption. A segment known to be sealed (every object in an object
+// store) is read with [ScannerOptions].RequireSealed, which turns a torn tail
+// or a missing footer into corruption.
+//
+// # Names
+//
+// Sealed segments are named
+//
+//	<log ID>/seg/<writer ID>/<epoch>-<seq>-<min ts>-<max ts>.seg
+//
+// and an active local segment, still appended to,
+//
+//	<log ID>/seg/<writer ID>/<epoch>-<seq>.active
+//
+// with every number 20 decimal digits, zero-padded, and IDs of 1 to 64
+// characters from [A-Za-z0-9._-], not "." or "..". See [Name].
+//
+// # Versions
+//
+// The version in the header and trailer is the version of everything in this
+// comment. A reader rejects a version it does not implement with a
+// [*VersionError] naming it. Reserved bytes are zero, and a version 1 reader
+// rejects any that are not, so they cannot carry meaning silently: any change
+// an older reader would misread (a field, a codec, a record kind, a layout)
+// takes a new version. The payload's own encoding is versioned by the codec
+// package.
+//
+// # Go API
+//
+// [Writer] appends records to an io.Writer: the same code writes an
+// appendable file (FlushBlock, then fsync, at each flush) and an in-memory
+// object (Seal, then upload). [ResumeWriter] continues an unsealed segment
+// after [Recover] has found its valid prefix. [Reader] reads sealed segments
+// through an io.ReaderAt; [Scanner] reads any segment from an io.Reader.
+// Records are handed out without copying: a [Record]'s payload is valid until
+// the next call. After their buffers have grown, neither writing nor reading
+// allocates per record.
+package segment
