@@ -1,0 +1,386 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/gc"
+)
+
+// Errors of the coordinator. Each names the rule a call would have broken.
+var (
+	// ErrCheckpointAhead: a checkpoint above the global resolved ts would
+	// let the downstream hold data the log does not.
+	ErrCheckpointAhead = errors.New("meta: checkpoint ts above the global resolved ts")
+	// ErrBackwards: the checkpoint never goes backwards.
+	ErrBackwards = errors.New("meta: ts would go backwards")
+	// ErrBarrierTooLate: a DDL barrier below the global resolved ts cannot
+	// hold anything any more.
+	ErrBarrierTooLate = errors.New("meta: DDL barrier below the global resolved ts")
+)
+
+// CoordinatorOptions configure OpenCoordinator. Nil means defaults.
+type CoordinatorOptions struct {
+	// StartTs is where a new log starts: its first checkpoint and resolved ts.
+	StartTs uint64
+	// StaleAfter reports a live writer whose progress is older than this
+	// (default 30 s). A stale writer is reported, never dropped: removing
+	// it is the explicit RemoveWriter (failover).
+	StaleAfter time.Duration
+	// GCInterval, when positive, runs GC after the checkpoint advances, at
+	// most once per interval.
+	GCInterval time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// Coordinator computes and persists a log's global resolved ts and
+// checkpoint. Run one per log, in the process that owns the log (TiCDC's
+// owner); a second one is safe (every write is a compare-and-swap) but
+// wasteful. It is safe for concurrent use.
+//
+// The global resolved ts is
+//
+//	max(previous, min(min over registered spans of their effective flushed ts,
+//	                  min over pending barriers of their commit ts))
+//
+// where a span's effective flushed ts is the highest ts any writer that owned
+// it published for it — so a span that failed over keeps the progress its
+// dead owner made durable until its new owner passes it, and the watermark
+// neither falls nor jumps ahead of what is durable. With no span registered,
+// the minimum is over the live writers' flushed ts instead.
+type Coordinator struct {
+	b     *blob.Bucket
+	logID string
+	o     CoordinatorOptions
+
+	mu     sync.Mutex
+	m      *Meta
+	etag   string
+	stale  []StaleWriter
+	lastGC time.Time
+}
+
+// StaleWriter is a live writer whose progress is older than StaleAfter.
+type StaleWriter struct {
+	WriterID  string
+	Epoch     uint64
+	FlushedTs uint64
+	Updated   time.Time // zero: never published
+}
+
+// OpenCoordinator opens (or creates) the meta object of logID. It first
+// finishes an interrupted removal of the log, so a new log never mixes with
+// an old one's leftovers.
+func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *CoordinatorOptions) (*Coordinator, error) {
+	var o CoordinatorOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := gc.ResumeDeleteLog(ctx, b, logID); err != nil {
+		return nil, fmt.Errorf("meta: finish an interrupted removal of log %s: %w", logID, err)
+	}
+	c := &Coordinator{b: b, logID: logID, o: o}
+	for {
+		m, etag, err := ReadMeta(ctx, b, logID)
+		if err == nil {
+			c.m, c.etag = m, etag
+			return c, nil
+		}
+		if !blob.IsNotExist(err) {
+			return nil, err
+		}
+		m = &Meta{Version: StateVersion, LogID: logID, CheckpointTs: o.StartTs, ResolvedTs: o.StartTs,
+			Writers: map[string]uint64{}, Spans: map[uint64]uint64{}, Updated: o.Now().UTC()}
+		data, _ := json.Marshal(m)
+		attrs, err := b.Put(ctx, MetaKey(logID), data, &blob.PutOptions{IfNotExist: true})
+		if blob.IsPreconditionFailed(err) {
+			continue // created concurrently: read it
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.m, c.etag = m, attrs.ETag
+		return c, nil
+	}
+}
+
+// Meta returns a copy of the last meta object the coordinator read or wrote.
+func (c *Coordinator) Meta() Meta {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cloneMeta(c.m)
+}
+
+func cloneMeta(m *Meta) Meta {
+	cp := *m
+	cp.Writers = maps.Clone(m.Writers)
+	cp.Spans = maps.Clone(m.Spans)
+	cp.Barriers = slices.Clone(m.Barriers)
+	return cp
+}
+
+// update applies fn to a copy of the meta object and writes it by
+// compare-and-swap, re-reading and re-applying on a lost race. It refuses any
+// result that breaks an invariant, whatever fn did.
+func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		next := cloneMeta(c.m)
+		if err := fn(&next); err != nil {
+			return err
+		}
+		if err := checkTransition(c.m, &next); err != nil {
+			return err
+		}
+		next.Updated = c.o.Now().UTC()
+		data, _ := json.Marshal(&next)
+		attrs, err := c.b.Put(ctx, MetaKey(c.logID), data, &blob.PutOptions{IfMatch: c.etag})
+		if err == nil {
+			c.m, c.etag = &next, attrs.ETag
+			return nil
+		}
+		if !blob.IsPreconditionFailed(err) || attempt >= 16 {
+			return err
+		}
+		m, etag, rerr := ReadMeta(ctx, c.b, c.logID)
+		if rerr != nil {
+			return rerr
+		}
+		c.m, c.etag = m, etag
+	}
+}
+
+// checkTransition is invariant 3 of the design: neither ts goes backwards,
+// and the checkpoint never passes the resolved ts.
+func checkTransition(prev, next *Meta) error {
+	switch {
+	case next.ResolvedTs < prev.ResolvedTs:
+		return fmt.Errorf("%w: resolved ts %d → %d", ErrBackwards, prev.ResolvedTs, next.ResolvedTs)
+	case next.CheckpointTs < prev.CheckpointTs:
+		return fmt.Errorf("%w: checkpoint ts %d → %d", ErrBackwards, prev.CheckpointTs, next.CheckpointTs)
+	case next.CheckpointTs > next.ResolvedTs:
+		return fmt.Errorf("%w: checkpoint %d, resolved %d", ErrCheckpointAhead, next.CheckpointTs, next.ResolvedTs)
+	}
+	return nil
+}
+
+// AddWriter makes writerID a live writer of the log.
+func (c *Coordinator) AddWriter(ctx context.Context, writerID string) error {
+	return c.update(ctx, func(m *Meta) error {
+		if _, ok := m.Writers[writerID]; !ok {
+			m.Writers[writerID] = 0
+		}
+		return nil
+	})
+}
+
+// RemoveWriter drops writerID from the live writers: the explicit failover
+// step after a writer died. The progress it made for its spans stays in the
+// spans' effective flushed ts, so the watermark holds until the spans' new
+// owners pass it.
+func (c *Coordinator) RemoveWriter(ctx context.Context, writerID string) error {
+	return c.update(ctx, func(m *Meta) error {
+		delete(m.Writers, writerID)
+		return nil
+	})
+}
+
+// AddSpan registers a span of the log at startTs: the span holds the
+// watermark at startTs until an owner reports more. Registering a known span
+// keeps its progress.
+func (c *Coordinator) AddSpan(ctx context.Context, span, startTs uint64) error {
+	return c.update(ctx, func(m *Meta) error {
+		if _, ok := m.Spans[span]; !ok {
+			m.Spans[span] = startTs
+		}
+		return nil
+	})
+}
+
+// RemoveSpan unregisters a span (its table was dropped).
+func (c *Coordinator) RemoveSpan(ctx context.Context, span uint64) error {
+	return c.update(ctx, func(m *Meta) error {
+		delete(m.Spans, span)
+		return nil
+	})
+}
+
+// AddBarrier holds the watermark at or below commitTs until ReleaseBarrier(id):
+// call it before a DDL that changes which spans exist (create table, add
+// partition, truncate) is written, and release it once the DDL is written and
+// the new spans are registered. A barrier below the current resolved ts is
+// ErrBarrierTooLate.
+func (c *Coordinator) AddBarrier(ctx context.Context, id string, commitTs uint64) error {
+	return c.update(ctx, func(m *Meta) error {
+		if commitTs < m.ResolvedTs {
+			return fmt.Errorf("%w: barrier %s at %d, resolved ts %d", ErrBarrierTooLate, id, commitTs, m.ResolvedTs)
+		}
+		m.Barriers = slices.DeleteFunc(m.Barriers, func(b Barrier) bool { return b.ID == id })
+		m.Barriers = append(m.Barriers, Barrier{ID: id, CommitTs: commitTs})
+		return nil
+	})
+}
+
+// ReleaseBarrier removes a barrier. Releasing an unknown one is not an error.
+func (c *Coordinator) ReleaseBarrier(ctx context.Context, id string) error {
+	return c.update(ctx, func(m *Meta) error {
+		m.Barriers = slices.DeleteFunc(m.Barriers, func(b Barrier) bool { return b.ID == id })
+		return nil
+	})
+}
+
+// Tick reads every writer's progress, folds it into the spans' effective
+// flushed ts, recomputes the global resolved ts, and persists the meta object
+// if anything changed. It returns the meta object after the tick.
+func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
+	states, err := ListWriterStates(ctx, c.b, c.logID)
+	if err != nil {
+		return Meta{}, err
+	}
+	now := c.o.Now()
+	var stale []StaleWriter
+	err = c.update(ctx, func(m *Meta) error {
+		stale = stale[:0]
+		for id := range m.Writers {
+			st := states[id]
+			if st == nil {
+				stale = append(stale, StaleWriter{WriterID: id})
+				continue
+			}
+			m.Writers[id] = st.Epoch
+			if now.Sub(st.Updated) > c.o.StaleAfter {
+				stale = append(stale, StaleWriter{WriterID: id, Epoch: st.Epoch, FlushedTs: st.FlushedTs, Updated: st.Updated})
+			}
+		}
+		// Every writer's published span progress counts, live or removed:
+		// what it published is durable (fences keep its segments).
+		for _, st := range states {
+			for _, s := range st.Spans {
+				if cur, ok := m.Spans[s.Span]; ok && s.Ts > cur {
+					m.Spans[s.Span] = s.Ts
+				}
+			}
+		}
+		m.ResolvedTs = max(m.ResolvedTs, resolvedRule(m, states))
+		return nil
+	})
+	c.mu.Lock()
+	c.stale = stale
+	c.mu.Unlock()
+	if err != nil {
+		return Meta{}, err
+	}
+	return c.Meta(), nil
+}
+
+// resolvedRule is the watermark rule; a variable so tests can break it on
+// purpose and see the invariant checks catch it.
+var resolvedRule = computeResolved
+
+// computeResolved is the watermark formula of the Coordinator doc, before
+// the never-backwards max.
+func computeResolved(m *Meta, states map[string]*WriterState) uint64 {
+	lowest, any := uint64(0), false
+	take := func(ts uint64) {
+		if !any || ts < lowest {
+			lowest, any = ts, true
+		}
+	}
+	if len(m.Spans) > 0 {
+		for _, ts := range m.Spans {
+			take(ts)
+		}
+	} else {
+		for id := range m.Writers {
+			if st := states[id]; st != nil {
+				take(st.FlushedTs)
+			} else {
+				take(0) // a live writer with no progress yet holds everything
+			}
+		}
+	}
+	for _, b := range m.Barriers {
+		take(b.CommitTs)
+	}
+	if !any {
+		return m.ResolvedTs
+	}
+	return lowest
+}
+
+// Stale returns the live writers whose progress was older than StaleAfter
+// (or missing) at the last Tick.
+func (c *Coordinator) Stale() []StaleWriter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.stale)
+}
+
+// SetCheckpoint records that the downstream has applied everything up to ts.
+// A ts above the global resolved ts is ErrCheckpointAhead and one below the
+// current checkpoint ErrBackwards: errors, never silent clamps. When
+// GCInterval is set, GC runs after the checkpoint advances (rate-limited).
+func (c *Coordinator) SetCheckpoint(ctx context.Context, ts uint64) error {
+	err := c.update(ctx, func(m *Meta) error {
+		if ts > m.ResolvedTs {
+			return fmt.Errorf("%w: checkpoint %d, resolved %d", ErrCheckpointAhead, ts, m.ResolvedTs)
+		}
+		if ts < m.CheckpointTs {
+			return fmt.Errorf("%w: checkpoint %d → %d", ErrBackwards, m.CheckpointTs, ts)
+		}
+		m.CheckpointTs = ts
+		return nil
+	})
+	if err != nil || c.o.GCInterval <= 0 {
+		return err
+	}
+	c.mu.Lock()
+	due := c.o.Now().Sub(c.lastGC) >= c.o.GCInterval
+	if due {
+		c.lastGC = c.o.Now()
+	}
+	c.mu.Unlock()
+	if due {
+		res, err := gc.Collect(ctx, c.b, c.logID, ts, nil)
+		if err != nil {
+			return fmt.Errorf("meta: gc after checkpoint %d: %w", ts, err)
+		}
+		c.o.Logger.Debug("gc", "log", c.logID, "checkpoint", ts, "deleted", res.Deleted, "freed", res.FreedBytes)
+	}
+	return nil
+}
+
+// Run ticks every interval until ctx ends, logging failed ticks.
+func (c *Coordinator) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := c.Tick(ctx); err != nil && ctx.Err() == nil {
+			c.o.Logger.Warn("coordinator tick failed", "log", c.logID, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
