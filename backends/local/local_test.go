@@ -856,3 +856,68 @@ func listKeys(t *testing.T, b *blob.Bucket, prefix string, pageSize int) []strin
 func equal(a, b []string) bool {
 	return len(a) == len(b) && (len(a) == 0 || strings.Join(a, "\x00") == strings.Join(b, "\x00"))
 }
+
+// TestLockWaitHonoursContext: a Put waiting for a stripe lock that another
+// process holds gives up when its context ends, and the lock it would have
+// taken is released for later writers.
+func TestLockWaitHonoursContext(t *testing.T) {
+	root := t.TempDir()
+	d, err := NewDriver(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := blob.NewBucket(d)
+	defer b.Close()
+	mustPut(t, b, "warm", nil) // creates the lock directory
+	// Another open file description of the key's stripe file stands for
+	// another process.
+	name := filepath.Join(root, internalName, "lock", fmt.Sprintf("%02x", stripeOf("k")))
+	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waited := false
+	d.hook = func(op, path string) error {
+		if op == "lock-wait" {
+			waited = true
+			cancel() // the Put is about to block: end its context now
+		}
+		return nil
+	}
+	_, err = b.Put(ctx, "k", []byte("x"), nil)
+	if !waited || !errors.Is(err, context.Canceled) {
+		t.Fatalf("put behind a held lock: waited %v, err %v", waited, err)
+	}
+	if _, err := b.Stat(context.Background(), "k"); !blob.IsNotExist(err) {
+		t.Fatalf("the abandoned put wrote: %v", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned waiter takes the lock and gives it back; then this Put
+	// gets it (it would block forever if the stripe leaked).
+	d.hook = nil
+	mustPut(t, b, "k", []byte("y"))
+}
+
+func TestPermissions(t *testing.T) {
+	b, d := newBucket(t, &Options{FilePerm: 0o600, DirPerm: 0o700})
+	mustPut(t, b, "dir/k", []byte("x"))
+	af, err := b.OpenAppend(context.Background(), "dir/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	af.Close()
+	for p, want := range map[string]fs.FileMode{"dir": 0o700, "dir/k": 0o600, "dir/app": 0o600} {
+		st, err := os.Stat(filepath.Join(d.Root(), p))
+		if err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, %v; want %v", p, st.Mode().Perm(), err, want)
+		}
+	}
+}

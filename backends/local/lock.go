@@ -73,13 +73,15 @@ func (d *Driver) lock(ctx context.Context, key string) (unlock func(), err error
 		}
 		return ferr
 	}
-	unlock = func() {
+	// Not the named result: the abandoned waiter below needs it after the
+	// results are set to nil.
+	release := func() {
 		flock(unix.LOCK_UN)
 		<-s.sem
 	}
 	err = flock(unix.LOCK_EX | unix.LOCK_NB)
 	if err == nil {
-		return unlock, nil
+		return release, nil
 	}
 	if err != unix.EWOULDBLOCK {
 		<-s.sem
@@ -88,6 +90,10 @@ func (d *Driver) lock(ctx context.Context, key string) (unlock func(), err error
 	// Another process holds it: wait in a goroutine so that ctx can end the
 	// wait. If ctx wins, the goroutine still gets the lock eventually and
 	// must give it back, and only then may this process use the stripe again.
+	if err := d.trace("lock-wait", key); err != nil {
+		<-s.sem
+		return nil, err
+	}
 	done := make(chan error, 1)
 	go func() { done <- flock(unix.LOCK_EX) }()
 	select {
@@ -96,11 +102,11 @@ func (d *Driver) lock(ctx context.Context, key string) (unlock func(), err error
 			<-s.sem
 			return nil, fmt.Errorf("local: lock stripe %02x: %w", i, err)
 		}
-		return unlock, nil
+		return release, nil
 	case <-ctx.Done():
 		go func() {
 			if err := <-done; err == nil {
-				unlock()
+				release()
 			} else {
 				<-s.sem
 			}
