@@ -156,6 +156,11 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newReader(ctx, b, c, p), nil
+}
+
+// newReader starts reading the segments of p.
+func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader {
 	r := &Reader{c: c, b: b, plan: p, sem: make(chan struct{}, c.Concurrency)}
 	if !c.KeepDuplicates {
 		r.dd = newDedup()
@@ -179,7 +184,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 	c.Logger.Info("reader: opened", "log", c.LogID, "start_ts", c.start, "end_ts", c.end,
 		"listed", p.listed, "sealed", len(p.sealed), "active", len(p.active),
 		"out_of_range", p.outOfRange, "fenced", p.fenced)
-	return r, nil
+	return r
 }
 
 func rankOf(srcs []*Source) map[*Source]int {

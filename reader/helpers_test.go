@@ -1,0 +1,341 @@
+package reader
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/segment"
+)
+
+const testLog = "cf-1"
+
+var created = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// row builds a row change: an insert of (id, val) into table.
+func row(ts uint64, table string, id int64, val string) *codec.Event {
+	return &codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
+		StartTs: ts - 1, CommitTs: ts,
+		Table: codec.TableName{Schema: "db", Name: table, PhysicalID: int64(len(table))},
+		Columns: []codec.Column{
+			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(id)},
+			{Name: "val", Type: codec.TypeVarchar, Charset: "utf8mb4", Collation: "utf8mb4_bin", Value: codec.StringValue(val)},
+		},
+	}}
+}
+
+// ddl builds a DDL on table.
+func ddl(ts uint64, table, query string) *codec.Event {
+	return &codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+		StartTs: ts - 1, CommitTs: ts,
+		Table: codec.TableName{Schema: "db", Name: table, PhysicalID: int64(len(table))},
+		Type:  codec.ActionAddColumn, Query: query,
+	}}
+}
+
+// seg describes a segment to write.
+type seg struct {
+	writer     string
+	epoch, seq uint64
+	events     []*codec.Event // in commit-ts order
+	blockSize  int            // 0: tiny blocks (a few events each), to exercise block boundaries
+	active     bool           // write it as an active segment (local only)
+	torn       bool           // end an active segment with half a block
+	raw        bool           // no compression
+}
+
+func (s seg) header() segment.Header {
+	c := segment.CompressionLZ4
+	if s.raw {
+		c = segment.CompressionNone
+	}
+	epoch := s.epoch
+	if epoch == 0 {
+		epoch = 1
+	}
+	return segment.Header{LogID: testLog, WriterID: s.writer, Epoch: epoch, Seq: s.seq, Compression: c, Created: created}
+}
+
+func kindOf(ev *codec.Event) segment.Kind {
+	if ev.Kind == codec.DDLEvent {
+		return segment.KindDDL
+	}
+	return segment.KindRow
+}
+
+// encode writes the segment's events to w and returns the writer.
+func (s seg) encode(t testing.TB, w io.Writer) *segment.Writer {
+	t.Helper()
+	bs := s.blockSize
+	if bs == 0 {
+		bs = 300
+	}
+	sw, err := segment.NewWriter(w, s.header(), &segment.WriterOptions{BlockSize: bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for _, ev := range s.events {
+		buf = codec.AppendEvent(buf[:0], ev)
+		if err := sw.Append(ev.CommitTs(), kindOf(ev), buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sw
+}
+
+// sealedBytes returns the bytes of the sealed segment and its key.
+func (s seg) sealedBytes(t testing.TB) ([]byte, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	sw := s.encode(t, &buf)
+	f, err := sw.Seal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), s.header().SealedName(f.MinTs, f.MaxTs).Format()
+}
+
+// write stores the segment in b and returns its key.
+func (s seg) write(t testing.TB, b *blob.Bucket) string {
+	t.Helper()
+	ctx := context.Background()
+	if !s.active {
+		data, key := s.sealedBytes(t)
+		if _, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	key := s.header().ActiveName().Format()
+	if !b.CanAppend() {
+		// What a misplaced active segment on an object store looks like.
+		var buf bytes.Buffer
+		sw := s.encode(t, &buf)
+		if err := sw.FlushBlock(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, key, buf.Bytes(), nil); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	af, err := b.OpenAppend(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := s.encode(t, af)
+	if err := sw.FlushBlock(); err != nil {
+		t.Fatal(err)
+	}
+	if s.torn {
+		// Half of the frame of one more block, as a crash mid-write leaves.
+		var more bytes.Buffer
+		extra := seg{writer: s.writer, epoch: s.epoch, seq: s.seq, events: []*codec.Event{row(1<<40, "torn", 1, "lost")}}
+		ew := extra.encode(t, &more)
+		if err := ew.FlushBlock(); err != nil {
+			t.Fatal(err)
+		}
+		frame := more.Bytes()[segment.HeaderSize:]
+		if _, err := af.Write(frame[:len(frame)/2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := af.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := af.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func newMem(t testing.TB) *blob.Bucket {
+	b := mem.New()
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func newLocal(t testing.TB) *blob.Bucket {
+	b, err := local.Open(t.TempDir(), &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// got is an event as a test keeps it.
+type got struct {
+	ts      uint64
+	ddl     bool
+	payload string
+	key     string
+}
+
+func (g got) String() string {
+	k := "row"
+	if g.ddl {
+		k = "ddl"
+	}
+	return fmt.Sprintf("%d/%s/%x", g.ts, k, g.payload[len(g.payload)-min(6, len(g.payload)):])
+}
+
+func keep(ev *Event) got {
+	return got{ts: ev.CommitTs(), ddl: ev.IsDDL(), payload: string(ev.Payload()), key: ev.Source.Key}
+}
+
+func want(ev *codec.Event) got {
+	return got{ts: ev.CommitTs(), ddl: ev.Kind == codec.DDLEvent, payload: string(codec.AppendEvent(nil, ev))}
+}
+
+// readAll reads a whole range with Next, checking each decoded event against
+// its payload.
+func readAll(t testing.TB, b *blob.Bucket, opts *Options) ([]got, Stats, error) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := Open(ctx, b, opts)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	defer r.Close()
+	var out []got
+	for ev, err := range r.Events(ctx) {
+		if err != nil {
+			return out, r.Stats(), err
+		}
+		if !opts.Raw {
+			if enc := codec.AppendEvent(nil, &ev.Event); !bytes.Equal(enc, ev.Payload()) {
+				t.Fatalf("decoded event %v re-encodes to %x, payload is %x", keep(ev), enc, ev.Payload())
+			}
+		}
+		out = append(out, keep(ev))
+	}
+	return out, r.Stats(), nil
+}
+
+// readBatches reads a whole range with NextBatch.
+func readBatches(t testing.TB, b *blob.Bucket, opts *Options, max int) ([]got, Stats, error) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := Open(ctx, b, opts)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	defer r.Close()
+	var out []got
+	for {
+		evs, err := r.NextBatch(ctx, max)
+		if err == io.EOF {
+			return out, r.Stats(), nil
+		}
+		if err != nil {
+			return out, r.Stats(), err
+		}
+		if len(evs) == 0 || len(evs) > max {
+			t.Fatalf("NextBatch(%d) returned %d events", max, len(evs))
+		}
+		for _, ev := range evs {
+			out = append(out, keep(ev))
+		}
+	}
+}
+
+// expect computes what a read of (start, end] must return from the accepted
+// segments: by commit ts; at one ts the rows, then the DDLs; among equal
+// (ts, kind), by segment (writer, epoch, seq), then in segment order; exact
+// duplicates dropped by the per-segment multiplicity rule unless keepDups.
+func expect(segs []seg, start, end uint64, keepDups bool) []got {
+	type item struct {
+		g          got
+		rank, pos  int
+		writer     string
+		epoch, seq uint64
+	}
+	sorted := slices.Clone(segs)
+	slices.SortFunc(sorted, func(a, b seg) int {
+		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.header().Epoch, b.header().Epoch), cmp.Compare(a.seq, b.seq))
+	})
+	var items []item
+	for rank, s := range sorted {
+		for pos, ev := range s.events {
+			if ts := ev.CommitTs(); ts > start && ts <= end {
+				items = append(items, item{g: want(ev), rank: rank, pos: pos})
+			}
+		}
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		ka, kb := 0, 0
+		if a.g.ddl {
+			ka = 1
+		}
+		if b.g.ddl {
+			kb = 1
+		}
+		return cmp.Or(cmp.Compare(a.g.ts, b.g.ts), cmp.Compare(ka, kb), cmp.Compare(a.rank, b.rank), cmp.Compare(a.pos, b.pos))
+	})
+	var out []got
+	type dk struct {
+		payload string
+		rank    int
+	}
+	var delivered map[string]int
+	var seen map[dk]int
+	var curTs uint64
+	for i, it := range items {
+		if i == 0 || it.g.ts != curTs {
+			curTs, delivered, seen = it.g.ts, map[string]int{}, map[dk]int{}
+		}
+		if !keepDups {
+			k := dk{it.g.payload, it.rank}
+			seen[k]++
+			if seen[k] <= delivered[it.g.payload] {
+				continue
+			}
+			delivered[it.g.payload] = seen[k]
+		}
+		out = append(out, it.g)
+	}
+	return out
+}
+
+// equalGot compares without the keys (the expectation does not know them).
+func equalGot(t testing.TB, have, exp []got) {
+	t.Helper()
+	strip := func(gs []got) []got {
+		out := make([]got, len(gs))
+		for i, g := range gs {
+			g.key = ""
+			out[i] = g
+		}
+		return out
+	}
+	g, w := strip(have), strip(exp)
+	if slices.Equal(g, w) {
+		return
+	}
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			t.Fatalf("event %d: got %v, want %v (got %d events, want %d)", i, g[i], w[i], len(g), len(w))
+		}
+	}
+	t.Fatalf("got %d events, want %d", len(g), len(w))
+}
+
+// rows returns n rows of table at consecutive ts from ts0, step apart.
+func rows(ts0, step uint64, n int, table string, id0 int64) []*codec.Event {
+	out := make([]*codec.Event, n)
+	for i := range out {
+		out[i] = row(ts0+uint64(i)*step, table, id0+int64(i), fmt.Sprintf("v%d", id0+int64(i)))
+	}
+	return out
+}
