@@ -58,8 +58,19 @@ func adminClient(t testing.TB, ep string) *awss3.Client {
 	return c
 }
 
+// cleanupT is what the bucket helpers need of a test: *testing.T and
+// conformance.TB both have it.
+type cleanupT interface {
+	Helper()
+	Name() string
+	Cleanup(func())
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Context() context.Context
+}
+
 // newBucketName returns a unique, valid bucket name mentioning the test.
-func newBucketName(t testing.TB) string {
+func newBucketName(t cleanupT) string {
 	var r [5]byte
 	_, _ = rand.Read(r[:])
 	name := strings.ToLower(t.Name())
@@ -83,15 +94,24 @@ func newBucketName(t testing.TB) string {
 // (objects, unfinished uploads and all) when the test ends.
 func makeBucket(t testing.TB, admin *awss3.Client) string {
 	t.Helper()
-	name := newBucketName(t)
-	if _, err := admin.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: &name}); err != nil {
-		t.Fatalf("CreateBucket(%s): %v", name, err)
+	name, err := createBucket(t, admin)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeBucket(t, admin, name) })
 	return name
 }
 
-func removeBucket(t testing.TB, admin *awss3.Client, name string) {
+// createBucket is makeBucket returning its error.
+func createBucket(t cleanupT, admin *awss3.Client) (string, error) {
+	name := newBucketName(t)
+	if _, err := admin.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: &name}); err != nil {
+		return "", fmt.Errorf("CreateBucket(%s): %w", name, err)
+	}
+	t.Cleanup(func() { removeBucket(t, admin, name) })
+	return name, nil
+}
+
+func removeBucket(t cleanupT, admin *awss3.Client, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for range 100 { // bounded: at most 100 pages of 1,000 keys
@@ -121,7 +141,7 @@ func removeBucket(t testing.TB, admin *awss3.Client, name string) {
 }
 
 // uploads lists the unfinished multipart uploads of a bucket.
-func uploads(t testing.TB, admin *awss3.Client, bucket string) []types.MultipartUpload {
+func uploads(t cleanupT, admin *awss3.Client, bucket string) []types.MultipartUpload {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
