@@ -144,10 +144,10 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
-func containerName(t testing.TB, c *container.Client) string {
+func containerName(t tb, c *container.Client) string {
 	u, err := url.Parse(c.URL())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	return parts[len(parts)-1]

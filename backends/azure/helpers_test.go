@@ -68,13 +68,22 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// tb is what the helpers need of a test: testing.TB and conformance.TB both
+// have it.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
 // newContainerClient returns a client of a fresh, uniquely named container
 // at endpoint, and removes the container when the test ends.
-func newContainerClient(t testing.TB, endpoint, account, key string) (*container.Client, *countingTransport) {
+func newContainerClient(t tb, endpoint, account, key string) (*container.Client, *countingTransport) {
 	t.Helper()
 	cred, err := container.NewSharedKeyCredential(account, key)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	ct := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
 	name := "redokit-test-" + randHex(6)
@@ -82,7 +91,7 @@ func newContainerClient(t testing.TB, endpoint, account, key string) (*container
 		ClientOptions: policy.ClientOptions{Transport: ct},
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -107,7 +116,7 @@ func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
 	c, ct := newContainerClient(t, endpoint, account, key)
 	b, err := New(c, opts)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b, ct

@@ -72,10 +72,11 @@
 // the end of the object makes the server answer 416; the driver turns that
 // into an empty reader.
 //
-// List pages come from the Objects iterator with an iterator.Pager, so the
-// continuation token is GCS's own page token. StartAfter is sent as the
-// query's startOffset (inclusive) and the key equal to it, if any, is
-// dropped, so such a page may hold one object fewer than asked.
+// List pages come from the Objects iterator (one iterator.Pager page of the
+// requested size plus one). StartAfter is sent as the query's startOffset,
+// which is inclusive, and the key equal to it is dropped. The continuation
+// token is the last key of the page, used the same way; it is not GCS's page
+// token, whose meaning differs on fake-gcs-server (see List).
 //
 // Delete removes keys one request each (the Go library has no batch call),
 // Options.Concurrency at a time. A missing key is success; the keys that
@@ -548,6 +549,13 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 }
 
 // List implements blob.Driver.
+//
+// The continuation token is the last key returned, not the server's page
+// token: the next page is the query again with startOffset at that key,
+// which is dropped. On GCS the two are equivalent, but fake-gcs-server's
+// page token names the first key of the next page, so a key inserted between
+// two pages would never be listed; the driver's own token means the same on
+// every server.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if d.closed.Load() {
 		return blob.ListPage{}, blob.ErrClosed
@@ -556,28 +564,38 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	if pageSize <= 0 || pageSize > blob.DefaultPageSize {
 		pageSize = blob.DefaultPageSize
 	}
+	after := opts.StartAfter
+	if opts.Token != "" {
+		after = opts.Token
+	}
 	q := &storage.Query{Prefix: opts.Prefix, Projection: storage.ProjectionNoACL}
-	skip := ""
-	if opts.Token == "" && opts.StartAfter != "" {
-		q.StartOffset = opts.StartAfter // inclusive: drop the key itself below
-		skip = opts.StartAfter
+	if after > opts.Prefix {
+		q.StartOffset = after // inclusive: the key itself is dropped below
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
 		return blob.ListPage{}, err
 	}
 	cctx, cancel := d.callCtx(ctx)
 	defer cancel()
+	// One more than a page: the key equal to after may take a place.
 	var objs []*storage.ObjectAttrs
-	next, err := iterator.NewPager(d.bkt.Objects(cctx, q), pageSize, opts.Token).NextPage(&objs)
+	more, err := iterator.NewPager(d.bkt.Objects(cctx, q), pageSize+1, "").NextPage(&objs)
 	if err != nil {
 		return blob.ListPage{}, err
 	}
-	page := blob.ListPage{Objects: make([]blob.Attrs, 0, len(objs)), NextToken: next}
+	var page blob.ListPage
 	for _, o := range objs {
-		if skip != "" && o.Name <= skip {
+		if after != "" && o.Name <= after {
 			continue
 		}
+		if len(page.Objects) == pageSize {
+			more = "more"
+			break
+		}
 		page.Objects = append(page.Objects, attrsOf(o))
+	}
+	if more != "" && len(page.Objects) > 0 {
+		page.NextToken = page.Objects[len(page.Objects)-1].Key
 	}
 	return page, nil
 }

@@ -83,9 +83,18 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// tb is what the helpers need of a test: testing.TB and conformance.TB both
+// have it.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
 // newTestBucket creates a uniquely named bucket on the emulator and removes
 // it, with everything in it, when the test ends.
-func newTestBucket(t testing.TB, c *storage.Client) string {
+func newTestBucket(t tb, c *storage.Client) string {
 	t.Helper()
 	name := "redokit-test-" + randHex(6)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -97,7 +106,7 @@ func newTestBucket(t testing.TB, c *storage.Client) string {
 	return name
 }
 
-func removeBucket(t testing.TB, c *storage.Client, name string) {
+func removeBucket(t tb, c *storage.Client, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	b := c.Bucket(name)
