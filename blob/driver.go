@@ -63,7 +63,7 @@ type PutOptions struct {
 type Attrs struct {
 	Key     string // relative to the bucket that returned it
 	Size    int64
-	ETag    string // opaque; changes on every Put of the key
+	ETag    string // opaque; changes whenever the content changes (S3 keeps it for identical bytes, so compare-and-swap users write content that differs)
 	ModTime time.Time
 }
 
