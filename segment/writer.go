@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/pierrec/lz4/v4"
 )
 
 // WriterOptions configure a Writer. The zero value (or nil) is valid.
@@ -44,7 +42,7 @@ type Writer struct {
 	w         io.Writer
 	hdr       Header
 	blockSize int
-	lz        *lz4.Compressor
+	enc       *FrameEncoder
 
 	off    int64 // bytes written to w
 	blocks []BlockInfo
@@ -52,15 +50,11 @@ type Writer struct {
 	err    error // sticky write error
 	sealed bool
 
-	// The open block.
-	ub       []byte // encoded records
-	nrec     int
-	nddl     int
-	blkMin   uint64
-	lastTs   uint64 // commit ts of the last record appended, in any block
+	bb       BlockBuilder // the open block
+	lastTs   uint64       // commit ts of the last record appended, in any block
 	haveLast bool
 
-	frame []byte // scratch for a block frame or the footer
+	frame []byte // scratch for the header, a block frame or the footer
 }
 
 // NewWriter writes hdr to w and returns a Writer that appends blocks after it.
@@ -130,11 +124,7 @@ func newWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
 	case o.BlockSize < 0 || o.BlockSize > MaxBlockSize:
 		return nil, fmt.Errorf("segment: block size %d is outside [1, %d]", o.BlockSize, MaxBlockSize)
 	}
-	sw := &Writer{w: w, hdr: hdr, blockSize: o.BlockSize}
-	if hdr.Compression == CompressionLZ4 {
-		sw.lz = new(lz4.Compressor)
-	}
-	return sw, nil
+	return &Writer{w: w, hdr: hdr, blockSize: o.BlockSize, enc: new(FrameEncoder)}, nil
 }
 
 // Header returns the segment's header.
@@ -147,7 +137,7 @@ func (w *Writer) Offset() int64 { return w.off }
 // Stats returns the writer's counters.
 func (w *Writer) Stats() WriterStats {
 	s := w.stats
-	s.Buffered = len(w.ub)
+	s.Buffered = w.bb.Len()
 	return s
 }
 
@@ -172,25 +162,15 @@ func (w *Writer) Append(commitTs uint64, kind Kind, payload []byte) error {
 	if len(payload) > MaxRecordSize {
 		return fmt.Errorf("segment: append: payload of %d bytes exceeds the limit %d", len(payload), MaxRecordSize)
 	}
-	if w.nrec > 0 {
-		delta := commitTs - w.lastTs
-		need := uvarintLen(delta) + 1 + uvarintLen(uint64(len(payload))) + len(payload)
-		if len(w.ub)+need > w.blockSize {
-			if err := w.closeBlock(); err != nil {
-				return err
-			}
+	if w.bb.Records() > 0 && w.bb.Len()+w.bb.RecordSize(commitTs, len(payload)) > w.blockSize {
+		if err := w.closeBlock(); err != nil {
+			return err
 		}
 	}
-	var delta uint64
-	if w.nrec == 0 {
-		w.blkMin = commitTs
-	} else {
-		delta = commitTs - w.lastTs
+	if err := w.bb.Append(commitTs, kind, payload); err != nil {
+		return err
 	}
-	w.ub = appendRecord(w.ub, delta, kind, payload)
-	w.nrec++
 	if kind == KindDDL {
-		w.nddl++
 		w.stats.DDLs++
 	} else {
 		w.stats.Rows++
@@ -201,7 +181,7 @@ func (w *Writer) Append(commitTs uint64, kind Kind, payload []byte) error {
 	}
 	w.stats.MaxTs = commitTs
 	w.lastTs, w.haveLast = commitTs, true
-	if len(w.ub) >= w.blockSize {
+	if w.bb.Len() >= w.blockSize {
 		return w.closeBlock()
 	}
 	return nil
@@ -253,37 +233,21 @@ func (w *Writer) usable() error {
 
 // closeBlock compresses and writes the open block.
 func (w *Writer) closeBlock() error {
-	if w.nrec == 0 {
+	if w.bb.Records() == 0 {
 		return nil
 	}
-	raw := w.ub
-	bh := blockHeader{
-		codec: CompressionNone, stored: len(raw), uncompressed: len(raw),
-		records: w.nrec, ddls: w.nddl, minTs: w.blkMin, maxTs: w.lastTs,
+	f, err := w.enc.Encode(w.frame, &w.bb, w.hdr.Compression)
+	if err != nil {
+		return err
 	}
-	frame := w.grow(BlockHeaderSize + len(raw))
-	payload := frame[BlockHeaderSize:]
-	if w.lz != nil {
-		// A destination one byte short of the input makes lz4 give up as
-		// soon as its output could not be smaller, and we store raw.
-		n, err := w.lz.CompressBlock(raw, payload[:len(raw)-1])
-		if err == nil && n > 0 {
-			bh.codec, bh.stored = CompressionLZ4, n
-		}
-	}
-	if bh.codec == CompressionNone {
-		copy(payload, raw)
-	}
-	frame = frame[:BlockHeaderSize+bh.stored]
-	encodeBlockHeader(frame, &bh, frame[BlockHeaderSize:])
-	info := bh.info(w.off)
-	if err := w.write(frame); err != nil {
+	w.frame = f.b[:cap(f.b)]
+	info := f.bh.info(w.off)
+	if err := w.write(f.b); err != nil {
 		return err
 	}
 	w.blocks = append(w.blocks, info)
 	w.countBlock(info)
-	w.ub = w.ub[:0]
-	w.nrec, w.nddl = 0, 0
+	w.bb.Reset()
 	return nil
 }
 
