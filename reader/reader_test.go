@@ -18,8 +18,8 @@ import (
 // DDLs at the ts of rows (in another writer's segment, and before a row of
 // the same ts inside one segment), and a failover rewrite duplicating events.
 func scenario() []seg {
-	a1 := rows(100, 10, 10, "t1", 0)                     // 100..190
-	a2 := rows(200, 10, 10, "t1", 100)                   // 200..290
+	a1 := rows(100, 10, 10, "t1", 0)   // 100..190
+	a2 := rows(200, 10, 10, "t1", 100) // 200..290
 	b1 := append(rows(105, 10, 9, "t2", 1000), ddl(200, "t2", "ALTER TABLE t2 ADD c int"))
 	b2 := rows(210, 10, 8, "t2", 2000) // 210..280
 	// Writer a again, a catch-up run of span t3 (moved to it from c):

@@ -156,7 +156,7 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 			rep.add(Error, ProblemBadName, ob.key, -1, ob.err.Error())
 		case !fen.accepts(ob.name):
 			rep.Ignored++
-			rep.add(Info, ProblemFenced, ob.key, -1, fmt.Sprintf("epoch %d seq %d is excluded by the fences of writer %q: written after its epoch was fenced", ob.name.Epoch, ob.name.Seq, ob.name.WriterID))
+			rep.add(Info, ProblemFenced, ob.key, -1, fmt.Sprintf("epoch %d seq %d is excluded by the fences of writer %q: its epoch was fenced before it published this seq", ob.name.Epoch, ob.name.Seq, ob.name.WriterID))
 		case ob.name.Active && sealedIDs[idOf(ob.name)]:
 			rep.Ignored++
 			rep.add(Info, ProblemShadowed, ob.key, -1, "a sealed segment with the same epoch and seq exists; readers use that")
