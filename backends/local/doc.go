@@ -74,7 +74,10 @@
 // machine (and on any file system where rename is atomic): the temporary file
 // is renamed with renameat2(RENAME_NOREPLACE) (or, where that is unsupported,
 // and on non-Linux systems, hard-linked with link(2), which never replaces,
-// then unlinked), and EEXIST becomes [blob.CodePreconditionFailed].
+// then unlinked), and EEXIST becomes [blob.CodePreconditionFailed]. (With
+// the link fallback, a crash between the link and the unlink leaves the old
+// name too: a stray temporary file for a Put, which the sweep removes; the
+// active name beside the sealed one for a Seal.)
 //
 // IfMatch is a check-then-rename, made atomic by the key's stripe lock, held
 // across the check and the rename. Since every change of a key's file (Put,
@@ -89,8 +92,8 @@
 // because flock locks belong to an open file description, which the driver
 // shares among goroutines. The hash and the file names are part of the
 // on-disk protocol: every process writing a root must agree on them. A wait
-// for a lock honours ctx. Locks are held only across a stat, a rename and a
-// directory fsync.
+// for a lock honours ctx. A lock is held only across the check, the rename
+// (or unlink) and, for a Put or a Seal, the directory fsync.
 //
 // flock is advisory: a process that changes files under the root without this
 // driver is not excluded (IfNotExist stays atomic even then, IfMatch does not).
@@ -147,8 +150,10 @@
 //
 // # Durability testing
 //
-// The package's crash test SIGKILLs a child process that appends, syncs and
-// puts, then checks that synced bytes and acknowledged objects survived. A
+// The package's crash test SIGKILLs a child process that appends, syncs,
+// seals and puts, at random moments (REDOKIT_CRASH_TRIALS times, 5 by
+// default), then checks that synced bytes, sealed segments and acknowledged
+// objects survived whole and that nothing partial or temporary is visible. A
 // SIGKILL does not drop the page cache, so that test proves atomicity and the
 // absence of partial objects, not the fsyncs themselves. The fsyncs are proven
 // by a unit test that traces every file operation through the driver's
