@@ -316,7 +316,7 @@ func TestIfNotExist(t *testing.T) {
 
 func TestIfMatch(t *testing.T) {
 	ctx := context.Background()
-	b, _ := newBucket(t, nil)
+	b, d := newBucket(t, nil)
 	a1 := mustPut(t, b, "m", []byte("1"))
 	a2, err := b.Put(ctx, "m", []byte("2"), &blob.PutOptions{IfMatch: a1.ETag})
 	if err != nil {
@@ -331,6 +331,11 @@ func TestIfMatch(t *testing.T) {
 	wantCode(t, err, blob.CodePreconditionFailed, "put IfMatch on a missing key")
 	if _, err := b.Stat(ctx, "missing"); !blob.IsNotExist(err) {
 		t.Fatalf("a lost IfMatch created the key: %v", err)
+	}
+	_, err = b.Put(ctx, "no/such/dir", []byte("x"), &blob.PutOptions{IfMatch: a2.ETag})
+	wantCode(t, err, blob.CodePreconditionFailed, "put IfMatch under a missing directory")
+	if _, err := os.Stat(filepath.Join(d.Root(), "no")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a lost IfMatch created directories: %v", err)
 	}
 	// Compare-and-swap increments from racing goroutines are all counted.
 	mustPut(t, b, "counter", []byte("0"))

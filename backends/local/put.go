@@ -60,8 +60,13 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	}
 	dir, name := splitKey(key)
 	for attempt := 0; ; attempt++ {
-		p, err := d.openDirs(ctx, key, dir, true)
+		// A compare-and-swap needs an existing key, so it creates no
+		// directories: a missing one means a failed precondition.
+		p, err := d.openDirs(ctx, key, dir, opts.IfMatch == "")
 		if err != nil {
+			if opts.IfMatch != "" && d.ErrorCode(err) == blob.CodeNotExist {
+				return blob.Attrs{}, preconditionf("key %q does not exist, so it cannot match ETag %s", key, opts.IfMatch)
+			}
 			return blob.Attrs{}, err
 		}
 		err = d.commit(ctx, key, p, name, tmpFD, t, opts)
