@@ -1,0 +1,641 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// committer stores jobs in order, makes them durable, publishes progress and
+// reports flushes. It runs on one goroutine and owns the active segment.
+type committer struct {
+	w       *Writer
+	ctx     context.Context
+	nextSeq uint64
+
+	// What is published, and what the next publication will say.
+	pubTs, pubSeq uint64
+	pubHasSeq     bool
+	lastSeq       uint64 // highest seq holding durable data of this epoch
+	hasData       bool
+
+	// The local (append) path.
+	act           *activeSeg
+	unsynced      []*blockTask // frames not durable yet, in order: in act after its last sync unless broken
+	unsyncedBytes int64
+	broken        bool // an append, sync or seal failed: act must be rewound and unsynced written again
+	ageTimer      *time.Timer
+
+	// The object-store path.
+	obj         *objectSeg
+	objBuf      bytes.Buffer
+	unpublished []string // objects put since the last publication
+
+	attempts int // failures in the current job
+}
+
+// activeSeg is the active segment of the local path.
+type activeSeg struct {
+	name         segment.Name
+	key          string
+	af           blob.AppendFile
+	sw           *segment.Writer
+	hdr          segment.Header
+	syncedSize   int64 // bytes known durable
+	syncedBlocks int   // blocks known durable
+	pubSize      int64 // bytes durable when the progress was last published
+	pubBlocks    int
+}
+
+// objectSeg is the segment object being assembled on the object-store path.
+type objectSeg struct {
+	hdr    segment.Header
+	sw     *segment.Writer
+	sealed bool
+}
+
+func newCommitter(w *Writer, nextSeq uint64, st meta.WriterState) *committer {
+	return &committer{
+		w: w, ctx: w.ctx, nextSeq: nextSeq,
+		pubTs: st.FlushedTs, pubSeq: st.Seq, pubHasSeq: st.HasSeq,
+	}
+}
+
+// countingFile counts what reaches an append file.
+type countingFile struct {
+	blob.AppendFile
+	n *Writer
+}
+
+func (c countingFile) Write(p []byte) (int, error) {
+	n, err := c.AppendFile.Write(p)
+	c.n.stats.stored.Add(int64(n))
+	c.n.m.stored.Add(float64(n))
+	return n, err
+}
+
+func (c *committer) run() {
+	w := c.w
+	defer close(w.commitDone)
+	defer c.abandon()
+	for {
+		var age <-chan time.Time
+		if c.ageTimer != nil {
+			age = c.ageTimer.C
+		}
+		select {
+		case j, ok := <-w.jobs:
+			if !ok {
+				return
+			}
+			if w.Err() != nil {
+				c.drop(j, w.Err())
+				continue
+			}
+			if err := c.commit(j); err != nil {
+				if c.ctx.Err() == nil || w.Err() != nil {
+					w.fail(err)
+				}
+				// else: Close gave up; the writer is not broken.
+				c.drop(j, err)
+			}
+		case <-age:
+			c.ageTimer = nil
+			c.attempts = 0
+			if err := c.retry(c.sealActive); err != nil {
+				w.fail(err)
+			}
+		}
+	}
+}
+
+// drop fails a job that will never be stored.
+func (c *committer) drop(j *job, err error) {
+	for t := range j.tasks {
+		select {
+		case <-t.done:
+			t.release()
+		default:
+			// Its worker may still hold it; leave it to the GC.
+		}
+	}
+	for _, ch := range j.waiters {
+		ch <- flushResult{err: err}
+	}
+	c.w.quota.release(j.quota)
+	c.w.m.buffered.Sub(float64(j.quota))
+}
+
+// commit stores one job, makes it durable, publishes the progress and
+// reports it.
+func (c *committer) commit(j *job) error {
+	w := c.w
+	c.attempts = 0
+	var blocks int64
+	for {
+		var t *blockTask
+		var ok bool
+		select {
+		case t, ok = <-j.tasks:
+		case <-c.ctx.Done():
+			return c.aborted()
+		}
+		if !ok {
+			break
+		}
+		select {
+		case <-t.done:
+		case <-c.ctx.Done():
+			return c.aborted()
+		}
+		if t.err != nil {
+			return fmt.Errorf("writer: encode block: %w", t.err)
+		}
+		blocks++
+		var err error
+		if w.append {
+			err = c.retry(func() error { return c.appendFrame(t) })
+		} else {
+			err = c.retry(func() error { return c.addToObject(t) })
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var err error
+	if w.append {
+		err = c.retry(c.syncActive)
+		if err == nil && j.final {
+			err = c.retry(c.sealActive)
+		}
+	} else {
+		err = c.retry(c.putObject)
+	}
+	if err != nil {
+		return err
+	}
+	// Durable. The memory can go.
+	w.quota.release(j.quota)
+	w.m.buffered.Sub(float64(j.quota))
+
+	ts := max(w.flushed.Load(), j.resolved)
+	if err := c.retry(func() error { return c.publish(ts) }); err != nil {
+		return err
+	}
+	w.flushed.Store(ts)
+	w.stats.events.Add(j.records)
+	w.stats.rows.Add(j.rows)
+	w.stats.ddls.Add(j.ddls)
+	w.stats.payload.Add(j.payload)
+	w.stats.blocks.Add(blocks)
+	w.stats.flushes.Add(1)
+	w.m.rows.Add(float64(j.rows))
+	w.m.ddls.Add(float64(j.ddls))
+	w.m.payload.Add(float64(j.payload))
+	w.m.flushedTs.Set(float64(ts))
+	w.m.flushDuration.Observe(time.Since(j.start).Seconds())
+	for _, ch := range j.waiters {
+		ch <- flushResult{ts: ts}
+	}
+	return nil
+}
+
+// aborted is the error of a job cut short by the pipeline's end.
+func (c *committer) aborted() error {
+	if err := c.w.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("writer: flush aborted: %w", ErrClosed)
+}
+
+// retry runs op until it succeeds, backing off between failures, as long as
+// the job's retry budget lasts. A fence or the pipeline's end stops it at
+// once.
+func (c *committer) retry(op func() error) error {
+	w := c.w
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		var p permanent
+		if errors.Is(err, blob.ErrFenced) || errors.As(err, &p) {
+			return err
+		}
+		if c.ctx.Err() != nil {
+			return c.aborted()
+		}
+		if c.attempts >= w.o.RetryAttempts {
+			return fmt.Errorf("writer: flush failed after %d retries: %w", c.attempts, err)
+		}
+		wait := w.o.RetryBackoff << min(c.attempts, 30)
+		if wait <= 0 || wait > w.o.RetryMaxBackoff {
+			wait = w.o.RetryMaxBackoff
+		}
+		c.attempts++
+		w.stats.retries.Add(1)
+		w.m.retries.Inc()
+		w.log.Warn("flush failed; retrying", "err", err, "attempt", c.attempts, "backoff", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return c.aborted()
+		}
+	}
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// publish records the progress in the lease when it changed.
+func (c *committer) publish(ts uint64) error {
+	seq := c.pubSeq
+	if c.hasData {
+		seq = c.lastSeq
+	}
+	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && c.hasData {
+		if err := c.w.lease.Publish(c.ctx, ts, seq); err != nil {
+			if errors.Is(err, blob.ErrFenced) {
+				c.retract()
+			}
+			return err
+		}
+		c.pubTs, c.pubSeq, c.pubHasSeq = ts, seq, true
+	}
+	if a := c.act; a != nil {
+		a.pubSize, a.pubBlocks = a.syncedSize, a.syncedBlocks
+	}
+	c.unpublished = c.unpublished[:0]
+	return nil
+}
+
+// retract removes, best effort, what this writer stored after its last
+// publication once it learns it was fenced: readers would skip it (segments
+// above the fence) or read it as duplicates (appends to the fenced segment),
+// and the new epoch writes those events again anyway.
+func (c *committer) retract() {
+	w := c.w
+	if a := c.act; a != nil {
+		if a.pubBlocks > 0 {
+			if err := a.af.Truncate(a.pubSize); err != nil {
+				w.log.Warn("fenced: cannot cut the active segment back to its published size", "key", a.key, "err", err)
+			}
+		} else {
+			a.af.Close()
+			c.act = nil
+			w.b.Delete(context.Background(), a.key)
+		}
+	}
+	if len(c.unpublished) > 0 {
+		if err := w.b.Delete(context.Background(), c.unpublished...); err != nil {
+			w.log.Warn("fenced: cannot delete segments put after the fence", "err", err)
+		}
+		c.unpublished = nil
+	}
+}
+
+// The local path.
+
+// appendFrame appends a frame to the active segment. It is retried until it
+// succeeds: a call after a failure first repairs the segment, which writes
+// the frame again if it was already queued.
+func (c *committer) appendFrame(t *blockTask) error {
+	if err := c.repair(); err != nil {
+		return err
+	}
+	if t.queued {
+		return nil // the repair wrote it
+	}
+	if err := c.prepareFor(t); err != nil {
+		return err
+	}
+	if err := c.write(t); err != nil {
+		return err
+	}
+	// Bound the frames kept for a redo: a huge flush is made durable piece
+	// by piece.
+	if c.unsyncedBytes >= c.w.o.FlushBytes {
+		return c.syncActive()
+	}
+	return nil
+}
+
+// prepareFor makes the active segment ready to take t: it seals the current
+// one first when t would take it past the size limit, or when t starts below
+// its last record (the catch-up of a span added behind the writer), and it
+// opens a new one when there is none.
+func (c *committer) prepareFor(t *blockTask) error {
+	if a := c.act; a != nil && len(a.sw.Blocks()) > 0 {
+		last, _ := a.sw.LastTs()
+		if t.frame.Info().MinTs < last || a.sw.Offset()+int64(t.frame.Len()) > c.w.o.MaxSegmentBytes {
+			if err := c.sealActive(); err != nil {
+				return err
+			}
+		}
+	}
+	if c.act == nil {
+		return c.openActive()
+	}
+	return nil
+}
+
+// write queues t for a redo and appends it to the active segment.
+func (c *committer) write(t *blockTask) error {
+	t.queued = true
+	c.unsynced = append(c.unsynced, t)
+	c.unsyncedBytes += int64(t.frame.Len())
+	if err := c.act.sw.AppendFrame(&t.frame); err != nil {
+		c.broken = true
+		return err
+	}
+	return nil
+}
+
+// openActive starts a new active segment.
+func (c *committer) openActive() error {
+	w := c.w
+	seq := c.nextSeq
+	c.nextSeq++
+	hdr := segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp, Created: time.Now()}
+	name := hdr.ActiveName()
+	key := name.Format()
+	af, err := w.b.OpenAppend(c.ctx, key)
+	if err != nil {
+		return err
+	}
+	if size := af.Size(); size != 0 {
+		// Only this process writes names of this epoch, and this seq is new
+		// to it: the file is a leftover of a failed attempt. Skip the seq.
+		af.Close()
+		return fmt.Errorf("writer: new active segment %s is not empty (%d bytes)", key, size)
+	}
+	sw, err := segment.NewWriter(countingFile{af, w}, hdr, nil)
+	if err != nil {
+		af.Close()
+		c.w.b.Delete(c.ctx, key)
+		return err
+	}
+	c.act = &activeSeg{name: name, key: key, af: af, sw: sw, hdr: hdr}
+	if w.o.MaxSegmentAge > 0 {
+		c.ageTimer = time.NewTimer(w.o.MaxSegmentAge)
+	}
+	w.log.Debug("segment opened", "key", key)
+	return nil
+}
+
+// syncActive makes everything appended to the active segment durable.
+func (c *committer) syncActive() error {
+	if err := c.repair(); err != nil {
+		return err
+	}
+	a := c.act
+	if a == nil || a.syncedSize == a.sw.Offset() {
+		return nil
+	}
+	if c.w.o.Sync == SyncEveryFlush {
+		start := time.Now()
+		err := a.af.Sync()
+		c.w.m.fsyncDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			c.broken = true
+			return err
+		}
+	}
+	c.synced()
+	return nil
+}
+
+// synced records that the active segment is durable as it stands.
+func (c *committer) synced() {
+	a := c.act
+	a.syncedSize = a.sw.Offset()
+	a.syncedBlocks = len(a.sw.Blocks())
+	if a.syncedBlocks > 0 {
+		c.lastSeq, c.hasData = a.hdr.Seq, true
+	}
+	for _, t := range c.unsynced {
+		t.release()
+	}
+	clear(c.unsynced)
+	c.unsynced = c.unsynced[:0]
+	c.unsyncedBytes = 0
+}
+
+// sealActive syncs the active segment, writes its footer and renames it to
+// its sealed name. An active segment without blocks is deleted instead.
+func (c *committer) sealActive() error {
+	if err := c.syncActive(); err != nil {
+		return err
+	}
+	a := c.act
+	if a == nil {
+		return nil
+	}
+	w := c.w
+	if a.syncedBlocks == 0 {
+		a.af.Close()
+		c.act = nil
+		c.stopAge()
+		return w.b.Delete(c.ctx, a.key)
+	}
+	f, err := a.sw.Seal()
+	if err != nil {
+		c.broken = true
+		return err
+	}
+	start := time.Now()
+	final := a.hdr.SealedName(f.MinTs, f.MaxTs).Format()
+	if _, err := a.af.Seal(c.ctx, final); err != nil {
+		c.broken = true
+		return err
+	}
+	w.m.fsyncDuration.Observe(time.Since(start).Seconds())
+	c.act = nil
+	c.stopAge()
+	w.stats.segments.Add(1)
+	w.m.segments.Inc()
+	w.log.Debug("segment sealed", "key", final, "blocks", len(f.Blocks), "min_ts", f.MinTs, "max_ts", f.MaxTs)
+	return nil
+}
+
+func (c *committer) stopAge() {
+	if c.ageTimer != nil {
+		c.ageTimer.Stop()
+		c.ageTimer = nil
+	}
+}
+
+// repair rewinds the active segment to its last durable point after a
+// failure and appends the frames that were not durable again. When the
+// segment cannot be rewound it is abandoned, unsealed, with its durable
+// prefix (the next Open recovers it), and the frames go to a new segment.
+// Redoing the frames, rather than syncing again, matters: after a failed
+// fsync the kernel may have dropped the dirty pages, and a second fsync that
+// succeeds proves nothing about them.
+func (c *committer) repair() error {
+	if !c.broken {
+		return nil
+	}
+	w := c.w
+	if a := c.act; a != nil {
+		if a.syncedBlocks == 0 {
+			// Nothing durable: drop the segment; the frames go to a new
+			// one under the next seq.
+			a.af.Close()
+			if err := w.b.Delete(c.ctx, a.key); err != nil {
+				w.log.Warn("cannot delete a failed segment", "key", a.key, "err", err)
+			}
+			c.act = nil
+		} else {
+			err := a.af.Truncate(a.syncedSize)
+			if err == nil {
+				var sw *segment.Writer
+				sw, err = segment.ResumeWriter(countingFile{a.af, w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
+				if err == nil {
+					a.sw = sw
+				}
+			}
+			if err != nil {
+				w.log.Warn("abandoning an active segment that cannot be rewound; the next open recovers it", "key", a.key, "err", err)
+				a.af.Close()
+				c.act = nil
+			}
+		}
+		if c.act == nil {
+			c.stopAge()
+		}
+	}
+	c.broken = false
+	redo := c.unsynced
+	c.unsynced = nil
+	c.unsyncedBytes = 0
+	for i, t := range redo {
+		if err := c.prepareFor(t); err != nil {
+			c.unsynced = append(c.unsynced, redo[i:]...)
+			for _, r := range redo[i:] {
+				c.unsyncedBytes += int64(r.frame.Len())
+			}
+			c.broken = true
+			return err
+		}
+		if err := c.write(t); err != nil {
+			c.unsynced = append(c.unsynced, redo[i+1:]...)
+			for _, r := range redo[i+1:] {
+				c.unsyncedBytes += int64(r.frame.Len())
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// abandon closes the active segment unsealed when the committer stops
+// without sealing it (an abort, or a fatal error).
+func (c *committer) abandon() {
+	c.stopAge()
+	if c.act != nil {
+		c.act.af.Close()
+		c.act = nil
+	}
+	for _, t := range c.unsynced {
+		t.release()
+	}
+	c.unsynced = nil
+}
+
+// The object-store path.
+
+// addToObject adds a frame to the segment object being assembled, putting
+// the object first when the frame would take it past the size limit.
+func (c *committer) addToObject(t *blockTask) error {
+	w := c.w
+	if c.obj != nil && c.obj.sw.Stats().Blocks > 0 {
+		last, _ := c.obj.sw.LastTs()
+		if t.frame.Info().MinTs < last || c.obj.sw.Offset()+int64(t.frame.Len())+footerReserve(c.obj.sw) > w.o.MaxSegmentBytes {
+			if err := c.putObject(); err != nil {
+				return err
+			}
+		}
+	}
+	if c.obj == nil {
+		seq := c.nextSeq
+		c.nextSeq++
+		hdr := segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp, Created: time.Now()}
+		c.objBuf.Reset()
+		sw, err := segment.NewWriter(&c.objBuf, hdr, nil)
+		if err != nil {
+			return err
+		}
+		c.obj = &objectSeg{hdr: hdr, sw: sw}
+	}
+	// Writing to memory cannot fail.
+	if err := c.obj.sw.AppendFrame(&t.frame); err != nil {
+		return err
+	}
+	t.release()
+	return nil
+}
+
+// footerReserve is what the footer and trailer of sw will take with one more
+// block.
+func footerReserve(sw *segment.Writer) int64 {
+	return int64(segment.FooterFixedSize + 4 + (len(sw.Blocks())+1)*segment.IndexEntrySize + segment.TrailerSize)
+}
+
+// putObject seals the object being assembled and puts it, if-not-exists.
+func (c *committer) putObject() error {
+	o := c.obj
+	if o == nil {
+		return nil
+	}
+	w := c.w
+	if !o.sealed {
+		if _, err := o.sw.Seal(); err != nil {
+			return err
+		}
+		o.sealed = true
+	}
+	st := o.sw.Stats()
+	name := o.hdr.SealedName(st.MinTs, st.MaxTs)
+	key := name.Format()
+	data := c.objBuf.Bytes()
+	start := time.Now()
+	_, err := w.b.Put(c.ctx, key, data, &blob.PutOptions{IfNotExist: true})
+	w.m.uploadDuration.Observe(time.Since(start).Seconds())
+	if blob.IsPreconditionFailed(err) {
+		// Only this epoch writes this name: an earlier attempt whose answer
+		// was lost may have stored it. If it holds exactly these bytes, that
+		// attempt succeeded.
+		got, rerr := w.b.ReadAll(c.ctx, key)
+		switch {
+		case rerr != nil:
+			return rerr
+		case !bytes.Equal(got, data):
+			// Only a second process with this epoch could have written
+			// it, which the lease rules out: never overwrite, stop.
+			return permanent{fmt.Errorf("writer: segment %s exists with other contents: %w", key, err)}
+		}
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	w.stats.stored.Add(int64(len(data)))
+	w.m.stored.Add(float64(len(data)))
+	w.stats.segments.Add(1)
+	w.m.segments.Inc()
+	c.lastSeq, c.hasData = o.hdr.Seq, true
+	c.unpublished = append(c.unpublished, key)
+	c.obj = nil
+	return nil
+}

@@ -1,0 +1,107 @@
+// Package writer is redokit's redo writer: it takes the row changes and DDLs
+// of a CDC system, span by span, and makes them durable in a log's segments,
+// sorted by commit ts, before the system writes them downstream.
+//
+// # Model
+//
+// A [Writer] serves one writer ID of one log (see segment.Name). The caller
+// adds spans ([Writer.AddSpan]: a table or a key range, named by a [SpanID]),
+// writes each span's events in non-decreasing commit ts ([Writer.Write]), and
+// advances each span's resolved ts ([Writer.AdvanceResolved]): the promise
+// that no more events at or below it will come for that span.
+//
+// The writer's resolved ts is the minimum resolved ts of its spans. With no
+// spans it is the highest resolved ts the writer has seen (from any span, or
+// the previous epoch's flushed ts): a writer with nothing to wait for
+// promises as much as it was ever told, and no more, so a span added later
+// behind it is a catch-up (below), not a contradiction.
+//
+// The flushed resolved ts ([Writer.FlushedTs], returned by [Writer.Flush]) is
+// the largest ts such that every event at or below it, of every span, is
+// durable and the writer's progress (meta.Lease.Publish) says so. It never
+// goes backwards.
+//
+// # Flushing
+//
+// A flush runs every FlushInterval, as soon as FlushBytes are buffered and the
+// resolved ts has moved, and on [Writer.Flush]. It takes every buffered event
+// at or below the writer's resolved ts R, in flush order — commit ts, then
+// rows before DDLs of the same ts, then the order the events arrived in —
+// and stores them in blocks of about BlockSize (segment format). Events above
+// R stay buffered. Only when the blocks are durable does the flushed ts move
+// to max(flushed ts, R), and the writer publishes (flushed ts, highest seq
+// holding flushed data) when either changed.
+//
+// Durability depends on the backend:
+//
+//   - one that can append (blob.Appender: local disk) keeps one active
+//     segment, <epoch>-<seq>.active, appends each flush's blocks to it and
+//     fdatasyncs it (SyncEveryFlush); it is sealed — footer, fsync, rename to
+//     its sealed name, directory fsync — when the next block would take it
+//     past MaxSegmentBytes, when it is MaxSegmentAge old, and at Close;
+//   - an object store gets one immutable segment object per flush, created
+//     with if-not-exists, split at MaxSegmentBytes.
+//
+// Each segment is sorted by commit ts. A span added behind the writer (its
+// start ts below the flushed ts, as when it moves here from a failed writer)
+// has catch-up events below what the active segment already holds: they go
+// to a new segment, and the reader merges segments by their ts ranges.
+//
+// # Pipeline
+//
+// Write encodes events (codec) on the caller's goroutine into per-span
+// buffers, so the caller may reuse its events and the quota counts exact
+// bytes. A flush loop cuts jobs and merges each job's per-span runs into
+// blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
+// in parallel; one committer goroutine appends the finished frames in order,
+// syncs or uploads, and publishes. While the committer syncs or uploads flush
+// N, flush N+1 is merged and compressed: the blocks waiting for the
+// committer are bounded by about FlushBytes, so compression runs ahead of
+// storage without unbounded queues.
+//
+// # Memory and back-pressure
+//
+// Events hold MemoryQuota bytes (their encoding plus a small per-event
+// overhead) from Write until they are durable. A Write that would pass the
+// quota blocks until a flush frees memory or its ctx ends; the time spent
+// blocked is counted (Stats.Backpressure, the backpressure_seconds_total
+// metric). Only events at or below the resolved ts can be flushed, so the
+// quota must hold what arrives between resolved-ts advances. Besides the
+// quota, in-flight blocks take about twice FlushBytes.
+//
+// # Failures
+//
+// A failed put, append, sync, seal or publication is retried with exponential
+// backoff (RetryBackoff doubling to RetryMaxBackoff, at most RetryAttempts
+// times per flush); the flushed ts does not move meanwhile. On the local path
+// a retry rewinds the active segment to its last successful sync (truncate)
+// and appends the frames again, because after a failed fsync the kernel may
+// have dropped the pages, and a later fsync that succeeds proves nothing
+// about them. A flush that fails past its retries stops the writer, and so
+// does blob.ErrFenced (another process took the writer ID): every later call
+// returns that error ([Writer.Err]). Only Open with the same writer ID (a new
+// epoch, with recovery) goes on from there.
+//
+// # Restart
+//
+// Open takes the writer's lease (meta.AcquireWriter: a new epoch that fences
+// the previous one) and lists the writer's segments. Sequence numbers go on
+// from the highest seq of any epoch (a new writer starts at 1; seq 0 is never
+// used). On local disk each active segment an earlier epoch left is:
+// deleted, when the new epoch's fence does not accept it (it was written
+// after the last progress its epoch published, so it holds nothing reported);
+// left alone, when another process still holds it open (a zombie); otherwise
+// recovered with segment.Recover: its torn tail is cut at the last whole
+// block, and — for the previous epoch — so are the whole blocks above that
+// epoch's published flushed ts (never reported; the CDC system writes those
+// events again), and the rest is sealed under the segment's own old-epoch
+// name (deleted if empty). Nothing reported flushed is lost; damage anywhere
+// but the tail makes Open fail with an error naming the segment.
+//
+// # Close
+//
+// Close flushes what is resolved, seals the active segment, publishes the
+// progress and stops the pipeline. It is idempotent. Events above the resolved
+// ts at Close are not written: the CDC system's next writer writes them from
+// the flushed ts on.
+package writer

@@ -1,0 +1,261 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+const testLog = "log-1"
+
+// testOptions are small, fast options for tests: the ticker never fires on
+// its own during a test, so flushes happen when the test says.
+func testOptions(writerID string) *Options {
+	return &Options{
+		LogID: testLog, WriterID: writerID,
+		FlushInterval: time.Hour,
+		BlockSize:     4 << 10,
+		RetryBackoff:  time.Millisecond, RetryMaxBackoff: 2 * time.Millisecond,
+	}
+}
+
+func memBucket() *blob.Bucket { return mem.New() }
+
+func localBucket(t testing.TB, dir string) *blob.Bucket {
+	t.Helper()
+	b, err := local.Open(dir, &local.Options{CreateDir: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func open(t testing.TB, b *blob.Bucket, o *Options) *Writer {
+	t.Helper()
+	w, err := Open(context.Background(), b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
+}
+
+// row makes a row event of a span; id is carried in a column so that tests
+// can tell events apart.
+func row(span SpanID, ts uint64, id int64) codec.Event {
+	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
+		StartTs: ts - 1, CommitTs: ts,
+		Table: codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)},
+		Columns: []codec.Column{
+			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(id)},
+			{Name: "v", Type: codec.TypeVarchar, Value: codec.StringValue(fmt.Sprintf("value of %d at %d", id, ts))},
+		},
+	}}
+}
+
+// bigRow is a row with a payload of about n bytes of compressible text.
+func bigRow(r *rand.Rand, span SpanID, ts uint64, id int64, n int) codec.Event {
+	ev := row(span, ts, id)
+	pad := make([]byte, n)
+	const alphabet = "abcdefghijklmnopqrstuvwxyz      0123456789"
+	for i := range pad {
+		pad[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	ev.Row.Columns = append(ev.Row.Columns, codec.Column{Name: "pad", Type: codec.TypeBlob, Value: codec.StringValue(string(pad))})
+	return ev
+}
+
+func ddl(span SpanID, ts uint64, query string) codec.Event {
+	t := codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)}
+	return codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+		StartTs: ts - 1, CommitTs: ts, Table: t, Type: codec.ActionType(5), Query: query,
+		Tables: []codec.DDLTable{{TableName: t, Role: codec.RoleAffected}},
+	}}
+}
+
+// got is one event read back.
+type got struct {
+	seg  string
+	ts   uint64
+	kind segment.Kind
+	span SpanID
+	id   int64  // rows: the id column
+	ddl  string // DDLs: the query
+}
+
+func (g got) String() string {
+	if g.kind == segment.KindDDL {
+		return fmt.Sprintf("ddl(span %d @%d %q)", g.span, g.ts, g.ddl)
+	}
+	return fmt.Sprintf("row(span %d @%d id %d)", g.span, g.ts, g.id)
+}
+
+// readOpts say how readLog reads.
+type readOpts struct {
+	fenced bool // skip segments the writers' fences do not accept
+}
+
+// readLog reads every segment of the log, sealed ones with a Reader and
+// active ones with a Scanner (a torn tail ends them), checks that each is in
+// commit-ts order with rows before DDLs at one ts, checks each record's
+// commit ts against its decoded event, and returns the events in segment
+// name order.
+func readLog(t testing.TB, b *blob.Bucket, ro readOpts) []got {
+	t.Helper()
+	ctx := context.Background()
+	var states map[string]*meta.WriterState
+	if ro.fenced {
+		var err error
+		if states, err = meta.ListWriterStates(ctx, b, testLog); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var keys []string
+	for a, err := range b.List(ctx, segment.LogPrefix(testLog)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, a.Key)
+	}
+	sort.Strings(keys)
+	var out []got
+	for _, key := range keys {
+		n, err := segment.ParseName(key)
+		if err != nil {
+			t.Fatalf("segment key %q: %v", key, err)
+		}
+		if ro.fenced {
+			if st := states[n.WriterID]; st != nil && !st.Accepts(n) {
+				continue
+			}
+		}
+		data, err := b.ReadAll(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, hdr := openSegment(t, key, n, data)
+		if hdr.Epoch != n.Epoch || hdr.Seq != n.Seq || hdr.WriterID != n.WriterID || hdr.LogID != n.LogID {
+			t.Fatalf("%s: header %+v disagrees with the name", key, hdr)
+		}
+		var prev *got
+		var ev codec.Event
+		for {
+			r, err := next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			if err := codec.DecodeEvent(r.Payload, &ev); err != nil {
+				t.Fatalf("%s: decode: %v", key, err)
+			}
+			if ev.CommitTs() != r.CommitTs {
+				t.Fatalf("%s: record at ts %d holds an event at %d", key, r.CommitTs, ev.CommitTs())
+			}
+			g := got{seg: key, ts: r.CommitTs, kind: r.Kind}
+			if ev.IsDDL() {
+				g.span, g.ddl = SpanID(ev.DDL.Table.PhysicalID), ev.DDL.Query
+			} else {
+				g.span, g.id = SpanID(ev.Row.Table.PhysicalID), ev.Row.Columns[0].Value.Int()
+			}
+			if prev != nil && (g.ts < prev.ts || g.ts == prev.ts && g.kind < prev.kind) {
+				t.Fatalf("%s: %v after %v: not in flush order", key, g, *prev)
+			}
+			if !n.Active && (g.ts < n.MinTs || g.ts > n.MaxTs) {
+				t.Fatalf("%s: %v outside the name's range", key, g)
+			}
+			out = append(out, g)
+			prev = &out[len(out)-1]
+		}
+	}
+	return out
+}
+
+// openSegment returns a record iterator over a segment's bytes.
+func openSegment(t testing.TB, key string, n segment.Name, data []byte) (func() (segment.Record, error), segment.Header) {
+	t.Helper()
+	if n.Active {
+		s := segment.NewScanner(bytes.NewReader(data), &segment.ScannerOptions{Object: key})
+		hdr, err := s.Header()
+		if err == io.EOF {
+			return func() (segment.Record, error) { return segment.Record{}, io.EOF }, segment.Header{LogID: n.LogID, WriterID: n.WriterID, Epoch: n.Epoch, Seq: n.Seq}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return s.Next, hdr
+	}
+	r, err := segment.NewReader(bytes.NewReader(data), int64(len(data)), &segment.ReaderOptions{Object: key})
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return r.Next, r.Header()
+}
+
+// segmentKeys lists the log's segment keys.
+func segmentKeys(t testing.TB, b *blob.Bucket) []string {
+	t.Helper()
+	var keys []string
+	for a, err := range b.List(context.Background(), segment.LogPrefix(testLog)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, a.Key)
+	}
+	return keys
+}
+
+func names(t testing.TB, keys []string) []segment.Name {
+	t.Helper()
+	var ns []segment.Name
+	for _, k := range keys {
+		n, err := segment.ParseName(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+func describe(gs []got) string {
+	var sb strings.Builder
+	for _, g := range gs {
+		sb.WriteString(g.String())
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func mustFlush(t testing.TB, w *Writer) uint64 {
+	t.Helper()
+	ts, err := w.Flush(context.Background())
+	if err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	return ts
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

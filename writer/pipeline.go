@@ -1,0 +1,321 @@
+package writer
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redokit/redokit/segment"
+)
+
+// job is one flush: the events it took, on their way to storage.
+type job struct {
+	resolved uint64 // the writer's resolved ts when the job was cut
+	runs     [][]rec
+	final    bool // Close's flush: seal the active segment after it
+	waiters  []chan flushResult
+	start    time.Time
+
+	records, rows, ddls int64
+	payload             int64 // encoded bytes
+	quota               int64 // quota bytes released when the job is durable
+
+	// tasks carries the job's blocks, in order, from the builder to the
+	// committer; it is closed after the last one. Its capacity bounds how
+	// far compression runs ahead of storage.
+	tasks chan *blockTask
+}
+
+// blockTask is one block: built by the loop, compressed by a worker,
+// written by the committer.
+type blockTask struct {
+	bb    *segment.BlockBuilder
+	frame segment.Frame
+	err   error
+	done  chan struct{} // closed by the worker
+
+	queued bool // the committer holds it for a redo (local path)
+}
+
+var builderPool = sync.Pool{New: func() any { return new(segment.BlockBuilder) }}
+
+// framePool holds frame buffers; a pointer to a slice avoids an allocation
+// per Put.
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+func (t *blockTask) release() {
+	if b := t.frame.Bytes(); b != nil {
+		p := framePool.Get().(*[]byte)
+		*p = b[:0]
+		framePool.Put(p)
+	}
+	t.frame = segment.Frame{}
+}
+
+// loop is the flush loop: it decides when to flush, cuts jobs and builds
+// their blocks. Building a job overlaps with the committer storing the one
+// before it.
+func (w *Writer) loop() {
+	defer close(w.loopDone)
+	defer close(w.tasks)
+	defer close(w.jobs)
+	t := time.NewTicker(w.o.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			w.answerPending()
+			return
+		case <-t.C:
+			w.flushOnce(false, nil, false)
+		case <-w.kick:
+			w.flushOnce(false, nil, false)
+		case req := <-w.reqs:
+			// Serve every request that is waiting with one job.
+			reqs := []*flushReq{req}
+		more:
+			for {
+				select {
+				case r := <-w.reqs:
+					reqs = append(reqs, r)
+				default:
+					break more
+				}
+			}
+			final := false
+			waiters := make([]chan flushResult, len(reqs))
+			for i, r := range reqs {
+				waiters[i] = r.done
+				final = final || r.final
+			}
+			w.flushOnce(true, waiters, final)
+			if final {
+				return
+			}
+		}
+	}
+}
+
+// answerPending fails the requests that arrive while the loop shuts down.
+func (w *Writer) answerPending() {
+	for {
+		select {
+		case r := <-w.reqs:
+			r.done <- flushResult{err: w.stoppedErr()}
+		default:
+			return
+		}
+	}
+}
+
+// flushOnce cuts a job (when force is set, or when the resolved ts moved
+// since the last cut), hands it to the committer and builds its blocks.
+func (w *Writer) flushOnce(force bool, waiters []chan flushResult, final bool) {
+	j := w.cut(force)
+	if j == nil {
+		return
+	}
+	j.waiters, j.final = waiters, final
+	select {
+	case w.jobs <- j:
+	case <-w.ctx.Done():
+		for _, c := range waiters {
+			c <- flushResult{err: w.stoppedErr()}
+		}
+		return
+	}
+	w.build(j)
+}
+
+// cut takes every buffered event at or below the writer's resolved ts.
+func (w *Writer) cut(force bool) *job {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !force && w.changes == w.cutChanges {
+		return nil
+	}
+	w.cutChanges = w.changes
+	j := &job{resolved: w.resolvedLocked(), start: time.Now()}
+	take := func(s *spanBuf) {
+		run, bytes := s.take(j.resolved)
+		if len(run) == 0 {
+			return
+		}
+		sortRun(run)
+		j.runs = append(j.runs, run)
+		j.quota += bytes
+		j.records += int64(len(run))
+		for i := range run {
+			j.payload += int64(len(run[i].data))
+			if run[i].kind == segment.KindDDL {
+				j.ddls++
+			}
+		}
+	}
+	for _, s := range w.spans {
+		take(s)
+	}
+	kept := w.retired[:0]
+	for _, s := range w.retired {
+		take(s)
+		if len(s.recs) > 0 {
+			kept = append(kept, s)
+		}
+	}
+	clear(w.retired[len(kept):])
+	w.retired = kept
+	j.rows = j.records - j.ddls
+	w.pending -= j.quota
+	// Enough blocks to cover a threshold flush may wait compressed for the
+	// committer, so that compression goes on while it syncs or uploads.
+	depth := max(2*w.o.Workers, int(w.o.FlushBytes/int64(w.o.BlockSize)))
+	j.tasks = make(chan *blockTask, min(depth, 1024))
+	return j
+}
+
+// build merges the job's runs in flush order into blocks and hands each to
+// the workers and, in order, to the committer.
+func (w *Writer) build(j *job) {
+	defer close(j.tasks)
+	bb := builderPool.Get().(*segment.BlockBuilder)
+	emit := func() bool {
+		t := &blockTask{bb: bb, done: make(chan struct{})}
+		bb = builderPool.Get().(*segment.BlockBuilder)
+		select {
+		case j.tasks <- t:
+		case <-w.ctx.Done():
+			return false
+		}
+		select {
+		case w.tasks <- t:
+		case <-w.ctx.Done():
+			return false
+		}
+		return true
+	}
+	ok := true
+	add := func(r *rec) {
+		if bb.Records() > 0 && bb.Len()+bb.RecordSize(r.ts, len(r.data)) > w.o.BlockSize {
+			if ok = emit(); !ok {
+				return
+			}
+		}
+		if err := bb.Append(r.ts, r.kind, r.data); err != nil {
+			// The merge yields commit-ts order and Write bounds sizes.
+			panic(fmt.Sprintf("writer: building a block: %v", err))
+		}
+		if bb.Len() >= w.o.BlockSize {
+			ok = emit()
+		}
+	}
+	merge(j.runs, func(r *rec) bool {
+		add(r)
+		return ok
+	})
+	if ok && bb.Records() > 0 {
+		emit()
+	}
+	bb.Reset()
+	builderPool.Put(bb)
+	// The records are in blocks now; the arena chunks may go once the
+	// job is durable and nothing else refers to them.
+	for i := range j.runs {
+		j.runs[i] = nil
+	}
+}
+
+// sortRun puts a span's run in flush order. It is in commit-ts order
+// already; only a DDL followed by rows of its own ts needs moving.
+func sortRun(run []rec) {
+	for i := 1; i < len(run); i++ {
+		if run[i].ts == run[i-1].ts && run[i].kind < run[i-1].kind {
+			slices.SortStableFunc(run, func(a, b rec) int {
+				switch {
+				case recLess(&a, &b):
+					return -1
+				case recLess(&b, &a):
+					return 1
+				}
+				return 0
+			})
+			return
+		}
+	}
+}
+
+// merge yields the records of the sorted runs in flush order (recLess) until
+// yield returns false.
+func merge(runs [][]rec, yield func(*rec) bool) {
+	switch len(runs) {
+	case 0:
+		return
+	case 1:
+		for i := range runs[0] {
+			if !yield(&runs[0][i]) {
+				return
+			}
+		}
+		return
+	}
+	// A binary min-heap of run cursors.
+	type cursor struct {
+		run []rec
+		i   int
+	}
+	h := make([]cursor, 0, len(runs))
+	for _, r := range runs {
+		if len(r) > 0 {
+			h = append(h, cursor{run: r})
+		}
+	}
+	less := func(a, b int) bool { return recLess(&h[a].run[h[a].i], &h[b].run[h[b].i]) }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			m := l
+			if r := l + 1; r < len(h) && less(r, l) {
+				m = r
+			}
+			if !less(m, i) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(h) > 0 {
+		c := &h[0]
+		if !yield(&c.run[c.i]) {
+			return
+		}
+		c.i++
+		if c.i == len(c.run) {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
+	}
+}
+
+// worker compresses and checksums blocks.
+func (w *Writer) worker() {
+	defer w.workers.Done()
+	var enc segment.FrameEncoder
+	for t := range w.tasks {
+		p := framePool.Get().(*[]byte)
+		t.frame, t.err = enc.Encode(*p, t.bb, w.comp)
+		*p = nil
+		framePool.Put(p)
+		t.bb.Reset()
+		builderPool.Put(t.bb)
+		t.bb = nil
+		close(t.done)
+	}
+}

@@ -1,0 +1,161 @@
+package writer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// restart looks at what earlier epochs of the writer ID left: it returns the
+// next sequence number (one above the highest of any epoch, so names keep
+// increasing across restarts) and, on an appendable backend, recovers the
+// active segments earlier epochs left unsealed.
+func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error) {
+	st := lease.State()
+	prefix := segment.WriterPrefix(w.o.LogID, w.o.WriterID)
+	var maxSeq uint64
+	var any bool
+	var actives []segment.Name
+	for a, err := range w.b.List(ctx, prefix) {
+		if err != nil {
+			return 0, fmt.Errorf("writer %s/%s: list %s: %w", w.o.LogID, w.o.WriterID, prefix, err)
+		}
+		n, err := segment.ParseName(a.Key)
+		if err != nil {
+			w.log.Warn("ignoring an object that is not a segment", "key", a.Key, "err", err)
+			continue
+		}
+		if !any || n.Seq > maxSeq {
+			maxSeq, any = n.Seq, true
+		}
+		if n.Active && n.Epoch < st.Epoch {
+			actives = append(actives, n)
+		}
+	}
+	if len(actives) > 0 && !w.append {
+		w.log.Warn("active segments on a backend that cannot append; leaving them", "count", len(actives))
+		actives = nil
+	}
+	for _, n := range actives {
+		if err := w.recoverActive(ctx, n, &st, lease.Previous); err != nil {
+			return 0, err
+		}
+	}
+	if !any {
+		// Seq 0 is never used, so that a published seq of 0 means "no
+		// segment" in every epoch's fence.
+		return 1, nil
+	}
+	return maxSeq + 1, nil
+}
+
+// recoverActive makes an earlier epoch's unsealed segment final:
+//
+//   - one the new epoch's fences do not accept (written after the last
+//     progress its epoch published) holds nothing that was reported
+//     flushed, and is deleted;
+//   - one that is still open elsewhere (a zombie holds its lock) is left
+//     alone: readers read it as an active segment, and the zombie's
+//     appends are beyond its fence anyway;
+//   - otherwise its torn tail is cut at the last whole block, and for the
+//     previous epoch so are the blocks above that epoch's published
+//     flushed ts (they were never reported, and the new epoch writes those
+//     events again: keeping them would only make duplicates); what is left
+//     is sealed under the segment's own (old-epoch) name, or deleted if
+//     nothing is.
+//
+// A segment that is damaged other than at its tail is an error naming it:
+// nothing is deleted, and Open fails.
+func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.WriterState, prev *meta.WriterState) error {
+	key := n.Format()
+	log := w.log.With("key", key)
+	if !st.Accepts(n) {
+		log.Info("deleting an unsealed segment written after its epoch's last published progress")
+		if err := w.b.Delete(ctx, key); err != nil {
+			return fmt.Errorf("writer: recover %s: delete: %w", key, err)
+		}
+		return nil
+	}
+	af, err := w.b.OpenAppend(ctx, key)
+	if blob.IsPreconditionFailed(err) {
+		log.Warn("an unsealed segment is still open in another process; leaving it", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writer: recover %s: %w", key, err)
+	}
+	sealed := false
+	defer func() {
+		if !sealed {
+			af.Close()
+		}
+	}()
+	rd, err := w.b.NewReader(ctx, key)
+	if err != nil {
+		return fmt.Errorf("writer: recover %s: %w", key, err)
+	}
+	rec, err := segment.Recover(rd, &segment.ScannerOptions{Object: key})
+	rd.Close()
+	if err != nil {
+		return fmt.Errorf("writer: recover: %w", err)
+	}
+	drop := func(why string) error {
+		log.Info("deleting an unsealed segment: "+why, "torn_bytes", rec.TornBytes)
+		af.Close()
+		sealed = true
+		if err := w.b.Delete(ctx, key); err != nil {
+			return fmt.Errorf("writer: recover %s: delete: %w", key, err)
+		}
+		return nil
+	}
+	if !rec.HasHeader {
+		return drop("no whole header")
+	}
+	h := rec.Header
+	if h.LogID != n.LogID || h.WriterID != n.WriterID || h.Epoch != n.Epoch || h.Seq != n.Seq {
+		return fmt.Errorf("writer: recover %s: its header says log %q writer %q epoch %d seq %d",
+			key, h.LogID, h.WriterID, h.Epoch, h.Seq)
+	}
+	keep := len(rec.Blocks)
+	if prev != nil && n.Epoch == prev.Epoch {
+		for i, b := range rec.Blocks {
+			if b.MaxTs > prev.FlushedTs {
+				keep = i
+				break
+			}
+		}
+	}
+	if keep == 0 {
+		return drop("no block at or below the published flushed ts")
+	}
+	var minTs, maxTs uint64
+	if rec.Sealed && keep == len(rec.Blocks) {
+		// The footer was written but the rename did not happen.
+		minTs, maxTs = rec.Footer.MinTs, rec.Footer.MaxTs
+	} else {
+		end := rec.Blocks[keep-1].End()
+		if err := af.Truncate(end); err != nil {
+			return fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
+		}
+		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], nil)
+		if err != nil {
+			return fmt.Errorf("writer: recover %s: %w", key, err)
+		}
+		f, err := sw.Seal()
+		if err != nil {
+			return fmt.Errorf("writer: recover %s: write the footer: %w", key, err)
+		}
+		minTs, maxTs = f.MinTs, f.MaxTs
+	}
+	final := h.SealedName(minTs, maxTs).Format()
+	if _, err := af.Seal(ctx, final); err != nil {
+		return fmt.Errorf("writer: recover %s: seal as %s: %w", key, final, err)
+	}
+	sealed = true
+	log.Info("recovered an unsealed segment", "sealed_as", final, "blocks", keep,
+		"dropped_blocks", len(rec.Blocks)-keep, "torn_bytes", rec.TornBytes)
+	return nil
+}

@@ -1,0 +1,560 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// SpanID identifies a span: a table, or a key range of a split table. The
+// caller chooses it (a table ID, or any number it assigns to a key range).
+type SpanID uint64
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("writer: closed")
+	// ErrUnknownSpan is returned for a span that was never added, or was
+	// removed.
+	ErrUnknownSpan = errors.New("writer: unknown span")
+	// ErrSpanExists is returned by AddSpan for a span that is already there.
+	ErrSpanExists = errors.New("writer: span already added")
+	// ErrOutOfOrder is returned by Write for an event whose commit ts is
+	// below that of the span's previous event.
+	ErrOutOfOrder = errors.New("writer: commit ts goes backwards within a span")
+	// ErrBelowResolved is returned by Write for an event at or below the
+	// span's resolved ts, which promised that no such event would come.
+	ErrBelowResolved = errors.New("writer: event at or below the span's resolved ts")
+)
+
+// errStopped is what a blocked Write sees when the writer stops under it; it
+// is replaced by the writer's own error.
+var errStopped = errors.New("writer: stopped")
+
+// Writer is the redo writer of one writer ID of one log. It is safe for
+// concurrent use: Write, AddSpan, RemoveSpan, AdvanceResolved, Flush and the
+// accessors may be called from any goroutine.
+type Writer struct {
+	b      *blob.Bucket
+	o      Options
+	comp   segment.Compression
+	lease  *meta.Lease
+	epoch  uint64
+	log    *slog.Logger
+	m      *metrics
+	append bool // the backend can append: the local-disk path
+
+	mu          sync.Mutex // guards the fields below
+	spans       map[SpanID]*spanBuf
+	retired     []*spanBuf // removed spans whose resolved events still wait for a flush
+	maxResolved uint64     // highest resolved ts any span (or the previous epoch) reached
+	changes     uint64     // bumped by every change that can make events flushable
+	cutChanges  uint64     // changes at the last cut
+	arrival     uint64
+	pending     int64 // quota bytes in span buffers, not yet cut
+	closing     bool
+
+	quota   *quota
+	flushed atomic.Uint64 // the flushed resolved ts reported so far
+	stats   counters
+
+	// The writer's fatal error, set once: fenced, or a flush that failed
+	// past its retries. stopped is closed when it is set, or when Close
+	// begins.
+	errMu   sync.Mutex
+	err     error
+	stopped chan struct{}
+	stopMu  sync.Once
+
+	ctx    context.Context // the pipeline's; canceled to abort
+	cancel context.CancelFunc
+	kick   chan struct{}
+	reqs   chan *flushReq
+	jobs   chan *job
+	tasks  chan *blockTask
+
+	loopDone   chan struct{}
+	commitDone chan struct{}
+	workers    sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// flushReq is a call of Flush or Close waiting for the loop.
+type flushReq struct {
+	final bool
+	done  chan flushResult
+}
+
+type flushResult struct {
+	ts  uint64
+	err error
+}
+
+// Open takes the lease of opts.WriterID in opts.LogID (a new epoch, fencing
+// any earlier holder), recovers what earlier epochs left unsealed, and starts
+// the writer. opts.LogID and opts.WriterID are required; nil or zero fields
+// take their defaults. The caller keeps ownership of b, which must stay open
+// until Close returns.
+func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	lease, err := meta.AcquireWriter(ctx, b, o.LogID, o.WriterID, &meta.AcquireOptions{Owner: o.Owner})
+	if err != nil {
+		return nil, fmt.Errorf("writer %s/%s: take the lease: %w", o.LogID, o.WriterID, err)
+	}
+	st := lease.State()
+	w := &Writer{
+		b: b, o: o, comp: o.Compression.segment(), lease: lease, epoch: st.Epoch,
+		log:     o.Logger.With("log", o.LogID, "writer", o.WriterID, "epoch", st.Epoch),
+		append:  b.CanAppend(),
+		spans:   map[SpanID]*spanBuf{},
+		quota:   newQuota(o.MemoryQuota),
+		stopped: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		reqs:    make(chan *flushReq),
+		jobs:    make(chan *job, 1),
+		tasks:   make(chan *blockTask, o.Workers),
+
+		loopDone:   make(chan struct{}),
+		commitDone: make(chan struct{}),
+	}
+	w.maxResolved = st.FlushedTs
+	w.flushed.Store(st.FlushedTs)
+	nextSeq, err := w.restart(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	if w.m, err = newMetrics(o.Registerer, o.LogID, o.WriterID); err != nil {
+		return nil, err
+	}
+	w.m.flushedTs.Set(float64(st.FlushedTs))
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	c := newCommitter(w, nextSeq, st)
+	for range o.Workers {
+		w.workers.Add(1)
+		go w.worker()
+	}
+	go w.loop()
+	go c.run()
+	w.log.Info("redo writer open", "flushed_ts", st.FlushedTs, "next_seq", nextSeq, "append", w.append,
+		"compression", string(o.Compression), "workers", o.Workers)
+	return w, nil
+}
+
+// Epoch returns the writer's epoch: segment names carry it.
+func (w *Writer) Epoch() uint64 { return w.epoch }
+
+// FlushedTs returns the flushed resolved ts: every event at or below it, of
+// every span of the writer, is durable and the writer's progress says so.
+func (w *Writer) FlushedTs() uint64 { return w.flushed.Load() }
+
+// ResolvedTs returns the writer's resolved ts now: the minimum resolved ts of
+// its spans, or with no spans the highest resolved ts it has seen. Flushes
+// move FlushedTs up to it (never down).
+func (w *Writer) ResolvedTs() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resolvedLocked()
+}
+
+// Err returns the error that stopped the writer for good (blob.ErrFenced
+// when another process took the writer ID, or a flush that failed past its
+// retries), or nil.
+func (w *Writer) Err() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+// fail records the writer's fatal error (the first one wins) and stops it.
+func (w *Writer) fail(err error) {
+	w.errMu.Lock()
+	if w.err == nil {
+		w.err = err
+		w.log.Error("redo writer stopped", "err", err)
+	}
+	w.errMu.Unlock()
+	w.stop()
+	w.cancel()
+}
+
+func (w *Writer) stop() { w.stopMu.Do(func() { close(w.stopped) }) }
+
+// usable returns the error every call returns once the writer stopped.
+func (w *Writer) usable() error {
+	if err := w.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	closing := w.closing
+	w.mu.Unlock()
+	if closing {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (w *Writer) resolvedLocked() uint64 {
+	if len(w.spans) == 0 {
+		return w.maxResolved
+	}
+	r := ^uint64(0)
+	for _, s := range w.spans {
+		r = min(r, s.resolved)
+	}
+	return r
+}
+
+// AddSpan adds a span whose resolved ts starts at startTs: its events must
+// have commit ts above it. A span may be added behind the writer (startTs
+// below FlushedTs, when it moves here from another writer): its catch-up
+// events are written in segments of their own, each still sorted, and
+// FlushedTs does not move until the span catches up.
+func (w *Writer) AddSpan(span SpanID, startTs uint64) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.spans[span]; ok {
+		return fmt.Errorf("%w: span %d", ErrSpanExists, span)
+	}
+	w.spans[span] = &spanBuf{id: span, resolved: startTs}
+	w.maxResolved = max(w.maxResolved, startTs)
+	w.changes++
+	return nil
+}
+
+// RemoveSpan removes a span (it moved to another writer, or its table is
+// gone). Its buffered events at or below its resolved ts are still flushed,
+// in order, when the writer's resolved ts reaches them; those above it are
+// dropped now, since no resolved ts here will ever cover them: the span's
+// next owner writes them again from its own start ts.
+func (w *Writer) RemoveSpan(span SpanID) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	s, ok := w.spans[span]
+	if !ok {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
+	}
+	delete(w.spans, span)
+	dropped := s.dropAbove(s.resolved)
+	w.pending -= dropped
+	if len(s.recs) > 0 {
+		w.retired = append(w.retired, s)
+	}
+	w.changes++
+	w.mu.Unlock()
+	w.quota.release(dropped)
+	w.m.buffered.Sub(float64(dropped))
+	return nil
+}
+
+// AdvanceResolved promises that no more events with commit ts <= ts will
+// come for the span. A ts at or below the span's resolved ts is ignored:
+// resolved ts never goes backwards.
+func (w *Writer) AdvanceResolved(span SpanID, ts uint64) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	s, ok := w.spans[span]
+	if !ok {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
+	}
+	if ts > s.resolved {
+		s.resolved = ts
+		w.maxResolved = max(w.maxResolved, ts)
+		w.changes++
+	}
+	pending := w.pending
+	w.mu.Unlock()
+	if pending >= w.o.FlushBytes {
+		w.poke()
+	}
+	return nil
+}
+
+// poke asks the loop for a threshold flush.
+func (w *Writer) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// scratch is a Write's encoding buffer.
+type scratch struct {
+	enc   []byte
+	ends  []int
+	ts    []uint64
+	kinds []segment.Kind
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Write buffers events of one span. Their commit ts must not go down (from
+// the span's previous event on) and must be above the span's resolved ts:
+// either violation is an error naming the span and the ts (ErrOutOfOrder,
+// ErrBelowResolved), and nothing of the call is written. DDLs are written
+// like rows, on the span that owns them.
+//
+// Write encodes the events before it returns, so the caller may reuse them.
+// When the memory quota is full it blocks until a flush frees memory or ctx
+// ends (back-pressure).
+func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	s, ok := w.spans[span]
+	var lastTs, resolved uint64
+	var written bool
+	if ok {
+		lastTs, resolved, written = s.lastTs, s.resolved, s.written
+	}
+	w.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
+	}
+	if err := checkEvents(span, events, lastTs, written, resolved); err != nil {
+		return err
+	}
+
+	sc := scratchPool.Get().(*scratch)
+	defer func() {
+		sc.enc, sc.ends, sc.ts, sc.kinds = sc.enc[:0], sc.ends[:0], sc.ts[:0], sc.kinds[:0]
+		scratchPool.Put(sc)
+	}()
+	var rows, ddls int64
+	for i := range events {
+		ev := &events[i]
+		start := len(sc.enc)
+		sc.enc = codec.AppendEvent(sc.enc, ev)
+		if n := len(sc.enc) - start; n > segment.MaxRecordSize {
+			return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
+				span, i, ev.CommitTs(), n, segment.MaxRecordSize)
+		}
+		sc.ends = append(sc.ends, len(sc.enc))
+		sc.ts = append(sc.ts, ev.CommitTs())
+		if ev.Kind == codec.DDLEvent {
+			sc.kinds = append(sc.kinds, segment.KindDDL)
+			ddls++
+		} else {
+			sc.kinds = append(sc.kinds, segment.KindRow)
+			rows++
+		}
+	}
+	n := int64(len(sc.enc)) + int64(len(events))*recOverhead
+
+	waited, err := w.quota.acquire(ctx, w.stopped, n, w.poke)
+	if waited > 0 {
+		w.stats.backpressure.Add(int64(waited))
+		w.m.backpressure.Add(waited.Seconds())
+	}
+	if err != nil {
+		if err == errStopped {
+			if err := w.usable(); err != nil {
+				return err
+			}
+			return ErrClosed
+		}
+		return err
+	}
+
+	w.mu.Lock()
+	cur, ok := w.spans[span]
+	switch {
+	case w.closing:
+		err = ErrClosed
+	case !ok || cur != s:
+		// Removed (and perhaps added again) while we waited.
+		err = fmt.Errorf("%w: span %d was removed", ErrUnknownSpan, span)
+	default:
+		// Another goroutine may have written or resolved the span while
+		// we waited; the first event decides, the rest were checked.
+		err = checkEvents(span, events[:1], s.lastTs, s.written, s.resolved)
+	}
+	if err != nil {
+		w.mu.Unlock()
+		w.quota.release(n)
+		return err
+	}
+	s.store(sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
+	w.arrival += uint64(len(events))
+	w.pending += n
+	pending := w.pending
+	w.mu.Unlock()
+
+	w.stats.writtenEvents.Add(int64(len(events)))
+	w.stats.writtenBytes.Add(int64(len(sc.enc)))
+	w.m.buffered.Add(float64(n))
+	if pending >= w.o.FlushBytes {
+		w.poke()
+	}
+	return nil
+}
+
+// checkEvents checks the order of events against the span's state.
+func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64) error {
+	for i := range events {
+		ev := &events[i]
+		if ev.Kind != codec.RowEvent && ev.Kind != codec.DDLEvent {
+			return fmt.Errorf("writer: span %d: event %d has unknown kind %d", span, i, ev.Kind)
+		}
+		ts := ev.CommitTs()
+		if written && ts < lastTs {
+			return fmt.Errorf("%w: span %d: event %d has commit ts %d, after an event at %d", ErrOutOfOrder, span, i, ts, lastTs)
+		}
+		if ts <= resolved {
+			return fmt.Errorf("%w: span %d: event %d has commit ts %d, at or below the span's resolved ts %d", ErrBelowResolved, span, i, ts, resolved)
+		}
+		lastTs, written = ts, true
+	}
+	return nil
+}
+
+// Flush flushes every buffered event at or below the writer's resolved ts
+// now, waits until they are durable and the progress is published, and
+// returns the flushed resolved ts. If ctx ends first, Flush returns its error
+// and the flush goes on.
+func (w *Writer) Flush(ctx context.Context) (uint64, error) {
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	return w.request(ctx, false)
+}
+
+func (w *Writer) request(ctx context.Context, final bool) (uint64, error) {
+	req := &flushReq{final: final, done: make(chan flushResult, 1)}
+	select {
+	case w.reqs <- req:
+	case <-w.loopDone:
+		return 0, w.stoppedErr()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		return r.ts, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// stoppedErr is the error of a writer whose pipeline is gone.
+func (w *Writer) stoppedErr() error {
+	if err := w.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// Close flushes what is resolved, seals the active segment, publishes the
+// progress and stops the writer. Later calls return the first one's result.
+// If ctx ends first, Close aborts: the active segment is closed unsealed (the
+// next Open of the writer ID recovers it) and ctx's error is returned. A
+// writer that was stopped by an error returns that error.
+func (w *Writer) Close(ctx context.Context) error {
+	w.closeOnce.Do(func() { w.closeErr = w.close(ctx) })
+	return w.closeErr
+}
+
+func (w *Writer) close(ctx context.Context) error {
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	var err error
+	if w.Err() == nil {
+		_, err = w.request(ctx, true)
+	}
+	w.stop() // wakes Writes blocked on the quota
+	if ctx.Err() != nil {
+		w.cancel()
+	}
+	select {
+	case <-w.commitDone:
+	case <-ctx.Done():
+		w.cancel()
+		<-w.commitDone
+	}
+	w.cancel()
+	<-w.loopDone
+	w.workers.Wait()
+	w.m.unregister()
+	if ferr := w.Err(); ferr != nil {
+		return ferr
+	}
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	w.log.Info("redo writer closed", "flushed_ts", w.FlushedTs())
+	return nil
+}
+
+// Stats counts what a writer did.
+type Stats struct {
+	// Events accepted by Write, and their encoded bytes.
+	WrittenEvents int64
+	WrittenBytes  int64
+	// Of those, what is durable: events (rows and DDLs) and their encoded
+	// bytes (the payload).
+	Events       int64
+	Rows         int64
+	DDLs         int64
+	PayloadBytes int64
+	// StoredBytes is what was written to storage: segment headers, block
+	// frames (compressed), footers; retried writes count again.
+	StoredBytes int64
+	Blocks      int64
+	Flushes     int64 // flushes that completed
+	Segments    int64 // segments completed: sealed, or put as objects
+	Retries     int64 // failed storage or publication attempts that were retried
+	// BufferedBytes are held in memory now (quota bytes), flushing or not.
+	BufferedBytes int64
+	// Backpressure is the time Writes spent blocked on the memory quota.
+	Backpressure time.Duration
+	FlushedTs    uint64
+}
+
+type counters struct {
+	writtenEvents, writtenBytes                 atomic.Int64
+	events, rows, ddls, payload, stored, blocks atomic.Int64
+	flushes, segments, retries, backpressure    atomic.Int64
+}
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() Stats {
+	c := &w.stats
+	return Stats{
+		WrittenEvents: c.writtenEvents.Load(), WrittenBytes: c.writtenBytes.Load(),
+		Events: c.events.Load(), Rows: c.rows.Load(), DDLs: c.ddls.Load(), PayloadBytes: c.payload.Load(),
+		StoredBytes: c.stored.Load(), Blocks: c.blocks.Load(), Flushes: c.flushes.Load(),
+		Segments: c.segments.Load(), Retries: c.retries.Load(),
+		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
+		FlushedTs: w.FlushedTs(),
+	}
+}

@@ -1,0 +1,493 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+func TestOptionsValidation(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket()
+	cases := []struct {
+		name string
+		o    *Options
+		want string
+	}{
+		{"nil", nil, "LogID and WriterID are required"},
+		{"no log", &Options{WriterID: "w"}, "LogID"},
+		{"no writer", &Options{LogID: "l"}, "WriterID"},
+		{"bad writer", &Options{LogID: "l", WriterID: "a/b"}, "WriterID"},
+		{"interval", &Options{LogID: "l", WriterID: "w", FlushInterval: -1}, "FlushInterval"},
+		{"threshold over quota", &Options{LogID: "l", WriterID: "w", FlushBytes: 2 << 20, MemoryQuota: 1 << 20}, "FlushBytes"},
+		{"segment", &Options{LogID: "l", WriterID: "w", MaxSegmentBytes: 100}, "MaxSegmentBytes"},
+		{"block", &Options{LogID: "l", WriterID: "w", BlockSize: -1}, "BlockSize"},
+		{"block over segment", &Options{LogID: "l", WriterID: "w", MaxSegmentBytes: 8 << 10, BlockSize: 16 << 10}, "BlockSize"},
+		{"compression", &Options{LogID: "l", WriterID: "w", Compression: "zstd"}, "Compression"},
+		{"sync", &Options{LogID: "l", WriterID: "w", Sync: 7}, "Sync"},
+		{"quota", &Options{LogID: "l", WriterID: "w", MemoryQuota: -5}, "MemoryQuota"},
+		{"workers", &Options{LogID: "l", WriterID: "w", Workers: -1}, "Workers"},
+		{"backoff", &Options{LogID: "l", WriterID: "w", RetryBackoff: time.Second, RetryMaxBackoff: time.Millisecond}, "RetryMaxBackoff"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Open(ctx, b, c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Open: got %v, want an error naming %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestFlushOrderAndGating writes interleaved spans with rows and DDLs, and
+// checks that a flush takes exactly the events at or below the writer's
+// resolved ts, in commit-ts order with rows before a DDL of the same ts, and
+// that the rest stays buffered until the resolved ts passes it.
+func TestFlushOrderAndGating(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var b *blob.Bucket
+			if backend == "mem" {
+				b = memBucket()
+			} else {
+				b = localBucket(t, t.TempDir())
+			}
+			w := open(t, b, testOptions("w1"))
+			must(t, w.AddSpan(1, 100))
+			must(t, w.AddSpan(2, 100))
+			// Span 1: a DDL and then a row at 120 (allowed: non-decreasing);
+			// the flush puts the row first.
+			must(t, w.Write(ctx, 1, row(1, 110, 1), ddl(1, 120, "ALTER t1"), row(1, 120, 2), row(1, 150, 3)))
+			must(t, w.Write(ctx, 2, row(2, 105, 10), row(2, 120, 11), row(2, 130, 12), row(2, 200, 13)))
+			must(t, w.AdvanceResolved(1, 140))
+			must(t, w.AdvanceResolved(2, 135))
+			if r := w.ResolvedTs(); r != 135 {
+				t.Fatalf("ResolvedTs = %d, want 135", r)
+			}
+			if ts := mustFlush(t, w); ts != 135 {
+				t.Fatalf("Flush = %d, want 135", ts)
+			}
+			gs := readLog(t, b, readOpts{})
+			want := []string{
+				"row(span 2 @105 id 10)", "row(span 1 @110 id 1)",
+				// Same ts: rows in arrival order, then the DDL.
+				"row(span 1 @120 id 2)", "row(span 2 @120 id 11)", "ddl(span 1 @120 \"ALTER t1\")",
+				"row(span 2 @130 id 12)",
+			}
+			checkGot(t, gs, want)
+			// Nothing more is resolved: a flush changes nothing.
+			if ts := mustFlush(t, w); ts != 135 {
+				t.Fatalf("second Flush = %d, want 135", ts)
+			}
+			checkGot(t, readLog(t, b, readOpts{}), want)
+
+			must(t, w.AdvanceResolved(1, 300))
+			must(t, w.AdvanceResolved(2, 300))
+			if ts := mustFlush(t, w); ts != 300 {
+				t.Fatalf("third Flush = %d, want 300", ts)
+			}
+			must(t, w.Close(ctx))
+			want = append(want, "row(span 1 @150 id 3)", "row(span 2 @200 id 13)")
+			checkGot(t, readLog(t, b, readOpts{}), want)
+			for _, n := range names(t, segmentKeys(t, b)) {
+				if n.Active {
+					t.Errorf("segment %s is still active after Close", n)
+				}
+			}
+			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w1")
+			must(t, err)
+			if st.FlushedTs != 300 || !st.HasSeq || st.Seq == 0 {
+				t.Fatalf("published state %+v, want flushed ts 300 and a seq", st)
+			}
+			s := w.Stats()
+			if s.Events != 8 || s.DDLs != 1 || s.Rows != 7 || s.FlushedTs != 300 || s.BufferedBytes != 0 {
+				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+func checkGot(t *testing.T, gs []got, want []string) {
+	t.Helper()
+	var have []string
+	for _, g := range gs {
+		have = append(have, g.String())
+	}
+	if strings.Join(have, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("read back:\n%s\nwant:\n%s", strings.Join(have, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	ctx := context.Background()
+	w := open(t, memBucket(), testOptions("w"))
+	must(t, w.AddSpan(7, 100))
+	if err := w.AddSpan(7, 5); !errors.Is(err, ErrSpanExists) {
+		t.Fatalf("AddSpan twice: %v", err)
+	}
+	if err := w.Write(ctx, 8, row(8, 200, 1)); !errors.Is(err, ErrUnknownSpan) {
+		t.Fatalf("Write to an unknown span: %v", err)
+	}
+	err := w.Write(ctx, 7, row(7, 200, 1), row(7, 190, 2))
+	if !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "span 7") || !strings.Contains(err.Error(), "190") {
+		t.Fatalf("regression within a call: %v", err)
+	}
+	must(t, w.Write(ctx, 7, row(7, 200, 1)))
+	if err := w.Write(ctx, 7, row(7, 199, 2)); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("regression across calls: %v", err)
+	}
+	// Equal ts is fine.
+	must(t, w.Write(ctx, 7, row(7, 200, 3)))
+	if err := w.Write(ctx, 7, row(7, 100, 4)); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("regression to the start ts: %v", err)
+	}
+	must(t, w.AdvanceResolved(7, 250))
+	must(t, w.AdvanceResolved(7, 150)) // ignored
+	if r := w.ResolvedTs(); r != 250 {
+		t.Fatalf("resolved ts went back to %d", r)
+	}
+	err = w.Write(ctx, 7, row(7, 250, 5))
+	if !errors.Is(err, ErrBelowResolved) || !strings.Contains(err.Error(), "250") {
+		t.Fatalf("event at the resolved ts: %v", err)
+	}
+	if err := w.Write(ctx, 7, codec.Event{Kind: 9}); err == nil {
+		t.Fatal("event of unknown kind accepted")
+	}
+	if err := w.AdvanceResolved(9, 1); !errors.Is(err, ErrUnknownSpan) {
+		t.Fatalf("AdvanceResolved of an unknown span: %v", err)
+	}
+	// Nothing of a failed call was written.
+	if ts := mustFlush(t, w); ts != 250 {
+		t.Fatalf("Flush = %d", ts)
+	}
+	if s := w.Stats(); s.Events != 2 {
+		t.Fatalf("%d events flushed, want 2", s.Events)
+	}
+	must(t, w.Close(ctx))
+	must(t, w.Close(ctx)) // idempotent
+	if err := w.Write(ctx, 7, row(7, 300, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if _, err := w.Flush(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+}
+
+// TestResolvedWithoutSpans checks the writer's resolved ts with no spans: the
+// highest it has seen, never lower.
+func TestResolvedWithoutSpans(t *testing.T) {
+	ctx := context.Background()
+	w := open(t, memBucket(), testOptions("w"))
+	if r := w.ResolvedTs(); r != 0 {
+		t.Fatalf("fresh writer resolved ts %d", r)
+	}
+	must(t, w.AddSpan(1, 100))
+	must(t, w.AddSpan(2, 50))
+	must(t, w.AdvanceResolved(1, 400))
+	if r := w.ResolvedTs(); r != 50 {
+		t.Fatalf("resolved ts %d, want the minimum 50", r)
+	}
+	must(t, w.RemoveSpan(2))
+	must(t, w.RemoveSpan(1))
+	if r := w.ResolvedTs(); r != 400 {
+		t.Fatalf("resolved ts without spans %d, want the highest seen, 400", r)
+	}
+	if ts := mustFlush(t, w); ts != 400 {
+		t.Fatalf("Flush = %d", ts)
+	}
+	must(t, w.Close(ctx))
+}
+
+// TestRemoveSpan checks that a removed span's resolved events are still
+// flushed in order, and its unresolved ones dropped.
+func TestRemoveSpan(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket()
+	w := open(t, b, testOptions("w"))
+	must(t, w.AddSpan(1, 100))
+	must(t, w.AddSpan(2, 100))
+	must(t, w.Write(ctx, 1, row(1, 110, 1), row(1, 210, 2)))
+	must(t, w.Write(ctx, 2, row(2, 120, 3), row(2, 180, 4)))
+	must(t, w.AdvanceResolved(1, 150))
+	must(t, w.RemoveSpan(1)) // keeps 110, drops 210
+	if err := w.Write(ctx, 1, row(1, 300, 9)); !errors.Is(err, ErrUnknownSpan) {
+		t.Fatalf("Write to a removed span: %v", err)
+	}
+	must(t, w.AdvanceResolved(2, 130))
+	mustFlush(t, w)
+	checkGot(t, readLog(t, b, readOpts{}), []string{"row(span 1 @110 id 1)", "row(span 2 @120 id 3)"})
+	must(t, w.AdvanceResolved(2, 500))
+	mustFlush(t, w)
+	must(t, w.Close(ctx))
+	checkGot(t, readLog(t, b, readOpts{}), []string{"row(span 1 @110 id 1)", "row(span 2 @120 id 3)", "row(span 2 @180 id 4)"})
+	if s := w.Stats(); s.BufferedBytes != 0 {
+		t.Fatalf("%d bytes still buffered", s.BufferedBytes)
+	}
+}
+
+// TestSpanAddedBehind adds a span whose start ts is below the flushed ts: its
+// catch-up events go to a segment of their own (each segment stays sorted),
+// and the flushed ts never goes back.
+func TestSpanAddedBehind(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var b *blob.Bucket
+			if backend == "mem" {
+				b = memBucket()
+			} else {
+				b = localBucket(t, t.TempDir())
+			}
+			w := open(t, b, testOptions("w"))
+			must(t, w.AddSpan(1, 100))
+			must(t, w.Write(ctx, 1, row(1, 500, 1), row(1, 1000, 2)))
+			must(t, w.AdvanceResolved(1, 1000))
+			if ts := mustFlush(t, w); ts != 1000 {
+				t.Fatalf("Flush = %d", ts)
+			}
+			must(t, w.AddSpan(2, 300))
+			must(t, w.Write(ctx, 2, row(2, 400, 10), row(2, 900, 11), row(2, 1100, 12)))
+			must(t, w.Write(ctx, 1, row(1, 1050, 3)))
+			must(t, w.AdvanceResolved(2, 950))
+			if ts := mustFlush(t, w); ts != 1000 {
+				t.Fatalf("catch-up Flush = %d, want 1000 (never backwards)", ts)
+			}
+			must(t, w.AdvanceResolved(2, 2000))
+			must(t, w.AdvanceResolved(1, 2000))
+			if ts := mustFlush(t, w); ts != 2000 {
+				t.Fatalf("Flush = %d", ts)
+			}
+			must(t, w.Close(ctx))
+			gs := readLog(t, b, readOpts{}) // checks each segment's order
+			var all []string
+			segs := map[string]bool{}
+			for _, g := range gs {
+				all = append(all, g.String())
+				segs[g.seg] = true
+			}
+			if len(all) != 6 {
+				t.Fatalf("read %d events:\n%s", len(all), describe(gs))
+			}
+			if len(segs) < 2 {
+				t.Fatalf("catch-up events share one segment with later-ts events:\n%s", describe(gs))
+			}
+		})
+	}
+}
+
+// TestRestartContinuesSeq reopens a writer ID: the new epoch's segments go on
+// from the highest seq of the earlier ones, and its flushed ts starts where
+// the previous epoch's was published.
+func TestRestartContinuesSeq(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var b *blob.Bucket
+			if backend == "mem" {
+				b = memBucket()
+			} else {
+				b = localBucket(t, t.TempDir())
+			}
+			var maxSeq uint64
+			for epoch := uint64(1); epoch <= 3; epoch++ {
+				w := open(t, b, testOptions("w"))
+				if w.Epoch() != epoch {
+					t.Fatalf("epoch %d, want %d", w.Epoch(), epoch)
+				}
+				base := epoch * 1000
+				if want := (epoch-1)*1000 + 250*min(epoch-1, 1); w.FlushedTs() != want {
+					t.Fatalf("epoch %d starts at flushed ts %d, want the previous epoch's %d", epoch, w.FlushedTs(), want)
+				}
+				must(t, w.AddSpan(1, base))
+				for i := range 3 {
+					must(t, w.Write(ctx, 1, row(1, base+uint64(i)*100+1, int64(i))))
+					must(t, w.AdvanceResolved(1, base+uint64(i)*100+50))
+					mustFlush(t, w)
+				}
+				must(t, w.Close(ctx))
+				for _, n := range names(t, segmentKeys(t, b)) {
+					if n.Epoch == epoch && n.Seq <= maxSeq {
+						t.Fatalf("epoch %d wrote seq %d, not above the earlier epochs' %d", epoch, n.Seq, maxSeq)
+					}
+				}
+				for _, n := range names(t, segmentKeys(t, b)) {
+					maxSeq = max(maxSeq, n.Seq)
+				}
+			}
+			gs := readLog(t, b, readOpts{fenced: true})
+			if len(gs) != 9 {
+				t.Fatalf("read %d events, want 9:\n%s", len(gs), describe(gs))
+			}
+		})
+	}
+}
+
+// TestFenced opens the same writer ID twice: the first writer's next flush
+// fails with blob.ErrFenced, and so does every later call.
+func TestFenced(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var b *blob.Bucket
+			if backend == "mem" {
+				b = memBucket()
+			} else {
+				b = localBucket(t, t.TempDir())
+			}
+			w1 := open(t, b, testOptions("w"))
+			must(t, w1.AddSpan(1, 100))
+			must(t, w1.Write(ctx, 1, row(1, 110, 1)))
+			must(t, w1.AdvanceResolved(1, 120))
+			mustFlush(t, w1)
+
+			w2 := open(t, b, testOptions("w"))
+			must(t, w1.Write(ctx, 1, row(1, 130, 2)))
+			must(t, w1.AdvanceResolved(1, 140))
+			if _, err := w1.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
+				t.Fatalf("fenced writer's Flush: %v", err)
+			}
+			if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, blob.ErrFenced) {
+				t.Fatalf("fenced writer's Write: %v", err)
+			}
+			if err := w1.AdvanceResolved(1, 160); !errors.Is(err, blob.ErrFenced) {
+				t.Fatalf("fenced writer's AdvanceResolved: %v", err)
+			}
+			if err := w1.Close(ctx); !errors.Is(err, blob.ErrFenced) {
+				t.Fatalf("fenced writer's Close: %v", err)
+			}
+			if !errors.Is(w1.Err(), blob.ErrFenced) {
+				t.Fatalf("Err() = %v", w1.Err())
+			}
+			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+			must(t, err)
+			if st.Epoch != w2.Epoch() || st.FlushedTs != 120 {
+				t.Fatalf("state after the fence: %+v", st)
+			}
+			// The zombie's late segment (if any) is not accepted; what it
+			// flushed before the fence is.
+			checkGot(t, readLog(t, b, readOpts{fenced: true}), []string{"row(span 1 @110 id 1)"})
+			must(t, w2.Close(ctx))
+		})
+	}
+}
+
+// TestLocalRotation writes enough through small segments that the writer
+// rotates by size, and reads everything back.
+func TestLocalRotation(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	o := testOptions("w")
+	o.MaxSegmentBytes = 16 << 10
+	o.BlockSize = 2 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	must(t, w.AddSpan(2, 0))
+	n := 0
+	for ts := uint64(1); ts <= 1000; ts++ {
+		span := SpanID(1 + ts%2)
+		must(t, w.Write(ctx, span, row(span, ts, int64(ts))))
+		n++
+		if ts%40 == 0 {
+			must(t, w.AdvanceResolved(1, ts))
+			must(t, w.AdvanceResolved(2, ts))
+			mustFlush(t, w)
+		}
+	}
+	must(t, w.Close(ctx))
+	gs := readLog(t, b, readOpts{})
+	if len(gs) != n {
+		t.Fatalf("read %d events, want %d", len(gs), n)
+	}
+	for i, g := range gs {
+		if g.id != int64(i+1) {
+			t.Fatalf("event %d is %v", i, g)
+		}
+	}
+	ns := names(t, segmentKeys(t, b))
+	if len(ns) < 3 {
+		t.Fatalf("%d segments; expected rotation by size", len(ns))
+	}
+	for i, nm := range ns {
+		if nm.Active {
+			t.Errorf("%s active after Close", nm)
+		}
+		if i > 0 && nm.Seq <= ns[i-1].Seq {
+			t.Errorf("seq %d after %d", nm.Seq, ns[i-1].Seq)
+		}
+	}
+	if s := w.Stats(); s.Segments != int64(len(ns)) {
+		t.Errorf("Stats.Segments = %d, %d segments exist", s.Segments, len(ns))
+	}
+}
+
+// TestObjectSplit checks that a flush larger than the segment size limit is
+// split into several objects.
+func TestObjectSplit(t *testing.T) {
+	ctx := context.Background()
+	b := memBucket()
+	o := testOptions("w")
+	o.MaxSegmentBytes = 8 << 10
+	o.BlockSize = 1 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	for ts := uint64(1); ts <= 300; ts++ {
+		must(t, w.Write(ctx, 1, row(1, ts, int64(ts))))
+	}
+	must(t, w.AdvanceResolved(1, 300))
+	mustFlush(t, w)
+	must(t, w.Close(ctx))
+	keys := segmentKeys(t, b)
+	if len(keys) < 3 {
+		t.Fatalf("%d objects for one big flush; want a split", len(keys))
+	}
+	for _, k := range keys {
+		a, err := b.Stat(ctx, k)
+		must(t, err)
+		if a.Size > o.MaxSegmentBytes {
+			t.Errorf("%s is %d bytes, over the limit %d", k, a.Size, o.MaxSegmentBytes)
+		}
+	}
+	if gs := readLog(t, b, readOpts{}); len(gs) != 300 {
+		t.Fatalf("read %d events", len(gs))
+	}
+}
+
+func TestCompressionNoneAndLZ4Readable(t *testing.T) {
+	for _, c := range []Compression{CompressionNone, CompressionLZ4} {
+		t.Run(string(c), func(t *testing.T) {
+			ctx := context.Background()
+			b := memBucket()
+			o := testOptions("w")
+			o.Compression = c
+			w := open(t, b, o)
+			must(t, w.AddSpan(1, 0))
+			for ts := uint64(1); ts <= 200; ts++ {
+				must(t, w.Write(ctx, 1, row(1, ts, int64(ts))))
+			}
+			must(t, w.AdvanceResolved(1, 200))
+			must(t, w.Close(ctx))
+			if gs := readLog(t, b, readOpts{}); len(gs) != 200 {
+				t.Fatalf("read %d", len(gs))
+			}
+			for _, k := range segmentKeys(t, b) {
+				data, err := b.ReadAll(ctx, k)
+				must(t, err)
+				r, err := segment.NewReader(bytesReader(data), int64(len(data)), nil)
+				must(t, err)
+				if got := r.Header().Compression; got != c.segment() {
+					t.Fatalf("segment compression %v, want %v", got, c.segment())
+				}
+			}
+		})
+	}
+}
