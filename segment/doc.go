@@ -189,7 +189,10 @@
 // [Writer] appends records to an io.Writer: the same code writes an
 // appendable file (FlushBlock, then fsync, at each flush) and an in-memory
 // object (Seal, then upload). [ResumeWriter] continues an unsealed segment
-// after [Recover] has found its valid prefix. [Reader] reads sealed segments
+// after [Recover] has found its valid prefix. A writer that compresses on
+// several goroutines builds blocks with [BlockBuilder], encodes them with one
+// [FrameEncoder] per goroutine and appends them in order with
+// [Writer.AppendFrame]: the bytes are those Append would write. [Reader] reads sealed segments
 // through an io.ReaderAt; [Scanner] reads any segment from an io.Reader.
 // Records are handed out without copying: a [Record]'s payload is valid until
 // the next call. After their buffers have grown, neither writing nor reading
