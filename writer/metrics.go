@@ -19,6 +19,7 @@ type metrics struct {
 	retries         prometheus.Counter
 	backpressure    prometheus.Counter
 	buffered        prometheus.Gauge
+	blocked         prometheus.Gauge
 	flushedTs       prometheus.Gauge
 	flushDuration   prometheus.Histogram
 	fsyncDuration   prometheus.Histogram
@@ -57,6 +58,7 @@ func newMetrics(reg prometheus.Registerer, logID, writerID string) (*metrics, er
 		retries:        counter("flush_retries_total", "Failed storage or publication attempts that were retried.", nil),
 		backpressure:   counter("backpressure_seconds_total", "Time Write calls spent blocked on the memory quota.", nil),
 		buffered:       gauge("buffered_bytes", "Bytes of events held in memory, from Write until durable."),
+		blocked:        gauge("blocked_writes", "Write calls blocked on the memory quota now."),
 		flushedTs:      gauge("flushed_resolved_ts", "The writer's flushed resolved ts."),
 		flushDuration:  hist("flush_duration_seconds", "Time from the start of a flush to its durable, published end."),
 		fsyncDuration:  hist("fsync_duration_seconds", "Time of an fdatasync (or seal) of a local segment."),
@@ -69,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, logID, writerID string) (*metrics, er
 	// one vector-like collector.
 	all := []prometheus.Collector{
 		multi{m.rows, m.ddls}, m.payload, m.stored, m.segments, m.retries, m.backpressure,
-		m.buffered, m.flushedTs, m.flushDuration, m.fsyncDuration, m.uploadDuration,
+		m.buffered, m.blocked, m.flushedTs, m.flushDuration, m.fsyncDuration, m.uploadDuration,
 	}
 	for _, c := range all {
 		if err := reg.Register(c); err != nil {

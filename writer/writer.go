@@ -367,8 +367,16 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	}
 	n := int64(len(sc.enc)) + int64(len(events))*recOverhead
 
-	waited, err := w.quota.acquire(ctx, w.stopped, n, w.poke)
-	if waited > 0 {
+	blocked := false
+	waited, err := w.quota.acquire(ctx, w.stopped, n, func() {
+		blocked = true
+		w.stats.blocked.Add(1)
+		w.m.blocked.Inc()
+		w.poke()
+	})
+	if blocked {
+		w.stats.blocked.Add(-1)
+		w.m.blocked.Dec()
 		w.stats.backpressure.Add(int64(waited))
 		w.m.backpressure.Add(waited.Seconds())
 	}
@@ -535,15 +543,17 @@ type Stats struct {
 	Retries     int64 // failed storage or publication attempts that were retried
 	// BufferedBytes are held in memory now (quota bytes), flushing or not.
 	BufferedBytes int64
-	// Backpressure is the time Writes spent blocked on the memory quota.
-	Backpressure time.Duration
-	FlushedTs    uint64
+	// Backpressure is the time Writes spent blocked on the memory quota;
+	// BlockedWrites is how many are blocked now.
+	Backpressure  time.Duration
+	BlockedWrites int64
+	FlushedTs     uint64
 }
 
 type counters struct {
-	writtenEvents, writtenBytes                 atomic.Int64
-	events, rows, ddls, payload, stored, blocks atomic.Int64
-	flushes, segments, retries, backpressure    atomic.Int64
+	writtenEvents, writtenBytes                       atomic.Int64
+	events, rows, ddls, payload, stored, blocks       atomic.Int64
+	flushes, segments, retries, backpressure, blocked atomic.Int64
 }
 
 // Stats returns the writer's counters.
@@ -555,6 +565,7 @@ func (w *Writer) Stats() Stats {
 		StoredBytes: c.stored.Load(), Blocks: c.blocks.Load(), Flushes: c.flushes.Load(),
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
-		FlushedTs: w.FlushedTs(),
+		BlockedWrites: c.blocked.Load(),
+		FlushedTs:     w.FlushedTs(),
 	}
 }
