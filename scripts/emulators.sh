@@ -194,6 +194,16 @@ emulators_install() {
 # Ports handed out by this run, so two servers never get the same one.
 _EMU_USED_PORTS=" "
 
+# _emu_python: python3 runs here (a pyenv shim without a selected version
+# exists but fails). Checked once.
+_emu_python() {
+	if [[ -z ${_EMU_PY:-} ]]; then
+		_EMU_PY=no
+		if command -v python3 >/dev/null && python3 -c 'pass' >/dev/null 2>&1; then _EMU_PY=yes; fi
+	fi
+	[[ $_EMU_PY == yes ]]
+}
+
 # _emu_port_free PORT: nothing listens on it and it can be bound.
 _emu_port_free() {
 	local p=$1
@@ -204,7 +214,7 @@ _emu_port_free() {
 	fi
 	# Ask the kernel whether it can be bound (catches ports bound but not yet
 	# listening); skip quietly without python3.
-	if command -v python3 >/dev/null; then
+	if _emu_python; then
 		python3 -c 'import socket,sys
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))' "$p" 2>/dev/null || return 1
@@ -359,14 +369,13 @@ _emu_prepare() {
 # _emu_memdir DATA: make DATA a link to a folder in /dev/shm when that is a
 # writable tmpfs with user xattrs (versitygw keeps metadata in them): the
 # object servers fsync every object, and on disk that made the tests' bulk
-# puts 3x slower. Falls back to a plain folder. REDOKIT_EMU_ON_DISK=1 opts
-# out.
+# puts 3x slower. Falls back to a plain folder (also when python3, which
+# checks the xattrs, is missing). REDOKIT_EMU_ON_DISK=1 opts out.
 _emu_memdir() {
 	local data=$1 shm
 	if [[ -z ${REDOKIT_EMU_ON_DISK:-} && -d /dev/shm && -w /dev/shm ]] &&
 		shm=$(mktemp -d /dev/shm/redokit-emu.XXXXXX 2>/dev/null); then
-		if ! command -v python3 >/dev/null ||
-			python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.redokit", b"1")' "$shm" 2>/dev/null; then
+		if _emu_python && python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.redokit", b"1")' "$shm" 2>/dev/null; then
 			printf '%s\n' "$shm" >>"$REDOKIT_EMU_DIR/cleanup"
 			ln -s "$shm" "$data"
 			return 0
@@ -427,7 +436,7 @@ _emu_wait() {
 	deadline=$((SECONDS + _EMU_READY_TIMEOUT))
 	while ((SECONDS < deadline)); do
 		if ! pid=$(_emu_pid "$name"); then
-			if grep -qiE 'address already in use|EADDRINUSE|bind.*in use' "$REDOKIT_EMU_DIR/$name.log" 2>/dev/null &&
+			if grep -qsiE 'address already in use|EADDRINUSE|bind.*in use' "$REDOKIT_EMU_DIR/$name.log" "$REDOKIT_EMU_DIR/$name-data/error.log" &&
 				((${_EMU_TRIES[$name]:-0} < 3)); then
 				_EMU_TRIES[$name]=$((${_EMU_TRIES[$name]:-0} + 1))
 				_emu_log "$name lost port $port to another process; retrying on another port"
