@@ -192,9 +192,9 @@
 // after [Recover] has found its valid prefix. A writer that compresses on
 // several goroutines builds blocks with [BlockBuilder], encodes them with one
 // [FrameEncoder] per goroutine and appends them in order with
-// [Writer.AppendFrame]: the bytes are those Append would write. [Reader] reads sealed segments
-// through an io.ReaderAt; [Scanner] reads any segment from an io.Reader.
-// Records are handed out without copying: a [Record]'s payload is valid until
-// the next call. After their buffers have grown, neither writing nor reading
-// allocates per record.
+// [Writer.AppendFrame]: the bytes are those Append would write. [Reader]
+// reads sealed segments through an io.ReaderAt; [Scanner] reads any segment
+// from an io.Reader. Records are handed out without copying: a [Record]'s
+// payload is valid until the next call. After their buffers have grown,
+// neither writing nor reading allocates per record.
 package segment
