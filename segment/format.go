@@ -13,15 +13,14 @@ const FormatVersion = 1
 
 // Sizes of the fixed parts of a segment.
 const (
-	HeaderSize       = 172 // segment header, CRC included
-	BlockHeaderSize  = 40  // block frame header, CRC included
-	IndexEntrySize   = 40  // one block's entry in the footer index
-	FooterFixedSize  = 56  // footer before its index entries
-	TrailerSize      = 28  // fixed-size trailer that ends a sealed segment
-	footerCRCSize    = 4
-	minFooterSize    = FooterFixedSize + footerCRCSize
-	minRecordSize    = 3 // ts delta, kind, payload length: one byte each at least
-	maxUvarint32Size = 5
+	HeaderSize      = 172 // segment header, CRC included
+	BlockHeaderSize = 40  // block frame header, CRC included
+	IndexEntrySize  = 40  // one block's entry in the footer index
+	FooterFixedSize = 56  // footer before its index entries
+	TrailerSize     = 28  // fixed-size trailer that ends a sealed segment
+	footerCRCSize   = 4
+	minFooterSize   = FooterFixedSize + footerCRCSize
+	minRecordSize   = 3 // ts delta, kind, payload length: one byte each at least
 )
 
 // MaxBlockSize bounds the uncompressed size of one block, and therefore what a
