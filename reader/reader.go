@@ -346,7 +346,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 			return nil, io.EOF
 		}
 		ev := s.head()
-		ts := ev.CommitTs()
+		ts := s.ts
 		if len(r.held) > 0 && ts != r.curTs {
 			// Every row at the DDLs' ts is out: now the DDLs.
 			r.flushing = true
@@ -390,7 +390,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 // that does not), so no other segment can hold events at ts.
 func (r *Reader) othersAt(ts uint64) bool {
 	for _, i := range [2]int{1, 2} {
-		if i < len(r.heap) && r.heap[i].head().CommitTs() == ts {
+		if i < len(r.heap) && r.heap[i].ts == ts {
 			return true
 		}
 	}
@@ -417,7 +417,7 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 		}
 		if r.nextOpen < len(r.sealed) {
 			s := r.sealed[r.nextOpen]
-			if len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].head().CommitTs() {
+			if len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].ts {
 				// The frontier reached the segment's min ts: it joins now.
 				if !s.started {
 					s.start()
@@ -469,7 +469,7 @@ func (r *Reader) fetch(ctx context.Context, s *stream, mayBlock bool) (bool, err
 		}
 		return false, nil
 	}
-	s.cur, s.pos = c, 0
+	s.cur, s.pos, s.ts = c, 0, c.ts[0]
 	return true, nil
 }
 
@@ -477,7 +477,13 @@ func (r *Reader) fetch(ctx context.Context, s *stream, mayBlock bool) (bool, err
 func (r *Reader) consume(s *stream) {
 	s.pos++
 	if s.pos < s.cur.n {
-		r.down(s.idx)
+		ts := s.cur.ts[s.pos]
+		if ts != s.ts {
+			// A head at the same ts keeps its place: (ts, rank) is
+			// unchanged.
+			s.ts = ts
+			r.down(s.idx)
+		}
 		return
 	}
 	c := s.cur
@@ -502,8 +508,7 @@ func (r *Reader) closeStream(s *stream) {
 
 func (r *Reader) less(i, j int) bool {
 	a, b := r.heap[i], r.heap[j]
-	ta, tb := a.head().CommitTs(), b.head().CommitTs()
-	return ta < tb || ta == tb && a.rank < b.rank
+	return a.ts < b.ts || a.ts == b.ts && a.rank < b.rank
 }
 
 func (r *Reader) swap(i, j int) {

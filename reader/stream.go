@@ -18,7 +18,8 @@ import (
 // its pool has grown.
 type chunk struct {
 	events []Event
-	n      int    // events[:n] are valid
+	ts     []uint64 // commit ts of events[i], dense for the merge's comparisons
+	n      int      // events[:n] are valid
 	raw    []byte // copies of the payloads events[:n] point into
 }
 
@@ -41,7 +42,8 @@ type stream struct {
 	started bool
 	cur     *chunk
 	pos     int
-	idx     int // position in the heap
+	ts      uint64 // commit ts of the head event
+	idx     int    // position in the heap
 }
 
 func (s *stream) head() *Event { return &s.cur.events[s.pos] }
@@ -271,6 +273,7 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source) (pastEnd bool, 
 		if c.n == len(c.events) {
 			c.events = append(c.events, Event{})
 			c.events = c.events[:cap(c.events)]
+			c.ts = append(c.ts, make([]uint64, len(c.events)-len(c.ts))...)
 		}
 		ev := &c.events[c.n]
 		if r.c.Raw {
@@ -299,6 +302,7 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source) (pastEnd bool, 
 		c.raw = append(c.raw, rec.Payload...)
 		ev.payload = c.raw[off:len(c.raw):len(c.raw)]
 		ev.Source = src
+		c.ts[c.n] = rec.CommitTs
 		c.n++
 	}
 	r.stats.blocks.Add(1)
