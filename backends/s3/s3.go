@@ -24,7 +24,7 @@
 //	sse=AES256                 server-side encryption: AES256 (SSE-S3), aws:kms or aws:kms:dsse
 //	sse_kms_key_id=ID          the KMS key of SSE-KMS (implies sse=aws:kms when sse is not given)
 //	part_size=8MiB             multipart part size, 5 MiB to 5 GiB
-//	multipart_threshold=16MiB  objects larger than this go up in parts; up to it, one PutObject
+//	multipart_threshold=16MiB  objects larger than this go up in parts, up to it in one PutObject (0: all in parts)
 //	concurrency=4              parts in flight in one multipart upload
 //	timeout=1m                 per-attempt deadline of each request (see Options.Timeout); 0 disables
 //	max_attempts=3             attempts of a retried request, the first included
@@ -54,9 +54,10 @@
 // rewinds bodies to retry). A *bytes.Reader or any io.ReaderAt+io.Seeker
 // holding exactly the declared size is sent as is (parts are sections of it,
 // no copy); any other reader is read into part-sized buffers from a pool, so
-// a Put holds at most (Concurrency+1) × PartSize bytes, or
-// MultipartThreshold + PartSize while it does not yet know whether the
-// object needs parts. The driver never uses the unsigned-payload middleware:
+// a Put holds at most Concurrency × PartSize bytes, or MultipartThreshold +
+// PartSize when it has read that much before learning that the object needs
+// parts. The caller's reader is read on the caller's goroutine; the context
+// is checked between reads (a Read that blocks holds the Put). The driver never uses the unsigned-payload middleware:
 // signing the payload is what protects the bytes on plain http.
 //
 // Conditional writes: PutOptions.IfNotExist sends If-None-Match: * and
@@ -65,7 +66,10 @@
 // would become visible; a multipart upload that loses is aborted). S3
 // answers 412 PreconditionFailed, or 409 ConditionalRequestConflict to a
 // racer that lost while the winner was still completing; both are
-// CodePreconditionFailed. A retried request makes one ambiguity: if a
+// CodePreconditionFailed. S3 answers an If-Match on a missing key with 404
+// NoSuchKey; the driver reports that as CodePreconditionFailed too (the
+// contract: IfMatch fails unless the current object has that ETag). A
+// retried request makes one ambiguity: if a
 // conditional write succeeds but its response is lost, the SDK's retry finds
 // the object it just wrote and fails. Every Put stores a random put ID in the
 // object's metadata (x-amz-meta-redokit-put-id), and a conditional Put that
@@ -95,15 +99,17 @@
 // Every request goes through the SDK's standard retryer with
 // Options.MaxAttempts attempts (3 by default) and exponential backoff with
 // full jitter: throttling (SlowDown, 429, …), 500, 502, 503, 504,
-// RequestTimeout, connection errors (reset, refused, unexpected EOF) and
-// per-attempt timeouts are retried; other 4xx are not. The retry token bucket
+// RequestTimeout, connection errors (reset, refused, closed) and per-attempt
+// timeouts are retried; other 4xx are not. A response body cut short is not
+// retried by the SDK (the bytes were already handed over): the read fails
+// with CodeTransient and the caller reopens at its offset. The retry token bucket
 // of the standard retryer is disabled in clients Open builds: a redo writer
 // needs every call to get its attempts, and bounds its own retries.
 //
 // Options.Timeout (1 minute by default) bounds each attempt of each request
-// from its start to the response headers, and then each read of the
-// response body from the previous one (an idle timeout, so a long read that
-// keeps moving is never cut). An attempt that times out is a retryable
+// from its start to the response headers, and then each Read of the
+// response body (an idle timeout: a long read that keeps moving is never
+// cut, and time the caller spends between Reads does not count). An attempt that times out is a retryable
 // connection error, so a stalled part is tried again, and after the last
 // attempt the Put fails with CodeTransient and aborts its upload. The
 // caller's context still bounds the whole call.
