@@ -65,10 +65,13 @@
 // with exponential backoff, each try bounded by Options.TryTimeout; the
 // driver sets these per call, so they apply to a caller's client too. A
 // conditional write whose response is lost is retried and then fails its own
-// condition; every Put therefore stores a random put ID in the blob's
-// metadata (redokit_put_id), and a conditional Put that fails its condition
-// reads the blob's properties once: if it carries the Put's own ID, the Put
-// succeeded.
+// condition, and a write whose last response is lost past every retry fails
+// although its blob landed. Every Put therefore stores a random put ID in
+// the blob's metadata (redokit_put_id), and a Put that fails its condition
+// (when it had one) or fails with a transient error reads the blob's
+// properties once: if they carry the Put's own ID, the Put succeeded. A Put
+// whose context ends while its last request is in flight may still have
+// landed, as on every object store; it reports the context's error.
 //
 // Reads: a ranged Get Blob, whose body is read through the SDK's retry
 // reader (a dropped connection resumes at the offset reached, on the same
@@ -353,11 +356,14 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	} else {
 		a, err = d.putBlocks(ctx, bb, rest, size, cond, putID)
 	}
-	if err != nil && cond != nil && d.ErrorCode(err) == blob.CodePreconditionFailed {
-		// A retried request may have failed on our own write (see the
-		// package doc).
-		if won, ok := d.ownBlob(ctx, key, putID); ok {
-			return won, nil
+	if err != nil && ctx.Err() == nil {
+		// Did our own write land although its response was lost? (See the
+		// package doc.)
+		code := d.ErrorCode(err)
+		if code == blob.CodeTransient || cond != nil && code == blob.CodePreconditionFailed {
+			if won, ok := d.ownBlob(ctx, key, putID); ok {
+				return won, nil
+			}
 		}
 	}
 	if err != nil {

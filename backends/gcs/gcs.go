@@ -53,11 +53,14 @@
 // conditional puts carry their precondition. One ambiguity remains with
 // conditional writes, as on every object store: if a write succeeds but its
 // response is lost, the retry finds its own object and fails the
-// precondition. The driver resolves it: every Put stores a random put ID in
-// the object's metadata (key "redokit-put-id"), and a conditional Put that
-// fails its precondition reads the object's metadata once; if the object
-// carries its own put ID, the Put succeeded and returns the object's
-// attributes.
+// precondition; and a write whose last response is lost past every retry
+// fails although its object landed. The driver resolves both: every Put
+// stores a random put ID in the object's metadata (key "redokit-put-id"),
+// and a Put that fails its precondition (when it had one) or fails with a
+// transient error reads the object's metadata once; if the object carries
+// its own put ID, the Put succeeded and returns the object's attributes. A
+// Put whose context ends while its last request is in flight may still have
+// landed, as on every object store; it reports the context's error.
 //
 // Timeouts: Options.Timeout is a per-call deadline (context.WithTimeout
 // around the call, retries included) for Stat, one List page, each key of a
@@ -249,6 +252,10 @@ func NewDriver(client *storage.Client, bucket string, opts *Options) (*Driver, e
 		storage.WithPolicy(storage.RetryAlways),
 		storage.WithBackoff(o.Backoff),
 		storage.WithMaxAttempts(o.MaxAttempts),
+		// Explicit, because without it resumable chunks fall back to the
+		// upload library's own predicate, which does not retry a
+		// connection closed mid-request (a bare EOF).
+		storage.WithErrorFunc(storage.ShouldRetry),
 	)
 	return &Driver{client: client, bkt: bkt, name: bucket, opts: o}, nil
 }
@@ -346,11 +353,14 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	} else {
 		a, err = d.putResumable(ctx, obj, rest, putID)
 	}
-	if err != nil && conditional && d.ErrorCode(err) == blob.CodePreconditionFailed {
-		// Did a lost response of our own write make the retry fail? (See
-		// the package doc.)
-		if won, ok := d.ownObject(ctx, key, putID); ok {
-			return won, nil
+	if err != nil && ctx.Err() == nil {
+		// Did our own write land although its response was lost? (See the
+		// package doc.)
+		code := d.ErrorCode(err)
+		if code == blob.CodeTransient || conditional && code == blob.CodePreconditionFailed {
+			if won, ok := d.ownObject(ctx, key, putID); ok {
+				return won, nil
+			}
 		}
 	}
 	if err != nil {
