@@ -27,6 +27,7 @@ type committer struct {
 
 	// The local (append) path.
 	act           *activeSeg
+	full          []*activeSeg // rotated out, synced, to be sealed after the next publication
 	unsynced      []*blockTask // frames not durable yet, in order: in act after its last sync unless broken
 	unsyncedBytes int64
 	broken        bool // an append, sync or seal failed: act must be rewound and unsynced written again
@@ -44,7 +45,7 @@ type committer struct {
 type activeSeg struct {
 	name         segment.Name
 	key          string
-	af           blob.AppendFile
+	af           blob.AppendFile // nil once sealed or abandoned
 	sw           *segment.Writer
 	hdr          segment.Header
 	syncedSize   int64 // bytes known durable
@@ -106,6 +107,7 @@ func (c *committer) run() {
 				c.drop(j, err)
 			}
 		case <-age:
+			// Idle between flushes: every block is published.
 			c.ageTimer = nil
 			c.attempts = 0
 			if err := c.retry(c.sealActive); err != nil {
@@ -128,6 +130,15 @@ func (c *committer) drop(j *job, err error) {
 	for _, ch := range j.waiters {
 		ch <- flushResult{err: err}
 	}
+	c.release(j)
+}
+
+// release gives a job's memory back to the quota, once.
+func (c *committer) release(j *job) {
+	if j.released {
+		return
+	}
+	j.released = true
 	c.w.quota.release(j.quota)
 	c.w.m.buffered.Sub(float64(j.quota))
 }
@@ -171,9 +182,6 @@ func (c *committer) commit(j *job) error {
 	var err error
 	if w.append {
 		err = c.retry(c.syncActive)
-		if err == nil && j.final {
-			err = c.retry(c.sealActive)
-		}
 	} else {
 		err = c.retry(c.putObject)
 	}
@@ -181,12 +189,20 @@ func (c *committer) commit(j *job) error {
 		return err
 	}
 	// Durable. The memory can go.
-	w.quota.release(j.quota)
-	w.m.buffered.Sub(float64(j.quota))
+	c.release(j)
 
 	ts := max(w.flushed.Load(), j.resolved)
 	if err := c.retry(func() error { return c.publish(ts) }); err != nil {
 		return err
+	}
+	if w.append {
+		err = c.retry(c.sealFull)
+		if err == nil && j.final {
+			err = c.retry(c.sealActive)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	w.flushed.Store(ts)
 	w.stats.events.Add(j.records)
@@ -272,8 +288,10 @@ func (c *committer) publish(ts uint64) error {
 		}
 		c.pubTs, c.pubSeq, c.pubHasSeq = ts, seq, true
 	}
-	if a := c.act; a != nil {
-		a.pubSize, a.pubBlocks = a.syncedSize, a.syncedBlocks
+	for _, a := range append(c.full, c.act) {
+		if a != nil {
+			a.pubSize, a.pubBlocks = a.syncedSize, a.syncedBlocks
+		}
 	}
 	c.unpublished = c.unpublished[:0]
 	return nil
@@ -285,14 +303,17 @@ func (c *committer) publish(ts uint64) error {
 // and the new epoch writes those events again anyway.
 func (c *committer) retract() {
 	w := c.w
-	if a := c.act; a != nil {
+	for _, a := range append(c.full, c.act) {
+		if a == nil || a.af == nil {
+			continue
+		}
 		if a.pubBlocks > 0 {
 			if err := a.af.Truncate(a.pubSize); err != nil {
-				w.log.Warn("fenced: cannot cut the active segment back to its published size", "key", a.key, "err", err)
+				w.log.Warn("fenced: cannot cut a segment back to its published size", "key", a.key, "err", err)
 			}
 		} else {
 			a.af.Close()
-			c.act = nil
+			a.af = nil
 			w.b.Delete(context.Background(), a.key)
 		}
 	}
@@ -305,6 +326,12 @@ func (c *committer) retract() {
 }
 
 // The local path.
+//
+// Frames are appended to the active segment (act). A segment is synced when
+// it is rotated out, but sealed only after the progress that covers all of
+// its blocks is published: a sealed segment never holds an unreported block,
+// so the blocks a crash leaves above the published flushed ts are all in
+// active segments, where the next Open's recovery cuts them.
 
 // appendFrame appends a frame to the active segment. It is retried until it
 // succeeds: a call after a failure first repairs the segment, which writes
@@ -330,17 +357,21 @@ func (c *committer) appendFrame(t *blockTask) error {
 	return nil
 }
 
-// prepareFor makes the active segment ready to take t: it seals the current
-// one first when t would take it past the size limit, or when t starts below
-// its last record (the catch-up of a span added behind the writer), and it
-// opens a new one when there is none.
+// prepareFor makes the active segment ready to take t. It rotates when t
+// would take the segment past the size limit, or when t starts below its last
+// record (the catch-up of a span added behind the writer): the full segment
+// is synced and set aside to be sealed after the next publication. It opens
+// a new segment when there is none.
 func (c *committer) prepareFor(t *blockTask) error {
 	if a := c.act; a != nil && len(a.sw.Blocks()) > 0 {
 		last, _ := a.sw.LastTs()
 		if t.frame.Info().MinTs < last || a.sw.Offset()+int64(t.frame.Len()) > c.w.o.MaxSegmentBytes {
-			if err := c.sealActive(); err != nil {
+			if err := c.syncActive(); err != nil {
 				return err
 			}
+			c.full = append(c.full, a)
+			c.act = nil
+			c.stopAge()
 		}
 	}
 	if c.act == nil {
@@ -382,7 +413,7 @@ func (c *committer) openActive() error {
 	sw, err := segment.NewWriter(countingFile{af, w}, hdr, nil)
 	if err != nil {
 		af.Close()
-		c.w.b.Delete(c.ctx, key)
+		w.b.Delete(c.ctx, key)
 		return err
 	}
 	c.act = &activeSeg{name: name, key: key, af: af, sw: sw, hdr: hdr}
@@ -411,13 +442,6 @@ func (c *committer) syncActive() error {
 			return err
 		}
 	}
-	c.synced()
-	return nil
-}
-
-// synced records that the active segment is durable as it stands.
-func (c *committer) synced() {
-	a := c.act
 	a.syncedSize = a.sw.Offset()
 	a.syncedBlocks = len(a.sw.Blocks())
 	if a.syncedBlocks > 0 {
@@ -429,42 +453,86 @@ func (c *committer) synced() {
 	clear(c.unsynced)
 	c.unsynced = c.unsynced[:0]
 	c.unsyncedBytes = 0
+	return nil
 }
 
-// sealActive syncs the active segment, writes its footer and renames it to
-// its sealed name. An active segment without blocks is deleted instead.
+// sealFull seals the segments set aside at rotation. It runs after a
+// publication, which covers every block they hold.
+func (c *committer) sealFull() error {
+	for len(c.full) > 0 {
+		if err := c.seal(c.full[0]); err != nil {
+			return err
+		}
+		c.full[0] = nil
+		c.full = c.full[1:]
+	}
+	c.full = nil
+	return nil
+}
+
+// sealActive seals the active segment (at Close, or when it is old), after
+// syncing it. Its blocks must all be published.
 func (c *committer) sealActive() error {
 	if err := c.syncActive(); err != nil {
 		return err
 	}
-	a := c.act
-	if a == nil {
+	if c.act == nil {
 		return nil
 	}
+	if err := c.seal(c.act); err != nil {
+		return err
+	}
+	c.act = nil
+	c.stopAge()
+	return nil
+}
+
+// seal writes a synced segment's footer and renames it to its sealed name
+// (AppendFile.Seal syncs the file and the directory). A segment without
+// blocks is deleted instead. After a failure the footer is cut off again, so
+// that the retry starts over; a segment that cannot even be cut is left
+// unsealed with its synced blocks, for the next Open to recover.
+func (c *committer) seal(a *activeSeg) error {
 	w := c.w
+	if a.af == nil {
+		return nil // abandoned
+	}
 	if a.syncedBlocks == 0 {
 		a.af.Close()
-		c.act = nil
-		c.stopAge()
+		a.af = nil
 		return w.b.Delete(c.ctx, a.key)
 	}
 	f, err := a.sw.Seal()
+	if err == nil {
+		start := time.Now()
+		final := a.hdr.SealedName(f.MinTs, f.MaxTs).Format()
+		if _, err = a.af.Seal(c.ctx, final); err == nil {
+			w.m.fsyncDuration.Observe(time.Since(start).Seconds())
+			a.af = nil
+			w.stats.segments.Add(1)
+			w.m.segments.Inc()
+			w.log.Debug("segment sealed", "key", final, "blocks", len(f.Blocks), "min_ts", f.MinTs, "max_ts", f.MaxTs)
+			return nil
+		}
+	}
+	if rerr := c.rewind(a); rerr != nil {
+		w.log.Warn("abandoning a segment that cannot be sealed; the next open recovers it", "key", a.key, "err", rerr)
+		a.af.Close()
+		a.af = nil
+	}
+	return err
+}
+
+// rewind cuts a segment back to its last sync and resumes its writer there.
+func (c *committer) rewind(a *activeSeg) error {
+	if err := a.af.Truncate(a.syncedSize); err != nil {
+		return err
+	}
+	sw, err := segment.ResumeWriter(countingFile{a.af, c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
 	if err != nil {
-		c.broken = true
 		return err
 	}
-	start := time.Now()
-	final := a.hdr.SealedName(f.MinTs, f.MaxTs).Format()
-	if _, err := a.af.Seal(c.ctx, final); err != nil {
-		c.broken = true
-		return err
-	}
-	w.m.fsyncDuration.Observe(time.Since(start).Seconds())
-	c.act = nil
-	c.stopAge()
-	w.stats.segments.Add(1)
-	w.m.segments.Inc()
-	w.log.Debug("segment sealed", "key", final, "blocks", len(f.Blocks), "min_ts", f.MinTs, "max_ts", f.MaxTs)
+	a.sw = sw
 	return nil
 }
 
@@ -496,20 +564,10 @@ func (c *committer) repair() error {
 				w.log.Warn("cannot delete a failed segment", "key", a.key, "err", err)
 			}
 			c.act = nil
-		} else {
-			err := a.af.Truncate(a.syncedSize)
-			if err == nil {
-				var sw *segment.Writer
-				sw, err = segment.ResumeWriter(countingFile{a.af, w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
-				if err == nil {
-					a.sw = sw
-				}
-			}
-			if err != nil {
-				w.log.Warn("abandoning an active segment that cannot be rewound; the next open recovers it", "key", a.key, "err", err)
-				a.af.Close()
-				c.act = nil
-			}
+		} else if err := c.rewind(a); err != nil {
+			w.log.Warn("abandoning an active segment that cannot be rewound; the next open recovers it", "key", a.key, "err", err)
+			a.af.Close()
+			c.act = nil
 		}
 		if c.act == nil {
 			c.stopAge()
@@ -539,14 +597,17 @@ func (c *committer) repair() error {
 	return nil
 }
 
-// abandon closes the active segment unsealed when the committer stops
-// without sealing it (an abort, or a fatal error).
+// abandon closes the segments unsealed when the committer stops without
+// sealing them (an abort, or a fatal error).
 func (c *committer) abandon() {
 	c.stopAge()
-	if c.act != nil {
-		c.act.af.Close()
-		c.act = nil
+	for _, a := range append(c.full, c.act) {
+		if a != nil && a.af != nil {
+			a.af.Close()
+			a.af = nil
+		}
 	}
+	c.full, c.act = nil, nil
 	for _, t := range c.unsynced {
 		t.release()
 	}

@@ -20,6 +20,7 @@ type job struct {
 	records, rows, ddls int64
 	payload             int64 // encoded bytes
 	quota               int64 // quota bytes released when the job is durable
+	released            bool
 
 	// tasks carries the job's blocks, in order, from the builder to the
 	// committer; it is closed after the last one. Its capacity bounds how

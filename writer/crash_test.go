@@ -1,0 +1,414 @@
+package writer
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/codec"
+)
+
+// The crash test runs the writer in a child process (this test binary run
+// again, with the environment variables below), SIGKILLs it at a random
+// moment, and checks what is on disk: every event at or below the last
+// flushed ts the child printed is there exactly once, segments are in order,
+// nothing is corrupt. Then it runs a child that reopens the writer ID (which
+// recovers the killed epoch's active segment) and writes on, and checks the
+// whole log again.
+const (
+	envCrashChild = "REDOKIT_WRITER_CRASH_CHILD" // "kill" or "resume"
+	envCrashDir   = "REDOKIT_WRITER_CRASH_DIR"
+	envCrashSeed  = "REDOKIT_WRITER_CRASH_SEED"
+)
+
+// crashSpans is the number of spans of the crash workload.
+const crashSpans = 4
+
+// crashEvent is one event of the workload.
+type crashEvent struct {
+	span SpanID
+	ts   uint64
+	id   int64
+	ddl  bool
+}
+
+// crashWorkload yields the deterministic workload of a seed, tick by tick:
+// each tick is one commit ts, holding up to three events on random spans,
+// rows and now and then a DDL (written after its span's rows of the tick).
+func crashWorkload(seed uint64, yield func(ts uint64, evs []crashEvent) bool) {
+	r := rand.New(rand.NewPCG(seed, 0xc7a5))
+	var id int64
+	for ts := uint64(1); ; ts++ {
+		n := r.IntN(4)
+		evs := make([]crashEvent, 0, n)
+		for range n {
+			id++
+			evs = append(evs, crashEvent{span: SpanID(1 + r.IntN(crashSpans)), ts: ts, id: id, ddl: r.IntN(20) == 0})
+		}
+		if !yield(ts, evs) {
+			return
+		}
+	}
+}
+
+func (e crashEvent) event(pad []byte) codec.Event {
+	if e.ddl {
+		return ddl(e.span, e.ts, fmt.Sprintf("ALTER TABLE t%d /* %d */", e.span, e.id))
+	}
+	ev := row(e.span, e.ts, e.id)
+	ev.Row.Columns = append(ev.Row.Columns, codec.Column{Name: "pad", Type: codec.TypeBlob, Value: codec.BytesValue(pad)})
+	return ev
+}
+
+func (e crashEvent) key() string {
+	if e.ddl {
+		return fmt.Sprintf("ddl %d %d /* %d */", e.span, e.ts, e.id)
+	}
+	return fmt.Sprintf("row %d %d %d", e.span, e.ts, e.id)
+}
+
+func gotKey(g got) string {
+	if g.ddl != "" {
+		id := g.ddl[strings.LastIndex(g.ddl, "/* ")+3 : len(g.ddl)-3]
+		return fmt.Sprintf("ddl %d %d /* %s */", g.span, g.ts, id)
+	}
+	return fmt.Sprintf("row %d %d %d", g.span, g.ts, g.id)
+}
+
+func crashOptions() *Options {
+	return &Options{
+		LogID: testLog, WriterID: "crash",
+		FlushInterval:   5 * time.Millisecond,
+		MaxSegmentBytes: 8 << 10, // rotations all the time
+		BlockSize:       1 << 10,
+		RetryAttempts:   3,
+		RetryBackoff:    time.Millisecond,
+	}
+}
+
+// TestWriterCrashChild is the child side; it does nothing in a normal run.
+func TestWriterCrashChild(t *testing.T) {
+	mode := os.Getenv(envCrashChild)
+	if mode == "" {
+		t.Skip("the crash test's child process")
+	}
+	seed, err := strconv.ParseUint(os.Getenv(envCrashSeed), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashChild(mode, os.Getenv(envCrashDir), seed); err != nil {
+		fmt.Fprintln(os.Stdout, "ERROR", err)
+		os.Exit(3)
+	}
+}
+
+// crashChild writes the workload. In "kill" mode it writes until killed (or
+// for a long while), printing "F <ts>" after each Flush; in "resume" mode it
+// reopens the writer, writes on from its flushed ts for a while, closes, and
+// prints the final flushed ts and "DONE".
+func crashChild(mode, dir string, seed uint64) error {
+	ctx := context.Background()
+	b, err := local.Open(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	w, err := Open(ctx, b, crashOptions())
+	if err != nil {
+		return err
+	}
+	from := w.FlushedTs()
+	for s := SpanID(1); s <= crashSpans; s++ {
+		if err := w.AddSpan(s, from); err != nil {
+			return err
+		}
+	}
+	until := uint64(1 << 40)
+	if mode == "resume" {
+		until = from + 150
+	}
+	fmt.Fprintln(os.Stdout, "READY", from)
+	pad := make([]byte, 80)
+	var werr error
+	crashWorkload(seed, func(ts uint64, evs []crashEvent) bool {
+		if ts <= from {
+			return true
+		}
+		if ts > until {
+			return false
+		}
+		// One Write per span, in the tick's order.
+		for s := SpanID(1); s <= crashSpans; s++ {
+			var batch []codec.Event
+			for _, e := range evs {
+				if e.span == s {
+					for i := range pad {
+						pad[i] = byte(e.id) + byte(i)
+					}
+					batch = append(batch, e.event(pad))
+				}
+			}
+			if len(batch) > 0 {
+				if werr = w.Write(ctx, s, batch...); werr != nil {
+					return false
+				}
+			}
+		}
+		for s := SpanID(1); s <= crashSpans; s++ {
+			if werr = w.AdvanceResolved(s, ts); werr != nil {
+				return false
+			}
+		}
+		if ts%20 == 0 {
+			f, err := w.Flush(ctx)
+			if err != nil {
+				werr = err
+				return false
+			}
+			fmt.Fprintln(os.Stdout, "F", f)
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	if err := w.Close(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stdout, "F", w.FlushedTs())
+	fmt.Fprintln(os.Stdout, "DONE")
+	return nil
+}
+
+// crashTrials is how many kill trials to run: REDOKIT_WRITER_CRASH_TRIALS,
+// else 100 under CI (at least REDOKIT_CRASH_TRIALS), else
+// REDOKIT_CRASH_TRIALS, else 5.
+func crashTrials(t *testing.T) int {
+	parse := func(name string) (int, bool) {
+		v := os.Getenv(name)
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("%s=%q is not a count", name, v)
+		}
+		return n, true
+	}
+	if n, ok := parse("REDOKIT_WRITER_CRASH_TRIALS"); ok {
+		return n
+	}
+	n, ok := parse("REDOKIT_CRASH_TRIALS")
+	if os.Getenv("CI") != "" {
+		return max(n, 100)
+	}
+	if ok {
+		return n
+	}
+	return 5
+}
+
+// childRun is a running child and what it printed.
+type childRun struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+	last  uint64 // last flushed ts printed
+	ready bool
+	fin   bool
+	out   []string
+}
+
+func startChild(t *testing.T, mode, dir string, seed uint64) *childRun {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envCrashChild+"="+mode, envCrashDir+"="+dir, envCrashSeed+"="+strconv.FormatUint(seed, 10))
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = cmd.Stdout
+	must(t, cmd.Start())
+	c := &childRun{cmd: cmd, lines: make(chan string, 1<<16), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	return c
+}
+
+// drain reads what the child printed so far; wait says whether to read
+// until its output ends.
+func (c *childRun) drain(t *testing.T, wait bool) {
+	t.Helper()
+	for {
+		var line string
+		if wait {
+			select {
+			case line = <-c.lines:
+			case <-c.done:
+				select {
+				case line = <-c.lines:
+				default:
+					return
+				}
+			}
+		} else {
+			select {
+			case line = <-c.lines:
+			default:
+				return
+			}
+		}
+		c.handle(t, line)
+	}
+}
+
+func (c *childRun) handle(t *testing.T, line string) {
+	t.Helper()
+	{
+		c.out = append(c.out, line)
+		switch {
+		case strings.HasPrefix(line, "F "):
+			ts, err := strconv.ParseUint(line[2:], 10, 64)
+			must(t, err)
+			if ts < c.last {
+				t.Fatalf("child printed flushed ts %d after %d", ts, c.last)
+			}
+			c.last = ts
+		case strings.HasPrefix(line, "READY"):
+			c.ready = true
+		case line == "DONE":
+			c.fin = true
+		case strings.HasPrefix(line, "ERROR"):
+			t.Fatalf("child failed: %s", line)
+		}
+	}
+}
+
+// expected returns the workload's events with ts <= upTo, by key.
+func expected(seed, upTo uint64) map[string]bool {
+	want := map[string]bool{}
+	crashWorkload(seed, func(ts uint64, evs []crashEvent) bool {
+		if ts > upTo {
+			return false
+		}
+		for _, e := range evs {
+			want[e.key()] = true
+		}
+		return true
+	})
+	return want
+}
+
+// checkCrashLog checks the events read back against the workload: those at or
+// below upTo exactly once; any above it at most once and real.
+func checkCrashLog(t *testing.T, gs []got, seed, upTo uint64, phase string) {
+	t.Helper()
+	maxTs := upTo
+	for _, g := range gs {
+		maxTs = max(maxTs, g.ts)
+	}
+	all := expected(seed, maxTs)
+	seen := map[string]int{}
+	for _, g := range gs {
+		k := gotKey(g)
+		if !all[k] {
+			t.Fatalf("%s: read an event the workload never wrote: %s (in %s)", phase, k, g.seg)
+		}
+		seen[k]++
+		if seen[k] > 1 {
+			t.Fatalf("%s: %s read %d times", phase, k, seen[k])
+		}
+	}
+	for k := range expected(seed, upTo) {
+		if seen[k] != 1 {
+			t.Fatalf("%s: event %s at or below the flushed ts %d is missing", phase, k, upTo)
+		}
+	}
+}
+
+// TestWriterCrash is the acceptance test of invariant 1 on local disk with
+// real processes and SIGKILL.
+func TestWriterCrash(t *testing.T) {
+	if os.Getenv(envCrashChild) != "" {
+		t.Skip("in the child")
+	}
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	trials := crashTrials(t)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	start := time.Now()
+	var kills, withData, recovered int
+	for trial := range trials {
+		seed := rng.Uint64()
+		delay := time.Duration(10+rng.IntN(250)) * time.Millisecond
+		dir := t.TempDir()
+		ok := t.Run(fmt.Sprintf("trial%03d", trial), func(t *testing.T) {
+			t.Logf("seed %d, kill after %v", seed, delay)
+			c := startChild(t, "kill", dir, seed)
+			// Kill at a random moment after the child is up.
+			deadline := time.After(30 * time.Second)
+			for !c.ready {
+				select {
+				case line := <-c.lines:
+					c.handle(t, line)
+				case <-c.done:
+					c.cmd.Wait()
+					c.drain(t, true)
+					t.Fatalf("child ended before it was ready: %q", c.out)
+				case <-deadline:
+					c.cmd.Process.Kill()
+					t.Fatal("child never became ready")
+				}
+			}
+			time.Sleep(delay)
+			err := c.cmd.Process.Signal(syscall.SIGKILL)
+			c.cmd.Wait()
+			c.drain(t, true)
+			if err == nil && !c.fin {
+				kills++
+			}
+			if c.last > 0 {
+				withData++
+			}
+			b := localBucket(t, dir)
+			// Everything the child reported is on disk, exactly once.
+			checkCrashLog(t, readLog(t, b, readOpts{}), seed, c.last, "after the kill")
+			if len(activeFiles(t, dir)) > 0 {
+				recovered++
+			}
+
+			// A new epoch recovers and goes on.
+			r := startChild(t, "resume", dir, seed)
+			r.cmd.Wait()
+			r.drain(t, true)
+			if !r.fin {
+				t.Fatalf("resumed child did not finish: %q", r.out)
+			}
+			if r.last < c.last {
+				t.Fatalf("resumed at flushed ts %d, below the %d reported before the kill", r.last, c.last)
+			}
+			if n := len(activeFiles(t, dir)); n != 0 {
+				t.Fatalf("%d active segments after a clean close", n)
+			}
+			checkCrashLog(t, readLog(t, b, readOpts{fenced: true}), seed, r.last, "after the restart")
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d trials in %v: %d killed mid-run, %d with flushed data, %d left an active segment to recover",
+		trials, time.Since(start).Round(time.Millisecond), kills, withData, recovered)
+}
