@@ -23,6 +23,17 @@ type objectReaderAt struct {
 	winStart, winEnd int64 // the streaming window; empty when equal
 	rc               io.ReadCloser
 	pos              int64 // offset of the next byte rc yields
+
+	// keep makes it remember the reads outside the window (the trailer and
+	// footer, the header), so that more segment.Readers of the same object
+	// open without a request.
+	keep bool
+	kept []keptRead
+}
+
+type keptRead struct {
+	off  int64
+	data []byte
 }
 
 // retries is how many times a broken stream is reopened at the offset where
@@ -39,10 +50,18 @@ func (r *objectReaderAt) window(from, to int64) {
 func (r *objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	end := off + int64(len(p))
 	if off < r.winStart || end > r.winEnd {
+		for _, k := range r.kept {
+			if k.off == off && len(k.data) == len(p) {
+				return copy(p, k.data), nil
+			}
+		}
 		data, err := r.b.ReadRange(r.ctx, r.key, off, int64(len(p)))
 		n := copy(p, data)
 		if err == nil && n < len(p) {
 			err = io.EOF
+		}
+		if err == nil && r.keep && len(r.kept) < 4 {
+			r.kept = append(r.kept, keptRead{off, data[:n:n]})
 		}
 		return n, err
 	}

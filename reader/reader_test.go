@@ -546,3 +546,40 @@ func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// A sealed segment costs three requests whatever its size and however many
+// chunk readers read it: the tail (trailer and footer), the header, and one
+// stream over the blocks the range needs.
+func TestRequestsPerSegment(t *testing.T) {
+	b := newMem(t)
+	s := seg{writer: "a", seq: 1, events: rows(1000, 1, 3000, "t", 0), raw: true, blockSize: 4096}
+	key := s.write(t, b)
+	a, err := b.Stat(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size < 2*64<<10 {
+		t.Fatalf("segment of %d bytes: too small for the test", a.Size)
+	}
+	var full int64
+	for _, start := range []uint64{0, 2500} {
+		before := b.Stats()
+		out, st, err := readAll(t, b, &Options{LogID: testLog, StartTs: start, EndTs: 1 << 40, Prefetch: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalGot(t, out, expect([]seg{s}, start, 1<<40, false))
+		d := b.Stats().Sub(before)
+		if d.Reads != 3 {
+			t.Errorf("start %d: %d reads, want 3", start, d.Reads)
+		}
+		if start == 0 {
+			full = d.BytesRead
+		} else if d.BytesRead > full-a.Size/3 {
+			t.Errorf("start %d: read %d bytes, %d from the start: the footer index should skip the blocks below it", start, d.BytesRead, full)
+		}
+		if st.Blocks < 10 {
+			t.Errorf("%d blocks", st.Blocks)
+		}
+	}
+}

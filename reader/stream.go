@@ -14,13 +14,17 @@ import (
 // chunk is one block's worth of events, decoded, filtered and cut to the
 // range, as a stream hands it to the merge. Chunks are recycled: the events
 // slice and the codec.Events in it (their column slices, their byte copies)
-// and the raw payload buffer are reused, so a stream allocates nothing once
-// its pool has grown.
+// and the payload buffers are reused, so a stream allocates nothing once its
+// pool has grown.
 type chunk struct {
 	events []Event
 	ts     []uint64 // commit ts of events[i], dense for the merge's comparisons
 	n      int      // events[:n] are valid
-	raw    []byte // copies of the payloads events[:n] point into
+	// The payloads of events[:n] point into the buffer of sr, the
+	// segment.Reader this chunk reads its sealed block with, or, for an
+	// active segment (one Scanner reads all its blocks), into raw, a copy.
+	sr  *segment.Reader
+	raw []byte
 }
 
 // stream is one segment being read. A goroutine (produce) reads its blocks,
@@ -74,9 +78,15 @@ func (s *stream) start() {
 // produceSealed reads a sealed segment: trailer and footer with one ranged
 // read, the header with another, then the blocks the range needs, as one
 // ranged stream.
+//
+// Each chunk has a segment.Reader of its own and reads its block with it, so
+// the events' payloads point straight into that reader's decompression
+// buffer, which nothing touches until the chunk comes back: no copy. The
+// extra readers cost no request: the objectReaderAt serves their open-time
+// reads from what the first one read.
 func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 	r := s.r
-	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key}
+	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key, keep: true}
 	defer ra.Close()
 	sr, err := openSealed(ra, src)
 	if err != nil {
@@ -94,16 +104,21 @@ func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 	ra.window(blocks[first].Offset, blocks[last-1].End())
 	var c *chunk
 	for i := first; i < last; i++ {
-		blk, err := sr.ReadBlock(i)
-		if err != nil {
-			return err
-		}
 		if c == nil {
 			if c, err = s.getChunk(ctx); err != nil {
 				return err
 			}
+			if c.sr == nil {
+				if c.sr, err = segment.NewReader(ra, src.Size, &segment.ReaderOptions{Object: src.Key}); err != nil {
+					return err
+				}
+			}
 		}
-		if _, err := s.fill(c, blk, src); err != nil {
+		blk, err := c.sr.ReadBlock(i)
+		if err != nil {
+			return err
+		}
+		if _, err := s.fill(c, blk, src, false); err != nil {
 			return err
 		}
 		if c.n > 0 {
@@ -205,7 +220,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 				return err
 			}
 		}
-		if _, err := s.fill(c, blk, src); err != nil {
+		if _, err := s.fill(c, blk, src, true); err != nil {
 			return err
 		}
 		if c.n > 0 {
@@ -242,15 +257,16 @@ func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Sour
 	return nil, nil
 }
 
-// fill decodes the records of blk that fall in the range into c, after the
-// ones already there. It reports whether blk reached past the end ts.
-func (s *stream) fill(c *chunk, blk *segment.Block, src *Source) (pastEnd bool, err error) {
+// fill decodes the records of blk that fall in the range into c, which is
+// empty. With copy, it copies their payloads into c.raw, because blk is
+// reused by the next block; without, blk belongs to c. It reports whether blk
+// reached past the end ts.
+func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload bool) (pastEnd bool, err error) {
 	r := s.r
 	start, end := r.c.start, r.c.end
-	// c is empty (producers send every chunk that is not). Payload copies
-	// never outgrow the block, so sizing raw for it up front keeps the
-	// events' slices into it valid while it fills.
-	if cap(c.raw) < blk.Info.Uncompressed {
+	// Payload copies never outgrow the block, so sizing raw for it up front
+	// keeps the events' slices into it valid while it fills.
+	if copyPayload && cap(c.raw) < blk.Info.Uncompressed {
 		c.raw = make([]byte, 0, blk.Info.Uncompressed)
 	}
 	if !r.c.Raw {
@@ -298,9 +314,13 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source) (pastEnd bool, 
 				continue
 			}
 		}
-		off := len(c.raw)
-		c.raw = append(c.raw, rec.Payload...)
-		ev.payload = c.raw[off:len(c.raw):len(c.raw)]
+		if copyPayload {
+			off := len(c.raw)
+			c.raw = append(c.raw, rec.Payload...)
+			ev.payload = c.raw[off:len(c.raw):len(c.raw)]
+		} else {
+			ev.payload = rec.Payload
+		}
 		ev.Source = src
 		c.ts[c.n] = rec.CommitTs
 		c.n++
