@@ -130,6 +130,7 @@ _emu_npm_install_azurite() {
 		rm -rf "$tmp" "$tmp.log"
 		return 1
 	fi
+	chmod 755 "$tmp" # mktemp made it private
 	rm -rf "$dir"
 	mv "$tmp" "$dir"
 	rm -f "$tmp.log"
