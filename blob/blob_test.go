@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -180,6 +180,7 @@ func TestRedactURL(t *testing.T) {
 		"mysql://user:hunter2@tcp(h:3306)/db":     "hunter2",
 		"s3://b/p?secret_key=AKIASECRET&region=x": "AKIASECRET",
 		"://bad url with ?token=abc":              "abc",
+		"s3://b?endpoint=http://u:nested-pw@h:9":  "nested-pw",
 	} {
 		out := blob.RedactURL(in)
 		if strings.Contains(out, secret) {

@@ -121,7 +121,12 @@ func RedactURL(rawURL string) string {
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
-		for k := range q {
+		for k, vs := range q {
+			for i, v := range vs {
+				if strings.Contains(v, "://") && strings.Contains(v, "@") {
+					vs[i] = RedactURL(v) // an endpoint=http://user:pw@host parameter
+				}
+			}
 			lk := strings.ToLower(k)
 			for _, s := range sensitive {
 				if lk == s || strings.Contains(lk, s) {
