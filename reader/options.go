@@ -28,9 +28,11 @@ type Options struct {
 	// ready ahead of the merge. 0 means DefaultPrefetch.
 	Prefetch int
 
-	// Concurrency bounds how many blocks are decompressed and decoded at once
-	// across all streams. 0 means GOMAXPROCS. I/O is not bounded by it: each
-	// open stream has at most one request in flight.
+	// Concurrency bounds how many blocks are decoded (codec.DecodeEvent) at
+	// once across all streams, the costliest step, so that the merge keeps a
+	// core. 0 means GOMAXPROCS. Reading and decompressing are bounded by the
+	// open streams instead: each has one goroutine and at most one request in
+	// flight.
 	Concurrency int
 
 	// Lookahead is how many segments beyond those the merge has reached start

@@ -210,18 +210,18 @@ func (r *Reader) Next(ctx context.Context) (*Event, error) {
 	return ev, nil
 }
 
-// NextBatch returns up to max events (at least one), or io.EOF after the last
-// one. It returns fewer than max when the next event is not decoded yet,
+// NextBatch returns up to n events (at least one), or io.EOF after the last
+// one. It returns fewer than n when the next event is not decoded yet,
 // rather than wait with events in hand. The events, and the slice, are valid
 // until the next call. An error met after the first event of a batch is
 // returned by the next call.
-func (r *Reader) NextBatch(ctx context.Context, max int) ([]*Event, error) {
+func (r *Reader) NextBatch(ctx context.Context, n int) ([]*Event, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
-	max = cmpMax1(max)
+	n = max(n, 1)
 	r.batch = r.batch[:0]
-	for len(r.batch) < max {
+	for len(r.batch) < n {
 		ev, err := r.step(ctx, len(r.batch) == 0)
 		if err == errWouldBlock {
 			break
@@ -565,5 +565,3 @@ func (r *Reader) down(i int) {
 		i = m
 	}
 }
-
-func cmpMax1(n int) int { return max(n, 1) }

@@ -242,8 +242,10 @@ func (s *stream) produceActive(ctx context.Context) error {
 func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Source, error) {
 	n := active
 	n.Active = false
-	// "<epoch>-<seq>-" is the part the sealed name shares with the active one.
-	prefix := segment.WriterPrefix(n.LogID, n.WriterID) + n.Base()[:2*21]
+	// The sealed name begins with "<epoch>-<seq>-", two numbers of 20
+	// digits and their dashes: list from there.
+	const shared = 2 * (20 + 1)
+	prefix := segment.WriterPrefix(n.LogID, n.WriterID) + n.Base()[:shared]
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {
 			return nil, err
@@ -269,6 +271,12 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 	if copyPayload && cap(c.raw) < blk.Info.Uncompressed {
 		c.raw = make([]byte, 0, blk.Info.Uncompressed)
 	}
+	if n := blk.Info.Records; len(c.events) < n {
+		// Grown to the block's record count at once: the Events already
+		// there keep their decode buffers.
+		c.events = append(c.events, make([]Event, n-len(c.events))...)
+		c.ts = make([]uint64, n)
+	}
 	if !r.c.Raw {
 		r.sem <- struct{}{}
 		defer func() { <-r.sem }()
@@ -285,11 +293,6 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 		if rec.CommitTs > end {
 			pastEnd = true
 			break
-		}
-		if c.n == len(c.events) {
-			c.events = append(c.events, Event{})
-			c.events = c.events[:cap(c.events)]
-			c.ts = append(c.ts, make([]uint64, len(c.events)-len(c.ts))...)
 		}
 		ev := &c.events[c.n]
 		if r.c.Raw {
