@@ -96,11 +96,12 @@
 // segment alone covers costs nothing; its memory is bounded by the events of
 // one commit ts.
 //
-// This assumes row images identify rows (a primary key or a not-null unique
-// key, which CDC systems require by default) and that a writer never splits
-// the identical rows of one transaction across two segments. For a table
-// without such a key whose transactions can write byte-identical rows, set
-// KeepDuplicates.
+// Byte equality can only mistake two changes for one when a transaction
+// writes byte-identical rows, which needs a table without a primary or
+// not-null unique key (CDC systems refuse such tables by default), and the
+// per-segment rule keeps even those unless a writer's size split put the
+// copies into two segments. For such tables set KeepDuplicates; with it the
+// reader returns every copy and leaves idempotence to the sink.
 //
 // # Integrity
 //

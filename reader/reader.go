@@ -60,6 +60,7 @@ var ErrOrder = errors.New("reader: commit ts order violated")
 type Stats struct {
 	SegmentsListed     int // objects under the log's segment prefix
 	SegmentsSelected   int // segments the range needs, after fences
+	SegmentsActive     int // of which active (unsealed, local)
 	SegmentsOutOfRange int // skipped by the ts range in their names
 	SegmentsFenced     int // skipped by their writer's fence (a zombie's late segments)
 	SegmentsShadowed   int // active segments listed beside their sealed successor
@@ -263,7 +264,7 @@ func (r *Reader) Events(ctx context.Context) iter.Seq2[*Event, error] {
 func (r *Reader) Stats() Stats {
 	p := r.plan
 	return Stats{
-		SegmentsListed: p.listed, SegmentsSelected: len(p.active) + len(p.sealed),
+		SegmentsListed: p.listed, SegmentsSelected: len(p.active) + len(p.sealed), SegmentsActive: len(p.active),
 		SegmentsOutOfRange: p.outOfRange, SegmentsFenced: p.fenced, SegmentsShadowed: p.shadowed,
 		BadNames: p.badNames, SegmentsOpened: int(r.stats.opened.Load()), TornTails: int(r.stats.torn.Load()),
 		Events: r.events, Duplicates: r.dups, Filtered: r.stats.filtered.Load(), Blocks: r.stats.blocks.Load(),
