@@ -231,7 +231,10 @@ type childRun struct {
 func startChild(t *testing.T, mode, dir string, seed uint64) *childRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envCrashChild+"="+mode, envCrashDir+"="+dir, envCrashSeed+"="+strconv.FormatUint(seed, 10))
+	cmd.Env = append(os.Environ(), envCrashChild+"="+mode, envCrashDir+"="+dir, envCrashSeed+"="+strconv.FormatUint(seed, 10),
+		// A race-enabled child would otherwise sleep a second before it
+		// exits, to let late reports through.
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = cmd.Stdout
