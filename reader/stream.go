@@ -220,7 +220,8 @@ func (s *stream) produceActive(ctx context.Context) error {
 				return err
 			}
 		}
-		if _, err := s.fill(c, blk, src, true); err != nil {
+		pastEnd, err := s.fill(c, blk, src, true)
+		if err != nil {
 			return err
 		}
 		if c.n > 0 {
@@ -228,6 +229,9 @@ func (s *stream) produceActive(ctx context.Context) error {
 				return err
 			}
 			c = nil
+		}
+		if pastEnd {
+			return nil // the rest is above the range
 		}
 	}
 	if sc.Torn() {
