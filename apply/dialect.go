@@ -1,0 +1,233 @@
+package apply
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/codec"
+	"modernc.org/sqlite"
+)
+
+// Dialect is the SQL dialect of a SQL sink.
+type Dialect uint8
+
+// Dialects.
+const (
+	MySQL  Dialect = 1 // MySQL, MariaDB, TiDB (github.com/go-sql-driver/mysql)
+	SQLite Dialect = 2 // SQLite (modernc.org/sqlite)
+)
+
+func (d Dialect) String() string {
+	switch d {
+	case MySQL:
+		return "mysql"
+	case SQLite:
+		return "sqlite"
+	}
+	return "dialect(" + strconv.Itoa(int(d)) + ")"
+}
+
+// quote appends an identifier quoted for d.
+func (d Dialect) quote(b []byte, name string) []byte {
+	q := byte('"')
+	if d == MySQL {
+		q = '`'
+	}
+	b = append(b, q)
+	for i := 0; i < len(name); i++ {
+		if name[i] == q {
+			b = append(b, q)
+		}
+		b = append(b, name[i])
+	}
+	return append(b, q)
+}
+
+func (d Dialect) quoteString(name string) string { return string(d.quote(nil, name)) }
+
+// table appends the downstream name of t: `schema`.`name` for MySQL, and
+// "name" alone for SQLite, which has one namespace per file.
+func (d Dialect) table(b []byte, t Table) []byte {
+	if d == MySQL && t.Schema != "" {
+		b = d.quote(b, t.Schema)
+		b = append(b, '.')
+	}
+	return d.quote(b, t.Name)
+}
+
+// maxParams is the most placeholders one statement may hold: MySQL's
+// prepared-statement limit (the sink interpolates, but the driver falls back
+// to a prepared statement for a query beyond max_allowed_packet), and
+// SQLite's SQLITE_MAX_VARIABLE_NUMBER default since 3.32.
+func (d Dialect) maxParams() int {
+	if d == MySQL {
+		return 65535
+	}
+	return 32766
+}
+
+// arg converts a value to the argument the dialect's driver binds. Byte
+// payloads are copied: the row's memory is Run's.
+//
+//	kind            MySQL                         SQLite
+//	null            NULL                          NULL
+//	int             int64                         INTEGER
+//	uint            uint64 (all 64 bits)          INTEGER, or its decimal TEXT above 2^63-1
+//	float32/64      float64 (exact for float32)   REAL
+//	decimal         its text                      its text (column affinity decides)
+//	string          string                        TEXT
+//	bytes           []byte (never nil)            BLOB
+//	date            'YYYY-MM-DD'                  TEXT
+//	datetime/ts     'YYYY-MM-DD hh:mm:ss[.f]'     TEXT (fsp fraction digits)
+//	duration        '[-]hh:mm:ss[.f]'             TEXT
+//	year            int64                         INTEGER
+//	bit, set        uint64                        INTEGER (decimal TEXT above 2^63-1)
+//	enum            uint64, the 1-based index     INTEGER, the index
+//	json            string                        TEXT
+func (d Dialect) arg(v codec.Value) any {
+	switch v.Kind() {
+	case codec.KindNull:
+		return nil
+	case codec.KindInt:
+		return v.Int()
+	case codec.KindUint, codec.KindBit, codec.KindEnum, codec.KindSet:
+		u := v.Uint()
+		if d == MySQL {
+			return u
+		}
+		if u > math.MaxInt64 {
+			return strconv.FormatUint(u, 10)
+		}
+		return int64(u)
+	case codec.KindFloat32:
+		return float64(v.Float32())
+	case codec.KindFloat64:
+		return v.Float64()
+	case codec.KindDecimal, codec.KindString, codec.KindJSON:
+		return string(v.Bytes())
+	case codec.KindBytes:
+		b := make([]byte, len(v.Bytes()), max(len(v.Bytes()), 1))
+		copy(b, v.Bytes())
+		return b
+	case codec.KindDate:
+		return v.DateTime().String()[:10]
+	case codec.KindDatetime, codec.KindTimestamp:
+		return v.DateTime().String()
+	case codec.KindDuration:
+		return v.Duration().String()
+	case codec.KindYear:
+		return int64(v.Year())
+	}
+	// An unknown kind cannot come out of the codec; bind its text so the
+	// statement fails visibly rather than writing a wrong value.
+	return v.String()
+}
+
+// argSize estimates the bytes an argument adds to an interpolated statement.
+func argSize(a any) int {
+	switch x := a.(type) {
+	case string:
+		return len(x) + 3
+	case []byte:
+		return 2*len(x) + 10
+	}
+	return 21
+}
+
+// classify marks errors worth retrying with Transient.
+func (d Dialect) classify(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if d.transient(err) {
+		return Transient(err)
+	}
+	return err
+}
+
+func (d Dialect) transient(err error) bool {
+	switch d {
+	case MySQL:
+		var me *mysql.MySQLError
+		if errors.As(err, &me) {
+			switch me.Number {
+			case 1205, // ER_LOCK_WAIT_TIMEOUT
+				1213,                   // ER_LOCK_DEADLOCK
+				1053,                   // ER_SERVER_SHUTDOWN
+				1927,                   // ER_CONNECTION_KILLED (MariaDB)
+				1040,                   // ER_CON_COUNT_ERROR: too many connections
+				1158, 1159, 1160, 1161: // network read/write errors and timeouts
+				return true
+			}
+			return false
+		}
+		if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+			errors.Is(err, syscall.EPIPE) {
+			return true
+		}
+		var ne net.Error
+		return errors.As(err, &ne)
+	case SQLite:
+		var se *sqlite.Error
+		if errors.As(err, &se) {
+			switch se.Code() & 0xff {
+			case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// ddlAlreadyApplied reports whether err says that the DDL's effect is
+// already there: the table, column, index or database exists, or is already
+// gone. The downstream may have run DDLs past the log's checkpoint before the
+// disaster (TiCDC's sink records its own DDL progress, which redo apply
+// cannot see), and a MySQL DDL that succeeded just before a crash is not
+// recorded (its implicit commit cannot include the progress row).
+func (d Dialect) ddlAlreadyApplied(err error, action codec.ActionType) bool {
+	switch d {
+	case MySQL:
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			return false
+		}
+		switch me.Number {
+		case 1007, // ER_DB_CREATE_EXISTS
+			1008, // ER_DB_DROP_EXISTS
+			1050, // ER_TABLE_EXISTS_ERROR
+			1051, // ER_BAD_TABLE_ERROR (DROP TABLE of a table that is gone)
+			1060, // ER_DUP_FIELDNAME
+			1061, // ER_DUP_KEYNAME
+			1068, // ER_MULTIPLE_PRI_KEY
+			1091: // ER_CANT_DROP_FIELD_OR_KEY
+			return true
+		}
+	case SQLite:
+		var se *sqlite.Error
+		if !errors.As(err, &se) {
+			return false
+		}
+		msg := se.Error()
+		if strings.Contains(msg, "already exists") || strings.Contains(msg, "duplicate column name") {
+			return true
+		}
+		switch action {
+		case codec.ActionDropTable, codec.ActionDropIndex, codec.ActionDropColumn, codec.ActionDropView:
+			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such index") ||
+				strings.Contains(msg, "no such column")
+		}
+	}
+	return false
+}

@@ -1,0 +1,554 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// Options configure Run. nil and zero fields take the defaults.
+type Options struct {
+	// Workers is how many transactions apply rows at once, each owning a
+	// fixed share of the tables. 0 means DefaultWorkers; a sink that is a
+	// TxLimiter may lower it.
+	Workers int
+	// BatchRows is how many rows of a table Run gathers before it hands them
+	// to the sink in one ApplyRows call (the SQL sink writes them as
+	// multi-row statements). A commit ts is never split, so a call may hold
+	// more. 0 means DefaultBatchRows.
+	BatchRows int
+	// TxnRows is how many rows a worker's transaction holds before it
+	// commits; it commits at the end of the ApplyRows call that reaches it.
+	// 0 means DefaultTxnRows.
+	TxnRows int
+	// MaxBufferedRows bounds the rows Run holds that no worker has taken
+	// yet: past it, every table's complete rows are handed out at the next
+	// commit ts. The rows of one commit ts of one table are always held
+	// whole. 0 means 4 × Workers × TxnRows.
+	MaxBufferedRows int
+	// MaxRetries is how often a transaction or DDL that failed with a
+	// transient error is retried before Run gives up. 0 means
+	// DefaultMaxRetries; negative means never.
+	MaxRetries int
+	// RetryBackoff is the first wait before a retry; it doubles on each
+	// further retry, up to 5 s. 0 means DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// Logger receives retries and a summary. nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultWorkers      = 4
+	DefaultBatchRows    = 256
+	DefaultTxnRows      = 4096
+	DefaultMaxRetries   = 8
+	DefaultRetryBackoff = 50 * time.Millisecond
+	maxRetryBackoff     = 5 * time.Second
+)
+
+func (o *Options) withDefaults(sink Sink) Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if l, ok := sink.(TxLimiter); ok {
+		if n := l.MaxOpenTxs(); n > 0 && c.Workers > n {
+			c.Workers = n
+		}
+	}
+	if c.BatchRows <= 0 {
+		c.BatchRows = DefaultBatchRows
+	}
+	if c.TxnRows <= 0 {
+		c.TxnRows = DefaultTxnRows
+	}
+	if c.MaxBufferedRows <= 0 {
+		c.MaxBufferedRows = 4 * c.Workers * c.TxnRows
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Result counts what Run did. It is returned with the error too, counting
+// what was done before it.
+type Result struct {
+	Events       int64 // events read from the source
+	Rows         int64 // row changes applied in committed transactions
+	DDLs         int64 // DDLs applied
+	Skipped      int64 // events skipped as already applied (at or below the recorded progress)
+	Transactions int64 // row transactions committed
+	Retries      int64 // transactions and DDLs retried after a transient error
+	Duration     time.Duration
+}
+
+// RowsPerSecond is Rows divided by Duration.
+func (r *Result) RowsPerSecond() float64 {
+	if r.Duration <= 0 {
+		return 0
+	}
+	return float64(r.Rows) / r.Duration.Seconds()
+}
+
+// Run replays src into sink: see the package doc. It returns when the source
+// ends (io.EOF) and everything is committed, or at the first error that is
+// not transient, after rolling back every open transaction; what was
+// committed before stays, with its progress, so running again resumes.
+func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, error) {
+	start := time.Now()
+	o := opts.withDefaults(sink)
+	res := &Result{}
+	prog, err := sink.Progress(ctx)
+	if err != nil {
+		res.Duration = time.Since(start)
+		return res, fmt.Errorf("apply: read progress: %w", err)
+	}
+	if prog.Tables == nil {
+		prog.Tables = map[Table]uint64{}
+	}
+	r := newRunner(ctx, sink, &o, res, prog)
+	err = r.loop(src)
+	r.stop()
+	if err == nil {
+		err = r.firstErr()
+	}
+	res.Rows = r.rows.Load()
+	res.Transactions = r.txns.Load()
+	res.Retries += r.retries.Load()
+	res.Duration = time.Since(start)
+	o.Logger.Info("apply: done", "events", res.Events, "rows", res.Rows, "ddls", res.DDLs,
+		"skipped", res.Skipped, "transactions", res.Transactions, "retries", res.Retries,
+		"duration", res.Duration, "error", err)
+	return res, err
+}
+
+// tableBuf holds the rows of one table that no worker has taken yet.
+type tableBuf struct {
+	table  Table
+	worker *worker
+	rows   []*codec.RowChange
+	ready  bool // listed in runner.ready
+}
+
+type runner struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	sink   Sink
+	o      *Options
+	res    *Result
+	prog   Progress
+
+	tables   map[Table]*tableBuf
+	ready    []*tableBuf // tables holding ≥ BatchRows rows
+	buffered int         // rows in all tableBufs
+	drainAll bool        // hand out every table at the next commit ts
+
+	curTs    uint64 // commit ts of the last event read
+	ddlAtCur int    // DDLs read at curTs
+	ddlTs    uint64 // commit ts of the last DDL read (rows may not follow it at that ts)
+	sawDDL   bool
+
+	workers []*worker
+	seed    maphash.Seed
+	wg      sync.WaitGroup
+
+	rows, txns, retries atomic.Int64
+	errMu               sync.Mutex
+	err                 error
+}
+
+func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Progress) *runner {
+	cctx, cancel := context.WithCancelCause(ctx)
+	r := &runner{ctx: cctx, cancel: cancel, sink: sink, o: o, res: res, prog: prog,
+		tables: map[Table]*tableBuf{}, seed: maphash.MakeSeed()}
+	for i := 0; i < o.Workers; i++ {
+		w := &worker{r: r, id: i, in: make(chan workItem, 4)}
+		r.workers = append(r.workers, w)
+		r.wg.Add(1)
+		go w.run()
+	}
+	return r
+}
+
+func (r *runner) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+	r.cancel(err)
+}
+
+func (r *runner) firstErr() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+// stop ends the workers; each rolls back a transaction left open (there is
+// none after a successful drain).
+func (r *runner) stop() {
+	for _, w := range r.workers {
+		close(w.in)
+	}
+	r.wg.Wait()
+	r.cancel(nil)
+}
+
+func (r *runner) loop(src Source) error {
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return context.Cause(r.ctx)
+		}
+		ev, err := src.Next(r.ctx)
+		if err == io.EOF {
+			return r.barrier()
+		}
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return context.Cause(r.ctx)
+			}
+			return fmt.Errorf("apply: source: %w", err)
+		}
+		r.res.Events++
+		ts := ev.CommitTs()
+		if ts < r.curTs {
+			return fmt.Errorf("%w: %s event at commit ts %d after commit ts %d", ErrOrder, ev.Kind, ts, r.curTs)
+		}
+		if ts > r.curTs {
+			r.curTs = ts
+			r.ddlAtCur = 0
+			if err := r.advance(); err != nil {
+				return err
+			}
+		}
+		switch ev.Kind {
+		case codec.RowEvent:
+			if r.sawDDL && ts == r.ddlTs {
+				return fmt.Errorf("%w: row change of %s at commit ts %d after a DDL of that commit ts", ErrOrder, ev.Row.Table, ts)
+			}
+			if err := r.row(ev); err != nil {
+				return err
+			}
+		case codec.DDLEvent:
+			index := r.ddlAtCur
+			r.ddlAtCur++
+			r.ddlTs, r.sawDDL = ts, true
+			if r.prog.DDL.covers(ts, index) {
+				r.res.Skipped++
+				continue
+			}
+			if err := r.ddl(&ev.DDL, DDLMark{CommitTs: ts, Count: index + 1}); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("apply: source returned an event of unknown kind %s at commit ts %d", ev.Kind, ts)
+		}
+	}
+}
+
+func (r *runner) row(ev *codec.Event) error {
+	t := TableOf(ev.Row.Table)
+	ts := ev.Row.CommitTs
+	// Every row at or below the recorded DDL ts was committed before that
+	// DDL ran (a DDL is a barrier), so it is skipped too.
+	if done, ok := r.prog.Tables[t]; ok && ts <= done || r.prog.DDL.CommitTs > 0 && ts <= r.prog.DDL.CommitTs {
+		r.res.Skipped++
+		return nil
+	}
+	if ev.Row.Op() == codec.OpNone {
+		return fmt.Errorf("apply: row change of %s at commit ts %d has neither image", t, ts)
+	}
+	b := r.tables[t]
+	if b == nil {
+		b = &tableBuf{table: t, worker: r.workers[r.workerOf(t)]}
+		r.tables[t] = b
+	}
+	c := ev.Clone()
+	b.rows = append(b.rows, &c.Row)
+	r.buffered++
+	if len(b.rows) >= r.o.BatchRows && !b.ready {
+		b.ready = true
+		r.ready = append(r.ready, b)
+	}
+	if r.buffered >= r.o.MaxBufferedRows {
+		r.drainAll = true
+	}
+	return nil
+}
+
+func (r *runner) workerOf(t Table) int {
+	if len(r.workers) == 1 {
+		return 0
+	}
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	h.WriteString(t.Schema)
+	h.WriteByte(0)
+	h.WriteString(t.Name)
+	return int(h.Sum64() % uint64(len(r.workers)))
+}
+
+// advance is called when the commit ts moves on: every row held is then a
+// whole commit ts of its table, and may be handed out.
+func (r *runner) advance() error {
+	if r.drainAll {
+		r.drainAll = false
+		return r.dispatchAll()
+	}
+	ready := r.ready
+	r.ready = nil
+	for _, b := range ready {
+		b.ready = false
+		if err := r.dispatch(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) dispatchAll() error {
+	r.ready = r.ready[:0]
+	for _, b := range r.tables {
+		b.ready = false
+		if err := r.dispatch(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) dispatch(b *tableBuf) error {
+	if len(b.rows) == 0 {
+		return nil
+	}
+	item := workItem{table: b.table, rows: b.rows}
+	r.buffered -= len(b.rows)
+	b.rows = nil
+	select {
+	case b.worker.in <- item:
+		return nil
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
+}
+
+// barrier hands out every row held and has every worker commit.
+func (r *runner) barrier() error {
+	if err := r.dispatchAll(); err != nil {
+		return err
+	}
+	done := make(chan error, len(r.workers))
+	for _, w := range r.workers {
+		select {
+		case w.in <- workItem{flush: done}:
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		}
+	}
+	for range r.workers {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		}
+	}
+	// Drop the emptied buffers: tables come and go with DDLs.
+	clear(r.tables)
+	return nil
+}
+
+func (r *runner) ddl(d *codec.DDL, mark DDLMark) error {
+	if err := r.barrier(); err != nil {
+		return err
+	}
+	err := r.retry(func() error { return r.sink.ApplyDDL(r.ctx, d, mark) }, func(attempt int, err error) {
+		r.res.Retries++
+		r.o.Logger.Warn("apply: retrying DDL", "commit_ts", d.CommitTs, "query", d.Query, "attempt", attempt, "error", err)
+	})
+	if err != nil {
+		return err
+	}
+	r.prog.DDL = mark
+	r.res.DDLs++
+	return nil
+}
+
+// retry runs f until it succeeds, fails with an error that is not
+// transient, or MaxRetries retries were made, waiting RetryBackoff (doubling)
+// between attempts.
+func (r *runner) retry(f func() error, onRetry func(attempt int, err error)) error {
+	wait := r.o.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !IsTransient(err) || attempt > r.o.MaxRetries || r.ctx.Err() != nil {
+			return err
+		}
+		onRetry(attempt, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
+			return context.Cause(r.ctx)
+		}
+		wait = min(2*wait, maxRetryBackoff)
+	}
+}
+
+type workItem struct {
+	table Table
+	rows  []*codec.RowChange
+	flush chan<- error // a commit request when not nil
+}
+
+// worker applies the rows of its tables in one transaction at a time.
+type worker struct {
+	r  *runner
+	id int
+	in chan workItem
+
+	tx      Tx
+	pending []workItem       // the items of the open transaction, to replay after a transient error
+	marks   map[Table]uint64 // the highest commit ts of each table in the open transaction
+	txRows  int
+}
+
+func (w *worker) run() {
+	defer w.r.wg.Done()
+	defer w.rollback()
+	for item := range w.in {
+		if item.flush != nil {
+			err := context.Cause(w.r.ctx)
+			if err == nil {
+				if err = w.commit(); err != nil {
+					w.r.fail(err)
+				}
+			}
+			item.flush <- err
+			continue
+		}
+		if w.r.ctx.Err() != nil {
+			continue // drain: the runner is stopping
+		}
+		if err := w.apply(item); err != nil {
+			w.r.fail(err)
+			continue
+		}
+		if w.txRows >= w.r.o.TxnRows {
+			if err := w.commit(); err != nil {
+				w.r.fail(err)
+			}
+		}
+	}
+}
+
+func (w *worker) rollback() {
+	if w.tx != nil {
+		_ = w.tx.Rollback()
+		w.tx = nil
+	}
+	w.pending = w.pending[:0]
+	clear(w.marks)
+	w.txRows = 0
+}
+
+// apply adds item to the open transaction, replaying the transaction in a new
+// one after a transient error.
+func (w *worker) apply(item workItem) error {
+	w.pending = append(w.pending, item)
+	if w.marks == nil {
+		w.marks = map[Table]uint64{}
+	}
+	w.marks[item.table] = item.rows[len(item.rows)-1].CommitTs
+	w.txRows += len(item.rows)
+	return w.r.retry(func() error {
+		if w.tx == nil {
+			// A new transaction, or one lost to a transient error: begin
+			// one and apply everything pending (this item included).
+			return w.replay()
+		}
+		// The usual path: only the new item needs applying.
+		err := w.tx.ApplyRows(w.r.ctx, item.table, item.rows)
+		if err != nil {
+			_ = w.tx.Rollback()
+			w.tx = nil
+		}
+		return err
+	}, w.onRetry)
+}
+
+// replay begins a transaction and applies every pending item in it.
+func (w *worker) replay() error {
+	tx, err := w.r.sink.Begin(w.r.ctx)
+	if err != nil {
+		return err
+	}
+	w.tx = tx
+	for _, it := range w.pending {
+		if err := tx.ApplyRows(w.r.ctx, it.table, it.rows); err != nil {
+			_ = tx.Rollback()
+			w.tx = nil
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *worker) commit() error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	marks := make([]Mark, 0, len(w.marks))
+	for t, ts := range w.marks {
+		marks = append(marks, Mark{Table: t, CommitTs: ts})
+	}
+	err := w.r.retry(func() error {
+		if w.tx == nil {
+			if err := w.replay(); err != nil {
+				return err
+			}
+		}
+		err := w.tx.Commit(w.r.ctx, marks)
+		if err != nil {
+			_ = w.tx.Rollback()
+		}
+		w.tx = nil
+		return err
+	}, w.onRetry)
+	if err != nil {
+		return err
+	}
+	w.r.rows.Add(int64(w.txRows))
+	w.r.txns.Add(1)
+	w.pending = w.pending[:0]
+	clear(w.marks)
+	w.txRows = 0
+	return nil
+}
+
+func (w *worker) onRetry(attempt int, err error) {
+	w.r.retries.Add(1)
+	w.r.o.Logger.Warn("apply: retrying transaction", "worker", w.id, "rows", w.txRows, "attempt", attempt, "error", err)
+}

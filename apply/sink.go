@@ -1,0 +1,212 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// Source yields the events to replay, in commit-ts order with the rows of a
+// commit ts before its DDLs, and io.EOF after the last one. An event only has
+// to stay valid until the next call: Run copies what it keeps.
+//
+// *reader.Reader returns *reader.Event (which embeds codec.Event), so it is
+// adapted with a SourceFunc:
+//
+//	src := apply.SourceFunc(func(ctx context.Context) (*codec.Event, error) {
+//		ev, err := r.Next(ctx)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return &ev.Event, nil
+//	})
+type Source interface {
+	Next(ctx context.Context) (*codec.Event, error)
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(ctx context.Context) (*codec.Event, error)
+
+// Next calls f.
+func (f SourceFunc) Next(ctx context.Context) (*codec.Event, error) { return f(ctx) }
+
+// SliceSource returns a Source over events held in memory, for tests and for
+// callers that already hold a range.
+func SliceSource(events []*codec.Event) Source {
+	i := 0
+	return SourceFunc(func(ctx context.Context) (*codec.Event, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if i >= len(events) {
+			return nil, io.EOF
+		}
+		i++
+		return events[i-1], nil
+	})
+}
+
+// Table names a downstream table: the logical table of a row change (the
+// partitions of a partitioned table are one Table).
+type Table struct {
+	Schema, Name string
+}
+
+// String returns "schema.name".
+func (t Table) String() string { return t.Schema + "." + t.Name }
+
+// TableOf returns the logical table of a codec table name.
+func TableOf(n codec.TableName) Table { return Table{Schema: n.Schema, Name: n.Name} }
+
+// Mark is the progress a transaction records for one table: every row change
+// of the table with commit ts ≤ CommitTs is applied.
+type Mark struct {
+	Table    Table
+	CommitTs uint64
+}
+
+// DDLMark is the progress recorded for DDLs: every DDL with commit ts below
+// CommitTs is applied, and so are the first Count DDLs at CommitTs (in the
+// order the source delivers them). The zero DDLMark means none.
+type DDLMark struct {
+	CommitTs uint64
+	Count    int
+}
+
+// Before reports whether the DDL that is the index-th (from 0) at commit ts
+// ts is covered by m.
+func (m DDLMark) covers(ts uint64, index int) bool {
+	return ts < m.CommitTs || ts == m.CommitTs && index < m.Count
+}
+
+// Progress is what a sink has recorded as applied.
+type Progress struct {
+	// Tables maps each table to the commit ts up to which (inclusive) its row
+	// changes are applied. A table that is absent has nothing recorded.
+	Tables map[Table]uint64
+	// DDL is the last DDL applied.
+	DDL DDLMark
+}
+
+// Sink is a downstream that Run replays into. The SQL sink of this package
+// implements it for SQLite and MySQL-compatible databases; third parties
+// implement it for others.
+//
+// Run calls Progress once, before anything else. Row changes go through
+// transactions: Begin, ApplyRows any number of times, then Commit (which
+// records the marks in the same transaction as the data) or Rollback. Run
+// holds up to Options.Workers transactions open at once, each from its own
+// goroutine, and gives each table to exactly one of them at a time, so a sink
+// never sees two open transactions write the same table. ApplyDDL is called
+// only while no transaction is open. A sink reports errors worth retrying
+// (lost connection, deadlock, lock timeout, busy database) wrapped with
+// Transient; Run then rolls the transaction back, waits, and replays it whole
+// in a new one.
+type Sink interface {
+	// Progress returns what the downstream has recorded. A fresh downstream
+	// has an empty Progress.
+	Progress(ctx context.Context) (Progress, error)
+	// Begin starts a transaction.
+	Begin(ctx context.Context) (Tx, error)
+	// ApplyDDL runs one DDL and records mark as the last applied DDL; when it
+	// can, in one transaction with the DDL.
+	ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error
+	// Close releases the sink. Run does not call it.
+	Close() error
+}
+
+// Tx is one transaction of a Sink.
+type Tx interface {
+	// ApplyRows applies row changes of one table, in commit-ts order. The
+	// rows of one commit ts are never split across two calls: a call holds
+	// every row change of the table at each commit ts it holds, so a sink
+	// may reorder within a commit ts (the SQL sink runs deletes first).
+	// The rows belong to Run and are not modified; they stay valid until
+	// the transaction ends.
+	ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error
+	// Commit records marks (at most one per table) and commits, atomically.
+	Commit(ctx context.Context, marks []Mark) error
+	// Rollback abandons the transaction. It is called after a failed
+	// ApplyRows or Commit too, and must not fail loudly then.
+	Rollback() error
+}
+
+// TxLimiter is implemented by a sink that cannot hold more than
+// MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
+// most that many workers. 0 means no limit.
+type TxLimiter interface {
+	MaxOpenTxs() int
+}
+
+// Transient wraps err to mark it worth retrying: the operation failed for a
+// reason that may pass (connection lost, deadlock, lock wait timeout, busy
+// database). A nil err stays nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+// IsTransient reports whether err, or an error it wraps, was marked with
+// Transient.
+func IsTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t)
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// StatementError reports a statement that failed: the table, the commit ts
+// range of the rows it held, and the SQL with placeholders (never values).
+type StatementError struct {
+	Table   Table
+	FirstTs uint64 // commit ts of the statement's first row
+	LastTs  uint64 // commit ts of its last row
+	SQL     string // with placeholders; a multi-row VALUES list is shown once, with its row count
+	Err     error
+}
+
+func (e *StatementError) Error() string {
+	ts := fmt.Sprint(e.FirstTs)
+	if e.LastTs != e.FirstTs {
+		ts += ".." + fmt.Sprint(e.LastTs)
+	}
+	return fmt.Sprintf("apply: table %s, commit ts %s: %s: %v", e.Table, ts, e.SQL, e.Err)
+}
+
+func (e *StatementError) Unwrap() error { return e.Err }
+
+// DDLError reports a DDL that failed: its schema, commit ts and query, and
+// for SQLite the statement it was rewritten to.
+type DDLError struct {
+	Schema   string
+	CommitTs uint64
+	Query    string
+	Ran      string // the statement run, when it differs from Query
+	Err      error
+}
+
+func (e *DDLError) Error() string {
+	s := fmt.Sprintf("apply: DDL at commit ts %d (schema %q): %q", e.CommitTs, e.Schema, e.Query)
+	if e.Ran != "" && e.Ran != e.Query {
+		s += fmt.Sprintf(" (run as %q)", e.Ran)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *DDLError) Unwrap() error { return e.Err }
+
+// ErrUnsupportedDDL is wrapped by the DDLError of a DDL the sink's dialect
+// cannot run.
+var ErrUnsupportedDDL = errors.New("DDL not supported by this sink")
+
+// ErrOrder is wrapped by Run's error when the source delivers an event below
+// one already delivered, or a row change after a DDL of the same commit ts.
+var ErrOrder = errors.New("apply: source out of commit-ts order")

@@ -1,0 +1,604 @@
+package apply
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// This file turns a MySQL DDL into what SQLite can run. It is a token-level
+// rewrite, not a parser: it knows the few statement forms a redo log's DDLs
+// take (the package doc lists them) and fails with ErrUnsupportedDDL on the
+// forms SQLite has no equivalent for, rather than guess.
+
+type tokKind uint8
+
+const (
+	tokSpace  tokKind = iota // white space or a comment
+	tokWord                  // a bare word or number
+	tokIdent                 // a `quoted` or "quoted" identifier
+	tokString                // a 'string'
+	tokPunct                 // one character of punctuation
+)
+
+type token struct {
+	kind tokKind
+	text string
+}
+
+// word returns the upper-cased text of a bare word, "" otherwise.
+func (t token) word() string {
+	if t.kind != tokWord {
+		return ""
+	}
+	return strings.ToUpper(t.text)
+}
+
+// name returns an identifier's name: a bare word as is, a quoted one
+// unquoted.
+func (t token) name() string {
+	switch t.kind {
+	case tokWord:
+		return t.text
+	case tokIdent:
+		q := t.text[0]
+		return strings.ReplaceAll(t.text[1:len(t.text)-1], string([]byte{q, q}), string(q))
+	}
+	return ""
+}
+
+func (t token) isName() bool { return t.kind == tokWord || t.kind == tokIdent }
+
+func (t token) is(p byte) bool { return t.kind == tokPunct && t.text[0] == p }
+
+// tokenize splits MySQL text into tokens. Quoted strings and identifiers end
+// at their closing quote (doubled quotes and backslash escapes stay inside);
+// comments (--, #, /* */) are space.
+func tokenize(s string) ([]token, error) {
+	var toks []token
+	for i := 0; i < len(s); {
+		c := s[i]
+		start := i
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			for i < len(s) && strings.IndexByte(" \t\n\r", s[i]) >= 0 {
+				i++
+			}
+			toks = append(toks, token{tokSpace, s[start:i]})
+		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			toks = append(toks, token{tokSpace, " "})
+		case c == '/' && strings.HasPrefix(s[i:], "/*"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated comment")
+			}
+			i += end + 4
+			// TiDB writes its extensions as /*T![feature] ... */
+			// comments; SQLite skips them like any comment.
+			toks = append(toks, token{tokSpace, " "})
+		case c == '\'' || c == '"' || c == '`':
+			i++
+			for {
+				if i >= len(s) {
+					return nil, fmt.Errorf("unterminated quote %c", c)
+				}
+				if s[i] == '\\' && c != '`' {
+					i += 2
+					continue
+				}
+				if s[i] == c {
+					if i+1 < len(s) && s[i+1] == c {
+						i += 2
+						continue
+					}
+					i++
+					break
+				}
+				i++
+			}
+			k := tokIdent
+			if c == '\'' {
+				k = tokString
+			}
+			toks = append(toks, token{k, s[start:i]})
+		case isWordByte(c):
+			for i < len(s) && isWordByte(s[i]) {
+				i++
+			}
+			toks = append(toks, token{tokWord, s[start:i]})
+		default:
+			i++
+			toks = append(toks, token{tokPunct, s[start:i]})
+		}
+	}
+	return toks, nil
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+// join renders tokens back to text.
+func join(toks []token) string {
+	var b strings.Builder
+	for _, t := range toks {
+		b.WriteString(t.text)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// solid drops space tokens, and a trailing ';'.
+func solid(toks []token) []token {
+	out := make([]token, 0, len(toks))
+	for _, t := range toks {
+		if t.kind != tokSpace {
+			out = append(out, t)
+		}
+	}
+	for len(out) > 0 && out[len(out)-1].is(';') {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// spaced renders solid tokens with a space between words.
+func spaced(toks []token) string {
+	var b strings.Builder
+	for i, t := range toks {
+		if i > 0 && !t.is(',') && !t.is(')') && !t.is('.') && !toks[i-1].is('(') && !toks[i-1].is('.') {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.text)
+	}
+	return b.String()
+}
+
+// words reports whether toks starts with the given upper-case words.
+func words(toks []token, ws ...string) bool {
+	if len(toks) < len(ws) {
+		return false
+	}
+	for i, w := range ws {
+		if toks[i].word() != w {
+			return false
+		}
+	}
+	return true
+}
+
+// splitTop splits toks at commas outside parentheses.
+func splitTop(toks []token) [][]token {
+	var parts [][]token
+	depth, start := 0, 0
+	for i, t := range toks {
+		switch {
+		case t.is('('):
+			depth++
+		case t.is(')'):
+			depth--
+		case t.is(',') && depth == 0:
+			parts = append(parts, toks[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, toks[start:])
+}
+
+// closing returns the index of the ')' matching the '(' at open, or -1.
+func closing(toks []token, open int) int {
+	depth := 0
+	for i := open; i < len(toks); i++ {
+		switch {
+		case toks[i].is('('):
+			depth++
+		case toks[i].is(')'):
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// unqualify drops "schema." before names, for the schemas of the DDL: SQLite
+// has one namespace per file.
+func unqualify(toks []token, schemas map[string]bool) []token {
+	out := toks[:0:0]
+	for i := 0; i < len(toks); i++ {
+		if toks[i].isName() && schemas[toks[i].name()] && i+2 < len(toks) && toks[i+1].is('.') && toks[i+2].isName() &&
+			(i == 0 || !toks[i-1].is('.')) {
+			i++ // skip the schema and the dot
+			continue
+		}
+		out = append(out, toks[i])
+	}
+	return out
+}
+
+// sqliteIndexName is the SQLite name of a MySQL index: index names are
+// per table in MySQL and per database in SQLite, so they are prefixed with
+// the table.
+func sqliteIndexName(table, index string) string {
+	return SQLite.quoteString(table + "." + index)
+}
+
+// sqliteDDL rewrites a MySQL DDL into the SQLite statements that do the same,
+// or fails with ErrUnsupportedDDL. No statements means nothing to do.
+func sqliteDDL(ddl *codec.DDL) ([]string, error) {
+	all, err := tokenize(ddl.Query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupportedDDL, err)
+	}
+	schemas := map[string]bool{}
+	if ddl.Table.Schema != "" {
+		schemas[ddl.Table.Schema] = true
+	}
+	for _, t := range ddl.Tables {
+		if t.Schema != "" {
+			schemas[t.Schema] = true
+		}
+	}
+	toks := unqualify(solid(all), schemas)
+	unsupported := func(why string) ([]string, error) {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupportedDDL, why)
+	}
+	switch {
+	case len(toks) == 0:
+		return nil, nil
+	case words(toks, "CREATE", "DATABASE"), words(toks, "CREATE", "SCHEMA"):
+		return nil, nil // schemas are ignored: every table is in the one file
+	case words(toks, "DROP", "DATABASE"), words(toks, "DROP", "SCHEMA"):
+		return unsupported("SQLite keeps no schemas, so it cannot drop one")
+	case words(toks, "TRUNCATE"):
+		rest := toks[1:]
+		if words(rest, "TABLE") {
+			rest = rest[1:]
+		}
+		if len(rest) != 1 || !rest[0].isName() {
+			return unsupported("TRUNCATE of anything but one table")
+		}
+		return []string{"DELETE FROM " + SQLite.quoteString(rest[0].name())}, nil
+	case words(toks, "RENAME", "TABLE"):
+		var out []string
+		for _, pair := range splitTop(toks[2:]) {
+			if len(pair) != 3 || !pair[0].isName() || pair[1].word() != "TO" || !pair[2].isName() {
+				return unsupported("RENAME TABLE form")
+			}
+			out = append(out, "ALTER TABLE "+SQLite.quoteString(pair[0].name())+" RENAME TO "+SQLite.quoteString(pair[2].name()))
+		}
+		return out, nil
+	case words(toks, "DROP", "TABLE"), words(toks, "DROP", "VIEW"):
+		// SQLite drops one table per statement.
+		rest, ifExists := toks[2:], ""
+		if words(rest, "IF", "EXISTS") {
+			rest, ifExists = rest[2:], "IF EXISTS "
+		}
+		for len(rest) > 0 && (rest[len(rest)-1].word() == "CASCADE" || rest[len(rest)-1].word() == "RESTRICT") {
+			rest = rest[:len(rest)-1]
+		}
+		var out []string
+		for _, t := range splitTop(rest) {
+			if len(t) != 1 || !t[0].isName() {
+				return unsupported("DROP form")
+			}
+			out = append(out, "DROP "+toks[1].word()+" "+ifExists+SQLite.quoteString(t[0].name()))
+		}
+		return out, nil
+	case words(toks, "DROP", "INDEX"):
+		// DROP INDEX i ON t
+		if len(toks) < 5 || !toks[2].isName() || toks[3].word() != "ON" || !toks[4].isName() {
+			return unsupported("DROP INDEX form")
+		}
+		return []string{"DROP INDEX " + sqliteIndexName(toks[4].name(), toks[2].name())}, nil
+	case words(toks, "CREATE", "INDEX"), words(toks, "CREATE", "UNIQUE", "INDEX"):
+		return sqliteCreateIndex(toks)
+	case words(toks, "CREATE", "TABLE"):
+		return sqliteCreateTable(toks)
+	case words(toks, "ALTER", "TABLE"):
+		return sqliteAlterTable(toks)
+	}
+	// Anything else (CREATE VIEW, …) runs as logged; SQLite's error, if
+	// any, names the problem.
+	return []string{join(all)}, nil
+}
+
+// sqliteCreateIndex: CREATE [UNIQUE] INDEX i ON t (cols) [USING …] [options].
+func sqliteCreateIndex(toks []token) ([]string, error) {
+	i := 1
+	unique := ""
+	if toks[i].word() == "UNIQUE" {
+		unique = "UNIQUE "
+		i++
+	}
+	i++ // INDEX
+	ifNot := ""
+	if words(toks[i:], "IF", "NOT", "EXISTS") {
+		ifNot = "IF NOT EXISTS "
+		i += 3
+	}
+	if i+3 >= len(toks) || !toks[i].isName() || toks[i+1].word() != "ON" || !toks[i+2].isName() || !toks[i+3].is('(') {
+		return nil, fmt.Errorf("%w: CREATE INDEX form", ErrUnsupportedDDL)
+	}
+	idx, table := toks[i].name(), toks[i+2].name()
+	end := closing(toks, i+3)
+	if end < 0 {
+		return nil, fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+	}
+	cols, err := indexColumns(toks[i+4 : end])
+	if err != nil {
+		return nil, err
+	}
+	return []string{"CREATE " + unique + "INDEX " + ifNot + sqliteIndexName(table, idx) + " ON " + SQLite.quoteString(table) + " (" + cols + ")"}, nil
+}
+
+// indexColumns renders an index's column list, dropping MySQL prefix lengths
+// (`c`(10)), which SQLite does not have.
+func indexColumns(toks []token) (string, error) {
+	var parts []string
+	for _, col := range splitTop(toks) {
+		if len(col) == 0 || !col[0].isName() {
+			return "", fmt.Errorf("%w: index part that is not a column", ErrUnsupportedDDL)
+		}
+		s := SQLite.quoteString(col[0].name())
+		rest := col[1:]
+		if len(rest) > 0 && rest[0].is('(') {
+			if e := closing(rest, 0); e >= 0 {
+				rest = rest[e+1:]
+			}
+		}
+		if len(rest) == 1 && (rest[0].word() == "ASC" || rest[0].word() == "DESC") {
+			s += " " + rest[0].word()
+		} else if len(rest) > 0 {
+			return "", fmt.Errorf("%w: index part %q", ErrUnsupportedDDL, spaced(col))
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// sqliteCreateTable: CREATE TABLE [IF NOT EXISTS] t (elements) [options]. The
+// table options are dropped, column definitions lose MySQL-only attributes,
+// and inline KEY/INDEX elements become CREATE INDEX statements.
+func sqliteCreateTable(toks []token) ([]string, error) {
+	i := 2
+	ifNot := ""
+	if words(toks[i:], "IF", "NOT", "EXISTS") {
+		ifNot = "IF NOT EXISTS "
+		i += 3
+	}
+	if i+1 >= len(toks) || !toks[i].isName() {
+		return nil, fmt.Errorf("%w: CREATE TABLE form", ErrUnsupportedDDL)
+	}
+	table := toks[i].name()
+	if !toks[i+1].is('(') {
+		return nil, fmt.Errorf("%w: CREATE TABLE without a column list (LIKE, AS SELECT)", ErrUnsupportedDDL)
+	}
+	end := closing(toks, i+1)
+	if end < 0 {
+		return nil, fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+	}
+	var elems, after []string
+	for _, el := range splitTop(toks[i+2 : end]) {
+		if len(el) == 0 {
+			continue
+		}
+		switch {
+		case el[0].word() == "KEY" || el[0].word() == "INDEX":
+			s, err := inlineIndex(table, "", el[1:])
+			if err != nil {
+				return nil, err
+			}
+			after = append(after, s)
+		case el[0].word() == "UNIQUE":
+			rest := el[1:]
+			if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+				rest = rest[1:]
+			}
+			s, err := inlineIndex(table, "UNIQUE ", rest)
+			if err != nil {
+				return nil, err
+			}
+			after = append(after, s)
+		case el[0].word() == "FULLTEXT" || el[0].word() == "SPATIAL":
+			continue // no equivalent; an index changes no result
+		case el[0].word() == "PRIMARY" || el[0].word() == "CONSTRAINT" || el[0].word() == "CHECK" || el[0].word() == "FOREIGN":
+			elems = append(elems, spaced(cleanConstraint(el)))
+		default:
+			s, err := columnDef(el)
+			if err != nil {
+				return nil, err
+			}
+			elems = append(elems, s)
+		}
+	}
+	out := []string{"CREATE TABLE " + ifNot + SQLite.quoteString(table) + " (" + strings.Join(elems, ", ") + ")"}
+	return append(out, after...), nil
+}
+
+// inlineIndex turns "[name] (cols) [USING …]" of a CREATE TABLE into a
+// CREATE INDEX.
+func inlineIndex(table, unique string, toks []token) (string, error) {
+	name := ""
+	if len(toks) > 0 && toks[0].isName() {
+		name, toks = toks[0].name(), toks[1:]
+	}
+	if len(toks) == 0 || !toks[0].is('(') {
+		return "", fmt.Errorf("%w: index definition", ErrUnsupportedDDL)
+	}
+	end := closing(toks, 0)
+	if end < 0 {
+		return "", fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+	}
+	cols, err := indexColumns(toks[1:end])
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		name = strings.ReplaceAll(strings.ReplaceAll(cols, `"`, ""), ", ", "_")
+	}
+	return "CREATE " + unique + "INDEX IF NOT EXISTS " + sqliteIndexName(table, name) + " ON " + SQLite.quoteString(table) + " (" + cols + ")", nil
+}
+
+// cleanConstraint drops "USING BTREE|HASH" and the KEY/INDEX word of a
+// UNIQUE constraint, and the name MySQL allows after UNIQUE KEY.
+func cleanConstraint(el []token) []token {
+	out := el[:0:0]
+	for i := 0; i < len(el); i++ {
+		switch {
+		case el[i].word() == "USING" && i+1 < len(el):
+			i++
+			continue
+		case el[i].word() == "UNIQUE" && i+1 < len(el) && (el[i+1].word() == "KEY" || el[i+1].word() == "INDEX"):
+			out = append(out, el[i])
+			i++
+			if i+1 < len(el) && el[i+1].isName() {
+				i++
+			}
+			continue
+		}
+		out = append(out, el[i])
+	}
+	return out
+}
+
+// columnDef cleans one column definition: ENUM(…) and SET(…) become INTEGER
+// (the sink stores their numbers), and the attributes SQLite lacks are
+// dropped: UNSIGNED, SIGNED, ZEROFILL, AUTO_INCREMENT, CHARACTER SET x,
+// CHARSET x, COLLATE x (but SQLite's BINARY, NOCASE, RTRIM), COMMENT '…',
+// ON UPDATE CURRENT_TIMESTAMP, and the precision of CURRENT_TIMESTAMP(n).
+func columnDef(el []token) (string, error) {
+	if !el[0].isName() {
+		return "", fmt.Errorf("%w: column definition %q", ErrUnsupportedDDL, spaced(el))
+	}
+	out := []token{{tokIdent, SQLite.quoteString(el[0].name())}}
+	for i := 1; i < len(el); i++ {
+		w := el[i].word()
+		switch {
+		case i == 1 && (w == "ENUM" || w == "SET"):
+			out = append(out, token{tokWord, "INTEGER"})
+			if i+1 < len(el) && el[i+1].is('(') {
+				if e := closing(el, i+1); e >= 0 {
+					i = e
+				}
+			}
+			continue
+		case w == "UNSIGNED" || w == "SIGNED" || w == "ZEROFILL" || w == "AUTO_INCREMENT" || w == "AUTO_RANDOM":
+			if i+1 < len(el) && el[i+1].is('(') { // AUTO_RANDOM(5)
+				if e := closing(el, i+1); e >= 0 {
+					i = e
+				}
+			}
+			continue
+		case w == "CHARACTER" && i+2 < len(el) && el[i+1].word() == "SET":
+			i += 2
+			continue
+		case w == "CHARSET" && i+1 < len(el):
+			i++
+			continue
+		case w == "COLLATE" && i+1 < len(el):
+			switch strings.ToUpper(el[i+1].name()) {
+			case "BINARY", "NOCASE", "RTRIM":
+				out = append(out, el[i], el[i+1])
+			}
+			i++
+			continue
+		case w == "COMMENT" && i+1 < len(el) && el[i+1].kind == tokString:
+			i++
+			continue
+		case w == "ON" && i+2 < len(el) && el[i+1].word() == "UPDATE":
+			i += 2
+			if i+1 < len(el) && el[i+1].is('(') {
+				if e := closing(el, i+1); e >= 0 {
+					i = e
+				}
+			}
+			continue
+		case w == "CURRENT_TIMESTAMP" || w == "NOW" || w == "LOCALTIMESTAMP":
+			out = append(out, token{tokWord, "CURRENT_TIMESTAMP"})
+			if i+1 < len(el) && el[i+1].is('(') {
+				if e := closing(el, i+1); e >= 0 {
+					i = e
+				}
+			}
+			continue
+		}
+		out = append(out, el[i])
+	}
+	return spaced(out), nil
+}
+
+// sqliteAlterTable: ALTER TABLE t spec[, spec…], one SQLite statement per
+// spec. Supported specs: ADD [COLUMN] def, ADD [UNIQUE] INDEX|KEY …, DROP
+// [COLUMN] c, DROP INDEX|KEY i, RENAME [TO|AS] u, RENAME COLUMN a TO b.
+func sqliteAlterTable(toks []token) ([]string, error) {
+	if len(toks) < 4 || !toks[2].isName() {
+		return nil, fmt.Errorf("%w: ALTER TABLE form", ErrUnsupportedDDL)
+	}
+	table := toks[2].name()
+	prefix := "ALTER TABLE " + SQLite.quoteString(table) + " "
+	var out []string
+	for _, spec := range splitTop(toks[3:]) {
+		if len(spec) == 0 {
+			continue
+		}
+		w := spec[0].word()
+		rest := spec[1:]
+		switch {
+		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY"):
+			s, err := inlineIndex(table, "", rest[1:])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, strings.Replace(s, " IF NOT EXISTS", "", 1))
+		case w == "ADD" && len(rest) > 0 && rest[0].word() == "UNIQUE":
+			rest = rest[1:]
+			if len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") {
+				rest = rest[1:]
+			}
+			s, err := inlineIndex(table, "UNIQUE ", rest)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, strings.Replace(s, " IF NOT EXISTS", "", 1))
+		case w == "ADD":
+			if len(rest) > 0 && rest[0].word() == "COLUMN" {
+				rest = rest[1:]
+			}
+			if len(rest) == 0 || rest[0].is('(') || words(rest, "PRIMARY") || words(rest, "CONSTRAINT") || words(rest, "FOREIGN") ||
+				words(rest, "FULLTEXT") || words(rest, "SPATIAL") || words(rest, "PARTITION") || words(rest, "CHECK") {
+				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", ErrUnsupportedDDL, spaced(rest))
+			}
+			if n := len(rest); n >= 2 && (rest[n-2].word() == "AFTER") || n >= 1 && rest[n-1].word() == "FIRST" {
+				return nil, fmt.Errorf("%w: column position (FIRST, AFTER): SQLite only appends columns", ErrUnsupportedDDL)
+			}
+			def, err := columnDef(rest)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, prefix+"ADD COLUMN "+def)
+		case w == "DROP" && len(rest) == 2 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName():
+			out = append(out, "DROP INDEX "+sqliteIndexName(table, rest[1].name()))
+		case w == "DROP" && len(rest) == 2 && rest[0].word() == "COLUMN" && rest[1].isName(),
+			w == "DROP" && len(rest) == 1 && rest[0].isName() && rest[0].word() != "PRIMARY":
+			out = append(out, prefix+"DROP COLUMN "+SQLite.quoteString(rest[len(rest)-1].name()))
+		case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
+			out = append(out, prefix+"RENAME COLUMN "+SQLite.quoteString(rest[1].name())+" TO "+SQLite.quoteString(rest[3].name()))
+		case w == "RENAME" && len(rest) >= 1:
+			if rest[0].word() == "TO" || rest[0].word() == "AS" {
+				rest = rest[1:]
+			}
+			if len(rest) != 1 || !rest[0].isName() {
+				return nil, fmt.Errorf("%w: ALTER TABLE RENAME form", ErrUnsupportedDDL)
+			}
+			out = append(out, prefix+"RENAME TO "+SQLite.quoteString(rest[0].name()))
+		default:
+			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", ErrUnsupportedDDL, spaced(spec))
+		}
+	}
+	return out, nil
+}

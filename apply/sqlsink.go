@@ -1,0 +1,380 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/codec"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SinkOptions configure a SQL sink. nil and zero fields take the defaults.
+type SinkOptions struct {
+	// ProgressTable is the name of the progress table. 0 means
+	// DefaultProgressTable. Two logs applied into one downstream need two.
+	ProgressTable string
+	// ProgressSchema is the MySQL database that holds the progress table:
+	// by default the database of the URI, or "redokit" when it names none
+	// (created if missing). SQLite ignores it.
+	ProgressSchema string
+	// MaxStatementRows caps the rows of one multi-row statement. 0 means
+	// DefaultMaxStatementRows.
+	MaxStatementRows int
+	// StrictDDL makes a DDL whose effect is already there (a table that
+	// exists, a column already added, a table already dropped) an error.
+	// By default it is logged and counted as applied: see the package doc.
+	StrictDDL bool
+	// Logger receives tolerated DDL errors. nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults for zero SinkOptions fields.
+const (
+	DefaultProgressTable    = "redokit_apply_progress"
+	DefaultMaxStatementRows = 512
+	// maxStatementBytes bounds an interpolated MySQL statement well below
+	// the server's default max_allowed_packet (16 MiB in MariaDB, 64 MiB
+	// in MySQL 8).
+	maxStatementBytes = 4 << 20
+)
+
+// SQLSink is the built-in Sink for SQL databases: SQLite and MySQL-compatible
+// ones (MySQL, MariaDB, TiDB). See the package doc for what it writes.
+type SQLSink struct {
+	db       *sql.DB
+	d        Dialect
+	o        SinkOptions
+	progress []byte // the quoted, qualified progress table name
+	name     string // the redacted URI, or the dialect name
+	ownDB    bool
+
+	ignoredDDLs atomic.Int64
+}
+
+var (
+	_ Sink      = (*SQLSink)(nil)
+	_ TxLimiter = (*SQLSink)(nil)
+)
+
+// Open opens the SQL sink a URI names:
+//
+//	mysql://user:password@host[:port]/[database][?param=value&...]
+//	sqlite:///absolute/path.db[?param=value&...]
+//	sqlite:relative/path.db[?param=value&...]
+//
+// (mariadb:// and tidb:// are accepted for mysql://). MySQL params are
+// go-sql-driver/mysql DSN parameters or session variables; the sink sets
+// interpolateParams=true and time_zone='+00:00' unless the URI sets them.
+// SQLite params are modernc.org/sqlite DSN parameters; the sink adds
+// busy_timeout(10000), journal_mode(WAL), synchronous(NORMAL) pragmas and
+// _txlock=immediate unless the URI sets them. Open connects, and creates the
+// progress table if it is missing. Errors never show the password.
+func Open(ctx context.Context, uri string, opts *SinkOptions) (*SQLSink, error) {
+	t, err := parseSinkURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	var db *sql.DB
+	switch t.dialect {
+	case MySQL:
+		c, err := mysql.NewConnector(t.mysql)
+		if err != nil {
+			return nil, fmt.Errorf("apply: open %s: %w", t.redacted, err)
+		}
+		db = sql.OpenDB(c)
+	case SQLite:
+		if db, err = sql.Open("sqlite", t.sqlite); err != nil {
+			return nil, fmt.Errorf("apply: open %s: %w", t.redacted, err)
+		}
+	}
+	o := SinkOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if t.dialect == MySQL && o.ProgressSchema == "" {
+		o.ProgressSchema = t.mysql.DBName
+	}
+	s, err := newSQLSink(ctx, db, t.dialect, &o, t.redacted)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.ownDB = true
+	return s, nil
+}
+
+// NewSQLSink makes a SQL sink over a database the caller opened (and
+// closes). For MySQL, open it with interpolateParams=true for speed, and with
+// the session time zone the log's TIMESTAMP values are in (UTC). For SQLite,
+// the sink allows one open connection (SQLite has one writer). It creates the
+// progress table if it is missing.
+func NewSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions) (*SQLSink, error) {
+	return newSQLSink(ctx, db, d, opts, d.String())
+}
+
+func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions, name string) (*SQLSink, error) {
+	if d != MySQL && d != SQLite {
+		return nil, fmt.Errorf("apply: unknown dialect %v", d)
+	}
+	s := &SQLSink{db: db, d: d, name: name}
+	if opts != nil {
+		s.o = *opts
+	}
+	if s.o.ProgressTable == "" {
+		s.o.ProgressTable = DefaultProgressTable
+	}
+	if s.o.MaxStatementRows <= 0 {
+		s.o.MaxStatementRows = DefaultMaxStatementRows
+	}
+	if s.o.Logger == nil {
+		s.o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d == SQLite {
+		// One writer: a second connection would only wait on the lock.
+		db.SetMaxOpenConns(1)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("apply: connect to %s: %w", name, err)
+	}
+	if d == MySQL {
+		if s.o.ProgressSchema == "" {
+			var cur sql.NullString
+			if err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&cur); err != nil {
+				return nil, fmt.Errorf("apply: %s: %w", name, err)
+			}
+			s.o.ProgressSchema = cur.String
+		}
+		if s.o.ProgressSchema == "" {
+			s.o.ProgressSchema = "redokit"
+		}
+		s.progress = s.d.table(nil, Table{Schema: s.o.ProgressSchema, Name: s.o.ProgressTable})
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+d.quoteString(s.o.ProgressSchema)); err != nil {
+			return nil, fmt.Errorf("apply: %s: create the progress database: %w", name, err)
+		}
+		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
+	schema_name VARCHAR(128) NOT NULL,
+	table_name  VARCHAR(128) NOT NULL,
+	commit_ts   BIGINT UNSIGNED NOT NULL,
+	ddl_count   INT UNSIGNED NOT NULL DEFAULT 0,
+	PRIMARY KEY (schema_name, table_name)
+) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`); err != nil {
+			return nil, fmt.Errorf("apply: %s: create the progress table: %w", name, err)
+		}
+	} else {
+		s.progress = s.d.quote(nil, s.o.ProgressTable)
+		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
+	schema_name TEXT NOT NULL,
+	table_name  TEXT NOT NULL,
+	commit_ts   INTEGER NOT NULL,
+	ddl_count   INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (schema_name, table_name)
+)`); err != nil {
+			return nil, fmt.Errorf("apply: %s: create the progress table: %w", name, err)
+		}
+	}
+	return s, nil
+}
+
+// DB returns the sink's database.
+func (s *SQLSink) DB() *sql.DB { return s.db }
+
+// Dialect returns the sink's dialect.
+func (s *SQLSink) Dialect() Dialect { return s.d }
+
+// IgnoredDDLs counts the DDLs whose effect was found already there (see
+// SinkOptions.StrictDDL).
+func (s *SQLSink) IgnoredDDLs() int64 { return s.ignoredDDLs.Load() }
+
+// MaxOpenTxs is 1 for SQLite (one writer) and unlimited for MySQL.
+func (s *SQLSink) MaxOpenTxs() int {
+	if s.d == SQLite {
+		return 1
+	}
+	return 0
+}
+
+// Close closes the database if Open opened it.
+func (s *SQLSink) Close() error {
+	if s.ownDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// Progress reads the progress table. The DDL mark is the row with an empty
+// schema and table name.
+func (s *SQLSink) Progress(ctx context.Context) (Progress, error) {
+	p := Progress{Tables: map[Table]uint64{}}
+	rows, err := s.db.QueryContext(ctx, "SELECT schema_name, table_name, commit_ts, ddl_count FROM "+string(s.progress))
+	if err != nil {
+		return p, s.d.classify(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t Table
+		var ts uint64
+		var n int64
+		if s.d == SQLite {
+			var its int64
+			err = rows.Scan(&t.Schema, &t.Name, &its, &n)
+			ts = uint64(its)
+		} else {
+			err = rows.Scan(&t.Schema, &t.Name, &ts, &n)
+		}
+		if err != nil {
+			return p, err
+		}
+		if t == (Table{}) {
+			p.DDL = DDLMark{CommitTs: ts, Count: int(n)}
+		} else {
+			p.Tables[t] = ts
+		}
+	}
+	return p, s.d.classify(rows.Err())
+}
+
+// tsArg binds a commit ts: SQLite integers are signed 64-bit.
+func (s *SQLSink) tsArg(ts uint64) (any, error) {
+	if s.d == MySQL {
+		return ts, nil
+	}
+	if ts > math.MaxInt64 {
+		return nil, fmt.Errorf("apply: commit ts %d does not fit SQLite's signed integers", ts)
+	}
+	return int64(ts), nil
+}
+
+// execer is what *sql.Tx and *sql.Conn share.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// writeMarks upserts the progress rows of marks. A table's commit ts never
+// goes down; the DDL row is set as given.
+func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *DDLMark) error {
+	if len(marks) == 0 && ddl == nil {
+		return nil
+	}
+	b := append([]byte("INSERT INTO "), s.progress...)
+	b = append(b, " (schema_name, table_name, commit_ts, ddl_count) VALUES "...)
+	args := make([]any, 0, 4*(len(marks)+1))
+	add := func(t Table, ts uint64, n int) error {
+		a, err := s.tsArg(ts)
+		if err != nil {
+			return err
+		}
+		if len(args) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "(?,?,?,?)"...)
+		args = append(args, t.Schema, t.Name, a, int64(n))
+		return nil
+	}
+	for _, m := range marks {
+		if m.Table == (Table{}) {
+			return fmt.Errorf("apply: progress mark for a table without a name")
+		}
+		if err := add(m.Table, m.CommitTs, 0); err != nil {
+			return err
+		}
+	}
+	if ddl != nil {
+		if err := add(Table{}, ddl.CommitTs, ddl.Count); err != nil {
+			return err
+		}
+	}
+	// The DDL row is the only one whose ddl_count is not 0: it is set
+	// outright, a table's ts only ever rises.
+	if s.d == MySQL {
+		b = append(b, " ON DUPLICATE KEY UPDATE commit_ts = IF(table_name = '', VALUES(commit_ts), GREATEST(commit_ts, VALUES(commit_ts))), ddl_count = VALUES(ddl_count)"...)
+	} else {
+		b = append(b, " ON CONFLICT (schema_name, table_name) DO UPDATE SET commit_ts = CASE WHEN table_name = '' THEN excluded.commit_ts ELSE max(commit_ts, excluded.commit_ts) END, ddl_count = excluded.ddl_count"...)
+	}
+	_, err := ex.ExecContext(ctx, string(b), args...)
+	if err != nil {
+		return fmt.Errorf("apply: record progress in %s: %w", s.progress, s.d.classify(err))
+	}
+	return nil
+}
+
+// Begin starts a transaction.
+func (s *SQLSink) Begin(ctx context.Context) (Tx, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
+	}
+	return &sqlTx{s: s, tx: tx}, nil
+}
+
+// ApplyDDL runs a DDL. MySQL runs the query as logged on one connection after
+// USE of the DDL's schema, then records the mark (MySQL commits a DDL
+// implicitly, so the two cannot be one transaction). SQLite runs the
+// rewritten statements and records the mark in one transaction.
+func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error {
+	derr := func(ran string, err error) error {
+		return &DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
+	}
+	if s.d == SQLite {
+		stmts, err := sqliteDDL(ddl)
+		if err != nil {
+			return derr("", err)
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return derr("", s.d.classify(err))
+		}
+		defer tx.Rollback()
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				if !s.tolerate(ddl, err) {
+					return derr(st, s.d.classify(err))
+				}
+				// SQLite has rolled back nothing but the statement:
+				// the transaction goes on.
+			}
+		}
+		if err := s.writeMarks(ctx, tx, nil, &mark); err != nil {
+			return err
+		}
+		return s.d.classify(tx.Commit())
+	}
+
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return derr("", s.d.classify(err))
+	}
+	defer func() {
+		// The connection's default database is now the DDL's: discard it
+		// rather than give it back to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	}()
+	if ddl.Table.Schema != "" && ddl.Type != codec.ActionCreateSchema && ddl.Type != codec.ActionDropSchema {
+		if _, err := conn.ExecContext(ctx, "USE "+s.d.quoteString(ddl.Table.Schema)); err != nil {
+			return derr("USE "+s.d.quoteString(ddl.Table.Schema), s.d.classify(err))
+		}
+	}
+	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) {
+		return derr("", s.d.classify(err))
+	}
+	return s.writeMarks(ctx, conn, nil, &mark)
+}
+
+// tolerate reports whether a DDL error is one that says the DDL's effect is
+// already there, and logs it.
+func (s *SQLSink) tolerate(ddl *codec.DDL, err error) bool {
+	if s.o.StrictDDL || !s.d.ddlAlreadyApplied(err, ddl.Type) {
+		return false
+	}
+	s.ignoredDDLs.Add(1)
+	s.o.Logger.Warn("apply: DDL already applied downstream; going on", "commit_ts", ddl.CommitTs,
+		"schema", ddl.Table.Schema, "query", ddl.Query, "error", err)
+	return true
+}

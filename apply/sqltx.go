@@ -1,0 +1,369 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// sqlTx is one transaction of a SQLSink.
+type sqlTx struct {
+	s    *SQLSink
+	tx   *sql.Tx
+	ops  []rowOp
+	buf  []byte
+	args []any
+}
+
+// rowOp is one statement's worth of a row change: a delete of an image, or an
+// upsert (REPLACE) of one.
+type rowOp struct {
+	del bool
+	ts  uint64
+	img []codec.Column
+}
+
+// keyOf returns the indexes of img's key columns: those flagged handle key,
+// else those flagged primary key; nil when there are none.
+func keyOf(img []codec.Column) []int {
+	var key []int
+	for _, f := range []codec.ColumnFlag{codec.FlagHandleKey, codec.FlagPrimaryKey} {
+		for i := range img {
+			if img[i].Flags.Has(f) {
+				key = append(key, i)
+			}
+		}
+		if key != nil {
+			return key
+		}
+	}
+	return nil
+}
+
+// keyChanged reports whether an update moves the row to another key, which
+// a REPLACE of the post image alone would not undo: the old row would stay.
+// Without a key every update is a delete of the old image and an insert of
+// the new one.
+func keyChanged(pre, post []codec.Column) bool {
+	kp, kq := keyOf(pre), keyOf(post)
+	if kp == nil || len(kp) != len(kq) {
+		return true
+	}
+	for i := range kp {
+		a, b := &pre[kp[i]], &post[kq[i]]
+		if a.Name != b.Name || !a.Value.Equal(b.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// plan turns rows into ops: for each commit ts, every delete (of deleted
+// rows, and of the old image of updates that change the key) before every
+// upsert (of inserted rows and the new image of updates). The row changes of
+// one commit ts are one upstream transaction's final state of each row, so
+// this order is right whatever order they came in, and it is the only safe
+// one when a transaction moves one row onto the key another one left.
+func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].CommitTs == rows[i].CommitTs {
+			j++
+		}
+		for _, r := range rows[i:j] {
+			switch r.Op() {
+			case codec.OpDelete:
+				ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
+			case codec.OpUpdate:
+				if keyChanged(r.PreColumns, r.Columns) {
+					ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
+				}
+			}
+		}
+		for _, r := range rows[i:j] {
+			switch r.Op() {
+			case codec.OpInsert, codec.OpUpdate:
+				ops = append(ops, rowOp{ts: r.CommitTs, img: r.Columns})
+			}
+		}
+		i = j
+	}
+	return ops
+}
+
+// sameUpsertShape reports whether two images upsert the same columns, so
+// that they can share a multi-row statement.
+func sameUpsertShape(a, b []codec.Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Flags.Has(codec.FlagGenerated) != b[i].Flags.Has(codec.FlagGenerated) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameKeyShape reports whether two images have the same key columns, so that
+// their deletes can share a statement. Images without a key never share.
+func sameKeyShape(a, b []codec.Column) bool {
+	ka, kb := keyOf(a), keyOf(b)
+	if ka == nil || len(ka) != len(kb) {
+		return false
+	}
+	for i := range ka {
+		if a[ka[i]].Name != b[kb[i]].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// ApplyRows writes rows as multi-row REPLACE and DELETE statements: runs of
+// consecutive ops of one kind and shape share a statement, up to
+// MaxStatementRows rows and the dialect's placeholder and size limits.
+func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error {
+	t.ops = plan(t.ops[:0], rows)
+	ops := t.ops
+	for len(ops) > 0 {
+		n := 1
+		for n < len(ops) && n < t.s.o.MaxStatementRows && ops[n].del == ops[0].del {
+			if ops[0].del && !sameKeyShape(ops[0].img, ops[n].img) ||
+				!ops[0].del && !sameUpsertShape(ops[0].img, ops[n].img) {
+				break
+			}
+			n++
+		}
+		var err error
+		if ops[0].del {
+			n, err = t.delete(ctx, table, ops[:n])
+		} else {
+			n, err = t.upsert(ctx, table, ops[:n])
+		}
+		if err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	clear(t.ops) // drop the references to Run's rows
+	return nil
+}
+
+// exec runs the statement in t.buf with t.args, naming the table, the ts
+// range and the SQL (as shown by shown) when it fails.
+func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func() string) error {
+	if _, err := t.tx.ExecContext(ctx, string(t.buf), t.args...); err != nil {
+		return &StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[len(ops)-1].ts,
+			SQL: shown(), Err: t.s.d.classify(err)}
+	}
+	return nil
+}
+
+// upsert writes a prefix of ops (all upserts of one shape) as one statement
+// and returns how many it wrote.
+//
+//	MySQL:  REPLACE INTO `s`.`t` (`a`,`b`) VALUES (?,?),(?,?)
+//	SQLite: INSERT OR REPLACE INTO "t" ("a","b") VALUES (?,?),(?,?)
+//
+// Both delete every row that conflicts with the new one on any unique key
+// and insert it, which is what replaying a row's final image needs: an
+// upsert on the primary key alone would fail on a unique key that an older
+// image of another row still holds. Generated columns are left out.
+func (t *sqlTx) upsert(ctx context.Context, table Table, ops []rowOp) (int, error) {
+	d := t.s.d
+	img := ops[0].img
+	if d == MySQL {
+		t.buf = append(t.buf[:0], "REPLACE INTO "...)
+	} else {
+		t.buf = append(t.buf[:0], "INSERT OR REPLACE INTO "...)
+	}
+	t.buf = d.table(t.buf, table)
+	t.buf = append(t.buf, " ("...)
+	cols := 0
+	for i := range img {
+		if img[i].Flags.Has(codec.FlagGenerated) {
+			continue
+		}
+		if cols > 0 {
+			t.buf = append(t.buf, ',')
+		}
+		t.buf = d.quote(t.buf, img[i].Name)
+		cols++
+	}
+	if cols == 0 {
+		return 0, &StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[0].ts,
+			SQL: string(t.buf), Err: fmt.Errorf("row image has no column to write")}
+	}
+	t.buf = append(t.buf, ") VALUES "...)
+	head := len(t.buf)
+	maxRows := max(1, d.maxParams()/cols)
+	t.args = t.args[:0]
+	size := 0
+	n := 0
+	for n < len(ops) && n < maxRows && (n == 0 || size < maxStatementBytes) {
+		if n > 0 {
+			t.buf = append(t.buf, ',')
+		}
+		t.buf = append(t.buf, '(')
+		k := 0
+		for i := range ops[n].img {
+			c := &ops[n].img[i]
+			if c.Flags.Has(codec.FlagGenerated) {
+				continue
+			}
+			if k > 0 {
+				t.buf = append(t.buf, ',')
+			}
+			t.buf = append(t.buf, '?')
+			a := d.arg(c.Value)
+			size += argSize(a)
+			t.args = append(t.args, a)
+			k++
+		}
+		t.buf = append(t.buf, ')')
+		n++
+	}
+	err := t.exec(ctx, table, ops[:n], func() string {
+		return shownRows(t.buf, head, n)
+	})
+	return n, err
+}
+
+// shownRows is the SQL of a multi-row statement with its first row of
+// placeholders only, and the row count.
+func shownRows(b []byte, head, n int) string {
+	end := head
+	for end < len(b) && b[end] != ')' {
+		end++
+	}
+	s := string(b[:min(end+1, len(b))])
+	if n > 1 {
+		s += " /* " + strconv.Itoa(n) + " rows */"
+	}
+	return s
+}
+
+// delete deletes a prefix of ops (all deletes of one key shape) with one
+// statement and returns how many it deleted.
+//
+//	one key column:   DELETE FROM t WHERE `k` IN (?,?,?)
+//	several:          DELETE FROM t WHERE (`a` = ? AND `b` = ?) OR (`a` = ? AND `b` = ?)
+//	no key (one row): DELETE FROM t WHERE `a` = ? AND `b` IS NULL LIMIT 1 (MySQL)
+//	                  DELETE FROM "t" WHERE rowid = (SELECT rowid FROM "t" WHERE … LIMIT 1) (SQLite)
+//
+// A NULL key value matches with IS NULL.
+func (t *sqlTx) delete(ctx context.Context, table Table, ops []rowOp) (int, error) {
+	d := t.s.d
+	t.buf = append(t.buf[:0], "DELETE FROM "...)
+	t.buf = d.table(t.buf, table)
+	t.buf = append(t.buf, " WHERE "...)
+	t.args = t.args[:0]
+	key := keyOf(ops[0].img)
+	if key == nil {
+		// Without a key, match every column that compares exactly, and
+		// delete one row: identical rows are interchangeable.
+		if d == SQLite {
+			t.buf = append(t.buf, "rowid = (SELECT rowid FROM "...)
+			t.buf = d.table(t.buf, table)
+			t.buf = append(t.buf, " WHERE "...)
+		}
+		n := 0
+		for i := range ops[0].img {
+			c := &ops[0].img[i]
+			switch c.Value.Kind() {
+			case codec.KindFloat32, codec.KindFloat64, codec.KindJSON:
+				continue
+			}
+			if n > 0 {
+				t.buf = append(t.buf, " AND "...)
+			}
+			t.buf = t.cond(t.buf, c)
+			n++
+		}
+		if n == 0 {
+			t.buf = append(t.buf, "1 = 1"...)
+		}
+		t.buf = append(t.buf, " LIMIT 1"...)
+		if d == SQLite {
+			t.buf = append(t.buf, ')')
+		}
+		err := t.exec(ctx, table, ops[:1], func() string { return string(t.buf) })
+		return 1, err
+	}
+	maxRows := max(1, d.maxParams()/len(key))
+	n := min(len(ops), maxRows)
+	single := len(key) == 1
+	for _, op := range ops[:n] {
+		if op.img[keyOf(op.img)[0]].Value.IsNull() {
+			single = false
+		}
+	}
+	var head int
+	if single {
+		t.buf = d.quote(t.buf, ops[0].img[key[0]].Name)
+		t.buf = append(t.buf, " IN ("...)
+		head = len(t.buf)
+		for i, op := range ops[:n] {
+			if i > 0 {
+				t.buf = append(t.buf, ',')
+			}
+			t.buf = append(t.buf, '?')
+			t.args = append(t.args, d.arg(op.img[key[0]].Value))
+		}
+		t.buf = append(t.buf, ')')
+	} else {
+		head = len(t.buf)
+		for i, op := range ops[:n] {
+			if i > 0 {
+				t.buf = append(t.buf, " OR "...)
+			}
+			t.buf = append(t.buf, '(')
+			for j, k := range keyOf(op.img) {
+				if j > 0 {
+					t.buf = append(t.buf, " AND "...)
+				}
+				t.buf = t.cond(t.buf, &op.img[k])
+			}
+			t.buf = append(t.buf, ')')
+		}
+	}
+	err := t.exec(ctx, table, ops[:n], func() string {
+		if single {
+			s := string(t.buf[:head]) + "?)"
+			if n > 1 {
+				s += " /* " + strconv.Itoa(n) + " rows */"
+			}
+			return s
+		}
+		return shownRows(t.buf, head, n)
+	})
+	return n, err
+}
+
+// cond appends `c` = ? (binding c's value) or `c` IS NULL.
+func (t *sqlTx) cond(b []byte, c *codec.Column) []byte {
+	b = t.s.d.quote(b, c.Name)
+	if c.Value.IsNull() {
+		return append(b, " IS NULL"...)
+	}
+	t.args = append(t.args, t.s.d.arg(c.Value))
+	return append(b, " = ?"...)
+}
+
+// Commit records marks in the progress table and commits.
+func (t *sqlTx) Commit(ctx context.Context, marks []Mark) error {
+	if err := t.s.writeMarks(ctx, t.tx, marks, nil); err != nil {
+		return err
+	}
+	if err := t.tx.Commit(); err != nil {
+		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
+	}
+	return nil
+}
+
+// Rollback abandons the transaction.
+func (t *sqlTx) Rollback() error { return t.tx.Rollback() }
