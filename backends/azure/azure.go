@@ -67,8 +67,8 @@
 // conditional write whose response is lost is retried and then fails its own
 // condition, and a write whose last response is lost past every retry fails
 // although its blob landed. Every Put therefore stores a random put ID in
-// the blob's metadata (redokit_put_id), and a Put that fails its condition
-// (when it had one) or fails with a transient error reads the blob's
+// the blob's metadata (redokit_put_id), and a Put that fails for any reason
+// but its context, a bad argument or a permission reads the blob's
 // properties once: if they carry the Put's own ID, the Put succeeded. A Put
 // whose context ends while its last request is in flight may still have
 // landed, as on every object store; it reports the context's error.
@@ -359,8 +359,9 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err != nil && ctx.Err() == nil {
 		// Did our own write land although its response was lost? (See the
 		// package doc.)
-		code := d.ErrorCode(err)
-		if code == blob.CodeTransient || cond != nil && code == blob.CodePreconditionFailed {
+		switch d.ErrorCode(err) {
+		case blob.CodeInvalidArgument, blob.CodePermissionDenied, blob.CodeCanceled, blob.CodeDeadlineExceeded:
+		default:
 			if won, ok := d.ownBlob(ctx, key, putID); ok {
 				return won, nil
 			}

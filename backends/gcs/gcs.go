@@ -56,9 +56,11 @@
 // precondition; and a write whose last response is lost past every retry
 // fails although its object landed. The driver resolves both: every Put
 // stores a random put ID in the object's metadata (key "redokit-put-id"),
-// and a Put that fails its precondition (when it had one) or fails with a
-// transient error reads the object's metadata once; if the object carries
-// its own put ID, the Put succeeded and returns the object's attributes. A
+// and a Put that fails for any reason but its context, a bad argument or a
+// permission reads the object's metadata once; if the object carries its own
+// put ID, the Put succeeded and returns the object's attributes. (One more
+// case: fake-gcs-server answers 404 to the retry of a resumable upload's last
+// chunk once the session has finished, where GCS returns the object.) A
 // Put whose context ends while its last request is in flight may still have
 // landed, as on every object store; it reports the context's error.
 //
@@ -302,7 +304,6 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		return blob.Attrs{}, blob.ErrClosed
 	}
 	obj := d.bkt.Object(key)
-	conditional := true
 	switch {
 	case opts.IfNotExist:
 		obj = obj.If(storage.Conditions{DoesNotExist: true})
@@ -312,8 +313,6 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			return blob.Attrs{}, fmt.Errorf("%w: if-match ETag %q is not a GCS generation", blob.ErrPreconditionFailed, opts.IfMatch)
 		}
 		obj = obj.If(storage.Conditions{GenerationMatch: gen})
-	default:
-		conditional = false
 	}
 	putID := newPutID()
 
@@ -356,8 +355,9 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err != nil && ctx.Err() == nil {
 		// Did our own write land although its response was lost? (See the
 		// package doc.)
-		code := d.ErrorCode(err)
-		if code == blob.CodeTransient || conditional && code == blob.CodePreconditionFailed {
+		switch d.ErrorCode(err) {
+		case blob.CodeInvalidArgument, blob.CodePermissionDenied, blob.CodeCanceled, blob.CodeDeadlineExceeded:
+		default:
 			if won, ok := d.ownObject(ctx, key, putID); ok {
 				return won, nil
 			}
