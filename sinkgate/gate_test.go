@@ -1,0 +1,328 @@
+package sinkgate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/sinkgate"
+)
+
+// TestHoldsUntilCovered: nothing reaches the downstream above G; what G
+// covers goes in commit-ts order across spans, rows before the DDL of their
+// ts, in batches of whole commit ts; the checkpoint is the minimum over the
+// spans of what they have applied.
+func TestHoldsUntilCovered(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(0)
+	rec := &recorder{}
+	rec.check = func(ev *codec.Event) error {
+		G.mu.Lock()
+		defer G.mu.Unlock()
+		if ev.CommitTs() > G.g {
+			return fmt.Errorf("event %s above G %d", id(ev), G.g)
+		}
+		return nil
+	}
+	cp := &cps{}
+	g := sinkgate.New(w, G, cp, rec, &sinkgate.Options{MaxBatch: 2})
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.AddSpan(ctx, 2, 0))
+	must(t, g.Write(ctx, 1, row(1, 10, 1), ddl(1, 30, "alter"), row(1, 30, 2)))
+	must(t, g.Write(ctx, 2, row(2, 20, 3), row(2, 30, 4), row(2, 40, 5)))
+	must(t, g.AdvanceResolved(1, 35))
+	must(t, g.AdvanceResolved(2, 35))
+	runGate(t, g)
+
+	G.awaitWaiting(t, 1)
+	if got := rec.got(); len(got) != 0 {
+		t.Fatalf("released at G 0: %v", ids(got))
+	}
+
+	G.Set(25)
+	G.awaitWaiting(t, 26)
+	if got, want := ids(rec.got()), []string{"t1/1@10", "t2/3@20"}; !slices.Equal(got, want) {
+		t.Fatalf("at G 25: %v, want %v", got, want)
+	}
+	if ts, _ := cp.last(); ts != 25 {
+		t.Fatalf("checkpoint %d at G 25, want 25", ts)
+	}
+
+	G.Set(35)
+	G.awaitWaiting(t, 36)
+	want := []string{"t1/1@10", "t2/3@20", "t1/2@30", "t2/4@30", "ddl@30"}
+	if got := ids(rec.got()); !slices.Equal(got, want) {
+		t.Fatalf("at G 35: %v, want %v", got, want)
+	}
+	// Span 2 holds an event at 40, span 1 resolved 35: both applied to 35.
+	if ts, _ := cp.last(); ts != 35 {
+		t.Fatalf("checkpoint %d at G 35, want 35", ts)
+	}
+	// Batches end at commit-ts boundaries: the three events at 30 go
+	// together though MaxBatch is 2.
+	rec.mu.Lock()
+	batches := slices.Clone(rec.batches)
+	rec.mu.Unlock()
+	if !slices.ContainsFunc(batches, func(b []uint64) bool { return slices.Equal(b, []uint64{30, 30, 30}) }) {
+		t.Fatalf("batches %v: the events at ts 30 were split", batches)
+	}
+
+	// The event at 40 is released at G 50, but the checkpoint stays at the
+	// spans' resolved ts until they move.
+	G.Set(50)
+	G.awaitWaiting(t, 51)
+	if got := rec.got(); len(got) != 6 {
+		t.Fatalf("at G 50: %v", ids(got))
+	}
+	if ts := g.Applied(); ts != 35 {
+		t.Fatalf("applied %d with spans resolved at 35, want 35", ts)
+	}
+	must(t, g.AdvanceResolved(1, 70))
+	must(t, g.AdvanceResolved(2, 70))
+	G.Set(60)
+	G.awaitWaiting(t, 61)
+	if ts, _ := cp.last(); ts != 60 {
+		t.Fatalf("checkpoint %d at G 60 with spans resolved at 70, want 60", ts)
+	}
+	if st := g.Stats(); st.HeldEvents != 0 || st.HeldBytes != 0 || st.Released != 6 || st.ReleasedTs != 60 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestCatchUpBehindG: a span that joins behind G (failover restarts it at
+// the log's checkpoint) lowers the reported checkpoint at once, and its
+// catch-up events, already covered by G, are released without G moving.
+func TestCatchUpBehindG(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(100)
+	rec, cp := &recorder{}, &cps{}
+	g := sinkgate.New(w, G, cp, rec, nil)
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.Write(ctx, 1, row(1, 90, 1)))
+	must(t, g.AdvanceResolved(1, 100))
+	runGate(t, g)
+	G.awaitWaiting(t, 101)
+	if ts, _ := cp.last(); ts != 100 {
+		t.Fatalf("checkpoint %d, want 100", ts)
+	}
+
+	must(t, g.AddSpan(ctx, 3, 50))
+	if ts, _ := cp.last(); ts != 50 {
+		t.Fatalf("checkpoint %d after a span joined at 50, want 50 at once", ts)
+	}
+	must(t, g.Write(ctx, 3, row(3, 60, 2), row(3, 95, 3)))
+	if got, want := ids(rec.await(t, 3)), []string{"t1/1@90", "t3/2@60", "t3/3@95"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	must(t, g.AdvanceResolved(3, 120))
+	must(t, g.AdvanceResolved(1, 120))
+	G.Set(110)
+	G.awaitWaiting(t, 111)
+	if ts, _ := cp.last(); ts != 110 {
+		t.Fatalf("checkpoint %d once the span caught up, want 110", ts)
+	}
+}
+
+// TestBackpressure: held bytes are bounded; a Write past the bound waits for
+// a release, or for its ctx.
+func TestBackpressure(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(0)
+	rec := &recorder{}
+	one := int64(len(codec.AppendEvent(nil, ptr(row(1, 10, 1)))))
+	g := sinkgate.New(w, G, nil, rec, &sinkgate.Options{MaxHeldBytes: 2 * one})
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.Write(ctx, 1, row(1, 10, 1)))
+	must(t, g.Write(ctx, 1, row(1, 11, 2)))
+
+	// A Write that gives up holds nothing and writes nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	blocked := make(chan error, 1)
+	go func() { blocked <- g.Write(cctx, 1, row(1, 12, 3)) }()
+	eventually(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
+	cancel()
+	if err := <-blocked; !errors.Is(err, context.Canceled) {
+		t.Fatalf("blocked Write: %v, want context.Canceled", err)
+	}
+	if st := g.Stats(); st.HeldEvents != 2 || st.HeldBytes != 2*one || st.BlockedWrites != 0 {
+		t.Fatalf("after a canceled Write: %+v", st)
+	}
+
+	go func() { blocked <- g.Write(ctx, 1, row(1, 12, 3)) }()
+	eventually(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
+	runGate(t, g)
+	G.Set(11)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	rec.await(t, 2)
+	if st := g.Stats(); st.HeldEvents != 1 || st.Backpressure <= 0 {
+		t.Fatalf("after the release: %+v", st)
+	}
+	// A batch bigger than the bound goes alone.
+	G.Set(12)
+	rec.await(t, 3)
+	must(t, g.Write(ctx, 1, row(1, 20, 4), row(1, 21, 5), row(1, 22, 6)))
+	G.Set(22)
+	rec.await(t, 6)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestRemoveSpan: a removed span's events above its resolved ts are dropped
+// (its next owner writes them); those at or below are still released.
+func TestRemoveSpan(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(0)
+	rec, cp := &recorder{}, &cps{}
+	g := sinkgate.New(w, G, cp, rec, nil)
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.AddSpan(ctx, 2, 0))
+	must(t, g.Write(ctx, 1, row(1, 10, 1), row(1, 20, 2), row(1, 30, 3)))
+	must(t, g.AdvanceResolved(1, 20))
+	must(t, g.AdvanceResolved(2, 15))
+	must(t, g.RemoveSpan(1))
+	if st := g.Stats(); st.Dropped != 1 || st.HeldEvents != 2 {
+		t.Fatalf("after RemoveSpan: %+v", st)
+	}
+	runGate(t, g)
+	G.Set(100)
+	G.awaitWaiting(t, 101)
+	if got, want := ids(rec.got()), []string{"t1/1@10", "t1/2@20"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	// The removed span no longer counts once drained; span 2 resolved 15.
+	if ts, _ := cp.last(); ts != 15 {
+		t.Fatalf("checkpoint %d, want 15", ts)
+	}
+}
+
+// TestCloseDrains: Close releases what the writer flushed once G covers it,
+// drops the rest, stops Run, and refuses later calls.
+func TestCloseDrains(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(0)
+	rec, cp := &recorder{}, &cps{}
+	g := sinkgate.New(w, G, cp, rec, nil)
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.Write(ctx, 1, row(1, 10, 1), row(1, 20, 2), row(1, 30, 3)))
+	must(t, g.AdvanceResolved(1, 20))
+	r := runGate(t, g)
+	G.awaitWaiting(t, 1)
+
+	closed := make(chan error, 1)
+	go func() { closed <- g.Close(ctx) }()
+	G.awaitWaiting(t, 20) // Close waits for G to cover the flushed ts
+	if err := r.wait(t); err != nil {
+		t.Fatalf("Run after Close: %v, want nil", err)
+	}
+	G.Set(20)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(rec.got()), []string{"t1/1@10", "t1/2@20"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if ts, _ := cp.last(); ts != 20 {
+		t.Fatalf("checkpoint %d, want 20", ts)
+	}
+	if st := g.Stats(); st.Dropped != 1 || st.HeldEvents != 0 || st.HeldBytes != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := g.Write(ctx, 1, row(1, 40, 4)); !errors.Is(err, sinkgate.ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if err := g.Run(ctx); !errors.Is(err, sinkgate.ErrClosed) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	if err := g.Close(ctx); !errors.Is(err, sinkgate.ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestDownstreamFailure: Run returns the downstream's error with the batch
+// still held; Run again applies it.
+func TestDownstreamFailure(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	G := newFakeG(10)
+	boom := errors.New("boom")
+	rec := &recorder{fail: boom}
+	g := sinkgate.New(w, G, nil, rec, nil)
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.Write(ctx, 1, row(1, 10, 1)))
+	if err := runGate(t, g).wait(t); !errors.Is(err, boom) {
+		t.Fatalf("Run: %v, want %v", err, boom)
+	}
+	if st := g.Stats(); st.HeldEvents != 1 {
+		t.Fatalf("the failed batch is not held: %+v", st)
+	}
+	rec.mu.Lock()
+	rec.fail = nil
+	rec.mu.Unlock()
+	runGate(t, g)
+	if got := ids(rec.await(t, 1)); !slices.Equal(got, []string{"t1/1@10"}) {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// TestWriterRefusal: an event the writer refuses is not held.
+func TestWriterRefusal(t *testing.T) {
+	ctx := context.Background()
+	w := openWriter(t, memBucket(t), "w1")
+	g := sinkgate.New(w, newFakeG(0), nil, &recorder{}, nil)
+	must(t, g.AddSpan(ctx, 1, 0))
+	must(t, g.AdvanceResolved(1, 50))
+	if err := g.Write(ctx, 1, row(1, 40, 1)); err == nil {
+		t.Fatal("an event below the span's resolved ts was accepted")
+	}
+	if err := g.Write(ctx, 9, row(9, 60, 1)); err == nil {
+		t.Fatal("an event of an unknown span was accepted")
+	}
+	if st := g.Stats(); st.HeldEvents != 0 || st.HeldBytes != 0 {
+		t.Fatalf("refused events held: %+v", st)
+	}
+}
+
+// TestCheckpoints: the aggregate forwards the minimum over its members,
+// never backwards, and a member that left no longer holds it.
+func TestCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	target := &cps{}
+	c := sinkgate.NewCheckpoints(target)
+	a := c.Join("a", 10)
+	b := c.Join("b", 10)
+	must(t, a.SetCheckpoint(ctx, 50))
+	if ts, _ := target.last(); ts != 10 {
+		t.Fatalf("forwarded %d while b holds 10", ts)
+	}
+	must(t, b.SetCheckpoint(ctx, 30))
+	if ts, _ := target.last(); ts != 30 {
+		t.Fatalf("forwarded %d, want 30", ts)
+	}
+	must(t, b.SetCheckpoint(ctx, 20)) // b's gate took a span behind
+	if ts, _ := target.last(); ts != 30 {
+		t.Fatalf("forwarded %d, want still 30", ts)
+	}
+	c.Leave("b")
+	must(t, c.Forward(ctx))
+	if ts, _ := target.last(); ts != 50 {
+		t.Fatalf("forwarded %d after b left, want 50", ts)
+	}
+	if err := b.SetCheckpoint(ctx, 60); err == nil {
+		t.Fatal("a member that left could still report")
+	}
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	if !slices.IsSorted(target.tss) {
+		t.Fatalf("forwarded backwards: %v", target.tss)
+	}
+}
