@@ -310,7 +310,7 @@ func (s *SQLSink) Begin(ctx context.Context) (Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 	}
-	return &sqlTx{s: s, tx: tx}, nil
+	return &sqlTx{s: s, tx: tx, ex: tx}, nil
 }
 
 // ApplyDDL runs a DDL. MySQL runs the query as logged on one connection after

@@ -13,6 +13,7 @@ import (
 type sqlTx struct {
 	s    *SQLSink
 	tx   *sql.Tx
+	ex   execer // tx, or a *sql.DB for the autocommit baseline of the benchmark
 	ops  []rowOp
 	buf  []byte
 	args []any
@@ -156,7 +157,7 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowCha
 // exec runs the statement in t.buf with t.args, naming the table, the ts
 // range and the SQL (as shown by shown) when it fails.
 func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func() string) error {
-	if _, err := t.tx.ExecContext(ctx, string(t.buf), t.args...); err != nil {
+	if _, err := t.ex.ExecContext(ctx, string(t.buf), t.args...); err != nil {
 		return &StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[len(ops)-1].ts,
 			SQL: shown(), Err: t.s.d.classify(err)}
 	}

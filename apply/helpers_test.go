@@ -1,0 +1,258 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/codec"
+)
+
+// env is one downstream for a test: a fresh SQLite file, or fresh databases
+// on the MariaDB server of REDOKIT_MYSQL_DSN.
+type env struct {
+	t       testing.TB
+	dialect Dialect
+	schema  string // the schema of the test's events (and of the MySQL progress table)
+	uri     string
+	admin   *sql.DB // for setup and dumps
+}
+
+// mysqlDSN returns REDOKIT_MYSQL_DSN, or skips the test (fails it when CI=true).
+func mysqlDSN(t testing.TB) *mysql.Config {
+	t.Helper()
+	dsn := os.Getenv("REDOKIT_MYSQL_DSN")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("REDOKIT_MYSQL_DSN is not set, and CI=true: the MariaDB tests must run (scripts/emulators.sh starts MariaDB)")
+		}
+		t.Skip("REDOKIT_MYSQL_DSN is not set: skipping the MariaDB test (source scripts/emulators.sh && emulators_start mariadb)")
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("REDOKIT_MYSQL_DSN: %v", err)
+	}
+	return cfg
+}
+
+var schemaSeq atomic.Int64
+
+var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
+
+// newEnv makes a fresh downstream of dialect d.
+func newEnv(t testing.TB, d Dialect) *env {
+	t.Helper()
+	e := &env{t: t, dialect: d}
+	switch d {
+	case SQLite:
+		e.schema = "db"
+		path := filepath.Join(t.TempDir(), "down.sqlite")
+		e.uri = "sqlite://" + path
+		db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		e.admin = db
+	case MySQL:
+		cfg := mysqlDSN(t)
+		name := nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_")
+		if len(name) > 40 {
+			name = name[len(name)-40:]
+		}
+		e.schema = fmt.Sprintf("rk%d_%d_%s", os.Getpid()%100000, schemaSeq.Add(1), strings.Trim(name, "_"))
+		u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + e.schema}
+		if cfg.Passwd != "" {
+			u.User = url.UserPassword(cfg.User, cfg.Passwd)
+		} else {
+			u.User = url.User(cfg.User)
+		}
+		e.uri = u.String()
+		acfg := cfg.Clone()
+		acfg.DBName = ""
+		acfg.MultiStatements = true
+		c, err := mysql.NewConnector(acfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sql.OpenDB(c)
+		t.Cleanup(func() { db.Close() })
+		if _, err := db.Exec("CREATE DATABASE " + d.quoteString(e.schema)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := db.Exec("DROP DATABASE IF EXISTS " + d.quoteString(e.schema)); err != nil {
+				t.Errorf("drop test database: %v", err)
+			}
+		})
+		e.admin = db
+	}
+	return e
+}
+
+// forEachDialect runs f against SQLite and MariaDB.
+func forEachDialect(t *testing.T, f func(t *testing.T, e *env)) {
+	for _, d := range []Dialect{SQLite, MySQL} {
+		t.Run(d.String(), func(t *testing.T) { f(t, newEnv(t, d)) })
+	}
+}
+
+func (e *env) open(opts *SinkOptions) *SQLSink {
+	e.t.Helper()
+	s, err := Open(context.Background(), e.uri, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// table is the downstream name of table name, for the admin connection.
+func (e *env) table(name string) string {
+	return string(e.dialect.table(nil, Table{Schema: e.schema, Name: name}))
+}
+
+func (e *env) exec(q string, args ...any) {
+	e.t.Helper()
+	if _, err := e.admin.Exec(q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// ddl runs a MySQL DDL the way the sink would, for setting up a table
+// outside a log.
+func (e *env) ddl(q string) {
+	e.t.Helper()
+	s := e.open(nil)
+	if err := s.ApplyDDL(context.Background(), &codec.DDL{Table: codec.TableName{Schema: e.schema}, Query: q}, DDLMark{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// exists reports whether the table exists downstream.
+func (e *env) exists(name string) bool {
+	e.t.Helper()
+	var n int
+	var err error
+	if e.dialect == SQLite {
+		err = e.admin.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
+	} else {
+		err = e.admin.QueryRow("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", e.schema, name).Scan(&n)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n > 0
+}
+
+// dump returns the rows of a table, each as its values joined by "|" (NULL
+// as "NULL", bytes as text), sorted; nil when the table does not exist.
+func (e *env) dump(name string) []string {
+	e.t.Helper()
+	if !e.exists(name) {
+		return nil
+	}
+	rows, err := e.admin.Query("SELECT * FROM " + e.table(name))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			e.t.Fatal(err)
+		}
+		parts := make([]string, len(cols))
+		for i, v := range vals {
+			if v.Valid {
+				parts[i] = v.String
+			} else {
+				parts[i] = "NULL"
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dumpAll dumps the given tables.
+func (e *env) dumpAll(tables ...string) map[string][]string {
+	m := map[string][]string{}
+	for _, t := range tables {
+		m[t] = e.dump(t)
+	}
+	return m
+}
+
+// progressRows returns the progress table's rows.
+func (e *env) progress() Progress {
+	e.t.Helper()
+	p, err := e.open(nil).Progress(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// run applies events into a fresh sink of e and fails the test on error.
+func (e *env) run(events []*codec.Event, opts *Options) *Result {
+	e.t.Helper()
+	s := e.open(nil)
+	res, err := Run(context.Background(), SliceSource(events), s, opts)
+	if err != nil {
+		e.t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+// --- events -------------------------------------------------------------------
+
+func tn(schema, name string) codec.TableName {
+	return codec.TableName{Schema: schema, Name: name, PhysicalID: int64(len(name))}
+}
+
+func ddlEv(ts uint64, schema, table string, action codec.ActionType, q string) *codec.Event {
+	return &codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+		StartTs: ts - 1, CommitTs: ts, Table: tn(schema, table), Type: action, Query: q,
+		Tables: []codec.DDLTable{{TableName: tn(schema, table)}},
+	}}
+}
+
+func rowEv(ts uint64, schema, table string, pre, post []codec.Column) *codec.Event {
+	return &codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
+		StartTs: ts - 1, CommitTs: ts, Table: tn(schema, table), Columns: post, PreColumns: pre,
+	}}
+}
+
+const pk = codec.FlagPrimaryKey | codec.FlagHandleKey
+
+func icol(name string, v int64, flags codec.ColumnFlag) codec.Column {
+	return codec.Column{Name: name, Type: codec.TypeLonglong, Flags: flags, Value: codec.IntValue(v)}
+}
+
+func scol(name, v string) codec.Column {
+	return codec.Column{Name: name, Type: codec.TypeVarchar, Flags: codec.FlagNullable, Charset: "utf8mb4", Value: codec.StringValue(v)}
+}
+
+func nullCol(name string, t codec.Type) codec.Column {
+	return codec.Column{Name: name, Type: t, Flags: codec.FlagNullable}
+}
