@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -288,12 +289,14 @@ func BenchmarkMerge(b *testing.B) {
 		b.Run(fmt.Sprintf("ceiling=lz4/goroutines=%d", par), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(l.uncomp)
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if _, err := ceilingPass(l, par); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(l.rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(l.rows*int64(b.N)), "cpu-ns/row")
 		})
 	}
 
@@ -303,9 +306,9 @@ func BenchmarkMerge(b *testing.B) {
 			b.SetBytes(l.uncomp)
 			ctx := context.Background()
 			opts.LogID, opts.StartTs, opts.EndTs = testLog, 0, 1<<63
-			var merge, ceil1, ceilN time.Duration
+			var merge, ceil1, ceilN, mergeCPU, ceilCPU time.Duration
 			for range b.N {
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuTime()
 				r, err := Open(ctx, l.b, &opts)
 				if err != nil {
 					b.Fatal(err)
@@ -332,14 +335,17 @@ func BenchmarkMerge(b *testing.B) {
 				}
 				r.Close()
 				merge += time.Since(t0)
+				mergeCPU += cpuTime() - c0
 				if n != l.rows {
 					b.Fatalf("read %d rows, the log has %d", n, l.rows)
 				}
 				b.StopTimer()
+				c1 := cpuTime()
 				d1, err := ceilingPass(l, 1)
 				if err != nil {
 					b.Fatal(err)
 				}
+				ceilCPU += cpuTime() - c1
 				dN, err := ceilingPass(l, procs)
 				if err != nil {
 					b.Fatal(err)
@@ -350,9 +356,23 @@ func BenchmarkMerge(b *testing.B) {
 			b.ReportMetric(float64(l.rows)*float64(b.N)/merge.Seconds(), "rows/s")
 			b.ReportMetric(ceil1.Seconds()/merge.Seconds(), "x_ceiling1")
 			b.ReportMetric(ceilN.Seconds()/merge.Seconds(), "x_ceilingN")
+			// CPU time, unlike wall time, hardly depends on what else
+			// the machine runs: the cost of the merge per row, and the
+			// ceiling's CPU over the merge's.
+			b.ReportMetric(float64(mergeCPU)/float64(l.rows*int64(b.N)), "cpu-ns/row")
+			b.ReportMetric(ceilCPU.Seconds()/mergeCPU.Seconds(), "x_ceiling_cpu")
 		})
 	}
 	run("merge=raw/api=batch", Options{Raw: true}, true)
 	run("merge=decoded/api=batch", Options{}, true)
 	run("merge=decoded/api=iter", Options{}, false)
+}
+
+// cpuTime is the CPU time (user and system) the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,12 +21,13 @@ import (
 // from, and its encoded bytes. It belongs to the Reader and is valid until the
 // next call of Next, NextBatch or the Events iterator; Clone keeps one.
 type Event struct {
-	codec.Event
 	// Source is the segment the event was read from. Shared by every event
 	// of the segment; do not modify it.
 	Source *Source
-
+	// payload comes before the codec.Event, so that what the merge touches
+	// of an event (these two, Kind, the commit ts) shares a cache line.
 	payload []byte
+	codec.Event
 }
 
 // Payload returns the event's encoded bytes, as stored in the segment.
@@ -33,7 +35,7 @@ func (e *Event) Payload() []byte { return e.payload }
 
 // Clone returns a copy of e that shares no memory with the Reader.
 func (e *Event) Clone() *Event {
-	return &Event{Event: *e.Event.Clone(), Source: e.Source, payload: bytes.Clone(e.payload)}
+	return &Event{Source: e.Source, payload: bytes.Clone(e.payload), Event: *e.Event.Clone()}
 }
 
 // OrderError reports an event whose commit ts is below one already returned:
@@ -113,6 +115,7 @@ type Reader struct {
 	// whose prefetch has not started.
 	sealed              []*stream
 	nextOpen, nextStart int
+	nextMin             uint64    // min ts of sealed[nextOpen]
 	heap                []*stream // streams with a head event, by (head ts, rank)
 	refill              []*stream // streams that need their next chunk
 	release             []*chunk  // chunks holding events returned by this call
@@ -182,6 +185,8 @@ func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader 
 	for _, src := range p.sealed {
 		r.sealed = append(r.sealed, &stream{r: r, src: src, rank: rank[src]})
 	}
+	r.nextMin = r.minOf(0)
+	r.lookahead()
 	c.Logger.Info("reader: opened", "log", c.LogID, "start_ts", c.start, "end_ts", c.end,
 		"listed", p.listed, "sealed", len(p.sealed), "active", len(p.active),
 		"out_of_range", p.outOfRange, "fenced", p.fenced)
@@ -402,6 +407,9 @@ func (r *Reader) othersAt(ts uint64) bool {
 // stream its next chunk and opening every segment the frontier has reached;
 // nil when the merge is done.
 func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
+	if len(r.refill) == 0 && len(r.heap) > 0 && r.heap[0].ts < r.nextMin {
+		return r.heap[0], nil // the common case: nothing to refill or open
+	}
 	for {
 		for len(r.refill) > 0 {
 			s := r.refill[len(r.refill)-1]
@@ -424,18 +432,26 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 					s.start()
 				}
 				r.nextOpen++
+				r.nextMin = r.minOf(r.nextOpen)
 				r.nextStart = max(r.nextStart, r.nextOpen)
 				r.refill = append(r.refill, s)
 				r.lookahead()
 				continue
 			}
 		}
-		r.lookahead()
 		if len(r.heap) == 0 {
 			return nil, nil
 		}
 		return r.heap[0], nil
 	}
+}
+
+// minOf is the min ts of sealed segment i, or the largest ts past the last.
+func (r *Reader) minOf(i int) uint64 {
+	if i < len(r.sealed) {
+		return r.sealed[i].src.Name.MinTs
+	}
+	return math.MaxUint64
 }
 
 // lookahead starts the prefetch of the next segments the merge will reach.
