@@ -80,6 +80,11 @@ func newEnv(t testing.TB, d Dialect) *env {
 		acfg := cfg.Clone()
 		acfg.DBName = ""
 		acfg.MultiStatements = true
+		acfg.ParseTime = false // dumps compare the server's text
+		if acfg.Params == nil {
+			acfg.Params = map[string]string{}
+		}
+		acfg.Params["time_zone"] = "'+00:00'"
 		c, err := mysql.NewConnector(acfg)
 		if err != nil {
 			t.Fatal(err)
@@ -255,4 +260,26 @@ func scol(name, v string) codec.Column {
 
 func nullCol(name string, t codec.Type) codec.Column {
 	return codec.Column{Name: name, Type: t, Flags: codec.FlagNullable}
+}
+
+// scanJoined scans the current row as text joined by "|" (NULL as "NULL").
+func scanJoined(t testing.TB, rows *sql.Rows) string {
+	t.Helper()
+	cols, _ := rows.Columns()
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]string, len(cols))
+	for i, v := range vals {
+		parts[i] = "NULL"
+		if v.Valid {
+			parts[i] = v.String
+		}
+	}
+	return strings.Join(parts, "|")
 }
