@@ -32,7 +32,7 @@ var valsCols = []struct {
 // valsSelect reads the columns back as text: MySQL's own rendering (numbers
 // of BIT, ENUM and SET), SQLite's stored values.
 var valsSelect = map[Dialect]string{
-	MySQL:  "SELECT i, u, f, d, dc, s, HEX(b), dt, dtm, ts, tm, y, bt+0, e+0, st+0, j FROM %s ORDER BY id",
+	MySQL: "SELECT i, u, f, d, dc, s, HEX(b), dt, dtm, ts, tm, y, bt+0, e+0, st+0, j FROM %s ORDER BY id",
 	// (hex(NULL) is '' in SQLite; the CASTs keep the driver from parsing
 	// DATE columns into times.)
 	SQLite: "SELECT i, u, f, d, dc, s, iif(b IS NULL, NULL, hex(b)), CAST(dt AS TEXT), CAST(dtm AS TEXT), CAST(ts AS TEXT), tm, y, bt, e, st, j FROM %s ORDER BY id",
@@ -49,7 +49,7 @@ var valsRows = []valsRow{
 			codec.DateValue(dt(2024, 2, 29, 0, 0, 0, 0, 0)), codec.DatetimeValue(dt(2024, 2, 29, 23, 59, 59, 123456, 6)),
 			codec.TimestampValue(dt(2024, 1, 2, 3, 4, 5, 6, 6)), codec.DurationValue(codec.Duration{Micros: -(12*3600+34*60+56)*1e6 - 789000, Fsp: 3}),
 			codec.YearValue(2024), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(5), codec.JSONValue(`{"a": [1, 2]}`)},
-		mysql: `-42|42|1.5|2.25|12.3400|héllo|00FF10|2024-02-29|2024-02-29 23:59:59.123456|2024-01-02 03:04:05.000006|-12:34:56.789|2024|5|2|5|{"a": [1, 2]}`,
+		mysql:  `-42|42|1.5|2.25|12.3400|héllo|00FF10|2024-02-29|2024-02-29 23:59:59.123456|2024-01-02 03:04:05.000006|-12:34:56.789|2024|5|2|5|{"a": [1, 2]}`,
 		sqlite: `-42|42|1.5|2.25|12.34|héllo|00FF10|2024-02-29|2024-02-29 23:59:59.123456|2024-01-02 03:04:05.000006|-12:34:56.789|2024|5|2|5|{"a": [1, 2]}`,
 	},
 	{ // extremes: every unsigned bit, the zero date, MySQL's range ends

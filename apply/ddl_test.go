@@ -1,0 +1,189 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// TestDDLOrder checks that each DDL sees exactly the rows before it: rows at
+// a DDL's commit ts come first, later rows after, whichever worker holds them.
+func TestDDLOrder(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e0 *env) {
+		for _, opts := range []*Options{{Workers: 4, BatchRows: 1, TxnRows: 1}, {Workers: 2, BatchRows: 100}} {
+			e := newEnv(t, e0.dialect)
+			s := e.schema
+			ins := func(ts uint64, table string, id int64, v string, extra ...codec.Column) *codec.Event {
+				return rowEv(ts, s, table, nil, append([]codec.Column{icol("id", id, pk), scol("v", v)}, extra...))
+			}
+			events := []*codec.Event{
+				ddlEv(10, s, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))"),
+				ddlEv(10, s, "b", codec.ActionCreateTable, "CREATE TABLE b (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))"),
+				ins(11, "a", 1, "a1"), ins(11, "b", 1, "b1"),
+				ins(12, "a", 2, "a2"), ins(12, "b", 2, "b2"),
+				// Rows at 13 come before the ADD COLUMN at 13, in the old shape.
+				ins(13, "a", 3, "a3"), ins(13, "b", 3, "b3"),
+				ddlEv(13, s, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c BIGINT"),
+				ins(14, "a", 4, "a4", icol("c", 40, codec.FlagNullable)), ins(14, "b", 4, "b4"),
+				// Rows at 15 are truncated with the table.
+				ins(15, "b", 5, "b5"),
+				ddlEv(15, s, "b", codec.ActionTruncateTable, "TRUNCATE TABLE b"),
+				ins(16, "b", 6, "b6"),
+				ins(16, "a", 6, "a6", icol("c", 60, codec.FlagNullable)),
+				ddlEv(17, s, "a", codec.ActionDropTable, "DROP TABLE a"),
+				ddlEv(18, s, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))"),
+				ins(19, "a", 7, "new"),
+			}
+			res := e.run(events, opts)
+			if res.DDLs != 6 || res.Rows != 12 {
+				t.Errorf("result %+v", res)
+			}
+			if got, want := e.dump("a"), []string{"7|new"}; !slices.Equal(got, want) {
+				t.Errorf("a = %q, want %q", got, want)
+			}
+			if got, want := e.dump("b"), []string{"6|b6"}; !slices.Equal(got, want) {
+				t.Errorf("b = %q, want %q", got, want)
+			}
+			p := e.progress()
+			if p.DDL != (DDLMark{CommitTs: 18, Count: 1}) || p.Tables[Table{s, "a"}] != 19 || p.Tables[Table{s, "b"}] != 16 {
+				t.Errorf("progress %+v", p)
+			}
+		}
+	})
+}
+
+// TestDDLAlreadyApplied: a downstream that already ran a DDL (past the
+// checkpoint, or just before a crash) is not an error, unless StrictDDL.
+func TestDDLAlreadyApplied(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e *env) {
+		s := e.schema
+		e.ddl("CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20), c BIGINT)")
+		events := []*codec.Event{
+			ddlEv(10, s, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))"),
+			ddlEv(11, s, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c BIGINT"),
+			rowEv(12, s, "a", nil, []codec.Column{icol("id", 1, pk), scol("v", "x"), icol("c", 2, codec.FlagNullable)}),
+			ddlEv(13, s, "z", codec.ActionDropTable, "DROP TABLE z"),
+		}
+		strict := e.open(&SinkOptions{StrictDDL: true})
+		_, err := Run(context.Background(), SliceSource(events), strict, nil)
+		var de *DDLError
+		if !errors.As(err, &de) || de.CommitTs != 10 || !strings.Contains(err.Error(), "CREATE TABLE a") {
+			t.Fatalf("strict: err = %v, want a DDLError at 10", err)
+		}
+		sink := e.open(nil)
+		res, err := Run(context.Background(), SliceSource(events), sink, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.DDLs != 3 || sink.IgnoredDDLs() != 3 {
+			t.Errorf("DDLs %d, ignored %d; want 3 and 3", res.DDLs, sink.IgnoredDDLs())
+		}
+		if got := e.dump("a"); !slices.Equal(got, []string{"1|x|2"}) {
+			t.Errorf("a = %q", got)
+		}
+	})
+}
+
+// TestDDLError: a DDL the downstream refuses stops the apply with an error
+// naming it, after committing the rows before it; the DDL is not recorded.
+func TestDDLError(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e *env) {
+		s := e.schema
+		events := []*codec.Event{
+			ddlEv(10, s, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY)"),
+			rowEv(11, s, "a", nil, []codec.Column{icol("id", 1, pk)}),
+			ddlEv(12, s, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c NO_SUCH_TYPE(3) FIRST"),
+			rowEv(13, s, "a", nil, []codec.Column{icol("id", 2, pk)}),
+		}
+		res, err := Run(context.Background(), SliceSource(events), e.open(nil), nil)
+		var de *DDLError
+		if !errors.As(err, &de) || de.CommitTs != 12 || de.Schema != s || !strings.Contains(err.Error(), "NO_SUCH_TYPE") {
+			t.Fatalf("err = %v, want a DDLError naming the DDL at 12", err)
+		}
+		if e.dialect == SQLite && !errors.Is(err, ErrUnsupportedDDL) {
+			t.Errorf("SQLite: err = %v, want ErrUnsupportedDDL", err)
+		}
+		if res.Rows != 1 || res.DDLs != 1 {
+			t.Errorf("result %+v", res)
+		}
+		if got := e.dump("a"); !slices.Equal(got, []string{"1"}) {
+			t.Errorf("a = %q", got)
+		}
+		if p := e.progress(); p.DDL != (DDLMark{CommitTs: 10, Count: 1}) || p.Tables[Table{s, "a"}] != 11 {
+			t.Errorf("progress %+v", p)
+		}
+	})
+}
+
+func TestSQLiteDDL(t *testing.T) {
+	cases := []struct {
+		query string
+		want  []string // nil and err: unsupported
+		err   bool
+	}{
+		{"CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))",
+			[]string{`CREATE TABLE "t" ("id" BIGINT NOT NULL PRIMARY KEY, "v" VARCHAR (20))`}, false},
+		{"create table if not exists `db`.`t` (`id` int(11) unsigned NOT NULL AUTO_INCREMENT COMMENT 'the id', `name` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '' , " +
+			"`e` enum('a','b') DEFAULT NULL, `ts` timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), " +
+			"PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */, UNIQUE KEY `uk` (`name`(10)), KEY `k2` (`e`, `ts` DESC)) ENGINE=InnoDB AUTO_INCREMENT=30001 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='x';",
+			[]string{`CREATE TABLE IF NOT EXISTS "t" ("id" int (11) NOT NULL, "name" varchar (64) DEFAULT '', "e" INTEGER DEFAULT NULL, "ts" timestamp (6) NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (` + "`id`" + `))`,
+				`CREATE UNIQUE INDEX IF NOT EXISTS "t.uk" ON "t" ("name")`,
+				`CREATE INDEX IF NOT EXISTS "t.k2" ON "t" ("e", "ts" DESC)`}, false},
+		{"TRUNCATE TABLE db.t", []string{`DELETE FROM "t"`}, false},
+		{"truncate `t`", []string{`DELETE FROM "t"`}, false},
+		{"DROP TABLE IF EXISTS t1, `db`.t2", []string{`DROP TABLE IF EXISTS "t1"`, `DROP TABLE IF EXISTS "t2"`}, false},
+		{"ALTER TABLE t ADD COLUMN c INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'c'", []string{`ALTER TABLE "t" ADD COLUMN "c" INT NOT NULL DEFAULT 0`}, false},
+		{"ALTER TABLE t ADD c DECIMAL(10,2), DROP COLUMN d, ADD INDEX ix (c), DROP KEY old, RENAME COLUMN x TO y",
+			[]string{`ALTER TABLE "t" ADD COLUMN "c" DECIMAL (10, 2)`, `ALTER TABLE "t" DROP COLUMN "d"`, `CREATE INDEX "t.ix" ON "t" ("c")`, `DROP INDEX "t.old"`, `ALTER TABLE "t" RENAME COLUMN "x" TO "y"`}, false},
+		{"ALTER TABLE t RENAME TO u", []string{`ALTER TABLE "t" RENAME TO "u"`}, false},
+		{"RENAME TABLE a TO b, c TO d", []string{`ALTER TABLE "a" RENAME TO "b"`, `ALTER TABLE "c" RENAME TO "d"`}, false},
+		{"CREATE UNIQUE INDEX ix ON t (a, b(3))", []string{`CREATE UNIQUE INDEX "t.ix" ON "t" ("a", "b")`}, false},
+		{"DROP INDEX ix ON t", []string{`DROP INDEX "t.ix"`}, false},
+		{"CREATE DATABASE db", nil, false},
+		{"CREATE VIEW v AS SELECT 1", []string{"CREATE VIEW v AS SELECT 1"}, false},
+		{"DROP DATABASE db", nil, true},
+		{"ALTER TABLE t MODIFY COLUMN c BIGINT", nil, true},
+		{"ALTER TABLE t ADD COLUMN c INT AFTER b", nil, true},
+		{"ALTER TABLE t ADD PRIMARY KEY (a)", nil, true},
+		{"CREATE TABLE t LIKE u", nil, true},
+		{"CREATE TABLE t (a INT, 'x)", nil, true},
+	}
+	for _, c := range cases {
+		got, err := sqliteDDL(&codec.DDL{Table: codec.TableName{Schema: "db", Name: "t"}, Query: c.query})
+		if c.err {
+			if !errors.Is(err, ErrUnsupportedDDL) {
+				t.Errorf("%s: err = %v, want ErrUnsupportedDDL", c.query, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s:\n got %q, %v\nwant %q", c.query, got, err, c.want)
+		}
+	}
+}
+
+// TestSQLiteDDLRuns runs the rewritten DDLs on SQLite.
+func TestSQLiteDDLRuns(t *testing.T) {
+	e := newEnv(t, SQLite)
+	s := e.schema
+	events := []*codec.Event{
+		ddlEv(10, s, "t", codec.ActionCreateTable, "create table `t` (`id` int(11) unsigned NOT NULL AUTO_INCREMENT, `name` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '', "+
+			"`ts` timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), PRIMARY KEY (`id`), UNIQUE KEY `uk` (`name`), KEY `k` (`ts`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"),
+		ddlEv(11, s, "u", codec.ActionCreateTable, "CREATE TABLE u (id INT PRIMARY KEY, KEY `k` (id))"),
+		ddlEv(12, s, "t", codec.ActionAddColumn, "ALTER TABLE t ADD COLUMN c INT, ADD INDEX c_idx (c)"),
+		ddlEv(13, s, "t", codec.ActionDropIndex, "DROP INDEX k ON t"),
+		rowEv(14, s, "t", nil, []codec.Column{icol("id", 1, pk), scol("name", "n"), {Name: "ts", Type: codec.TypeTimestamp, Value: codec.TimestampValue(dt(2024, 1, 1, 0, 0, 0, 0, 6))}, icol("c", 3, codec.FlagNullable)}),
+		ddlEv(15, s, "t", codec.ActionRenameTable, "RENAME TABLE t TO t2"),
+	}
+	res := e.run(events, nil)
+	if res.DDLs != 5 {
+		t.Fatalf("result %+v", res)
+	}
+	if got := e.dump("t2"); !slices.Equal(got, []string{"1|n|2024-01-01 00:00:00.000000|3"}) {
+		t.Errorf("t2 = %q", got)
+	}
+}
