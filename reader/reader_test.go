@@ -583,3 +583,46 @@ func TestRequestsPerSegment(t *testing.T) {
 		}
 	}
 }
+
+// The merge's own guard: were a segment reached after events above its min
+// ts were returned (the plan's order is the reader's invariant, so the test
+// breaks it by hand), the read stops with an OrderError naming both keys.
+func TestOrderGuard(t *testing.T) {
+	ctx := context.Background()
+	b := newMem(t)
+	segs := []seg{
+		{writer: "b", seq: 1, events: rows(10, 1, 5, "t", 0)},
+		{writer: "c", seq: 1, events: rows(30, 1, 5, "t", 10)},
+		{writer: "a", seq: 1, events: rows(5, 1, 3, "t", 20)},
+	}
+	keys := writeAll(t, b, segs)
+	c, err := (&Options{LogID: testLog, EndTs: 100}).resolve(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := listLog(ctx, b, testLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(c, objs, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sorted by min ts it is a, b, c; make it b, c, a: when b ends, c and
+	// a open together, and a (at 5) comes after b returned 14.
+	p.sealed = append(p.sealed[1:], p.sealed[0])
+	r := newReader(ctx, b, c, p)
+	defer r.Close()
+	var n int
+	for _, err := range r.Events(ctx) {
+		if err != nil {
+			var oe *OrderError
+			if !errors.As(err, &oe) || !errors.Is(err, ErrOrder) || oe.Key != keys[2] || oe.Ts != 5 || oe.PrevTs != 14 {
+				t.Fatalf("got %v, want an OrderError for %q", err, keys[2])
+			}
+			return
+		}
+		n++
+	}
+	t.Fatalf("read %d events and no order error", n)
+}

@@ -3,6 +3,8 @@ package reader
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/codec"
@@ -195,5 +197,49 @@ func TestVerifyActiveDamageNotTail(t *testing.T) {
 	_, _, err = readAll(t, b, &Options{LogID: testLog, EndTs: 1000})
 	if !segment.IsCorrupt(err) {
 		t.Fatalf("read: %v, want a corruption error", err)
+	}
+}
+
+// Records going backwards inside a segment: blocks of a later range followed
+// by blocks of an earlier one, each block valid on its own. The segment
+// format's order check finds it; Verify reports it at the block that goes
+// back, and a read fails there.
+func TestVerifyOrderInsideSegment(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	late := seg{writer: "a", seq: 1, events: rows(100, 1, 10, "t", 0)}
+	early := seg{writer: "a", seq: 1, events: rows(10, 1, 10, "t", 100)}
+	var lb, eb bytes.Buffer
+	for _, x := range []struct {
+		s   seg
+		buf *bytes.Buffer
+	}{{late, &lb}, {early, &eb}} {
+		w := x.s.encode(t, x.buf)
+		if err := w.FlushBlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spliced := append(bytes.Clone(lb.Bytes()), eb.Bytes()[segment.HeaderSize:]...)
+	key := late.header().ActiveName().Format()
+	af, err := b.OpenAppend(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.Write(spliced); err != nil {
+		t.Fatal(err)
+	}
+	af.Close()
+	rep, err := Verify(ctx, b, testLog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := int64(lb.Len()) // where the early blocks start
+	if len(rep.Errors()) != 1 || rep.Problems[0].Offset != back || !strings.Contains(rep.Problems[0].Detail, "below") {
+		t.Fatalf("problems %v, want one at offset %d about commit ts going back", rep.Problems, back)
+	}
+	_, _, err = readAll(t, b, &Options{LogID: testLog, EndTs: 1000})
+	var ce *segment.CorruptionError
+	if !errors.As(err, &ce) || ce.Object != key || ce.Offset != back {
+		t.Fatalf("read: %v, want a corruption error at %d", err, back)
 	}
 }
