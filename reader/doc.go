@@ -67,6 +67,12 @@
 // active segment is scanned from its start, up to the length it had when the
 // read began (a live writer's later appends are not half-read).
 //
+// Each chunk of a sealed segment is read by a segment.Reader of its own, so
+// the payloads of its events point into that reader's decompression buffer
+// and are never copied; the extra readers open from the first one's reads,
+// at no extra request. (An active segment is one stream through one Scanner,
+// so its payloads are copied.)
+//
 // Chunks are recycled, and each stream owns at most Prefetch+2 of them
 // (Prefetch waiting, one being filled, one being merged): a producer that has
 // them all waits for the merge to give one back. Memory is therefore bounded
