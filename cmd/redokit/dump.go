@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/reader"
+)
+
+// rangeFlags are the --start-ts/--end-ts/--force flags of the commands that
+// read a range (dump, apply).
+type rangeFlags struct {
+	start, end uint64
+	force      bool
+}
+
+func (r *rangeFlags) register(cmd *cobra.Command, what string) {
+	f := cmd.Flags()
+	f.Uint64Var(&r.start, "start-ts", 0, what+" events with commit ts above this (default: the checkpoint ts)")
+	f.Uint64Var(&r.end, "end-ts", 0, what+" events with commit ts up to and including this (default: the global resolved ts)")
+	f.BoolVar(&r.force, "force", false, "allow --end-ts or --start-ts above the global resolved ts (events there may be incomplete)")
+}
+
+// resolve turns the flags into the range (start, end] against the log's
+// meta: by default (checkpoint, global resolved]. Reading above the global
+// resolved ts is refused unless --force, because the log is only complete up
+// to it: a writer may still hold events below a later ts.
+func (r *rangeFlags) resolve(cmd *cobra.Command, a *app, m *meta.Meta) (start, end uint64, err error) {
+	start, end = m.CheckpointTs, m.ResolvedTs
+	startSet, endSet := cmd.Flags().Changed("start-ts"), cmd.Flags().Changed("end-ts")
+	if startSet {
+		start = r.start
+	}
+	if endSet {
+		end = r.end
+	}
+	if startSet && endSet && start >= end {
+		return 0, 0, usageErrorf("--start-ts %d is not below --end-ts %d: the range (start, end] is empty", start, end)
+	}
+	if !r.force {
+		if startSet && start > m.ResolvedTs {
+			return 0, 0, fmt.Errorf("--start-ts %d is above the global resolved ts %d of log %s: the log is not complete there (pass --force to read it anyway)", start, m.ResolvedTs, a.logID)
+		}
+		if endSet && end > m.ResolvedTs {
+			return 0, 0, fmt.Errorf("--end-ts %d is above the global resolved ts %d of log %s: events up to %d may not all be in the log yet (pass --force to read it anyway)", end, m.ResolvedTs, a.logID, end)
+		}
+	}
+	if start > end {
+		return 0, 0, usageErrorf("the range (%d, %d] is empty: --start-ts is above the end (the global resolved ts unless --end-ts)", start, end)
+	}
+	if startSet && start < m.CheckpointTs {
+		fmt.Fprintf(a.stderr, "redokit: warning: --start-ts %d is below the checkpoint ts %d: GC may have deleted segments below the checkpoint, so the range may be incomplete\n", start, m.CheckpointTs)
+	}
+	return start, end, nil
+}
+
+// tableFilter parses --table values: "schema.name", or "name" for that
+// table in any schema.
+func tableFilter(specs []string) (func(codec.TableName) bool, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	type key struct{ schema, name string }
+	want := map[key]bool{}
+	for _, s := range specs {
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			schema, name, ok := strings.Cut(part, ".")
+			if !ok {
+				schema, name = "*", part
+			}
+			if schema == "" || name == "" || strings.Contains(name, ".") {
+				return nil, usageErrorf("--table %q: want schema.name (or name for every schema)", part)
+			}
+			want[key{schema, name}] = true
+		}
+	}
+	return func(t codec.TableName) bool {
+		return want[key{t.Schema, t.Name}] || want[key{"*", t.Name}]
+	}, nil
+}
+
+func (a *app) dumpCmd() *cobra.Command {
+	var (
+		rf        rangeFlags
+		tables    []string
+		limit     int64
+		keepDups  bool
+		withTypes bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dump",
+		Short: "Print the events of a range as JSON lines",
+		Long: `dump prints the events of the range (start, end] in commit-ts order, one JSON
+object a line, as a recovery would replay them: by default the range
+(checkpoint ts, global resolved ts], with exact duplicates (rewrites after a
+failover) dropped.
+
+Each line has commit_ts, start_ts, op (insert, update, delete or ddl), table,
+physical_id and segment (the object it came from); rows have "columns" (the
+post image) and "old" (the pre image) as objects in column order; DDLs have
+ddl_type, query and tables. Values are JSON numbers, strings or null; binary
+values are base64; decimals, dates, times and JSON documents are strings.`,
+		Example: `  redokit dump --storage file:///var/redo --log cf1 --table shop.orders | jq .columns
+  redokit dump --storage s3://bucket/redo --log cf1 --start-ts 0 --end-ts 455000000000000000 --limit 10`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annStorage: "1", annLog: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			filter, err := tableFilter(tables)
+			if err != nil {
+				return err
+			}
+			b, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			m, err := a.readMeta(ctx, b)
+			if err != nil {
+				return err
+			}
+			start, end, err := rf.resolve(cmd, a, m)
+			if err != nil {
+				return err
+			}
+			if start == end {
+				return nil
+			}
+			r, err := reader.Open(ctx, b, &reader.Options{
+				LogID: a.logID, StartTs: start, EndTs: end, TableFilter: filter,
+				KeepDuplicates: keepDups, Logger: a.logger(),
+			})
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			out := bufio.NewWriterSize(a.stdout, 256<<10)
+			bar := a.bar(int64(end-start), "reading", false)
+			var n int64
+			var line []byte
+			for {
+				if limit > 0 && n >= limit {
+					break
+				}
+				ev, err := r.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					_ = out.Flush()
+					return err
+				}
+				line = appendEventJSON(line[:0], ev, withTypes)
+				line = append(line, '\n')
+				if _, err := out.Write(line); err != nil {
+					return err
+				}
+				n++
+				if n%1024 == 0 {
+					_ = bar.Set64(int64(ev.CommitTs() - start))
+				}
+			}
+			_ = bar.Finish()
+			return out.Flush()
+		},
+	}
+	rf.register(cmd, "dump")
+	f := cmd.Flags()
+	f.StringSliceVar(&tables, "table", nil, "only events of this table, schema.name (repeat or comma-separate for several)")
+	f.Int64Var(&limit, "limit", 0, "stop after this many events (0: no limit)")
+	f.BoolVar(&keepDups, "keep-duplicates", false, "keep exact duplicates (the rewrites a failover leaves)")
+	f.BoolVar(&withTypes, "types", false, "print each column as {\"type\":…, \"value\":…} with its MySQL type")
+	return cmd
+}
+
+// appendEventJSON appends one event as a JSON object. It is written by hand
+// so that columns keep their order and values keep their kind.
+func appendEventJSON(b []byte, ev *reader.Event, withTypes bool) []byte {
+	b = append(b, `{"commit_ts":`...)
+	b = strconv.AppendUint(b, ev.CommitTs(), 10)
+	b = append(b, `,"start_ts":`...)
+	b = strconv.AppendUint(b, ev.StartTs(), 10)
+	t := ev.TableName()
+	if ev.IsDDL() {
+		b = append(b, `,"op":"ddl"`...)
+	} else {
+		b = append(b, `,"op":`...)
+		b = appendString(b, ev.Row.Op().String())
+	}
+	b = append(b, `,"table":`...)
+	b = appendString(b, t.String())
+	b = append(b, `,"physical_id":`...)
+	b = strconv.AppendInt(b, t.PhysicalID, 10)
+	if t.IsPartition {
+		b = append(b, `,"partition":true`...)
+	}
+	if ev.IsDDL() {
+		d := &ev.DDL
+		b = append(b, `,"ddl_type":`...)
+		b = appendString(b, d.Type.String())
+		b = append(b, `,"query":`...)
+		b = appendString(b, d.Query)
+		b = append(b, `,"tables":[`...)
+		for i, dt := range d.Tables {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"table":`...)
+			b = appendString(b, dt.TableName.String())
+			b = append(b, `,"physical_id":`...)
+			b = strconv.AppendInt(b, dt.PhysicalID, 10)
+			b = append(b, `,"role":`...)
+			b = appendString(b, dt.Role.String())
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	} else {
+		if len(ev.Row.Columns) > 0 {
+			b = append(b, `,"columns":`...)
+			b = appendColumns(b, ev.Row.Columns, withTypes)
+		}
+		if len(ev.Row.PreColumns) > 0 {
+			b = append(b, `,"old":`...)
+			b = appendColumns(b, ev.Row.PreColumns, withTypes)
+		}
+	}
+	if ev.Source != nil {
+		b = append(b, `,"segment":`...)
+		b = appendString(b, ev.Source.Key)
+	}
+	return append(b, '}')
+}
+
+func appendColumns(b []byte, cols []codec.Column, withTypes bool) []byte {
+	b = append(b, '{')
+	for i, c := range cols {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, c.Name)
+		b = append(b, ':')
+		if withTypes {
+			b = append(b, `{"type":`...)
+			b = strconv.AppendUint(b, uint64(c.Type), 10)
+			b = append(b, `,"value":`...)
+			b = appendValue(b, c.Value)
+			b = append(b, '}')
+		} else {
+			b = appendValue(b, c.Value)
+		}
+	}
+	return append(b, '}')
+}
+
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // cannot fail for a string; escapes as JSON wants
+	return append(b, q...)
+}
+
+func appendValue(b []byte, v codec.Value) []byte {
+	switch v.Kind() {
+	case codec.KindNull:
+		return append(b, "null"...)
+	case codec.KindInt:
+		return strconv.AppendInt(b, v.Int(), 10)
+	case codec.KindUint, codec.KindBit, codec.KindEnum, codec.KindSet:
+		return strconv.AppendUint(b, v.Uint(), 10)
+	case codec.KindYear:
+		return strconv.AppendUint(b, uint64(v.Year()), 10)
+	case codec.KindFloat32, codec.KindFloat64:
+		f := v.Float64()
+		bits := 64
+		if v.Kind() == codec.KindFloat32 {
+			f, bits = float64(v.Float32()), 32
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return appendString(b, strconv.FormatFloat(f, 'g', -1, bits))
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, bits)
+	case codec.KindBytes:
+		q, _ := json.Marshal(v.Bytes()) // base64
+		return append(b, q...)
+	case codec.KindDecimal, codec.KindString, codec.KindJSON:
+		return appendString(b, v.Text())
+	case codec.KindDate:
+		return appendString(b, v.DateTime().String()[:10])
+	case codec.KindDatetime, codec.KindTimestamp:
+		return appendString(b, v.DateTime().String())
+	case codec.KindDuration:
+		return appendString(b, v.Duration().String())
+	}
+	return appendString(b, v.String())
+}

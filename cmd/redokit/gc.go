@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/meta"
+)
+
+// refuseDelete is the error of a deletion that was not confirmed.
+func refuseDelete(what string) error {
+	return fmt.Errorf("refusing to delete %s without confirmation: pass --yes (stdin is not a terminal, so there is no prompt)", what)
+}
+
+func (a *app) gcCmd() *cobra.Command {
+	var (
+		dryRun bool
+		yes    bool
+		grace  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Delete the segments wholly below the checkpoint ts",
+		Long: `gc deletes every sealed segment of the log whose largest commit ts is below the
+checkpoint ts in the meta object: the downstream has applied all of it. It
+decides from the segment names alone and reads no object. Active segments, and
+segments ending at the checkpoint, stay.
+
+It shows what it would delete and asks before deleting (or needs --yes when
+stdin is not a terminal). --dry-run only shows.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annStorage: "1", annLog: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			m, err := a.readMeta(ctx, b)
+			if err != nil {
+				return err
+			}
+			opts := &gc.Options{DryRun: true, Grace: grace}
+			plan, err := gc.Collect(ctx, b, a.logID, m.CheckpointTs, opts)
+			if err != nil {
+				return err
+			}
+			if dryRun || plan.Deleted == 0 {
+				return a.printGC(plan, m, true)
+			}
+			if !yes {
+				if !a.canPrompt() {
+					return refuseDelete(fmt.Sprintf("%d segments", plan.Deleted))
+				}
+				if !a.confirm(fmt.Sprintf("Delete %d segments (%s) of log %s below checkpoint ts %d?", plan.Deleted, humanBytes(plan.FreedBytes), a.logID, m.CheckpointTs)) {
+					return fmt.Errorf("not confirmed: nothing deleted")
+				}
+			}
+			opts.DryRun = false
+			res, err := gc.Collect(ctx, b, a.logID, m.CheckpointTs, opts)
+			if err != nil {
+				return err
+			}
+			return a.printGC(res, m, false)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
+	f.BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	f.DurationVar(&grace, "grace", 0, "keep segments modified within this long ago, whatever their ts")
+	return cmd
+}
+
+func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
+	if a.jsonOut {
+		keys := res.DeletedKeys
+		if keys == nil {
+			keys = []string{}
+		}
+		return a.printJSON(struct {
+			Log          string   `json:"log"`
+			CheckpointTs uint64   `json:"checkpoint_ts"`
+			DryRun       bool     `json:"dry_run"`
+			Listed       int      `json:"listed"`
+			Deleted      int      `json:"deleted"`
+			FreedBytes   int64    `json:"freed_bytes"`
+			KeptByGrace  int      `json:"kept_by_grace"`
+			Keys         []string `json:"keys"`
+		}{a.logID, m.CheckpointTs, dry, res.Listed, res.Deleted, res.FreedBytes, res.KeptByGrace, keys})
+	}
+	verb := "deleted"
+	if dry {
+		verb = "would delete"
+		for _, k := range slices.Sorted(slices.Values(res.DeletedKeys)) {
+			fmt.Fprintln(a.stdout, k)
+		}
+	}
+	fmt.Fprintf(a.stdout, "log %s, checkpoint ts %d: %d segments listed, %s %d (%s)", a.logID, m.CheckpointTs, res.Listed, verb, res.Deleted, humanBytes(res.FreedBytes))
+	if res.KeptByGrace > 0 {
+		fmt.Fprintf(a.stdout, ", %d kept by --grace", res.KeptByGrace)
+	}
+	fmt.Fprintln(a.stdout)
+	return nil
+}
+
+func (a *app) rmCmd() *cobra.Command {
+	var (
+		yes   bool
+		force bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rm",
+		Short: "Delete a whole log: segments, writer states and meta object",
+		Long: `rm deletes every object of the log. It writes a marker first, so a removal that
+is interrupted is finished by the next writer or coordinator that opens the log
+(a new log of the same ID never mixes with the old one's leftovers).
+
+It asks for the log ID to confirm (or needs --yes when stdin is not a terminal),
+and refuses while a writer published progress in the last 30 seconds unless
+--force: a live writer would go on writing into a log being removed.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annStorage: "1", annLog: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			var objects int
+			var bytes int64
+			for attrs, err := range b.List(ctx, a.logID+"/") {
+				if err != nil {
+					return fmt.Errorf("list log %q: %w", a.logID, err)
+				}
+				objects++
+				bytes += attrs.Size
+			}
+			if objects == 0 {
+				return fmt.Errorf("no log %q in %s: nothing under %s/", a.logID, a.storageShown(), a.logID)
+			}
+			if !force {
+				states, err := meta.ListWriterStates(ctx, b, a.logID)
+				if err != nil {
+					return fmt.Errorf("read the writer states of log %q (pass --force to delete anyway): %w", a.logID, err)
+				}
+				for id, st := range states {
+					if age := time.Since(st.Updated); age < 30*time.Second {
+						return fmt.Errorf("writer %q of log %s published progress %s ago: stop the writers first, or pass --force", id, a.logID, age.Round(time.Millisecond))
+					}
+				}
+			}
+			if !yes {
+				if !a.canPrompt() {
+					return refuseDelete(fmt.Sprintf("log %s (%d objects)", a.logID, objects))
+				}
+				got := a.answer(fmt.Sprintf("Delete log %s (%d objects, %s) in %s? Type the log ID to confirm: ", a.logID, objects, humanBytes(bytes), a.storageShown()))
+				if got != a.logID {
+					return fmt.Errorf("not confirmed: nothing deleted")
+				}
+			}
+			n, err := gc.DeleteLog(ctx, b, a.logID)
+			if err != nil {
+				return fmt.Errorf("delete log %q (%d objects deleted; run rm again, or any writer opening the log, to finish): %w", a.logID, n, err)
+			}
+			if a.jsonOut {
+				return a.printJSON(struct {
+					Log     string `json:"log"`
+					Deleted int    `json:"deleted"`
+					Bytes   int64  `json:"bytes"`
+				}{a.logID, n, bytes})
+			}
+			fmt.Fprintf(a.stdout, "deleted log %s: %d objects, %s\n", a.logID, n, humanBytes(bytes))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while writers seem alive")
+	return cmd
+}

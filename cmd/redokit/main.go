@@ -1,0 +1,42 @@
+// Command redokit inspects, verifies, replays and maintains redo logs of
+// change data capture, on any storage backend redokit has a driver for.
+//
+//	redokit demo                      write, fail over, collect, replay and verify a log, locally
+//	redokit gen    --storage --log    write a generated workload to a log
+//	redokit meta   --storage --log    checkpoint, global resolved ts, writers and epochs
+//	redokit ls     --storage --log    the segments
+//	redokit dump   --storage --log    events of a range as JSON lines
+//	redokit verify --storage --log    check every block, the order and the meta
+//	redokit apply  --storage --log --sink URI   replay into MySQL or SQLite
+//	redokit gc     --storage --log    delete segments below the checkpoint
+//	redokit rm     --storage --log    delete a whole log
+//	redokit check  --storage          is this bucket fit to hold a redo log?
+//
+// Exit codes: 0 success, 1 failure (including a verification that found
+// problems), 2 bad usage (an unknown command or flag, a missing required
+// flag, a malformed flag value). Nothing is ever deleted without --yes or an
+// interactive confirmation.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "github.com/redokit/redokit/backends/azure"
+	_ "github.com/redokit/redokit/backends/gcs"
+	_ "github.com/redokit/redokit/backends/gocloud"
+	_ "github.com/redokit/redokit/backends/local"
+	_ "github.com/redokit/redokit/backends/mem"
+	_ "github.com/redokit/redokit/backends/s3"
+)
+
+func main() {
+	// The first interrupt cancels the context so that writers close, readers
+	// stop and check cleans its scratch prefix up; a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

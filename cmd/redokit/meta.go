@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+)
+
+func (a *app) metaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "meta",
+		Short: "Print the log's checkpoint ts, global resolved ts, writers and epochs",
+		Long: `meta prints the log's meta object — the checkpoint ts (how far the downstream
+has applied), the global resolved ts (how far the log is complete) — and the state
+of every writer: live or removed, epoch, flushed resolved ts, last published
+segment seq, and the fences its earlier epochs left (a zombie's segments above a
+fence are ignored by readers).`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annStorage: "1", annLog: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			info, err := a.readLogInfo(ctx, b)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(info)
+			}
+			a.printMeta(info)
+			return nil
+		},
+	}
+}
+
+// writerInfo is one writer as meta shows it.
+type writerInfo struct {
+	WriterID  string       `json:"writer"`
+	Live      bool         `json:"live"`
+	Epoch     uint64       `json:"epoch"`
+	FlushedTs uint64       `json:"flushed_ts"`
+	Seq       uint64       `json:"seq"`
+	HasSeq    bool         `json:"has_seq"`
+	Fences    []meta.Fence `json:"fences,omitempty"`
+	Spans     int          `json:"spans,omitempty"`
+	Owner     string       `json:"owner,omitempty"`
+	Updated   time.Time    `json:"updated"`
+	// MetaEpoch is the epoch the coordinator last saw; 0 when it is not live.
+	MetaEpoch uint64 `json:"meta_epoch,omitempty"`
+	// NoState: the meta object names the writer but it has no state object.
+	NoState bool `json:"no_state,omitempty"`
+}
+
+// logInfo is what meta prints.
+type logInfo struct {
+	LogID        string            `json:"log"`
+	Storage      string            `json:"storage"`
+	CheckpointTs uint64            `json:"checkpoint_ts"`
+	ResolvedTs   uint64            `json:"resolved_ts"`
+	Updated      time.Time         `json:"updated"`
+	Spans        map[uint64]uint64 `json:"spans,omitempty"`
+	Barriers     []meta.Barrier    `json:"barriers,omitempty"`
+	Writers      []writerInfo      `json:"writers"`
+
+	m      *meta.Meta
+	states map[string]*meta.WriterState
+}
+
+// readMeta reads the log's meta object, turning "missing" into an error that
+// says which log and where.
+func (a *app) readMeta(ctx context.Context, b *blob.Bucket) (*meta.Meta, error) {
+	m, _, err := meta.ReadMeta(ctx, b, a.logID)
+	if blob.IsNotExist(err) {
+		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), meta.MetaKey(a.logID))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the meta object of log %q: %w", a.logID, err)
+	}
+	return m, nil
+}
+
+func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error) {
+	m, err := a.readMeta(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	states, err := meta.ListWriterStates(ctx, b, a.logID)
+	if err != nil {
+		return nil, fmt.Errorf("read the writer states of log %q: %w", a.logID, err)
+	}
+	info := &logInfo{
+		LogID: m.LogID, Storage: a.storageShown(), CheckpointTs: m.CheckpointTs, ResolvedTs: m.ResolvedTs,
+		Updated: m.Updated, Spans: m.Spans, Barriers: m.Barriers, m: m, states: states,
+	}
+	ids := slices.Sorted(maps.Keys(states))
+	for id := range m.Writers {
+		if states[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		w := writerInfo{WriterID: id}
+		metaEpoch, live := m.Writers[id]
+		w.Live = live
+		if live {
+			w.MetaEpoch = metaEpoch
+		}
+		if st := states[id]; st != nil {
+			w.Epoch, w.FlushedTs, w.Seq, w.HasSeq = st.Epoch, st.FlushedTs, st.Seq, st.HasSeq
+			w.Fences, w.Spans, w.Owner, w.Updated = st.Fences, len(st.Spans), st.Owner, st.Updated
+		} else {
+			w.NoState = true
+		}
+		info.Writers = append(info.Writers, w)
+	}
+	return info, nil
+}
+
+func (a *app) printMeta(info *logInfo) {
+	tw := a.table()
+	fmt.Fprintf(tw, "log\t%s\n", info.LogID)
+	fmt.Fprintf(tw, "storage\t%s\n", info.Storage)
+	fmt.Fprintf(tw, "checkpoint ts\t%s\n", tsDesc(info.CheckpointTs))
+	resolved := tsDesc(info.ResolvedTs)
+	if lag := tsLag(info.CheckpointTs, info.ResolvedTs); lag != "" {
+		resolved += "   " + lag + " ahead of the checkpoint"
+	}
+	fmt.Fprintf(tw, "global resolved ts\t%s\n", resolved)
+	fmt.Fprintf(tw, "updated\t%s\n", info.Updated.Format(time.RFC3339))
+	if len(info.Spans) > 0 {
+		low := ^uint64(0)
+		for _, ts := range info.Spans {
+			low = min(low, ts)
+		}
+		fmt.Fprintf(tw, "spans\t%d (lowest effective flushed ts %d)\n", len(info.Spans), low)
+	}
+	if len(info.Barriers) == 0 {
+		fmt.Fprintf(tw, "DDL barriers\tnone\n")
+	}
+	for _, br := range info.Barriers {
+		fmt.Fprintf(tw, "DDL barrier\t%s at %d\n", br.ID, br.CommitTs)
+	}
+	tw.Flush()
+	fmt.Fprintln(a.stdout)
+	if len(info.Writers) == 0 {
+		fmt.Fprintln(a.stdout, "no writers")
+		return
+	}
+	tw = a.table()
+	fmt.Fprintln(tw, "WRITER\tLIVE\tEPOCH\tFLUSHED TS\tSEQ\tFENCES\tOWNER\tUPDATED")
+	for _, w := range info.Writers {
+		live := "no"
+		if w.Live {
+			live = "yes"
+		}
+		if w.NoState {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\tno state object\n", w.WriterID, live)
+			continue
+		}
+		seq := "-"
+		if w.HasSeq {
+			seq = fmt.Sprint(w.Seq)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", w.WriterID, live, w.Epoch, w.FlushedTs, seq,
+			fencesString(w.Fences), orDash(w.Owner), w.Updated.Format(time.RFC3339))
+	}
+	tw.Flush()
+}
+
+// fencesString shows fences as "e1≤7 e2≤9": epoch 1's segments above seq 7
+// were written after it was fenced.
+func fencesString(fs []meta.Fence) string {
+	if len(fs) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = fmt.Sprintf("e%d≤%d", f.Epoch, f.LastSeq)
+	}
+	return strings.Join(parts, " ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

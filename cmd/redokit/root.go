@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/segment"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// exitErr carries an exit code other than the default 1.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+// usageErrorf is a mistake in the command line itself: exit code 2.
+func usageErrorf(format string, args ...any) error {
+	return &exitErr{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// errSilent is returned by commands that already printed why they failed
+// (verify's report, check's table): exit 1 with nothing more to say.
+var errSilent = errors.New("failed")
+
+// app holds what every command shares: the global flags, the streams, and
+// the switches tests use to stand in for a terminal.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	storage    string
+	logID      string
+	jsonOut    bool
+	noProgress bool
+	verbose    bool
+
+	// ran is set once a command's own code starts: an error before that is
+	// cobra refusing the command line (unknown command or flag, a missing
+	// required flag), which is a usage error.
+	ran bool
+	// interactive overrides the terminal check of stdin (tests answer
+	// prompts through it); nil means "look at stdin".
+	interactive *bool
+	// progressTTY overrides the terminal check for progress bars (tests).
+	progressTTY *bool
+}
+
+// Command annotations: which global flags a command needs.
+const (
+	annStorage = "needs-storage" // --storage is required
+	annLog     = "needs-log"     // --log is required
+)
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return newApp(stdin, stdout, stderr).execute(ctx, args)
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	return &app{stdin: stdin, stdout: stdout, stderr: stderr}
+}
+
+func (a *app) execute(ctx context.Context, args []string) int {
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitError
+	if !a.ran {
+		code = exitUsage
+	}
+	var ee *exitErr
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	if !errors.Is(err, errSilent) {
+		fmt.Fprintf(a.stderr, "redokit: %v\n", err)
+	}
+	if code == exitUsage {
+		path := "redokit"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
+	}
+	return code
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "redokit",
+		Short: "Inspect, verify, replay and maintain redo logs of change data capture",
+		Long: `redokit works on redo logs of change data capture: the durable, ordered record
+of row changes and DDLs a CDC system writes before its downstream sink, replayed
+into the downstream after a disaster.
+
+Every command takes --storage URI (file:///dir or a plain path, s3://bucket/prefix,
+gs://bucket, azblob://container, mem://, gocloud+SCHEME://...) and --log ID
+(REDOKIT_STORAGE and REDOKIT_LOG set their defaults), and --json for
+machine-readable output.
+
+Start with 'redokit demo': it writes a log with several writers, fails one
+over, collects garbage, replays the log into SQLite and verifies the result.
+
+Exit codes: 0 success, 1 failure, 2 bad usage.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Without this, cobra runs "completion" too; keep the surface small.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		PersistentPreRunE: a.preRun,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitErr{code: exitUsage, err: err}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.storage, "storage", "", "storage URI of the log's bucket, or a local directory (env REDOKIT_STORAGE)")
+	pf.StringVar(&a.logID, "log", "", "log (changefeed) ID (env REDOKIT_LOG)")
+	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
+	pf.BoolVar(&a.noProgress, "no-progress", false, "never show progress bars (they only show on a terminal anyway)")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log what the library does, to stderr")
+
+	root.AddCommand(
+		a.demoCmd(),
+		a.genCmd(),
+		a.metaCmd(),
+		a.lsCmd(),
+		a.dumpCmd(),
+		a.verifyCmd(),
+		a.applyCmd(),
+		a.gcCmd(),
+		a.rmCmd(),
+		a.checkCmd(),
+	)
+	return root
+}
+
+// preRun checks the global flags a command needs before it runs. Errors here
+// are usage errors: nothing has been touched yet.
+func (a *app) preRun(cmd *cobra.Command, _ []string) error {
+	a.ran = true
+	if !cmd.Flags().Changed("storage") && a.storage == "" {
+		a.storage = os.Getenv("REDOKIT_STORAGE")
+	}
+	if !cmd.Flags().Changed("log") && a.logID == "" {
+		a.logID = os.Getenv("REDOKIT_LOG")
+	}
+	if cmd.Annotations[annStorage] != "" && a.storage == "" {
+		return usageErrorf("%s needs --storage URI (for example file:///var/redo or s3://bucket/prefix)", cmd.Name())
+	}
+	if a.storage != "" {
+		u, err := storageURL(a.storage)
+		if err != nil {
+			return err
+		}
+		a.storage = u
+	}
+	if cmd.Annotations[annLog] != "" {
+		if a.logID == "" {
+			return usageErrorf("%s needs --log ID", cmd.Name())
+		}
+	}
+	if a.logID != "" {
+		if err := segment.ValidateID(a.logID); err != nil {
+			return usageErrorf("--log %q: %v", a.logID, err)
+		}
+	}
+	return nil
+}
+
+// storageURL turns the --storage value into a URL of a registered scheme: a
+// value without "://" is a local directory. An unknown scheme is a usage
+// error that lists the known ones.
+func storageURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			return "", usageErrorf("--storage %q: %v", s, err)
+		}
+		return (&url.URL{Scheme: "file", Path: abs}).String(), nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return "", usageErrorf("--storage %s: not a URL", blob.RedactURL(s))
+	}
+	if !slices.Contains(blob.Schemes(), u.Scheme) {
+		return "", usageErrorf("--storage %s: unknown scheme %q (known: %s)", blob.RedactURL(s), u.Scheme, strings.Join(blob.Schemes(), ", "))
+	}
+	return s, nil
+}
+
+// withCreateDir asks the local backend to create a missing root, for the
+// commands that write a new log.
+func withCreateDir(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "file" || u.Query().Has("create_dir") {
+		return s
+	}
+	q := u.Query()
+	q.Set("create_dir", "true")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// open opens the --storage bucket.
+func (a *app) open(ctx context.Context) (*blob.Bucket, error) {
+	b, err := blob.Open(ctx, a.storage)
+	if err != nil {
+		return nil, err // blob.Open names the URL, redacted
+	}
+	return b, nil
+}
+
+// logger is where the library's log records go: warnings (a torn tail the
+// reader dropped, a retried write) always, everything with --verbose.
+func (a *app) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// storageShown is the storage URL as it may be printed.
+func (a *app) storageShown() string { return blob.RedactURL(a.storage) }
+
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// canPrompt reports whether a question can be put to a person on stdin.
+func (a *app) canPrompt() bool {
+	if a.interactive != nil {
+		return *a.interactive
+	}
+	return isTerminal(a.stdin) && isTerminal(a.stderr)
+}
+
+// confirm asks a yes/no question on stderr; anything but y or yes is no.
+func (a *app) confirm(question string) bool {
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// answer reads one line from stdin after printing prompt on stderr.
+func (a *app) answer(prompt string) string {
+	fmt.Fprint(a.stderr, prompt)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// bar returns a progress bar on stderr, invisible unless stderr is a
+// terminal (so pipes, files and CI logs never get one). max < 0 is a spinner.
+func (a *app) bar(max int64, desc string, bytes bool) *progressbar.ProgressBar {
+	visible := isTerminal(a.stderr)
+	if a.progressTTY != nil {
+		visible = *a.progressTTY
+	}
+	if a.noProgress {
+		visible = false
+	}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(a.stderr),
+		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+	}
+	if bytes {
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	} else {
+		opts = append(opts, progressbar.OptionShowCount())
+	}
+	return progressbar.NewOptions64(max, opts...)
+}
+
+// printJSON writes v as indented JSON on stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table returns a tab-aligned writer on stdout; Flush it.
+func (a *app) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+}
+
+// tsTime renders a ts as a time when it looks like a TiDB TSO (physical
+// milliseconds << 18 between 2000 and 2200); otherwise "".
+func tsTime(ts uint64) string {
+	ms := int64(ts >> 18)
+	t := time.UnixMilli(ms).UTC()
+	if ts == 0 || t.Year() < 2000 || t.Year() > 2200 {
+		return ""
+	}
+	return t.Format("2006-01-02 15:04:05.000Z")
+}
+
+// tsDesc is a ts with its time, when it has one.
+func tsDesc(ts uint64) string {
+	if s := tsTime(ts); s != "" {
+		return fmt.Sprintf("%d (%s)", ts, s)
+	}
+	return fmt.Sprint(ts)
+}
+
+// tsLag is how far apart two TSOs are in physical time, or "".
+func tsLag(from, to uint64) string {
+	if tsTime(from) == "" || tsTime(to) == "" || to < from {
+		return ""
+	}
+	return (time.Duration((to>>18)-(from>>18)) * time.Millisecond).String()
+}
+
+// humanBytes formats n in IEC units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

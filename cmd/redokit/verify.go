@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/segment"
+)
+
+// problemJSON is a reader.Problem as verify prints it.
+type problemJSON struct {
+	Severity string `json:"severity"`
+	Kind     string `json:"kind"`
+	Key      string `json:"key"`
+	Offset   int64  `json:"offset"` // -1: the problem has no position
+	Detail   string `json:"detail"`
+}
+
+// problemMeta is the kind verify gives to what it finds in the meta object
+// and the writer states (the reader package checks segments only).
+const problemMeta reader.ProblemKind = "meta"
+
+func (a *app) verifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check every block's CRC, the order of events, and the meta's consistency",
+		Long: `verify reads every segment of the log, whatever its ts range: every block's
+CRC32C (all of them, not only the first bad one), every event's encoding and
+commit-ts order, and whether each segment's header and footer agree with its
+name. It then checks the meta object and the writer states against each other
+and against the segments (checkpoint at or below the resolved ts, a state for
+every live writer, no segment from an epoch its writer never reached).
+
+Every problem is listed with its object and byte offset. The exit code is 1 if
+any problem is an error; informational findings (a torn tail of an active
+segment, a zombie's segment a fence excludes) do not fail it.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annStorage: "1", annLog: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			bar := a.bar(-1, "verifying segments", false)
+			var done atomic.Int64
+			logger := slog.New(&countHandler{next: a.logger().Handler(), onCount: func() { _ = bar.Set64(done.Add(1)) }})
+			rep, err := reader.Verify(ctx, b, a.logID, &reader.VerifyOptions{Logger: logger})
+			_ = bar.Finish()
+			if err != nil {
+				return fmt.Errorf("verify log %q: %w", a.logID, err)
+			}
+			metaProblems, err := a.verifyMeta(ctx, b, rep)
+			if err != nil {
+				return err
+			}
+			rep.Problems = append(rep.Problems, metaProblems...)
+			slices.SortStableFunc(rep.Problems, func(x, y reader.Problem) int { return int(y.Severity) - int(x.Severity) })
+			if a.jsonOut {
+				if err := a.printJSON(verifyJSON(rep)); err != nil {
+					return err
+				}
+			} else {
+				a.printVerify(rep)
+			}
+			if !rep.OK() {
+				return errSilent
+			}
+			return nil
+		},
+	}
+}
+
+// countHandler passes records on and counts the per-segment progress
+// records of reader.Verify, which is how verify drives its progress bar.
+type countHandler struct {
+	next    slog.Handler
+	onCount func()
+}
+
+func (h *countHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l == slog.LevelDebug || h.next.Enabled(ctx, l)
+}
+
+func (h *countHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "reader: verified segment" {
+		h.onCount()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *countHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &countHandler{next: h.next.WithAttrs(as), onCount: h.onCount}
+}
+
+func (h *countHandler) WithGroup(name string) slog.Handler {
+	return &countHandler{next: h.next.WithGroup(name), onCount: h.onCount}
+}
+
+// verifyMeta checks what reader.Verify does not: the meta object and the
+// writer states, against each other and against the segment names.
+func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report) ([]reader.Problem, error) {
+	var out []reader.Problem
+	add := func(sev reader.Severity, key, format string, args ...any) {
+		out = append(out, reader.Problem{Severity: sev, Kind: problemMeta, Key: key, Offset: -1, Detail: fmt.Sprintf(format, args...)})
+	}
+	metaKey := meta.MetaKey(a.logID)
+	m, _, err := meta.ReadMeta(ctx, b, a.logID)
+	switch {
+	case blob.IsNotExist(err):
+		add(reader.Error, metaKey, "the log has no meta object: no checkpoint or global resolved ts, so a recovery has no range to replay")
+	case err != nil:
+		add(reader.Error, metaKey, "the meta object cannot be read: %v", err)
+	}
+	states, err := meta.ListWriterStates(ctx, b, a.logID)
+	if err != nil {
+		// A state that does not decode makes the whole listing fail; it is a
+		// finding about the log, not a reason to stop.
+		add(reader.Error, meta.WritersPrefix(a.logID), "the writer states cannot be read: %v", err)
+		states = nil
+	}
+	if m != nil {
+		if m.LogID != a.logID {
+			add(reader.Error, metaKey, "the meta object names log %q", m.LogID)
+		}
+		if m.CheckpointTs > m.ResolvedTs {
+			add(reader.Error, metaKey, "checkpoint ts %d is above the global resolved ts %d", m.CheckpointTs, m.ResolvedTs)
+		}
+		if states != nil {
+			for id, epoch := range m.Writers {
+				st := states[id]
+				if st == nil {
+					add(reader.Error, meta.WriterKey(a.logID, id), "live writer %q of the meta object has no state object", id)
+				} else if st.Epoch < epoch {
+					add(reader.Error, meta.WriterKey(a.logID, id), "writer %q is at epoch %d, below the epoch %d the meta object saw", id, st.Epoch, epoch)
+				}
+			}
+		}
+	}
+	for id, st := range states {
+		key := meta.WriterKey(a.logID, id)
+		if st.WriterID != id || st.LogID != a.logID {
+			add(reader.Error, key, "the state object is of writer %q of log %q", st.WriterID, st.LogID)
+		}
+		prev := uint64(0)
+		for _, f := range st.Fences {
+			if f.Epoch >= st.Epoch || f.Epoch <= prev {
+				add(reader.Error, key, "fence of epoch %d is out of order (current epoch %d)", f.Epoch, st.Epoch)
+			}
+			prev = f.Epoch
+		}
+	}
+	// Segments from an epoch their writer never reached mean the state went
+	// backwards (restored from a backup, overwritten): fences cannot protect
+	// the log from those.
+	for attrs, err := range b.List(ctx, segment.LogPrefix(a.logID)) {
+		if err != nil {
+			return nil, fmt.Errorf("list the segments of log %q: %w", a.logID, err)
+		}
+		n, perr := segment.ParseName(attrs.Key)
+		if perr != nil {
+			continue // reader.Verify reported it
+		}
+		if st := states[n.WriterID]; st != nil && n.Epoch > st.Epoch {
+			add(reader.Error, attrs.Key, "segment of epoch %d, but writer %q is only at epoch %d", n.Epoch, n.WriterID, st.Epoch)
+		}
+	}
+	return out, nil
+}
+
+func verifyJSON(rep *reader.Report) any {
+	probs := make([]problemJSON, 0, len(rep.Problems))
+	for _, p := range rep.Problems {
+		probs = append(probs, problemJSON{Severity: p.Severity.String(), Kind: string(p.Kind), Key: p.Key, Offset: p.Offset, Detail: p.Detail})
+	}
+	return struct {
+		Log      string        `json:"log"`
+		OK       bool          `json:"ok"`
+		Errors   int           `json:"errors"`
+		Objects  int           `json:"objects"`
+		Bytes    int64         `json:"bytes"`
+		Sealed   int           `json:"sealed"`
+		Active   int           `json:"active"`
+		Ignored  int           `json:"ignored"`
+		Blocks   int64         `json:"blocks"`
+		Events   int64         `json:"events"`
+		Rows     int64         `json:"rows"`
+		DDLs     int64         `json:"ddls"`
+		MinTs    uint64        `json:"min_ts"`
+		MaxTs    uint64        `json:"max_ts"`
+		Problems []problemJSON `json:"problems"`
+	}{rep.LogID, rep.OK(), len(rep.Errors()), rep.Objects, rep.Bytes, rep.Sealed, rep.Active, rep.Ignored,
+		rep.Blocks, rep.Events, rep.Rows, rep.DDLs, rep.MinTs, rep.MaxTs, probs}
+}
+
+func (a *app) printVerify(rep *reader.Report) {
+	if len(rep.Problems) > 0 {
+		tw := a.table()
+		fmt.Fprintln(tw, "SEVERITY\tKIND\tOBJECT\tOFFSET\tDETAIL")
+		for _, p := range rep.Problems {
+			off := "-"
+			if p.Offset >= 0 {
+				off = fmt.Sprint(p.Offset)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Severity, p.Kind, p.Key, off, p.Detail)
+		}
+		tw.Flush()
+		fmt.Fprintln(a.stdout)
+	}
+	fmt.Fprintf(a.stdout, "log %s: %d segments checked (%d sealed, %d active), %d ignored, %d blocks, %d events (%d rows, %d DDLs), %s",
+		rep.LogID, rep.Sealed+rep.Active, rep.Sealed, rep.Active, rep.Ignored, rep.Blocks, rep.Events, rep.Rows, rep.DDLs, humanBytes(rep.Bytes))
+	if rep.Events > 0 {
+		fmt.Fprintf(a.stdout, ", commit ts [%d, %d]", rep.MinTs, rep.MaxTs)
+	}
+	fmt.Fprintln(a.stdout)
+	errs := len(rep.Errors())
+	if errs == 0 {
+		fmt.Fprintf(a.stdout, "OK: no errors (%d informational findings)\n", len(rep.Problems))
+		return
+	}
+	fmt.Fprintf(a.stdout, "FAILED: %d errors, %d informational findings\n", errs, len(rep.Problems)-errs)
+}
