@@ -37,8 +37,8 @@ type demoReport struct {
 	WriteEvPerS  float64     `json:"write_events_per_second"`
 	WriteMBPerS  float64     `json:"write_payload_mb_per_second"`
 
-	SinkApply    *applySummary `json:"sink_apply"`   // the downstream during normal operation, up to the checkpoint
-	SinkAhead    *applySummary `json:"sink_ahead"`   // the downstream past the checkpoint before the disaster
+	SinkApply    *applySummary `json:"sink_apply"` // the downstream during normal operation, up to the checkpoint
+	SinkAhead    *applySummary `json:"sink_ahead"` // the downstream past the checkpoint before the disaster
 	Checkpoint   uint64        `json:"checkpoint_ts"`
 	GC           *gcSummary    `json:"gc"`
 	Failover     *failover     `json:"failover"`
@@ -369,4 +369,3 @@ func escapeSingle(s string) string {
 	}
 	return string(out)
 }
-

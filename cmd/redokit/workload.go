@@ -204,14 +204,14 @@ func (p *pipeline) flushAll(ctx context.Context) (uint64, error) {
 
 // failover records what happened to a killed writer.
 type failover struct {
-	Writer        string `json:"writer"`
-	OldEpoch      uint64 `json:"old_epoch"`
-	NewEpoch      uint64 `json:"new_epoch"`
-	FlushedBefore uint64 `json:"flushed_ts_before"` // the dead writer's last flushed ts
-	RestartTs     uint64 `json:"restart_ts"`        // where the replacement restarted its spans (the checkpoint)
-	Rewritten     int64  `json:"rewritten_events"`  // events the replacement wrote again from the restart ts
-	Lost          int64        `json:"lost_events"` // accepted by the dead writer, never made durable
-	Fences        []meta.Fence `json:"fences"`      // the fences of the writer ID after the takeover
+	Writer        string       `json:"writer"`
+	OldEpoch      uint64       `json:"old_epoch"`
+	NewEpoch      uint64       `json:"new_epoch"`
+	FlushedBefore uint64       `json:"flushed_ts_before"` // the dead writer's last flushed ts
+	RestartTs     uint64       `json:"restart_ts"`        // where the replacement restarted its spans (the checkpoint)
+	Rewritten     int64        `json:"rewritten_events"`  // events the replacement wrote again from the restart ts
+	Lost          int64        `json:"lost_events"`       // accepted by the dead writer, never made durable
+	Fences        []meta.Fence `json:"fences"`            // the fences of the writer ID after the takeover
 }
 
 // killAndReplace kills writer victim the way a crash does (its unflushed
