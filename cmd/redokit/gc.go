@@ -51,7 +51,7 @@ stdin is not a terminal). --dry-run only shows.`,
 				return err
 			}
 			if dryRun || plan.Deleted == 0 {
-				return a.printGC(plan, m, true)
+				return a.printGC(plan, m, dryRun)
 			}
 			if !yes {
 				if !a.canPrompt() {
@@ -151,7 +151,7 @@ and refuses while a writer published progress in the last 30 seconds unless
 				}
 				for id, st := range states {
 					if age := time.Since(st.Updated); age < 30*time.Second {
-						return fmt.Errorf("writer %q of log %s published progress %s ago: stop the writers first, or pass --force", id, a.logID, age.Round(time.Millisecond))
+						return fmt.Errorf("writer %q of log %s published progress %.1fs ago: stop the writers first, or pass --force", id, a.logID, age.Seconds())
 					}
 				}
 			}

@@ -252,7 +252,13 @@ func (a *app) logger() *slog.Logger {
 }
 
 // storageShown is the storage URL as it may be printed.
-func (a *app) storageShown() string { return blob.RedactURL(a.storage) }
+func (a *app) storageShown() string {
+	if !strings.ContainsAny(a.storage, "@?") {
+		// Nothing to hide; url.Redacted would also turn "mem://" into "mem:".
+		return a.storage
+	}
+	return blob.RedactURL(a.storage)
+}
 
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
