@@ -110,6 +110,11 @@ type Reader struct {
 	sem    chan struct{} // bounds concurrent decoding
 	stats  counters
 
+	// Chunks of finished streams, for the streams to come (producers take
+	// them, the merge puts them).
+	sparesMu sync.Mutex
+	spares   []*chunk
+
 	// The merge. sealed is every sealed segment's stream in plan order;
 	// nextOpen is the first the merge has not reached, nextStart the first
 	// whose prefetch has not started.
@@ -298,7 +303,11 @@ func (r *Reader) chunksLive(d int64)  { raise(&r.stats.maxChunks, r.stats.chunks
 // begin starts a call: the events the previous call returned are released.
 func (r *Reader) begin() error {
 	for i, c := range r.release {
-		r.releaseOf[i].recycle(c)
+		if s := r.releaseOf[i]; s.closed {
+			r.putSpare(c)
+		} else {
+			s.recycle(c)
+		}
 	}
 	clear(r.release)
 	clear(r.releaseOf)
@@ -517,8 +526,51 @@ func (r *Reader) consume(s *stream) {
 }
 
 func (r *Reader) closeStream(s *stream) {
+	s.closed = true
 	r.openStreams(-1)
 	r.chunksLive(-int64(s.allocated))
+	for {
+		select {
+		case c := <-s.free:
+			r.putSpare(c)
+		default:
+			return
+		}
+	}
+}
+
+// maxSpares bounds the chunks kept for the next streams, in units of one
+// stream's pool.
+const maxSpares = 4
+
+// putSpare keeps the chunk of a finished stream for a stream to come: its
+// events, and in them the buffers codec.DecodeEvent reuses, are what a
+// stream allocates most of. What it read stays with the old stream: the
+// segment.Reader, which belongs to that segment, and the references into
+// its buffers, so that they can be collected.
+func (r *Reader) putSpare(c *chunk) {
+	c.sr, c.n, c.raw = nil, 0, c.raw[:0]
+	for i := range c.events {
+		c.events[i].payload, c.events[i].Source = nil, nil
+	}
+	r.sparesMu.Lock()
+	if len(r.spares) < maxSpares*(r.c.Prefetch+2) {
+		r.spares = append(r.spares, c)
+	}
+	r.sparesMu.Unlock()
+}
+
+// takeSpare returns a kept chunk, or a new one.
+func (r *Reader) takeSpare() *chunk {
+	r.sparesMu.Lock()
+	defer r.sparesMu.Unlock()
+	if n := len(r.spares); n > 0 {
+		c := r.spares[n-1]
+		r.spares[n-1] = nil
+		r.spares = r.spares[:n-1]
+		return c
+	}
+	return &chunk{}
 }
 
 // The heap of streams, ordered by (head commit ts, rank).

@@ -44,6 +44,7 @@ type stream struct {
 
 	// ----
 	started bool
+	closed  bool // done; its chunks go to the Reader's spares
 	cur     *chunk
 	pos     int
 	ts      uint64 // commit ts of the head event
@@ -372,7 +373,7 @@ func (s *stream) getChunk(ctx context.Context) (*chunk, error) {
 	if s.allocated < s.pool {
 		s.allocated++
 		s.r.chunksLive(1)
-		return &chunk{}, nil
+		return s.r.takeSpare(), nil
 	}
 	select {
 	case c := <-s.free:
