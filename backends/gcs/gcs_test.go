@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
 )
@@ -530,5 +532,89 @@ func TestMissingBucket(t *testing.T) {
 	}
 	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
 		t.Errorf("put into a missing bucket: want not exist, got %v", err)
+	}
+}
+
+// corruptingTransport flips one byte in the middle of the body of the first
+// request whose uploadType is kind.
+type corruptingTransport struct {
+	base http.RoundTripper
+	kind string
+	done atomic.Bool
+}
+
+func (c *corruptingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Query().Get("uploadType") == c.kind && r.Body != nil && c.done.CompareAndSwap(false, true) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body.Close()
+		body[len(body)/2] ^= 0x40
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.GetBody = nil
+	}
+	return c.base.RoundTrip(r)
+}
+
+// TestIntegrity corrupts a single-request upload in flight: the server must
+// reject it (the driver sends the CRC32C), and nothing becomes visible.
+func TestIntegrity(t *testing.T) {
+	dc, _ := newClient(t, emulatorHost(t))
+	name := newTestBucket(t, dc)
+	direct, _ := New(dc, name, nil)
+	ct := &corruptingTransport{base: http.DefaultTransport, kind: "multipart"}
+	c, err := storage.NewClient(context.Background(),
+		option.WithEndpoint("http://"+emulatorHost(t)+"/storage/v1/"),
+		option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: ct}),
+		storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, _ := New(c, name, &Options{MaxAttempts: 1})
+	_, err = b.Put(context.Background(), "corrupt", pattern(100<<10, 1), nil)
+	if !ct.done.Load() {
+		t.Fatal("nothing was corrupted")
+	}
+	if err == nil {
+		t.Fatal("a corrupted body was accepted")
+	}
+	if !blob.IsTransient(err) {
+		t.Fatalf("a checksum mismatch should be transient (worth sending again): %v", err)
+	}
+	t.Logf("corrupted upload: %v", err)
+	mustNotExist(t, direct, "corrupt")
+}
+
+// TestIntegrityRetried: with retries (the default), the rejected attempt is
+// sent again and the Put succeeds with the right bytes.
+func TestIntegrityRetried(t *testing.T) {
+	dc, _ := newClient(t, emulatorHost(t))
+	name := newTestBucket(t, dc)
+	direct, _ := New(dc, name, nil)
+	ct := &corruptingTransport{base: http.DefaultTransport, kind: "multipart"}
+	c, err := storage.NewClient(context.Background(),
+		option.WithEndpoint("http://"+emulatorHost(t)+"/storage/v1/"),
+		option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: ct}),
+		storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, _ := New(c, name, nil)
+	data := pattern(100<<10, 2)
+	if _, err := b.Put(context.Background(), "healed", data, &blob.PutOptions{IfNotExist: true}); err != nil {
+		t.Fatalf("the retry after a rejected corrupted body: %v", err)
+	}
+	if !ct.done.Load() {
+		t.Fatal("nothing was corrupted")
+	}
+	got, err := direct.ReadAll(context.Background(), "healed")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes: %v", len(got), err)
 	}
 }
