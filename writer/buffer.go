@@ -11,12 +11,16 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-// rec is one buffered event, encoded.
+// rec is one buffered event, encoded. It holds no pointer, so that the
+// garbage collector does not scan the millions of records a large buffer
+// holds: the encoding is found by chunk number and offset.
 type rec struct {
 	ts      uint64
 	arrival uint64 // order of arrival across all spans: the tie-breaker that keeps the merge stable
+	off     uint32 // offset of the encoding in its chunk
+	n       uint32 // length of the encoding
+	chunk   uint32 // number of the span's chunk that holds it
 	kind    segment.Kind
-	data    []byte // the codec encoding, in the span's arena
 }
 
 // recOverhead is what a record costs beyond its encoding; the quota counts
@@ -35,11 +39,20 @@ func recLess(a, b *rec) bool {
 }
 
 // Arena chunk sizes: a span's first chunk is small, so that thousands of quiet
-// spans cost little, and chunks double up to the maximum as a span proves busy.
+// spans cost little, and chunks double up to the maximum as a span proves
+// busy. Chunks of the maximum size are recycled once a flush has copied
+// their records into blocks: a busy writer then encodes into memory that is
+// already mapped and cached instead of fresh, zeroed pages.
 const (
 	minChunk = 4 << 10
 	maxChunk = 1 << 20
 )
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, maxChunk); return &b }}
+
+// chunk is an arena chunk. Its slice only grows within its capacity, so the
+// encodings in it never move.
+type chunk struct{ b []byte }
 
 // spanBuf is one span's buffer: its events, in the order they came, which is
 // commit-ts order.
@@ -49,53 +62,88 @@ type spanBuf struct {
 	lastTs   uint64 // commit ts of the last event written
 	written  bool   // an event has been written (lastTs is meaningful)
 	recs     []rec
-	bytes    int64  // quota bytes of recs
-	chunk    []byte // arena the encodings are copied into; never reallocated, so recs may alias it
-	next     int    // size of the next chunk
+	chunks   []*chunk // chunks[i] is chunk number base+i
+	base     uint32
+	next     int // size of the next chunk
+}
+
+// run is the records a flush took from one span, with the chunks that hold
+// them (their slices as they stood at the cut).
+type run struct {
+	recs   []rec
+	chunks [][]byte // chunks[i] is chunk number base+i
+	base   uint32
+}
+
+func (r *run) data(i int) []byte {
+	x := &r.recs[i]
+	return r.chunks[x.chunk-r.base][x.off : x.off+x.n : x.off+x.n]
 }
 
 // store copies encoded events (enc, split at ends) into the arena and appends
 // their records.
 func (s *spanBuf) store(enc []byte, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
-	if cap(s.chunk)-len(s.chunk) < len(enc) {
-		if s.next < minChunk {
-			s.next = minChunk
-		}
-		s.chunk = make([]byte, 0, max(s.next, len(enc)))
-		s.next = min(2*s.next, maxChunk)
+	var c *chunk
+	if n := len(s.chunks); n > 0 {
+		c = s.chunks[n-1]
 	}
-	base := len(s.chunk)
-	s.chunk = append(s.chunk, enc...)
+	if c == nil || cap(c.b)-len(c.b) < len(enc) {
+		s.next = min(max(s.next, minChunk), maxChunk)
+		size := max(s.next, len(enc))
+		if size == maxChunk {
+			c = &chunk{b: (*chunkPool.Get().(*[]byte))[:0]}
+		} else {
+			c = &chunk{b: make([]byte, 0, size)}
+		}
+		s.chunks = append(s.chunks, c)
+		s.next *= 2
+	}
+	num := s.base + uint32(len(s.chunks)-1)
+	base := len(c.b)
+	c.b = append(c.b, enc...)
 	start := 0
 	for i, end := range ends {
-		data := s.chunk[base+start : base+end : base+end]
-		s.recs = append(s.recs, rec{ts: ts[i], arrival: arrival + uint64(i), kind: kinds[i], data: data})
+		s.recs = append(s.recs, rec{
+			ts: ts[i], arrival: arrival + uint64(i), kind: kinds[i],
+			off: uint32(base + start), n: uint32(end - start), chunk: num,
+		})
 		start = end
 	}
-	s.bytes += int64(len(enc)) + int64(len(ends))*recOverhead
 	s.lastTs, s.written = ts[len(ts)-1], true
 }
 
-// take detaches the records with commit ts <= ts.
-func (s *spanBuf) take(ts uint64) (run []rec, bytes int64) {
+// take detaches the records with commit ts <= ts. It also returns the chunks
+// that no record left in the span refers to: the caller recycles them once
+// it no longer reads the run.
+func (s *spanBuf) take(ts uint64) (r run, bytes int64, retired []*chunk) {
 	i := sort.Search(len(s.recs), func(i int) bool { return s.recs[i].ts > ts })
 	if i == 0 {
-		return nil, 0
+		return run{}, 0, nil
 	}
-	run = s.recs[:i:i]
-	for j := range run {
-		bytes += int64(len(run[j].data)) + recOverhead
+	last := int(s.recs[i-1].chunk - s.base)
+	r = run{recs: s.recs[:i:i], chunks: make([][]byte, last+1), base: s.base}
+	for k := range r.chunks {
+		r.chunks[k] = s.chunks[k].b
 	}
-	// The rest moves to a new array, so that the taken records (and the
-	// arena chunks they hold) are freed with the flush, not kept alive by
-	// this span's slice.
-	if i == len(s.recs) {
-		s.recs = nil
-	} else {
+	for k := range r.recs {
+		bytes += int64(r.recs[k].n)
+	}
+	bytes += int64(i) * recOverhead
+	// Chunks before the one the first remaining record is in (before the
+	// last one, when none remains: new events go there) are done with.
+	keep := last
+	if i < len(s.recs) {
+		keep = int(s.recs[i].chunk - s.base)
 		s.recs = slices.Clone(s.recs[i:])
+	} else {
+		s.recs = nil
 	}
-	s.bytes -= bytes
-	return run, bytes
+	if keep > 0 {
+		retired = slices.Clone(s.chunks[:keep])
+		s.chunks = slices.Clone(s.chunks[keep:])
+		s.base += uint32(keep)
+	}
+	return r, bytes, retired
 }
 
 // dropAbove discards the records with commit ts > ts and returns their quota
@@ -104,12 +152,21 @@ func (s *spanBuf) dropAbove(ts uint64) int64 {
 	i := sort.Search(len(s.recs), func(i int) bool { return s.recs[i].ts > ts })
 	var bytes int64
 	for j := i; j < len(s.recs); j++ {
-		bytes += int64(len(s.recs[j].data)) + recOverhead
+		bytes += int64(s.recs[j].n) + recOverhead
 	}
-	clear(s.recs[i:])
 	s.recs = s.recs[:i]
-	s.bytes -= bytes
 	return bytes
+}
+
+// recycle returns chunks of the maximum size to the pool.
+func recycle(chunks []*chunk) {
+	for _, c := range chunks {
+		if cap(c.b) == maxChunk {
+			b := c.b[:0]
+			chunkPool.Put(&b)
+		}
+		c.b = nil
+	}
 }
 
 // quota is the memory quota: a counting semaphore in bytes. A request larger

@@ -538,7 +538,7 @@ func find(t *testing.T, reg *prometheus.Registry, name string, labels map[string
 			for _, lp := range m.GetLabel() {
 				have[lp.GetName()] = lp.GetValue()
 			}
-			if have["log"] != testLog {
+			if have["log"] != testLog && have["log"] != "bench" {
 				continue
 			}
 			for k, v := range labels {

@@ -12,8 +12,9 @@ import (
 // job is one flush: the events it took, on their way to storage.
 type job struct {
 	resolved uint64 // the writer's resolved ts when the job was cut
-	runs     [][]rec
-	final    bool // Close's flush: seal the active segment after it
+	runs     []run
+	retired  []*chunk // arena chunks to recycle once the job is built
+	final    bool     // Close's flush: seal the active segment after it
 	waiters  []chan flushResult
 	start    time.Time
 
@@ -139,17 +140,18 @@ func (w *Writer) cut(force bool) *job {
 	w.cutChanges = w.changes
 	j := &job{resolved: w.resolvedLocked(), start: time.Now()}
 	take := func(s *spanBuf) {
-		run, bytes := s.take(j.resolved)
-		if len(run) == 0 {
+		r, bytes, retired := s.take(j.resolved)
+		j.retired = append(j.retired, retired...)
+		if len(r.recs) == 0 {
 			return
 		}
-		sortRun(run)
-		j.runs = append(j.runs, run)
+		sortRun(r.recs)
+		j.runs = append(j.runs, r)
 		j.quota += bytes
-		j.records += int64(len(run))
-		for i := range run {
-			j.payload += int64(len(run[i].data))
-			if run[i].kind == segment.KindDDL {
+		j.records += int64(len(r.recs))
+		j.payload += bytes - int64(len(r.recs))*recOverhead
+		for i := range r.recs {
+			if r.recs[i].kind == segment.KindDDL {
 				j.ddls++
 			}
 		}
@@ -196,13 +198,13 @@ func (w *Writer) build(j *job) {
 		return true
 	}
 	ok := true
-	add := func(r *rec) {
-		if bb.Records() > 0 && bb.Len()+bb.RecordSize(r.ts, len(r.data)) > w.o.BlockSize {
+	add := func(r *rec, data []byte) {
+		if bb.Records() > 0 && bb.Len()+bb.RecordSize(r.ts, len(data)) > w.o.BlockSize {
 			if ok = emit(); !ok {
 				return
 			}
 		}
-		if err := bb.Append(r.ts, r.kind, r.data); err != nil {
+		if err := bb.Append(r.ts, r.kind, data); err != nil {
 			// The merge yields commit-ts order and Write bounds sizes.
 			panic(fmt.Sprintf("writer: building a block: %v", err))
 		}
@@ -210,8 +212,8 @@ func (w *Writer) build(j *job) {
 			ok = emit()
 		}
 	}
-	merge(j.runs, func(r *rec) bool {
-		add(r)
+	merge(j.runs, func(r *run, i int) bool {
+		add(&r.recs[i], r.data(i))
 		return ok
 	})
 	if ok && bb.Records() > 0 {
@@ -219,11 +221,11 @@ func (w *Writer) build(j *job) {
 	}
 	bb.Reset()
 	builderPool.Put(bb)
-	// The records are in blocks now; the arena chunks may go once the
-	// job is durable and nothing else refers to them.
-	for i := range j.runs {
-		j.runs[i] = nil
-	}
+	// The records are in blocks now. The chunks the cut retired hold only
+	// records of this job and of earlier ones, all built: reuse them.
+	j.runs = nil
+	recycle(j.retired)
+	j.retired = nil
 }
 
 // sortRun puts a span's run in flush order. It is in commit-ts order
@@ -247,13 +249,13 @@ func sortRun(run []rec) {
 
 // merge yields the records of the sorted runs in flush order (recLess) until
 // yield returns false.
-func merge(runs [][]rec, yield func(*rec) bool) {
+func merge(runs []run, yield func(*run, int) bool) {
 	switch len(runs) {
 	case 0:
 		return
 	case 1:
-		for i := range runs[0] {
-			if !yield(&runs[0][i]) {
+		for i := range runs[0].recs {
+			if !yield(&runs[0], i) {
 				return
 			}
 		}
@@ -261,16 +263,16 @@ func merge(runs [][]rec, yield func(*rec) bool) {
 	}
 	// A binary min-heap of run cursors.
 	type cursor struct {
-		run []rec
+		run *run
 		i   int
 	}
 	h := make([]cursor, 0, len(runs))
-	for _, r := range runs {
-		if len(r) > 0 {
-			h = append(h, cursor{run: r})
+	for k := range runs {
+		if len(runs[k].recs) > 0 {
+			h = append(h, cursor{run: &runs[k]})
 		}
 	}
-	less := func(a, b int) bool { return recLess(&h[a].run[h[a].i], &h[b].run[h[b].i]) }
+	less := func(a, b int) bool { return recLess(&h[a].run.recs[h[a].i], &h[b].run.recs[h[b].i]) }
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -293,11 +295,11 @@ func merge(runs [][]rec, yield func(*rec) bool) {
 	}
 	for len(h) > 0 {
 		c := &h[0]
-		if !yield(&c.run[c.i]) {
+		if !yield(c.run, c.i) {
 			return
 		}
 		c.i++
-		if c.i == len(c.run) {
+		if c.i == len(c.run.recs) {
 			h[0] = h[len(h)-1]
 			h = h[:len(h)-1]
 		}
