@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/segment"
+)
+
+// baselineCap bounds the bytes a baseline moves; rates do not need more.
+func baselineCap(quick bool) int64 {
+	if quick {
+		return 64 * mib
+	}
+	return 256 * mib
+}
+
+// baselines measures, in the same child right after the writer, what the
+// bytes the writer moved cost without redokit: the same generator's encoded
+// events (payload), copied in memory, lz4-compressed and decompressed in
+// blocks of the writer's block size, appended to a file on the same file
+// system with the same number of fdatasyncs per payload byte (local), or
+// PUT and GET as objects of the writer's mean segment size through the same
+// blob.Bucket (object stores).
+func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c Cell, wr *writeOutcome, res *Result) error {
+	m := res.Metrics
+	n := min(wr.payload, baselineCap(res.quick()))
+	buf, ends, rows := newGen(1, c.RowSize, c.Mix).payload(n)
+
+	// Memory copy.
+	dst := make([]byte, len(buf))
+	t0 := time.Now()
+	var copied int64
+	for time.Since(t0) < 200*time.Millisecond || copied < 4*int64(len(buf)) {
+		copy(dst, buf)
+		copied += int64(len(buf))
+		if copied >= 16*int64(len(buf)) {
+			break
+		}
+	}
+	m["base_memcpy_mib_s"] = float64(copied) / mib / time.Since(t0).Seconds()
+	dst = nil
+
+	// lz4 in blocks cut at event boundaries, as the writer cuts them.
+	var blocks [][]byte
+	startOff := 0
+	for _, e := range ends {
+		if e-startOff >= segment.DefaultBlockSize {
+			blocks = append(blocks, buf[startOff:e])
+			startOff = e
+		}
+	}
+	if startOff < len(buf) {
+		blocks = append(blocks, buf[startOff:])
+	}
+	var lzc lz4.Compressor
+	comp := make([][]byte, len(blocks))
+	t0 = time.Now()
+	var compBytes int64
+	for i, blk := range blocks {
+		out := make([]byte, lz4.CompressBlockBound(len(blk)))
+		k, err := lzc.CompressBlock(blk, out)
+		if err != nil {
+			return err
+		}
+		comp[i] = out[:k]
+		compBytes += int64(k)
+	}
+	tc := time.Since(t0)
+	m["base_lz4c_mib_s"] = float64(len(buf)) / mib / tc.Seconds()
+	m["base_lz4_ratio"] = float64(len(buf)) / float64(compBytes)
+
+	decomp := func(par int) (time.Duration, error) {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, par)
+		for p := range par {
+			wg.Go(func() {
+				out := make([]byte, segment.DefaultBlockSize+64<<10)
+				for i := p; i < len(comp); i += par {
+					if cap(out) < len(blocks[i]) {
+						out = make([]byte, len(blocks[i]))
+					}
+					if _, err := lz4.UncompressBlock(comp[i], out[:len(blocks[i])]); err != nil {
+						errs[p] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t0), nil
+	}
+	td1, err := decomp(1)
+	if err != nil {
+		return err
+	}
+	tdN, err := decomp(runtime.GOMAXPROCS(0))
+	if err != nil {
+		return err
+	}
+	m["base_lz4d_mib_s"] = float64(len(buf)) / mib / td1.Seconds()
+	m["base_lz4d_par_mib_s"] = float64(len(buf)) / mib / tdN.Seconds()
+	m["ceiling_rows_s"] = float64(rows) / td1.Seconds()
+	m["ceiling_par_rows_s"] = float64(rows) / tdN.Seconds()
+	if c.Compression == "lz4" {
+		if v := m["read_raw_rows_s"]; v > 0 {
+			m["ratio_read_raw_ceiling"] = v / m["ceiling_rows_s"]
+			m["ratio_read_raw_ceiling_par"] = v / m["ceiling_par_rows_s"]
+		}
+		if v := m["read_rows_s"]; v > 0 {
+			m["ratio_read_ceiling"] = v / m["ceiling_rows_s"]
+		}
+	}
+
+	if be.Kind == "local" {
+		// The writer's fsync cadence, per payload byte.
+		syncsPerByte := float64(wr.stats.Syncs) / float64(max(wr.payload, 1))
+		nSyncs := max(int(float64(len(buf))*syncsPerByte+0.5), 1)
+		path := filepath.Join(dir, "raw-append.bin")
+		ta, err := rawAppend(path, [][]byte{buf}, nSyncs, !be.NoSync)
+		if err != nil {
+			return err
+		}
+		os.Remove(path)
+		m["base_append_mib_s"] = float64(len(buf)) / mib / ta.Seconds()
+		tac, err := rawAppend(path, comp, nSyncs, !be.NoSync)
+		if err != nil {
+			return err
+		}
+		os.Remove(path)
+		m["base_append_lz4_mib_s"] = float64(compBytes) / mib / tac.Seconds()
+		// The naive pipeline: one thread compresses, then appends the
+		// compressed bytes with the same syncs.
+		m["base_naive_lz4_mib_s"] = float64(len(buf)) / mib / (tc + tac).Seconds()
+		m["base_syncs"] = float64(nSyncs)
+		m["ratio_raw"] = m["write_mib_s"] / m["base_append_mib_s"]
+		if c.Compression == "lz4" {
+			m["ratio_naive_lz4"] = m["write_mib_s"] / m["base_naive_lz4_mib_s"]
+		}
+		return nil
+	}
+
+	// Object stores: objects of the writer's mean segment size, through the
+	// same Bucket, made of the bytes the writer stored (compressed or not).
+	objSize := int(wr.stored / max(wr.segments, 1))
+	src := buf
+	if c.Compression == "lz4" {
+		src = make([]byte, 0, compBytes)
+		for _, cb := range comp {
+			src = append(src, cb...)
+		}
+	}
+	objSize = max(min(objSize, len(src)), 1)
+	// As many objects as the writer made, within the bytes at hand and a
+	// time budget; at least three.
+	maxObjs := int(max(wr.segments, 3))
+	var keys []string
+	t0 = time.Now()
+	var put int64
+	for i := 0; i < maxObjs; i++ {
+		if i >= 3 && time.Since(t0) > 3*time.Second {
+			break
+		}
+		off := (i * objSize) % max(len(src)-objSize+1, 1)
+		key := fmt.Sprintf("%s/raw/obj-%05d", res.Info["log"], i)
+		if _, err := b.Put(ctx, key, src[off:off+objSize], &blob.PutOptions{IfNotExist: true}); err != nil {
+			return fmt.Errorf("raw put: %w", err)
+		}
+		keys = append(keys, key)
+		put += int64(objSize)
+	}
+	tp := time.Since(t0)
+	m["base_put_mib_s"] = float64(put) / mib / tp.Seconds()
+	m["base_put_obj_mib"] = float64(objSize) / mib
+	m["base_put_n"] = float64(len(keys))
+	t0 = time.Now()
+	var got int64
+	for _, k := range keys {
+		data, err := b.ReadAll(ctx, k)
+		if err != nil {
+			return fmt.Errorf("raw get: %w", err)
+		}
+		got += int64(len(data))
+	}
+	m["base_get_mib_s"] = float64(got) / mib / time.Since(t0).Seconds()
+	m["ratio_raw"] = m["write_stored_mib_s"] / m["base_put_mib_s"]
+	m["ratio_raw_payload"] = m["write_mib_s"] / m["base_put_mib_s"]
+	if v := m["read_raw_mib_s"]; v > 0 && m["comp_ratio"] > 0 {
+		// The reader moves stored bytes: compare them with a raw GET.
+		m["ratio_read_get"] = v / m["comp_ratio"] / m["base_get_mib_s"]
+	}
+	return b.Delete(ctx, keys...)
+}
+
+// rawAppend appends chunks to a new file at path in about nSyncs equal
+// writes, each followed by an fdatasync when sync is set, and returns the
+// time taken (open to last sync).
+func rawAppend(path string, chunks [][]byte, nSyncs int, sync bool) (time.Duration, error) {
+	var total int
+	for _, c := range chunks {
+		total += len(c)
+	}
+	per := max(total/nSyncs, 1)
+	t0 := time.Now()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	pending := 0
+	flush := func() error {
+		if sync {
+			if err := fdatasync(f); err != nil {
+				return err
+			}
+		}
+		pending = 0
+		return nil
+	}
+	for _, c := range chunks {
+		for len(c) > 0 {
+			k := min(len(c), per-pending)
+			if _, err := f.Write(c[:k]); err != nil {
+				return 0, err
+			}
+			c = c[k:]
+			pending += k
+			if pending >= per {
+				if err := flush(); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	if pending > 0 {
+		if err := flush(); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(t0), nil
+}

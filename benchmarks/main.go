@@ -1,0 +1,146 @@
+// Command benchmarks measures redokit's writer, reader, apply and sink gate
+// on every backend it can reach, beside baselines measured in the same run,
+// and writes a report (Markdown, JSON, SVG charts).
+//
+//	go run ./benchmarks -quick                  # from the repository root
+//	go run ./benchmarks -out /tmp/bench         # the full matrix
+//	go run ./benchmarks -storage 's3://b/p?…'   # add a store of your own
+//
+// Start the local S3, GCS and Azure servers first to include them
+// (source scripts/emulators.sh && emulators_start s3 gcs azure); without them
+// those backends are listed as not available, with the reason.
+//
+// Every repetition of every cell runs in a child process of this binary, so
+// that each has its own peak RSS; repetitions are interleaved (each round runs
+// every cell once, in a rotated order), and every figure is reported as the
+// median with its min–max spread.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func main() {
+	var (
+		child    = flag.Bool("child", false, "internal: run one cell repetition (input on stdin)")
+		quick    = flag.Bool("quick", false, "a small matrix that answers every target in a few minutes")
+		out      = flag.String("out", "", "output folder (default benchmarks/results/latest)")
+		reps     = flag.Int("reps", 3, "repetitions of every cell (at least 3 for a spread)")
+		dir      = flag.String("dir", os.TempDir(), "folder on the disk the local backends and WAL libraries write to")
+		filter   = flag.String("cells", "", "keep only cells whose ID contains one of these comma-separated strings")
+		storages stringList
+	)
+	flag.Var(&storages, "storage", "a blob URL to benchmark as well (repeatable); the bucket must exist")
+	flag.Parse()
+	if *child {
+		os.Exit(childMain())
+	}
+	if *out == "" {
+		*out = defaultOut()
+	}
+	if *reps < 1 {
+		*reps = 1
+	}
+	if err := run(*quick, *out, *reps, *dir, *filter, storages); err != nil {
+		fmt.Fprintln(os.Stderr, "benchmarks:", err)
+		os.Exit(1)
+	}
+}
+
+// defaultOut is benchmarks/results/latest of this module, whether the
+// command runs from the repository root or from benchmarks/.
+func defaultOut() string {
+	if _, err := os.Stat(filepath.Join("benchmarks", "go.mod")); err == nil {
+		return filepath.Join("benchmarks", "results", "latest")
+	}
+	return filepath.Join("results", "latest")
+}
+
+func run(quick bool, out string, reps int, dir, filter string, storages []string) error {
+	ctx := context.Background()
+	start := time.Now()
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	mach := readMachine(absDir)
+	backends := discoverBackends(ctx, storages)
+	defer func() {
+		for _, be := range backends {
+			if be.cleanup != nil {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				if err := be.cleanup(cctx); err != nil {
+					fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", be.Name, err)
+				}
+				cancel()
+			}
+		}
+	}()
+	byName := map[string]*Backend{}
+	for _, be := range backends {
+		byName[be.Name] = be
+		if be.Available {
+			fmt.Fprintf(os.Stderr, "backend %-13s available   %s\n", be.Name, be.Desc)
+		} else {
+			fmt.Fprintf(os.Stderr, "backend %-13s NOT available: %s\n", be.Name, be.Reason)
+		}
+	}
+	cells := buildMatrix(matrixOpts{quick: quick, backends: backends, filter: filter})
+	fmt.Fprintf(os.Stderr, "%d cells × %d repetitions, interleaved\n", len(cells), reps)
+
+	results := make(map[string][]*Result, len(cells))
+	for rep := range reps {
+		// Rotate the order each round, so that no cell always runs first
+		// or right after the same neighbour.
+		off := 0
+		if len(cells) > 0 {
+			off = (rep * (len(cells)/reps + 1)) % len(cells)
+		}
+		for i := range cells {
+			c := cells[(i+off)%len(cells)]
+			be := byName[c.Backend]
+			in := childInput{Cell: c, Backend: be, Dir: absDir, Rep: rep, Quick: quick}
+			r := runChild(ctx, in, os.Stderr)
+			results[c.ID] = append(results[c.ID], r)
+			fmt.Fprintf(os.Stderr, "[%d/%d %4.0fs] %-58s %5.1fs %s\n", rep+1, reps, time.Since(start).Seconds(), c.ID, r.Wall, headline(c, r))
+		}
+	}
+	mach.LoadEnd = loadavg()
+	rep := buildReport(mach, backends, cells, results, quick, reps, time.Since(start))
+	if err := writeReport(out, rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "report written to %s (%.0f s)\n", out, time.Since(start).Seconds())
+	return nil
+}
+
+// headline is the progress line's figure.
+func headline(c Cell, r *Result) string {
+	if r.Err != "" {
+		return "ERROR: " + r.Err
+	}
+	m := r.Metrics
+	switch c.Kind {
+	case "writer":
+		return fmt.Sprintf("%.0f rows/s %.1f MiB/s, flush p50 %.1f ms, read %.0f rows/s, ×raw %.2f",
+			m["write_rows_s"], m["write_mib_s"], m["flush_p50_ms"], m["read_rows_s"], m["ratio_raw"])
+	case "peer":
+		return fmt.Sprintf("%.0f rows/s %.1f MiB/s", m["rows_s"], m["mib_s"])
+	case "pipeline":
+		return fmt.Sprintf("%.0f rows/s, e2e p50 %.1f ms p99 %.1f ms", m["pipe_rows_s"], m["e2e_p50_ms"], m["e2e_p99_ms"])
+	case "apply":
+		return fmt.Sprintf("apply %.0f rows/s, naive %.0f rows/s", m["apply_rows_s"], m["naive_rows_s"])
+	}
+	return ""
+}

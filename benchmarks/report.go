@@ -1,0 +1,484 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is everything a run measured; results.json holds it whole.
+type Report struct {
+	Tool     string            `json:"tool"`
+	Machine  Machine           `json:"machine"`
+	Quick    bool              `json:"quick"`
+	Reps     int               `json:"repetitions"`
+	Seconds  float64           `json:"run_seconds"`
+	Backends []*Backend        `json:"backends"`
+	Cells    []CellReport      `json:"cells"`
+	Targets  []Target          `json:"targets"`
+	Peers    map[string]string `json:"peer_descriptions"`
+	Method   []string          `json:"method"`
+}
+
+// CellReport is one cell over its repetitions.
+type CellReport struct {
+	Cell    Cell               `json:"cell"`
+	Metrics map[string]Summary `json:"metrics"`
+	// Pooled percentiles over every repetition's raw samples.
+	Pooled map[string]Pooled `json:"pooled,omitempty"`
+	Errors []string          `json:"errors,omitempty"`
+	Wall   []float64         `json:"wall_s"`
+}
+
+// Pooled are percentiles of samples from every repetition together.
+type Pooled struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Target is one goal of the issues, judged on this run.
+type Target struct {
+	Goal     string  `json:"goal"`
+	Backend  string  `json:"backend"`
+	Cell     string  `json:"cell"`
+	Metric   string  `json:"metric"`
+	Need     float64 `json:"need"`
+	Measured Summary `json:"measured"`
+	Verdict  string  `json:"verdict"` // met | not met | not measured
+	Note     string  `json:"note,omitempty"`
+}
+
+func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[string][]*Result, quick bool, reps int, took time.Duration) *Report {
+	r := &Report{Tool: "github.com/redokit/redokit/benchmarks", Machine: mach, Quick: quick, Reps: reps,
+		Seconds: took.Seconds(), Peers: peerDesc, Method: methodNotes()}
+	for _, be := range backends {
+		cp := *be
+		cp.URL = be.redactedURL()
+		r.Backends = append(r.Backends, &cp)
+	}
+	for _, c := range cells {
+		cr := CellReport{Cell: c, Metrics: map[string]Summary{}, Pooled: map[string]Pooled{}}
+		vals := map[string][]float64{}
+		samples := map[string][]float64{}
+		for _, res := range results[c.ID] {
+			cr.Wall = append(cr.Wall, res.Wall)
+			if res.Err != "" {
+				cr.Errors = append(cr.Errors, res.Err)
+				continue
+			}
+			for k, v := range res.Metrics {
+				if !math.IsNaN(v) && !math.IsInf(v, 0) {
+					vals[k] = append(vals[k], v)
+				}
+			}
+			for k, v := range res.Samples {
+				samples[k] = append(samples[k], v...)
+			}
+		}
+		for k, v := range vals {
+			cr.Metrics[k] = summarize(v)
+		}
+		for k, v := range samples {
+			if len(v) > 0 {
+				p50, p99, mx := percentiles(v)
+				cr.Pooled[k] = Pooled{N: len(v), P50: p50, P99: p99, Max: mx}
+			}
+		}
+		r.Cells = append(r.Cells, cr)
+	}
+	r.Targets = judgeTargets(r)
+	return r
+}
+
+func methodNotes() []string {
+	return []string{
+		"Every cell runs at least 3 times; the rounds are interleaved (each round runs every cell once, in a rotated order), and each repetition runs in a child process of its own (its own peak RSS, VmHWM).",
+		"Figures are the median over the repetitions, with the min–max range in brackets; a figure whose range is wider than 20% of its median is labelled noisy. The machine is shared: noise is reported, not hidden.",
+		"MiB = 2^20 bytes. Payload = the encoded events (codec.AppendEvent); stored = the bytes written to storage (segment headers, compressed blocks, footers).",
+		"Write phase: W writers, each with 8 spans, write transactions of 16 rows (DDL mix: 4 rows + 1 DDL) as fast as they can for the cell's seconds, advancing each span's resolved ts after each transaction; the harness calls Writer.Flush every flush interval (the writer's own interval timer is off, its 16 MiB size trigger on). Throughput = durable rows (and payload) ÷ the time from the first write to the return of the final Flush.",
+		"Flush latency = the time of one of those Flush calls, from the call until the flush is durable and its progress published; p50/p99/max are per repetition, then the median over repetitions (the pooled percentiles over every flush are in results.json).",
+		"Requests per flush = the blob.Bucket request counters (Stats) of the write phase ÷ completed flushes. PUTs include the writer's progress publication (a conditional write of its state object) on every flush.",
+		"Read = reader.Open over the whole log and NextBatch until EOF: decoded (codec events, what apply uses) and raw (Options.Raw: the merge, CRC and lz4, no decoding).",
+		"Baselines run in the same child right after the writer, on the same generator's encoded events (at most 64 MiB in -quick, 256 MiB otherwise): memory copy; lz4 (pierrec/lz4 Compressor, the writer's 256 KiB blocks) compress on one thread and decompress on 1 and GOMAXPROCS threads; local disk: append to a file on the same file system with as many fdatasyncs per payload byte as the writer made (none on local-nosync), the payload as is and lz4-compressed; object stores: PUT then GET of objects of the writer's mean segment size, made of the bytes it stored, through the same blob.Bucket (the same SDK and driver).",
+		"Ratios are computed inside each repetition (writer ÷ its own baseline measured minutes apart at most), then summarised like any figure.",
+	}
+}
+
+func (r *Report) cell(pred func(Cell) bool) []*CellReport {
+	var out []*CellReport
+	for i := range r.Cells {
+		if pred(r.Cells[i].Cell) {
+			out = append(out, &r.Cells[i])
+		}
+	}
+	return out
+}
+
+func judgeTargets(r *Report) []Target {
+	var ts []Target
+	add := func(goal string, need float64, metric string, cr *CellReport, note string) {
+		t := Target{Goal: goal, Backend: cr.Cell.Backend, Cell: cr.Cell.ID, Metric: metric, Need: need, Note: note}
+		s, ok := cr.Metrics[metric]
+		switch {
+		case !ok:
+			t.Verdict = "not measured"
+			if len(cr.Errors) > 0 {
+				t.Note = strings.TrimSpace(t.Note + " " + firstLine(cr.Errors[0]))
+			}
+		case s.Median >= need:
+			t.Verdict = "met"
+		default:
+			t.Verdict = "not met"
+		}
+		if ok {
+			t.Measured = s
+			if s.Min < need && s.Max >= need {
+				t.Note = strings.TrimSpace(t.Note + " the spread crosses the line")
+			}
+		}
+		ts = append(ts, t)
+	}
+	for _, cr := range r.cell(func(c Cell) bool { return c.hasRole(roleLZ4Off) }) {
+		add("writer, lz4 off ≥ 0.9× raw append (same bytes, same fsync cadence)", 0.9, "ratio_raw", cr, "")
+	}
+	for _, cr := range r.cell(func(c Cell) bool { return c.hasRole(roleLZ4On) }) {
+		add("writer, lz4 on ≥ 2× (raw append + single-thread lz4)", 2.0, "ratio_naive_lz4", cr, "")
+	}
+	for _, cr := range r.cell(func(c Cell) bool { return c.hasRole(roleCloud16) }) {
+		add("cloud writer ≥ 0.9× raw PUT on 16 MiB segments (stored bytes)", 0.9, "ratio_raw", cr, "")
+	}
+	for _, cr := range r.cell(func(c Cell) bool {
+		return c.hasRole(rolePrimary) && (c.Backend == "local-fsync" || c.Backend == "local-nosync")
+	}) {
+		add("reader merge (raw) ≥ 0.8× lz4 decompression ceiling (1 thread)", 0.8, "ratio_read_raw_ceiling", cr, "merge, CRC and lz4 without the codec")
+		add("reader merge (decoded) ≥ 0.8× lz4 decompression ceiling (1 thread)", 0.8, "ratio_read_ceiling", cr, "with codec.DecodeEvent of every event")
+	}
+	for _, cr := range r.cell(func(c Cell) bool { return c.Kind == "apply" }) {
+		add("apply ≥ 10× naive (SQLite)", 10, "ratio_apply_naive", cr, "")
+	}
+	return ts
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func writeReport(out string, r *Report) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	charts, err := writeCharts(out, r)
+	if err != nil {
+		return fmt.Errorf("charts: %w", err)
+	}
+	md := renderMarkdown(r, charts)
+	if err := os.WriteFile(filepath.Join(out, "report.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	snip := renderSnippet(r)
+	if err := os.WriteFile(filepath.Join(out, "README-snippet.md"), []byte(snip), 0o644); err != nil {
+		return err
+	}
+	if filepath.Base(out) == "latest" {
+		// benchmarks/results/README-snippet.md: the table for the README.
+		_ = os.WriteFile(filepath.Join(filepath.Dir(out), "README-snippet.md"), []byte(snip), 0o644)
+	}
+	return nil
+}
+
+// ---- formatting ----
+
+// human formats a number with k/M suffixes and about three significant digits.
+func human(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case a >= 10e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 100e3:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case a >= 10e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case a >= 1000:
+		return fmt.Sprintf("%.2fk", v/1e3)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// fs formats a summary: "median (min–max)", and "noisy" when it is.
+func fmtS(s Summary, ok bool) string {
+	if !ok || len(s.Samples) == 0 {
+		return "–"
+	}
+	if len(s.Samples) == 1 {
+		return human(s.Median)
+	}
+	out := fmt.Sprintf("%s (%s–%s)", human(s.Median), human(s.Min), human(s.Max))
+	if s.Noisy {
+		out += " **noisy**"
+	}
+	return out
+}
+
+func (cr *CellReport) f(metric string) string {
+	s, ok := cr.Metrics[metric]
+	return fmtS(s, ok)
+}
+
+// m returns the median of a metric, NaN when missing.
+func (cr *CellReport) m(metric string) float64 {
+	if s, ok := cr.Metrics[metric]; ok {
+		return s.Median
+	}
+	return math.NaN()
+}
+
+func (cr *CellReport) ratio(metric string) string {
+	s, ok := cr.Metrics[metric]
+	if !ok {
+		return "–"
+	}
+	out := fmt.Sprintf("%.2f× (%.2f–%.2f)", s.Median, s.Min, s.Max)
+	if s.Noisy {
+		out += " **noisy**"
+	}
+	return out
+}
+
+func (cr *CellReport) errNote() string {
+	if len(cr.Errors) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of %d repetitions failed: %s)", len(cr.Errors), len(cr.Wall), firstLine(cr.Errors[0]))
+}
+
+func renderMarkdown(r *Report, charts []string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	mode := "full matrix"
+	if r.Quick {
+		mode = "-quick subset"
+	}
+	p("# redokit benchmarks\n\n")
+	p("Run of %s: %s, %d repetitions per cell, %.0f s in all. Generated by `go run ./benchmarks%s` (see benchmarks/README.md); every figure is in results.json beside this file.\n\n",
+		r.Machine.Date, mode, r.Reps, r.Seconds, map[bool]string{true: " -quick", false: ""}[r.Quick])
+
+	p("## Machine\n\n| | |\n|---|---|\n")
+	p("| date (UTC) | %s |\n| CPU | %s |\n| cores / GOMAXPROCS | %d / %d |\n| memory | %.1f GiB |\n| kernel | %s |\n| Go | %s (%s) |\n",
+		r.Machine.Date, r.Machine.CPU, r.Machine.Cores, r.Machine.GOMAXPROCS, r.Machine.MemGiB, r.Machine.Kernel, r.Machine.Go, r.Machine.OS)
+	p("| local disk | %s: %s %s |\n| load average (start → end) | %s → %s |\n\n", r.Machine.Dir, r.Machine.FS, r.Machine.DiskRotational, r.Machine.LoadStart, r.Machine.LoadEnd)
+	p("The S3, GCS and Azure figures are of local emulators (versitygw, fake-gcs-server, Azurite) on the same 2 cores as the benchmark: they show redokit's overhead against a raw PUT through the same SDK, not what a cloud region does.\n\n")
+
+	p("## Targets\n\n| goal | backend | measured (median, min–max) | need | verdict |\n|---|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		meas := "–"
+		if len(t.Measured.Samples) > 0 {
+			meas = fmt.Sprintf("%.2f× (%.2f–%.2f)", t.Measured.Median, t.Measured.Min, t.Measured.Max)
+			if t.Measured.Noisy {
+				meas += " **noisy**"
+			}
+		}
+		verdict := "**" + t.Verdict + "**"
+		if t.Note != "" {
+			verdict += " (" + t.Note + ")"
+		}
+		p("| %s | %s | %s | ≥ %.1f× | %s |\n", t.Goal, t.Backend, meas, t.Need, verdict)
+	}
+	p("\n")
+
+	p("## Backends\n\n| backend | status | what |\n|---|---|---|\n")
+	for _, be := range r.Backends {
+		st := "available"
+		if !be.Available {
+			st = "not available: " + be.Reason
+		}
+		p("| %s | %s | %s |\n", be.Name, st, be.Desc)
+	}
+	p("\n")
+
+	// The primary cell per backend.
+	prim := r.cell(func(c Cell) bool { return c.hasRole(rolePrimary) })
+	if len(prim) > 0 {
+		p("## Writer by backend\n\n512 B rows, flush every 100 ms, lz4, 1 writer. \"× raw\" is the writer's throughput over its raw baseline in the same repetition: on local disk payload MiB/s ÷ raw append of the same bytes with the same fsync cadence; on object stores stored MiB/s ÷ raw PUT of objects of the same size (and payload MiB/s ÷ raw PUT, the gain compression buys).\n\n")
+		p("| backend | rows/s | payload MiB/s | stored MiB/s | raw baseline MiB/s | × raw | flush p50 / p99 / max ms | compression | PUT / LIST / DELETE / sync per flush | peak RSS MiB | read rows/s (decoded / raw) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, cr := range prim {
+			base, xr := cr.f("base_append_mib_s"), cr.ratio("ratio_raw")
+			if _, ok := cr.Metrics["base_put_mib_s"]; ok {
+				base = cr.f("base_put_mib_s") + " PUT"
+				xr += " stored; " + cr.ratio("ratio_raw_payload") + " payload"
+			} else {
+				base += " append"
+			}
+			p("| %s%s | %s | %s | %s | %s | %s | %s / %s / %s | %s× | %s / %s / %s / %s | %s | %s / %s |\n",
+				cr.Cell.Backend, cr.errNote(), cr.f("write_rows_s"), cr.f("write_mib_s"), cr.f("write_stored_mib_s"), base, xr,
+				cr.f("flush_p50_ms"), cr.f("flush_p99_ms"), cr.f("flush_max_ms"), human(cr.m("comp_ratio")),
+				human(cr.m("put_per_flush")), human(cr.m("list_per_flush")), human(cr.m("delete_per_flush")), human(cr.m("sync_per_flush")),
+				cr.f("rss_write_mib"), cr.f("read_rows_s"), cr.f("read_raw_rows_s"))
+		}
+		p("\n")
+	}
+	for _, c := range charts {
+		p("![%s](%s)\n\n", strings.TrimSuffix(c, ".svg"), c)
+	}
+
+	wcells := r.cell(func(c Cell) bool { return c.Kind == "writer" })
+	if len(wcells) > 0 {
+		p("## Every writer cell\n\n| backend | row B | flush ms | lz4 | writers | mix | rows/s | payload MiB/s | × raw | flush p50 / p99 / max ms (pooled n) | stored MiB (ratio) | PUT / sync per flush | peak RSS MiB | read rows/s | read raw rows/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, cr := range wcells {
+			c := cr.Cell
+			mix := c.Mix
+			if c.SegmentMiB > 0 {
+				mix += fmt.Sprintf(", %d MiB segments", c.SegmentMiB)
+			}
+			pl := cr.Pooled["flush_ms"]
+			p("| %s%s | %d | %d | %s | %d | %s | %s | %s | %s | %s / %s / %s (%d) | %s (%s×) | %s / %s | %s | %s | %s |\n",
+				c.Backend, cr.errNote(), c.RowSize, c.FlushMS, c.Compression, c.Writers, mix, cr.f("write_rows_s"), cr.f("write_mib_s"), cr.ratio("ratio_raw"),
+				cr.f("flush_p50_ms"), cr.f("flush_p99_ms"), cr.f("flush_max_ms"), pl.N, human(cr.m("stored_mib")), human(cr.m("comp_ratio")),
+				human(cr.m("put_per_flush")), human(cr.m("sync_per_flush")), cr.f("rss_write_mib"), cr.f("read_rows_s"), cr.f("read_raw_rows_s"))
+		}
+		p("\n### Baselines of each writer cell (MiB/s of payload unless said)\n\n| backend | row B | flush ms | lz4 | writers | mix | memcpy | lz4 compress (1 thread) | lz4 decompress 1 / N threads | append | append lz4'd (stored MiB/s) | raw append + 1-thread lz4 | PUT (object MiB) | GET | read ceiling rows/s (1 thread) | read raw ÷ ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, cr := range wcells {
+			c := cr.Cell
+			put := "–"
+			if _, ok := cr.Metrics["base_put_mib_s"]; ok {
+				put = fmt.Sprintf("%s (%s)", cr.f("base_put_mib_s"), human(cr.m("base_put_obj_mib")))
+			}
+			p("| %s | %d | %d | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				c.Backend, c.RowSize, c.FlushMS, c.Compression, c.Writers, c.Mix, cr.f("base_memcpy_mib_s"), cr.f("base_lz4c_mib_s"),
+				cr.f("base_lz4d_mib_s"), cr.f("base_lz4d_par_mib_s"), cr.f("base_append_mib_s"), cr.f("base_append_lz4_mib_s"),
+				cr.f("base_naive_lz4_mib_s"), put, cr.f("base_get_mib_s"), cr.f("ceiling_rows_s"), cr.ratio("ratio_read_raw_ceiling"))
+		}
+		p("\n")
+	}
+
+	peers := r.cell(func(c Cell) bool { return c.Kind == "peer" })
+	if len(peers) > 0 {
+		c0 := peers[0].Cell
+		p("## Against other WAL libraries\n\nThe same %d encoded events (%d B rows), appended in batches of %d with one durable sync per batch, to a fresh directory on the local disk. redokit's writer does more per batch than the others: it sorts by commit ts up to the resolved ts, compresses (lz4) and checksums per block, and publishes its progress with a conditional write (tmp file, fsync, rename, directory fsync).\n\n", c0.Records, c0.RowSize, c0.SyncEvery)
+		p("| library | rows/s | MiB/s | × raw append | batch p50 / p99 / max ms | on disk MiB | peak RSS MiB | what |\n|---|---|---|---|---|---|---|---|\n")
+		var raw float64 = math.NaN()
+		for _, cr := range peers {
+			if cr.Cell.Peer == "raw-append" {
+				raw = cr.m("mib_s")
+			}
+		}
+		for _, cr := range peers {
+			p("| %s%s | %s | %s | %.2f× | %s / %s / %s | %s | %s | %s |\n", cr.Cell.Peer, cr.errNote(), cr.f("rows_s"), cr.f("mib_s"), cr.m("mib_s")/raw,
+				cr.f("batch_p50_ms"), cr.f("batch_p99_ms"), cr.f("batch_max_ms"), human(cr.m("disk_mib")), cr.f("rss_mib"), peerDesc[cr.Cell.Peer])
+		}
+		p("\n")
+	}
+
+	p("## The cost of consistency: the redo gate\n\n")
+	pipes := r.cell(func(c Cell) bool { return c.Kind == "pipeline" })
+	if len(pipes) == 0 {
+		p("Not run.\n\n")
+	} else {
+		c0 := pipes[0].Cell
+		p("The toy CDC pipeline: generator → redo writer (flush every %d ms, %s) → SQLite downstream (one upsert transaction per batch). Gate on: through sinkgate.Gate, each event waits until the log's global resolved ts covers it (meta.Coordinator ticking every %v, meta.Watcher polling the meta object every %v). Gate off: the same redo writes, and the downstream gets each event at once. Throughput: flat out for %.0f s, rows in SQLite ÷ time until the last one is there. Latency: open loop at %d rows/s for %.0f s, from a transaction's due time to the commit of the downstream transaction holding it.\n\n",
+			c0.FlushMS, c0.Compression, pipeCoordTick, pipeWatchPoll, c0.Seconds, c0.Rate, c0.Seconds)
+		p("| backend | rows/s gate off | rows/s gate on | on ÷ off | e2e p50 off / on ms | e2e p99 off / on ms | e2e max on ms |\n|---|---|---|---|---|---|---|\n")
+		byBe := map[string]map[string]*CellReport{}
+		var order []string
+		for _, cr := range pipes {
+			if byBe[cr.Cell.Backend] == nil {
+				byBe[cr.Cell.Backend] = map[string]*CellReport{}
+				order = append(order, cr.Cell.Backend)
+			}
+			byBe[cr.Cell.Backend][cr.Cell.Gate] = cr
+		}
+		for _, be := range order {
+			off, on := byBe[be]["off"], byBe[be]["on"]
+			if off == nil || on == nil {
+				continue
+			}
+			p("| %s%s%s | %s | %s | %.2f× | %s / %s | %s / %s | %s |\n", be, off.errNote(), on.errNote(), off.f("pipe_rows_s"), on.f("pipe_rows_s"),
+				on.m("pipe_rows_s")/off.m("pipe_rows_s"), off.f("e2e_p50_ms"), on.f("e2e_p50_ms"), off.f("e2e_p99_ms"), on.f("e2e_p99_ms"), on.f("e2e_max_ms"))
+		}
+		p("\n")
+	}
+
+	p("## Apply into SQLite\n\n")
+	ap := r.cell(func(c Cell) bool { return c.Kind == "apply" })
+	if len(ap) == 0 {
+		p("Not run.\n\n")
+	}
+	for _, cr := range ap {
+		if len(cr.Metrics) == 0 {
+			p("TODO: not measured%s.\n\n", cr.errNote())
+			continue
+		}
+		p("A log of %d rows (%d B, 8 tables) replayed with apply.Run into a fresh SQLite file, beside a naive replay of its first %d rows (one INSERT per row, each in its own transaction, same database settings).\n\n", cr.Cell.Rows, cr.Cell.RowSize, cr.Cell.NaiveRows)
+		p("| | rows/s |\n|---|---|\n| apply.Run | %s |\n| naive | %s |\n| apply ÷ naive | %s |\n| peak RSS MiB | %s |\n\n", cr.f("apply_rows_s"), cr.f("naive_rows_s"), cr.ratio("ratio_apply_naive"), cr.f("rss_mib"))
+	}
+
+	var failed []string
+	for _, cr := range r.Cells {
+		for _, e := range cr.Errors {
+			failed = append(failed, fmt.Sprintf("- %s: %s", cr.Cell.ID, firstLine(e)))
+		}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		p("## Failed repetitions\n\n%s\n\n", strings.Join(failed, "\n"))
+	}
+	p("## Method\n\n")
+	for _, n := range r.Method {
+		p("- %s\n", n)
+	}
+	return b.String()
+}
+
+// renderSnippet is the table for the README: the primary cell per backend
+// and the targets.
+func renderSnippet(r *Report) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("<!-- generated by go run ./benchmarks%s on %s; full report: benchmarks/results/latest/report.md -->\n",
+		map[bool]string{true: " -quick", false: ""}[r.Quick], r.Machine.Date)
+	p("Measured on %s (%d cores, %s, %s), %d repetitions, median (min–max). Object stores are local emulators sharing the 2 cores.\n\n", r.Machine.CPU, r.Machine.Cores, r.Machine.Go, strings.SplitN(r.Machine.FS, " (", 2)[0], r.Reps)
+	p("| backend (512 B rows, 100 ms flushes, lz4) | rows/s | payload MiB/s | × raw baseline | flush p50 / p99 ms | read rows/s |\n|---|---|---|---|---|---|\n")
+	for _, cr := range r.cell(func(c Cell) bool { return c.hasRole(rolePrimary) }) {
+		base := "append"
+		if _, ok := cr.Metrics["base_put_mib_s"]; ok {
+			base = "PUT"
+		}
+		p("| %s | %s | %s | %.2f× %s | %s / %s | %s |\n", cr.Cell.Backend, human(cr.m("write_rows_s")), human(cr.m("write_mib_s")),
+			cr.m("ratio_raw"), base, human(cr.m("flush_p50_ms")), human(cr.m("flush_p99_ms")), human(cr.m("read_rows_s")))
+	}
+	p("\n| target | backend | measured | verdict |\n|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		meas := "–"
+		if len(t.Measured.Samples) > 0 {
+			meas = fmt.Sprintf("%.2f×", t.Measured.Median)
+		}
+		p("| %s | %s | %s | %s |\n", t.Goal, t.Backend, meas, t.Verdict)
+	}
+	return b.String()
+}

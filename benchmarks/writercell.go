@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/writer"
+)
+
+const mib = 1 << 20
+
+// tsBase is the first commit ts of a benchmark log (TSO-like magnitude).
+const tsBase = uint64(450_000_000_000_000_000)
+
+// runWriterCell writes the cell's workload for Seconds with W writers into
+// one log, then reads it back, then measures the baselines on the same bytes.
+//
+// Flush cadence: the harness calls Writer.Flush every FlushMS on a ticker of
+// its own (the writer's own interval timer is set to an hour so it does not
+// compete), and the flush latency is the time of that call, from the call to
+// durable and published. The writer's size trigger (FlushBytes, 16 MiB)
+// stays on.
+func runWriterCell(ctx context.Context, in childInput, res *Result) error {
+	c, be := in.Cell, in.Backend
+	b, dir, done, err := openBucket(ctx, be, in.Dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	logID := "bench-" + randHex(6)
+	res.Info["log"] = logID
+	defer func() {
+		if be.Kind == "object" {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = deletePrefix(dctx, b, logID+"/")
+		}
+	}()
+
+	t0 := time.Now()
+	wr, err := writePhase(ctx, b, logID, c, res)
+	if err != nil {
+		return err
+	}
+	res.Metrics["rss_write_mib"] = float64(peakRSS()) / mib
+	res.Metrics["t_write_s"] = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	if err := readPhase(ctx, b, logID, wr, res); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	res.Metrics["t_read_s"] = time.Since(t0).Seconds()
+	t0 = time.Now()
+	err = baselines(ctx, b, be, dir, c, wr, res)
+	res.Metrics["t_baseline_s"] = time.Since(t0).Seconds()
+	return err
+}
+
+// writeOutcome is what the write phase tells the read phase and baselines.
+type writeOutcome struct {
+	rows, ddls, payload, stored, flushes, segments int64
+	// Totals after the latency phase too: what the log holds.
+	rows2, ddls2, payload2 int64
+	elapsed                time.Duration
+	stats                  blob.Stats // requests of the write phase
+	maxTs                  uint64
+}
+
+func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *Result) (*writeOutcome, error) {
+	W := max(c.Writers, 1)
+	interval := time.Duration(c.FlushMS) * time.Millisecond
+	comp := writer.CompressionLZ4
+	if c.Compression == "none" {
+		comp = writer.CompressionNone
+	}
+	ws := make([]*writer.Writer, W)
+	gens := make([]*gen, W)
+	for i := range W {
+		o := &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), FlushInterval: time.Hour, Compression: comp}
+		if c.SegmentMiB > 0 {
+			o.MaxSegmentBytes = int64(c.SegmentMiB) * mib
+		}
+		w, err := writer.Open(ctx, b, o)
+		if err != nil {
+			return nil, err
+		}
+		defer w.Close(context.Background())
+		ws[i] = w
+		gens[i] = newGen(uint64(i+1), c.RowSize, c.Mix)
+		for s := range genSpans {
+			if err := w.AddSpan(writer.SpanID(i*genSpans+s), tsBase); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	d := &driver{ws: ws, gens: gens, interval: interval, lastTs: make([]uint64, W)}
+	before := b.Stats()
+	start := time.Now()
+	satLat, err := d.run(ctx, time.Duration(c.Seconds*float64(time.Second)), 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.finish(ctx); err != nil {
+		return nil, err
+	}
+	out := &writeOutcome{elapsed: time.Since(start)}
+	out.stats = b.Stats().Sub(before)
+	for _, w := range ws {
+		st := w.Stats()
+		out.rows += st.Rows
+		out.ddls += st.DDLs
+		out.payload += st.PayloadBytes
+		out.stored += st.StoredBytes
+		out.flushes += st.Flushes
+		out.segments += st.Segments
+	}
+	// The latency phase: the same writers, open loop at half the
+	// throughput just measured, flushed on the same cadence.
+	rate := float64(out.rows) / out.elapsed.Seconds() / 2
+	// At least three flush intervals, so that a 1 s cadence has samples.
+	lat, err := d.run(ctx, max(time.Duration(c.Seconds*float64(time.Second)), 3*interval+interval/2), rate)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.finish(ctx); err != nil {
+		return nil, err
+	}
+	res.Metrics["latency_rate_rows_s"] = rate
+	for _, w := range ws {
+		st := w.Stats()
+		out.rows2 += st.Rows
+		out.ddls2 += st.DDLs
+		out.payload2 += st.PayloadBytes
+	}
+	for _, w := range ws {
+		if err := w.Close(ctx); err != nil {
+			return nil, fmt.Errorf("close: %w", err)
+		}
+	}
+	for _, ts := range d.lastTs {
+		out.maxTs = max(out.maxTs, ts)
+	}
+
+	sec := out.elapsed.Seconds()
+	m := res.Metrics
+	m["write_rows_s"] = float64(out.rows) / sec
+	m["write_mib_s"] = float64(out.payload) / mib / sec
+	m["write_stored_mib_s"] = float64(out.stored) / mib / sec
+	m["rows"] = float64(out.rows)
+	m["ddls"] = float64(out.ddls)
+	m["payload_mib"] = float64(out.payload) / mib
+	m["stored_mib"] = float64(out.stored) / mib
+	m["row_bytes"] = float64(out.payload) / float64(max(out.rows+out.ddls, 1))
+	if out.stored > 0 {
+		m["comp_ratio"] = float64(out.payload) / float64(out.stored)
+	}
+	m["flushes"] = float64(out.flushes)
+	m["segments"] = float64(out.segments)
+	if out.flushes > 0 {
+		f := float64(out.flushes)
+		m["put_per_flush"] = float64(out.stats.Puts) / f
+		m["list_per_flush"] = float64(out.stats.Lists) / f
+		m["delete_per_flush"] = float64(out.stats.Deletes) / f
+		m["read_per_flush"] = float64(out.stats.Reads+out.stats.Stats) / f
+		m["sync_per_flush"] = float64(out.stats.Syncs) / f
+	}
+	m["syncs"] = float64(out.stats.Syncs)
+	m["puts"] = float64(out.stats.Puts)
+	res.Samples["flush_ms"] = append([]float64(nil), lat...)
+	res.Samples["flush_sat_ms"] = append([]float64(nil), satLat...)
+	m["flush_n"] = float64(len(lat))
+	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = percentiles(lat)
+	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = percentiles(satLat)
+	for k, v := range m {
+		if math.IsNaN(v) {
+			delete(m, k)
+		}
+	}
+	return out, nil
+}
+
+// readPhase reads the whole log back in commit-ts order, decoded (what
+// apply needs) and raw (the merge without the codec), and checks the count.
+func readPhase(ctx context.Context, b *blob.Bucket, logID string, wr *writeOutcome, res *Result) error {
+	for _, raw := range []bool{false, true} {
+		t0 := time.Now()
+		r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, StartTs: 0, EndTs: wr.maxTs, Raw: raw})
+		if err != nil {
+			return err
+		}
+		var rows, ddls int64
+		for {
+			evs, err := r.NextBatch(ctx, 1024)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return err
+			}
+			for _, ev := range evs {
+				if ev.Kind == codec.RowEvent {
+					rows++
+				} else {
+					ddls++
+				}
+			}
+		}
+		r.Close()
+		d := time.Since(t0).Seconds()
+		if rows != wr.rows2 || ddls != wr.ddls2 {
+			return fmt.Errorf("read %d rows and %d DDLs back (raw=%v), the writers made %d and %d durable", rows, ddls, raw, wr.rows2, wr.ddls2)
+		}
+		name := "read"
+		if raw {
+			name = "read_raw"
+		}
+		res.Metrics[name+"_rows_s"] = float64(rows) / d
+		res.Metrics[name+"_mib_s"] = float64(wr.payload2) / mib / d
+	}
+	return nil
+}
+
+// driver runs the generators of a cell's writers and flushes them on the
+// cell's cadence.
+type driver struct {
+	ws       []*writer.Writer
+	gens     []*gen
+	interval time.Duration
+	lastTs   []uint64
+	k        uint64 // transactions so far, per writer
+}
+
+// run writes for d: flat out when rate is 0, else open loop at rate rows/s
+// (all writers together). It returns the latencies (ms) of the interval
+// flushes.
+func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]float64, error) {
+	W := len(d.ws)
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var lat []float64
+	errs := make([]error, 2*W)
+	var gwg, fwg sync.WaitGroup
+	fdone := make(chan struct{})
+	k0 := d.k
+	ks := make([]uint64, W)
+	txnRate := rate / float64(W) / float64(genTxnRows)
+	t0 := time.Now()
+	for i := range W {
+		gwg.Go(func() {
+			w, g := d.ws[i], d.gens[i]
+			for k := k0; !stop.Load(); k++ {
+				if txnRate > 0 {
+					// Open loop: write what is due, then wait a little.
+					for float64(k-k0) >= time.Since(t0).Seconds()*txnRate {
+						if stop.Load() {
+							ks[i] = k
+							return
+						}
+						time.Sleep(500 * time.Microsecond)
+					}
+				}
+				ts := tsBase + 1 + k*uint64(W) + uint64(i)
+				span := i*genSpans + int(k%genSpans)
+				if err := w.Write(ctx, writer.SpanID(span), g.next(span, ts)...); err != nil {
+					errs[i] = err
+					return
+				}
+				if err := w.AdvanceResolved(writer.SpanID(span), ts); err != nil {
+					errs[i] = err
+					return
+				}
+				d.lastTs[i] = ts
+				ks[i] = k + 1
+			}
+		})
+		fwg.Go(func() {
+			t := time.NewTicker(d.interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-fdone:
+					return
+				case <-t.C:
+					t1 := time.Now()
+					if _, err := d.ws[i].Flush(ctx); err != nil {
+						errs[W+i] = err
+						return
+					}
+					el := time.Since(t1)
+					mu.Lock()
+					lat = append(lat, float64(el)/float64(time.Millisecond))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	select {
+	case <-time.After(dur):
+	case <-ctx.Done():
+	}
+	stop.Store(true)
+	gwg.Wait()
+	close(fdone)
+	fwg.Wait()
+	for _, k := range ks {
+		d.k = max(d.k, k)
+	}
+	return lat, errors.Join(errs...)
+}
+
+// finish advances every span to its writer's last ts and flushes every
+// writer, so that everything written is durable.
+func (d *driver) finish(ctx context.Context) error {
+	errs := make([]error, len(d.ws))
+	var wg sync.WaitGroup
+	for i, w := range d.ws {
+		for s := range genSpans {
+			if err := w.AdvanceResolved(writer.SpanID(i*genSpans+s), d.lastTs[i]); err != nil {
+				return err
+			}
+		}
+		wg.Go(func() { _, errs[i] = w.Flush(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
