@@ -23,8 +23,9 @@
 //
 // # Flushing
 //
-// A flush runs every FlushInterval, as soon as FlushBytes are buffered and the
-// resolved ts has moved, and on [Writer.Flush]. It takes every buffered event
+// A flush runs every FlushInterval, as soon as FlushBytes have been written
+// since the last one (and the resolved ts has moved), when a Write is blocked
+// on the memory quota, and on [Writer.Flush]. It takes every buffered event
 // at or below the writer's resolved ts R, in flush order — commit ts, then
 // rows before DDLs of the same ts, then the order the events arrived in —
 // and stores them in blocks of about BlockSize (segment format). Events above

@@ -73,8 +73,8 @@ type Options struct {
 	// FlushInterval is how often buffered, resolved events are flushed.
 	// Default 1 s.
 	FlushInterval time.Duration
-	// FlushBytes starts a flush as soon as this many bytes of events are
-	// buffered (and the resolved ts has moved since the last flush).
+	// FlushBytes starts a flush as soon as this many bytes of events have
+	// been written since the last one (and the resolved ts has moved).
 	// Default 16 MiB; at most MemoryQuota.
 	FlushBytes int64
 	// MaxSegmentBytes is the size at which a segment is closed and the next

@@ -170,6 +170,7 @@ func (w *Writer) cut(force bool) *job {
 	w.retired = kept
 	j.rows = j.records - j.ddls
 	w.pending -= j.quota
+	w.sinceCut = 0
 	// Enough blocks to cover a threshold flush may wait compressed for the
 	// committer, so that compression goes on while it syncs or uploads.
 	depth := max(2*w.o.Workers, int(w.o.FlushBytes/int64(w.o.BlockSize)))

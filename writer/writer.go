@@ -61,6 +61,7 @@ type Writer struct {
 	cutChanges  uint64     // changes at the last cut
 	arrival     uint64
 	pending     int64 // quota bytes in span buffers, not yet cut
+	sinceCut    int64 // quota bytes written since the last cut: the threshold counts these
 	closing     bool
 
 	quota   *quota
@@ -284,15 +285,17 @@ func (w *Writer) AdvanceResolved(span SpanID, ts uint64) error {
 		w.maxResolved = max(w.maxResolved, ts)
 		w.changes++
 	}
-	pending := w.pending
+	due := w.sinceCut >= w.o.FlushBytes
 	w.mu.Unlock()
-	if pending >= w.o.FlushBytes {
+	if due {
 		w.poke()
 	}
 	return nil
 }
 
-// poke asks the loop for a threshold flush.
+// poke asks the loop for a flush. The threshold counts bytes written since
+// the last cut, not bytes buffered: buffered events above the resolved ts
+// would otherwise make every resolved-ts advance a tiny flush.
 func (w *Writer) poke() {
 	select {
 	case w.kick <- struct{}{}:
@@ -411,13 +414,14 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	s.store(sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
 	w.arrival += uint64(len(events))
 	w.pending += n
-	pending := w.pending
+	w.sinceCut += n
+	due := w.sinceCut >= w.o.FlushBytes
 	w.mu.Unlock()
 
 	w.stats.writtenEvents.Add(int64(len(events)))
 	w.stats.writtenBytes.Add(int64(len(sc.enc)))
 	w.m.buffered.Add(float64(n))
-	if pending >= w.o.FlushBytes {
+	if due {
 		w.poke()
 	}
 	return nil
