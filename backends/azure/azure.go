@@ -80,11 +80,12 @@
 // InvalidRange; the driver turns that into an empty reader.
 //
 // List uses List Blobs (flat) pages of at most the requested size. The
-// continuation token wraps the service's marker. StartAfter is sent as the
-// startFrom parameter (inclusive; the driver drops keys <= StartAfter on
-// every page); a server that ignores startFrom, such as an emulator, is still
-// listed correctly, at the cost of listing every key from the prefix to
-// StartAfter.
+// continuation token wraps the service's marker (and StartAfter, see below).
+// StartAfter is sent as the startFrom parameter, which is inclusive, and the
+// driver drops keys <= StartAfter on every page of the listing, so a server
+// that ignores startFrom (an older API version) is still listed correctly,
+// at the cost of listing every key from the prefix to StartAfter. Azure and
+// Azurite 3.37 honour it.
 //
 // Delete sends Blob Batch requests of at most 256 deletes each,
 // Options.Concurrency batches at a time; a missing key is success, and the

@@ -39,6 +39,9 @@ func TestConformance(t *testing.T) {
 // TestConformanceURL certifies the bucket blob.Open returns for an azblob://
 // URL with a key prefix, credentials from the environment.
 func TestConformanceURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestConformance certifies the driver and TestOpenURL the URL opener; this run repeats the suite through a URL with a prefix")
+	}
 	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	if os.Getenv(EnvConnectionString) == "" {
 		need(t, EnvConnectionString+" is not set")

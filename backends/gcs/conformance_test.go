@@ -38,6 +38,9 @@ func TestConformance(t *testing.T) {
 // TestConformanceURL certifies the bucket blob.Open returns for a gs:// URL
 // with a key prefix (STORAGE_EMULATOR_HOST routes it to the emulator).
 func TestConformanceURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestConformance certifies the driver and TestOpenURL the URL opener; this run repeats the suite through a URL with a prefix")
+	}
 	c, _ := newClient(t, emulatorHost(t))
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {
