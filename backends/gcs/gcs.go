@@ -48,13 +48,15 @@
 // preconditions atomically, so of racing conditional writers exactly one wins.
 //
 // Retries: the bucket handle retries every operation on transient errors
-// (408, 429, 5xx, connection resets) with exponential backoff, under policy
-// RetryAlways. That is safe: unconditional puts and deletes are idempotent, and
-// conditional puts carry their precondition. One ambiguity remains with
-// conditional writes, as on every object store: if a write succeeds but its
-// response is lost, the retry finds its own object and fails the
-// precondition; and a write whose last response is lost past every retry
-// fails although its object landed. The driver resolves both: every Put
+// (408, 429, 5xx, connection resets and connections closed mid-request, as
+// storage.ShouldRetry decides; it is set explicitly because resumable chunks
+// otherwise use a narrower predicate) with exponential backoff, under policy
+// RetryAlways. That is safe: unconditional puts and deletes are idempotent,
+// and conditional puts carry their precondition. Two ambiguities remain, as
+// on every object store: if a conditional write succeeds but its response is
+// lost, the retry finds its own object and fails the precondition; and a
+// write whose last response is lost past every retry fails although its
+// object landed. The driver resolves both: every Put
 // stores a random put ID in the object's metadata (key "redokit-put-id"),
 // and a Put that fails for any reason but its context, a bad argument or a
 // permission reads the object's metadata once; if the object carries its own
@@ -94,7 +96,8 @@
 // CodePermissionDenied; 400 and 416 to CodeInvalidArgument, except a 400 for
 // a CRC32C or MD5 mismatch (a body corrupted in transit), which is
 // CodeTransient like 408, 429, 5xx and errors the library would retry
-// (connection resets, unexpected EOF); context errors to CodeCanceled and CodeDeadlineExceeded.
+// (connection resets, unexpected EOF); context errors to CodeCanceled and
+// CodeDeadlineExceeded.
 //
 // # Escape hatch
 //
