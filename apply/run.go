@@ -125,11 +125,13 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 		prog.Tables = map[Table]uint64{}
 	}
 	r := newRunner(ctx, sink, &o, res, prog)
-	err = r.loop(src)
-	r.stop()
-	if err == nil {
-		err = r.firstErr()
+	if err := r.loop(src); err != nil {
+		// A worker's failure cancels the loop, which may then fail on
+		// the cancellation: the first error is the cause.
+		r.fail(err)
 	}
+	r.stop()
+	err = r.firstErr()
 	res.Rows = r.rows.Load()
 	res.Transactions = r.txns.Load()
 	res.Retries += r.retries.Load()
@@ -524,7 +526,19 @@ func (w *worker) commit() error {
 	for t, ts := range w.marks {
 		marks = append(marks, Mark{Table: t, CommitTs: ts})
 	}
+	unsure := false // a Commit failed in a way that may have committed
 	err := w.r.retry(func() error {
+		if unsure {
+			// The progress rows are written in the transaction they
+			// describe, so they tell whether it committed: replaying a
+			// committed one would insert the rows of a keyless table
+			// twice.
+			landed, err := w.landed(marks)
+			if err != nil || landed {
+				return err
+			}
+			unsure = false
+		}
 		if w.tx == nil {
 			if err := w.replay(); err != nil {
 				return err
@@ -533,6 +547,7 @@ func (w *worker) commit() error {
 		err := w.tx.Commit(w.r.ctx, marks)
 		if err != nil {
 			_ = w.tx.Rollback()
+			unsure = IsTransient(err)
 		}
 		w.tx = nil
 		return err
@@ -546,6 +561,21 @@ func (w *worker) commit() error {
 	clear(w.marks)
 	w.txRows = 0
 	return nil
+}
+
+// landed reports whether the sink recorded every mark: only this worker
+// writes its tables' progress, so it then holds this transaction's commit.
+func (w *worker) landed(marks []Mark) (bool, error) {
+	p, err := w.r.sink.Progress(w.r.ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range marks {
+		if ts, ok := p.Tables[m.Table]; !ok || ts < m.CommitTs {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (w *worker) onRetry(attempt int, err error) {
