@@ -510,7 +510,7 @@ func TestDemo(t *testing.T) {
 	r := cli(t, "demo", "--dir", dir, "--rows", "4000", "--ddl-rate", "0.02", "--seed", "3")
 	wantCode(t, r, 0)
 	mustContain(t, "demo", r.stdout, "[sink]", "[gc]", "[failover]", "[recover]", "[verify]", "identical", "PASS",
-		"took its ID over as epoch 2", "duplicates dropped")
+		"over as epoch 2", "duplicates dropped")
 	if _, err := os.Stat(filepath.Join(dir, "replica.db")); err != nil {
 		t.Fatal(err)
 	}

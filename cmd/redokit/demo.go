@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,7 +108,7 @@ code is 1 if the verification fails.`,
 			return a.runDemo(cmd.Context(), &wf, dir)
 		},
 	}
-	wf.register(cmd.Flags(), 20000, 50*time.Millisecond, 256<<10)
+	wf.register(cmd.Flags(), 50000, 50*time.Millisecond, 256<<10)
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for the log and the SQLite file (default: a new folder under the system temp dir)")
 	return cmd
 }
@@ -142,7 +143,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	// a credential in it (storageShown redacts).
 	lookArg := ""
 	if a.storage == "" {
-		a.storage = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "redo"), RawQuery: "create_dir=true"}).String()
+		a.storage = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "redo")}).String()
 		lookArg = shellQuote(filepath.Join(dir, "redo"))
 	} else {
 		lookArg = shellQuote(a.storageShown())
@@ -151,7 +152,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	rep := &demoReport{Dir: dir, Storage: a.storageShown(), Log: a.logID, SQLite: dbPath, Seed: wf.seed, Writers: wf.writers, Tables: wf.tables}
 	sinkURI := (&url.URL{Scheme: "sqlite", Path: dbPath}).String()
 
-	b, err := a.open(ctx)
+	b, err := blob.Open(ctx, withCreateDir(a.storage))
 	if err != nil {
 		return err
 	}
@@ -164,12 +165,18 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	stopCoord := p.runCoordinator(ctx, 100*time.Millisecond)
 	defer stopCoord()
 
-	a.say("redokit demo: log %q in %s", a.logID, a.storageShown())
-	a.say("  workload: %d row changes over %d tables (t1 split into %d spans), DDL rate %g, seed %d; %d writers",
+	where := lookArg
+	if strings.HasPrefix(a.storage, "mem:") {
+		where += " (in memory: gone when the demo ends)"
+	}
+	a.say("redokit demo: log %q in %s, downstream SQLite %s", a.logID, where, dbPath)
+	a.say("  [write]    %d row changes over %d tables (t1 split into %d spans), DDL rate %g, seed %d, through %d writers; a coordinator ticks every 100ms",
 		cfg.Rows, cfg.Tables, cfg.SplitSpans, wf.ddlRate, wf.seed, wf.writers)
 
-	// Phases trigger on the share of rows written.
-	sinkAt, failAt := int64(cfg.Rows)*40/100, int64(cfg.Rows)*65/100
+	// Phases trigger on the share of rows written: the sink and GC at 40%,
+	// the downstream running ahead of the checkpoint at 55%, the failover
+	// at 65% (between flushes, so the dead writer loses what it buffered).
+	sinkAt, aheadAt, failAt := int64(cfg.Rows)*40/100, int64(cfg.Rows)*55/100, int64(cfg.Rows)*65/100
 	victim := min(1, wf.writers-1)
 	g := gen.New(cfg)
 	bar := a.bar(int64(cfg.Rows), "writing", false)
@@ -193,9 +200,15 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 				return err
 			}
 			inPhases += time.Since(t0)
+		case rep.SinkAhead == nil && p.rows >= aheadAt:
+			t0 := time.Now()
+			if err := a.demoSinkAhead(ctx, b, p, sinkURI, rep, bar); err != nil {
+				return err
+			}
+			inPhases += time.Since(t0)
 		case rep.Failover == nil && p.rows >= failAt:
 			t0 := time.Now()
-			if err := a.demoFailover(ctx, b, p, sinkURI, rep, victim, bar); err != nil {
+			if err := a.demoFailover(ctx, p, rep, victim, bar); err != nil {
 				return err
 			}
 			inPhases += time.Since(t0)
@@ -213,7 +226,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	rep.WriteSeconds = writeSecs.Seconds()
 	rep.WriteEvPerS = float64(rep.Written.Events) / rep.WriteSeconds
 	rep.WriteMBPerS = float64(rep.Written.PayloadBytes) / 1e6 / rep.WriteSeconds
-	a.say("  [write]    %d transactions (%d row changes, %d DDLs) → %d events in %d segments, %s stored, %s encoded: compression %.2fx; %.2fs, %.0f events/s, %.1f MB/s",
+	a.say("  [written]  %d transactions (%d row changes, %d DDLs) → %d events in %d segments, %s stored, %s encoded: compression %.2fx; %.2fs, %.0f events/s, %.1f MB/s",
 		rep.Txns, rep.Rows, rep.DDLs, rep.Written.Events, rep.Written.Segments, humanBytes(rep.Written.StoredBytes),
 		humanBytes(rep.Written.PayloadBytes), rep.Written.ratio(), rep.WriteSeconds, rep.WriteEvPerS, rep.WriteMBPerS)
 	if resolved != p.lastTs {
@@ -323,9 +336,10 @@ func (a *app) demoSinkAndGC(ctx context.Context, b *blob.Bucket, p *pipeline, si
 	return nil
 }
 
-// demoFailover lets the downstream run ahead of the checkpoint (it reports
-// checkpoints lazily), then kills a writer and replaces it.
-func (a *app) demoFailover(ctx context.Context, b *blob.Bucket, p *pipeline, sinkURI string, rep *demoReport, victim int, bar interface{ Clear() error }) error {
+// demoSinkAhead lets the downstream run ahead of the checkpoint (sinks
+// report checkpoints lazily), so the recovery replays events the downstream
+// already holds and must skip them.
+func (a *app) demoSinkAhead(ctx context.Context, b *blob.Bucket, p *pipeline, sinkURI string, rep *demoReport, bar interface{ Clear() error }) error {
 	_ = bar.Clear()
 	m := p.coord.Meta()
 	g2, err := p.flushAll(ctx)
@@ -338,13 +352,21 @@ func (a *app) demoFailover(ctx context.Context, b *blob.Bucket, p *pipeline, sin
 	}
 	rep.SinkAhead = ahead
 	a.say("  [sink]     the downstream went on to %d (%d more rows) without moving the checkpoint", g2, ahead.Rows)
+	return nil
+}
+
+// demoFailover kills a writer mid-stream and replaces it, restarting its
+// spans at the checkpoint.
+func (a *app) demoFailover(ctx context.Context, p *pipeline, rep *demoReport, victim int, bar interface{ Clear() error }) error {
+	_ = bar.Clear()
+	m := p.coord.Meta()
 	fo, err := p.killAndReplace(ctx, victim, m.CheckpointTs)
 	if err != nil {
 		return err
 	}
 	rep.Failover = fo
-	a.say("  [failover] killed writer %s (epoch %d, flushed ts %d; %d accepted events never flushed, lost with it); took its ID over as epoch %d (fences %s); rewrote %d events of its spans from the checkpoint %d",
-		fo.Writer, fo.OldEpoch, fo.FlushedBefore, fo.Lost, fo.NewEpoch, fencesString(fo.Fences), fo.Rewritten, fo.RestartTs)
+	a.say("  [failover] killed writer %s (epoch %d, flushed ts %d, %d accepted events not yet flushed: lost with it); a new process took %s over as epoch %d (fences %s) and rewrote %d events of its spans from the checkpoint %d",
+		fo.Writer, fo.OldEpoch, fo.FlushedBefore, fo.Lost, fo.Writer, fo.NewEpoch, fencesString(fo.Fences), fo.Rewritten, fo.RestartTs)
 	return nil
 }
 

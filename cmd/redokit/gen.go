@@ -113,8 +113,7 @@ The log must not exist yet.`,
 				return err
 			}
 			ctx := cmd.Context()
-			a.storage = withCreateDir(a.storage)
-			b, err := a.open(ctx)
+			b, err := blob.Open(ctx, withCreateDir(a.storage))
 			if err != nil {
 				return err
 			}

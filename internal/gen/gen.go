@@ -305,13 +305,14 @@ func (g *Generator) createTable() *Txn {
 	return tx
 }
 
-// randomDDL picks add column (40%), truncate (20%), create (20%) or drop
-// (20%; never the split table, and never the last two tables).
+// randomDDL picks add column (50%), truncate (15%), create (20%) or drop
+// (15%; never the split table, and never the last two tables). Truncates
+// and drops are kept rarer so that tables keep rows to compare.
 func (g *Generator) randomDDL() *Txn {
 	names := g.sortedTables()
-	p := g.rng.IntN(10)
+	p := g.rng.IntN(20)
 	switch {
-	case p < 4:
+	case p < 10:
 		t := g.m.Tables[names[g.rng.IntN(len(names))]]
 		t.added++
 		c := ColumnDef{Name: fmt.Sprintf("c%d", t.added), Type: codec.TypeLonglong, Flags: codec.FlagNullable, SQL: "BIGINT"}
@@ -324,7 +325,7 @@ func (g *Generator) randomDDL() *Txn {
 		}
 		return g.ddl(t, codec.ActionAddColumn, fmt.Sprintf("ALTER TABLE `%s` ADD COLUMN `%s` %s", t.Name, c.Name, c.SQL),
 			codec.DDLTable{TableName: g.tableName(t), Role: codec.RoleAffected})
-	case p < 6:
+	case p < 13:
 		t := g.m.Tables[names[g.rng.IntN(len(names))]]
 		old := g.tableName(t)
 		oldSpans := t.Spans(g.cfg.SplitSpans)
@@ -340,7 +341,7 @@ func (g *Generator) randomDDL() *Txn {
 		tx.NewSpans = t.Spans(g.cfg.SplitSpans)
 		tx.Creates = true
 		return tx
-	case p < 8:
+	case p < 17:
 		return g.createTable()
 	default:
 		var cands []string
