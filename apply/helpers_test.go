@@ -283,3 +283,12 @@ func scanJoined(t testing.TB, rows *sql.Rows) string {
 	}
 	return strings.Join(parts, "|")
 }
+
+// mysqlDSNOrEmpty returns the address of the test MariaDB, or "".
+func mysqlDSNOrEmpty() string {
+	cfg, err := mysql.ParseDSN(os.Getenv("REDOKIT_MYSQL_DSN"))
+	if os.Getenv("REDOKIT_MYSQL_DSN") == "" || err != nil {
+		return ""
+	}
+	return cfg.Addr
+}
