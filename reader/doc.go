@@ -6,8 +6,8 @@
 // [Open] reads the range (StartTs, EndTs] of one log: every event with
 // StartTs < commit ts ≤ EndTs, in commit-ts order, and at each commit ts
 // every row change before any DDL. A recovery reads (checkpoint ts, global
-// resolved ts]: the range is mandatory today, and will default to that when
-// the log's meta object publishes it (ErrNoRange marks the hook). Events come
+// resolved ts], which is the default when Options.EndTs is 0: Open takes it
+// from the log's meta object (ErrNoRange when there is none). Events come
 // from [Reader.Next], the [Reader.Events] iterator, or [Reader.NextBatch] for
 // throughput; each is valid until the next call.
 //

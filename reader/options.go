@@ -9,6 +9,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -20,7 +21,8 @@ type Options struct {
 
 	// StartTs and EndTs bound the range read: events with
 	// StartTs < commit ts ≤ EndTs. A recovery reads (checkpoint ts, global
-	// resolved ts]. EndTs 0 means "not given": see ErrNoRange.
+	// resolved ts]. EndTs 0 means "not given": the range is then
+	// (checkpoint, global resolved] from the log's meta object.
 	StartTs uint64
 	EndTs   uint64
 
@@ -75,19 +77,23 @@ const (
 	DefaultLookahead = 1
 )
 
-// ErrNoRange is returned by Open when Options.EndTs is 0. The range will
-// default to (checkpoint ts, global resolved ts] from the log's meta object
-// once the meta package publishes it; see defaultRange.
-var ErrNoRange = errors.New("reader: no range given: set Options.StartTs and Options.EndTs")
+// ErrNoRange is returned by Open when Options.EndTs is 0 and the log has
+// no meta object to take the range from.
+var ErrNoRange = errors.New("reader: no range given and the log has no meta object: set Options.StartTs and Options.EndTs")
 
-// defaultRange is the hook that supplies the range when the caller gives
-// none. Today it fails: the log's meta object (checkpoint, global resolved
-// ts) is not published yet. When it is, this reads it and returns
-// (checkpoint, global resolved], so that a recovery never reads above the
-// global resolved ts (invariant 2) or below the checkpoint (GC may have
-// deleted it).
+// defaultRange supplies the range when the caller gives none: (checkpoint
+// ts, global resolved ts] from the log's meta object, so that a recovery
+// never reads above the global resolved ts (invariant 2) or below the
+// checkpoint (GC may have deleted it).
 var defaultRange = func(ctx context.Context, b *blob.Bucket, logID string) (start, end uint64, err error) {
-	return 0, 0, ErrNoRange
+	m, _, err := meta.ReadMeta(ctx, b, logID)
+	if blob.IsNotExist(err) {
+		return 0, 0, ErrNoRange
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("reader: default range from the log's meta object: %w", err)
+	}
+	return m.CheckpointTs, m.ResolvedTs, nil
 }
 
 // config is Options after defaults and checks.

@@ -626,3 +626,38 @@ func TestOrderGuard(t *testing.T) {
 	}
 	t.Fatalf("read %d events and no order error", n)
 }
+
+func TestDefaultRangeFromMeta(t *testing.T) {
+	b := newMem(t)
+	ctx := context.Background()
+	segs := scenario()
+	writeAll(t, b, segs)
+	c, err := meta.OpenCoordinator(ctx, b, testLog, &meta.CoordinatorOptions{StartTs: 149})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// checkpoint = resolved = 149: an empty range.
+	if _, err := Open(ctx, b, &Options{LogID: testLog}); err == nil || !strings.Contains(err.Error(), "empty range") {
+		t.Fatalf("empty default range: %v", err)
+	}
+	// A live writer publishing 245 moves the global resolved ts there: the
+	// default range is then (149, 245], and nothing above 245 comes back.
+	if err := c.AddWriter(ctx, "pub"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := meta.AcquireWriter(ctx, b, testLog, "pub", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Publish(ctx, 245, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Tick(ctx); err != nil || m.ResolvedTs != 245 {
+		t.Fatalf("tick: %+v %v", m, err)
+	}
+	out, _, err := readAll(t, b, &Options{LogID: testLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalGot(t, out, expect(segs, 149, 245, false))
+}
