@@ -34,9 +34,9 @@ type applySummary struct {
 
 // applyRange replays (start, end] of the log in b into the sink at sinkURI.
 // It returns what was done, also when it fails part way.
-func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options) (*applySummary, error) {
+func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions) (*applySummary, error) {
 	sum := &applySummary{Log: a.logID, Sink: apply.Redact(sinkURI), StartTs: start, EndTs: end}
-	sink, err := apply.Open(ctx, sinkURI, nil)
+	sink, err := apply.Open(ctx, sinkURI, sopts)
 	if err != nil {
 		if errors.Is(err, apply.ErrBadURI) {
 			return sum, &exitErr{code: exitUsage, err: fmt.Errorf("--sink: %w", err)}
@@ -82,10 +82,11 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 
 func (a *app) applyCmd() *cobra.Command {
 	var (
-		rf      rangeFlags
-		sinkURI string
-		workers int
-		batch   int
+		rf       rangeFlags
+		sinkURI  string
+		workers  int
+		batch    int
+		progress string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
@@ -129,7 +130,8 @@ Sinks:
 				fmt.Fprintf(a.stderr, "redokit: nothing to apply: the range (%d, %d] is empty\n", start, end)
 				return nil
 			}
-			sum, err := a.applyRange(ctx, b, sinkURI, start, end, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()})
+			sum, err := a.applyRange(ctx, b, sinkURI, start, end, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+				&apply.SinkOptions{ProgressTable: progress, Logger: a.logger()})
 			if err != nil {
 				return err
 			}
@@ -145,6 +147,7 @@ Sinks:
 	f.StringVar(&sinkURI, "sink", "", "downstream: mysql://user:password@host:port/db or sqlite:///path.db (required)")
 	f.IntVar(&workers, "workers", 0, "transactions applying rows at once (default 4; SQLite uses 1)")
 	f.IntVar(&batch, "batch-rows", 0, "rows of a table per multi-row statement batch (default 256)")
+	f.StringVar(&progress, "progress-table", "", "table the sink records its progress in (default redokit_apply_progress; two logs applied into one downstream need two)")
 	return cmd
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
+	"strconv"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -15,8 +15,8 @@ import (
 	"github.com/redokit/redokit/internal/gen"
 )
 
-// comparison is the result of checking a downstream SQLite database against
-// the model of the upstream.
+// comparison is the result of checking a downstream database against the
+// model of the upstream.
 type comparison struct {
 	Tables      int      `json:"tables"`
 	Rows        int      `json:"rows"`
@@ -31,59 +31,86 @@ func (c *comparison) diff(format string, args ...any) {
 	}
 }
 
-// compareSQLite reads every table of the SQLite file at path (except the
-// apply progress table) and compares tables, columns and rows with the
-// model. It reads the file directly, not through the applier, so a bug in
-// the applier cannot hide itself.
+// compareSQLite compares the SQLite file at path with the model.
 func compareSQLite(ctx context.Context, path string, want *gen.Model) (*comparison, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	return compareDB(ctx, db, apply.SQLite, want)
+}
+
+// compareDB reads every table of the downstream (of the model's schema on
+// MySQL; all but the apply progress table on SQLite) and compares tables,
+// columns and rows with the model. It reads the database directly, not
+// through the applier, so a bug in the applier cannot hide itself.
+func compareDB(ctx context.Context, db *sql.DB, d apply.Dialect, want *gen.Model) (*comparison, error) {
+	var (
+		q    string
+		args []any
+	)
+	if d == apply.SQLite {
+		q = `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`
+	} else {
+		q, args = `SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name`, []any{want.Schema}
+	}
+	got, err := queryStrings(ctx, db, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", path, err)
+		return nil, fmt.Errorf("list the downstream tables: %w", err)
 	}
-	var got []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if n != apply.DefaultProgressTable {
-			got = append(got, n)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	got = slices.DeleteFunc(got, func(n string) bool { return n == apply.DefaultProgressTable })
 	c := &comparison{}
-	wantNames := slices.Sorted(maps.Keys(want.Tables))
 	for _, n := range got {
 		if want.Tables[n] == nil {
 			c.diff("table %s exists downstream but not upstream", n)
 		}
 	}
-	for _, n := range wantNames {
+	for _, n := range slices.Sorted(maps.Keys(want.Tables)) {
 		if !slices.Contains(got, n) {
 			c.diff("table %s is missing downstream", n)
 			continue
 		}
 		c.Tables++
-		if err := compareTable(ctx, db, want.Tables[n], c); err != nil {
+		if err := compareTable(ctx, db, d, want.Schema, want.Tables[n], c); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
-func compareTable(ctx context.Context, db *sql.DB, t *gen.Table, c *comparison) error {
-	cols, err := tableColumns(ctx, db, t.Name)
+func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func compareTable(ctx context.Context, db *sql.DB, d apply.Dialect, schema string, t *gen.Table, c *comparison) error {
+	var (
+		cols []string
+		err  error
+		from string
+	)
+	if d == apply.SQLite {
+		cols, err = queryStrings(ctx, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, t.Name)
+		from = `"` + t.Name + `"`
+	} else {
+		cols, err = queryStrings(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, t.Name)
+		from = "`" + schema + "`.`" + t.Name + "`"
+	}
+	if err != nil {
+		return fmt.Errorf("read the columns of %s: %w", t.Name, err)
 	}
 	var wantCols []string
 	for _, col := range t.Columns {
@@ -93,7 +120,7 @@ func compareTable(ctx context.Context, db *sql.DB, t *gen.Table, c *comparison) 
 		c.diff("table %s has columns %v downstream, %v upstream", t.Name, cols, wantCols)
 		return nil
 	}
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT * FROM "%s" ORDER BY "id"`, t.Name))
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+from+" ORDER BY id")
 	if err != nil {
 		return fmt.Errorf("read table %s: %w", t.Name, err)
 	}
@@ -108,7 +135,7 @@ func compareTable(ctx context.Context, db *sql.DB, t *gen.Table, c *comparison) 
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
-		id, ok := vals[0].(int64)
+		id, ok := asInt(vals[0])
 		if !ok {
 			c.diff("table %s: a row's id is %T %v, not an integer", t.Name, vals[0], vals[0])
 			continue
@@ -121,7 +148,8 @@ func compareTable(ctx context.Context, db *sql.DB, t *gen.Table, c *comparison) 
 		}
 		c.Rows++
 		for i, v := range vals {
-			if g, w := sqlText(v), modelText(want[i]); g != w {
+			isInt := t.Columns[i].Type == codec.TypeLonglong || t.Columns[i].Type == codec.TypeLong
+			if g, w := dbText(v, d, isInt), modelText(want[i]); g != w {
 				c.diff("table %s row id=%d column %s: downstream %s, upstream %s", t.Name, id, cols[i], clip(g), clip(w))
 			}
 		}
@@ -137,35 +165,34 @@ func compareTable(ctx context.Context, db *sql.DB, t *gen.Table, c *comparison) 
 	return nil
 }
 
-func tableColumns(ctx context.Context, db *sql.DB, table string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT name FROM pragma_table_info('%s') ORDER BY cid`, strings.ReplaceAll(table, "'", "''")))
-	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case []byte: // MySQL's text protocol
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return n, err == nil
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return 0, false
 }
 
-// sqlText and modelText render a value the same way from both sides: the
-// workload only has integers, text and NULL.
-func sqlText(v any) string {
+// dbText and modelText render a value the same way from both sides: the
+// workload only has integers, text and NULL. SQLite returns typed values, so
+// its comparison also checks the type; MySQL's text protocol returns every
+// value as bytes, so there the column's type (isInt) says how to read them.
+func dbText(v any, d apply.Dialect, isInt bool) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
 	case int64:
-		return fmt.Sprintf("int(%d)", x)
+		return strconv.FormatInt(x, 10)
 	case string:
-		return fmt.Sprintf("text(%q)", x)
+		return strconv.Quote(x)
 	case []byte:
-		return fmt.Sprintf("text(%q)", x)
+		if d == apply.MySQL && isInt {
+			return string(x)
+		}
+		return strconv.Quote(string(x))
 	}
 	return fmt.Sprintf("%T(%v)", v, v)
 }
@@ -175,9 +202,9 @@ func modelText(v codec.Value) string {
 	case codec.KindNull:
 		return "NULL"
 	case codec.KindInt:
-		return fmt.Sprintf("int(%d)", v.Int())
+		return strconv.FormatInt(v.Int(), 10)
 	case codec.KindString:
-		return fmt.Sprintf("text(%q)", v.Text())
+		return strconv.Quote(v.Text())
 	}
 	return v.String()
 }

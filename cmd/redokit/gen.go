@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ type workloadFlags struct {
 	rows, tables, rowSize, writers, txnRows int
 	ddlRate                                 float64
 	seed                                    uint64
+	schema                                  string
 	flushInterval                           time.Duration
 	segmentSize                             int64
 }
@@ -31,6 +33,7 @@ func (w *workloadFlags) register(f *pflag.FlagSet, rows int, flush time.Duration
 	f.IntVar(&w.txnRows, "txn-rows", 8, "most row changes in one transaction")
 	f.Float64Var(&w.ddlRate, "ddl-rate", 0.005, "fraction of transactions that are DDLs (add column, truncate, create, drop table)")
 	f.Uint64Var(&w.seed, "seed", 1, "seed of the workload: the same seed writes the same events")
+	f.StringVar(&w.schema, "schema", "demo", "schema (database) of the tables")
 	f.DurationVar(&w.flushInterval, "flush-interval", flush, "writer flush interval")
 	f.Int64Var(&w.segmentSize, "segment-size", segment, "bytes at which a writer starts a new segment")
 }
@@ -49,6 +52,8 @@ func (w *workloadFlags) validate() error {
 		return usageErrorf("--txn-rows must be at least 1")
 	case w.ddlRate < 0 || w.ddlRate > 0.5:
 		return usageErrorf("--ddl-rate must be between 0 and 0.5")
+	case w.schema == "" || strings.ContainsAny(w.schema, "`\"'./ "):
+		return usageErrorf("--schema %q: want a plain name", w.schema)
 	case w.flushInterval <= 0:
 		return usageErrorf("--flush-interval must be positive")
 	case w.segmentSize < 4<<10:
@@ -63,7 +68,7 @@ func (w *workloadFlags) config() gen.Config {
 		rate = -1 // gen's "none"; its zero means the default
 	}
 	return gen.Config{
-		Tables: w.tables, Rows: w.rows, RowSize: w.rowSize, TxnRows: w.txnRows, DDLRate: rate,
+		Schema: w.schema, Tables: w.tables, Rows: w.rows, RowSize: w.rowSize, TxnRows: w.txnRows, DDLRate: rate,
 		SplitSpans: max(2, w.writers), Seed: w.seed,
 	}.Normalize()
 }

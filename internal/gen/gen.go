@@ -160,16 +160,17 @@ type Model struct {
 
 // Generator produces the transactions of a workload, in commit-ts order.
 type Generator struct {
-	cfg       Config
-	rng       *rand.Rand
-	m         *Model
-	ts        uint64
-	rowsLeft  int
-	initLeft  int // initial CREATE TABLEs still to emit
-	nextPhys  int64
-	nextTable int
-	split     string // name of the split table
-	done      bool
+	cfg        Config
+	rng        *rand.Rand
+	m          *Model
+	ts         uint64
+	rowsLeft   int
+	initLeft   int  // initial CREATE TABLEs still to emit
+	schemaDone bool // the initial CREATE DATABASE is emitted
+	nextPhys   int64
+	nextTable  int
+	split      string // name of the split table
+	done       bool
 	// The next transaction's timestamps, drawn ahead by PeekTs (or Next):
 	// they are always the first draw of a transaction, so peeking does not
 	// change what is generated.
@@ -211,7 +212,7 @@ func (g *Generator) Spans() []uint64 {
 // PeekTs returns the commit ts of the next transaction without generating
 // it, or false when the workload is done.
 func (g *Generator) PeekTs() (uint64, bool) {
-	if g.done || (g.initLeft == 0 && g.rowsLeft <= 0) {
+	if g.done || (g.schemaDone && g.initLeft == 0 && g.rowsLeft <= 0) {
 		return 0, false
 	}
 	if !g.pending {
@@ -228,6 +229,17 @@ func (g *Generator) Next() (*Txn, bool) {
 	if _, ok := g.PeekTs(); !ok {
 		g.done = true
 		return nil, false
+	}
+	if !g.schemaDone {
+		// A log starts with its schema, so a downstream that does not have
+		// it yet (MySQL) gets it; SQLite has one namespace and skips it.
+		g.schemaDone = true
+		commit, start := g.tick()
+		ev := codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+			StartTs: start, CommitTs: commit, Table: codec.TableName{Schema: g.cfg.Schema},
+			Type: codec.ActionCreateSchema, Query: fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", g.cfg.Schema),
+		}}
+		return &Txn{CommitTs: commit, DDL: true, Changes: []Change{{Span: DDLSpan, Event: ev}}}, true
 	}
 	if g.initLeft > 0 {
 		g.initLeft--
