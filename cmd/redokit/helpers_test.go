@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,9 +80,12 @@ func decodeJSON(t *testing.T, s string, v any) {
 func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: dir}).String() }
 
 // memName returns a fresh name for a mem:// store shared by every Open in
-// this process (so one command writes what the next one reads).
+// this process (so one command writes what the next one reads). It is new
+// on every call, so -count=N runs do not meet the previous run's log.
 func memName(t *testing.T) string {
-	return "mem://" + strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return "mem://" + strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())) + "-" + hex.EncodeToString(r[:])
 }
 
 // genLog writes a small generated log and returns its storage URL.
