@@ -105,6 +105,7 @@
 // own tests (a fault-injecting file system, a server's list of uploads).
 // Redo-level checks (segments, request budgets per redo cycle) arrive with the
 // writer and reader.
+// They have arrived: [RunRedo] runs a real redo log on the same Harness (see its doc).
 //
 // # Testing the suite
 //

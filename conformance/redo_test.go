@@ -1,0 +1,149 @@
+package conformance
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+)
+
+// ignoredIfMatch drops IfMatch (as a store that ignores If-Match does): a
+// compare-and-swap overwrites whatever is there, so a fenced writer can
+// still publish.
+type ignoredIfMatch struct{ *mem.Driver }
+
+func (d ignoredIfMatch) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	opts.IfMatch = ""
+	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+// staleList leaves the last key of every listing page out (as a listing
+// that lags behind the newest writes): the reader misses a segment.
+type staleList struct{ *mem.Driver }
+
+func (d staleList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	if err == nil && page.NextToken == "" && len(page.Objects) > 1 && strings.Contains(opts.Prefix, "/seg/") {
+		page.Objects = page.Objects[:len(page.Objects)-1]
+	}
+	return page, err
+}
+
+// shortRange returns one byte less than a bounded range asks for and no
+// error (as a client that treats a cut connection as the end of the body).
+type shortRange struct{ *mem.Driver }
+
+func (d shortRange) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if length > 0 {
+		length--
+	}
+	return d.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+// deleteIgnored acknowledges deletes and keeps the objects.
+type deleteIgnored struct{ *mem.Driver }
+
+func (deleteIgnored) Delete(ctx context.Context, keys []string) error { return ctx.Err() }
+
+var redoBrokenCases = []brokenCase{
+	{
+		name:     "IgnoredIfMatch",
+		driver:   func() blob.Driver { return ignoredIfMatch{mem.NewDriver()} },
+		mustFail: []string{"Fencing"},
+		mustPass: []string{"ReadBack", "Corruption", "GC"},
+	},
+	{
+		name:     "StaleList",
+		driver:   func() blob.Driver { return staleList{mem.NewDriver()} },
+		mustFail: []string{"ReadBack", "GC"},
+	},
+	{
+		name:     "ShortRange",
+		driver:   func() blob.Driver { return shortRange{mem.NewDriver()} },
+		mustFail: []string{"ReadBack", "Restart", "Watermark"},
+	},
+	{
+		name:     "DeleteIgnored",
+		driver:   func() blob.Driver { return deleteIgnored{mem.NewDriver()} },
+		mustFail: []string{"GC"},
+		mustPass: []string{"ReadBack", "Restart", "Fencing", "Watermark"},
+	},
+}
+
+// TestRedoBrokenDrivers proves that RunRedo catches drivers that pass for
+// the blob calls a redo log makes but break what it relies on: each fails the
+// subtests named for the rule, and passes some it does not break.
+func TestRedoBrokenDrivers(t *testing.T) {
+	for _, c := range redoBrokenCases {
+		t.Run(c.name, func(t *testing.T) {
+			h := Harness{
+				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+					return blob.NewBucket(c.driver()), nil
+				},
+				ConditionalWrites: true,
+			}
+			rec := newRecorder()
+			rec.run(func(t suiteT) { runRedo(t, h) })
+			for _, mode := range []string{"Plain", "Prefixed"} {
+				for _, name := range c.mustFail {
+					full := mode + "/" + name
+					switch res := rec.get(full); {
+					case res == nil:
+						t.Errorf("%s did not run", full)
+					case !res.failed:
+						t.Errorf("%s passed; it must catch this driver", full)
+					case mode == "Plain":
+						t.Logf("caught by %s: %s", full, rec.messages(full)[0])
+					}
+				}
+				for _, name := range c.mustPass {
+					full := mode + "/" + name
+					if res := rec.get(full); res == nil || res.failed {
+						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.messages(full), "\n"))
+					}
+				}
+			}
+			if t.Failed() {
+				t.Logf("every failed subtest: %v", rec.failed())
+			}
+		})
+	}
+}
+
+// TestRedoOnRecorder: the mem backend passes RunRedo on the recorder too, so
+// the broken drivers' failures are their own.
+func TestRedoOnRecorder(t *testing.T) {
+	rec := newRecorder()
+	rec.run(func(t suiteT) { runRedo(t, memHarness) })
+	if f := rec.failed(); len(f) > 0 {
+		t.Fatalf("failed on the recorder: %v\n%s", f, strings.Join(rec.messages(""), "\n"))
+	}
+	for _, name := range []string{"Plain/ReadBack", "Plain/GC", "Prefixed/Fencing"} {
+		if rec.get(name) == nil {
+			t.Errorf("%s did not run", name)
+		}
+	}
+}
+
+// TestRedoNeedsConditionalWrites: a harness without conditional writes is
+// skipped, and one that gives no reason fails.
+func TestRedoNeedsConditionalWrites(t *testing.T) {
+	rec := newRecorder()
+	rec.run(func(t suiteT) {
+		runRedo(t, Harness{
+			MakeBucket:              memHarness.MakeBucket,
+			ConditionalWritesReason: "this store has no If-Match",
+		})
+	})
+	if res := rec.get(""); res == nil || res.failed || !res.skipped {
+		t.Fatalf("without conditional writes: %+v, want a skip", res)
+	}
+	rec = newRecorder()
+	rec.run(func(t suiteT) { runRedo(t, Harness{MakeBucket: memHarness.MakeBucket}) })
+	if res := rec.get(""); res == nil || !res.failed {
+		t.Fatalf("without conditional writes or a reason: %+v, want a failure", res)
+	}
+}
