@@ -365,8 +365,8 @@ func (a *app) demoFailover(ctx context.Context, p *pipeline, rep *demoReport, vi
 		return err
 	}
 	rep.Failover = fo
-	a.say("  [failover] killed writer %s (epoch %d, flushed ts %d, %d accepted events not yet flushed: lost with it); a new process took %s over as epoch %d (fences %s) and rewrote %d events of its spans from the checkpoint %d",
-		fo.Writer, fo.OldEpoch, fo.FlushedBefore, fo.Lost, fo.Writer, fo.NewEpoch, fencesString(fo.Fences), fo.Rewritten, fo.RestartTs)
+	a.say("  [failover] killed writer %s at epoch %d (flushed ts %d); a new process took %s over as epoch %d (fences %s) and rewrote %d events of its spans from the checkpoint %d: %d already durable (duplicates now), %d lost with the dead writer",
+		fo.Writer, fo.OldEpoch, fo.FlushedBefore, fo.Writer, fo.NewEpoch, fencesString(fo.Fences), fo.Rewritten, fo.RestartTs, fo.Rewritten-fo.Lost, fo.Lost)
 	return nil
 }
 

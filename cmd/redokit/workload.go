@@ -223,16 +223,22 @@ type failover struct {
 // are written twice: the reader drops the copies.
 func (p *pipeline) killAndReplace(ctx context.Context, victim int, restartTs uint64) (*failover, error) {
 	s := p.slots[victim]
-	fo := &failover{Writer: s.id, OldEpoch: s.w.Epoch(), FlushedBefore: s.w.FlushedTs(), RestartTs: restartTs}
+	fo := &failover{Writer: s.id, OldEpoch: s.w.Epoch(), RestartTs: restartTs}
 	dead := s.w
 	// Kill: a closed context makes Close abort at once, leaving what it
 	// had not flushed unwritten and the active segment unsealed.
 	killed, cancel := context.WithCancel(ctx)
 	cancel()
 	_ = dead.Close(killed)
-	st := dead.Stats()
-	p.retired = append(p.retired, st)
-	fo.Lost = st.WrittenEvents - st.Events
+	p.retired = append(p.retired, dead.Stats())
+	// What the dead writer reported durable is what its state object says
+	// (an aborted Close may still have finished a flush): the events above
+	// it were lost with the process.
+	ws, _, err := meta.ReadWriterState(ctx, p.b, p.logID, s.id)
+	if err != nil {
+		return nil, fmt.Errorf("read the state of writer %s: %w", s.id, err)
+	}
+	fo.FlushedBefore = ws.FlushedTs
 
 	// Take the writer ID over: a new epoch, which fences the dead one
 	// (were it a zombie still running, it could publish nothing more),
@@ -277,6 +283,9 @@ func (p *pipeline) killAndReplace(ctx context.Context, victim int, restartTs uin
 		for _, ch := range tx.Changes {
 			if p.ownerOf(ch.Span) == victim {
 				fo.Rewritten++
+				if tx.CommitTs > fo.FlushedBefore {
+					fo.Lost++
+				}
 			}
 		}
 		if err := p.route(ctx, tx, victim); err != nil {
