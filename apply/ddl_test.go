@@ -126,11 +126,14 @@ func TestSQLiteDDL(t *testing.T) {
 		err   bool
 	}{
 		{"CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))",
-			[]string{`CREATE TABLE "t" ("id" BIGINT NOT NULL PRIMARY KEY, "v" VARCHAR (20))`}, false},
+			[]string{`CREATE TABLE "t" ("id" INTEGER NOT NULL PRIMARY KEY, "v" VARCHAR (20))`}, false},
+		// Only a signed (or up to 32-bit) integer key becomes the rowid.
+		{"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, v INT)", []string{`CREATE TABLE "t" ("id" BIGINT PRIMARY KEY, "v" INT)`}, false},
+		{"CREATE TABLE t (a INT, b INT, PRIMARY KEY (a, b))", []string{`CREATE TABLE "t" ("a" INT, "b" INT, PRIMARY KEY (a, b))`}, false},
 		{"create table if not exists `db`.`t` (`id` int(11) unsigned NOT NULL AUTO_INCREMENT COMMENT 'the id', `name` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '' , " +
 			"`e` enum('a','b') DEFAULT NULL, `ts` timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), " +
 			"PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */, UNIQUE KEY `uk` (`name`(10)), KEY `k2` (`e`, `ts` DESC)) ENGINE=InnoDB AUTO_INCREMENT=30001 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='x';",
-			[]string{`CREATE TABLE IF NOT EXISTS "t" ("id" int (11) NOT NULL, "name" varchar (64) DEFAULT '', "e" INTEGER DEFAULT NULL, "ts" timestamp (6) NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (` + "`id`" + `))`,
+			[]string{`CREATE TABLE IF NOT EXISTS "t" ("id" INTEGER NOT NULL, "name" varchar (64) DEFAULT '', "e" INTEGER DEFAULT NULL, "ts" timestamp (6) NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (` + "`id`" + `))`,
 				`CREATE UNIQUE INDEX IF NOT EXISTS "t.uk" ON "t" ("name")`,
 				`CREATE INDEX IF NOT EXISTS "t.k2" ON "t" ("e", "ts" DESC)`}, false},
 		{"TRUNCATE TABLE db.t", []string{`DELETE FROM "t"`}, false},

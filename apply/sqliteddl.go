@@ -383,7 +383,9 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 		return nil, fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
 	}
 	var elems, after []string
-	for _, el := range splitTop(toks[i+2 : end]) {
+	parts := splitTop(toks[i+2 : end])
+	rowid := rowidColumn(parts)
+	for _, el := range parts {
 		if len(el) == 0 {
 			continue
 		}
@@ -409,6 +411,9 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 		case el[0].word() == "PRIMARY" || el[0].word() == "CONSTRAINT" || el[0].word() == "CHECK" || el[0].word() == "FOREIGN":
 			elems = append(elems, spaced(cleanConstraint(el)))
 		default:
+			if el[0].isName() && el[0].name() == rowid {
+				el = asInteger(el)
+			}
 			s, err := columnDef(el)
 			if err != nil {
 				return nil, err
@@ -418,6 +423,67 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 	}
 	out := []string{"CREATE TABLE " + ifNot + SQLite.quoteString(table) + " (" + strings.Join(elems, ", ") + ")"}
 	return append(out, after...), nil
+}
+
+// rowidColumn returns the column that is the whole primary key, when it is
+// a signed integer of up to 64 bits (or unsigned of up to 32): declared
+// INTEGER it becomes SQLite's rowid, and the table needs no separate primary
+// key index (every write then costs one b-tree instead of two). A BIGINT
+// UNSIGNED key is left alone: its values above 2^63-1 fit no rowid.
+func rowidColumn(parts [][]token) string {
+	var name string
+	n := 0
+	for _, el := range parts {
+		if len(el) == 0 {
+			continue
+		}
+		if words(el, "PRIMARY", "KEY") {
+			if len(el) < 4 || !el[2].is('(') || !el[3].isName() || len(el) < 5 || !el[4].is(')') {
+				return "" // several columns, or a prefix or order
+			}
+			name = el[3].name()
+			n++
+			continue
+		}
+		for j := 1; j+1 < len(el); j++ {
+			if el[j].word() == "PRIMARY" && el[j+1].word() == "KEY" && el[0].isName() {
+				name = el[0].name()
+				n++
+			}
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	for _, el := range parts {
+		if len(el) < 2 || !el[0].isName() || el[0].name() != name {
+			continue
+		}
+		switch el[1].word() {
+		case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER":
+			return name
+		case "BIGINT":
+			for _, t := range el {
+				if t.word() == "UNSIGNED" {
+					return ""
+				}
+			}
+			return name
+		}
+	}
+	return ""
+}
+
+// asInteger gives a column definition the type INTEGER, dropping the
+// display width.
+func asInteger(el []token) []token {
+	out := append([]token{el[0], {tokWord, "INTEGER"}}, el[2:]...)
+	if len(out) > 2 && out[2].is('(') {
+		if e := closing(out, 2); e >= 0 {
+			out = append(out[:2], out[e+1:]...)
+		}
+	}
+	return out
 }
 
 // inlineIndex turns "[name] (cols) [USING …]" of a CREATE TABLE into a

@@ -54,6 +54,7 @@ type SQLSink struct {
 	progress []byte // the quoted, qualified progress table name
 	name     string // the redacted URI, or the dialect name
 	ownDB    bool
+	lite     *sqliteSession // SQLite: the one writer
 
 	ignoredDDLs atomic.Int64
 }
@@ -136,12 +137,15 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions, n
 	if s.o.Logger == nil {
 		s.o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if d == SQLite {
-		// One writer: a second connection would only wait on the lock.
-		db.SetMaxOpenConns(1)
-	}
 	if err := db.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("apply: connect to %s: %w", name, err)
+	}
+	if d == SQLite {
+		l, err := newSQLiteSession(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("apply: connect to %s: %w", name, err)
+		}
+		s.lite = l
 	}
 	if d == MySQL {
 		if s.o.ProgressSchema == "" {
@@ -169,13 +173,14 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions, n
 		}
 	} else {
 		s.progress = s.d.quote(nil, s.o.ProgressTable)
-		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
+		if _, err := s.lite.conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
 	schema_name TEXT NOT NULL,
 	table_name  TEXT NOT NULL,
 	commit_ts   INTEGER NOT NULL,
 	ddl_count   INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (schema_name, table_name)
 )`); err != nil {
+			s.lite.close()
 			return nil, fmt.Errorf("apply: %s: create the progress table: %w", name, err)
 		}
 	}
@@ -200,19 +205,35 @@ func (s *SQLSink) MaxOpenTxs() int {
 	return 0
 }
 
-// Close closes the database if Open opened it.
+// Close releases the sink's connection, and closes the database if Open
+// opened it.
 func (s *SQLSink) Close() error {
-	if s.ownDB {
-		return s.db.Close()
+	var err error
+	if s.lite != nil {
+		err = s.lite.close()
 	}
-	return nil
+	if s.ownDB {
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // Progress reads the progress table. The DDL mark is the row with an empty
 // schema and table name.
 func (s *SQLSink) Progress(ctx context.Context) (Progress, error) {
 	p := Progress{Tables: map[Table]uint64{}}
-	rows, err := s.db.QueryContext(ctx, "SELECT schema_name, table_name, commit_ts, ddl_count FROM "+string(s.progress))
+	q := "SELECT schema_name, table_name, commit_ts, ddl_count FROM " + string(s.progress)
+	var rows *sql.Rows
+	var err error
+	if s.lite != nil {
+		s.lite.mu.Lock()
+		defer s.lite.mu.Unlock()
+		rows, err = s.lite.conn.QueryContext(ctx, q)
+	} else {
+		rows, err = s.db.QueryContext(ctx, q)
+	}
 	if err != nil {
 		return p, s.d.classify(err)
 	}
@@ -306,6 +327,12 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *
 
 // Begin starts a transaction.
 func (s *SQLSink) Begin(ctx context.Context) (Tx, error) {
+	if s.lite != nil {
+		if err := s.lite.begin(ctx); err != nil {
+			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
+		}
+		return &sqliteTx{sqlTx: sqlTx{s: s, ex: s.lite.conn, lite: s.lite}, l: s.lite}, nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
@@ -326,24 +353,30 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) er
 		if err != nil {
 			return derr("", err)
 		}
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
+		if err := s.lite.begin(ctx); err != nil {
 			return derr("", s.d.classify(err))
 		}
-		defer tx.Rollback()
+		// The schema changes: statements prepared before may no longer
+		// compile.
+		s.lite.forget()
 		for _, st := range stmts {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
+			if _, err := s.lite.conn.ExecContext(ctx, st); err != nil {
 				if !s.tolerate(ddl, err) {
+					s.lite.end(ctx, false)
 					return derr(st, s.d.classify(err))
 				}
-				// SQLite has rolled back nothing but the statement:
-				// the transaction goes on.
+				// SQLite has undone nothing but the statement (an
+				// error at prepare): the transaction goes on.
 			}
 		}
-		if err := s.writeMarks(ctx, tx, nil, &mark); err != nil {
+		if err := s.writeMarks(ctx, s.lite.conn, nil, &mark); err != nil {
+			s.lite.end(ctx, false)
 			return err
 		}
-		return s.d.classify(tx.Commit())
+		if err := s.lite.end(ctx, true); err != nil {
+			return derr("COMMIT", s.d.classify(err))
+		}
+		return nil
 	}
 
 	conn, err := s.db.Conn(ctx)

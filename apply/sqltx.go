@@ -1,10 +1,14 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
+	"strings"
 
 	"github.com/redokit/redokit/codec"
 )
@@ -13,10 +17,13 @@ import (
 type sqlTx struct {
 	s    *SQLSink
 	tx   *sql.Tx
-	ex   execer // tx, or a *sql.DB for the autocommit baseline of the benchmark
+	ex   execer         // tx, or a *sql.DB for the autocommit baseline of the benchmark
+	lite *sqliteSession // SQLite: where full-size statements stay prepared
 	ops  []rowOp
 	buf  []byte
 	args []any
+	last map[string]int // collapse: key → index of its last op
+	kb   []byte
 }
 
 // rowOp is one statement's worth of a row change: a delete of an image, or an
@@ -95,6 +102,110 @@ func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
 	return ops
 }
 
+// collapse reduces t.ops, when their keys allow it, to the last op of each
+// key: first the deletes of keys whose last op is a delete, then the upserts
+// of the others, each in the order of their last ops. Applying them gives
+// the same rows as applying every op in order — a row's final image is all
+// that a REPLACE leaves, and a delete before it changes nothing — but in
+// far fewer, larger statements than the commit-ts-by-commit-ts order, which
+// alternates deletes and upserts. (A REPLACE may delete a stale row that
+// holds a unique value the new image takes; that row's own final image, if
+// it has one, is among the upserts, so it comes back.)
+//
+// It applies only when every op's key compares by bytes the way the
+// database compares it: integers, dates, times, binary strings, decimals of
+// one column (one scale), and strings of a _bin collation (trailing spaces
+// ignored, as PAD SPACE does). A string key of a case- or accent-insensitive
+// (or unknown) collation, a float or a NULL in a key, or a table without a
+// key leaves the ops as they are.
+func (t *sqlTx) collapse() {
+	if len(t.ops) < 2 {
+		return
+	}
+	key0 := keyOf(t.ops[0].img)
+	if key0 == nil {
+		return
+	}
+	if t.last == nil {
+		t.last = map[string]int{}
+	}
+	clear(t.last)
+	for i := range t.ops {
+		img := t.ops[i].img
+		kb, ok := t.keyBytes(t.kb[:0], img, key0)
+		t.kb = kb
+		if !ok {
+			return
+		}
+		t.last[string(kb)] = i
+	}
+	keep := make([]bool, len(t.ops))
+	for _, i := range t.last {
+		keep[i] = true
+	}
+	out := make([]rowOp, 0, len(t.last))
+	for _, del := range []bool{true, false} {
+		for i, op := range t.ops {
+			if keep[i] && op.del == del {
+				out = append(out, op)
+			}
+		}
+	}
+	clear(t.ops)
+	t.ops = append(t.ops[:0], out...)
+}
+
+// keyBytes appends an exact encoding of img's key (the columns at the
+// indexes of key0, which must carry the same names), or reports false when
+// the key cannot be compared by bytes (see collapse).
+func (t *sqlTx) keyBytes(b []byte, img []codec.Column, key0 []int) ([]byte, bool) {
+	for _, i := range key0 {
+		if i >= len(img) || !img[i].Flags.Has(codec.FlagHandleKey) && !img[i].Flags.Has(codec.FlagPrimaryKey) ||
+			img[i].Name != t.ops[0].img[i].Name {
+			return b, false
+		}
+		c := &img[i]
+		v := c.Value
+		b = append(b, byte(v.Kind()))
+		switch v.Kind() {
+		case codec.KindInt:
+			b = binary.AppendVarint(b, v.Int())
+		case codec.KindUint, codec.KindBit, codec.KindEnum, codec.KindSet:
+			b = binary.AppendUvarint(b, v.Uint())
+		case codec.KindYear:
+			b = binary.AppendUvarint(b, uint64(v.Year()))
+		case codec.KindDate, codec.KindDatetime, codec.KindTimestamp:
+			d := v.DateTime()
+			b = binary.AppendUvarint(b, uint64(d.Year)<<40|uint64(d.Month)<<32|uint64(d.Day)<<24|uint64(d.Hour)<<16|uint64(d.Minute)<<8|uint64(d.Second))
+			b = binary.AppendUvarint(b, uint64(d.Microsecond))
+		case codec.KindDuration:
+			b = binary.AppendVarint(b, v.Duration().Micros)
+		case codec.KindBytes, codec.KindDecimal:
+			b = binary.AppendUvarint(b, uint64(len(v.Bytes())))
+			b = append(b, v.Bytes()...)
+		case codec.KindString:
+			if !binaryCollation(c) {
+				return b, false
+			}
+			p := bytes.TrimRight(v.Bytes(), " ")
+			b = binary.AppendUvarint(b, uint64(len(p)))
+			b = append(b, p...)
+		default: // NULL, floats, JSON
+			return b, false
+		}
+	}
+	// A key of the same columns but more of them is another shape.
+	if len(keyOf(img)) != len(key0) {
+		return b, false
+	}
+	return b, true
+}
+
+// binaryCollation reports whether a string column compares by bytes.
+func binaryCollation(c *codec.Column) bool {
+	return c.Collation == "binary" || strings.HasSuffix(c.Collation, "_bin") || c.Flags.Has(codec.FlagBinary)
+}
+
 // sameUpsertShape reports whether two images upsert the same columns, so
 // that they can share a multi-row statement.
 func sameUpsertShape(a, b []codec.Column) bool {
@@ -129,6 +240,7 @@ func sameKeyShape(a, b []codec.Column) bool {
 // MaxStatementRows rows and the dialect's placeholder and size limits.
 func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error {
 	t.ops = plan(t.ops[:0], rows)
+	t.collapse()
 	ops := t.ops
 	for len(ops) > 0 {
 		n := 1
@@ -157,9 +269,21 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowCha
 // exec runs the statement in t.buf with t.args, naming the table, the ts
 // range and the SQL (as shown by shown) when it fails.
 func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func() string) error {
-	if _, err := t.ex.ExecContext(ctx, string(t.buf), t.args...); err != nil {
-		return &StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[len(ops)-1].ts,
-			SQL: shown(), Err: t.s.d.classify(err)}
+	var err error
+	if t.lite != nil {
+		var st *sql.Stmt
+		if st, err = t.lite.stmt(ctx, string(t.buf)); err == nil {
+			_, err = st.ExecContext(ctx, t.args...)
+		}
+	} else {
+		_, err = t.ex.ExecContext(ctx, string(t.buf), t.args...)
+	}
+	if err != nil {
+		first, last := ops[0].ts, ops[0].ts
+		for _, op := range ops {
+			first, last = min(first, op.ts), max(last, op.ts)
+		}
+		return &StatementError{Table: table, FirstTs: first, LastTs: last, SQL: shown(), Err: t.s.d.classify(err)}
 	}
 	return nil
 }
@@ -201,11 +325,11 @@ func (t *sqlTx) upsert(ctx context.Context, table Table, ops []rowOp) (int, erro
 	}
 	t.buf = append(t.buf, ") VALUES "...)
 	head := len(t.buf)
-	maxRows := max(1, d.maxParams()/cols)
+	maxRows := t.statementRows(len(ops), max(1, d.maxParams()/cols))
 	t.args = t.args[:0]
 	size := 0
 	n := 0
-	for n < len(ops) && n < maxRows && (n == 0 || size < maxStatementBytes) {
+	for n < maxRows && (n == 0 || t.lite != nil || size < maxStatementBytes) {
 		if n > 0 {
 			t.buf = append(t.buf, ',')
 		}
@@ -232,6 +356,19 @@ func (t *sqlTx) upsert(ctx context.Context, table Table, ops []rowOp) (int, erro
 		return shownRows(t.buf, head, n)
 	})
 	return n, err
+}
+
+// statementRows is how many of n rows the next statement takes, at most
+// limit. SQLite's statements take a power of two: they are kept prepared
+// (see sqliteSession), and these few sizes per shape make every statement
+// one that comes again; n rows take at most log2(n)+1 statements. MySQL's
+// take all they can: each is one round trip, with the values interpolated.
+func (t *sqlTx) statementRows(n, limit int) int {
+	n = min(n, limit)
+	if t.lite != nil {
+		n = 1 << (bits.Len(uint(n)) - 1)
+	}
+	return n
 }
 
 // shownRows is the SQL of a multi-row statement with its first row of
@@ -295,8 +432,7 @@ func (t *sqlTx) delete(ctx context.Context, table Table, ops []rowOp) (int, erro
 		err := t.exec(ctx, table, ops[:1], func() string { return string(t.buf) })
 		return 1, err
 	}
-	maxRows := max(1, d.maxParams()/len(key))
-	n := min(len(ops), maxRows)
+	n := t.statementRows(len(ops), max(1, d.maxParams()/len(key)))
 	single := len(key) == 1
 	for _, op := range ops[:n] {
 		if op.img[keyOf(op.img)[0]].Value.IsNull() {
