@@ -195,11 +195,12 @@ func (q *quota) tryAcquire(n int64) (bool, <-chan struct{}) {
 
 // acquire takes n bytes, waiting for releases. It gives up when ctx ends or
 // stop is closed. waited is the time it spent blocked; onBlock is called once
-// when it first has to wait.
-func (q *quota) acquire(ctx context.Context, stop <-chan struct{}, n int64, onBlock func()) (waited time.Duration, err error) {
+// when it first has to wait. When stuck reports that no release can come, it
+// takes the bytes over the limit and reports forced.
+func (q *quota) acquire(ctx context.Context, stop <-chan struct{}, n int64, onBlock func(), stuck func() bool) (waited time.Duration, forced bool, err error) {
 	ok, freed := q.tryAcquire(n)
 	if ok {
-		return 0, nil
+		return 0, false, nil
 	}
 	if onBlock != nil {
 		onBlock()
@@ -207,17 +208,31 @@ func (q *quota) acquire(ctx context.Context, stop <-chan struct{}, n int64, onBl
 	start := time.Now()
 	defer func() { waited = time.Since(start) }()
 	for {
+		if stuck() {
+			q.mu.Lock()
+			q.used += n
+			q.mu.Unlock()
+			return 0, true, nil
+		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-stop:
-			return 0, errStopped
+			return 0, false, errStopped
 		}
 		if ok, freed = q.tryAcquire(n); ok {
-			return 0, nil
+			return 0, false, nil
 		}
 	}
+}
+
+// wake makes the waiters look again (the state stuck reports changed).
+func (q *quota) wake() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	close(q.freed)
+	q.freed = make(chan struct{})
 }
 
 func (q *quota) release(n int64) {

@@ -67,8 +67,13 @@
 // quota blocks until a flush frees memory or its ctx ends; the time spent
 // blocked is counted (Stats.Backpressure, the backpressure_seconds_total
 // metric). Only events at or below the resolved ts can be flushed, so the
-// quota must hold what arrives between resolved-ts advances. Besides the
-// quota, in-flight blocks take about twice FlushBytes.
+// quota should hold what arrives between resolved-ts advances. When it is
+// full of events no flush can take — nothing in flight, no resolved-ts change
+// since the last flush — waiting could last forever, since the Write that
+// blocks may be the one whose span holds the resolved ts back; such a Write
+// is let through over the quota and counted (Stats.QuotaOvercommits, the
+// quota_overcommits_total metric). Besides the quota, in-flight blocks take
+// about twice FlushBytes.
 //
 // # Failures
 //

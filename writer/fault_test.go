@@ -609,3 +609,47 @@ func tearTail(t testing.TB, path string) {
 		t.Fatal("the torn tail does not read as torn")
 	}
 }
+
+// TestCloseAbort gives up on Close while a sync hangs: Close returns the
+// ctx's error, the active segment stays unsealed, and the next Open recovers
+// what was published.
+func TestCloseAbort(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	w := open(t, b, testOptions("w"))
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 20)
+	must(t, w.AdvanceResolved(1, 20))
+	mustFlush(t, w)
+	writeRange(t, w, 1, 21, 40)
+	must(t, w.AdvanceResolved(1, 40))
+	gate := make(chan struct{})
+	match, reached := signal(isSegment)
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: match, Wait: gate})
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Close(cctx) }()
+	<-reached
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("aborted Close: %v", err)
+	}
+	close(gate)
+	<-w.commitDone // the hung sync returns; the pipeline ends
+	if err := w.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second Close: %v, want the first one's result", err)
+	}
+	if n := len(activeFiles(t, dir)); n != 1 {
+		t.Fatalf("%d active segments after an aborted Close", n)
+	}
+	w2 := open(t, localBucket(t, dir), testOptions("w"))
+	if w2.FlushedTs() != 20 {
+		t.Fatalf("reopened at %d", w2.FlushedTs())
+	}
+	must(t, w2.Close(ctx))
+	checkIDs(t, readLog(t, localBucket(t, dir), readOpts{fenced: true}), 1, 20)
+}

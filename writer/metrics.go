@@ -18,6 +18,7 @@ type metrics struct {
 	segments        prometheus.Counter
 	retries         prometheus.Counter
 	backpressure    prometheus.Counter
+	overcommits     prometheus.Counter
 	buffered        prometheus.Gauge
 	blocked         prometheus.Gauge
 	flushedTs       prometheus.Gauge
@@ -57,6 +58,7 @@ func newMetrics(reg prometheus.Registerer, logID, writerID string) (*metrics, er
 		segments:       counter("segments_total", "Segments completed: sealed, or put as objects.", nil),
 		retries:        counter("flush_retries_total", "Failed storage or publication attempts that were retried.", nil),
 		backpressure:   counter("backpressure_seconds_total", "Time Write calls spent blocked on the memory quota.", nil),
+		overcommits:    counter("quota_overcommits_total", "Writes let through over a memory quota full of events no flush could take.", nil),
 		buffered:       gauge("buffered_bytes", "Bytes of events held in memory, from Write until durable."),
 		blocked:        gauge("blocked_writes", "Write calls blocked on the memory quota now."),
 		flushedTs:      gauge("flushed_resolved_ts", "The writer's flushed resolved ts."),
@@ -70,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, logID, writerID string) (*metrics, er
 	// The two kinds of events_total share a name: register them through
 	// one vector-like collector.
 	all := []prometheus.Collector{
-		multi{m.rows, m.ddls}, m.payload, m.stored, m.segments, m.retries, m.backpressure,
+		multi{m.rows, m.ddls}, m.payload, m.stored, m.segments, m.retries, m.backpressure, m.overcommits,
 		m.buffered, m.blocked, m.flushedTs, m.flushDuration, m.fsyncDuration, m.uploadDuration,
 	}
 	for _, c := range all {

@@ -171,6 +171,9 @@ func (w *Writer) cut(force bool) *job {
 	j.rows = j.records - j.ddls
 	w.pending -= j.quota
 	w.sinceCut = 0
+	// Writes waiting on the quota look again: if this cut took nothing,
+	// nothing will free memory until the resolved ts moves (see stuck).
+	defer w.quota.wake()
 	// Enough blocks to cover a threshold flush may wait compressed for the
 	// committer, so that compression goes on while it syncs or uploads.
 	depth := max(2*w.o.Workers, int(w.o.FlushBytes/int64(w.o.BlockSize)))

@@ -371,12 +371,18 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	n := int64(len(sc.enc)) + int64(len(events))*recOverhead
 
 	blocked := false
-	waited, err := w.quota.acquire(ctx, w.stopped, n, func() {
+	waited, forced, err := w.quota.acquire(ctx, w.stopped, n, func() {
 		blocked = true
 		w.stats.blocked.Add(1)
 		w.m.blocked.Inc()
 		w.poke()
-	})
+	}, w.stuck)
+	if forced {
+		w.stats.overcommits.Add(1)
+		w.m.overcommits.Inc()
+		w.log.Warn("memory quota full of events above the resolved ts; admitting a write over the quota",
+			"span", span, "bytes", n, "quota", w.o.MemoryQuota)
+	}
 	if blocked {
 		w.stats.blocked.Add(-1)
 		w.m.blocked.Dec()
@@ -418,6 +424,10 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	due := w.sinceCut >= w.o.FlushBytes
 	w.mu.Unlock()
 
+	if forced {
+		// Other waiters saw these bytes as in flight: let them look again.
+		w.quota.wake()
+	}
 	w.stats.writtenEvents.Add(int64(len(events)))
 	w.stats.writtenBytes.Add(int64(len(sc.enc)))
 	w.m.buffered.Add(float64(n))
@@ -425,6 +435,17 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 		w.poke()
 	}
 	return nil
+}
+
+// stuck reports whether a Write waiting on the quota could wait forever: no
+// flush is in flight to free memory, and the resolved ts has not moved since
+// the last cut, so no flush can take any buffered event. The Writes that would
+// move it may be the blocked ones (one span's goroutine blocked while other
+// spans filled the quota), so the waiter is let through instead.
+func (w *Writer) stuck() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changes == w.cutChanges && w.quota.inUse() == w.pending
 }
 
 // checkEvents checks the order of events against the span's state.
@@ -501,19 +522,20 @@ func (w *Writer) close(ctx context.Context) error {
 		_, err = w.request(ctx, true)
 	}
 	w.stop() // wakes Writes blocked on the quota
-	if ctx.Err() != nil {
-		w.cancel()
-	}
 	select {
 	case <-w.commitDone:
 	case <-ctx.Done():
-		w.cancel()
-		<-w.commitDone
 	}
 	w.cancel()
+	w.m.unregister()
+	if ctx.Err() != nil && w.Err() == nil {
+		// Aborted. A sync or put in progress cannot be interrupted: the
+		// pipeline ends on its own when it returns, closing the active
+		// segment unsealed.
+		return ctx.Err()
+	}
 	<-w.loopDone
 	w.workers.Wait()
-	w.m.unregister()
 	if ferr := w.Err(); ferr != nil {
 		return ferr
 	}
@@ -551,13 +573,17 @@ type Stats struct {
 	// BlockedWrites is how many are blocked now.
 	Backpressure  time.Duration
 	BlockedWrites int64
-	FlushedTs     uint64
+	// QuotaOvercommits counts Writes let through over a quota full of
+	// events no flush could take (see the package doc).
+	QuotaOvercommits int64
+	FlushedTs        uint64
 }
 
 type counters struct {
 	writtenEvents, writtenBytes                       atomic.Int64
 	events, rows, ddls, payload, stored, blocks       atomic.Int64
 	flushes, segments, retries, backpressure, blocked atomic.Int64
+	overcommits                                       atomic.Int64
 }
 
 // Stats returns the writer's counters.
@@ -569,7 +595,7 @@ func (w *Writer) Stats() Stats {
 		StoredBytes: c.stored.Load(), Blocks: c.blocks.Load(), Flushes: c.flushes.Load(),
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
-		BlockedWrites: c.blocked.Load(),
-		FlushedTs:     w.FlushedTs(),
+		BlockedWrites: c.blocked.Load(), QuotaOvercommits: c.overcommits.Load(),
+		FlushedTs: w.FlushedTs(),
 	}
 }
