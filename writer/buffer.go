@@ -41,14 +41,52 @@ func recLess(a, b *rec) bool {
 // Arena chunk sizes: a span's first chunk is small, so that thousands of quiet
 // spans cost little, and chunks double up to the maximum as a span proves
 // busy. Chunks of the maximum size are recycled once a flush has copied
-// their records into blocks: a busy writer then encodes into memory that is
-// already mapped and cached instead of fresh, zeroed pages.
+// their records into blocks: a busy writer then copies into memory that is
+// already mapped instead of fresh, zeroed pages (page faults and zeroing cost
+// more than the copy itself).
 const (
 	minChunk = 4 << 10
 	maxChunk = 1 << 20
 )
 
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, maxChunk); return &b }}
+// chunkCache keeps recycled chunks of maxChunk bytes. Unlike a sync.Pool it
+// is not emptied by every garbage collection, which at the writer's
+// allocation rate would throw the chunks away about as fast as they come
+// back; it holds at most what the memory quota allows.
+type chunkCache struct {
+	mu   sync.Mutex
+	free [][]byte
+	max  int
+}
+
+func newChunkCache(quota int64) *chunkCache {
+	return &chunkCache{max: int(min(quota/maxChunk+1, 4096))}
+}
+
+func (cc *chunkCache) get() []byte {
+	cc.mu.Lock()
+	if n := len(cc.free); n > 0 {
+		b := cc.free[n-1]
+		cc.free[n-1] = nil
+		cc.free = cc.free[:n-1]
+		cc.mu.Unlock()
+		return b
+	}
+	cc.mu.Unlock()
+	return make([]byte, 0, maxChunk)
+}
+
+// recycle takes back the chunks of the maximum size.
+func (cc *chunkCache) recycle(chunks []*chunk) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, c := range chunks {
+		if cap(c.b) == maxChunk && len(cc.free) < cc.max {
+			cc.free = append(cc.free, c.b[:0])
+		}
+		c.b = nil
+	}
+}
 
 // chunk is an arena chunk. Its slice only grows within its capacity, so the
 // encodings in it never move.
@@ -82,7 +120,7 @@ func (r *run) data(i int) []byte {
 
 // store copies encoded events (enc, split at ends) into the arena and appends
 // their records.
-func (s *spanBuf) store(enc []byte, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
+func (s *spanBuf) store(cc *chunkCache, enc []byte, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
 	var c *chunk
 	if n := len(s.chunks); n > 0 {
 		c = s.chunks[n-1]
@@ -91,7 +129,7 @@ func (s *spanBuf) store(enc []byte, ends []int, ts []uint64, kinds []segment.Kin
 		s.next = min(max(s.next, minChunk), maxChunk)
 		size := max(s.next, len(enc))
 		if size == maxChunk {
-			c = &chunk{b: (*chunkPool.Get().(*[]byte))[:0]}
+			c = &chunk{b: cc.get()}
 		} else {
 			c = &chunk{b: make([]byte, 0, size)}
 		}
@@ -156,17 +194,6 @@ func (s *spanBuf) dropAbove(ts uint64) int64 {
 	}
 	s.recs = s.recs[:i]
 	return bytes
-}
-
-// recycle returns chunks of the maximum size to the pool.
-func recycle(chunks []*chunk) {
-	for _, c := range chunks {
-		if cap(c.b) == maxChunk {
-			b := c.b[:0]
-			chunkPool.Put(&b)
-		}
-		c.b = nil
-	}
 }
 
 // quota is the memory quota: a counting semaphore in bytes. A request larger

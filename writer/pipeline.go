@@ -228,7 +228,7 @@ func (w *Writer) build(j *job) {
 	// The records are in blocks now. The chunks the cut retired hold only
 	// records of this job and of earlier ones, all built: reuse them.
 	j.runs = nil
-	recycle(j.retired)
+	w.chunks.recycle(j.retired)
 	j.retired = nil
 }
 

@@ -65,6 +65,7 @@ type Writer struct {
 	closing     bool
 
 	quota   *quota
+	chunks  *chunkCache
 	flushed atomic.Uint64 // the flushed resolved ts reported so far
 	stats   counters
 
@@ -123,6 +124,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 		append:  b.CanAppend(),
 		spans:   map[SpanID]*spanBuf{},
 		quota:   newQuota(o.MemoryQuota),
+		chunks:  newChunkCache(o.MemoryQuota),
 		stopped: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		reqs:    make(chan *flushReq),
@@ -417,7 +419,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 		w.quota.release(n)
 		return err
 	}
-	s.store(sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
+	s.store(w.chunks, sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
 	w.arrival += uint64(len(events))
 	w.pending += n
 	w.sinceCut += n
