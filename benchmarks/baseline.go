@@ -18,7 +18,7 @@ import (
 // baselineCap bounds the bytes a baseline moves; rates do not need more.
 func baselineCap(quick bool) int64 {
 	if quick {
-		return 64 * mib
+		return 32 * mib
 	}
 	return 256 * mib
 }
@@ -33,11 +33,15 @@ func baselineCap(quick bool) int64 {
 func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c Cell, wr *writeOutcome, res *Result) error {
 	m := res.Metrics
 	n := min(wr.payload, baselineCap(res.quick()))
+	// The generator and the codec alone: the harness's own share of the
+	// writer's figures (the writer's Write encodes what the generator makes).
+	t0 := time.Now()
 	buf, ends, rows := newGen(1, c.RowSize, c.Mix).payload(n)
+	m["base_gen_mib_s"] = float64(len(buf)) / mib / time.Since(t0).Seconds()
 
 	// Memory copy.
 	dst := make([]byte, len(buf))
-	t0 := time.Now()
+	t0 = time.Now()
 	var copied int64
 	for time.Since(t0) < 200*time.Millisecond || copied < 4*int64(len(buf)) {
 		copy(dst, buf)
@@ -166,13 +170,17 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	}
 	objSize = max(min(objSize, len(src)), 1)
 	// As many objects as the writer made, within the bytes at hand and a
-	// time budget; at least three.
-	maxObjs := int(max(wr.segments, 3))
+	// time budget; at least minObjs.
+	minObjs := 3
+	if res.quick() {
+		minObjs = 2
+	}
+	maxObjs := int(max(wr.segments, int64(minObjs)))
 	var keys []string
 	t0 = time.Now()
 	var put int64
 	for i := 0; i < maxObjs; i++ {
-		if i >= 3 && time.Since(t0) > 3*time.Second {
+		if i >= minObjs && time.Since(t0) > putBudget(res.quick()) {
 			break
 		}
 		off := (i * objSize) % max(len(src)-objSize+1, 1)
@@ -204,6 +212,13 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 		m["ratio_read_get"] = v / m["comp_ratio"] / m["base_get_mib_s"]
 	}
 	return b.Delete(ctx, keys...)
+}
+
+func putBudget(quick bool) time.Duration {
+	if quick {
+		return time.Second
+	}
+	return 5 * time.Second
 }
 
 // rawAppend appends chunks to a new file at path in about nSyncs equal

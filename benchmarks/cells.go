@@ -66,7 +66,7 @@ func buildMatrix(o matrixOpts) []Cell {
 	var cells []Cell
 	secs := 5.0
 	if o.quick {
-		secs = 1.5
+		secs = 1
 	}
 	for _, be := range o.backends {
 		if !be.Available {
@@ -84,6 +84,7 @@ func buildMatrix(o matrixOpts) []Cell {
 			if be.Name == "local-fsync" {
 				cells = append(cells,
 					writerCell(be.Name, 512, 100, "none", 1, "rows", 0, secs, roleLZ4Off),
+					writerCell(be.Name, 512, 1000, "lz4", 1, "rows", 0, secs, roleLatency1),
 					writerCell(be.Name, 512, 100, "lz4", 1, "ddl", 0, secs))
 			}
 			if isCloud {
@@ -129,7 +130,7 @@ func buildMatrix(o matrixOpts) []Cell {
 	// The cost of consistency: the toy pipeline, gate off and on.
 	psecs, rate := 4.0, 5000
 	if o.quick {
-		psecs = 1.5
+		psecs = 1
 	}
 	for _, be := range o.backends {
 		if !be.Available {

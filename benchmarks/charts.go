@@ -29,70 +29,83 @@ type series struct {
 	val, lo, hi []float64
 }
 
-// errPts places error bars on the bars of one series.
-type errPts struct {
-	x0 float64
-	s  series
+// pts are one series' points, shifted within each group, with their
+// min–max as error bars; missing or non-positive values are left out (the
+// axis is logarithmic).
+type pts struct {
+	x, y, lo, hi []float64
 }
 
-func (e errPts) Len() int                { return len(e.s.val) }
-func (e errPts) XY(i int) (x, y float64) { return e.x0 + float64(i), nz(e.s.val[i]) }
-func (e errPts) YError(i int) (float64, float64) {
-	return nz(e.s.val[i]) - nz(e.s.lo[i]), nz(e.s.hi[i]) - nz(e.s.val[i])
+func (e pts) Len() int                { return len(e.x) }
+func (e pts) XY(i int) (x, y float64) { return e.x[i], e.y[i] }
+func (e pts) YError(i int) (float64, float64) {
+	return e.y[i] - e.lo[i], e.hi[i] - e.y[i]
 }
 
-func nz(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
-}
+func ok(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v > 0 }
 
-// groupedBars draws one bar per series in each group, with min–max error
-// bars, and writes an SVG.
-func groupedBars(path, title, ylabel string, groups []string, ss []series) error {
+var glyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}}
+
+// dotPlot draws one marker per series in each group on a log scale, with
+// min–max error bars, and writes an SVG.
+func dotPlot(path, title, ylabel string, groups []string, ss []series) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
-	p.Y.Min = 0
-	width := 15 * vg.Centimeter
-	if n := len(groups); n > 5 {
-		width = vg.Length(n) * 3 * vg.Centimeter
-	}
-	height := 9 * vg.Centimeter
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
 	k := len(ss)
-	slot := 0.8 / float64(k)
-	// Bar width in drawing units: the plot's data area is about 85% of the
-	// width, for len(groups) data units.
-	bw := vg.Length(float64(width) * 0.85 / float64(len(groups)) * slot * 0.9)
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for j, s := range ss {
-		vals := make(plotter.Values, len(s.val))
-		for i, v := range s.val {
-			vals[i] = nz(v)
+		var e pts
+		dx := 0.0
+		if k > 1 {
+			dx = -0.25 + 0.5*float64(j)/float64(k-1)
 		}
-		bc, err := plotter.NewBarChart(vals, bw)
+		for i, v := range s.val {
+			if !ok(v) {
+				continue
+			}
+			l, h := v, v
+			if s.lo != nil && ok(s.lo[i]) {
+				l = s.lo[i]
+			}
+			if s.hi != nil && ok(s.hi[i]) {
+				h = s.hi[i]
+			}
+			e.x, e.y, e.lo, e.hi = append(e.x, float64(i)+dx), append(e.y, v), append(e.lo, l), append(e.hi, h)
+			lo, hi = math.Min(lo, l), math.Max(hi, h)
+		}
+		if len(e.x) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(e)
 		if err != nil {
 			return err
 		}
-		bc.XMin = -0.4 + slot*(float64(j)+0.5)
-		bc.Color = palette[j%len(palette)]
-		bc.LineStyle.Width = 0
-		p.Add(bc)
-		p.Legend.Add(s.name, bc)
-		if s.lo != nil {
-			eb, err := plotter.NewYErrorBars(errPts{x0: bc.XMin, s: s})
-			if err != nil {
-				return err
-			}
-			eb.LineStyle.Width = vg.Points(0.8)
-			p.Add(eb)
+		sc.GlyphStyle = draw.GlyphStyle{Color: palette[j%len(palette)], Radius: vg.Points(3.5), Shape: glyphs[j%len(glyphs)]}
+		eb, err := plotter.NewYErrorBars(e)
+		if err != nil {
+			return err
 		}
+		eb.LineStyle.Color = palette[j%len(palette)]
+		eb.LineStyle.Width = vg.Points(1)
+		p.Add(eb, sc)
+		p.Legend.Add(s.name, sc)
 	}
+	if math.IsInf(lo, 0) {
+		return nil
+	}
+	// Headroom above the data for the legend.
+	p.Y.Min, p.Y.Max = lo/2, hi*8
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(6)
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
-	c := vgsvg.New(width, height)
+	width := max(16*vg.Centimeter, vg.Length(len(groups))*3.2*vg.Centimeter)
+	c := vgsvg.New(width, 10*vg.Centimeter)
 	p.Draw(draw.New(c))
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
@@ -100,6 +113,7 @@ func groupedBars(path, title, ylabel string, groups []string, ss []series) error
 	}
 	// Name fallbacks for viewers without the Liberation fonts gonum uses.
 	svg := strings.ReplaceAll(buf.String(), "font-family:Liberation Sans", "font-family:'Liberation Sans',Arial,Helvetica,sans-serif")
+	svg = strings.ReplaceAll(svg, "font-family:Liberation Serif", "font-family:'Liberation Serif','Times New Roman',serif")
 	return os.WriteFile(path, []byte(svg), 0o644)
 }
 
@@ -135,7 +149,7 @@ func writeCharts(out string, r *Report) ([]string, error) {
 			base.val, base.lo, base.hi = append(base.val, a), append(base.lo, b), append(base.hi, c)
 		}
 		name := "throughput.svg"
-		if err := groupedBars(filepath.Join(out, name), "Writer throughput by backend (512 B rows, 100 ms flushes, lz4, 1 writer)", "MiB/s (median, bars: min–max)", groups, []series{w, base}); err != nil {
+		if err := dotPlot(filepath.Join(out, name), "Writer throughput by backend", "MiB/s (median, min–max)", groups, []series{w, base}); err != nil {
 			return nil, err
 		}
 		files = append(files, name)
@@ -148,7 +162,7 @@ func writeCharts(out string, r *Report) ([]string, error) {
 		mx := series{name: "max"}
 		for _, cr := range lat {
 			c := cr.Cell
-			g := fmt.Sprintf("%s %s", c.Backend, map[bool]string{true: "1 s", false: fmt.Sprintf("%d ms", c.FlushMS)}[c.FlushMS == 1000])
+			g := fmt.Sprintf("%s\n%s", c.Backend, map[bool]string{true: "1 s", false: fmt.Sprintf("%d ms", c.FlushMS)}[c.FlushMS == 1000])
 			groups = append(groups, g)
 			for _, x := range []struct {
 				s *series
@@ -160,7 +174,7 @@ func writeCharts(out string, r *Report) ([]string, error) {
 			}
 		}
 		name := "latency.svg"
-		if err := groupedBars(filepath.Join(out, name), "Flush latency by backend and flush interval", "ms (median of repetitions, bars: min–max)", groups, []series{p50, p99, mx}); err != nil {
+		if err := dotPlot(filepath.Join(out, name), "Flush latency by backend and flush interval", "ms (median, min–max)", groups, []series{p50, p99, mx}); err != nil {
 			return nil, err
 		}
 		files = append(files, name)

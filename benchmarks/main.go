@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -39,12 +40,23 @@ func main() {
 		reps     = flag.Int("reps", 3, "repetitions of every cell (at least 3 for a spread)")
 		dir      = flag.String("dir", os.TempDir(), "folder on the disk the local backends and WAL libraries write to")
 		filter   = flag.String("cells", "", "keep only cells whose ID contains one of these comma-separated strings")
+		render   = flag.String("render", "", "re-render the report, charts and snippet from a results.json (into -out, default its folder)")
 		storages stringList
 	)
 	flag.Var(&storages, "storage", "a blob URL to benchmark as well (repeatable); the bucket must exist")
 	flag.Parse()
 	if *child {
 		os.Exit(childMain())
+	}
+	if *render != "" {
+		if *out == "" {
+			*out = filepath.Dir(*render)
+		}
+		if err := rerender(*render, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "benchmarks:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *out == "" {
 		*out = defaultOut()
@@ -123,6 +135,19 @@ func run(quick bool, out string, reps int, dir, filter string, storages []string
 	}
 	fmt.Fprintf(os.Stderr, "report written to %s (%.0f s)\n", out, time.Since(start).Seconds())
 	return nil
+}
+
+// rerender writes the report of a results.json again.
+func rerender(path, out string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return writeReport(out, &r)
 }
 
 // headline is the progress line's figure.

@@ -24,7 +24,9 @@ import (
 //     every pipeCoordTick, read back by a meta.Watcher polling every
 //     pipeWatchPoll) covers it, then hands it to the downstream;
 //   - gate off: the generator writes the same events to the same redo writer
-//     and hands copies to the downstream at once, without waiting for the log.
+//     and hands copies to the downstream at once, without waiting for the log
+//     (the downstream takes what is waiting in batches of up to 1024 events,
+//     the gate's default batch).
 //
 // Phase 1 (throughput): the generator runs flat out for Seconds; the figure is
 // rows in SQLite per second, until the last row written is downstream.
@@ -142,10 +144,26 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 		// The downstream goroutine takes copies in batches, like the gate's.
 		ch := make(chan []codec.Event, 64)
 		bg.Go(func() {
+			// Batches of whole transactions, up to the gate's default
+			// MaxBatch (1024 events), of whatever is waiting.
 			var err error
+			var batch []codec.Event
 			for evs := range ch {
+				batch = append(batch[:0], evs...)
+			more:
+				for len(batch) < 1024 {
+					select {
+					case evs, ok := <-ch:
+						if !ok {
+							break more
+						}
+						batch = append(batch, evs...)
+					default:
+						break more
+					}
+				}
 				if err == nil {
-					err = downstream(ctx, evs)
+					err = downstream(ctx, batch)
 				}
 			}
 			runErr <- err

@@ -102,11 +102,11 @@ func methodNotes() []string {
 		"Every cell runs at least 3 times; the rounds are interleaved (each round runs every cell once, in a rotated order), and each repetition runs in a child process of its own (its own peak RSS, VmHWM).",
 		"Figures are the median over the repetitions, with the min–max range in brackets; a figure whose range is wider than 20% of its median is labelled noisy. The machine is shared: noise is reported, not hidden.",
 		"MiB = 2^20 bytes. Payload = the encoded events (codec.AppendEvent); stored = the bytes written to storage (segment headers, compressed blocks, footers).",
-		"Write phase: W writers, each with 8 spans, write transactions of 16 rows (DDL mix: 4 rows + 1 DDL) as fast as they can for the cell's seconds, advancing each span's resolved ts after each transaction; the harness calls Writer.Flush every flush interval (the writer's own interval timer is off, its 16 MiB size trigger on). Throughput = durable rows (and payload) ÷ the time from the first write to the return of the final Flush.",
-		"Flush latency = the time of one of those Flush calls, from the call until the flush is durable and its progress published; p50/p99/max are per repetition, then the median over repetitions (the pooled percentiles over every flush are in results.json).",
-		"Requests per flush = the blob.Bucket request counters (Stats) of the write phase ÷ completed flushes. PUTs include the writer's progress publication (a conditional write of its state object) on every flush.",
-		"Read = reader.Open over the whole log and NextBatch until EOF: decoded (codec events, what apply uses) and raw (Options.Raw: the merge, CRC and lz4, no decoding).",
-		"Baselines run in the same child right after the writer, on the same generator's encoded events (at most 64 MiB in -quick, 256 MiB otherwise): memory copy; lz4 (pierrec/lz4 Compressor, the writer's 256 KiB blocks) compress on one thread and decompress on 1 and GOMAXPROCS threads; local disk: append to a file on the same file system with as many fdatasyncs per payload byte as the writer made (none on local-nosync), the payload as is and lz4-compressed; object stores: PUT then GET of objects of the writer's mean segment size, made of the bytes it stored, through the same blob.Bucket (the same SDK and driver).",
+		"Throughput phase: W writers, each with 8 spans, write transactions of 16 rows (DDL mix: 4 rows + 1 DDL) flat out for the cell's seconds, advancing each span's resolved ts after each transaction; the harness calls Writer.Flush every flush interval (the writer's own interval timer is off, its 16 MiB size trigger on). Throughput = durable rows (and payload) ÷ the time from the first write to the return of the final Flush. The generator and the codec run on the writers' goroutines and count in these figures; the baselines show their own speed (\"generate + encode\").",
+		"Latency phase: right after, the same writers run open loop at half the throughput just measured (for the cell's seconds, at least 2.5 flush intervals), flushed on the same cadence. Flush latency = the time of one Flush call, from the call until the flush is durable and its progress published; p50/p99/max are per repetition, then the median over repetitions (pooled percentiles over every flush are in results.json). Flush latency at saturation (the throughput phase) is mostly queueing behind the backlog, and is reported apart.",
+		"Requests per flush = the blob.Bucket request counters (Stats) of the throughput phase ÷ completed flushes. PUTs include the writer's progress publication (a conditional write of its state object) on every flush; syncs are fdatasyncs of the active segment.",
+		"Read = reader.Open over the whole log (both phases) and NextBatch until EOF: decoded (codec events, what apply uses) and, on local disk, raw (Options.Raw: the merge, CRC and lz4, no decoding).",
+		"Baselines run in the same child right after the writer, on the same generator's encoded events (at most 32 MiB in -quick, 256 MiB otherwise): generate + encode (the harness's share); memory copy; lz4 (pierrec/lz4 Compressor, the writer's 256 KiB blocks) compress on one thread and decompress on 1 and GOMAXPROCS threads; local disk: append to a file on the same file system with as many fdatasyncs per payload byte as the writer made in its throughput phase (none on local-nosync), the payload as is and lz4-compressed; object stores: PUT then GET of objects of the writer's mean segment size, made of the bytes it stored, through the same blob.Bucket (the same SDK and driver).",
 		"Ratios are computed inside each repetition (writer ÷ its own baseline measured minutes apart at most), then summarised like any figure.",
 	}
 }
@@ -349,7 +349,7 @@ func renderMarkdown(r *Report, charts []string) string {
 
 	wcells := r.cell(func(c Cell) bool { return c.Kind == "writer" })
 	if len(wcells) > 0 {
-		p("## Every writer cell\n\n| backend | row B | flush ms | lz4 | writers | mix | rows/s | payload MiB/s | × raw | flush p50 / p99 / max ms (pooled n) | stored MiB (ratio) | PUT / sync per flush | peak RSS MiB | read rows/s | read raw rows/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("## Every writer cell\n\n| backend | row B | flush ms | lz4 | writers | mix | rows/s | payload MiB/s | × raw | flush p50 / p99 / max ms (pooled n) | flush p50 at saturation ms | stored MiB (ratio) | PUT / sync per flush | peak RSS MiB | read rows/s | read raw rows/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, cr := range wcells {
 			c := cr.Cell
 			mix := c.Mix
@@ -357,20 +357,20 @@ func renderMarkdown(r *Report, charts []string) string {
 				mix += fmt.Sprintf(", %d MiB segments", c.SegmentMiB)
 			}
 			pl := cr.Pooled["flush_ms"]
-			p("| %s%s | %d | %d | %s | %d | %s | %s | %s | %s | %s / %s / %s (%d) | %s (%s×) | %s / %s | %s | %s | %s |\n",
+			p("| %s%s | %d | %d | %s | %d | %s | %s | %s | %s | %s / %s / %s (%d) | %s | %s (%s×) | %s / %s | %s | %s | %s |\n",
 				c.Backend, cr.errNote(), c.RowSize, c.FlushMS, c.Compression, c.Writers, mix, cr.f("write_rows_s"), cr.f("write_mib_s"), cr.ratio("ratio_raw"),
-				cr.f("flush_p50_ms"), cr.f("flush_p99_ms"), cr.f("flush_max_ms"), pl.N, human(cr.m("stored_mib")), human(cr.m("comp_ratio")),
+				cr.f("flush_p50_ms"), cr.f("flush_p99_ms"), cr.f("flush_max_ms"), pl.N, cr.f("flush_sat_p50_ms"), human(cr.m("stored_mib")), human(cr.m("comp_ratio")),
 				human(cr.m("put_per_flush")), human(cr.m("sync_per_flush")), cr.f("rss_write_mib"), cr.f("read_rows_s"), cr.f("read_raw_rows_s"))
 		}
-		p("\n### Baselines of each writer cell (MiB/s of payload unless said)\n\n| backend | row B | flush ms | lz4 | writers | mix | memcpy | lz4 compress (1 thread) | lz4 decompress 1 / N threads | append | append lz4'd (stored MiB/s) | raw append + 1-thread lz4 | PUT (object MiB) | GET | read ceiling rows/s (1 thread) | read raw ÷ ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("\n### Baselines of each writer cell (MiB/s of payload unless said)\n\n| backend | row B | flush ms | lz4 | writers | mix | generate + encode | memcpy | lz4 compress (1 thread) | lz4 decompress 1 / N threads | append | append lz4'd (stored MiB/s) | raw append + 1-thread lz4 | PUT (object MiB) | GET | read ceiling rows/s (1 thread) | read raw ÷ ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, cr := range wcells {
 			c := cr.Cell
 			put := "–"
 			if _, ok := cr.Metrics["base_put_mib_s"]; ok {
 				put = fmt.Sprintf("%s (%s)", cr.f("base_put_mib_s"), human(cr.m("base_put_obj_mib")))
 			}
-			p("| %s | %d | %d | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				c.Backend, c.RowSize, c.FlushMS, c.Compression, c.Writers, c.Mix, cr.f("base_memcpy_mib_s"), cr.f("base_lz4c_mib_s"),
+			p("| %s | %d | %d | %s | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				c.Backend, c.RowSize, c.FlushMS, c.Compression, c.Writers, c.Mix, cr.f("base_gen_mib_s"), cr.f("base_memcpy_mib_s"), cr.f("base_lz4c_mib_s"),
 				cr.f("base_lz4d_mib_s"), cr.f("base_lz4d_par_mib_s"), cr.f("base_append_mib_s"), cr.f("base_append_lz4_mib_s"),
 				cr.f("base_naive_lz4_mib_s"), put, cr.f("base_get_mib_s"), cr.f("ceiling_rows_s"), cr.ratio("ratio_read_raw_ceiling"))
 		}
