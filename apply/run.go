@@ -31,7 +31,7 @@ type Options struct {
 	// MaxBufferedRows bounds the rows Run holds that no worker has taken
 	// yet: past it, every table's complete rows are handed out at the next
 	// commit ts. The rows of one commit ts of one table are always held
-	// whole. 0 means 4 × Workers × TxnRows.
+	// whole. 0 means 2 × Workers × TxnRows.
 	MaxBufferedRows int
 	// MaxRetries is how often a transaction or DDL that failed with a
 	// transient error is retried before Run gives up. 0 means
@@ -47,8 +47,8 @@ type Options struct {
 // Defaults for zero Options fields.
 const (
 	DefaultWorkers      = 4
-	DefaultBatchRows    = 256
-	DefaultTxnRows      = 4096
+	DefaultBatchRows    = 1024
+	DefaultTxnRows      = 8192
 	DefaultMaxRetries   = 8
 	DefaultRetryBackoff = 50 * time.Millisecond
 	maxRetryBackoff     = 5 * time.Second
@@ -74,7 +74,7 @@ func (o *Options) withDefaults(sink Sink) Options {
 		c.TxnRows = DefaultTxnRows
 	}
 	if c.MaxBufferedRows <= 0 {
-		c.MaxBufferedRows = 4 * c.Workers * c.TxnRows
+		c.MaxBufferedRows = 2 * c.Workers * c.TxnRows
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = DefaultMaxRetries

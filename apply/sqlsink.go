@@ -38,7 +38,7 @@ type SinkOptions struct {
 // Defaults for zero SinkOptions fields.
 const (
 	DefaultProgressTable    = "redokit_apply_progress"
-	DefaultMaxStatementRows = 512
+	DefaultMaxStatementRows = 1024
 	// maxStatementBytes bounds an interpolated MySQL statement well below
 	// the server's default max_allowed_packet (16 MiB in MariaDB, 64 MiB
 	// in MySQL 8).
