@@ -88,6 +88,18 @@
 // returns that error ([Writer.Err]). Only Open with the same writer ID (a new
 // epoch, with recovery) goes on from there.
 //
+// # Fencing
+//
+// A writer learns that it was fenced when its progress publication fails (a
+// compare-and-swap on its lease). Segments it completed after its last
+// publication are then past its epoch's fence, and readers skip them; blocks
+// it appended to the active segment its fence still accepts would read as
+// duplicates of what the new epoch writes again. So a fenced writer, before it
+// stops, retracts what it stored after its last publication, best effort: it
+// cuts its segments back to their published size and deletes the objects and
+// segment files that hold nothing published. Either way no reported event is
+// lost, and a zombie can never publish progress.
+//
 // # Restart
 //
 // Open takes the writer's lease (meta.AcquireWriter: a new epoch that fences
