@@ -72,8 +72,9 @@
 // since the last flush — waiting could last forever, since the Write that
 // blocks may be the one whose span holds the resolved ts back; such a Write
 // is let through over the quota and counted (Stats.QuotaOvercommits, the
-// quota_overcommits_total metric). Besides the quota, in-flight blocks take
-// about twice FlushBytes.
+// quota_overcommits_total metric). Besides the quota, blocks in flight take up
+// to about twice FlushBytes, and on an object store the segment object being
+// assembled up to MaxSegmentBytes.
 //
 // # Failures
 //
