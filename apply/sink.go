@@ -76,7 +76,7 @@ type DDLMark struct {
 	Count    int
 }
 
-// Before reports whether the DDL that is the index-th (from 0) at commit ts
+// covers reports whether the DDL that is the index-th (from 0) at commit ts
 // ts is covered by m.
 func (m DDLMark) covers(ts uint64, index int) bool {
 	return ts < m.CommitTs || ts == m.CommitTs && index < m.Count
