@@ -95,7 +95,9 @@ type Progress struct {
 // implements it for SQLite and MySQL-compatible databases; third parties
 // implement it for others.
 //
-// Run calls Progress once, before anything else. Row changes go through
+// Run calls Progress before anything else, and again when a Commit failed
+// with a transient error, to learn whether it committed anyway (possibly
+// while other transactions are open). Row changes go through
 // transactions: Begin, ApplyRows any number of times, then Commit (which
 // records the marks in the same transaction as the data) or Rollback. Run
 // holds up to Options.Workers transactions open at once, each from its own
