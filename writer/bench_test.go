@@ -128,6 +128,7 @@ func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
 	var payload int64
 	b.SetBytes(benchRowSize)
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	ts := uint64(0)
 	for i := 0; i < b.N; {
@@ -155,6 +156,7 @@ func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	st := w.Stats()
 	payload = st.PayloadBytes
@@ -167,6 +169,18 @@ func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
 		b.ReportMetric(float64(payload)/float64(st.StoredBytes), "ratio")
 	}
 	b.ReportMetric(st.Backpressure.Seconds()/elapsed.Seconds()*100, "%blocked")
+	b.ReportMetric(cpu.Seconds()/(float64(payload)/(1<<30)), "cpu-s/GiB")
+}
+
+// cpuTime is the CPU time (user and system) the process has used: the
+// benchmarks report it per GiB, which the load of other processes on a
+// shared machine does not change the way it changes throughput.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchBaseline appends b.N rows' encoded bytes to a file, single-threaded,
@@ -209,6 +223,7 @@ func benchBaseline(b *testing.B, enc [][]byte, compress bool) {
 	}
 	b.SetBytes(benchRowSize)
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
 		e := enc[i%len(enc)]
@@ -225,10 +240,12 @@ func benchBaseline(b *testing.B, enc [][]byte, compress bool) {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(payload)/elapsed.Seconds()/(1<<20), "payload-MiB/s")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64(payload)/float64(stored), "ratio")
+	b.ReportMetric(cpu.Seconds()/(float64(payload)/(1<<30)), "cpu-s/GiB")
 }
 
 // BenchmarkFlushLatency writes at a steady rate and calls Flush every 50 ms;
