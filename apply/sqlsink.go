@@ -206,7 +206,7 @@ func (s *SQLSink) MaxOpenTxs() int {
 }
 
 // Close releases the sink's connection, and closes the database if Open
-// opened it.
+// opened it. Every transaction must have ended.
 func (s *SQLSink) Close() error {
 	var err error
 	if s.lite != nil {
