@@ -109,6 +109,9 @@ func (c *committer) run() {
 		case <-age:
 			// Idle between flushes: every block is published.
 			c.ageTimer = nil
+			if w.Err() != nil {
+				continue
+			}
 			c.attempts = 0
 			if err := c.retry(c.sealActive); err != nil {
 				w.fail(err)

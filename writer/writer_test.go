@@ -570,3 +570,30 @@ func TestConcurrentSpans(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeEvents writes events larger than a block and than a segment: each
+// gets a block (and a segment) of its own, and reads back whole.
+func TestLargeEvents(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var b *blob.Bucket
+			if backend == "mem" {
+				b = memBucket()
+			} else {
+				b = localBucket(t, t.TempDir())
+			}
+			o := testOptions("w")
+			o.BlockSize = 1 << 10
+			o.MaxSegmentBytes = 8 << 10
+			o.Compression = CompressionNone
+			w := open(t, b, o)
+			must(t, w.AddSpan(1, 0))
+			r := newRand(1)
+			must(t, w.Write(ctx, 1, row(1, 1, 1), bigRow(r, 1, 2, 2, 3000), bigRow(r, 1, 3, 3, 20000), row(1, 4, 4)))
+			must(t, w.AdvanceResolved(1, 10))
+			must(t, w.Close(ctx))
+			checkIDs(t, readLog(t, b, readOpts{}), 1, 4)
+		})
+	}
+}
