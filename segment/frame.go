@@ -17,7 +17,9 @@ import (
 // BlockBuilder collects the records of one block, uncompressed. The zero value
 // is an empty builder. It is not safe for concurrent use.
 type BlockBuilder struct {
-	ub     []byte // encoded records
+	// buf is room for the frame header, then the encoded records, so that
+	// a block stored raw becomes its frame without a copy.
+	buf    []byte
 	nrec   int
 	nddl   int
 	minTs  uint64
@@ -45,16 +47,20 @@ func (b *BlockBuilder) Append(commitTs uint64, kind Kind, payload []byte) error 
 	if b.nrec > 0 && commitTs < b.lastTs {
 		return fmt.Errorf("%w: commit ts %d after %d", ErrOutOfOrder, commitTs, b.lastTs)
 	}
-	if len(b.ub)+b.RecordSize(commitTs, len(payload)) > MaxBlockSize {
+	if b.Len()+b.RecordSize(commitTs, len(payload)) > MaxBlockSize {
 		return fmt.Errorf("segment: block: a record of %d bytes would take the block past %d bytes", len(payload), MaxBlockSize)
 	}
 	var delta uint64
 	if b.nrec == 0 {
 		b.minTs = commitTs
+		if cap(b.buf) < BlockHeaderSize {
+			b.buf = make([]byte, BlockHeaderSize, 4<<10)
+		}
+		b.buf = b.buf[:BlockHeaderSize]
 	} else {
 		delta = commitTs - b.lastTs
 	}
-	b.ub = appendRecord(b.ub, delta, kind, payload)
+	b.buf = appendRecord(b.buf, delta, kind, payload)
 	b.nrec++
 	if kind == KindDDL {
 		b.nddl++
@@ -64,14 +70,19 @@ func (b *BlockBuilder) Append(commitTs uint64, kind Kind, payload []byte) error 
 }
 
 // Len is the uncompressed size of the records appended so far.
-func (b *BlockBuilder) Len() int { return len(b.ub) }
+func (b *BlockBuilder) Len() int {
+	if b.nrec == 0 {
+		return 0
+	}
+	return len(b.buf) - BlockHeaderSize
+}
 
 // Records is the number of records appended so far.
 func (b *BlockBuilder) Records() int { return b.nrec }
 
 // Reset empties the builder, keeping its buffer.
 func (b *BlockBuilder) Reset() {
-	b.ub = b.ub[:0]
+	b.buf = b.buf[:0]
 	b.nrec, b.nddl, b.minTs, b.lastTs = 0, 0, 0, 0
 }
 
@@ -99,9 +110,12 @@ type FrameEncoder struct {
 	lz lz4.Compressor
 }
 
-// Encode turns the records of b into a block frame stored in dst's array
-// (grown when it is too small), compressed with c when that makes it smaller,
-// as Writer.Append would. b must hold at least one record; it is not changed.
+// Encode turns the records of b into a block frame, compressed with c when
+// that makes it smaller, as Writer.Append would, and empties b. b must hold at
+// least one record. A compressed frame is stored in dst's array (grown when
+// it is too small); a block stored raw becomes its frame in place, in b's
+// array, and b takes dst's array in exchange: either way no byte is copied
+// that need not be.
 func (e *FrameEncoder) Encode(dst []byte, b *BlockBuilder, c Compression) (Frame, error) {
 	if b.nrec == 0 {
 		return Frame{}, fmt.Errorf("segment: encode: the block holds no record")
@@ -109,29 +123,30 @@ func (e *FrameEncoder) Encode(dst []byte, b *BlockBuilder, c Compression) (Frame
 	if !c.valid() {
 		return Frame{}, fmt.Errorf("segment: encode: unknown compression %d", c)
 	}
-	raw := b.ub
+	raw := b.buf[BlockHeaderSize:]
 	bh := blockHeader{
 		codec: CompressionNone, stored: len(raw), uncompressed: len(raw),
 		records: b.nrec, ddls: b.nddl, minTs: b.minTs, maxTs: b.lastTs,
 	}
-	n := BlockHeaderSize + len(raw)
-	if cap(dst) < n {
-		dst = make([]byte, n, n+n/8)
-	}
-	frame := dst[:n]
-	payload := frame[BlockHeaderSize:]
 	if c == CompressionLZ4 && len(raw) > 1 {
+		n := BlockHeaderSize + len(raw) - 1
+		if cap(dst) < n {
+			dst = make([]byte, n, n+n/8)
+		}
 		// As in Writer: a destination one byte short of the input makes
 		// lz4 give up as soon as its output could not be smaller.
-		if m, err := e.lz.CompressBlock(raw, payload[:len(raw)-1]); err == nil && m > 0 {
+		if m, err := e.lz.CompressBlock(raw, dst[BlockHeaderSize:n]); err == nil && m > 0 {
 			bh.codec, bh.stored = CompressionLZ4, m
+			frame := dst[:BlockHeaderSize+m]
+			encodeBlockHeader(frame, &bh, frame[BlockHeaderSize:])
+			b.Reset()
+			return Frame{b: frame, bh: bh}, nil
 		}
 	}
-	if bh.codec == CompressionNone {
-		copy(payload, raw)
-	}
-	frame = frame[:BlockHeaderSize+bh.stored]
+	frame := b.buf
 	encodeBlockHeader(frame, &bh, frame[BlockHeaderSize:])
+	b.buf = dst[:0]
+	b.Reset()
 	return Frame{b: frame, bh: bh}, nil
 }
 

@@ -117,6 +117,9 @@ func TestFrameOrderAndMisuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if bb.Records() != 0 || bb.Len() != 0 {
+		t.Fatalf("Encode left %d records (%d bytes) in the builder", bb.Records(), bb.Len())
+	}
 	var out bytes.Buffer
 	w, err := NewWriter(&out, Header{LogID: "l", WriterID: "w"}, nil)
 	if err != nil {

@@ -368,8 +368,8 @@ func TestWriterCrash(t *testing.T) {
 				case line := <-c.lines:
 					c.handle(t, line)
 				case <-c.done:
-					c.cmd.Wait()
 					c.drain(t, true)
+					c.cmd.Wait()
 					t.Fatalf("child ended before it was ready: %q", c.out)
 				case <-deadline:
 					c.cmd.Process.Kill()
@@ -378,8 +378,10 @@ func TestWriterCrash(t *testing.T) {
 			}
 			time.Sleep(delay)
 			err := c.cmd.Process.Signal(syscall.SIGKILL)
-			c.cmd.Wait()
+			// Read to the end of the output before Wait, which closes the
+			// pipe and would lose what is still in it.
 			c.drain(t, true)
+			c.cmd.Wait()
 			if err == nil && !c.fin {
 				kills++
 			}
@@ -395,8 +397,10 @@ func TestWriterCrash(t *testing.T) {
 
 			// A new epoch recovers and goes on.
 			r := startChild(t, "resume", dir, seed)
-			r.cmd.Wait()
 			r.drain(t, true)
+			if err := r.cmd.Wait(); err != nil {
+				t.Errorf("resumed child: %v", err)
+			}
 			if !r.fin {
 				t.Fatalf("resumed child did not finish: %q", r.out)
 			}

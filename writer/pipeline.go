@@ -38,21 +38,68 @@ type blockTask struct {
 	done  chan struct{} // closed by the worker
 
 	queued bool // the committer holds it for a redo (local path)
+	pools  *pools
 }
 
-var builderPool = sync.Pool{New: func() any { return new(segment.BlockBuilder) }}
-
-// framePool holds frame buffers; a pointer to a slice avoids an allocation
-// per Put.
-var framePool = sync.Pool{New: func() any { return new([]byte) }}
-
+// release gives the frame's buffer back once the frame is stored.
 func (t *blockTask) release() {
 	if b := t.frame.Bytes(); b != nil {
-		p := framePool.Get().(*[]byte)
-		*p = b[:0]
-		framePool.Put(p)
+		t.pools.putFrame(b)
 	}
 	t.frame = segment.Frame{}
+}
+
+// pools are the writer's free lists of block builders and frame buffers
+// (about BlockSize each). They are bounded by the blocks the pipeline can
+// hold at once, and unlike sync.Pools they are not emptied by garbage
+// collections, which at the writer's rate would make every block a fresh,
+// zeroed allocation.
+type pools struct {
+	mu       sync.Mutex
+	builders []*segment.BlockBuilder
+	frames   [][]byte
+	max      int
+}
+
+func (p *pools) getBuilder() *segment.BlockBuilder {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.builders); n > 0 {
+		b := p.builders[n-1]
+		p.builders[n-1] = nil
+		p.builders = p.builders[:n-1]
+		return b
+	}
+	return new(segment.BlockBuilder)
+}
+
+func (p *pools) putBuilder(b *segment.BlockBuilder) {
+	b.Reset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.builders) < p.max {
+		p.builders = append(p.builders, b)
+	}
+}
+
+func (p *pools) getFrame() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.frames); n > 0 {
+		b := p.frames[n-1]
+		p.frames[n-1] = nil
+		p.frames = p.frames[:n-1]
+		return b
+	}
+	return nil
+}
+
+func (p *pools) putFrame(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.frames) < p.max {
+		p.frames = append(p.frames, b[:0])
+	}
 }
 
 // loop is the flush loop: it decides when to flush, cuts jobs and builds
@@ -174,10 +221,7 @@ func (w *Writer) cut(force bool) *job {
 	// Writes waiting on the quota look again: if this cut took nothing,
 	// nothing will free memory until the resolved ts moves (see stuck).
 	defer w.quota.wake()
-	// Enough blocks to cover a threshold flush may wait compressed for the
-	// committer, so that compression goes on while it syncs or uploads.
-	depth := max(2*w.o.Workers, int(w.o.FlushBytes/int64(w.o.BlockSize)))
-	j.tasks = make(chan *blockTask, min(depth, 1024))
+	j.tasks = make(chan *blockTask, w.depth)
 	return j
 }
 
@@ -185,10 +229,10 @@ func (w *Writer) cut(force bool) *job {
 // the workers and, in order, to the committer.
 func (w *Writer) build(j *job) {
 	defer close(j.tasks)
-	bb := builderPool.Get().(*segment.BlockBuilder)
+	bb := w.pools.getBuilder()
 	emit := func() bool {
-		t := &blockTask{bb: bb, done: make(chan struct{})}
-		bb = builderPool.Get().(*segment.BlockBuilder)
+		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools}
+		bb = w.pools.getBuilder()
 		select {
 		case j.tasks <- t:
 		case <-w.ctx.Done():
@@ -223,8 +267,7 @@ func (w *Writer) build(j *job) {
 	if ok && bb.Records() > 0 {
 		emit()
 	}
-	bb.Reset()
-	builderPool.Put(bb)
+	w.pools.putBuilder(bb)
 	// The records are in blocks now. The chunks the cut retired hold only
 	// records of this job and of earlier ones, all built: reuse them.
 	j.runs = nil
@@ -316,12 +359,8 @@ func (w *Writer) worker() {
 	defer w.workers.Done()
 	var enc segment.FrameEncoder
 	for t := range w.tasks {
-		p := framePool.Get().(*[]byte)
-		t.frame, t.err = enc.Encode(*p, t.bb, w.comp)
-		*p = nil
-		framePool.Put(p)
-		t.bb.Reset()
-		builderPool.Put(t.bb)
+		t.frame, t.err = enc.Encode(w.pools.getFrame(), t.bb, w.comp)
+		w.pools.putBuilder(t.bb)
 		t.bb = nil
 		close(t.done)
 	}

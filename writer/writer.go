@@ -66,6 +66,8 @@ type Writer struct {
 
 	quota   *quota
 	chunks  *chunkCache
+	pools   *pools
+	depth   int           // blocks that may wait compressed for the committer, per job
 	flushed atomic.Uint64 // the flushed resolved ts reported so far
 	stats   counters
 
@@ -134,6 +136,12 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 		loopDone:   make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
+	// Enough blocks to cover a threshold flush may wait compressed for the
+	// committer, so that compression goes on while it syncs or uploads.
+	w.depth = min(max(2*o.Workers, int(o.FlushBytes/int64(o.BlockSize))), 1024)
+	// Blocks alive at once: a job's queue, the next job's, the workers',
+	// and the frames the committer keeps until they are durable.
+	w.pools = &pools{max: 3*w.depth + 2*o.Workers}
 	w.maxResolved = st.FlushedTs
 	w.flushed.Store(st.FlushedTs)
 	nextSeq, err := w.restart(ctx, lease)
