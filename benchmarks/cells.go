@@ -130,7 +130,7 @@ func buildMatrix(o matrixOpts) []Cell {
 	// The cost of consistency: the toy pipeline, gate off and on.
 	psecs, rate := 4.0, 5000
 	if o.quick {
-		psecs = 1
+		psecs = 0.75
 	}
 	for _, be := range o.backends {
 		if !be.Available {

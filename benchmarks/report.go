@@ -83,13 +83,16 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 			}
 		}
 		for k, v := range vals {
-			cr.Metrics[k] = summarize(v)
+			cr.Metrics[k] = summarize(v).rounded()
 		}
 		for k, v := range samples {
 			if len(v) > 0 {
 				p50, p99, mx := percentiles(v)
-				cr.Pooled[k] = Pooled{N: len(v), P50: p50, P99: p99, Max: mx}
+				cr.Pooled[k] = Pooled{N: len(v), P50: sig(p50), P99: sig(p99), Max: sig(mx)}
 			}
+		}
+		for i, w := range cr.Wall {
+			cr.Wall[i] = sig(w)
 		}
 		r.Cells = append(r.Cells, cr)
 	}
@@ -140,7 +143,10 @@ func judgeTargets(r *Report) []Target {
 		if ok {
 			t.Measured = s
 			if s.Min < need && s.Max >= need {
-				t.Note = strings.TrimSpace(t.Note + " the spread crosses the line")
+				if t.Note != "" {
+					t.Note += "; "
+				}
+				t.Note += "the spread crosses the line"
 			}
 		}
 		ts = append(ts, t)
@@ -178,7 +184,15 @@ func writeReport(out string, r *Report) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(r, "", " ")
+	for i := range r.Cells {
+		for k, v := range r.Cells[i].Metrics {
+			r.Cells[i].Metrics[k] = v.rounded()
+		}
+	}
+	for i := range r.Targets {
+		r.Targets[i].Measured = r.Targets[i].Measured.rounded()
+	}
+	js, err := json.Marshal(r) // compact: the file stays small; jq reads it
 	if err != nil {
 		return err
 	}
@@ -295,7 +309,8 @@ func renderMarkdown(r *Report, charts []string) string {
 	p("| local disk | %s: %s %s |\n| load average (start → end) | %s → %s |\n\n", r.Machine.Dir, r.Machine.FS, r.Machine.DiskRotational, r.Machine.LoadStart, r.Machine.LoadEnd)
 	p("The S3, GCS and Azure figures are of local emulators (versitygw, fake-gcs-server, Azurite) on the same 2 cores as the benchmark: they show redokit's overhead against a raw PUT through the same SDK, not what a cloud region does.\n\n")
 
-	p("## Targets\n\n| goal | backend | measured (median, min–max) | need | verdict |\n|---|---|---|---|---|\n")
+	p("## Targets\n\nEach verdict compares the median ratio with the goal; the ratio is taken inside each repetition against a baseline measured in the same child process. The load average of the machine during the run (%s → %s on %d cores, other work included) is why most figures are labelled noisy: read each verdict with its spread.\n\n", r.Machine.LoadStart, r.Machine.LoadEnd, r.Machine.Cores)
+	p("| goal | backend | measured (median, min–max) | need | verdict |\n|---|---|---|---|---|\n")
 	for _, t := range r.Targets {
 		meas := "–"
 		if len(t.Measured.Samples) > 0 {

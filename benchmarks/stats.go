@@ -22,6 +22,25 @@ type Summary struct {
 	Noisy  bool    `json:"noisy"`
 }
 
+// sig rounds x to 5 significant digits: the figures are not more precise,
+// and results.json stays small.
+func sig(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, 4-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// rounded returns s with every number cut to 5 significant digits.
+func (s Summary) rounded() Summary {
+	for i, v := range s.Samples {
+		s.Samples[i] = sig(v)
+	}
+	s.Median, s.Min, s.Max, s.Q1, s.Q3, s.Spread = sig(s.Median), sig(s.Min), sig(s.Max), sig(s.Q1), sig(s.Q3), sig(s.Spread)
+	return s
+}
+
 func summarize(xs []float64) Summary {
 	s := Summary{Samples: append([]float64(nil), xs...)}
 	if len(xs) == 0 {
