@@ -2,9 +2,11 @@ package writer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redokit/redokit/blob"
@@ -22,6 +24,7 @@ type committer struct {
 	// What is published, and what the next publication will say.
 	pubTs, pubSeq uint64
 	pubHasSeq     bool
+	pubSpans      []meta.SpanTs
 	lastSeq       uint64 // highest seq holding durable data of this epoch
 	hasData       bool
 
@@ -64,7 +67,7 @@ type objectSeg struct {
 func newCommitter(w *Writer, nextSeq uint64, st meta.WriterState) *committer {
 	return &committer{
 		w: w, ctx: w.ctx, nextSeq: nextSeq,
-		pubTs: st.FlushedTs, pubSeq: st.Seq, pubHasSeq: st.HasSeq,
+		pubTs: st.FlushedTs, pubSeq: st.Seq, pubHasSeq: st.HasSeq, pubSpans: st.Spans,
 	}
 }
 
@@ -194,8 +197,12 @@ func (c *committer) commit(j *job) error {
 	// Durable. The memory can go.
 	c.release(j)
 
-	ts := max(w.flushed.Load(), j.resolved)
-	if err := c.retry(func() error { return c.publish(ts) }); err != nil {
+	// The flushed ts is the job's resolved ts: the minimum over the spans.
+	// It falls when a span is added behind the writer, until the span
+	// catches up (meta.Lease.PublishProgress; the coordinator keeps the
+	// global watermark from falling).
+	ts := j.resolved
+	if err := c.retry(func() error { return c.publish(ts, j.spans) }); err != nil {
 		return err
 	}
 	if w.append {
@@ -271,25 +278,51 @@ func (c *committer) retry(op func() error) error {
 	}
 }
 
+// withRemoved adds to a flush's span progress the spans published before
+// that are gone since (removed from this writer) while their published ts is
+// above every current span's: their progress stays on record, so that the
+// highest ts the writer ever published for any span — the ts above which a
+// restart may cut unreported blocks — never falls. The result is sorted by
+// span and never nil (nil would keep the published list).
+func (c *committer) withRemoved(spans []meta.SpanTs) []meta.SpanTs {
+	out := make([]meta.SpanTs, 0, len(spans))
+	out = append(out, spans...)
+	var top uint64
+	have := make(map[uint64]bool, len(spans))
+	for _, s := range spans {
+		top = max(top, s.Ts)
+		have[s.Span] = true
+	}
+	for _, s := range c.pubSpans {
+		if !have[s.Span] && s.Ts > top {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b meta.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
+	return out
+}
+
 // permanent marks an error that retrying cannot fix.
 type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
 // publish records the progress in the lease when it changed.
-func (c *committer) publish(ts uint64) error {
+func (c *committer) publish(ts uint64, spans []meta.SpanTs) error {
 	seq := c.pubSeq
 	if c.hasData {
 		seq = c.lastSeq
 	}
-	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && c.hasData {
-		if err := c.w.lease.Publish(c.ctx, ts, seq); err != nil {
+	spans = c.withRemoved(spans)
+	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && c.hasData || !slices.Equal(spans, c.pubSpans) {
+		err := c.w.lease.PublishProgress(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, Spans: spans})
+		if err != nil {
 			if errors.Is(err, blob.ErrFenced) {
 				c.retract()
 			}
 			return err
 		}
-		c.pubTs, c.pubSeq, c.pubHasSeq = ts, seq, true
+		c.pubTs, c.pubSeq, c.pubHasSeq, c.pubSpans = ts, seq, true, spans
 	}
 	for _, a := range append(c.full, c.act) {
 		if a != nil {

@@ -18,8 +18,12 @@
 //
 // The flushed resolved ts ([Writer.FlushedTs], returned by [Writer.Flush]) is
 // the largest ts such that every event at or below it, of every span, is
-// durable and the writer's progress (meta.Lease.Publish) says so. It never
-// goes backwards.
+// durable and the writer's progress (meta.Lease.PublishProgress) says so.
+// Each span's own flushed ts is published too: every event of the span at or
+// below its resolved ts and below its first event still buffered. A span's
+// flushed ts never goes backwards; the writer's, the minimum, falls when a
+// span is added behind it, and rises again as the span catches up (the
+// coordinator keeps the global watermark from falling meanwhile).
 //
 // # Flushing
 //
@@ -30,8 +34,8 @@
 // rows before DDLs of the same ts, then the order the events arrived in —
 // and stores them in blocks of about BlockSize (segment format). Events above
 // R stay buffered. Only when the blocks are durable does the flushed ts move
-// to max(flushed ts, R), and the writer publishes (flushed ts, highest seq
-// holding flushed data) when either changed.
+// to R, and the writer publishes its progress (flushed ts, highest seq
+// holding flushed data, per-span flushed ts) when any of it changed.
 //
 // Durability depends on the backend:
 //
@@ -111,9 +115,9 @@
 // after the last progress its epoch published, so it holds nothing reported);
 // left alone, when another process still holds it open (a zombie); otherwise
 // recovered with segment.Recover: its torn tail is cut at the last whole
-// block, and — for the previous epoch — so are the whole blocks above that
-// epoch's published flushed ts (never reported; the CDC system writes those
-// events again), and the rest is sealed under the segment's own old-epoch
+// block, and — for the previous epoch — so are the whole blocks above the
+// highest ts that epoch published for itself or any span (never reported;
+// the CDC system writes those events again), and the rest is sealed under the segment's own old-epoch
 // name (deleted if empty). Nothing reported flushed is lost; damage anywhere
 // but the tail makes Open fail with an error naming the segment.
 //

@@ -121,15 +121,21 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 	}
 	keep := len(rec.Blocks)
 	if prev != nil && n.Epoch == prev.Epoch {
+		// Above the highest ts the epoch published, for the writer or any
+		// span, nothing was reported.
+		cut := prev.FlushedTs
+		for _, s := range prev.Spans {
+			cut = max(cut, s.Ts)
+		}
 		for i, b := range rec.Blocks {
-			if b.MaxTs > prev.FlushedTs {
+			if b.MaxTs > cut {
 				keep = i
 				break
 			}
 		}
 	}
 	if keep == 0 {
-		return drop("no block at or below the published flushed ts")
+		return drop("no block at or below the published progress")
 	}
 	var minTs, maxTs uint64
 	if rec.Sealed && keep == len(rec.Blocks) {

@@ -173,8 +173,8 @@ func (w *Writer) Epoch() uint64 { return w.epoch }
 func (w *Writer) FlushedTs() uint64 { return w.flushed.Load() }
 
 // ResolvedTs returns the writer's resolved ts now: the minimum resolved ts of
-// its spans, or with no spans the highest resolved ts it has seen. Flushes
-// move FlushedTs up to it (never down).
+// its spans, or with no spans the highest resolved ts it has seen. A flush
+// makes it the FlushedTs.
 func (w *Writer) ResolvedTs() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -233,7 +233,7 @@ func (w *Writer) resolvedLocked() uint64 {
 // have commit ts above it. A span may be added behind the writer (startTs
 // below FlushedTs, when it moves here from another writer): its catch-up
 // events are written in segments of their own, each still sorted, and
-// FlushedTs does not move until the span catches up.
+// FlushedTs falls to the span's progress until it catches up.
 func (w *Writer) AddSpan(span SpanID, startTs uint64) error {
 	if err := w.usable(); err != nil {
 		return err

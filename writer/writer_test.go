@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,8 +259,15 @@ func TestSpanAddedBehind(t *testing.T) {
 			must(t, w.Write(ctx, 2, row(2, 400, 10), row(2, 900, 11), row(2, 1100, 12)))
 			must(t, w.Write(ctx, 1, row(1, 1050, 3)))
 			must(t, w.AdvanceResolved(2, 950))
-			if ts := mustFlush(t, w); ts != 1000 {
-				t.Fatalf("catch-up Flush = %d, want 1000 (never backwards)", ts)
+			if ts := mustFlush(t, w); ts != 950 {
+				t.Fatalf("catch-up Flush = %d, want the behind span's 950", ts)
+			}
+			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+			must(t, err)
+			// Span 1 has an event at 1050 buffered, resolved 1000: flushed
+			// to 1000. Span 2 to its resolved 950.
+			if want := []meta.SpanTs{{Span: 1, Ts: 1000}, {Span: 2, Ts: 950}}; !slices.Equal(st.Spans, want) || st.FlushedTs != 950 {
+				t.Fatalf("published flushed ts %d, spans %v; want 950, %v", st.FlushedTs, st.Spans, want)
 			}
 			must(t, w.AdvanceResolved(2, 2000))
 			must(t, w.AdvanceResolved(1, 2000))
