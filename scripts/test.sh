@@ -20,6 +20,9 @@ fi
 
 step "go vet"
 go vet ./...
+# The benchmarks program is its own module (its WAL and plotting deps stay out
+# of the SDK's go.mod); go.work makes it buildable from here.
+go vet ./benchmarks/...
 
 if [ "${REDOKIT_NO_EMULATORS:-}" != "1" ] && [ -f scripts/emulators.sh ]; then
   step "local servers"
