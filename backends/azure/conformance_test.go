@@ -58,3 +58,16 @@ func TestConformanceURL(t *testing.T) {
 		LargeObjectReason: conformanceLargeReason,
 	})
 }
+
+// TestRedoConformance runs the redo-level suite (real writer, reader,
+// coordinator, fencing and GC) on Azurite.
+func TestRedoConformance(t *testing.T) {
+	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
+	conformance.RunRedo(t, conformance.Harness{
+		MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {
+			c, _ := newContainerClient(st, endpoint, account, key)
+			return New(c, nil)
+		},
+		ConditionalWrites: true,
+	})
+}

@@ -54,3 +54,15 @@ func TestConformanceURL(t *testing.T) {
 		LargeObjectReason: conformanceLargeReason,
 	})
 }
+
+// TestRedoConformance runs the redo-level suite (real writer, reader,
+// coordinator, fencing and GC) on fake-gcs-server.
+func TestRedoConformance(t *testing.T) {
+	c, _ := newClient(t, emulatorHost(t))
+	conformance.RunRedo(t, conformance.Harness{
+		MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {
+			return New(c, newTestBucket(st, c), nil)
+		},
+		ConditionalWrites: true,
+	})
+}

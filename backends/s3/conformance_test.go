@@ -57,3 +57,20 @@ func TestConformanceSmallParts(t *testing.T) {
 		LargeObjectReason: "every object already goes up in 5 MiB parts here; the default-size run covers 64 MiB",
 	})
 }
+
+// TestRedoConformance runs the redo-level suite (real writer, reader,
+// coordinator, fencing and GC) on versitygw.
+func TestRedoConformance(t *testing.T) {
+	ep := endpoint(t)
+	admin := adminClient(t, ep)
+	conformance.RunRedo(t, conformance.Harness{
+		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+			name, err := createBucket(t, admin)
+			if err != nil {
+				return nil, err
+			}
+			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+		},
+		ConditionalWrites: true,
+	})
+}
