@@ -95,12 +95,12 @@ func parseURL(u *url.URL, getenv func(string) string) (urlConfig, error) {
 	q := u.Query()
 	var err error
 	if v := q.Get("put_threshold"); v != "" {
-		if c.opts.PutThreshold, err = parseSize("put_threshold", v); err != nil {
+		if c.opts.PutThreshold, err = blob.ParseSize("put_threshold", v); err != nil {
 			return c, err
 		}
 	}
 	if v := q.Get("block_size"); v != "" {
-		if c.opts.BlockSize, err = parseSize("block_size", v); err != nil {
+		if c.opts.BlockSize, err = blob.ParseSize("block_size", v); err != nil {
 			return c, err
 		}
 	}
@@ -264,25 +264,4 @@ func redactAll(s string, secrets ...string) string {
 		}
 	}
 	return sigRE.ReplaceAllString(s, "${1}=xxxxx")
-}
-
-// parseSize parses a positive byte count with an optional B, KiB, MiB or GiB
-// suffix (K, M, G and KB, MB, GB are read as the binary units too).
-func parseSize(name, v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%w: azure: %s=%q is not a positive size such as 8MiB", blob.ErrInvalidArgument, name, v)
-	}
-	return n * mult, nil
 }

@@ -328,9 +328,9 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	case size >= 0 && size < d.opts.ResumableThreshold:
 		small = make([]byte, size)
 		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, shortRead(err, size)
+			return blob.Attrs{}, blob.ShortRead(err, size)
 		}
-		if err := expectEOF(r, size); err != nil {
+		if err := blob.ExpectEOF(r, size); err != nil {
 			return blob.Attrs{}, err
 		}
 	case size < 0:
@@ -344,7 +344,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			rest = io.MultiReader(bytes.NewReader(buf), r)
 		}
 	default:
-		rest = &exactReader{r: r, left: size, size: size}
+		rest = blob.ExactReader(r, size)
 	}
 
 	var (
@@ -451,59 +451,6 @@ func (d *Driver) putResumable(ctx context.Context, obj *storage.ObjectHandle, r 
 		return nil, err
 	}
 	return w.Attrs(), nil
-}
-
-// exactReader yields exactly size bytes of r and fails, instead of ending,
-// when r holds fewer or more, so that a resumable upload is never finalized
-// with the wrong length.
-type exactReader struct {
-	r          io.Reader
-	left, size int64
-}
-
-func (e *exactReader) Read(p []byte) (int, error) {
-	if e.left == 0 {
-		if err := expectEOF(e.r, e.size); err != nil {
-			return 0, err
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > e.left {
-		p = p[:e.left]
-	}
-	n, err := e.r.Read(p)
-	e.left -= int64(n)
-	if err == io.EOF {
-		if e.left > 0 {
-			return n, shortRead(io.ErrUnexpectedEOF, e.size)
-		}
-		err = nil
-	}
-	return n, err
-}
-
-func shortRead(err error, size int64) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return fmt.Errorf("%w: the reader ended before the declared size %d", blob.ErrInvalidArgument, size)
-	}
-	return err
-}
-
-// expectEOF checks that r has nothing after the declared size.
-func expectEOF(r io.Reader, size int64) error {
-	var one [1]byte
-	for {
-		n, err := r.Read(one[:])
-		if n > 0 {
-			return fmt.Errorf("%w: the reader holds more than the declared size %d", blob.ErrInvalidArgument, size)
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 // NewRangeReader implements blob.Driver.

@@ -79,7 +79,7 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	q := u.Query()
 	var err error
 	if v := q.Get("chunk_size"); v != "" {
-		n, perr := parseSize("chunk_size", v)
+		n, perr := blob.ParseSize("chunk_size", v)
 		if perr != nil {
 			return c, perr
 		}
@@ -89,7 +89,7 @@ func parseURL(u *url.URL) (urlConfig, error) {
 		c.opts.ChunkSize = int(n)
 	}
 	if v := q.Get("resumable_threshold"); v != "" {
-		if c.opts.ResumableThreshold, err = parseSize("resumable_threshold", v); err != nil {
+		if c.opts.ResumableThreshold, err = blob.ParseSize("resumable_threshold", v); err != nil {
 			return c, err
 		}
 	}
@@ -140,25 +140,4 @@ func parsePositive(name, v string) (int, error) {
 		return 0, fmt.Errorf("%w: gcs: %s=%q is not a positive integer", blob.ErrInvalidArgument, name, v)
 	}
 	return n, nil
-}
-
-// parseSize parses a positive byte count with an optional B, KiB, MiB or GiB
-// suffix (K, M, G and KB, MB, GB are read as the binary units too).
-func parseSize(name, v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%w: gcs: %s=%q is not a positive size such as 8MiB", blob.ErrInvalidArgument, name, v)
-	}
-	return n * mult, nil
 }
