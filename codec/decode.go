@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 )
 
@@ -82,18 +83,103 @@ func checkHeader(src []byte) error {
 // overwrites, like ev's column slices. Clone an event to keep it. On error ev
 // holds a partial event; decode into it again or discard it.
 func DecodeEvent(src []byte, ev *Event) error {
+	return decodeEvent(src, ev, nil)
+}
+
+// Decoder decodes events as DecodeEvent does, and remembers what the events
+// it decoded have in common: their tables, and for each table the encoded
+// definitions of its columns (name, type, flags, charset, collation). A column
+// whose definition has the bytes of the same column of the table's previous
+// event is not parsed again: its fields, strings included, are the remembered
+// ones, and only its value is decoded. Events of a few tables, decoded into
+// many Events (a pool of reused events, say), then share their strings, cost
+// no allocation and touch little memory besides the events themselves.
+//
+// What a Decoder remembers is bounded: it forgets everything when it has seen
+// maxDecoderTables tables. The zero Decoder is ready to use. A Decoder is not
+// safe for concurrent use; the Events it decodes into may be used anywhere.
+type Decoder struct {
+	// Alias makes the byte payloads of decoded values (Value.Bytes) point
+	// into src instead of into a copy the Event owns: decoding copies
+	// nothing, and src must then stay unchanged for as long as the event is
+	// used. For callers that hold src for the event's life anyway.
+	Alias bool
+
+	tables map[string]*tableCache
+	// recent caches tables by a cheap hash of their encoded names (their
+	// length and last byte), before the map: the few tables of a stream
+	// are found with one comparison.
+	recent [16]*tableCache
+}
+
+// maxDecoderTables bounds the tables a Decoder remembers.
+const maxDecoderTables = 1024
+
+// tableCache is what a Decoder remembers of one table (a schema and a name).
+type tableCache struct {
+	key          string // the encoded schema and name
+	schema, name string // substrings of key
+	cols         []colCache
+}
+
+// colCache is one column's encoded definition and what it decodes to. The
+// value kind in the tag byte is not part of the definition: it changes from
+// event to event as a column is NULL or not. def holds the tag of the last
+// match, so that a column whose kind does not change is checked with one
+// comparison.
+type colCache struct {
+	def   []byte // the encoding from the name to the value payload
+	tagAt int    // where the tag is in def: after the name, type and flags
+	col   Column // the definition's fields; Value is zero
+}
+
+// match reports whether the column definition at b[off:] is cc's, and where
+// it ends, and its value kind.
+func (cc *colCache) match(b []byte, off int) (end int, kind Kind, ok bool) {
+	end = off + len(cc.def)
+	if end > len(b) {
+		return 0, 0, false
+	}
+	if string(b[off:end]) == string(cc.def) {
+		return end, Kind(cc.def[cc.tagAt] & tagKindMask), true
+	}
+	// The same but for the kind?
+	t := off + cc.tagAt
+	tag := b[t]
+	kind = Kind(tag & tagKindMask)
+	if (tag^cc.def[cc.tagAt])&^tagKindMask != 0 || kind > maxKind ||
+		string(b[off:t]) != string(cc.def[:cc.tagAt]) || string(b[t+1:end]) != string(cc.def[cc.tagAt+1:]) {
+		return 0, 0, false
+	}
+	cc.def[cc.tagAt] = tag
+	return end, kind, true
+}
+
+// Decode decodes the event that is the whole of src into ev, reusing ev's
+// memory, exactly as DecodeEvent does (the same result, the same errors), but
+// with the strings and column definitions d remembers (see Decoder). With
+// Alias, ev's byte payloads alias src.
+func (d *Decoder) Decode(src []byte, ev *Event) error {
+	return decodeEvent(src, ev, d)
+}
+
+func decodeEvent(src []byte, ev *Event, x *Decoder) error {
 	if err := checkHeader(src); err != nil {
 		return err
 	}
-	d := decoder{off: headerLen}
+	d := decoder{off: headerLen, x: x, names: &ev.names}
 	kind := EventKind(src[1])
 	commitTs := binary.LittleEndian.Uint64(src[2:headerLen])
 	ev.Kind = kind
 	if kind == RowEvent {
-		// Value payloads are cut from a private copy so that a caller who
-		// recycles src cannot change a decoded event.
-		ev.buf = append(ev.buf[:0], src...)
-		d.b = ev.buf
+		if x != nil && x.Alias {
+			d.b = src
+		} else {
+			// Value payloads are cut from a private copy so that a
+			// caller who recycles src cannot change a decoded event.
+			ev.buf = append(ev.buf[:0], src...)
+			d.b = ev.buf
+		}
 		ev.DDL = DDL{Tables: ev.DDL.Tables[:0]}
 		d.decodeRow(&ev.Row, commitTs)
 	} else {
@@ -158,6 +244,8 @@ type decoder struct {
 	err     *DecodeError
 	section uint8
 	index   int
+	x       *Decoder   // nil for DecodeEvent
+	names   **nameRing // the Event's table names
 }
 
 func (d *decoder) fail(f field, off int, sentinel error, format string, args ...any) {
@@ -192,6 +280,18 @@ func (d *decoder) uvarint(f field) uint64 {
 }
 
 func (d *decoder) uvarintSlow(f field) uint64 {
+	// Up to 8 bytes at once: a varint of at most 8 bytes, when 8 bytes are
+	// left, is gathered from one load.
+	if off := d.off; len(d.b)-off >= 8 {
+		x := binary.LittleEndian.Uint64(d.b[off:])
+		if stop := ^x & 0x8080808080808080; stop != 0 {
+			n := bits.TrailingZeros64(stop)/8 + 1
+			x &= 0x7f7f7f7f7f7f7f7f >> (64 - 8*n)
+			d.off = off + n
+			return x&0x7f | x>>1&(0x7f<<7) | x>>2&(0x7f<<14) | x>>3&(0x7f<<21) |
+				x>>4&(0x7f<<28) | x>>5&(0x7f<<35) | x>>6&(0x7f<<42) | x>>7&(0x7f<<49)
+		}
+	}
 	var v uint64
 	for i, shift := d.off, uint(0); i < len(d.b); i, shift = i+1, shift+7 {
 		c := d.b[i]
@@ -280,16 +380,78 @@ func (d *decoder) count(f field, min int) int {
 	if d.err != nil {
 		return 0
 	}
-	if left := uint64(len(d.b) - d.off); n > left/uint64(min) {
+	// n ≤ len(d.b) first, so that n*min cannot overflow (and no division).
+	if left := uint64(len(d.b) - d.off); n > uint64(len(d.b)) || n*uint64(min) > left {
 		d.fail(f, start, ErrTruncated, "%d entries need at least %d bytes each, %d bytes left", n, min, left)
 		return 0
 	}
 	return int(n)
 }
 
+// name is str for table and schema names: a name that differs from the one
+// *dst holds is looked up among the names this Event had before, so that an
+// Event that events of a few tables are decoded into, interleaved, allocates
+// each name once.
+func (d *decoder) name(f field, dst *string) {
+	if b := d.bytes(f); *dst != string(b) {
+		d.newName(b, dst)
+	}
+}
+
+func (d *decoder) newName(b []byte, dst *string) {
+	r := *d.names
+	if r != nil {
+		if s, ok := r.find(b); ok {
+			*dst = s
+			return
+		}
+	}
+	s := string(b)
+	if *dst != "" {
+		// A reused Event whose name changed: from now on remember.
+		if r == nil {
+			r = new(nameRing)
+			*d.names = r
+			r.add(*dst)
+		}
+		r.add(s)
+	} else if r != nil {
+		r.add(s)
+	}
+	*dst = s
+}
+
+// nameRing holds the last few names an Event had.
+type nameRing struct {
+	s    [8]string
+	next int
+}
+
+func (r *nameRing) find(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	for i := range r.s {
+		if r.s[i] == string(b) {
+			return r.s[i], true
+		}
+	}
+	return "", false
+}
+
+func (r *nameRing) add(s string) {
+	r.s[r.next] = s
+	r.next = (r.next + 1) % len(r.s)
+}
+
 func (d *decoder) table(t *TableName) {
-	d.str(fSchema, &t.Schema)
-	d.str(fTableName, &t.Name)
+	d.name(fSchema, &t.Schema)
+	d.name(fTableName, &t.Name)
+	d.tableRest(t)
+}
+
+// tableRest decodes the fields of a table after its names.
+func (d *decoder) tableRest(t *TableName) {
 	t.PhysicalID = d.varint(fPhysicalID)
 	off := d.off
 	flags := d.byte1(fTableFlags)
@@ -308,7 +470,12 @@ const (
 func (d *decoder) decodeRow(r *RowChange, commitTs uint64) {
 	r.CommitTs = commitTs
 	r.StartTs = commitTs - d.uvarint(fStartTs)
-	d.table(&r.Table)
+	var tc *tableCache
+	if d.x != nil {
+		tc = d.cachedTable(&r.Table)
+	} else {
+		d.table(&r.Table)
+	}
 	nCols := d.count(fColumnCount, minColumnLen)
 	nPre := d.count(fPreColumnCount, minColumnLen)
 	if nCols+nPre > (len(d.b)-d.off)/minColumnLen {
@@ -318,14 +485,49 @@ func (d *decoder) decodeRow(r *RowChange, commitTs uint64) {
 	if d.err != nil {
 		return
 	}
-	r.Columns = d.columns(r.Columns, nCols, inColumns)
-	r.PreColumns = d.columns(r.PreColumns, nPre, inPreColumns)
+	r.Columns = d.columns(r.Columns, nCols, inColumns, tc)
+	r.PreColumns = d.columns(r.PreColumns, nPre, inPreColumns, tc)
 	d.section = inHeader
 }
 
+// cachedTable decodes a row's table with the Decoder's memory of tables, and
+// returns what the Decoder remembers of it.
+func (d *decoder) cachedTable(t *TableName) *tableCache {
+	x := d.x
+	start := d.off
+	schema := d.bytes(fSchema)
+	sEnd := d.off
+	name := d.bytes(fTableName)
+	if d.err != nil {
+		return nil
+	}
+	key := d.b[start:d.off] // at least the two lengths
+	h := (uint(len(key)) + 7*uint(key[len(key)-1])) % uint(len(x.recent))
+	tc := x.recent[h]
+	if tc == nil || tc.key != string(key) {
+		tc = x.tables[string(key)]
+		if tc == nil {
+			if x.tables == nil || len(x.tables) >= maxDecoderTables {
+				x.tables = make(map[string]*tableCache)
+				x.recent = [len(x.recent)]*tableCache{}
+			}
+			k := string(key)
+			sStart, nStart := sEnd-len(schema)-start, d.off-len(name)-start
+			tc = &tableCache{key: k, schema: k[sStart : sStart+len(schema)], name: k[nStart:]}
+			x.tables[k] = tc
+		}
+		x.recent[h] = tc
+	}
+	t.Schema, t.Name = tc.schema, tc.name
+	d.tableRest(t)
+	return tc
+}
+
 // columns decodes n columns into cols, reusing its backing array (and the
-// strings left in it by earlier events).
-func (d *decoder) columns(cols []Column, n int, section uint8) []Column {
+// strings left in it by earlier events). With tc, the columns whose encoded
+// definitions are those tc remembers take its fields, and tc learns the
+// others.
+func (d *decoder) columns(cols []Column, n int, section uint8, tc *tableCache) []Column {
 	if cap(cols) < n {
 		grown := make([]Column, n)
 		copy(grown, cols[:cap(cols)])
@@ -335,7 +537,21 @@ func (d *decoder) columns(cols []Column, n int, section uint8) []Column {
 	d.section = section
 	for i := range cols {
 		d.index = i
-		d.column(&cols[i])
+		c := &cols[i]
+		if tc == nil {
+			d.column(c)
+		} else if i < len(tc.cols) {
+			if end, kind, ok := tc.cols[i].match(d.b, d.off); ok {
+				*c = tc.cols[i].col
+				c.Value.kind = kind
+				d.off = end
+				d.value(&c.Value)
+			} else {
+				d.learn(c, tc, i)
+			}
+		} else {
+			d.learn(c, tc, i)
+		}
 		if d.err != nil {
 			return cols[:i]
 		}
@@ -343,21 +559,37 @@ func (d *decoder) columns(cols []Column, n int, section uint8) []Column {
 	return cols
 }
 
-func (d *decoder) column(c *Column) {
+// learn decodes column i into c, and makes tc remember its definition.
+func (d *decoder) learn(c *Column, tc *tableCache, i int) {
+	start := d.off
+	t, defEnd := d.column(c)
+	if d.err != nil || i > len(tc.cols) {
+		return
+	}
+	if i == len(tc.cols) {
+		tc.cols = append(tc.cols, colCache{})
+	}
+	tc.cols[i] = colCache{def: append(tc.cols[i].def[:0], d.b[start:defEnd]...), tagAt: t - start,
+		col: Column{Name: c.Name, Type: c.Type, Flags: c.Flags, Charset: c.Charset, Collation: c.Collation}}
+}
+
+// column decodes a column, and returns the offsets of its tag and of the
+// end of its definition, where its value's payload starts.
+func (d *decoder) column(c *Column) (tagOff, defEnd int) {
 	d.str(fName, &c.Name)
 	if len(d.b)-d.off < 3 {
 		d.fail(fType, d.off, ErrTruncated, "type, flags and tag need 3 bytes, %d left", len(d.b)-d.off)
-		return
+		return 0, 0
 	}
 	c.Type = Type(d.b[d.off])
 	c.Flags = ColumnFlag(d.b[d.off+1])
-	tagOff := d.off + 2
+	tagOff = d.off + 2
 	tag := d.b[tagOff]
 	d.off += 3
 	kind := Kind(tag & tagKindMask)
 	if tag&tagReserved != 0 || kind > maxKind {
 		d.fail(fTag, tagOff, ErrMalformed, "tag %#02x: unknown value kind %d or reserved bit set", tag, kind)
-		return
+		return 0, 0
 	}
 	if tag&tagHasCharset != 0 {
 		d.str(fCharset, &c.Charset)
@@ -369,8 +601,15 @@ func (d *decoder) column(c *Column) {
 	} else {
 		c.Collation = ""
 	}
-	v := &c.Value
-	v.kind = kind
+	c.Value.kind = kind
+	defEnd = d.off
+	d.value(&c.Value)
+	return tagOff, defEnd
+}
+
+// value decodes the payload of a value whose kind is set.
+func (d *decoder) value(v *Value) {
+	kind := v.kind
 	v.num = 0
 	v.b = nil
 	switch kind {

@@ -37,6 +37,10 @@ type Event struct {
 	// buf holds a copy of the encoded event that the byte payloads of the
 	// decoded values point into. It is reused by the next DecodeEvent.
 	buf []byte
+	// names remembers the table names DecodeEvent allocated for this Event,
+	// so that events of a few tables, interleaved, reuse them. Allocated by
+	// the first name change; Clone does not copy it.
+	names *nameRing
 }
 
 // CommitTs returns the commit timestamp of the row change or DDL.

@@ -161,6 +161,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(AppendEvent(nil, g.event()))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// A Decoder decodes the same, the second time from what it
+		// learned the first.
+		var d Decoder
+		var into Event
+		sameResult(t, &d, data, &into)
+		sameResult(t, &d, data, &into)
+
 		var ev Event
 		err := DecodeEvent(data, &ev)
 		ts, peekErr := PeekCommitTs(data)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/redokit/redokit/codec"
 )
@@ -170,4 +171,17 @@ func randomLog(rng *rand.Rand, local bool) []seg {
 		}
 	}
 	return segs
+}
+
+// TestEventSize: an Event fills whole cache lines, and what the merge and a
+// raw fill touch of it (Source, payload, Kind, a row's commit ts) lies in its
+// first line.
+func TestEventSize(t *testing.T) {
+	var e Event
+	if size := unsafe.Sizeof(e); size%cacheLine != 0 {
+		t.Errorf("Event is %d bytes, not a multiple of %d: adjust eventPad", size, cacheLine)
+	}
+	if end := unsafe.Offsetof(e.Event) + unsafe.Offsetof(e.Event.Row) + unsafe.Offsetof(e.Event.Row.CommitTs) + 8; end > cacheLine {
+		t.Errorf("a row's commit ts ends at byte %d of an Event", end)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
@@ -28,7 +29,24 @@ type Event struct {
 	// of an event (these two, Kind, the commit ts) shares a cache line.
 	payload []byte
 	codec.Event
+	// Padding to a multiple of the cache line: in a chunk's array of events
+	// (page-aligned, as large allocations are) every event then starts a
+	// line, and what a producer writes of a raw event lies in one line
+	// instead of straddling two. TestEventSize keeps it so.
+	_ [eventPad]byte
 }
+
+// eventFields are Event's fields, to size its padding.
+type eventFields struct {
+	Source  *Source
+	payload []byte
+	codec.Event
+}
+
+const (
+	cacheLine = 64
+	eventPad  = (cacheLine - unsafe.Sizeof(eventFields{})%cacheLine) % cacheLine
+)
 
 // Payload returns the event's encoded bytes, as stored in the segment.
 func (e *Event) Payload() []byte { return e.payload }
@@ -129,8 +147,8 @@ type Reader struct {
 
 	curTs    uint64 // commit ts of the events being merged
 	haveTs   bool
-	prevKey  string
-	multi    bool // more than one segment holds events at curTs
+	prevSrc  *Source // of the event before
+	multi    bool    // more than one segment holds events at curTs
 	dd       *dedup
 	held     []*Event // DDLs at curTs, delivered after its rows
 	heldPos  int
@@ -362,6 +380,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		ev := s.head()
 		ts := s.ts
+		src := s.cur.src // every event's Source: ev's memory is not touched until needed
 		if len(r.held) > 0 && ts != r.curTs {
 			// Every row at the DDLs' ts is out: now the DDLs.
 			r.flushing = true
@@ -369,10 +388,10 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		if ts <= r.c.start || ts > r.c.end {
 			// Producers cut to the range; this guards invariant 2.
-			return nil, fmt.Errorf("reader: internal error: %q yielded commit ts %d outside (%d, %d]", ev.Source.Key, ts, r.c.start, r.c.end)
+			return nil, fmt.Errorf("reader: internal error: %q yielded commit ts %d outside (%d, %d]", src.Key, ts, r.c.start, r.c.end)
 		}
 		if r.haveTs && ts < r.curTs {
-			return nil, &OrderError{Key: ev.Source.Key, PrevKey: r.prevKey, Ts: ts, PrevTs: r.curTs}
+			return nil, &OrderError{Key: src.Key, PrevKey: r.prevSrc.Key, Ts: ts, PrevTs: r.curTs}
 		}
 		if !r.haveTs || ts != r.curTs {
 			r.curTs, r.haveTs = ts, true
@@ -381,13 +400,15 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 				r.dd.reset()
 			}
 		}
-		r.prevKey = ev.Source.Key
+		if src != r.prevSrc {
+			r.prevSrc = src
+		}
 		if r.multi && r.dd != nil && !r.dd.admit(ev.payload, s.rank) {
 			r.dups++
 			r.consume(s)
 			continue
 		}
-		if ev.Event.Kind == codec.DDLEvent {
+		if s.cur.ddls > 0 && ev.Event.Kind == codec.DDLEvent {
 			r.held = append(r.held, ev.Clone())
 			r.consume(s)
 			continue
@@ -544,12 +565,12 @@ func (r *Reader) closeStream(s *stream) {
 const maxSpares = 4
 
 // putSpare keeps the chunk of a finished stream for a stream to come: its
-// events, and in them the buffers codec.DecodeEvent reuses, are what a
-// stream allocates most of. What it read stays with the old stream: the
-// segment.Reader, which belongs to that segment, and the references into
-// its buffers, so that they can be collected.
+// events, and in them the buffers decoding reuses, and its segment.Reader,
+// whose buffers the next stream's Reset keeps, are what a stream allocates
+// most of. Nothing uses the chunk's events any more: the merge hands a
+// finished stream's chunks here only after the caller's events are released.
 func (r *Reader) putSpare(c *chunk) {
-	c.sr, c.n, c.raw = nil, 0, c.raw[:0]
+	c.n, c.ddls, c.src, c.raw = 0, 0, nil, c.raw[:0]
 	for i := range c.events {
 		c.events[i].payload, c.events[i].Source = nil, nil
 	}

@@ -20,11 +20,17 @@ type chunk struct {
 	events []Event
 	ts     []uint64 // commit ts of events[i], dense for the merge's comparisons
 	n      int      // events[:n] are valid
-	// The payloads of events[:n] point into the buffer of sr, the
-	// segment.Reader this chunk reads its sealed block with, or, for an
-	// active segment (one Scanner reads all its blocks), into raw, a copy.
-	sr  *segment.Reader
-	raw []byte
+	ddls   int      // how many of them are DDLs
+	src    *Source  // the Source of every event of the chunk
+	// The payloads of events[:n], and the byte values decoded from them,
+	// point into the buffer of sr, the segment.Reader this chunk reads its
+	// sealed block with, or, for an active segment (one Scanner reads all
+	// its blocks), into raw, a copy. srOf is the stream sr reads for: a
+	// chunk handed to another stream resets sr to that stream's segment,
+	// keeping its buffers.
+	sr   *segment.Reader
+	srOf *stream
+	raw  []byte
 }
 
 // stream is one segment being read. A goroutine (produce) reads its blocks,
@@ -41,6 +47,9 @@ type stream struct {
 	// Written by the producer, read by the merge after ch is closed.
 	allocated int
 	err       error
+	// dec decodes the stream's events (the producer's only). Its values
+	// alias the payloads, which live as long as their chunk.
+	dec codec.Decoder
 
 	// ----
 	started bool
@@ -57,6 +66,7 @@ func (s *stream) head() *Event { return &s.cur.events[s.pos] }
 func (s *stream) start() {
 	r := s.r
 	s.started = true
+	s.dec.Alias = true
 	s.pool = r.c.Prefetch + 2 // Prefetch queued + 1 being filled + 1 the merge reads
 	s.ch = make(chan *chunk, r.c.Prefetch)
 	s.free = make(chan *chunk, s.pool)
@@ -109,10 +119,20 @@ func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 			if c, err = s.getChunk(ctx); err != nil {
 				return err
 			}
-			if c.sr == nil {
-				if c.sr, err = segment.NewReader(ra, src.Size, &segment.ReaderOptions{Object: src.Key}); err != nil {
+			if c.srOf != s {
+				// A new chunk, or one of a finished stream: read this
+				// segment, with the buffers of the Reader it had.
+				opts := &segment.ReaderOptions{Object: src.Key}
+				if c.sr == nil {
+					c.sr, err = segment.NewReader(ra, src.Size, opts)
+				} else {
+					err = c.sr.Reset(ra, src.Size, opts)
+				}
+				if err != nil {
+					c.srOf = nil
 					return err
 				}
+				c.srOf = s
 			}
 		}
 		blk, err := c.sr.ReadBlock(i)
@@ -271,6 +291,7 @@ func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Sour
 func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload bool) (pastEnd bool, err error) {
 	r := s.r
 	start, end := r.c.start, r.c.end
+	c.src = src
 	// Payload copies never outgrow the block, so sizing raw for it up front
 	// keeps the events' slices into it valid while it fills.
 	if copyPayload && cap(c.raw) < blk.Info.Uncompressed {
@@ -300,6 +321,12 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			break
 		}
 		ev := &c.events[c.n]
+		payload := rec.Payload
+		if copyPayload {
+			// Copied before decoding, so that the decoded values alias
+			// the bytes the chunk keeps.
+			payload = c.copyPayload(rec.Payload)
+		}
 		if r.c.Raw {
 			ev.Event.Kind = codec.EventKind(rec.Kind)
 			if rec.Kind == segment.KindDDL {
@@ -308,7 +335,7 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 				ev.Event.Row.CommitTs = rec.CommitTs
 			}
 		} else {
-			if err := codec.DecodeEvent(rec.Payload, &ev.Event); err != nil {
+			if err := s.dec.Decode(payload, &ev.Event); err != nil {
 				return false, recordError(src, blk, i, rec, err.Error())
 			}
 			if got := ev.Event.CommitTs(); got != rec.CommitTs {
@@ -319,15 +346,15 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			}
 			if f := r.c.TableFilter; f != nil && !accepts(f, &ev.Event) {
 				filtered++
+				if copyPayload {
+					c.raw = c.raw[:len(c.raw)-len(payload)]
+				}
 				continue
 			}
 		}
-		if copyPayload {
-			off := len(c.raw)
-			c.raw = append(c.raw, rec.Payload...)
-			ev.payload = c.raw[off:len(c.raw):len(c.raw)]
-		} else {
-			ev.payload = rec.Payload
+		ev.payload = payload
+		if rec.Kind == segment.KindDDL {
+			c.ddls++
 		}
 		ev.Source = src
 		c.ts[c.n] = rec.CommitTs
@@ -338,6 +365,13 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 		r.stats.filtered.Add(int64(filtered))
 	}
 	return pastEnd, nil
+}
+
+// copyPayload appends p to c.raw and returns the copy.
+func (c *chunk) copyPayload(p []byte) []byte {
+	off := len(c.raw)
+	c.raw = append(c.raw, p...)
+	return c.raw[off:len(c.raw):len(c.raw)]
 }
 
 func recordError(src *Source, blk *segment.Block, i int, rec segment.Record, detail string) error {
@@ -394,7 +428,7 @@ func (s *stream) send(ctx context.Context, c *chunk) error {
 
 // recycle gives a chunk the merge is done with back to the producer.
 func (s *stream) recycle(c *chunk) {
-	c.n = 0
+	c.n, c.ddls = 0, 0
 	c.raw = c.raw[:0]
 	select {
 	case s.free <- c:

@@ -240,6 +240,7 @@ type segChecker struct {
 	rep     *Report
 	key     string
 	ev      codec.Event
+	dec     codec.Decoder // aliasing: ev is not used past its record
 	prevTs  uint64
 	started bool
 }
@@ -268,7 +269,7 @@ func (c *segChecker) block(blk *segment.Block) {
 			c.rep.Rows++
 		}
 		detail := ""
-		if err := codec.DecodeEvent(rec.Payload, &c.ev); err != nil {
+		if err := c.dec.Decode(rec.Payload, &c.ev); err != nil {
 			detail = err.Error()
 		} else if got := c.ev.CommitTs(); got != rec.CommitTs {
 			detail = fmt.Sprintf("the record says commit ts %d, the event %d", rec.CommitTs, got)
@@ -294,7 +295,7 @@ func (c *segChecker) block(blk *segment.Block) {
 // report.
 func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 	rep := &Report{}
-	c := &segChecker{rep: rep, key: ob.key}
+	c := &segChecker{rep: rep, key: ob.key, dec: codec.Decoder{Alias: true}}
 	src := &Source{Key: ob.key, Name: ob.name, Size: ob.size}
 	if ob.name.Active {
 		rep.Active++

@@ -75,6 +75,19 @@ type blockDecoder struct {
 	blk Block
 }
 
+// growBuf returns buf if it can hold n bytes, and otherwise a new buffer of
+// n bytes with a quarter more capacity (and at least 4 KiB), contents not
+// kept. Blocks of one segment vary in size around the writer's target, so a
+// buffer grown to exactly one block's size would be reallocated by the next,
+// slightly larger one: the headroom makes the first allocation the last.
+// Callers pass lengths already checked against MaxBlockSize.
+func growBuf(buf []byte, n int) []byte {
+	if cap(buf) >= n {
+		return buf[:cap(buf)]
+	}
+	return make([]byte, max(n+n/4, 4<<10))
+}
+
 // decode checks frame, which must be exactly one block frame found at off,
 // and loads it into d.blk. Problems found before the CRC holds are soft; any
 // after are hard.
@@ -92,9 +105,7 @@ func (d *blockDecoder) decode(frame []byte, off int64) (*Block, *problem) {
 	}
 	data := payload
 	if bh.codec == CompressionLZ4 {
-		if cap(d.ub) < bh.uncompressed {
-			d.ub = make([]byte, bh.uncompressed)
-		}
+		d.ub = growBuf(d.ub, bh.uncompressed)
 		data = d.ub[:bh.uncompressed]
 		n, err := lz4.UncompressBlock(payload, data)
 		if err != nil {

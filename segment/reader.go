@@ -30,6 +30,7 @@ type Reader struct {
 	hdr    Header
 	footer Footer
 
+	tail  []byte // the end of the segment, read at open
 	frame []byte
 	dec   blockDecoder
 	cur   int    // next block Next loads
@@ -52,6 +53,25 @@ func NewReader(r io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) 
 	return sr, nil
 }
 
+// Reset makes r read the sealed segment of size bytes in ra, as NewReader
+// would, keeping the buffers r has grown: a caller that reads many segments
+// one after another reuses one Reader instead of allocating its buffers again
+// for each. Blocks and records r returned before are invalid after it. On
+// error r is unusable until the next successful Reset.
+func (r *Reader) Reset(ra io.ReaderAt, size int64, opts *ReaderOptions) error {
+	*r = Reader{r: ra, size: size, tail: r.tail, frame: r.frame, dec: blockDecoder{ub: r.dec.ub}}
+	if opts != nil {
+		r.obj = opts.Object
+	}
+	if err := r.open(); err != nil {
+		if r.err == nil {
+			r.err = err
+		}
+		return err
+	}
+	return nil
+}
+
 func (r *Reader) open() error {
 	const minSize = HeaderSize + minFooterSize + TrailerSize
 	if r.size < minSize {
@@ -59,7 +79,10 @@ func (r *Reader) open() error {
 	}
 	tailLen := min(r.size, tailRead)
 	tailOff := r.size - tailLen
-	tail := make([]byte, tailLen)
+	// The header and footer are decoded into values that do not alias the
+	// tail, so its buffer is reused by a Reset.
+	r.tail = growBuf(r.tail, int(tailLen))
+	tail := r.tail[:tailLen]
 	if err := r.readAt(tail, tailOff); err != nil {
 		return err
 	}
@@ -128,9 +151,7 @@ func (r *Reader) ReadBlock(i int) (*Block, error) {
 		return nil, fmt.Errorf("segment%s: block %d out of range [0, %d)", object(r.obj), i, len(r.footer.Blocks))
 	}
 	bi := r.footer.Blocks[i]
-	if cap(r.frame) < bi.Length {
-		r.frame = make([]byte, bi.Length)
-	}
+	r.frame = growBuf(r.frame, bi.Length)
 	frame := r.frame[:bi.Length]
 	if err := r.readAt(frame, bi.Offset); err != nil {
 		return nil, err

@@ -321,13 +321,16 @@ func (s *Scanner) ensure(n int) []byte {
 // The buffer grows in steps no larger than what has already arrived plus
 // 64 KiB, so a corrupt length in a short stream cannot make it allocate much
 // more than the stream holds. It returns how many bytes s.buf then holds.
+// Within that bound it grows a quarter beyond the frame, so that the next
+// frame, a little larger, does not reallocate it.
 func (s *Scanner) fill(have, n int) (int, error) {
 	for have < n {
 		target := n
 		if len(s.buf) < n {
-			target = min(n, 2*have+64<<10)
+			limit := 2*have + 64<<10
+			target = min(n, limit)
 			if len(s.buf) < target {
-				nb := make([]byte, target)
+				nb := make([]byte, max(target, min(n+n/4, limit)))
 				copy(nb, s.buf[:have])
 				s.buf = nb
 			}

@@ -589,3 +589,92 @@ func TestResumeRejectsBadIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderReset: one Reader reset from segment to segment reads each as a
+// new Reader would, its Object naming the current one, a failed Reset
+// included; reading blocks of slightly different sizes, and Resets between
+// segments of the same shape, allocate nothing once its buffers have grown.
+func TestReaderReset(t *testing.T) {
+	segs := [][]byte{
+		writeSegment(t, testHeader(CompressionLZ4), &WriterOptions{BlockSize: 16 << 10}, genRecords(31, 3000, false), true),
+		writeSegment(t, testHeader(CompressionNone), &WriterOptions{BlockSize: 4 << 10}, genRecords(32, 500, true), true),
+		writeSegment(t, testHeader(CompressionLZ4), &WriterOptions{BlockSize: 64 << 10}, genRecords(33, 2000, false), true),
+	}
+	var r *Reader
+	for round := range 2 {
+		for i, data := range segs {
+			want, _, err := readAll(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := fmt.Sprintf("seg-%d", i)
+			if r == nil {
+				r, err = NewReader(bytes.NewReader(data), int64(len(data)), &ReaderOptions{Object: obj})
+			} else {
+				err = r.Reset(bytes.NewReader(data), int64(len(data)), &ReaderOptions{Object: obj})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []rec
+			for {
+				x, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, own(x))
+			}
+			requireRecs(t, fmt.Sprintf("round %d segment %d", round, i), got, want)
+		}
+		// A corrupt segment: the Reset fails, naming it, and so does Next.
+		bad := bytes.Clone(segs[0])
+		bad[len(bad)-1] ^= 0xff
+		err := r.Reset(bytes.NewReader(bad), int64(len(bad)), &ReaderOptions{Object: "bad"})
+		if ce := requireCorrupt(t, "reset to a corrupt segment", err); ce.Object != "bad" {
+			t.Fatalf("error names %q", ce.Object)
+		}
+		if _, err := r.Next(); err == nil {
+			t.Fatal("Next after a failed Reset succeeded")
+		}
+	}
+
+	if testing.CoverMode() != "" || raceEnabled {
+		return
+	}
+	data := segs[0]
+	ra := bytes.NewReader(data)
+	reset := func() {
+		if err := r.Reset(ra, int64(len(data)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readBlocks := func() {
+		for i := range r.Footer().Blocks {
+			if _, err := r.ReadBlock(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A first read of blocks of varying sizes grows the two buffers (frame
+	// and decompressed block) once or twice, not block after block.
+	reset()
+	r.frame, r.dec.ub = nil, nil
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	readBlocks()
+	runtime.ReadMemStats(&m1)
+	if a := m1.Mallocs - m0.Mallocs; a > 2 {
+		t.Errorf("%d allocations for a first read of %d blocks", a, len(r.Footer().Blocks))
+	}
+	// What a Reset allocates is what it decodes (the index, the IDs), not
+	// buffers.
+	if a := testing.AllocsPerRun(20, reset); a > 4 {
+		t.Errorf("%v allocations per Reset", a)
+	}
+	if a := testing.AllocsPerRun(20, readBlocks); a != 0 {
+		t.Errorf("%v allocations per read of %d blocks", a, len(r.Footer().Blocks))
+	}
+}
