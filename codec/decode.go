@@ -96,7 +96,7 @@ func DecodeEvent(src []byte, ev *Event) error {
 // no allocation and touch little memory besides the events themselves.
 //
 // What a Decoder remembers is bounded: it forgets everything when it has seen
-// maxDecoderTables tables. The zero Decoder is ready to use. A Decoder is not
+// 1,024 tables (maxDecoderTables). The zero Decoder is ready to use. A Decoder is not
 // safe for concurrent use; the Events it decodes into may be used anywhere.
 type Decoder struct {
 	// Alias makes the byte payloads of decoded values (Value.Bytes) point

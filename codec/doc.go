@@ -96,9 +96,16 @@
 // buffer is large enough. [DecodeEvent] decodes into a caller's Event and
 // reuses its column slices, strings that repeat (names, charsets) and a
 // private copy of the input that byte payloads point into: decoding a stream
-// into one Event allocates nothing in the steady state. What it decoded is
-// therefore only valid until the next DecodeEvent into the same Event;
-// [Event.Clone] keeps one.
+// into one Event allocates nothing in the steady state, also when the events
+// of a few tables alternate (an Event remembers its last table names). What
+// it decoded is therefore only valid until the next DecodeEvent into the same
+// Event; [Event.Clone] keeps one.
+//
+// A [Decoder] is for decoding a stream into many Events (a reader's pool of
+// them): it remembers each table's column definitions, so that a column whose
+// definition is the same bytes as before is not parsed again and shares its
+// strings with every earlier event, and with Decoder.Alias the byte payloads
+// point into the input instead of a copy.
 //
 // docs/FORMAT.md in the repository has the same specification with a worked
 // example in hex.

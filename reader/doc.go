@@ -56,7 +56,8 @@
 //
 // Each open segment is a stream: a goroutine reads its blocks, checks their
 // CRC32C (the segment package does), decompresses them, decodes the events in
-// the range (codec.DecodeEvent; Options.Raw skips this) and applies the table
+// the range (a codec.Decoder per stream, which parses a column definition it
+// has seen only to compare it; Options.Raw skips this) and applies the table
 // filter, then sends the block's events as one chunk on a channel of
 // Options.Prefetch chunks. So I/O, decompression and decoding of all open
 // segments overlap each other and the merge; Options.Concurrency bounds how
@@ -68,10 +69,13 @@
 // read began (a live writer's later appends are not half-read).
 //
 // Each chunk of a sealed segment is read by a segment.Reader of its own, so
-// the payloads of its events point into that reader's decompression buffer
-// and are never copied; the extra readers open from the first one's reads,
-// at no extra request. (An active segment is one stream through one Scanner,
-// so its payloads are copied.)
+// the payloads of its events, and the byte values decoded from them, point
+// into that reader's decompression buffer and are never copied; the extra
+// readers open from the first one's reads, at no extra request, and a
+// finished stream's chunks keep theirs for the streams that follow
+// (segment.Reader.Reset), so that their buffers are allocated once. (An
+// active segment is one stream through one Scanner, so its payloads are
+// copied, once, into the chunk.)
 //
 // Chunks are recycled, and each stream owns at most Prefetch+2 of them
 // (Prefetch waiting, one being filled, one being merged): a producer that has

@@ -30,7 +30,7 @@ type Options struct {
 	// ready ahead of the merge. 0 means DefaultPrefetch.
 	Prefetch int
 
-	// Concurrency bounds how many blocks are decoded (codec.DecodeEvent) at
+	// Concurrency bounds how many blocks are decoded (package codec) at
 	// once across all streams, the costliest step, so that the merge keeps a
 	// core. 0 means GOMAXPROCS. Reading and decompressing are bounded by the
 	// open streams instead: each has one goroutine and at most one request in

@@ -34,13 +34,40 @@ func (b *Block) Next() (Record, bool) {
 	}
 	// The block was validated on load; these reads cannot go out of range.
 	d := b.data[b.pos:]
-	delta, n := binary.Uvarint(d)
+	// The common cases inline: a ts delta of one byte, a payload length of
+	// one or two.
+	delta, n := uint64(d[0]), 1
+	if delta >= 0x80 {
+		delta, n = binary.Uvarint(d)
+	}
 	kind := Kind(d[n])
-	size, m := binary.Uvarint(d[n+1:])
+	p := d[n+1:]
+	size, m := uint64(p[0]), 1
+	if size >= 0x80 {
+		if len(p) > 1 && p[1] < 0x80 {
+			size, m = size&0x7f|uint64(p[1])<<7, 2
+		} else {
+			size, m = binary.Uvarint(p)
+		}
+	}
 	start := n + 1 + m
 	b.ts += delta
 	b.pos += start + int(size)
 	return Record{CommitTs: b.ts, Kind: kind, Payload: d[start : start+int(size) : start+int(size)]}, true
+}
+
+// uvarint is binary.Uvarint with the records' common cases first: a ts
+// delta fits one byte, a payload length one or two.
+func uvarint(b []byte) (uint64, int) {
+	if len(b) >= 2 {
+		if b[0] < 0x80 {
+			return uint64(b[0]), 1
+		}
+		if b[1] < 0x80 {
+			return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+		}
+	}
+	return binary.Uvarint(b)
 }
 
 // Rewind makes Next start again from the block's first record.
@@ -133,7 +160,7 @@ func checkRecords(data []byte, bh *blockHeader, off int64) *problem {
 		if pos >= len(data) {
 			return hard("block", off, "record %d of %d starts past the end of the %d-byte block", i, bh.records, len(data))
 		}
-		delta, n := binary.Uvarint(data[pos:])
+		delta, n := uvarint(data[pos:])
 		if n <= 0 {
 			return hard("block", off, "record %d at block byte %d: bad ts delta varint", i, pos)
 		}
@@ -156,7 +183,7 @@ func checkRecords(data []byte, bh *blockHeader, off int64) *problem {
 			ddls++
 		}
 		pos++
-		size, m := binary.Uvarint(data[pos:])
+		size, m := uvarint(data[pos:])
 		if m <= 0 {
 			return hard("block", off, "record %d at block byte %d: bad payload length varint", i, pos)
 		}

@@ -196,5 +196,7 @@
 // reads sealed segments through an io.ReaderAt; [Scanner] reads any segment
 // from an io.Reader. Records are handed out without copying: a [Record]'s
 // payload is valid until the next call. After their buffers have grown,
-// neither writing nor reading allocates per record.
+// neither writing nor reading allocates per record; they grow with headroom,
+// so that blocks of slightly different sizes do not regrow them, and
+// [Reader.Reset] keeps them for the next segment.
 package segment
