@@ -440,15 +440,21 @@ func TestWriterFaults(t *testing.T) {
 	if !direct.As(&c) {
 		t.Fatal("As(**container.Client) failed")
 	}
+	// A staged upload cut off by a fault leaves uncommitted blocks behind:
+	// Azure has no abort call, keeps them invisible, and discards them after
+	// a week (documented in the package). What must hold is that no such
+	// name is visible as an object.
 	committed, all := blobNames(t, c, false), blobNames(t, c, true)
-	if !slices.Equal(committed, all) {
-		var orphans []string
-		for _, n := range all {
-			if _, found := slices.BinarySearch(committed, n); !found {
-				orphans = append(orphans, n)
-			}
+	var orphans []string
+	for _, n := range all {
+		if _, found := slices.BinarySearch(committed, n); !found {
+			orphans = append(orphans, n)
 		}
-		t.Errorf("blobs with only uncommitted blocks left after the faults: %v", orphans)
 	}
-	t.Logf("%d blobs, none uncommitted", len(committed))
+	for _, n := range orphans {
+		if _, err := direct.Stat(t.Context(), n); !blob.IsNotExist(err) {
+			t.Errorf("blob %s with only uncommitted blocks is visible: Stat = %v", n, err)
+		}
+	}
+	t.Logf("%d committed blobs; %d names with only uncommitted blocks (invisible, left to the service's GC): %v", len(committed), len(orphans), orphans)
 }
