@@ -695,7 +695,7 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 				defer func() { <-sem }()
 				_, err := d.client.NewBlobClient(k).Delete(d.ctx(ctx), nil)
 				if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
-					report([]KeyError{{k, d.fail(err)}})
+					report([]KeyError{{Key: k, Err: d.fail(err)}})
 				}
 			})
 		}
@@ -716,7 +716,7 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 		return ctx.Err()
 	}
 	slices.SortFunc(failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
-	return &DeleteError{Total: len(keys), Failed: failed}
+	return &DeleteError{Total: len(keys), Failed: failed, Store: "azure"}
 }
 
 // deleteBatch deletes up to MaxBatch keys with one Blob Batch request.
@@ -725,7 +725,7 @@ func (d *Driver) deleteBatch(ctx context.Context, keys []string) []KeyError {
 		err = d.fail(err)
 		out := make([]KeyError, len(keys))
 		for i, k := range keys {
-			out[i] = KeyError{k, err}
+			out[i] = KeyError{Key: k, Err: err}
 		}
 		return out
 	}
@@ -751,52 +751,23 @@ func (d *Driver) deleteBatch(ctx context.Context, keys []string) []KeyError {
 		i := *item.ContentID
 		seen[i] = true
 		if item.Error != nil && d.ErrorCode(item.Error) != blob.CodeNotExist {
-			failed = append(failed, KeyError{keys[i], d.fail(item.Error)})
+			failed = append(failed, KeyError{Key: keys[i], Err: d.fail(item.Error)})
 		}
 	}
 	for i, ok := range seen {
 		if !ok {
-			failed = append(failed, KeyError{keys[i], errors.New("azure: no sub-response for this key in the batch response")})
+			failed = append(failed, KeyError{Key: keys[i], Err: errors.New("azure: no sub-response for this key in the batch response")})
 		}
 	}
 	return failed
 }
 
-// DeleteError reports the keys of a batch Delete that failed. It unwraps to
-// each key's error, so errors.Is and errors.As see them.
-type DeleteError struct {
-	Total  int        // keys in the batch
-	Failed []KeyError // sorted by key
-}
+// DeleteError reports the keys of a batch Delete that failed (see
+// blob.DeleteError).
+type DeleteError = blob.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError struct {
-	Key string
-	Err error
-}
-
-func (e *DeleteError) Error() string {
-	const show = 5
-	var b strings.Builder
-	fmt.Fprintf(&b, "azure: %d of %d keys not deleted:", len(e.Failed), e.Total)
-	for i, f := range e.Failed {
-		if i == show {
-			fmt.Fprintf(&b, " … and %d more", len(e.Failed)-show)
-			break
-		}
-		fmt.Fprintf(&b, " %q (%v);", f.Key, f.Err)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// Unwrap returns every key's error.
-func (e *DeleteError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		errs[i] = f.Err
-	}
-	return errs
-}
+type KeyError = blob.KeyError
 
 // ErrorCode implements blob.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {

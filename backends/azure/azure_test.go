@@ -567,7 +567,7 @@ func TestWeirdKeys(t *testing.T) {
 
 func TestDeleteError(t *testing.T) {
 	boom := errors.New("boom")
-	e := &DeleteError{Total: 10, Failed: []KeyError{{"k1", context.DeadlineExceeded}, {"k2", boom}}}
+	e := &DeleteError{Total: 10, Failed: []KeyError{{Key: "k1", Err: context.DeadlineExceeded}, {Key: "k2", Err: boom}}}
 	msg := e.Error()
 	if !strings.Contains(msg, "2 of 10") || !strings.Contains(msg, `"k1"`) || !strings.Contains(msg, `"k2"`) {
 		t.Fatalf("message %q", msg)
@@ -605,7 +605,7 @@ func TestErrorCode(t *testing.T) {
 		{io.ErrUnexpectedEOF, blob.CodeTransient},
 		{context.Canceled, blob.CodeCanceled},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
-		{&DeleteError{Total: 1, Failed: []KeyError{{"k", re(503, "ServerBusy")}}}, blob.CodeTransient},
+		{&DeleteError{Total: 1, Failed: []KeyError{{Key: "k", Err: re(503, "ServerBusy")}}}, blob.CodeTransient},
 		{errors.New("other"), blob.CodeUnknown},
 	} {
 		if got := d.ErrorCode(c.err); got != c.want {

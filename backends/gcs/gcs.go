@@ -603,49 +603,20 @@ type keyError struct {
 	err error
 }
 
-// DeleteError reports the keys of a batch Delete that failed. It unwraps to
-// each key's error, so errors.Is and errors.As see them.
-type DeleteError struct {
-	Total  int        // keys in the batch
-	Failed []KeyError // sorted by key
-}
+// DeleteError reports the keys of a batch Delete that failed (see
+// blob.DeleteError).
+type DeleteError = blob.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError struct {
-	Key string
-	Err error
-}
+type KeyError = blob.KeyError
 
 func newDeleteError(total int, failed []keyError) *DeleteError {
-	e := &DeleteError{Total: total}
+	e := &DeleteError{Total: total, Store: "gcs"}
 	for _, f := range failed {
-		e.Failed = append(e.Failed, KeyError{f.key, f.err})
+		e.Failed = append(e.Failed, KeyError{Key: f.key, Err: f.err})
 	}
 	slices.SortFunc(e.Failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
 	return e
-}
-
-func (e *DeleteError) Error() string {
-	const show = 5
-	var b strings.Builder
-	fmt.Fprintf(&b, "gcs: %d of %d keys not deleted:", len(e.Failed), e.Total)
-	for i, f := range e.Failed {
-		if i == show {
-			fmt.Fprintf(&b, " … and %d more", len(e.Failed)-show)
-			break
-		}
-		fmt.Fprintf(&b, " %q (%v);", f.Key, f.Err)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// Unwrap returns every key's error.
-func (e *DeleteError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		errs[i] = f.Err
-	}
-	return errs
 }
 
 // ErrorCode implements blob.Driver.
