@@ -18,7 +18,7 @@ import (
 // baselineCap bounds the bytes a baseline moves; rates do not need more.
 func baselineCap(quick bool) int64 {
 	if quick {
-		return 32 * mib
+		return 16 * mib
 	}
 	return 256 * mib
 }

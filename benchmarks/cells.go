@@ -20,6 +20,11 @@ type Cell struct {
 	Mix         string  `json:"mix,omitempty"` // rows | ddl
 	SegmentMiB  int     `json:"segment_mib,omitempty"`
 	Seconds     float64 `json:"seconds,omitempty"` // length of the write phase
+	// LatencySeconds is the length of the latency phase (at least 2.5
+	// flush intervals); 0 means Seconds.
+	LatencySeconds float64 `json:"latency_seconds,omitempty"`
+	// QuotaMiB is the writers' memory quota; 0 means the writer's default.
+	QuotaMiB int `json:"quota_mib,omitempty"`
 	// Peers: the library, how many records, a sync every SyncEvery records.
 	Peer      string `json:"peer,omitempty"`
 	Records   int    `json:"records,omitempty"`
@@ -67,6 +72,15 @@ func buildMatrix(o matrixOpts) []Cell {
 	secs := 5.0
 	if o.quick {
 		secs = 1
+	}
+	// -quick shortens the latency phase and bounds the memory quota, so
+	// the backlog a flat-out write phase leaves (and its final drain, which
+	// counts in the throughput) stays short on slow emulators.
+	tune := func(c Cell) Cell {
+		if o.quick {
+			c.LatencySeconds, c.QuotaMiB = 0.5, 64
+		}
+		return c
 	}
 	for _, be := range o.backends {
 		if !be.Available {
@@ -130,7 +144,7 @@ func buildMatrix(o matrixOpts) []Cell {
 	// The cost of consistency: the toy pipeline, gate off and on.
 	psecs, rate := 4.0, 5000
 	if o.quick {
-		psecs = 0.75
+		psecs = 0.5
 	}
 	for _, be := range o.backends {
 		if !be.Available {
@@ -149,6 +163,11 @@ func buildMatrix(o matrixOpts) []Cell {
 	}
 	cells = append(cells, Cell{ID: "apply/sqlite", Kind: "apply", Backend: "local-nosync", RowSize: 512, Rows: rows, NaiveRows: naive})
 
+	for i := range cells {
+		if cells[i].Kind == "writer" {
+			cells[i] = tune(cells[i])
+		}
+	}
 	if o.filter != "" {
 		var kept []Cell
 		for _, c := range cells {

@@ -91,6 +91,9 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		if c.SegmentMiB > 0 {
 			o.MaxSegmentBytes = int64(c.SegmentMiB) * mib
 		}
+		if c.QuotaMiB > 0 {
+			o.MemoryQuota = int64(c.QuotaMiB) * mib
+		}
 		w, err := writer.Open(ctx, b, o)
 		if err != nil {
 			return nil, err
@@ -130,7 +133,11 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	// throughput just measured, flushed on the same cadence.
 	rate := float64(out.rows) / out.elapsed.Seconds() / 2
 	// At least 2.5 flush intervals, so that a 1 s cadence has samples.
-	lat, err := d.run(ctx, max(time.Duration(c.Seconds*float64(time.Second)), 2*interval+interval/2), rate)
+	latSecs := c.LatencySeconds
+	if latSecs == 0 {
+		latSecs = c.Seconds
+	}
+	lat, err := d.run(ctx, max(time.Duration(latSecs*float64(time.Second)), 2*interval+interval/2), rate)
 	if err != nil {
 		return nil, err
 	}
