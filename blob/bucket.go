@@ -112,6 +112,14 @@ func (b *Bucket) PutReader(ctx context.Context, key string, r io.Reader, size in
 	if o.IfNotExist && o.IfMatch != "" {
 		return Attrs{}, errorf("put", key, CodeInvalidArgument, "IfNotExist and IfMatch are exclusive")
 	}
+	if o.BeforeCommit != nil {
+		if st, ok := b.shared.drv.(Stager); !ok || !st.StagesPuts() {
+			if err := o.BeforeCommit(ctx); err != nil {
+				return Attrs{}, err
+			}
+			o.BeforeCommit = nil
+		}
+	}
 	b.shared.stats.puts.Add(1)
 	a, err := b.shared.drv.Put(ctx, full, r, size, o)
 	if err != nil {

@@ -57,6 +57,15 @@ type Driver interface {
 type PutOptions struct {
 	IfNotExist bool   // fail with CodePreconditionFailed if the key exists
 	IfMatch    string // fail with CodePreconditionFailed unless the current ETag equals this
+
+	// BeforeCommit, when set, is called once, before the put can become
+	// visible to anyone; if it returns an error the put is abandoned with
+	// that error and the key keeps what it held. A driver that stages
+	// objects (see Stager) calls it after its staging work, so the caller's
+	// own work (the redo writer's fsync of the data the object describes)
+	// overlaps it; for any other driver Bucket calls it before Driver.Put.
+	// It is called on the goroutine that called Put.
+	BeforeCommit func(ctx context.Context) error
 }
 
 // Attrs describe a stored object.
@@ -87,6 +96,18 @@ const MaxDeleteBatch = 1000
 
 // DefaultPageSize is the page size Bucket asks for when the caller gives none.
 const DefaultPageSize = 1000
+
+// Stager is the optional capability of a driver whose Put stages the
+// object's bytes durably before making them visible in one step (the local
+// file system: a temporary file, fsync, then rename). Such a driver calls
+// PutOptions.BeforeCommit between the two itself, after the staging and
+// before anything is visible, and returns its error unchanged. A Put that
+// fails before that point need not call it.
+type Stager interface {
+	// StagesPuts reports whether Put calls PutOptions.BeforeCommit itself
+	// (a wrapper answers for the driver it wraps).
+	StagesPuts() bool
+}
 
 // Appender is the optional capability of a driver that can append to an open
 // object and make the appended bytes durable without rewriting it: the local

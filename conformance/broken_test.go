@@ -25,10 +25,26 @@ import (
 // file driver that writes in place does) and ignores its context: the object
 // is visible while being written, a failed Put leaves a partial object, and
 // a canceled one completes.
+// lateCommitHook claims to stage puts but calls BeforeCommit after the
+// object is stored.
+type lateCommitHook struct{ *mem.Driver }
+
+func (lateCommitHook) StagesPuts() bool { return true }
+
+func (d lateCommitHook) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	hook := opts.BeforeCommit
+	opts.BeforeCommit = nil
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	if err == nil && hook != nil {
+		err = hook(ctx)
+	}
+	return a, err
+}
+
 type nonAtomicPut struct{ *mem.Driver }
 
 func (d nonAtomicPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if opts != (blob.PutOptions{}) {
+	if opts.IfNotExist || opts.IfMatch != "" {
 		return d.Driver.Put(ctx, key, r, size, opts)
 	}
 	var written []byte
@@ -365,6 +381,12 @@ var brokenCases = []brokenCase{
 		mustPass: []string{"Append/Seal", "Append/WriteSyncRead"},
 	},
 	{
+		name:     "LateCommitHook",
+		driver:   func() blob.Driver { return lateCommitHook{mem.NewDriver()} },
+		mustFail: []string{"BeforeCommit/InvisibleNew", "BeforeCommit/InvisibleOverwrite", "BeforeCommit/AbandonNew", "BeforeCommit/AbandonOverwrite"},
+		mustPass: []string{"RoundTrip", "Atomic", "CompareAndSwap"},
+	},
+	{
 		// A correct driver that its harness does not declare appendable.
 		name:     "UndeclaredAppender",
 		driver:   func() blob.Driver { return appendMem{mem.NewDriver()} },
@@ -468,7 +490,7 @@ func TestConditionalWritesUndeclared(t *testing.T) {
 type refusesConditions struct{ *mem.Driver }
 
 func (d refusesConditions) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if opts != (blob.PutOptions{}) {
+	if opts.IfNotExist || opts.IfMatch != "" {
 		return blob.Attrs{}, fmt.Errorf("conditional writes: %w", blob.ErrNotSupported)
 	}
 	return d.Driver.Put(ctx, key, r, size, opts)

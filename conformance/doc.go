@@ -58,6 +58,9 @@
 //	CompareAndSwap     IfMatch: the right ETag wins, a stale or bogus one and any ETag on a
 //	                   missing key fail with ErrPreconditionFailed; the ETag changes whenever
 //	                   the content does; 16 racers on one ETag: exactly one winner
+//	BeforeCommit       PutOptions.BeforeCommit runs once, while a read of the key still shows
+//	                   the old object or nothing; its error abandons the put, leaving the key
+//	                   as it was (a blob.Stager calls it itself, between staging and commit)
 //	Context            an expired or canceled context fails every operation with an error
 //	                   matching context.DeadlineExceeded or context.Canceled, changing nothing
 //	Closed             every operation after Close fails with ErrClosed; Close is idempotent

@@ -38,6 +38,7 @@ func (s *suite) runAll(t suiteT) {
 	t.Run("BatchDelete", s.batchDelete)
 	t.Run("ConditionalCreate", s.conditionalCreate)
 	t.Run("CompareAndSwap", s.compareAndSwap)
+	t.Run("BeforeCommit", s.beforeCommit)
 	t.Run("Context", s.context)
 	t.Run("Closed", s.closed)
 	t.Run("As", s.as)

@@ -264,13 +264,29 @@ func (l *Lease) Publish(ctx context.Context, flushedTs, seq uint64) error {
 // global watermark from falling. Publishing what is already published writes
 // nothing.
 func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
+	return l.PublishProgressAfter(ctx, p, nil)
+}
+
+// PublishProgressAfter is PublishProgress with a precondition: ready is
+// called once before the new progress can become visible (see
+// blob.PutOptions.BeforeCommit), and its error abandons the publication.
+// A writer passes the wait for the fsync of the data the progress covers,
+// so that the state object is staged while the data syncs, yet never
+// visible before the data is durable. ready is called even when nothing
+// is written (the progress is already published or the lease is lost), so
+// the caller can rely on it having run when this returns; it may not run
+// when ctx ends first.
+func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func(context.Context) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if ready == nil {
+		ready = func(context.Context) error { return nil }
+	}
 	if l.fenced != nil {
-		return l.fenced
+		return errors.Join(ready(ctx), l.fenced)
 	}
 	if l.st.HasSeq && p.Seq < l.st.Seq {
-		return fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq)
+		return errors.Join(ready(ctx), fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq))
 	}
 	spans := l.st.Spans
 	if p.Spans != nil {
@@ -278,12 +294,21 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 		slices.SortFunc(spans, func(a, b SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
 	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && slices.Equal(spans, l.st.Spans) {
-		return nil
+		return ready(ctx)
 	}
 	next := l.st
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
 	data, _ := json.Marshal(&next)
-	attrs, err := l.b.Put(ctx, l.key, data, &blob.PutOptions{IfMatch: l.etag})
+	called := false
+	attrs, err := l.b.Put(ctx, l.key, data, &blob.PutOptions{IfMatch: l.etag, BeforeCommit: func(ctx context.Context) error {
+		called = true
+		return ready(ctx)
+	}})
+	if !called && ctx.Err() == nil {
+		// The put failed before its commit point (a lost lease among
+		// others): ready still runs, as promised.
+		err = errors.Join(err, ready(ctx))
+	}
 	if blob.IsPreconditionFailed(err) || blob.IsNotExist(err) {
 		l.fenced = fmt.Errorf("meta: writer %s epoch %d lost its lease: %w", l.st.WriterID, l.st.Epoch, blob.ErrFenced)
 		return l.fenced

@@ -185,26 +185,25 @@ func (c *committer) commit(j *job) error {
 			return err
 		}
 	}
-	var err error
-	if w.append {
-		err = c.retry(c.syncActive)
-	} else {
-		err = c.retry(c.putObject)
-	}
-	if err != nil {
-		return err
-	}
-	// Durable. The memory can go.
-	c.release(j)
-
 	// The flushed ts is the job's resolved ts: the minimum over the spans.
 	// It falls when a span is added behind the writer, until the span
 	// catches up (meta.Lease.PublishProgress; the coordinator keeps the
 	// global watermark from falling).
 	ts := j.resolved
-	if err := c.retry(func() error { return c.publish(ts, j.spans) }); err != nil {
+	var err error
+	if w.append {
+		err = c.syncAndPublish(ts, j.spans)
+	} else {
+		err = c.retry(c.putObject)
+		if err == nil {
+			err = c.retry(func() error { return c.publish(ts, j.spans, nil) })
+		}
+	}
+	if err != nil {
 		return err
 	}
+	// Durable and published. The memory can go.
+	c.release(j)
 	if w.append {
 		err = c.retry(c.sealFull)
 		if err == nil && j.final {
@@ -307,15 +306,21 @@ type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
-// publish records the progress in the lease when it changed.
-func (c *committer) publish(ts uint64, spans []meta.SpanTs) error {
-	seq := c.pubSeq
-	if c.hasData {
-		seq = c.lastSeq
+// publish records the progress in the lease when it changed. ready, when
+// not nil, is the sync of the active segment: it runs before the progress
+// can become visible (meta.Lease.PublishProgressAfter), and the progress is
+// what the segment holds once it succeeds.
+func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.Context) error) error {
+	seq, hasData := c.lastSeq, c.hasData
+	if ready != nil {
+		seq, hasData = c.seqOnceSynced()
+	}
+	if !hasData {
+		seq = c.pubSeq
 	}
 	spans = c.withRemoved(spans)
-	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && c.hasData || !slices.Equal(spans, c.pubSpans) {
-		err := c.w.lease.PublishProgress(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, Spans: spans})
+	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && hasData || !slices.Equal(spans, c.pubSpans) {
+		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, Spans: spans}, ready)
 		if err != nil {
 			if errors.Is(err, blob.ErrFenced) {
 				c.retract()
@@ -323,6 +328,10 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs) error {
 			return err
 		}
 		c.pubTs, c.pubSeq, c.pubHasSeq, c.pubSpans = ts, seq, true, spans
+	} else if ready != nil {
+		if err := ready(c.ctx); err != nil {
+			return err
+		}
 	}
 	for _, a := range append(c.full, c.act) {
 		if a != nil {
@@ -460,6 +469,91 @@ func (c *committer) openActive() error {
 	return nil
 }
 
+// syncAndPublish makes the active segment durable and publishes the
+// flush's progress. The fdatasync of the segment and the staging of the
+// progress object (on local disk: a temporary file and its fsync) run at
+// once, and the progress becomes visible only once the sync succeeded
+// (blob.PutOptions.BeforeCommit), so it never covers data that is not
+// durable: a flush costs about two sync latencies instead of three. When
+// the sync fails, the publication is abandoned and the two steps run one
+// after the other with retries, as they would on their own.
+func (c *committer) syncAndPublish(ts uint64, spans []meta.SpanTs) error {
+	a := c.act
+	if c.broken || a == nil || a.syncedSize == a.sw.Offset() || c.w.o.Sync != SyncEveryFlush {
+		if err := c.retry(c.syncActive); err != nil {
+			return err
+		}
+		return c.retry(func() error { return c.publish(ts, spans, nil) })
+	}
+	done := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		err := a.af.Sync()
+		c.w.m.fsyncDuration.Observe(time.Since(start).Seconds())
+		done <- err
+	}()
+	var syncErr error
+	synced := false
+	collect := func() {
+		if !synced {
+			syncErr, synced = <-done, true
+			if syncErr != nil {
+				c.broken = true
+			} else {
+				c.markSynced(a)
+			}
+		}
+	}
+	pubErr := c.publish(ts, spans, func(ctx context.Context) error {
+		if !synced {
+			select {
+			case err := <-done:
+				done <- err // collect takes it below
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			collect()
+		}
+		return syncErr
+	})
+	// The sync owns the active segment until it returns.
+	collect()
+	if syncErr != nil {
+		first := true
+		err := c.retry(func() error {
+			if first {
+				first = false
+				return syncErr
+			}
+			return c.syncActive()
+		})
+		if err != nil {
+			return err
+		}
+		return c.retry(func() error { return c.publish(ts, spans, nil) })
+	}
+	if pubErr == nil {
+		return nil
+	}
+	first := true
+	return c.retry(func() error {
+		if first {
+			first = false
+			return pubErr
+		}
+		return c.publish(ts, spans, nil)
+	})
+}
+
+// seqOnceSynced is the highest seq holding flushed data once everything
+// appended so far is synced (what syncActive will record).
+func (c *committer) seqOnceSynced() (uint64, bool) {
+	if a := c.act; a != nil && len(a.sw.Blocks()) > 0 {
+		return a.hdr.Seq, true
+	}
+	return c.lastSeq, c.hasData
+}
+
 // syncActive makes everything appended to the active segment durable.
 func (c *committer) syncActive() error {
 	if err := c.repair(); err != nil {
@@ -478,6 +572,12 @@ func (c *committer) syncActive() error {
 			return err
 		}
 	}
+	c.markSynced(a)
+	return nil
+}
+
+// markSynced records that everything appended to a is durable.
+func (c *committer) markSynced(a *activeSeg) {
 	a.syncedSize = a.sw.Offset()
 	a.syncedBlocks = len(a.sw.Blocks())
 	if a.syncedBlocks > 0 {
@@ -489,7 +589,6 @@ func (c *committer) syncActive() error {
 	clear(c.unsynced)
 	c.unsynced = c.unsynced[:0]
 	c.unsyncedBytes = 0
-	return nil
 }
 
 // sealFull seals the segments set aside at rotation. It runs after a

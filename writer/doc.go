@@ -59,10 +59,13 @@
 // bytes. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
 // in parallel; one committer goroutine appends the finished frames in order,
-// syncs or uploads, and publishes. While the committer syncs or uploads flush
-// N, flush N+1 is merged and compressed: the blocks waiting for the
-// committer are bounded by about FlushBytes, so compression runs ahead of
-// storage without unbounded queues.
+// syncs or uploads, and publishes. On local disk the segment's fdatasync and
+// the staging of the progress object overlap: the progress is renamed into
+// place only once the sync returned (blob.PutOptions.BeforeCommit), so it
+// never covers data that is not durable. While the committer syncs or
+// uploads flush N, flush N+1 is merged and compressed: the blocks waiting
+// for the committer are bounded by about FlushBytes, so compression runs
+// ahead of storage without unbounded queues.
 //
 // # Memory and back-pressure
 //

@@ -196,6 +196,67 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 90)
 }
 
+// TestProgressWaitsForSync holds the active segment's fdatasync: the flush
+// stages its progress meanwhile (the state object's put is under way), but
+// the progress must not become visible until the data is durable.
+func TestProgressWaitsForSync(t *testing.T) {
+	ctx := context.Background()
+	d, err := local.NewDriver(t.TempDir(), nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	w := open(t, b, testOptions("w"))
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 10)
+	must(t, w.AdvanceResolved(1, 10))
+	if ts := mustFlush(t, w); ts != 10 {
+		t.Fatalf("Flush = %d, want 10", ts)
+	}
+
+	statePut, entered := signal(isState)
+	f.Add(blobtest.Rule{Op: blobtest.OpPut, Match: statePut})
+	release := f.Block(blobtest.OpSync)
+	defer release()
+	writeRange(t, w, 1, 11, 20)
+	must(t, w.AdvanceResolved(1, 20))
+	flushed := make(chan uint64, 1)
+	go func() {
+		ts, err := w.Flush(ctx)
+		if err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		flushed <- ts
+	}()
+	<-entered // the progress put is under way, the sync held
+	// A put that did not wait for the sync would land within a few
+	// milliseconds on local disk; give it far longer than that.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+		must(t, err)
+		if st.FlushedTs != 10 {
+			t.Fatalf("the progress shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case ts := <-flushed:
+		t.Fatalf("Flush returned %d before the data's fdatasync did", ts)
+	default:
+	}
+	release()
+	if ts := <-flushed; ts != 20 {
+		t.Fatalf("Flush = %d, want 20", ts)
+	}
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 20 {
+		t.Fatalf("progress after the flush: flushed ts %d, want 20", st.FlushedTs)
+	}
+	must(t, w.Close(ctx))
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
+}
+
 // TestRetriesExhausted makes every put fail: the flush fails after its
 // retries, and the writer is stopped for good.
 func TestRetriesExhausted(t *testing.T) {

@@ -20,6 +20,10 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
+// StagesPuts implements blob.Stager: Put calls PutOptions.BeforeCommit once
+// the temporary file is written and synced, before the rename.
+func (d *Driver) StagesPuts() bool { return true }
+
 // Put implements blob.Driver. See the package doc for the steps and why each
 // is there.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
@@ -57,6 +61,13 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	// The last point where giving up leaves nothing behind.
 	if err := ctx.Err(); err != nil {
 		return blob.Attrs{}, err
+	}
+	// Staged and durable, not yet visible: the caller's last word
+	// (blob.Stager).
+	if opts.BeforeCommit != nil {
+		if err := opts.BeforeCommit(ctx); err != nil {
+			return blob.Attrs{}, err
+		}
 	}
 	dir, name := splitKey(key)
 	for attempt := 0; ; attempt++ {

@@ -354,6 +354,13 @@ func (f *Faulty) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	return f.inner.Put(ctx, key, r, size, opts)
 }
 
+// StagesPuts implements blob.Stager for the wrapped driver: Put passes
+// PutOptions.BeforeCommit through to a driver that calls it.
+func (f *Faulty) StagesPuts() bool {
+	st, ok := f.inner.(blob.Stager)
+	return ok && st.StagesPuts()
+}
+
 // NewRangeReader implements blob.Driver.
 func (f *Faulty) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := f.before(ctx, OpRead, key); err != nil {
