@@ -9,9 +9,9 @@ import (
 // in a child process of its own, so that its peak RSS is its own.
 type Cell struct {
 	ID   string `json:"id"`
-	Kind string `json:"kind"` // writer | peer | pipeline | apply
-	// Backend names a Backend (kinds writer and pipeline); peers and apply
-	// run on local-fsync.
+	Kind string `json:"kind"` // writer | read | peer | pipeline | apply
+	// Backend names a Backend (kinds writer and pipeline); peers run on
+	// local-fsync, apply and read on local-nosync.
 	Backend     string  `json:"backend"`
 	RowSize     int     `json:"row_size"`
 	FlushMS     int     `json:"flush_ms,omitempty"`
@@ -35,6 +35,8 @@ type Cell struct {
 	// Apply: rows in the log replayed, and rows of the naive replay.
 	Rows      int `json:"rows,omitempty"`
 	NaiveRows int `json:"naive_rows,omitempty"`
+	// Read: MiB of payload each of the Writers writes into the log read.
+	LogMiB int `json:"log_mib,omitempty"`
 	// Roles of the cell in the report's targets.
 	Roles []string `json:"roles,omitempty"`
 }
@@ -129,6 +131,16 @@ func buildMatrix(o matrixOpts) []Cell {
 		if isCloud {
 			cells = append(cells, writerCell(be.Name, 4096, 1000, "none", 1, "rows", 16, secs, roleCloud16))
 		}
+	}
+
+	// Reader memory at two log sizes: 4 writers × 32 and 256 MiB in -quick,
+	// × 256 MiB and 1 GiB otherwise.
+	readSizes := []int{256, 1024}
+	if o.quick {
+		readSizes = []int{32, 256}
+	}
+	for _, n := range readSizes {
+		cells = append(cells, readCell(4, n))
 	}
 
 	// WAL libraries on the same local workload.

@@ -66,6 +66,8 @@ func childMain() int {
 	switch in.Cell.Kind {
 	case "writer":
 		err = runWriterCell(ctx, in, res)
+	case "read":
+		err = runReadCell(ctx, in, res)
 	case "peer":
 		err = runPeerCell(ctx, in, res)
 	case "pipeline":

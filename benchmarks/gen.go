@@ -114,18 +114,102 @@ func (g *gen) next(span int, ts uint64) []codec.Event {
 	return g.batch
 }
 
-// payload encodes the generator's events, transaction after transaction,
-// until about n bytes: the bytes a baseline moves. It returns the bytes, the
-// offsets where each event ends and the number of row events.
-func (g *gen) payload(n int64) (buf []byte, ends []int, rows int64) {
+// txnPool is one writer's transactions, generated before anything is timed
+// and replayed in a loop by the writer and read cells (the pipeline, peers
+// and apply cells still use gen directly). Each transaction has rows of its
+// own (no two share their Columns), made by the same makeRow as gen's, so
+// the bytes look alike; a pool holds about poolTargetBytes of encoded
+// events, far more than lz4's 64 KiB window and the writer's 256 KiB
+// blocks. Replaying stamps the commit ts (and start ts) and a fresh id on
+// events that already exist: a few stores per event.
+type txnPool struct {
+	txns   [][]codec.Event
+	size   []int // encoded bytes of each transaction (codec.AppendEvent)
+	nextID int64
+}
+
+const (
+	poolTargetBytes = 8 << 20
+	poolMinTxns     = 128
+	poolMaxTxns     = 2048
+)
+
+// newTxnPool makes the pool of the writer whose spans start at spanBase:
+// transaction j belongs to span spanBase + j%genSpans (the pool's length is
+// a multiple of genSpans, so transaction k of the replay belongs to span
+// spanBase + k%genSpans). seed makes it deterministic.
+func newTxnPool(seed uint64, rowSize int, mix string, spanBase int) *txnPool {
+	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), mix: mix}
+	per := genTxnRows
+	if mix == "ddl" {
+		per = genDDLRows
+	}
+	n := poolTargetBytes / max(per*rowSize, 1)
+	n = min(max(n, poolMinTxns), poolMaxTxns) / genSpans * genSpans
+	p := &txnPool{nextID: int64(seed) << 40}
+	var enc []byte
+	for j := range n {
+		t := genTable(spanBase + j%genSpans)
+		txn := make([]codec.Event, 0, per+1)
+		for range per {
+			ev := g.makeRow(rowSize)
+			ev.Row.Table = t
+			txn = append(txn, ev)
+		}
+		if mix == "ddl" {
+			txn = append(txn, codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+				Table: t, Type: codec.ActionAddIndex,
+				Query:  fmt.Sprintf("ALTER TABLE `bench`.`%s` ADD INDEX `i%d` (`acct`)", t.Name, j+1),
+				Tables: []codec.DDLTable{{TableName: t, Role: codec.RoleAffected}},
+			}})
+		}
+		p.txns = append(p.txns, txn)
+		enc = enc[:0]
+		for _, ev := range p.stamp(txn, tsBase) {
+			enc = codec.AppendEvent(enc, &ev)
+		}
+		p.size = append(p.size, len(enc))
+	}
+	p.nextID = int64(seed) << 40
+	return p
+}
+
+// txn returns transaction k of the replay stamped with commit ts ts and
+// fresh ids. The events are valid until the pool returns the same
+// transaction again (the caller's Write encodes them before that).
+func (p *txnPool) txn(k, ts uint64) []codec.Event {
+	return p.stamp(p.txns[k%uint64(len(p.txns))], ts)
+}
+
+// bytes is the approximate encoded size of transaction k.
+func (p *txnPool) bytes(k uint64) int { return p.size[k%uint64(len(p.size))] }
+
+func (p *txnPool) stamp(txn []codec.Event, ts uint64) []codec.Event {
+	for i := range txn {
+		ev := &txn[i]
+		if ev.Kind == codec.RowEvent {
+			ev.Row.CommitTs, ev.Row.StartTs = ts, ts-1
+			ev.Row.Columns[0].Value = codec.IntValue(p.nextID)
+			p.nextID++
+		} else {
+			ev.DDL.CommitTs, ev.DDL.StartTs = ts, ts-1
+		}
+	}
+	return txn
+}
+
+// payload replays the pool, transaction after transaction, and encodes it
+// until about n bytes: the bytes a baseline moves. It returns the bytes,
+// the offsets where each event ends and the number of row events.
+func (p *txnPool) payload(n int64) (buf []byte, ends []int, rows int64) {
 	buf = make([]byte, 0, n+64<<10)
 	ts := uint64(1000)
-	for span := 0; int64(len(buf)) < n; span = (span + 1) % genSpans {
+	for k := uint64(0); int64(len(buf)) < n; k++ {
 		ts++
-		for i, ev := range g.next(span, ts) {
+		for _, ev := range p.txn(k, ts) {
 			buf = codec.AppendEvent(buf, &ev)
 			ends = append(ends, len(buf))
-			if g.batch[i].Kind == codec.RowEvent {
+			if ev.Kind == codec.RowEvent {
 				rows++
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,11 +46,13 @@ type Pooled struct {
 
 // Target is one goal of the issues, judged on this run.
 type Target struct {
-	Goal     string  `json:"goal"`
-	Backend  string  `json:"backend"`
-	Cell     string  `json:"cell"`
-	Metric   string  `json:"metric"`
-	Need     float64 `json:"need"`
+	Goal    string  `json:"goal"`
+	Backend string  `json:"backend"`
+	Cell    string  `json:"cell"`
+	Metric  string  `json:"metric"`
+	Need    float64 `json:"need"`
+	// Cmp is "≤" when the goal is an upper bound; "" (or "≥") a lower one.
+	Cmp      string  `json:"cmp,omitempty"`
 	Measured Summary `json:"measured"`
 	Verdict  string  `json:"verdict"` // met | not met | not measured
 	Note     string  `json:"note,omitempty"`
@@ -105,11 +108,12 @@ func methodNotes() []string {
 		"Every cell runs at least 3 times; the rounds are interleaved (each round runs every cell once, in a rotated order), and each repetition runs in a child process of its own (its own peak RSS, VmHWM).",
 		"Figures are the median over the repetitions, with the min–max range in brackets; a figure whose range is wider than 20% of its median is labelled noisy. The machine is shared: noise is reported, not hidden.",
 		"MiB = 2^20 bytes. Payload = the encoded events (codec.AppendEvent); stored = the bytes written to storage (segment headers, compressed blocks, footers).",
-		"Throughput phase: W writers, each with 8 spans, write transactions of 16 rows (DDL mix: 4 rows + 1 DDL) flat out for the cell's seconds, advancing each span's resolved ts after each transaction; the harness calls Writer.Flush every flush interval (the writer's own interval timer is off, its 16 MiB size trigger on; -quick sets the writers' memory quota to 64 MiB so the backlog left at the end stays short). Throughput = durable rows (and payload) ÷ the time from the first write to the return of the final Flush. The generator and the codec run on the writers' goroutines and count in these figures; the baselines show their own speed (\"generate + encode\").",
+		"Throughput phase: W writers, each with 8 spans, write transactions of 16 rows (DDL mix: 4 rows + 1 DDL) flat out for the cell's seconds, advancing each span's resolved ts after each transaction; the harness calls Writer.Flush every flush interval (the writer's own interval timer is off, its 16 MiB size trigger on; -quick sets the writers' memory quota to 64 MiB so the backlog left at the end stays short). Throughput = durable rows (and payload) ÷ the time from the first write to the return of the final Flush. What is counted: each writer replays a pool of transactions generated before the clock starts (about 8 MiB of encoded events per writer, 128 to 2048 transactions, every row distinct; its heap is gen_pool_mib in results.json and is in the peak RSS), stamping a fresh commit ts, start ts and row id on each event; so the figures hold Writer.Write (which encodes the events with the codec: the writer's own work), AdvanceResolved, the flushes and that stamping (a few stores per event), and no generation. The baseline \"encode\" is the codec alone on the same kind of pool (stamp + codec.AppendEvent).",
 		"Latency phase: right after, the same writers run open loop at half the throughput just measured (for the cell's seconds, 0.5 s in -quick, at least 2.5 flush intervals), flushed on the same cadence. Flush latency = the time of one Flush call, from the call until the flush is durable and its progress published; p50/p99/max are per repetition, then the median over repetitions (pooled percentiles over every flush are in results.json). Flush latency at saturation (the throughput phase) is mostly queueing behind the backlog, and is reported apart.",
 		"Requests per flush = the blob.Bucket request counters (Stats) of the throughput phase ÷ completed flushes. PUTs include the writer's progress publication (a conditional write of its state object) on every flush; syncs are fdatasyncs of the active segment.",
 		"Read = reader.Open over the whole log (both phases) and NextBatch until EOF: decoded (codec events, what apply uses) and, on local disk, raw (Options.Raw: the merge, CRC and lz4, no decoding).",
-		"Baselines run in the same child right after the writer, on the same generator's encoded events (at most 16 MiB in -quick, 256 MiB otherwise): generate + encode (the harness's share); memory copy; lz4 (pierrec/lz4 Compressor, the writer's 256 KiB blocks) compress on one thread and decompress on 1 and GOMAXPROCS threads; local disk: append to a file on the same file system with as many fdatasyncs per payload byte as the writer made in its throughput phase (none on local-nosync), the payload as is and lz4-compressed; object stores: PUT then GET of objects of the writer's mean segment size, made of the bytes it stored, through the same blob.Bucket (the same SDK and driver).",
+		"Reader memory by log size: 4 writers × N MiB of 512 B rows (lz4) built on local disk in the cell's child without fsync (local.Options.NoSync), then read whole twice, raw and decoded; before each read runtime.GC and debug.FreeOSMemory, then the process's peak RSS (VmHWM) is reset by writing 5 to /proc/self/clear_refs (if that fails, the peak is sampled from VmRSS every 2 ms and the report says so), and the peak RSS is VmHWM after the read. The ceiling decompresses the log's stored lz4 blocks on one thread. The log's files are in the page cache during the reads (the machine has the memory), so the reads are not disk-bound.",
+		"Baselines run in the same child right after the writer, on the encoded events of a pool like writer 0's (at most 16 MiB in -quick, 256 MiB otherwise): encode (codec.AppendEvent of pre-generated events with fresh ts and ids: part of the writer's own work); memory copy; lz4 (pierrec/lz4 Compressor, the writer's 256 KiB blocks) compress on one thread and decompress on 1 and GOMAXPROCS threads; local disk: append to a file on the same file system with as many fdatasyncs per payload byte as the writer made in its throughput phase (none on local-nosync), the payload as is and lz4-compressed; object stores: PUT then GET of objects of the writer's mean segment size, made of the bytes it stored, through the same blob.Bucket (the same SDK and driver).",
 		"Ratios are computed inside each repetition (writer ÷ its own baseline measured minutes apart at most), then summarised like any figure.",
 	}
 }
@@ -166,10 +170,68 @@ func judgeTargets(r *Report) []Target {
 		add("reader merge (raw) ≥ 0.8× lz4 decompression ceiling (1 thread)", 0.8, "ratio_read_raw_ceiling", cr, "merge, CRC and lz4 without the codec")
 		add("reader merge (decoded) ≥ 0.8× lz4 decompression ceiling (1 thread)", 0.8, "ratio_read_ceiling", cr, "with codec.DecodeEvent of every event")
 	}
+	reads := r.cell(func(c Cell) bool { return c.Kind == "read" })
+	for _, cr := range reads {
+		size := fmt.Sprintf(" — log of %d × %d MiB", cr.Cell.Writers, cr.Cell.LogMiB)
+		add("reader merge (raw) ≥ 0.8× lz4 decompression ceiling (1 thread, stored blocks)"+size, 0.8, "ratio_read_raw_ceiling", cr, "merge, CRC and lz4 without the codec")
+		add("reader merge (decoded) ≥ 0.8× lz4 decompression ceiling (1 thread, stored blocks)"+size, 0.8, "ratio_read_ceiling", cr, "with codec.DecodeEvent of every event")
+	}
+	if len(reads) >= 2 {
+		small, large := reads[0], reads[0]
+		for _, cr := range reads {
+			if cr.Cell.LogMiB < small.Cell.LogMiB {
+				small = cr
+			}
+			if cr.Cell.LogMiB > large.Cell.LogMiB {
+				large = cr
+			}
+		}
+		for _, mode := range []struct{ name, metric string }{{"raw", "read_raw_rss_mib"}, {"decoded", "read_rss_mib"}} {
+			goal := fmt.Sprintf("reader peak RSS independent of log size (%s; %d × %d MiB ÷ %d × %d MiB ≤ 1.25)", mode.name,
+				large.Cell.Writers, large.Cell.LogMiB, small.Cell.Writers, small.Cell.LogMiB)
+			t := Target{Goal: goal, Backend: large.Cell.Backend, Cell: large.Cell.ID + " ÷ " + small.Cell.ID, Metric: mode.metric, Need: 1.25, Cmp: "≤"}
+			ls, lok := large.Metrics[mode.metric]
+			ss, sok := small.Metrics[mode.metric]
+			switch {
+			case !lok || !sok:
+				t.Verdict = "not measured"
+			default:
+				var ratios []float64
+				if len(ls.Samples) == len(ss.Samples) && len(large.Errors) == 0 && len(small.Errors) == 0 {
+					// Repetition by repetition (round i of each).
+					for i := range ls.Samples {
+						ratios = append(ratios, ls.Samples[i]/ss.Samples[i])
+					}
+					t.Note = "ratio of the peak RSS, round by round"
+				} else {
+					ratios = []float64{ls.Median / ss.Median}
+					t.Note = "ratio of the medians (a repetition failed)"
+				}
+				t.Measured = summarize(ratios)
+				t.Verdict = "met"
+				if t.Measured.Median > t.Need {
+					t.Verdict = "not met"
+				}
+				if t.Measured.Min <= t.Need && t.Measured.Max > t.Need {
+					t.Note += "; the spread crosses the line"
+				}
+			}
+			ts = append(ts, t)
+		}
+	}
 	for _, cr := range r.cell(func(c Cell) bool { return c.Kind == "apply" }) {
 		add("apply ≥ 10× naive (SQLite)", 10, "ratio_apply_naive", cr, "")
 	}
 	return ts
+}
+
+// needText is a target's bound: "≥ 0.9×", "≤ 1.25×".
+func (t Target) needText() string {
+	cmp := t.Cmp
+	if cmp == "" {
+		cmp = "≥"
+	}
+	return fmt.Sprintf("%s %s×", cmp, strconv.FormatFloat(t.Need, 'f', -1, 64))
 }
 
 func firstLine(s string) string {
@@ -323,7 +385,7 @@ func renderMarkdown(r *Report, charts []string) string {
 		if t.Note != "" {
 			verdict += " (" + t.Note + ")"
 		}
-		p("| %s | %s | %s | ≥ %.1f× | %s |\n", t.Goal, t.Backend, meas, t.Need, verdict)
+		p("| %s | %s | %s | %s | %s |\n", t.Goal, t.Backend, meas, t.needText(), verdict)
 	}
 	p("\n")
 
@@ -377,7 +439,7 @@ func renderMarkdown(r *Report, charts []string) string {
 				cr.f("flush_p50_ms"), cr.f("flush_p99_ms"), cr.f("flush_max_ms"), pl.N, cr.f("flush_sat_p50_ms"), human(cr.m("stored_mib")), human(cr.m("comp_ratio")),
 				human(cr.m("put_per_flush")), human(cr.m("sync_per_flush")), cr.f("rss_write_mib"), cr.f("read_rows_s"), cr.f("read_raw_rows_s"))
 		}
-		p("\n### Baselines of each writer cell (MiB/s of payload unless said)\n\n| backend | row B | flush ms | lz4 | writers | mix | generate + encode | memcpy | lz4 compress (1 thread) | lz4 decompress 1 / N threads | append | append lz4'd (stored MiB/s) | raw append + 1-thread lz4 | PUT (object MiB) | GET | read ceiling rows/s (1 thread) | read raw ÷ ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("\n### Baselines of each writer cell (MiB/s of payload unless said)\n\n| backend | row B | flush ms | lz4 | writers | mix | encode (codec, pre-generated events) | memcpy | lz4 compress (1 thread) | lz4 decompress 1 / N threads | append | append lz4'd (stored MiB/s) | raw append + 1-thread lz4 | PUT (object MiB) | GET | read ceiling rows/s (1 thread) | read raw ÷ ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, cr := range wcells {
 			c := cr.Cell
 			put := "–"
@@ -385,12 +447,14 @@ func renderMarkdown(r *Report, charts []string) string {
 				put = fmt.Sprintf("%s (%s)", cr.f("base_put_mib_s"), human(cr.m("base_put_obj_mib")))
 			}
 			p("| %s | %d | %d | %s | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				c.Backend, c.RowSize, c.FlushMS, c.Compression, c.Writers, c.Mix, cr.f("base_gen_mib_s"), cr.f("base_memcpy_mib_s"), cr.f("base_lz4c_mib_s"),
+				c.Backend, c.RowSize, c.FlushMS, c.Compression, c.Writers, c.Mix, cr.f("base_encode_mib_s"), cr.f("base_memcpy_mib_s"), cr.f("base_lz4c_mib_s"),
 				cr.f("base_lz4d_mib_s"), cr.f("base_lz4d_par_mib_s"), cr.f("base_append_mib_s"), cr.f("base_append_lz4_mib_s"),
 				cr.f("base_naive_lz4_mib_s"), put, cr.f("base_get_mib_s"), cr.f("ceiling_rows_s"), cr.ratio("ratio_read_raw_ceiling"))
 		}
 		p("\n")
 	}
+
+	renderReads(p, r)
 
 	peers := r.cell(func(c Cell) bool { return c.Kind == "peer" })
 	if len(peers) > 0 {
@@ -496,4 +560,38 @@ func renderSnippet(r *Report) string {
 		p("| %s | %s | %s | %s |\n", t.Goal, t.Backend, meas, t.Verdict)
 	}
 	return b.String()
+}
+
+// renderReads is the section of the read cells: the reader's throughput and
+// peak RSS at each log size, beside the lz4 ceiling on the same blocks.
+func renderReads(p func(string, ...any), r *Report) {
+	reads := r.cell(func(c Cell) bool { return c.Kind == "read" })
+	if len(reads) == 0 {
+		return
+	}
+	sort.SliceStable(reads, func(i, j int) bool { return reads[i].Cell.LogMiB < reads[j].Cell.LogMiB })
+	p("## Reader memory by log size\n\n")
+	p("A log of 4 writers × N MiB of payload (512 B rows, lz4, 8 spans per writer, written in parallel flat out with the writer's default flush triggers and 64 MiB segments) on local disk, built without fsync (local.Options.NoSync: the log is only read back, and its files stay in the page cache, which is not in the process's RSS), then read whole with reader.Open and NextBatch(1024), raw (Options.Raw) then decoded, each read after runtime.GC + debug.FreeOSMemory and a reset of the process's peak RSS (VmHWM, through /proc/self/clear_refs). Peak RSS = VmHWM at the end of the read: the whole process (the binary's pages, the Go runtime and what the build left), so the RSS at the start of the read and the growth above it (peak − start, within each repetition: what the read itself took) are shown beside it; the target compares the peaks. A writer's segments are 64 MiB, so the smaller log may have one segment per writer where the larger has several (see the segment counts below): the reader's lookahead of one segment per writer then has something to prefetch. The ceiling is the single-thread pierrec/lz4 decompression of the very blocks the log stores, segment by segment (only the decompression timed); × ceiling = the reader's rows/s ÷ the ceiling's, within each repetition.\n\n")
+	p("| log | rows | payload MiB | stored MiB | read | rows/s | payload MiB/s | peak RSS MiB | RSS at start MiB | peak − start MiB | ceiling rows/s (1 thread) | × ceiling |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, cr := range reads {
+		c := cr.Cell
+		for _, mode := range []struct{ name, pre, ratio string }{{"raw", "read_raw", "ratio_read_raw_ceiling"}, {"decoded", "read", "ratio_read_ceiling"}} {
+			p("| %d × %d MiB%s | %s | %s | %s (%s×) | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Writers, c.LogMiB, cr.errNote(),
+				human(cr.m("rows")), human(cr.m("payload_mib")), human(cr.m("stored_mib")), human(cr.m("comp_ratio")), mode.name,
+				cr.f(mode.pre+"_rows_s"), cr.f(mode.pre+"_mib_s"), cr.f(mode.pre+"_rss_mib"), cr.f(mode.pre+"_rss_start_mib"),
+				cr.f(mode.pre+"_rss_grow_mib"), cr.f("ceiling_rows_s"), cr.ratio(mode.ratio))
+		}
+	}
+	p("\n")
+	var notes []string
+	for _, cr := range reads {
+		notes = append(notes, fmt.Sprintf("%d × %d MiB: built at %s MiB/s of payload (%s segments; peak RSS of the build %s MiB)", cr.Cell.Writers, cr.Cell.LogMiB,
+			cr.f("build_mib_s"), human(cr.m("segments")), cr.f("rss_build_mib")))
+	}
+	p("The builds, not timed as a figure of redokit: %s. The ratio of the peak RSS of the larger log to the smaller one is in the targets.\n\n", strings.Join(notes, "; "))
+	for _, cr := range reads {
+		if s, ok := cr.Metrics["rss_hwm_reset"]; ok && s.Min < 1 {
+			p("**%d × %d MiB: VmHWM could not be reset in some repetitions** (/proc/self/clear_refs refused); there the peak RSS is the highest VmRSS sampled every 2 ms during the read, a lower bound of the true peak.\n\n", cr.Cell.Writers, cr.Cell.LogMiB)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +86,11 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		comp = writer.CompressionNone
 	}
 	ws := make([]*writer.Writer, W)
-	gens := make([]*gen, W)
+	// The transactions are generated here, before anything is timed, and
+	// replayed by the driver with fresh commit ts and ids.
+	pools, poolBytes := makePools(W, c.RowSize, c.Mix)
+	res.Metrics["gen_pool_mib"] = float64(poolBytes) / mib
+	res.Metrics["gen_pool_txns"] = float64(len(pools[0].txns))
 	for i := range W {
 		o := &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), FlushInterval: time.Hour, Compression: comp}
 		if c.SegmentMiB > 0 {
@@ -100,7 +105,6 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		gens[i] = newGen(uint64(i+1), c.RowSize, c.Mix)
 		for s := range genSpans {
 			if err := w.AddSpan(writer.SpanID(i*genSpans+s), tsBase); err != nil {
 				return nil, err
@@ -108,7 +112,7 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 	}
 
-	d := &driver{ws: ws, gens: gens, interval: interval, lastTs: make([]uint64, W)}
+	d := &driver{ws: ws, pools: pools, interval: interval, lastTs: make([]uint64, W)}
 	before := b.Stats()
 	start := time.Now()
 	satLat, err := d.run(ctx, time.Duration(c.Seconds*float64(time.Second)), 0)
@@ -198,6 +202,22 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	return out, nil
 }
 
+// makePools generates the transaction pools of W writers (writer i's seed
+// is i+1, its spans start at i*genSpans) and returns them with the heap
+// they take, which counts in the cell's peak RSS.
+func makePools(W, rowSize int, mix string) ([]*txnPool, uint64) {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	pools := make([]*txnPool, W)
+	for i := range W {
+		pools[i] = newTxnPool(uint64(i+1), rowSize, mix, i*genSpans)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	return pools, m1.HeapAlloc - min(m0.HeapAlloc, m1.HeapAlloc)
+}
+
 // readPhase reads the whole log back in commit-ts order, decoded (what
 // apply needs) and raw (the merge without the codec), and checks the count.
 func readPhase(ctx context.Context, b *blob.Bucket, logID string, wr *writeOutcome, res *Result, withRaw bool) error {
@@ -243,11 +263,11 @@ func readPhase(ctx context.Context, b *blob.Bucket, logID string, wr *writeOutco
 	return nil
 }
 
-// driver runs the generators of a cell's writers and flushes them on the
-// cell's cadence.
+// driver replays the transaction pools of a cell's writers and flushes them
+// on the cell's cadence.
 type driver struct {
 	ws       []*writer.Writer
-	gens     []*gen
+	pools    []*txnPool
 	interval time.Duration
 	lastTs   []uint64
 	k        uint64 // transactions so far, per writer
@@ -270,7 +290,7 @@ func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]fl
 	t0 := time.Now()
 	for i := range W {
 		gwg.Go(func() {
-			w, g := d.ws[i], d.gens[i]
+			w, p := d.ws[i], d.pools[i]
 			for k := k0; !stop.Load(); k++ {
 				if txnRate > 0 {
 					// Open loop: write what is due, then wait a little.
@@ -284,7 +304,7 @@ func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]fl
 				}
 				ts := tsBase + 1 + k*uint64(W) + uint64(i)
 				span := i*genSpans + int(k%genSpans)
-				if err := w.Write(ctx, writer.SpanID(span), g.next(span, ts)...); err != nil {
+				if err := w.Write(ctx, writer.SpanID(span), p.txn(k, ts)...); err != nil {
 					errs[i] = err
 					return
 				}
