@@ -141,7 +141,7 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, bar interfa
 	Add(int) error
 	Finish() error
 }) (results []checkResult, cleanupErr, err error) {
-	prefix, err := scratchPrefix(ctx, b)
+	prefix, err := scratchPrefix(ctx, b, "check")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,11 +201,11 @@ func runCheck(ctx context.Context, b *blob.Bucket, c bucketCheck, o *checkOption
 }
 
 // scratchPrefix picks a prefix no object of b starts with.
-func scratchPrefix(ctx context.Context, b *blob.Bucket) (string, error) {
+func scratchPrefix(ctx context.Context, b *blob.Bucket, tool string) (string, error) {
 	for range 5 {
 		var rnd [6]byte
 		_, _ = rand.Read(rnd[:])
-		p := fmt.Sprintf("redokit-check-%s-%s/", time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(rnd[:]))
+		p := fmt.Sprintf("redokit-%s-%s-%s/", tool, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(rnd[:]))
 		page, err := b.ListPage(ctx, p, blob.ListOptions{PageSize: 1})
 		if err != nil {
 			return "", fmt.Errorf("list the bucket: %w", err)

@@ -161,6 +161,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		a.gcCmd(),
 		a.rmCmd(),
 		a.checkCmd(),
+		a.benchCmd(),
 	)
 	return root
 }
