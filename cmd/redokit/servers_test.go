@@ -18,6 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/gen"
 )
 
@@ -59,6 +60,29 @@ func s3Storage(t *testing.T) string {
 		t.Fatalf("create bucket %s: %v", bucket, err)
 	}
 	return fmt.Sprintf("s3://%s/redo?endpoint=%s&use_path_style=true&region=us-east-1", bucket, url.QueryEscape(ep))
+}
+
+// TestBenchOnS3 runs bench against a real S3 API: the raw PUT baseline is
+// measured, and nothing is left in the bucket afterwards.
+func TestBenchOnS3(t *testing.T) {
+	store := s3Storage(t)
+	r := cli(t, "bench", "--storage", store, "--seconds", "300ms", "--reps", "1", "--json")
+	wantCode(t, r, 0)
+	mustContain(t, "bench", r.stdout, "raw PUT MiB/s", "writer stored ÷ raw PUT", "read (merge, decoded) rows/s")
+	if strings.Contains(r.stdout+r.stderr, os.Getenv("AWS_SECRET_ACCESS_KEY")) {
+		t.Fatal("the secret key was printed")
+	}
+	b, err := blob.Open(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for a, err := range b.List(t.Context(), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("bench left %s in the bucket", a.Key)
+	}
 }
 
 func TestCheckOnS3(t *testing.T) {
