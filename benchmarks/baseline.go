@@ -34,12 +34,11 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	m := res.Metrics
 	n := min(wr.payload, baselineCap(res.quick()))
 	// The codec alone on writer 0's pool (generated before the clock
-	// starts, as the writer's are): stamping the commit ts and ids the
-	// replay stamps, then codec.AppendEvent, the encoding the writer's
-	// Write does and that counts in its figures.
-	pool := newTxnPool(1, c.RowSize, c.Mix, 0)
+	// started): stamping the commit ts and ids the replay stamps, then
+	// codec.AppendEvent, the encoding the writer's Write does and that
+	// counts in its figures.
 	t0 := time.Now()
-	buf, ends, rows := pool.payload(n)
+	buf, ends, rows := wr.pool0.payload(n)
 	m["base_encode_mib_s"] = float64(len(buf)) / mib / time.Since(t0).Seconds()
 
 	// Memory copy.

@@ -129,7 +129,7 @@ type txnPool struct {
 }
 
 const (
-	poolTargetBytes = 8 << 20
+	poolTargetBytes = 4 << 20
 	poolMinTxns     = 128
 	poolMaxTxns     = 2048
 )

@@ -101,10 +101,10 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 		m[name+"_s"] = d
 	}
 
-	// The ceiling: the stored blocks, decompressed on one thread (and on
-	// GOMAXPROCS), one segment at a time; only the decompression is timed.
+	// The ceiling: the stored blocks, decompressed on one thread, one
+	// segment at a time; only the decompression is timed.
 	freeMemory()
-	t1, tN, rows, err := storedCeiling(ctx, b, logID)
+	t1, rows, err := storedCeiling(ctx, b, logID)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
 	}
@@ -113,10 +113,8 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	}
 	m["ceiling_rows_s"] = float64(rows) / t1.Seconds()
 	m["ceiling_mib_s"] = float64(lw.payload) / mib / t1.Seconds()
-	m["ceiling_par_rows_s"] = float64(rows) / tN.Seconds()
 	m["ratio_read_raw_ceiling"] = m["read_raw_rows_s"] / m["ceiling_rows_s"]
 	m["ratio_read_ceiling"] = m["read_rows_s"] / m["ceiling_rows_s"]
-	m["ratio_read_raw_ceiling_par"] = m["read_raw_rows_s"] / m["ceiling_par_rows_s"]
 	return nil
 }
 
@@ -220,25 +218,23 @@ func readAll(ctx context.Context, b *blob.Bucket, logID string, maxTs uint64, ra
 }
 
 // storedCeiling decompresses every lz4 block the log stores, segment by
-// segment (each read whole into memory first, untimed), on one thread and
-// on GOMAXPROCS threads, and returns both decompression times and the rows
-// the segments' footers count.
-func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1, tN time.Duration, rows int64, err error) {
-	par := runtime.GOMAXPROCS(0)
+// segment (each read whole into memory first, untimed), on one thread, and
+// returns the decompression time and the rows the segments' footers count.
+func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1 time.Duration, rows int64, err error) {
 	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		if _, err := segment.ParseName(a.Key); err != nil {
 			continue
 		}
 		data, err := b.ReadAll(ctx, a.Key)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		sr, err := segment.NewReader(bytes.NewReader(data), int64(len(data)), &segment.ReaderOptions{Object: a.Key})
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		f := sr.Footer()
 		rows += int64(f.Rows)
@@ -255,16 +251,11 @@ func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1, tN ti
 		}
 		d1, err := lz4Decompress(comp, sizes, 1)
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("%s: %w", a.Key, err)
-		}
-		dN, err := lz4Decompress(comp, sizes, par)
-		if err != nil {
-			return 0, 0, 0, fmt.Errorf("%s: %w", a.Key, err)
+			return 0, 0, fmt.Errorf("%s: %w", a.Key, err)
 		}
 		t1 += d1
-		tN += dN
 	}
-	return t1, tN, rows, nil
+	return t1, rows, nil
 }
 
 // freeMemory returns what the process can to the OS before a measured read.

@@ -76,6 +76,7 @@ type writeOutcome struct {
 	elapsed                time.Duration
 	stats                  blob.Stats // requests of the write phase
 	maxTs                  uint64
+	pool0                  *txnPool // writer 0's pool, replayed again by the baselines
 }
 
 func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *Result) (*writeOutcome, error) {
@@ -122,7 +123,7 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	if err := d.finish(ctx); err != nil {
 		return nil, err
 	}
-	out := &writeOutcome{elapsed: time.Since(start)}
+	out := &writeOutcome{elapsed: time.Since(start), pool0: pools[0]}
 	out.stats = b.Stats().Sub(before)
 	for _, w := range ws {
 		st := w.Stats()
@@ -210,9 +211,11 @@ func makePools(W, rowSize int, mix string) ([]*txnPool, uint64) {
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
 	pools := make([]*txnPool, W)
+	var wg sync.WaitGroup
 	for i := range W {
-		pools[i] = newTxnPool(uint64(i+1), rowSize, mix, i*genSpans)
+		wg.Go(func() { pools[i] = newTxnPool(uint64(i+1), rowSize, mix, i*genSpans) })
 	}
+	wg.Wait()
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	return pools, m1.HeapAlloc - min(m0.HeapAlloc, m1.HeapAlloc)
