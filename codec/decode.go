@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
+	"unsafe"
 )
 
 // Sentinel errors. Every error DecodeEvent and PeekCommitTs return is a
@@ -95,8 +96,12 @@ func DecodeEvent(src []byte, ev *Event) error {
 // many Events (a pool of reused events, say), then share their strings, cost
 // no allocation and touch little memory besides the events themselves.
 //
+// The strings of remembered definitions are interned, so that tables with
+// the same column names share them too. A column of a reused Event that
+// already holds a definition's strings is not written again, only its value.
+//
 // What a Decoder remembers is bounded: it forgets everything when it has seen
-// 1,024 tables (maxDecoderTables). The zero Decoder is ready to use. A Decoder is not
+// 1,024 tables (maxDecoderTables), and interns at most 4,096 strings at once. The zero Decoder is ready to use. A Decoder is not
 // safe for concurrent use; the Events it decodes into may be used anywhere.
 type Decoder struct {
 	// Alias makes the byte payloads of decoded values (Value.Bytes) point
@@ -110,7 +115,30 @@ type Decoder struct {
 	// length and last byte), before the map: the few tables of a stream
 	// are found with one comparison.
 	recent [16]*tableCache
+	// strs interns the strings of the column definitions of tables.
+	strs map[string]string
 }
+
+// intern returns the string equal to s that the Decoder's column definitions
+// share, so that the columns of tables with the same names, charsets and
+// collations hold the same strings.
+func (x *Decoder) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	if t, ok := x.strs[s]; ok {
+		return t
+	}
+	if x.strs == nil || len(x.strs) >= maxInterned {
+		x.strs = make(map[string]string)
+	}
+	x.strs[s] = s
+	return s
+}
+
+// maxInterned bounds the strings a Decoder interns: past it, it starts
+// again (what it interned stays shared where it is used).
+const maxInterned = 4096
 
 // maxDecoderTables bounds the tables a Decoder remembers.
 const maxDecoderTables = 1024
@@ -510,6 +538,7 @@ func (d *decoder) cachedTable(t *TableName) *tableCache {
 			if x.tables == nil || len(x.tables) >= maxDecoderTables {
 				x.tables = make(map[string]*tableCache)
 				x.recent = [len(x.recent)]*tableCache{}
+				x.strs = nil
 			}
 			k := string(key)
 			sStart, nStart := sEnd-len(schema)-start, d.off-len(name)-start
@@ -535,7 +564,11 @@ func (d *decoder) columns(cols []Column, n int, section uint8, tc *tableCache) [
 	}
 	cols = cols[:n]
 	d.section = section
-	for i := range cols {
+	i := 0
+	if tc != nil {
+		i = d.knownColumns(cols, tc)
+	}
+	for ; i < len(cols); i++ {
 		d.index = i
 		c := &cols[i]
 		if tc == nil {
@@ -559,6 +592,120 @@ func (d *decoder) columns(cols []Column, n int, section uint8, tc *tableCache) [
 	return cols
 }
 
+// knownColumns is the fast path of columns with a tableCache: it decodes the
+// longest run of leading columns whose definitions are tc's (as match
+// compares them) and whose values are plainly well formed, with no call but
+// the comparison, and returns how many it decoded. It never fails: at the
+// first column it is not sure of (another definition, a value that may be
+// malformed or truncated) it stops, and columns decodes that column and the
+// rest the general way, errors included.
+func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
+	b, off := d.b, d.off
+	known := tc.cols
+	i := 0
+	for ; i < len(cols) && i < len(known); i++ {
+		cc := &known[i]
+		at := off + len(cc.def) // the value's payload
+		if off < 0 || at > len(b) || cc.tagAt >= len(cc.def) {
+			break
+		}
+		tag := b[off+cc.tagAt]
+		if want := cc.def[cc.tagAt]; tag != want {
+			// Another value kind (NULL or not) and the same definition?
+			if (tag^want)&^tagKindMask != 0 || tag&tagKindMask > byte(maxKind) {
+				break
+			}
+			cc.def[cc.tagAt] = tag
+		}
+		if string(b[off:at]) != string(cc.def) {
+			break
+		}
+		kind := Kind(tag & tagKindMask)
+		var num uint64
+		var vb []byte
+		var end int
+		switch kind {
+		case KindNull:
+			end = at
+		case KindInt, KindDuration:
+			u, e := fastUvarint(b, at)
+			num, end = uint64(int64(u>>1)^-int64(u&1)), e
+		case KindUint, KindBit, KindEnum, KindSet:
+			num, end = fastUvarint(b, at)
+		case KindYear:
+			num, end = fastUvarint(b, at)
+			if num > 0xffff {
+				end = 0
+			}
+		case KindFloat32:
+			if len(b)-at >= 4 {
+				num, end = uint64(binary.LittleEndian.Uint32(b[at:])), at+4
+			}
+		case KindFloat64:
+			if len(b)-at >= 8 {
+				num, end = binary.LittleEndian.Uint64(b[at:]), at+8
+			}
+		case KindDate, KindDatetime, KindTimestamp:
+			if len(b)-at >= 8 {
+				num, end = binary.LittleEndian.Uint64(b[at:]), at+8
+				if num&dtReserved != 0 {
+					end = 0
+				}
+			}
+		case KindDecimal, KindString, KindBytes, KindJSON:
+			if n, e := fastUvarint(b, at); e > 0 && n <= uint64(len(b)-e) {
+				end = e + int(n)
+				vb = b[e:end:end]
+			}
+		}
+		if end == 0 {
+			break // not sure: the general way decides
+		}
+		c := &cols[i]
+		if !sameDef(c, &cc.col) {
+			// Events are reused: a column that held this definition
+			// (the same strings) keeps it, and is not written again.
+			*c = cc.col
+		}
+		c.Value.kind = kind
+		c.Value.num = num
+		if vb != nil || c.Value.b != nil {
+			c.Value.b = vb
+		}
+		off = end
+	}
+	d.off = off
+	return i
+}
+
+// sameDef reports whether a holds b's definition with the very same strings
+// (the Decoder interns them), which is cheaper to check than to write again.
+func sameDef(a, b *Column) bool {
+	return a.Type == b.Type && a.Flags == b.Flags &&
+		unsafe.StringData(a.Name) == unsafe.StringData(b.Name) && len(a.Name) == len(b.Name) &&
+		unsafe.StringData(a.Charset) == unsafe.StringData(b.Charset) && len(a.Charset) == len(b.Charset) &&
+		unsafe.StringData(a.Collation) == unsafe.StringData(b.Collation) && len(a.Collation) == len(b.Collation)
+}
+
+// fastUvarint reads a uvarint of at most 9 bytes at b[off:], and returns it
+// and where it ends; the end is 0 when the input ends inside it or it is
+// longer (the general uvarint then decides).
+func fastUvarint(b []byte, off int) (uint64, int) {
+	if off >= 0 && off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1
+	}
+	var v uint64
+	for s := uint(0); s < 63 && off >= 0 && off < len(b); s += 7 {
+		c := b[off]
+		off++
+		v |= uint64(c&0x7f) << s
+		if c < 0x80 {
+			return v, off
+		}
+	}
+	return 0, 0
+}
+
 // learn decodes column i into c, and makes tc remember its definition.
 func (d *decoder) learn(c *Column, tc *tableCache, i int) {
 	start := d.off
@@ -569,8 +716,9 @@ func (d *decoder) learn(c *Column, tc *tableCache, i int) {
 	if i == len(tc.cols) {
 		tc.cols = append(tc.cols, colCache{})
 	}
+	x := d.x
 	tc.cols[i] = colCache{def: append(tc.cols[i].def[:0], d.b[start:defEnd]...), tagAt: t - start,
-		col: Column{Name: c.Name, Type: c.Type, Flags: c.Flags, Charset: c.Charset, Collation: c.Collation}}
+		col: Column{Name: x.intern(c.Name), Type: c.Type, Flags: c.Flags, Charset: x.intern(c.Charset), Collation: x.intern(c.Collation)}}
 }
 
 // column decodes a column, and returns the offsets of its tag and of the
