@@ -38,8 +38,10 @@ type committer struct {
 
 	// The object-store path.
 	obj         *objectSeg
-	objBuf      bytes.Buffer
-	unpublished []string // objects put since the last publication
+	uploads     []*upload       // segment objects launched and not known durable yet, in seq order
+	finished    chan *upload    // upload attempts that returned; capacity MaxUploads
+	segBufs     []*bytes.Buffer // free segment buffers
+	unpublished []string        // objects put since the last publication
 
 	attempts int // failures in the current job
 }
@@ -61,6 +63,7 @@ type activeSeg struct {
 type objectSeg struct {
 	hdr    segment.Header
 	sw     *segment.Writer
+	buf    *bytes.Buffer
 	sealed bool
 }
 
@@ -750,29 +753,55 @@ func (c *committer) abandon() {
 }
 
 // The object-store path.
+//
+// A flush's frames are copied into a segment object assembled in memory.
+// When the next frame would take it past MaxSegmentBytes (or starts below
+// its last record: a catch-up), the object is sealed and its upload starts on
+// a goroutine of its own, while the committer assembles the next one; at
+// most MaxUploads objects are launched and not yet durable at once, and the
+// committer waits for a slot before it launches another. A flush's last
+// object is launched at its end, and the flush waits for every upload before
+// it publishes (commit: putObject, then publish), so the progress never
+// covers an object that is not durable, and no upload outlives its flush.
+//
+// An upload makes one attempt per launch. A failed attempt's error goes to
+// the committer's retry loop (the next addToObject or putObject returns it),
+// which backs off and calls again; that call starts the failed uploads again,
+// with the same bytes under the same name.
 
-// addToObject adds a frame to the segment object being assembled, putting
-// the object first when the frame would take it past the size limit.
+// upload is one segment object on its way to the store.
+type upload struct {
+	key     string
+	seq     uint64
+	buf     *bytes.Buffer
+	running bool  // an attempt is under way (the committer's view)
+	err     error // the attempt's result: set by its goroutine before it reports on finished
+}
+
+// addToObject adds a frame to the segment object being assembled, launching
+// the object's upload first when the frame would take it past the size
+// limit. It is retried until it succeeds: an error leaves t out of every
+// object, and a call after a failure first starts the failed uploads again.
 func (c *committer) addToObject(t *blockTask) error {
 	w := c.w
-	if c.obj != nil && c.obj.sw.Stats().Blocks > 0 {
-		last, _ := c.obj.sw.LastTs()
-		if t.frame.Info().MinTs < last || c.obj.sw.Offset()+int64(t.frame.Len())+footerReserve(c.obj.sw) > w.o.MaxSegmentBytes {
-			if err := c.putObject(); err != nil {
-				return err
-			}
+	if o := c.obj; o != nil && (o.sealed || o.sw.Stats().Blocks > 0 && c.rotates(o, t)) {
+		if err := c.launch(); err != nil {
+			return err
 		}
+	} else if err := c.awaitUploads(w.o.MaxUploads); err != nil {
+		return err
 	}
 	if c.obj == nil {
 		seq := c.nextSeq
 		c.nextSeq++
 		hdr := segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp, Created: time.Now()}
-		c.objBuf.Reset()
-		sw, err := segment.NewWriter(&c.objBuf, hdr, nil)
+		buf := c.segBuf()
+		sw, err := segment.NewWriter(buf, hdr, nil)
 		if err != nil {
+			c.segBufs = append(c.segBufs, buf)
 			return err
 		}
-		c.obj = &objectSeg{hdr: hdr, sw: sw}
+		c.obj = &objectSeg{hdr: hdr, sw: sw, buf: buf}
 	}
 	// Writing to memory cannot fail.
 	if err := c.obj.sw.AppendFrame(&t.frame); err != nil {
@@ -782,37 +811,156 @@ func (c *committer) addToObject(t *blockTask) error {
 	return nil
 }
 
+// rotates reports whether t must go to a new segment object: it would take
+// o past the size limit, or it starts below o's last record.
+func (c *committer) rotates(o *objectSeg, t *blockTask) bool {
+	last, _ := o.sw.LastTs()
+	return t.frame.Info().MinTs < last || o.sw.Offset()+int64(t.frame.Len())+footerReserve(o.sw) > c.w.o.MaxSegmentBytes
+}
+
 // footerReserve is what the footer and trailer of sw will take with one more
 // block.
 func footerReserve(sw *segment.Writer) int64 {
 	return int64(segment.FooterFixedSize + 4 + (len(sw.Blocks())+1)*segment.IndexEntrySize + segment.TrailerSize)
 }
 
-// putObject seals the object being assembled and puts it, if-not-exists.
-func (c *committer) putObject() error {
-	o := c.obj
-	if o == nil {
-		return nil
+// segBuf returns an empty buffer for a segment object. At most MaxUploads+1
+// exist: the uploads' and the one being assembled.
+func (c *committer) segBuf() *bytes.Buffer {
+	if n := len(c.segBufs); n > 0 {
+		b := c.segBufs[n-1]
+		c.segBufs[n-1] = nil
+		c.segBufs = c.segBufs[:n-1]
+		b.Reset()
+		return b
 	}
-	w := c.w
+	return new(bytes.Buffer)
+}
+
+// putObject launches the flush's last segment object, if any, and waits
+// until every object launched is durable. It is retried until it succeeds.
+func (c *committer) putObject() error {
+	if c.obj != nil {
+		if err := c.launch(); err != nil {
+			return err
+		}
+	}
+	return c.awaitUploads(0)
+}
+
+// launch seals the object being assembled, waits for an upload slot and
+// starts its upload. After an error the object stays, sealed, in c.obj, and
+// the next call launches it.
+func (c *committer) launch() error {
+	o := c.obj
 	if !o.sealed {
 		if _, err := o.sw.Seal(); err != nil {
 			return err
 		}
 		o.sealed = true
 	}
+	if err := c.awaitUploads(c.w.o.MaxUploads - 1); err != nil {
+		return err
+	}
 	st := o.sw.Stats()
-	name := o.hdr.SealedName(st.MinTs, st.MaxTs)
-	key := name.Format()
-	data := c.objBuf.Bytes()
-	start := time.Now()
-	_, err := w.b.Put(c.ctx, key, data, &blob.PutOptions{IfNotExist: true})
-	w.m.uploadDuration.Observe(time.Since(start).Seconds())
+	u := &upload{key: o.hdr.SealedName(st.MinTs, st.MaxTs).Format(), seq: o.hdr.Seq, buf: o.buf}
+	c.uploads = append(c.uploads, u)
+	c.obj = nil
+	c.attempt(u)
+	return nil
+}
+
+// awaitUploads collects the upload attempts that returned, starts again the
+// uploads whose failure an earlier call reported, and waits until at most
+// limit uploads are not durable. It returns the first failure it sees; the
+// caller's retry loop backs off and calls again.
+func (c *committer) awaitUploads(limit int) error {
+	if len(c.uploads) == 0 {
+		return nil
+	}
+	var failed error
+	for more := true; more; {
+		select {
+		case u := <-c.finished:
+			if err := c.uploaded(u); err != nil && failed == nil {
+				failed = err
+			}
+		default:
+			more = false
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	for _, u := range c.uploads {
+		if !u.running {
+			c.attempt(u)
+		}
+	}
+	for len(c.uploads) > limit {
+		select {
+		case u := <-c.finished:
+			if err := c.uploaded(u); err != nil {
+				return err
+			}
+		case <-c.ctx.Done():
+			return c.aborted()
+		}
+	}
+	return nil
+}
+
+// attempt starts one attempt at storing u.
+func (c *committer) attempt(u *upload) {
+	if c.finished == nil {
+		// Every upload in c.uploads has at most one attempt under way, so
+		// the reports never block, even after the committer stopped
+		// listening.
+		c.finished = make(chan *upload, c.w.o.MaxUploads)
+	}
+	w, ctx, finished := c.w, c.ctx, c.finished
+	data := u.buf.Bytes()
+	u.running = true
+	go func() {
+		start := time.Now()
+		err := putSegment(ctx, w.b, u.key, data)
+		w.m.uploadDuration.Observe(time.Since(start).Seconds())
+		u.err = err
+		finished <- u
+	}()
+}
+
+// uploaded takes the result of an attempt. A durable object counts as stored
+// and unpublished, and its buffer is free for the next object; a failure is
+// returned, and the upload stays to be tried again.
+func (c *committer) uploaded(u *upload) error {
+	u.running = false
+	if u.err != nil {
+		return u.err
+	}
+	w := c.w
+	n := int64(u.buf.Len())
+	w.stats.stored.Add(n)
+	w.m.stored.Add(float64(n))
+	w.stats.segments.Add(1)
+	w.m.segments.Inc()
+	c.lastSeq, c.hasData = max(c.lastSeq, u.seq), true
+	c.unpublished = append(c.unpublished, u.key)
+	c.uploads = slices.DeleteFunc(c.uploads, func(x *upload) bool { return x == u })
+	c.segBufs = append(c.segBufs, u.buf)
+	u.buf = nil
+	return nil
+}
+
+// putSegment puts a sealed segment object, if-not-exists. It runs on an
+// upload's goroutine.
+func putSegment(ctx context.Context, b *blob.Bucket, key string, data []byte) error {
+	_, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
 	if blob.IsPreconditionFailed(err) {
 		// Only this epoch writes this name: an earlier attempt whose answer
 		// was lost may have stored it. If it holds exactly these bytes, that
 		// attempt succeeded.
-		got, rerr := w.b.ReadAll(c.ctx, key)
+		got, rerr := b.ReadAll(ctx, key)
 		switch {
 		case rerr != nil:
 			return rerr
@@ -823,15 +971,5 @@ func (c *committer) putObject() error {
 		}
 		err = nil
 	}
-	if err != nil {
-		return err
-	}
-	w.stats.stored.Add(int64(len(data)))
-	w.m.stored.Add(float64(len(data)))
-	w.stats.segments.Add(1)
-	w.m.segments.Inc()
-	c.lastSeq, c.hasData = o.hdr.Seq, true
-	c.unpublished = append(c.unpublished, key)
-	c.obj = nil
-	return nil
+	return err
 }

@@ -45,7 +45,11 @@
 //     its sealed name, directory fsync — when the next block would take it
 //     past MaxSegmentBytes, when it is MaxSegmentAge old, and at Close;
 //   - an object store gets one immutable segment object per flush, created
-//     with if-not-exists, split at MaxSegmentBytes.
+//     with if-not-exists, split at MaxSegmentBytes. A full object is
+//     uploaded while the next one is assembled, up to MaxUploads objects at
+//     once; the flush waits until every object it made is durable before
+//     it publishes its progress, so the progress never covers an object
+//     that is not stored, whatever order the uploads finish in.
 //
 // Each segment is sorted by commit ts. A span added behind the writer (its
 // start ts below the flushed ts, as when it moves here from a failed writer)
@@ -65,7 +69,10 @@
 // never covers data that is not durable. While the committer syncs or
 // uploads flush N, flush N+1 is merged and compressed: the blocks waiting
 // for the committer are bounded by about FlushBytes, so compression runs
-// ahead of storage without unbounded queues.
+// ahead of storage without unbounded queues. On an object store the
+// committer hands each full segment object to an upload goroutine of its own
+// and goes on assembling the next; it waits for a free slot when MaxUploads
+// objects are on their way, and at the end of each flush for all of them.
 //
 // # Memory and back-pressure
 //
@@ -80,8 +87,13 @@
 // blocks may be the one whose span holds the resolved ts back; such a Write
 // is let through over the quota and counted (Stats.QuotaOvercommits, the
 // quota_overcommits_total metric). Besides the quota, blocks in flight take up
-// to about twice FlushBytes, and on an object store the segment object being
-// assembled up to MaxSegmentBytes.
+// to about twice FlushBytes, and on an object store the segment objects take
+// up to (MaxUploads+1) × MaxSegmentBytes: the one being assembled, and each
+// one uploading until it is durable (their buffers are kept for the next
+// objects). Objects are only that large when a flush is: with the defaults
+// (FlushBytes 16 MiB, MaxSegmentBytes 64 MiB) a flush of less than
+// MaxSegmentBytes makes one object, and the bound is reached only when a
+// backlog makes flushes of several full objects.
 //
 // # Failures
 //
@@ -91,7 +103,11 @@
 // a retry rewinds the active segment to its last successful sync (truncate)
 // and appends the frames again, because after a failed fsync the kernel may
 // have dropped the pages, and a later fsync that succeeds proves nothing
-// about them. A flush that fails past its retries stops the writer, and so
+// about them. On an object store a failed upload is tried again with the
+// same bytes under the same name, while the flush's other uploads go on; an
+// if-not-exists put that finds the object already there reads it back, and
+// exactly these bytes mean an earlier attempt whose answer was lost stored
+// it. A flush that fails past its retries stops the writer, and so
 // does blob.ErrFenced (another process took the writer ID): every later call
 // returns that error ([Writer.Err]). Only Open with the same writer ID (a new
 // epoch, with recovery) goes on from there.
@@ -105,8 +121,9 @@
 // duplicates of what the new epoch writes again. So a fenced writer, before it
 // stops, retracts what it stored after its last publication, best effort: it
 // cuts its segments back to their published size and deletes the objects and
-// segment files that hold nothing published. Either way no reported event is
-// lost, and a zombie can never publish progress.
+// segment files that hold nothing published (no upload is in flight then: a
+// flush publishes only after all of its uploads returned). Either way no
+// reported event is lost, and a zombie can never publish progress.
 //
 // # Restart
 //

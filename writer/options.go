@@ -53,6 +53,7 @@ const (
 	DefaultMaxSegmentBytes = 64 << 20
 	DefaultMaxSegmentAge   = 10 * time.Minute
 	DefaultMemoryQuota     = 256 << 20
+	DefaultMaxUploads      = 2
 	DefaultRetryAttempts   = 10
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultRetryMaxBackoff = 10 * time.Second
@@ -102,6 +103,13 @@ type Options struct {
 	// Workers is the number of goroutines that compress and checksum
 	// blocks. Default GOMAXPROCS.
 	Workers int
+	// MaxUploads bounds the segment objects an object-store writer uploads
+	// at once: a full segment object is uploaded while the next one is
+	// assembled, and a flush of several objects uploads them side by side.
+	// Each one holds up to MaxSegmentBytes of memory until it is durable
+	// (see the package doc's Memory section). 1 uploads one object at a
+	// time. Default 2; unused on an appendable backend.
+	MaxUploads int
 
 	// RetryAttempts bounds how many times a failed flush (a failed put,
 	// append, sync, seal or progress publication) is tried again before the
@@ -195,6 +203,12 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Workers = runtime.GOMAXPROCS(0)
 	case r.Workers < 0:
 		return bad("Workers %d is negative", r.Workers)
+	}
+	switch {
+	case r.MaxUploads == 0:
+		r.MaxUploads = DefaultMaxUploads
+	case r.MaxUploads < 0:
+		return bad("MaxUploads %d is negative", r.MaxUploads)
 	}
 	switch {
 	case r.RetryAttempts == 0:
