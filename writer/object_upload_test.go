@@ -371,7 +371,7 @@ func TestObjectUploadsBounded(t *testing.T) {
 	for _, n := range []int{1, 2, 3} {
 		t.Run(string(rune('0'+n)), func(t *testing.T) {
 			ctx := context.Background()
-			d := &concurrency{Driver: mem.NewDriver(), delay: 20 * time.Millisecond}
+			d := &concurrency{Driver: mem.NewDriver(), delay: 40 * time.Millisecond}
 			b := blob.NewBucket(d)
 			w := open(t, b, objectOptions(n))
 			must(t, w.AddSpan(1, 0))
