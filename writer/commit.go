@@ -762,7 +762,11 @@ func (c *committer) abandon() {
 // committer waits for a slot before it launches another. A flush's last
 // object is launched at its end, and the flush waits for every upload before
 // it publishes (commit: putObject, then publish), so the progress never
-// covers an object that is not durable, and no upload outlives its flush.
+// covers an object that is not durable, and no upload outlives a flush that
+// succeeds. When a flush fails for good (or Close gives up) the writer stops
+// without waiting for its uploads: they end on their own once the writer's
+// context is canceled, and what they stored is above the epoch's published
+// seq, which the next epoch's fence leaves out.
 //
 // An upload makes one attempt per launch. A failed attempt's error goes to
 // the committer's retry loop (the next addToObject or putObject returns it),
