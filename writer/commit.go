@@ -750,6 +750,21 @@ func (c *committer) abandon() {
 		t.release()
 	}
 	c.unsynced = nil
+	// Uploads still under way belong to a flush that failed or was given
+	// up: end them, and wait, so that no goroutine of the writer outlives
+	// Close.
+	running := 0
+	for _, u := range c.uploads {
+		if u.running {
+			running++
+		}
+	}
+	if running > 0 {
+		c.w.cancel()
+		for range running {
+			<-c.finished
+		}
+	}
 }
 
 // The object-store path.
@@ -763,10 +778,10 @@ func (c *committer) abandon() {
 // object is launched at its end, and the flush waits for every upload before
 // it publishes (commit: putObject, then publish), so the progress never
 // covers an object that is not durable, and no upload outlives a flush that
-// succeeds. When a flush fails for good (or Close gives up) the writer stops
-// without waiting for its uploads: they end on their own once the writer's
-// context is canceled, and what they stored is above the epoch's published
-// seq, which the next epoch's fence leaves out.
+// succeeds. When a flush fails for good (or Close gives up) the writer
+// cancels the uploads still under way and waits for them as it stops; what
+// they stored is above the epoch's published seq, which the next epoch's
+// fence leaves out.
 //
 // An upload makes one attempt per launch. A failed attempt's error goes to
 // the committer's retry loop (the next addToObject or putObject returns it),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestRetryFailedPut(t *testing.T) {
 func TestRetryAmbiguousPut(t *testing.T) {
 	ctx := context.Background()
 	inner := mem.NewDriver()
-	f := blobtest.NewFaulty(&lostAnswer{Driver: inner, fail: 1})
+	f := blobtest.NewFaulty(newLostAnswer(inner, 1))
 	b := f.Bucket()
 	w := open(t, b, testOptions("w"))
 	must(t, w.AddSpan(1, 0))
@@ -141,17 +142,22 @@ func TestRetryAmbiguousPut(t *testing.T) {
 	}
 }
 
-// lostAnswer stores the first fail segment puts and then reports failure,
-// as a put whose response was lost does.
+// lostAnswer stores the first n segment puts and then reports failure, as a
+// put whose response was lost does. Puts may run concurrently.
 type lostAnswer struct {
 	blob.Driver
-	fail int
+	fail atomic.Int32
+}
+
+func newLostAnswer(d blob.Driver, n int32) *lostAnswer {
+	l := &lostAnswer{Driver: d}
+	l.fail.Store(n)
+	return l
 }
 
 func (l *lostAnswer) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	a, err := l.Driver.Put(ctx, key, r, size, opts)
-	if err == nil && l.fail > 0 && strings.Contains(key, "/"+segment.SegmentDir+"/") {
-		l.fail--
+	if err == nil && strings.Contains(key, "/"+segment.SegmentDir+"/") && l.fail.Add(-1) >= 0 {
 		return blob.Attrs{}, blobtest.ErrInjected
 	}
 	return a, err

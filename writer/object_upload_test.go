@@ -218,9 +218,7 @@ func TestObjectUploadRetry(t *testing.T) {
 // bytes and count it as stored, once.
 func TestObjectUploadLostAnswers(t *testing.T) {
 	ctx := context.Background()
-	d := &lostAnswers{Driver: mem.NewDriver()}
-	d.fail.Store(3)
-	f := blobtest.NewFaulty(d)
+	f := blobtest.NewFaulty(newLostAnswer(mem.NewDriver(), 3))
 	b := f.Bucket()
 	w := open(t, b, objectOptions(3))
 	must(t, w.AddSpan(1, 0))
@@ -238,21 +236,6 @@ func TestObjectUploadLostAnswers(t *testing.T) {
 	}
 	must(t, w.Close(ctx))
 	readIDs(t, b, 80, 1, 80)
-}
-
-// lostAnswers is lostAnswer for concurrent puts: it stores the first fail
-// segment objects and then reports failure.
-type lostAnswers struct {
-	blob.Driver
-	fail atomic.Int32
-}
-
-func (l *lostAnswers) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	a, err := l.Driver.Put(ctx, key, r, size, opts)
-	if err == nil && strings.Contains(key, "/"+segment.SegmentDir+"/") && l.fail.Add(-1) >= 0 {
-		return blob.Attrs{}, blobtest.ErrInjected
-	}
-	return a, err
 }
 
 // TestObjectUploadRetriesExhausted fails one segment object for good: the
@@ -447,7 +430,8 @@ func TestObjectFenceDuringUploads(t *testing.T) {
 func TestObjectCloseAbortDuringUpload(t *testing.T) {
 	ctx := context.Background()
 	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	cd := &countingPuts{Driver: f.Driver()}
+	b := blob.NewBucket(cd)
 	w := open(t, b, objectOptions(3))
 	must(t, w.AddSpan(1, 0))
 	writeBig(t, w, 1, 10)
@@ -465,8 +449,13 @@ func TestObjectCloseAbortDuringUpload(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("aborted Close: %v", err)
 	}
-	release()
 	<-w.commitDone
+	// The held upload was canceled and waited for: nothing of the writer
+	// still runs (the Put is still blocked unless its ctx ended).
+	if n := cd.inflight.Load(); n != 0 {
+		t.Fatalf("%d puts still under way after the writer stopped", n)
+	}
+	release()
 	if err := w.Close(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -488,4 +477,22 @@ func TestMaxUploadsOption(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "MaxUploads") {
 		t.Fatalf("negative MaxUploads: %v", err)
 	}
+}
+
+// countingPuts counts the Puts under way. A Put whose ctx ended lingers a
+// little before it returns, as a driver tearing down a connection does, so
+// that a writer that did not wait for it would be seen.
+type countingPuts struct {
+	blob.Driver
+	inflight atomic.Int32
+}
+
+func (d *countingPuts) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	if ctx.Err() != nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return a, err
 }
