@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -30,9 +31,12 @@ import (
 //
 // Run: go test -run '^$' -bench . -benchtime 5s ./writer
 //
+// The writer runs with one producer goroutine and with two (each writing
+// half of the spans, as a CDC system's sink goroutines do).
+//
 // A sustained run (at least 2 GiB of payload each: 4,400,000 rows of 512 B):
 //
-//	go test -run '^$' -bench 'WriterLocal/(writer-lz4|baseline-append)$' -benchtime 4400000x ./writer
+//	go test -run '^$' -bench 'WriterLocal' -benchtime 4400000x ./writer
 
 const (
 	benchRowSize   = 512
@@ -101,14 +105,20 @@ func BenchmarkWriterLocal(b *testing.B) {
 	}
 	b.Logf("rows encode to %d bytes on average", total/len(enc))
 	for _, c := range []Compression{CompressionLZ4, CompressionNone} {
-		b.Run("writer-"+string(c), func(b *testing.B) { benchWriter(b, rows, c) })
+		b.Run("writer-"+string(c), func(b *testing.B) { benchWriter(b, rows, c, 1) })
+	}
+	// A CDC system writes its spans from several goroutines; two producers
+	// (each with half the spans) spread the encoding over both cores.
+	for _, c := range []Compression{CompressionLZ4, CompressionNone} {
+		b.Run("writer-"+string(c)+"-2producers", func(b *testing.B) { benchWriter(b, rows, c, 2) })
 	}
 	b.Run("baseline-append", func(b *testing.B) { benchBaseline(b, enc, false) })
 	b.Run("baseline-lz4-append", func(b *testing.B) { benchBaseline(b, enc, true) })
 }
 
-// benchWriter writes b.N rows through a writer on local disk.
-func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
+// benchWriter writes b.N rows through a writer on local disk, from
+// producers goroutines, each writing its own spans.
+func benchWriter(b *testing.B, rows []codec.Event, c Compression, producers int) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	bk, err := local.Open(dir, nil)
@@ -128,31 +138,51 @@ func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
 			b.Fatal(err)
 		}
 	}
-	batch := make([]codec.Event, benchBatch)
-	var payload int64
 	b.SetBytes(benchRowSize)
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	start := time.Now()
-	ts := uint64(0)
-	for i := 0; i < b.N; {
-		ts++
-		n := min(benchBatch, b.N-i)
-		for k := range n {
-			batch[k] = rows[(i+k)%len(rows)]
-			batch[k].Row.CommitTs, batch[k].Row.StartTs = ts, ts-1
+	errs := make([]error, producers)
+	lastTs := make([]uint64, producers)
+	var wg sync.WaitGroup
+	for p := range producers {
+		share := b.N / producers
+		if p == producers-1 {
+			share = b.N - share*(producers-1)
 		}
-		span := SpanID(1 + ts%benchSpans)
-		if err := w.Write(ctx, span, batch[:n]...); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.AdvanceResolved(span, ts); err != nil {
-			b.Fatal(err)
-		}
-		i += n
+		wg.Go(func() {
+			batch := make([]codec.Event, benchBatch)
+			// Producer p owns spans p+1, p+1+producers, ...; commit ts
+			// rise per producer, which is all a span needs.
+			ts := uint64(0)
+			for i := 0; i < share; {
+				ts++
+				n := min(benchBatch, share-i)
+				for k := range n {
+					batch[k] = rows[(p*7919+i+k)%len(rows)]
+					batch[k].Row.CommitTs, batch[k].Row.StartTs = ts, ts-1
+				}
+				span := SpanID(1 + p + producers*int(ts%uint64(benchSpans/producers)))
+				if err := w.Write(ctx, span, batch[:n]...); err != nil {
+					errs[p] = err
+					return
+				}
+				if err := w.AdvanceResolved(span, ts); err != nil {
+					errs[p] = err
+					return
+				}
+				i += n
+			}
+			lastTs[p] = ts
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	top := slices.Max(lastTs)
 	for s := SpanID(1); s <= benchSpans; s++ {
-		if err := w.AdvanceResolved(s, ts); err != nil {
+		if err := w.AdvanceResolved(s, top); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -163,7 +193,7 @@ func benchWriter(b *testing.B, rows []codec.Event, c Compression) {
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	st := w.Stats()
-	payload = st.PayloadBytes
+	payload := st.PayloadBytes
 	if err := w.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
