@@ -18,77 +18,68 @@ const hookReadTimeout = 10 * time.Second
 // drivers that are not blob.Stagers; a Stager calls it itself, after its
 // staging, and must keep the object hidden until it returns.
 func (s *suite) beforeCommit(t suiteT) {
+	const key = "commit/object"
 	old := payload(333, 41)
 	data := payload(4096, 42)
-	for _, overwrite := range []bool{false, true} {
-		name := map[bool]string{false: "New", true: "Overwrite"}[overwrite]
-		for _, cas := range []bool{false, true} {
-			if cas && !overwrite {
-				continue
+	cases := []struct {
+		name           string
+		overwrite, cas bool
+	}{{"New", false, false}, {"Overwrite", true, false}, {"CompareAndSwap", true, true}}
+	for _, c := range cases {
+		// setup makes the subtest's bucket and the options of the put under
+		// test: of a new key, over an old object, or by compare-and-swap.
+		setup := func(t suiteT) (env, blob.PutOptions) {
+			e := s.bucket(t)
+			var opts blob.PutOptions
+			if c.overwrite {
+				a := put(t, e.b, key, old)
+				if c.cas {
+					opts.IfMatch = a.ETag
+				}
 			}
-			if cas {
-				name = "CompareAndSwap"
-			}
-			t.Run("Invisible"+name, func(t suiteT) {
-				if cas && !s.h.ConditionalWrites {
-					t.Skipf("Harness.ConditionalWrites is false: %s", s.h.ConditionalWritesReason)
-				}
-				e := s.bucket(t)
-				key := "commit/object"
-				var opts blob.PutOptions
-				if overwrite {
-					a := put(t, e.b, key, old)
-					if cas {
-						opts.IfMatch = a.ETag
-					}
-				}
-				calls := 0
-				opts.BeforeCommit = func(context.Context) error {
-					calls++
-					if err := readFromHook(e.b, key, overwrite, old); err != nil {
-						t.Errorf("from BeforeCommit: %v", err)
-					}
-					return nil
-				}
-				if _, err := e.b.Put(t.Context(), key, data, &opts); err != nil {
-					t.Fatalf("Put with BeforeCommit: %v", err)
-				}
-				if calls != 1 {
-					t.Errorf("BeforeCommit ran %d times during a Put that succeeded, want once", calls)
-				}
-				wantContent(t, e.b, key, data, "after a Put whose BeforeCommit returned nil")
-			})
-			t.Run("Abandon"+name, func(t suiteT) {
-				if cas && !s.h.ConditionalWrites {
-					t.Skipf("Harness.ConditionalWrites is false: %s", s.h.ConditionalWritesReason)
-				}
-				e := s.bucket(t)
-				key := "commit/object"
-				var opts blob.PutOptions
-				if overwrite {
-					a := put(t, e.b, key, old)
-					if cas {
-						opts.IfMatch = a.ETag
-					}
-				}
-				refuse := errors.New("conformance: BeforeCommit refuses")
-				opts.BeforeCommit = func(context.Context) error { return refuse }
-				_, err := e.b.Put(t.Context(), key, data, &opts)
-				if !errors.Is(err, refuse) {
-					t.Errorf("Put whose BeforeCommit failed returned %v, want an error wrapping BeforeCommit's", err)
-				}
-				if !overwrite {
-					_, err := e.b.Stat(t.Context(), key)
-					wantNotExist(t, err, key, fmt.Sprintf("Stat(%q) after a Put abandoned by BeforeCommit", key))
-					if got := listKeysNow(t, e.b, ""); len(got) != 0 {
-						t.Errorf("List after a Put abandoned by BeforeCommit: %s, want nothing", quoteKeys(got, 5))
-					}
-					return
-				}
-				wantContent(t, e.b, key, old, "after a Put abandoned by BeforeCommit (the old object must be intact)")
-				s.settle(t, e.b, "", []string{key}, "after a Put abandoned by BeforeCommit (no temporary object may be left)")
-			})
+			return e, opts
 		}
+		run := t.Run
+		if c.cas {
+			run = func(name string, f func(suiteT)) bool { s.conditional(t, name, f); return true }
+		}
+		run("Invisible"+c.name, func(t suiteT) {
+			e, opts := setup(t)
+			calls := 0
+			opts.BeforeCommit = func(context.Context) error {
+				calls++
+				if err := readFromHook(e.b, key, c.overwrite, old); err != nil {
+					t.Errorf("from BeforeCommit: %v", err)
+				}
+				return nil
+			}
+			if _, err := e.b.Put(t.Context(), key, data, &opts); err != nil {
+				t.Fatalf("Put with BeforeCommit: %v", err)
+			}
+			if calls != 1 {
+				t.Errorf("BeforeCommit ran %d times during a Put that succeeded, want once", calls)
+			}
+			wantContent(t, e.b, key, data, "after a Put whose BeforeCommit returned nil")
+		})
+		run("Abandon"+c.name, func(t suiteT) {
+			e, opts := setup(t)
+			refuse := errors.New("conformance: BeforeCommit refuses")
+			opts.BeforeCommit = func(context.Context) error { return refuse }
+			_, err := e.b.Put(t.Context(), key, data, &opts)
+			if !errors.Is(err, refuse) {
+				t.Errorf("Put whose BeforeCommit failed returned %v, want an error wrapping BeforeCommit's", err)
+			}
+			if !c.overwrite {
+				_, err := e.b.Stat(t.Context(), key)
+				wantNotExist(t, err, key, fmt.Sprintf("Stat(%q) after a Put abandoned by BeforeCommit", key))
+				if got := listKeysNow(t, e.b, ""); len(got) != 0 {
+					t.Errorf("List after a Put abandoned by BeforeCommit: %s, want nothing", quoteKeys(got, 5))
+				}
+				return
+			}
+			wantContent(t, e.b, key, old, "after a Put abandoned by BeforeCommit (the old object must be intact)")
+			s.settle(t, e.b, "", []string{key}, "after a Put abandoned by BeforeCommit (no temporary object may be left)")
+		})
 	}
 }
 
