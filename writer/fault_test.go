@@ -203,13 +203,15 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 }
 
 // TestProgressWaitsForSync holds the active segment's fdatasync: the flush
-// stages its progress meanwhile (the state object's put is under way), but
-// the progress must not become visible until the data is durable.
+// stages its progress meanwhile (the state object's put reaches its commit
+// point), but the progress must not become visible, nor the put's
+// BeforeCommit return, until the data is durable.
 func TestProgressWaitsForSync(t *testing.T) {
 	ctx := context.Background()
 	d, err := local.NewDriver(t.TempDir(), nil)
 	must(t, err)
-	f := blobtest.NewFaulty(d)
+	spy := &commitSpy{Driver: d, staged: make(chan struct{}, 16)}
+	f := blobtest.NewFaulty(spy)
 	b := f.Bucket()
 	w := open(t, b, testOptions("w"))
 	must(t, w.AddSpan(1, 0))
@@ -218,9 +220,12 @@ func TestProgressWaitsForSync(t *testing.T) {
 	if ts := mustFlush(t, w); ts != 10 {
 		t.Fatalf("Flush = %d, want 10", ts)
 	}
+	// Forget the first flush, whose sync nothing held.
+	for len(spy.staged) > 0 {
+		<-spy.staged
+	}
+	spy.early.Store(false)
 
-	statePut, entered := signal(isState)
-	f.Add(blobtest.Rule{Op: blobtest.OpPut, Match: statePut})
 	release := f.Block(blobtest.OpSync)
 	defer release()
 	writeRange(t, w, 1, 11, 20)
@@ -233,34 +238,65 @@ func TestProgressWaitsForSync(t *testing.T) {
 		}
 		flushed <- ts
 	}()
-	<-entered // the progress put is under way, the sync held
-	// A put that did not wait for the sync would land within a few
-	// milliseconds on local disk; give it far longer than that.
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
-		must(t, err)
-		if st.FlushedTs != 10 {
-			t.Fatalf("the progress shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
-		}
-		time.Sleep(5 * time.Millisecond)
+	// The progress object is staged and its put is at the commit point; a
+	// writer that did not wait for the sync would not get here (no hook)
+	// or would return from the hook now (caught below).
+	select {
+	case <-spy.staged:
+	case ts := <-flushed:
+		t.Fatalf("Flush returned %d with the data's fdatasync held, its progress put never at a BeforeCommit", ts)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the progress put never reached a BeforeCommit while the data's fdatasync was held")
+	}
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 10 {
+		t.Fatalf("the progress shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
 	}
 	select {
 	case ts := <-flushed:
 		t.Fatalf("Flush returned %d before the data's fdatasync did", ts)
 	default:
 	}
+	spy.synced.Store(true)
 	release()
 	if ts := <-flushed; ts != 20 {
 		t.Fatalf("Flush = %d, want 20", ts)
 	}
-	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	if spy.early.Load() {
+		t.Fatal("the progress put's BeforeCommit returned while the data's fdatasync was held")
+	}
+	st, _, err = meta.ReadWriterState(ctx, b, testLog, "w")
 	must(t, err)
 	if st.FlushedTs != 20 {
 		t.Fatalf("progress after the flush: flushed ts %d, want 20", st.FlushedTs)
 	}
 	must(t, w.Close(ctx))
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
+}
+
+// commitSpy wraps the local driver and watches the BeforeCommit hooks of the
+// writer's state puts: it reports each one reached on staged, and notes a
+// hook that returns before the test said the sync is released.
+type commitSpy struct {
+	*local.Driver
+	staged chan struct{}
+	synced atomic.Bool // the test released the held fdatasync
+	early  atomic.Bool // a hook returned before that
+}
+
+func (c *commitSpy) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if hook := opts.BeforeCommit; hook != nil && strings.Contains(key, "/"+meta.WritersDir+"/") {
+		opts.BeforeCommit = func(ctx context.Context) error {
+			c.staged <- struct{}{}
+			err := hook(ctx)
+			if !c.synced.Load() {
+				c.early.Store(true)
+			}
+			return err
+		}
+	}
+	return c.Driver.Put(ctx, key, r, size, opts)
 }
 
 // TestRetriesExhausted makes every put fail: the flush fails after its

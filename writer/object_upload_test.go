@@ -131,6 +131,8 @@ func TestObjectSlowSecondUpload(t *testing.T) {
 	if k := keyOf(t, f, 3); k != "" {
 		t.Fatalf("the held upload %s is stored", k)
 	}
+	// A window for a Flush that did not wait for the held upload to show
+	// itself; a correct one cannot return until the release below.
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case r := <-done:
