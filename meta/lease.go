@@ -49,6 +49,13 @@ type WriterState struct {
 	// flushed data (0 with HasSeq false: none yet).
 	Seq    uint64 `json:"seq"`
 	HasSeq bool   `json:"has_seq"`
+	// ChainMaxTs is the largest commit ts held by this epoch's segments up
+	// to and including Seq, and Digest the header CRC of segment Seq (see
+	// segment's chain link). With them a reader proves that the epoch's
+	// chain ends where the writer published it, and that segments missing
+	// below it held nothing above a given ts.
+	ChainMaxTs uint64 `json:"chain_max_ts"`
+	Digest     uint32 `json:"digest"`
 	// Spans is the flushed resolved ts of each span the writer owns, sorted
 	// by span. The coordinator tracks spans across owners with it: a span's
 	// effective flushed ts is the highest any of its owners made durable.
@@ -73,15 +80,21 @@ type SpanTs struct {
 
 // Progress is what a writer publishes after a durable flush.
 type Progress struct {
-	FlushedTs uint64   // the writer's flushed resolved ts (min over its spans)
-	Seq       uint64   // the highest segment seq holding flushed data
-	Spans     []SpanTs // per-span flushed resolved ts; nil keeps the published ones
+	FlushedTs  uint64   // the writer's flushed resolved ts (min over its spans)
+	Seq        uint64   // the highest segment seq holding flushed data
+	ChainMaxTs uint64   // the largest commit ts in the epoch's segments up to Seq
+	Digest     uint32   // the header CRC of segment Seq
+	Spans      []SpanTs // per-span flushed resolved ts; nil keeps the published ones
 }
 
 // Fence is the last sequence number an earlier epoch of a writer published.
 type Fence struct {
 	Epoch   uint64 `json:"epoch"`
 	LastSeq uint64 `json:"last_seq"`
+	// MaxTs and Digest are the epoch's last published ChainMaxTs and
+	// Digest: where its chain must end, and what it held at most.
+	MaxTs  uint64 `json:"max_ts"`
+	Digest uint32 `json:"digest"`
 }
 
 // Accepts reports whether a segment of this writer with the given name is
@@ -212,7 +225,7 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 			next.Epoch = prev.Epoch + 1
 			next.Fences = slices.Clone(prev.Fences)
 			if prev.HasSeq {
-				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: prev.Seq})
+				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: prev.Seq, MaxTs: prev.ChainMaxTs, Digest: prev.Digest})
 			}
 			// The new epoch starts where the old one's durable progress
 			// stood: that data stays in the log under the old epoch's fence.
@@ -293,11 +306,12 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 		spans = slices.Clone(p.Spans)
 		slices.SortFunc(spans, func(a, b SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
-	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && slices.Equal(spans, l.st.Spans) {
+	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
 		return ready(ctx)
 	}
 	next := l.st
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
+	next.ChainMaxTs, next.Digest = p.ChainMaxTs, p.Digest
 	data, _ := json.Marshal(&next)
 	called := false
 	attrs, err := l.b.Put(ctx, l.key, data, &blob.PutOptions{IfMatch: l.etag, BeforeCommit: func(ctx context.Context) error {
