@@ -17,6 +17,10 @@ var (
 	ErrOutOfOrder = errors.New("segment: commit ts out of order")
 	// ErrSealed is returned by a Writer after Seal.
 	ErrSealed = errors.New("segment: writer is sealed")
+	// ErrBuffered is returned by Writer.FooterCRC while records wait in the
+	// open block: their frame, and so the footer, is not known until the
+	// block is written.
+	ErrBuffered = errors.New("segment: records are buffered in the open block")
 )
 
 // CorruptionError reports bytes that are not what a writer wrote: a failed

@@ -85,6 +85,6 @@ func ExampleRecover() {
 	f, _ := w.Seal()
 	fmt.Printf("sealed: %d records, ts [%d, %d]\n", f.Records, f.MinTs, f.MaxTs)
 	// Output:
-	// valid 221 bytes, torn tail 55 bytes, 1 block(s)
+	// valid 245 bytes, torn tail 55 bytes, 1 block(s)
 	// sealed: 2 records, ts [200, 201]
 }

@@ -8,12 +8,14 @@ import (
 )
 
 // FormatVersion is the only segment format version this package writes and
-// reads. Any change an older reader could misread bumps it.
-const FormatVersion = 1
+// reads. Any change an older reader could misread bumps it. Version 2 added
+// the chain link to the header; version 1 was never released and is refused
+// with a *VersionError like any other unknown version.
+const FormatVersion = 2
 
 // Sizes of the fixed parts of a segment.
 const (
-	HeaderSize      = 172 // segment header, CRC included
+	HeaderSize      = 196 // segment header, CRC included
 	BlockHeaderSize = 40  // block frame header, CRC included
 	IndexEntrySize  = 40  // one block's entry in the footer index
 	FooterFixedSize = 56  // footer before its index entries
@@ -121,6 +123,57 @@ type Header struct {
 	// Created is when the writer created the segment, stored with nanosecond
 	// precision as Unix time. Writers fill in time.Now() when it is zero.
 	Created time.Time
+	// Link ties the segment to its predecessor in its writer epoch's chain.
+	// Writers set it; readers fill it in.
+	Link Link
+	// CRC is the header's CRC field: the segment's digest, which its
+	// successor's Link.PrevHeaderCRC and a published progress's Digest
+	// repeat. Readers fill it in, and so does a Writer once it has encoded
+	// the header (Writer.Header); a writer ignores it in what it is given.
+	CRC uint32
+}
+
+// Link ties a segment to its predecessor in its writer epoch's chain: within
+// one epoch a writer's segments have consecutive seqs, and each names the one
+// before it, so a reader holding the last segment of a chain (or the digest a
+// writer published for it) can prove that no segment before it is missing or
+// was replaced.
+type Link struct {
+	// PrevSeq is the predecessor's seq, always the segment's own seq - 1;
+	// 0 when the segment is the first its epoch wrote (seq 0 is never a
+	// writer's), and then every other field is 0 too.
+	PrevSeq uint64
+	// PrevMaxTs is the largest commit ts held by the epoch's segments with
+	// seq <= PrevSeq; 0 when they hold nothing. A reader that finds the
+	// predecessor missing may accept that only when PrevMaxTs is at or
+	// below the checkpoint GC collected up to.
+	PrevMaxTs uint64
+	// PrevHeaderCRC is the predecessor's header CRC field (its Header.CRC).
+	PrevHeaderCRC uint32
+	// PrevFooterCRC is the CRC field that ends the predecessor's footer
+	// (its Footer.CRC): a footer depends only on the blocks before it, so a
+	// writer knows it as soon as the predecessor's last block is written,
+	// before the predecessor is sealed.
+	PrevFooterCRC uint32
+}
+
+// First reports whether l marks the first segment of its epoch.
+func (l Link) First() bool { return l.PrevSeq == 0 }
+
+// check reports why l cannot be the link of a segment with sequence number
+// seq, or "".
+func (l Link) check(seq uint64) string {
+	if l.PrevSeq == 0 {
+		if l.PrevMaxTs != 0 || l.PrevHeaderCRC != 0 || l.PrevFooterCRC != 0 {
+			return fmt.Sprintf("link marks the first segment of the epoch (prev seq 0) but holds prev max ts %d, prev header CRC %#08x, prev footer CRC %#08x",
+				l.PrevMaxTs, l.PrevHeaderCRC, l.PrevFooterCRC)
+		}
+		return ""
+	}
+	if l.PrevSeq+1 != seq {
+		return fmt.Sprintf("link names prev seq %d, but the segment's seq is %d: a predecessor is always seq - 1", l.PrevSeq, seq)
+	}
+	return ""
 }
 
 // The instants time.Time.UnixNano can represent.
@@ -145,6 +198,9 @@ func (h *Header) validate() error {
 	}
 	if h.Created.Before(minCreated) || h.Created.After(maxCreated) {
 		return fmt.Errorf("segment: header: creation time %v is outside what Unix nanoseconds can hold", h.Created)
+	}
+	if msg := h.Link.check(h.Seq); msg != "" {
+		return fmt.Errorf("segment: header: %s", msg)
 	}
 	return nil
 }
@@ -173,7 +229,11 @@ const (
 	hCreated  = 32
 	hLogID    = 40
 	hWriterID = hLogID + MaxIDLen
-	hCRC      = hWriterID + MaxIDLen
+	hPrevSeq  = hWriterID + MaxIDLen // 168
+	hPrevMax  = hPrevSeq + 8
+	hPrevHCRC = hPrevMax + 8
+	hPrevFCRC = hPrevHCRC + 4
+	hCRC      = hPrevFCRC + 4 // 192
 )
 
 func init() {
@@ -182,7 +242,8 @@ func init() {
 	}
 }
 
-// encodeHeader writes h (already validated) into b[:HeaderSize].
+// encodeHeader writes h (already validated) into b[:HeaderSize] and sets
+// h.CRC to the CRC it wrote.
 func encodeHeader(b []byte, h *Header) {
 	b = b[:HeaderSize]
 	clear(b)
@@ -196,7 +257,30 @@ func encodeHeader(b []byte, h *Header) {
 	le.PutUint64(b[hCreated:], uint64(h.Created.UnixNano()))
 	copy(b[hLogID:], h.LogID)
 	copy(b[hWriterID:], h.WriterID)
-	le.PutUint32(b[hCRC:], crc(b[:hCRC]))
+	le.PutUint64(b[hPrevSeq:], h.Link.PrevSeq)
+	le.PutUint64(b[hPrevMax:], h.Link.PrevMaxTs)
+	le.PutUint32(b[hPrevHCRC:], h.Link.PrevHeaderCRC)
+	le.PutUint32(b[hPrevFCRC:], h.Link.PrevFooterCRC)
+	h.CRC = crc(b[:hCRC])
+	le.PutUint32(b[hCRC:], h.CRC)
+}
+
+// DecodeHeader decodes and checks the header in b, which holds at least
+// HeaderSize bytes from offset 0 of the segment named object (used in
+// errors only). A header that is not whole, not a segment's or fails its CRC
+// is a *CorruptionError, as is one whose CRC holds but whose fields break the
+// format (a link that does not point at seq - 1, for one); a header of
+// another format version is a *VersionError. It does not tell a torn tail
+// from corruption: that takes the rest of the segment (see Scanner).
+func DecodeHeader(b []byte, object string) (Header, error) {
+	h, version, p := decodeHeader(b)
+	if p != nil {
+		return Header{}, p.err(object)
+	}
+	if version != FormatVersion {
+		return Header{}, &VersionError{Object: object, Version: version}
+	}
+	return h, nil
 }
 
 // problem describes what is wrong with a structure read from input. A hard
@@ -254,6 +338,16 @@ func decodeHeader(b []byte) (h Header, version uint16, p *problem) {
 	h.Epoch = le.Uint64(b[hEpoch:])
 	h.Seq = le.Uint64(b[hSeq:])
 	h.Created = time.Unix(0, int64(le.Uint64(b[hCreated:]))).UTC()
+	h.Link = Link{
+		PrevSeq:       le.Uint64(b[hPrevSeq:]),
+		PrevMaxTs:     le.Uint64(b[hPrevMax:]),
+		PrevHeaderCRC: le.Uint32(b[hPrevHCRC:]),
+		PrevFooterCRC: le.Uint32(b[hPrevFCRC:]),
+	}
+	if msg := h.Link.check(h.Seq); msg != "" {
+		return Header{}, version, hard("header", 0, "%s", msg)
+	}
+	h.CRC = le.Uint32(b[hCRC:])
 	return h, version, nil
 }
 
@@ -391,6 +485,21 @@ type Footer struct {
 	MinTs        uint64 // commit ts of the first record; 0 in an empty segment
 	MaxTs        uint64 // commit ts of the last record; 0 in an empty segment
 	Uncompressed uint64 // sum of the blocks' uncompressed lengths
+	// CRC is the CRC field that ends the footer, which the successor's
+	// Link.PrevFooterCRC repeats. Readers fill it in, and so does
+	// Writer.Seal. It is a function of Blocks alone (FooterCRC).
+	CRC uint32
+}
+
+// FooterCRC returns the CRC field of the footer that indexes blocks: what
+// Footer.CRC of a segment sealed with exactly those blocks will be. A writer
+// computes it for its successor's link when it stops appending to a segment,
+// whether the segment is sealed then or later (by the writer, or by the
+// recovery of a crashed one: the same blocks make the same footer).
+func FooterCRC(blocks []BlockInfo) uint32 {
+	f := footerFor(blocks)
+	b := appendFooter(nil, &f)
+	return le.Uint32(b[len(b)-footerCRCSize:])
 }
 
 // Footer layout offsets.
@@ -423,7 +532,7 @@ func footerFor(blocks []BlockInfo) Footer {
 
 func footerSize(nblocks int) int { return minFooterSize + nblocks*IndexEntrySize }
 
-// appendFooter appends the footer for f.
+// appendFooter appends the footer for f and sets f.CRC to its CRC field.
 func appendFooter(dst []byte, f *Footer) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, footerSize(len(f.Blocks)))...)
@@ -448,7 +557,8 @@ func appendFooter(dst []byte, f *Footer) []byte {
 		e = e[IndexEntrySize:]
 	}
 	n := len(b) - footerCRCSize
-	le.PutUint32(b[n:], crc(b[:n]))
+	f.CRC = crc(b[:n])
+	le.PutUint32(b[n:], f.CRC)
 	return dst
 }
 
@@ -513,6 +623,7 @@ func decodeFooter(b []byte, off int64) (Footer, *problem) {
 		MinTs:        le.Uint64(b[fMinTs:]),
 		MaxTs:        le.Uint64(b[fMaxTs:]),
 		Uncompressed: le.Uint64(b[fUncomp:]),
+		CRC:          le.Uint32(b[end:]),
 	}
 	if got.Records != want.Records || got.Rows != want.Rows || got.DDLs != want.DDLs ||
 		got.MinTs != want.MinTs || got.MaxTs != want.MaxTs || got.Uncompressed != want.Uncompressed {

@@ -11,32 +11,66 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redokit/redokit/codec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// goldenRecords are the records of the golden segments: short rows, DDLs,
-// runs of one commit ts, and one incompressible payload so that the lz4
-// golden also holds a block stored raw.
+// goldenRecords are the records of the golden segments: real codec events
+// (row changes of shop.orders, CREATE TABLE DDLs), runs of one commit ts, and
+// one row whose BLOB column is incompressible, so that the lz4 golden also
+// holds a block stored raw. Each record's kind and commit ts are its event's,
+// as the format requires.
 func goldenRecords() []rec {
 	recs := genRecords(2025, 36, true)
 	rng := rand.New(rand.NewPCG(7, 7))
-	noise := make([]byte, 180)
+	noise := make([]byte, 400)
 	for i := range noise {
 		noise[i] = byte(rng.Uint32())
 	}
-	recs[20].payload = noise
-	for _, i := range []int{4, 12, 13, 35} {
-		recs[i].kind = KindDDL
-		recs[i].payload = fmt.Appendf(nil, "CREATE TABLE shop.t%d (id BIGINT PRIMARY KEY, v TEXT)", i)
+	for i := range recs {
+		ts := recs[i].ts
+		var ev codec.Event
+		switch i {
+		case 4, 12, 13, 35:
+			name := codec.TableName{Schema: "shop", Name: fmt.Sprintf("t%d", i), PhysicalID: int64(200 + i)}
+			ev = codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
+				StartTs: ts - 3, CommitTs: ts, Table: name, Type: codec.ActionCreateTable,
+				Query:  fmt.Sprintf("CREATE TABLE shop.t%d (id BIGINT PRIMARY KEY, v TEXT)", i),
+				Tables: []codec.DDLTable{{TableName: name, Role: codec.RoleCreated}},
+			}}
+		default:
+			cols := []codec.Column{
+				{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(int64(i))},
+				{Name: "status", Type: codec.TypeVarchar, Charset: "utf8mb4", Collation: "utf8mb4_bin", Value: codec.StringValue(statuses[rng.IntN(len(statuses))])},
+				{Name: "amount", Type: codec.TypeNewDecimal, Value: codec.DecimalValue(fmt.Sprintf("%d.%02d", rng.IntN(1000), rng.IntN(100)))},
+			}
+			if i == 20 {
+				cols = append(cols, codec.Column{Name: "blob", Type: codec.TypeBlob, Flags: codec.FlagBinary | codec.FlagNullable, Value: codec.BytesValue(noise)})
+			}
+			ev = codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
+				StartTs: ts - 3, CommitTs: ts, Table: codec.TableName{Schema: "shop", Name: "orders", PhysicalID: 101}, Columns: cols,
+			}}
+		}
+		recs[i].kind = Kind(ev.Kind)
+		recs[i].payload = codec.AppendEvent(nil, &ev)
 	}
 	return recs
+}
+
+// goldenHeader is the golden segments' header: a segment in the middle of its
+// epoch's chain, so that every link field holds something to see.
+func goldenHeader(c Compression) Header {
+	h := testHeader(c)
+	h.Link = Link{PrevSeq: h.Seq - 1, PrevMaxTs: 400_000_000_000_000_700, PrevHeaderCRC: 0x1badb002, PrevFooterCRC: 0xcafef00d}
+	return h
 }
 
 // goldenSealed is a small sealed lz4 segment: header, blocks (one of them
 // raw), footer, trailer.
 func goldenSealed(t testing.TB) []byte {
-	return writeSegment(t, testHeader(CompressionLZ4), &WriterOptions{BlockSize: 400}, goldenRecords(), true, 20, 21)
+	return writeSegment(t, goldenHeader(CompressionLZ4), &WriterOptions{BlockSize: 900}, goldenRecords(), true, 20, 21)
 }
 
 // goldenUnsealed is an unsealed segment without compression whose last block
@@ -44,7 +78,7 @@ func goldenSealed(t testing.TB) []byte {
 // and how many records are in its whole blocks.
 func goldenUnsealed(t testing.TB) ([]byte, int) {
 	recs := goldenRecords()
-	data := writeSegment(t, testHeader(CompressionNone), &WriterOptions{BlockSize: 300}, recs, false)
+	data := writeSegment(t, goldenHeader(CompressionNone), &WriterOptions{BlockSize: 700}, recs, false)
 	rc, err := Recover(bytes.NewReader(data), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +172,9 @@ func dump(t testing.TB, data []byte) string {
 	}
 	fmt.Fprintf(&b, "header @0 (%d bytes): version %d, log %q, writer %q, epoch %d, seq %d, compression %v, created %s\n",
 		HeaderSize, h.Version, h.LogID, h.WriterID, h.Epoch, h.Seq, h.Compression, h.Created.Format("2006-01-02T15:04:05.999999999Z07:00"))
+	fmt.Fprintf(&b, "  link @%d: prev seq %d, prev chain max ts %d, prev header CRC %#08x, prev footer CRC %#08x\n",
+		hPrevSeq, h.Link.PrevSeq, h.Link.PrevMaxTs, h.Link.PrevHeaderCRC, h.Link.PrevFooterCRC)
+	fmt.Fprintf(&b, "  header CRC @%d: %#08x (the segment's digest)\n", hCRC, h.CRC)
 	for {
 		blk, err := s.NextBlock()
 		if err != nil {
@@ -150,11 +187,7 @@ func dump(t testing.TB, data []byte) string {
 		fmt.Fprintf(&b, "block @%d (%d bytes, %v, %d uncompressed): %d records, %d DDLs, ts [%d, %d]\n",
 			i.Offset, i.Length, blk.Codec, i.Uncompressed, i.Records, i.DDLs, i.MinTs, i.MaxTs)
 		for r, ok := blk.Next(); ok; r, ok = blk.Next() {
-			p := string(r.Payload)
-			if len(p) > 48 {
-				p = p[:48] + "..."
-			}
-			fmt.Fprintf(&b, "  %d %v %d bytes %q\n", r.CommitTs, r.Kind, len(r.Payload), p)
+			fmt.Fprintf(&b, "  %d %v %d bytes: %s\n", r.CommitTs, r.Kind, len(r.Payload), describeEvent(t, r))
 		}
 	}
 	if s.Sealed() {
@@ -162,7 +195,9 @@ func dump(t testing.TB, data []byte) string {
 		end := s.ValidSize() - TrailerSize
 		fmt.Fprintf(&b, "footer @%d (%d bytes): %d blocks, %d records, %d rows, %d DDLs, ts [%d, %d], %d uncompressed bytes\n",
 			end-int64(footerSize(len(f.Blocks))), footerSize(len(f.Blocks)), len(f.Blocks), f.Records, f.Rows, f.DDLs, f.MinTs, f.MaxTs, f.Uncompressed)
-		fmt.Fprintf(&b, "trailer @%d (%d bytes)\n", end, TrailerSize)
+		fmt.Fprintf(&b, "  footer CRC @%d: %#08x (a successor's prev footer CRC)\n", end-footerCRCSize, f.CRC)
+		fmt.Fprintf(&b, "trailer @%d (%d bytes): footer at %d, %d bytes, version %d\n", end, TrailerSize,
+			end-int64(footerSize(len(f.Blocks))), footerSize(len(f.Blocks)), FormatVersion)
 	} else {
 		fmt.Fprintf(&b, "unsealed: valid size %d, torn tail of %d bytes\n", s.ValidSize(), s.TornBytes())
 	}
@@ -220,4 +255,32 @@ func TestBitFlipsUnsealed(t *testing.T) {
 
 func detected(err error) bool {
 	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupportedVersion)
+}
+
+// describeEvent decodes a golden record's payload as a codec event and says
+// what it holds, failing when its kind or commit ts is not the record's.
+func describeEvent(t testing.TB, r Record) string {
+	var ev codec.Event
+	if err := codec.DecodeEvent(r.Payload, &ev); err != nil {
+		t.Fatalf("record at ts %d: payload is not an event: %v", r.CommitTs, err)
+	}
+	if Kind(ev.Kind) != r.Kind || ev.CommitTs() != r.CommitTs {
+		t.Fatalf("record (ts %d, %v) holds an event (ts %d, %v)", r.CommitTs, r.Kind, ev.CommitTs(), ev.Kind)
+	}
+	if ev.IsDDL() {
+		q := ev.DDL.Query
+		if len(q) > 40 {
+			q = q[:40] + "..."
+		}
+		return fmt.Sprintf("DDL start ts %d table %d %q", ev.DDL.StartTs, ev.DDL.Table.PhysicalID, q)
+	}
+	var vals []string
+	for _, c := range ev.Row.Columns {
+		v := c.Value.String()
+		if len(v) > 24 {
+			v = v[:24] + "..."
+		}
+		vals = append(vals, c.Name+"="+v)
+	}
+	return fmt.Sprintf("%v start ts %d %s.%s (%d) %s", ev.Row.Op(), ev.Row.StartTs, ev.Row.Table.Schema, ev.Row.Table.Name, ev.Row.Table.PhysicalID, strings.Join(vals, " "))
 }

@@ -214,3 +214,31 @@ func parsePadded(s string) (uint64, bool) {
 	}
 	return v, true
 }
+
+// Check reports whether a segment found under the key object, which parses to
+// n, holds what n says: the header's log, writer, epoch and seq, and for a
+// sealed name the footer's min and max commit ts (f is the footer; nil when
+// the segment is read unsealed, and then only the header is compared). An
+// empty sealed segment is named with min and max ts 0, as its footer says. A
+// mismatch is a *CorruptionError naming object: a segment copied or renamed
+// to another key would be ordered, fenced, chained and collected as
+// something it is not.
+func (n Name) Check(object string, h Header, f *Footer) error {
+	if h.LogID != n.LogID || h.WriterID != n.WriterID || h.Epoch != n.Epoch || h.Seq != n.Seq {
+		return &CorruptionError{Object: object, Part: "header",
+			Detail: fmt.Sprintf("header names log %q writer %q epoch %d seq %d, the key log %q writer %q epoch %d seq %d",
+				h.LogID, h.WriterID, h.Epoch, h.Seq, n.LogID, n.WriterID, n.Epoch, n.Seq)}
+	}
+	if f == nil || n.Active {
+		return nil
+	}
+	if f.MinTs != n.MinTs || f.MaxTs != n.MaxTs {
+		off := int64(HeaderSize)
+		if k := len(f.Blocks); k > 0 {
+			off = f.Blocks[k-1].End()
+		}
+		return &CorruptionError{Object: object, Offset: off, Part: "footer",
+			Detail: fmt.Sprintf("ts range [%d, %d] disagrees with the key's [%d, %d]", f.MinTs, f.MaxTs, n.MinTs, n.MaxTs)}
+	}
+	return nil
+}

@@ -221,7 +221,13 @@ func TestHeaderValidation(t *testing.T) {
 		func(h *Header) { h.WriterID = strings.Repeat("w", MaxIDLen+1) },
 		func(h *Header) { h.WriterID = "host:8300" },
 		func(h *Header) { h.Compression = 9 },
-		func(h *Header) { h.Version = 2 },
+		func(h *Header) { h.Version = FormatVersion + 1 },
+		func(h *Header) { h.Version = 1 },
+		func(h *Header) { h.Link = Link{PrevSeq: h.Seq} },
+		func(h *Header) { h.Link = Link{PrevSeq: h.Seq - 2, PrevMaxTs: 5} },
+		func(h *Header) { h.Link = Link{PrevMaxTs: 5} },
+		func(h *Header) { h.Link = Link{PrevHeaderCRC: 1} },
+		func(h *Header) { h.Link = Link{PrevFooterCRC: 1} },
 	}
 	for i, mut := range bad {
 		h := testHeader(CompressionNone)
@@ -484,12 +490,22 @@ func TestUnknownVersion(t *testing.T) {
 	if _, _, err := readAll(hdr); !errors.As(err, &ve) || ve.Version != 3 {
 		t.Fatalf("reader on a v3 header: %v", err)
 	}
+	// Version 1 was never released: its segments are refused like any
+	// unknown version, whatever bytes follow the version field.
+	v1 := bytes.Clone(data)
+	le.PutUint16(v1[hVersion:], 1)
+	if _, _, err := scanAll(v1, nil); !errors.As(err, &ve) || ve.Version != 1 {
+		t.Fatalf("scanner on a v1 header: %v", err)
+	}
+	if _, err := DecodeHeader(v1, "x"); !errors.As(err, &ve) || ve.Version != 1 || ve.Object != "x" {
+		t.Fatalf("DecodeHeader on a v1 header: %v", err)
+	}
 	tr := bytes.Clone(data)
 	at := len(tr) - TrailerSize
-	le.PutUint16(tr[at+tVersion:], 2)
+	le.PutUint16(tr[at+tVersion:], 1)
 	le.PutUint32(tr[at+tCRC:], crc(tr[at:at+tCRC]))
-	if _, _, err := readAll(tr); !errors.As(err, &ve) || ve.Version != 2 || ve.Offset != int64(at) {
-		t.Fatalf("reader on a v2 trailer: %v", err)
+	if _, _, err := readAll(tr); !errors.As(err, &ve) || ve.Version != 1 || ve.Offset != int64(at) {
+		t.Fatalf("reader on a v1 trailer: %v", err)
 	}
 }
 

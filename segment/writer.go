@@ -93,6 +93,14 @@ func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, opts *WriterOptio
 	if msg != "" {
 		return nil, fmt.Errorf("segment: resume: %s", msg)
 	}
+	// The header is encoded again only to learn its CRC: it is already on
+	// disk, and a caller's header that would encode differently is not the
+	// one there.
+	given := hdr.CRC
+	encodeHeader(sw.grow(HeaderSize), &sw.hdr)
+	if given != 0 && given != sw.hdr.CRC {
+		return nil, fmt.Errorf("segment: resume: the header's CRC field is %#08x, but it encodes to %#08x", given, sw.hdr.CRC)
+	}
 	sw.off = end
 	sw.stats.Written = end
 	sw.blocks = append(make([]BlockInfo, 0, len(blocks)+16), blocks...)
@@ -127,8 +135,26 @@ func newWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
 	return &Writer{w: w, hdr: hdr, blockSize: o.BlockSize, enc: new(FrameEncoder)}, nil
 }
 
-// Header returns the segment's header.
+// Header returns the segment's header, its CRC field included.
 func (w *Writer) Header() Header { return w.hdr }
+
+// HeaderCRC returns the header's CRC field: the segment's digest, for its
+// successor's Link.PrevHeaderCRC.
+func (w *Writer) HeaderCRC() uint32 { return w.hdr.CRC }
+
+// FooterCRC returns the CRC field of the footer Seal would write if nothing
+// more were appended: the successor's Link.PrevFooterCRC, known before the
+// segment is sealed. Call FlushBlock first; with records buffered it returns
+// an error wrapping ErrBuffered rather than a CRC Seal would not write.
+func (w *Writer) FooterCRC() (uint32, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.bb.Records() > 0 {
+		return 0, fmt.Errorf("segment: footer CRC of %s: %w (%d records)", w.hdr.ActiveName(), ErrBuffered, w.bb.Records())
+	}
+	return FooterCRC(w.blocks), nil
+}
 
 // Offset returns how many bytes have been written to the io.Writer: the
 // segment's size if the buffered records were dropped now.
