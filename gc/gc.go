@@ -1,19 +1,44 @@
 // Package gc removes redo data the downstream no longer needs.
 //
-// Collect deletes every sealed segment of a log whose max commit ts is
-// strictly below the checkpoint ts. Strictly: a DDL at the checkpoint ts may
-// not have run downstream yet, so a segment ending at the checkpoint stays.
-// It decides from the listing alone — segment names carry their ts range —
-// so one cycle over N segments costs ceil(N/1000) list pages and
-// ceil(deleted/1000) batch deletes, and reads no object. Active (unsealed)
-// segments are never collected: their range is not final.
+// Collect deletes, for each writer epoch, the longest prefix of its segment
+// chain (lowest seq upward, as listed) whose segments are all sealed with a
+// max commit ts strictly below the checkpoint ts. Strictly: a DDL at the
+// checkpoint ts may not have run downstream yet, so a segment ending at the
+// checkpoint stays. Only a prefix: the segments of an epoch form a chain
+// (each names its predecessor and the largest commit ts of everything below
+// it), and a reader proves that the range it reads is complete by walking
+// that chain down from the published seq. Deleting only from the bottom
+// keeps the chain gapless above what is gone, and the lowest remaining
+// segment's link (PrevMaxTs, below the checkpoint) proves that what is gone
+// held nothing a read from the checkpoint needs. So a segment below the
+// checkpoint that sits above one that is not — a catch-up segment with low
+// commit ts written after one with high ts, an active segment, one kept by
+// Grace — waits until its predecessors go. A seq missing from the listing
+// also ends the cycle's prefix: it may be a segment the listing did not show,
+// and deleting above it would leave a hole below a segment that exists. The
+// next cycle starts the prefix at the lowest seq it lists, so a seq that is
+// truly gone holds GC back for one cycle only; what it held is still
+// proven by the chain, since every link carries the largest commit ts of
+// everything below it. A cycle that runs beside another one may stop early
+// at the holes that one leaves; the next cycle goes on.
+//
+// It decides from the listing alone — segment names carry their writer,
+// epoch, seq and ts range, and the listing is in key order, which is (writer,
+// epoch, seq) order — so one cycle over N segments costs ceil(N/1000) list
+// pages and ceil(deleted/1000) batch deletes, and reads no object. Active
+// (unsealed) segments are never collected: their range is not final. GC does
+// not read the writer states, so it treats every epoch alike: a fenced
+// epoch's zombie segments (above its fence) and the segments of an epoch that
+// published nothing, which readers ignore, are collected by the same prefix
+// rule, once they and everything below them in their epoch are below the
+// checkpoint; deleting a segment no reader accepts never shortens a read.
 //
 // Collect is idempotent and safe to run concurrently with itself (a key
 // deleted twice is not an error), with writers (a writer only creates
 // segments above the checkpoint, and never rewrites one), and with readers: a
-// reader only opens segments above its start ts, which is at or above the
-// checkpoint; one that opened a segment GC then removes gets a not-exist error
-// naming the segment, never a silently shortened range.
+// reader only needs segments above its start ts, which is at or above the
+// checkpoint, and one whose chain walk meets a segment GC removed meanwhile
+// lists again; a read never comes back silently shortened.
 //
 // DeleteLog removes a whole log. It first writes a marker object, so a
 // removal interrupted by a crash is finished by ResumeDeleteLog (which
@@ -48,13 +73,14 @@ type Result struct {
 	Deleted      int      // segments deleted (or, in a dry run, that would be)
 	FreedBytes   int64    // their total size
 	KeptByGrace  int      // segments below the checkpoint kept by the grace period
+	KeptByChain  int      // segments below the checkpoint kept because a segment below them in their epoch stays
 	DeletedKeys  []string // the keys deleted, in key order
 	SkippedNames int      // keys under the segment prefix that are not segment names
 }
 
-// Collect deletes the segments of logID whose max commit ts is strictly
-// below checkpointTs. The caller takes checkpointTs from the log's meta; a
-// zero checkpoint deletes nothing.
+// Collect deletes the segments of logID that lie in the prefix of their
+// writer epoch's chain below checkpointTs (see the package doc). The caller
+// takes checkpointTs from the log's meta; a zero checkpoint deletes nothing.
 func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uint64, opts *Options) (*Result, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, fmt.Errorf("gc: log ID: %w", err)
@@ -78,23 +104,53 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uin
 		batch = batch[:0]
 		return err
 	}
+	// The prefix of each writer epoch, as far as the listing has reached.
+	// A map rather than the last group only: the listing is in key order,
+	// but a store that broke that promise must make GC keep more, not less.
+	type epochKey struct {
+		writer string
+		epoch  uint64
+	}
+	type prefix struct {
+		next   uint64 // the seq the prefix continues with
+		closed bool   // a segment that stays ended it
+	}
+	prefixes := map[epochKey]*prefix{}
 	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
 		if err != nil {
 			return res, fmt.Errorf("gc: list %s: %w", segment.LogPrefix(logID), err)
 		}
 		res.Listed++
 		n, err := segment.ParseName(a.Key)
-		if err != nil {
+		if err != nil || n.LogID != logID {
 			res.SkippedNames++
 			continue
 		}
-		if n.Active || n.MaxTs >= checkpointTs {
+		k := epochKey{n.WriterID, n.Epoch}
+		p := prefixes[k]
+		if p == nil {
+			// The lowest listed seq of the epoch: what is below it is gone
+			// (an earlier cycle) or was never of this epoch.
+			p = &prefix{next: n.Seq}
+			prefixes[k] = p
+		}
+		below := !n.Active && n.MaxTs < checkpointTs
+		graced := below && o.Grace > 0 && now.Sub(a.ModTime) < o.Grace
+		if !p.closed && (n.Seq != p.next || !below || graced) {
+			// A segment that stays, a gap, or a listing that went
+			// backwards: the prefix ends here.
+			p.closed = true
+		}
+		if p.closed {
+			switch {
+			case graced:
+				res.KeptByGrace++
+			case below:
+				res.KeptByChain++
+			}
 			continue
 		}
-		if o.Grace > 0 && now.Sub(a.ModTime) < o.Grace {
-			res.KeptByGrace++
-			continue
-		}
+		p.next = n.Seq + 1
 		res.Deleted++
 		res.FreedBytes += a.Size
 		res.DeletedKeys = append(res.DeletedKeys, a.Key)

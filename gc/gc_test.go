@@ -195,3 +195,95 @@ func countKeys(t *testing.T, b *blob.Bucket, prefix string) int {
 	}
 	return len(keys)
 }
+
+// putNames writes fake segments with the given names.
+func putNames(t *testing.T, b *blob.Bucket, names ...segment.Name) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := b.Put(context.Background(), n.Format(), []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sealed(writer string, epoch, seq, minTs, maxTs uint64) segment.Name {
+	return segment.Name{LogID: "log", WriterID: writer, Epoch: epoch, Seq: seq, MinTs: minTs, MaxTs: maxTs}
+}
+
+// survivors returns the keys left under the log's segment prefix.
+func survivors(t *testing.T, b *blob.Bucket) []string {
+	t.Helper()
+	var keys []string
+	for a, err := range b.List(context.Background(), segment.LogPrefix("log")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, a.Key)
+	}
+	return keys
+}
+
+func keysOf(names ...segment.Name) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, n.Format())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GC deletes only the bottom of each epoch's chain: a catch-up segment whose
+// commit ts are below the checkpoint, above one that is not, stays until its
+// predecessor goes, so that the chain above what is deleted has no hole and
+// its lowest link proves what is gone was below the checkpoint.
+func TestCollectDeletesOnlyAPrefixOfEachChain(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	a1 := sealed("a", 1, 1, 1, 10)
+	a2 := sealed("a", 1, 2, 11, 100) // above the checkpoint
+	a3 := sealed("a", 1, 3, 5, 20)   // catch-up: below it, but above a2
+	a4 := sealed("a", 1, 4, 101, 110)
+	// Epoch 2 of the same writer has its own chain: its first segment
+	// starts a new prefix.
+	a5 := sealed("a", 2, 5, 1, 30)
+	a6 := sealed("a", 2, 6, 31, 40)
+	// A gap in the listing ends the prefix: b3 is missing, b4 stays.
+	b1 := sealed("b", 1, 1, 1, 10)
+	b2 := sealed("b", 1, 2, 11, 20)
+	b4 := sealed("b", 1, 4, 21, 30)
+	// An active segment ends the prefix; the one after it stays.
+	c1 := sealed("c", 1, 1, 1, 10)
+	c2 := segment.Name{LogID: "log", WriterID: "c", Epoch: 1, Seq: 2, Active: true}
+	// A chain whose lowest listed seq is not 1 (an earlier cycle deleted
+	// the rest) starts its prefix there.
+	d7 := sealed("d", 1, 7, 1, 10)
+	d8 := sealed("d", 1, 8, 11, 20)
+	putNames(t, b, a1, a2, a3, a4, a5, a6, b1, b2, b4, c1, c2, d7, d8)
+
+	res, err := Collect(ctx, b, "log", 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := keysOf(a1, a5, a6, b1, b2, c1, d7, d8)
+	if !slices.Equal(res.DeletedKeys, gone) {
+		t.Fatalf("deleted\n%v\nwant\n%v", res.DeletedKeys, gone)
+	}
+	if res.KeptByChain != 2 { // a3 and b4
+		t.Fatalf("result %+v, want 2 segments kept by their chain", res)
+	}
+	if got, want := survivors(t, b), keysOf(a2, a3, a4, b4, c2); !slices.Equal(got, want) {
+		t.Fatalf("left\n%v\nwant\n%v", got, want)
+	}
+	// Once the checkpoint passes a2, a3 goes with it. b4 is now the lowest
+	// segment of its epoch listed: the next cycle starts its prefix there
+	// (its link still holds the largest commit ts of b3, so a loss is
+	// still proven by the chain).
+	res, err = Collect(ctx, b, "log", 101, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.DeletedKeys, keysOf(a2, a3, b4)) {
+		t.Fatalf("second cycle deleted %v", res.DeletedKeys)
+	}
+}
