@@ -69,6 +69,16 @@ func (e crashEvent) event(pad []byte) codec.Event {
 	return ev
 }
 
+// crashPad is the pad column of the row with id: bytes the reader must give
+// back unaltered.
+func crashPad(id int64) []byte {
+	pad := make([]byte, 80)
+	for i := range pad {
+		pad[i] = byte(id) + byte(i)
+	}
+	return pad
+}
+
 func (e crashEvent) key() string {
 	if e.ddl {
 		return fmt.Sprintf("ddl %d %d /* %d */", e.span, e.ts, e.id)
@@ -137,7 +147,6 @@ func crashChild(mode, dir string, seed uint64) error {
 		until = from + 150
 	}
 	fmt.Fprintln(os.Stdout, "READY", from)
-	pad := make([]byte, 80)
 	var werr error
 	crashWorkload(seed, func(ts uint64, evs []crashEvent) bool {
 		if ts <= from {
@@ -151,10 +160,10 @@ func crashChild(mode, dir string, seed uint64) error {
 			var batch []codec.Event
 			for _, e := range evs {
 				if e.span == s {
-					for i := range pad {
-						pad[i] = byte(e.id) + byte(i)
-					}
-					batch = append(batch, e.event(pad))
+					// A pad of its own: Write keeps the events until the
+					// flush, so a shared buffer would leave every event of
+					// a batch with the last one's pad.
+					batch = append(batch, e.event(crashPad(e.id)))
 				}
 			}
 			if len(batch) > 0 {

@@ -1,0 +1,462 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/reader"
+)
+
+// The crash trials of crash_test.go run alone; these run the whole log around
+// the killed writer: while a child writer process is SIGKILLed (one to three
+// times per trial, each kill followed by a new epoch), the parent ticks a
+// coordinator, advances the checkpoint (at or below the global resolved ts),
+// collects garbage and reads (checkpoint, resolved] in a loop, and every read
+// must be the workload's events of its range exactly, in order, or fail with
+// an error. A read that comes back short without an error is the bug hunted
+// here. After each kill, with the background paused, the acknowledged flushes
+// must be covered by the global resolved ts and read back exactly.
+
+// crashGCTrials is how many trials to run: REDOKIT_CRASH_GC_TRIALS, else 100
+// under CI, else 5.
+func crashGCTrials(t *testing.T) int {
+	if v := os.Getenv("REDOKIT_CRASH_GC_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("REDOKIT_CRASH_GC_TRIALS=%q is not a count", v)
+		}
+		return n
+	}
+	if os.Getenv("CI") != "" {
+		return 100
+	}
+	return 5
+}
+
+// crashGCSeed is the seed of the trials' choices (workload seeds, kill
+// delays, checkpoints): REDOKIT_CRASH_GC_SEED, else a fixed one. The moment a
+// kill lands still depends on the machine.
+func crashGCSeed(t *testing.T) uint64 {
+	v := os.Getenv("REDOKIT_CRASH_GC_SEED")
+	if v == "" {
+		return 20261203
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("REDOKIT_CRASH_GC_SEED=%q is not a number", v)
+	}
+	return n
+}
+
+// crashTruth is the workload of one seed, indexed for checking reads.
+type crashTruth struct {
+	seed uint64
+	mu   sync.Mutex
+	evs  []crashEvent // in ts order, as far as computed
+	top  uint64       // evs holds every event with ts ≤ top
+}
+
+// upTo returns the workload's events with ts ≤ hi, in workload order.
+func (tr *crashTruth) upTo(hi uint64) []crashEvent {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if hi > tr.top {
+		tr.evs = tr.evs[:0]
+		top := max(hi, 2*tr.top)
+		crashWorkload(tr.seed, func(ts uint64, evs []crashEvent) bool {
+			if ts > top {
+				return false
+			}
+			tr.evs = append(tr.evs, evs...)
+			return true
+		})
+		tr.top = top
+	}
+	n := len(tr.evs)
+	for n > 0 && tr.evs[n-1].ts > hi {
+		n--
+	}
+	return tr.evs[:n]
+}
+
+// encoding is the exact encoding the child wrote for e (crashChild's pad).
+func (e crashEvent) encoding() []byte {
+	ev := e.event(crashPad(e.id))
+	return codec.AppendEvent(nil, &ev)
+}
+
+func readKey(ev *codec.Event) string {
+	if ev.IsDDL() {
+		return gotKey(got{span: SpanID(ev.DDL.Table.PhysicalID), ts: ev.CommitTs(), ddl: ev.DDL.Query})
+	}
+	if len(ev.Row.Columns) == 0 {
+		return fmt.Sprintf("row without columns @%d", ev.CommitTs())
+	}
+	return gotKey(got{span: SpanID(ev.Row.Table.PhysicalID), ts: ev.CommitTs(), id: ev.Row.Columns[0].Value.Int()})
+}
+
+// errShortRead marks a read that returned without an error but not the
+// range's events: the one outcome no race may produce.
+var errShortRead = errors.New("read returned without an error but not exactly the range's events")
+
+// readCrashRange reads (lo, hi] and checks it against the workload: every
+// event of the range exactly once and byte-identical to what was written,
+// nothing else, in commit-ts order with rows before the DDLs of their ts. An
+// error of the reader is returned as is; a wrong result wraps errShortRead.
+func readCrashRange(ctx context.Context, b *blob.Bucket, tr *crashTruth, lo, hi uint64) (int, error) {
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: testLog, StartTs: lo, EndTs: hi})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	want := map[string][]byte{}
+	for _, e := range tr.upTo(hi) {
+		if e.ts > lo {
+			want[e.key()] = e.encoding()
+		}
+	}
+	seen := map[string]bool{}
+	var prevTs uint64
+	prevDDL := false
+	n := 0
+	for {
+		ev, err := r.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+		ts, k := ev.Event.CommitTs(), readKey(&ev.Event)
+		switch {
+		case ts <= lo || ts > hi:
+			return n, fmt.Errorf("%w: read (%d, %d] returned %s, outside the range", errShortRead, lo, hi, k)
+		case ts < prevTs:
+			return n, fmt.Errorf("%w: read (%d, %d] returned %s after an event at ts %d", errShortRead, lo, hi, k, prevTs)
+		case ts == prevTs && prevDDL && !ev.Event.IsDDL():
+			return n, fmt.Errorf("%w: read (%d, %d] returned the row %s after a DDL of its ts", errShortRead, lo, hi, k)
+		}
+		prevTs, prevDDL = ts, ev.Event.IsDDL()
+		enc, ok := want[k]
+		switch {
+		case !ok:
+			return n, fmt.Errorf("%w: read (%d, %d] returned %s, which the workload never wrote", errShortRead, lo, hi, k)
+		case seen[k]:
+			return n, fmt.Errorf("%w: read (%d, %d] returned %s twice", errShortRead, lo, hi, k)
+		case !bytes.Equal(codec.AppendEvent(nil, &ev.Event), enc):
+			return n, fmt.Errorf("%w: read (%d, %d] returned %s altered", errShortRead, lo, hi, k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != len(want) {
+		var missing []string
+		for k := range want {
+			if !seen[k] {
+				missing = append(missing, k)
+			}
+		}
+		return n, fmt.Errorf("%w: read (%d, %d] returned %d of its %d events; missing e.g. %q", errShortRead, lo, hi, len(seen), len(want), missing[:min(5, len(missing))])
+	}
+	return n, nil
+}
+
+// background is the coordinator, checkpoint, GC and reader loops of a trial.
+type background struct {
+	b     *blob.Bucket
+	coord *meta.Coordinator
+	tr    *crashTruth
+
+	// pause is held shared by each loop iteration and exclusively by the
+	// checks after a kill, which need a checkpoint that stays put.
+	pause sync.RWMutex
+
+	mu                    sync.Mutex
+	fails                 []string
+	ticks, collected      int
+	reads, readErrs, evts int
+	lastResolved, lastCp  uint64
+}
+
+func (bg *background) fail(format string, args ...any) {
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	if len(bg.fails) < 10 {
+		bg.fails = append(bg.fails, fmt.Sprintf(format, args...))
+	}
+}
+
+// run starts the loops; the returned function stops them and waits.
+func (bg *background) run(seed uint64) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { bg.coordinate(ctx, rand.New(rand.NewPCG(seed, 1))) })
+	wg.Go(func() { bg.read(ctx, rand.New(rand.NewPCG(seed, 2))) })
+	return func() { cancel(); wg.Wait() }
+}
+
+// coordinate ticks, and now and then moves the checkpoint to a random ts at
+// or below the global resolved ts and collects below it.
+func (bg *background) coordinate(ctx context.Context, r *rand.Rand) {
+	for ctx.Err() == nil {
+		bg.pause.RLock()
+		bg.coordinateOnce(ctx, r)
+		bg.pause.RUnlock()
+		time.Sleep(time.Duration(1+r.IntN(4)) * time.Millisecond)
+	}
+}
+
+func (bg *background) coordinateOnce(ctx context.Context, r *rand.Rand) {
+	m, err := bg.coord.Tick(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			bg.fail("tick: %v", err)
+		}
+		return
+	}
+	bg.mu.Lock()
+	bg.ticks++
+	prevR, prevC := bg.lastResolved, bg.lastCp
+	bg.lastResolved, bg.lastCp = m.ResolvedTs, m.CheckpointTs
+	bg.mu.Unlock()
+	if m.ResolvedTs < prevR || m.CheckpointTs < prevC || m.CheckpointTs > m.ResolvedTs {
+		bg.fail("invariant 3: resolved %d → %d, checkpoint %d → %d", prevR, m.ResolvedTs, prevC, m.CheckpointTs)
+	}
+	if r.IntN(3) != 0 || m.ResolvedTs <= m.CheckpointTs {
+		return
+	}
+	// Mostly close behind the watermark, as a downstream keeping up would
+	// be, so that GC collects while readers still read just above it.
+	cp := m.ResolvedTs - uint64(r.IntN(int(min(m.ResolvedTs-m.CheckpointTs, 60))+1))
+	if err := bg.coord.SetCheckpoint(ctx, cp); err != nil {
+		if ctx.Err() == nil {
+			bg.fail("checkpoint %d (resolved %d): %v", cp, m.ResolvedTs, err)
+		}
+		return
+	}
+	res, err := gc.Collect(ctx, bg.b, testLog, cp, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			bg.fail("gc at %d: %v", cp, err)
+		}
+		return
+	}
+	bg.mu.Lock()
+	bg.collected += res.Deleted
+	bg.mu.Unlock()
+}
+
+// read reads (checkpoint, resolved] of the stored meta object in a loop, as
+// a recovery would. GC may remove a segment under a read whose start the
+// checkpoint has passed, and a writer may seal (rename) an active segment
+// under it: both are a not-exist error naming the object, which is allowed.
+// Any other error, or a wrong result, fails the trial.
+func (bg *background) read(ctx context.Context, r *rand.Rand) {
+	for ctx.Err() == nil {
+		bg.pause.RLock()
+		bg.readOnce(ctx)
+		bg.pause.RUnlock()
+		time.Sleep(time.Duration(r.IntN(3)) * time.Millisecond)
+	}
+}
+
+func (bg *background) readOnce(ctx context.Context) {
+	m, _, err := meta.ReadMeta(ctx, bg.b, testLog)
+	if err != nil {
+		if ctx.Err() == nil {
+			bg.fail("read the meta object: %v", err)
+		}
+		return
+	}
+	if m.ResolvedTs <= m.CheckpointTs {
+		return
+	}
+	n, err := readCrashRange(ctx, bg.b, bg.tr, m.CheckpointTs, m.ResolvedTs)
+	bg.mu.Lock()
+	bg.reads++
+	bg.evts += n
+	bg.mu.Unlock()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+	case blob.IsNotExist(err) && !errors.Is(err, errShortRead):
+		bg.mu.Lock()
+		bg.readErrs++
+		bg.mu.Unlock()
+	default:
+		bg.fail("concurrent read (%d, %d]: %v", m.CheckpointTs, m.ResolvedTs, err)
+	}
+}
+
+// failures returns what the loops found so far.
+func (bg *background) failures() []string {
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	return append([]string(nil), bg.fails...)
+}
+
+// checkQuiet pauses the loops, ticks, and checks that the global resolved ts
+// covers every acknowledged flush and that (checkpoint, resolved] reads back
+// exactly.
+func (bg *background) checkQuiet(t *testing.T, acked uint64, phase string) meta.Meta {
+	t.Helper()
+	bg.pause.Lock()
+	defer bg.pause.Unlock()
+	ctx := context.Background()
+	m, err := bg.coord.Tick(ctx)
+	if err != nil {
+		t.Fatalf("%s: tick: %v", phase, err)
+	}
+	if m.ResolvedTs < acked {
+		t.Fatalf("%s: the global resolved ts %d is below the flushed ts %d the writer acknowledged", phase, m.ResolvedTs, acked)
+	}
+	if m.ResolvedTs > m.CheckpointTs {
+		if _, err := readCrashRange(ctx, bg.b, bg.tr, m.CheckpointTs, m.ResolvedTs); err != nil {
+			t.Fatalf("%s: read (checkpoint %d, resolved %d] with nothing running: %v", phase, m.CheckpointTs, m.ResolvedTs, err)
+		}
+	}
+	return m
+}
+
+// TestWriterCrashWithReaderAndGC is the SIGKILL acceptance of issue 12:
+// invariant 1 with a coordinator, the checkpoint, GC and a reader running
+// around the killed writer.
+func TestWriterCrashWithReaderAndGC(t *testing.T) {
+	if os.Getenv(envCrashChild) != "" {
+		t.Skip("in the child")
+	}
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	trials := crashGCTrials(t)
+	base := crashGCSeed(t)
+	rng := rand.New(rand.NewPCG(base, 12))
+	start := time.Now()
+	var kills, reads, readErrs, events, collected, verified int
+	for trial := range trials {
+		seed := rng.Uint64()
+		nKills := 1 + rng.IntN(3)
+		var delays []time.Duration
+		for range nKills {
+			delays = append(delays, time.Duration(10+rng.IntN(250))*time.Millisecond)
+		}
+		dir := t.TempDir()
+		ok := t.Run(fmt.Sprintf("trial%04d", trial), func(t *testing.T) {
+			t.Logf("base seed %d, workload seed %d, kills after %v", base, seed, delays)
+			ctx := context.Background()
+			b := localBucket(t, dir)
+			coord, err := meta.OpenCoordinator(ctx, b, testLog, nil)
+			must(t, err)
+			must(t, coord.AddWriter(ctx, "crash"))
+			for s := SpanID(1); s <= crashSpans; s++ {
+				must(t, coord.AddSpan(ctx, uint64(s), 0))
+			}
+			bg := &background{b: b, coord: coord, tr: &crashTruth{seed: seed}}
+			stop := bg.run(seed)
+			defer func() {
+				stop()
+				bg.mu.Lock()
+				reads += bg.reads
+				readErrs += bg.readErrs
+				events += bg.evts
+				collected += bg.collected
+				bg.mu.Unlock()
+			}()
+			var acked uint64
+			for k, delay := range delays {
+				c := startChild(t, "kill", dir, seed)
+				waitReady(t, c)
+				time.Sleep(delay)
+				err := c.cmd.Process.Signal(syscall.SIGKILL)
+				c.drain(t, true)
+				c.cmd.Wait()
+				if err == nil && !c.fin {
+					kills++
+				}
+				if c.last < acked {
+					t.Fatalf("kill %d: the child acknowledged flushed ts %d, below the %d acknowledged before", k, c.last, acked)
+				}
+				acked = c.last
+				if f := bg.failures(); len(f) > 0 {
+					t.Fatalf("after kill %d:\n%s", k, joinLines(f))
+				}
+				bg.checkQuiet(t, acked, fmt.Sprintf("after kill %d (acknowledged %d)", k, acked))
+			}
+
+			// A last epoch recovers, writes on and closes.
+			r := startChild(t, "resume", dir, seed)
+			r.drain(t, true)
+			if err := r.cmd.Wait(); err != nil {
+				t.Errorf("resumed child: %v", err)
+			}
+			if !r.fin {
+				t.Fatalf("resumed child did not finish: %q", r.out)
+			}
+			if r.last < acked {
+				t.Fatalf("resumed at flushed ts %d, below the %d acknowledged before", r.last, acked)
+			}
+			stop()
+			if f := bg.failures(); len(f) > 0 {
+				t.Fatalf("during the run:\n%s", joinLines(f))
+			}
+			bg.checkQuiet(t, r.last, "after the last epoch closed")
+			if n := len(activeFiles(t, dir)); n != 0 {
+				t.Fatalf("%d active segments after a clean close", n)
+			}
+			rep, err := reader.Verify(ctx, b, testLog, nil)
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if !rep.OK() {
+				t.Fatalf("verify after the run found errors: %v", rep.Errors())
+			}
+			verified++
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d trials in %v: %d kills mid-run, %d concurrent reads (%d events, %d ended by a not-exist error), %d segments collected, %d verified clean",
+		trials, time.Since(start).Round(time.Millisecond), kills, reads, events, readErrs, collected, verified)
+}
+
+func waitReady(t *testing.T, c *childRun) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !c.ready {
+		select {
+		case line := <-c.lines:
+			c.handle(t, line)
+		case <-c.done:
+			c.drain(t, true)
+			c.cmd.Wait()
+			t.Fatalf("child ended before it was ready: %q", c.out)
+		case <-deadline:
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+			t.Fatal("child never became ready")
+		}
+	}
+}
+
+func joinLines(s []string) string {
+	var buf bytes.Buffer
+	for _, l := range s {
+		buf.WriteString("  " + l + "\n")
+	}
+	return buf.String()
+}
