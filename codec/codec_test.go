@@ -93,7 +93,7 @@ func TestRoundTripEveryKindEdgeValues(t *testing.T) {
 		DatetimeValue(DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 500000, Fsp: 1}),
 		TimestampValue(DateTime{Year: 1970, Month: 1, Day: 1, Fsp: 6}),
 		DurationValue(Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 0}),
-		DurationValue(Duration{Micros: 1<<60 - 1, Fsp: 6}), DurationValue(Duration{Micros: -1 << 60, Fsp: 7}),
+		DurationValue(Duration{Micros: maxDurationMicros, Fsp: 6}), DurationValue(Duration{Micros: -1, Fsp: 6}),
 		YearValue(0), YearValue(2155), YearValue(math.MaxUint16),
 		BitValue(math.MaxUint64), EnumValue(0), EnumValue(math.MaxUint64), SetValue(1 << 63),
 		JSONValue(`{"k":"v"}`), JSONValue(""),
@@ -343,20 +343,20 @@ func TestMalformedInputs(t *testing.T) {
 	}{
 		{"unknown event kind", cat(header(3), table), ErrMalformed, "kind"},
 		{"event kind zero", cat(header(0), table), ErrMalformed, "kind"},
-		{"huge column count", cat(header(1), table, huge, []byte{0}), ErrTruncated, "column_count"},
-		{"huge pre column count", cat(header(1), table, []byte{0}, huge), ErrTruncated, "pre_column_count"},
-		{"counts that fit alone but not together", cat(header(1), table, []byte{2, 2}, col(0), col(0)), ErrTruncated, "pre_column_count"},
-		{"huge string length", cat(header(1), []byte{0x80, 0x80, 0x80, 0x80, 0x08}), ErrTruncated, "schema"},
-		{"varint of 11 bytes", cat(header(1), bytes.Repeat([]byte{0x80}, 10), []byte{0}), ErrMalformed, "schema"},
-		{"varint overflowing 64 bits", cat(header(1), bytes.Repeat([]byte{0xff}, 9), []byte{0x02}), ErrMalformed, "schema"},
-		{"reserved table flag", cat(header(1), []byte{0, 0, 0, 2}), ErrMalformed, "table_flags"},
+		{"huge column count", cat(header(1), table, huge, []byte{0}), ErrTruncated, "n_cols"},
+		{"huge pre column count", cat(header(1), table, []byte{0}, huge), ErrTruncated, "n_pre"},
+		{"counts that fit alone but not together", cat(header(1), table, []byte{2, 2}, col(0), col(0)), ErrTruncated, "n_pre"},
+		{"huge string length", cat(header(1), []byte{0x80, 0x80, 0x80, 0x80, 0x08}), ErrTruncated, "table.schema"},
+		{"varint of 11 bytes", cat(header(1), bytes.Repeat([]byte{0x80}, 10), []byte{0}), ErrMalformed, "table.schema"},
+		{"varint overflowing 64 bits", cat(header(1), bytes.Repeat([]byte{0xff}, 9), []byte{0x02}), ErrMalformed, "table.schema"},
+		{"reserved table flag", cat(header(1), []byte{0, 0, 0, 2}), ErrMalformed, "table.tflags"},
 		{"unknown value kind", cat(header(1), table, []byte{1, 0}, col(17)), ErrMalformed, "columns[0].tag"},
 		{"reserved tag bit", cat(header(1), table, []byte{1, 0}, col(0x80)), ErrMalformed, "columns[0].tag"},
 		{"year over 16 bits", cat(header(1), table, []byte{1, 0}, col(byte(KindYear), 0x80, 0x80, 0x04)), ErrMalformed, "columns[0].value"},
 		{"reserved date bit", cat(header(1), table, []byte{0, 1}, col(byte(KindDate), 0, 0, 0, 0, 0, 0, 0, 0x80)), ErrMalformed, "pre_columns[0].value"},
 		{"string value longer than input", cat(header(1), table, []byte{1, 0}, col(byte(KindBytes), 5, 'a')), ErrTruncated, "columns[0].value"},
 		{"unknown table role", cat(header(2), table, []byte{3, 0, 1}, table, []byte{3}), ErrMalformed, "tables[0].role"},
-		{"huge table count", cat(header(2), table, []byte{3, 0}, huge), ErrTruncated, "table_count"},
+		{"huge table count", cat(header(2), table, []byte{3, 0}, huge), ErrTruncated, "n_tables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var into Event
@@ -455,9 +455,13 @@ func TestDateTimePacking(t *testing.T) {
 	if (DateTime{Month: 13}).Valid() || !(DateTime{}).Valid() || !a.Valid() {
 		t.Fatal("Valid disagrees with MySQL's ranges")
 	}
-	d := Duration{Micros: -123456789, Fsp: 5}
+	d := Duration{Micros: -123456780, Fsp: 5}
 	if got := DurationValue(d).Duration(); got != d {
 		t.Fatalf("Duration %+v came back as %+v", d, got)
+	}
+	// An invalid one is marked, not cut into a valid one.
+	if got := DurationValue(Duration{Micros: -123456789, Fsp: 5}).Duration(); got.Fsp != 7 {
+		t.Fatalf("invalid Duration came back as %+v, want fsp 7", got)
 	}
 }
 

@@ -251,9 +251,13 @@ const (
 	fEnd
 )
 
-var fieldNames = [...]string{"start_ts", "schema", "table", "physical_id", "table_flags", "column_count",
-	"pre_column_count", "name", "type", "flags", "tag", "charset", "collation", "value", "ddl_type",
-	"query", "table_count", "role", "end"}
+// The names are docs/FORMAT.md's. A table's fields are prefixed with
+// "table." in the event's own table and with "tables[i]." in a DDL's list.
+var fieldNames = [...]string{"start_delta", "schema", "name", "physical_id", "tflags", "n_cols",
+	"n_pre", "name", "type", "flags", "tag", "charset", "collation", "value", "action",
+	"query", "n_tables", "role", "end"}
+
+func (f field) isTable() bool { return f >= fSchema && f <= fTableFlags }
 
 // Where a field sits, for error messages.
 const (
@@ -285,6 +289,8 @@ func (d *decoder) fail(f field, off int, sentinel error, format string, args ...
 	name := fieldNames[f]
 	if d.section != inHeader {
 		name = sectionNames[d.section] + "[" + strconv.Itoa(d.index) + "]." + name
+	} else if f.isTable() {
+		name = "table." + name
 	}
 	d.err = &DecodeError{Offset: off, Field: name, Err: fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)}
 	d.off = len(d.b) // every later read fails fast
@@ -408,17 +414,24 @@ func (d *decoder) str(f field, dst *string) {
 }
 
 // count reads a list length and checks that the rest of the input could hold
-// that many entries of at least min bytes each, which bounds what the caller
-// allocates by the input's size.
-func (d *decoder) count(f field, min int) int {
+// that many entries, plus before entries counted already, of at least min
+// bytes each, which bounds what the caller allocates by the input's size.
+// Its error names the count, at the count's first byte.
+func (d *decoder) count(f field, min, before int) int {
 	start := d.off
 	n := d.uvarint(f)
 	if d.err != nil {
 		return 0
 	}
-	// n ≤ len(d.b) first, so that n*min cannot overflow (and no division).
-	if left := uint64(len(d.b) - d.off); n > uint64(len(d.b)) || n*uint64(min) > left {
-		d.fail(f, start, ErrTruncated, "%d entries need at least %d bytes each, %d bytes left", n, min, left)
+	// n ≤ len(d.b) first, so that (n+before)*min cannot overflow (and no
+	// division); before already passed this check.
+	if left := uint64(len(d.b) - d.off); n > uint64(len(d.b)) || (n+uint64(before))*uint64(min) > left {
+		if before > 0 {
+			d.fail(f, start, ErrTruncated, "%d entries and %d before them need at least %d bytes each, %d bytes left",
+				n, before, min, left)
+		} else {
+			d.fail(f, start, ErrTruncated, "%d entries need at least %d bytes each, %d bytes left", n, min, left)
+		}
 		return 0
 	}
 	return int(n)
@@ -512,12 +525,9 @@ func (d *decoder) decodeRow(r *RowChange, commitTs uint64) {
 	} else {
 		d.table(&r.Table)
 	}
-	nCols := d.count(fColumnCount, minColumnLen)
-	nPre := d.count(fPreColumnCount, minColumnLen)
-	if nCols+nPre > (len(d.b)-d.off)/minColumnLen {
-		d.fail(fPreColumnCount, d.off, ErrTruncated, "%d columns need at least %d bytes, %d left",
-			nCols+nPre, (nCols+nPre)*minColumnLen, len(d.b)-d.off)
-	}
+	nCols := d.count(fColumnCount, minColumnLen, 0)
+	// n_pre is checked together with n_cols: both lists follow it.
+	nPre := d.count(fPreColumnCount, minColumnLen, nCols)
 	if d.err != nil {
 		return
 	}
@@ -635,9 +645,15 @@ func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
 		switch kind {
 		case KindNull:
 			end = at
-		case KindInt, KindDuration:
+		case KindInt:
 			u, e := fastUvarint(b, at)
 			num, end = uint64(int64(u>>1)^-int64(u&1)), e
+		case KindDuration:
+			u, e := fastUvarint(b, at)
+			num, end = uint64(int64(u>>1)^-int64(u&1)), e
+			if !packedDurationOK(num) {
+				end = 0
+			}
 		case KindUint, KindBit, KindEnum, KindSet:
 			num, end = fastUvarint(b, at)
 		case KindYear:
@@ -656,7 +672,7 @@ func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
 		case KindDate, KindDatetime, KindTimestamp:
 			if len(b)-at >= 8 {
 				num, end = binary.LittleEndian.Uint64(b[at:]), at+8
-				if num&dtReserved != 0 {
+				if !packedDateTimeOK(kind, num) {
 					end = 0
 				}
 			}
@@ -733,8 +749,9 @@ func (d *decoder) learn(c *Column, tc *tableCache, i int) {
 // end of its definition, where its value's payload starts.
 func (d *decoder) column(c *Column) (tagOff, defEnd int) {
 	d.str(fName, &c.Name)
-	if len(d.b)-d.off < 3 {
-		d.fail(fType, d.off, ErrTruncated, "type, flags and tag need 3 bytes, %d left", len(d.b)-d.off)
+	if left := len(d.b) - d.off; left < 3 {
+		// The field the input ends before: type, flags or tag.
+		d.fail(fType+field(left), d.off+left, ErrTruncated, "input ends before it")
 		return 0, 0
 	}
 	c.Type = Type(d.b[d.off])
@@ -743,17 +760,35 @@ func (d *decoder) column(c *Column) (tagOff, defEnd int) {
 	tag := d.b[tagOff]
 	d.off += 3
 	kind := Kind(tag & tagKindMask)
-	if tag&tagReserved != 0 || kind > maxKind {
-		d.fail(fTag, tagOff, ErrMalformed, "tag %#02x: unknown value kind %d or reserved bit set", tag, kind)
+	if tag&tagReserved != 0 {
+		d.fail(fTag, tagOff, ErrMalformed, "tag %#02x: reserved bit 7 set", tag)
 		return 0, 0
 	}
+	if kind > maxKind {
+		d.fail(fTag, tagOff, ErrMalformed, "tag %#02x: unknown value kind %d", tag, kind)
+		return 0, 0
+	}
+	// A writer sets bit 5 (6) exactly when the charset (collation) is not
+	// empty, so an empty one after the bit is not what any writer wrote:
+	// accepting it would give one event two encodings and let a flipped bit
+	// pass.
 	if tag&tagHasCharset != 0 {
+		off := d.off
 		d.str(fCharset, &c.Charset)
+		if c.Charset == "" {
+			d.fail(fCharset, off, ErrMalformed, "tag bit 5 is set and the charset is empty")
+			return 0, 0
+		}
 	} else {
 		c.Charset = ""
 	}
 	if tag&tagHasCollation != 0 {
+		off := d.off
 		d.str(fCollation, &c.Collation)
+		if c.Collation == "" {
+			d.fail(fCollation, off, ErrMalformed, "tag bit 6 is set and the collation is empty")
+			return 0, 0
+		}
 	} else {
 		c.Collation = ""
 	}
@@ -770,8 +805,16 @@ func (d *decoder) value(v *Value) {
 	v.b = nil
 	switch kind {
 	case KindNull:
-	case KindInt, KindDuration:
+	case KindInt:
 		v.num = uint64(d.varint(fValue))
+	case KindDuration:
+		off := d.off
+		v.num = uint64(d.varint(fValue))
+		if d.err == nil {
+			if msg := checkPackedDuration(v.num); msg != "" {
+				d.fail(fValue, off, ErrMalformed, "duration: %s", msg)
+			}
+		}
 	case KindUint, KindBit, KindEnum, KindSet:
 		v.num = d.uvarint(fValue)
 	case KindYear:
@@ -787,8 +830,10 @@ func (d *decoder) value(v *Value) {
 	case KindDate, KindDatetime, KindTimestamp:
 		off := d.off
 		v.num = d.fixed64(fValue)
-		if v.num&dtReserved != 0 {
-			d.fail(fValue, off, ErrMalformed, "packed %s %#016x has the reserved bit set", kind, v.num)
+		if d.err == nil {
+			if msg := checkPackedDateTime(kind, v.num); msg != "" {
+				d.fail(fValue, off, ErrMalformed, "%s %#016x: %s", kind, v.num, msg)
+			}
 		}
 	case KindDecimal, KindString, KindBytes, KindJSON:
 		v.b = d.bytes(fValue)
@@ -801,7 +846,7 @@ func (d *decoder) decodeDDL(x *DDL, commitTs uint64) {
 	d.table(&x.Table)
 	x.Type = ActionType(d.byte1(fDDLType))
 	d.str(fQuery, &x.Query)
-	n := d.count(fTableCount, minDDLTableLen)
+	n := d.count(fTableCount, minDDLTableLen, 0)
 	if d.err != nil {
 		return
 	}

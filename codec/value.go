@@ -266,9 +266,12 @@ func (v Value) String() string {
 // precision (0…6): it decides how many fraction digits the value prints with,
 // so it is part of the value.
 //
-// On the wire a DateTime is packed into 64 bits (see the package doc). Fields
-// wider than their slot (a Month of 16, say) are cut to the slot's width when
-// a Value is built; Valid reports whether every field is in MySQL's range.
+// On the wire a DateTime is packed into 64 bits (see the package doc). A
+// DateTime that is not Valid cannot be stored: the Value built from it is
+// marked invalid (its fields are cut to their slots, a Day of 32 becomes 0),
+// [CheckEvent] rejects an event holding it, and DecodeEvent rejects its
+// encoding. Cutting it into something valid instead would store a different
+// time without a word.
 type DateTime struct {
 	Year        uint16 // 0…9999
 	Month       uint8  // 0…12
@@ -295,8 +298,14 @@ const (
 	dtReserved   = 1 << 63
 )
 
+// pack packs t, setting the reserved bit 63 when t is not Valid so that the
+// value cannot pass for the valid time its cut fields would spell.
 func (t DateTime) pack() uint64 {
-	return uint64(t.Fsp&7)<<dtFspShift |
+	var bad uint64
+	if !t.Valid() {
+		bad = dtReserved
+	}
+	return bad | uint64(t.Fsp&7)<<dtFspShift |
 		uint64(t.Microsecond&(1<<20-1))<<dtUsecShift |
 		uint64(t.Second&63)<<dtSecShift |
 		uint64(t.Minute&63)<<dtMinShift |
@@ -319,11 +328,87 @@ func unpackDateTime(p uint64) DateTime {
 	}
 }
 
-// Valid reports whether every field is within MySQL's range. It does not
-// check the day against the month: MySQL accepts 2023-02-31 in some SQL modes.
+// Valid reports whether t is a value a MySQL DATETIME(Fsp) column can hold,
+// which is what the format stores: every field within MySQL's range, and no
+// fraction digit beyond Fsp (Microsecond a multiple of 10^(6-Fsp)), since the
+// text form prints Fsp digits and must not drop any. Zero dates and zero
+// parts (0000-00-00, 2024-02-00) are valid, and the day is not checked
+// against the month: MySQL keeps 2023-02-31 under ALLOW_INVALID_DATES, and
+// which of these a downstream takes is its SQL mode's call.
 func (t DateTime) Valid() bool {
 	return t.Year <= 9999 && t.Month <= 12 && t.Day <= 31 && t.Hour <= 23 && t.Minute <= 59 &&
-		t.Second <= 59 && t.Microsecond <= 999999 && t.Fsp <= 6
+		t.Second <= 59 && t.Microsecond <= 999999 && t.Fsp <= 6 && t.Microsecond%fracUnit[t.Fsp] == 0
+}
+
+// fracUnit[fsp] is the smallest microsecond step a value of that fsp holds:
+// 10^(6-fsp).
+var fracUnit = [7]uint32{1e6, 1e5, 1e4, 1e3, 100, 10, 1}
+
+// maxDurationMicros is MySQL's largest TIME, 838:59:59 (the fraction must be
+// zero there: MySQL's range ends at 838:59:59.000000).
+const maxDurationMicros = (838*3600 + 59*60 + 59) * 1e6
+
+// checkPackedDateTime returns what is wrong with p as the payload of a value
+// of kind k (date, datetime or timestamp), or "" if nothing is. The decoder
+// and CheckEvent share it, so that what one accepts the other does.
+func checkPackedDateTime(k Kind, p uint64) string {
+	t := unpackDateTime(p)
+	switch {
+	case p&dtReserved != 0:
+		return "the reserved bit 63 is set (a " + k.String() + " built from fields out of range sets it)"
+	case t.Fsp > 6:
+		return "fsp " + strconv.Itoa(int(t.Fsp)) + " is above 6"
+	case t.Microsecond > 999999:
+		return "microsecond " + strconv.Itoa(int(t.Microsecond)) + " is above 999999"
+	case t.Microsecond%fracUnit[t.Fsp] != 0:
+		return "microsecond " + strconv.Itoa(int(t.Microsecond)) + " has digits beyond fsp " + strconv.Itoa(int(t.Fsp))
+	case t.Second > 59:
+		return "second " + strconv.Itoa(int(t.Second)) + " is above 59"
+	case t.Minute > 59:
+		return "minute " + strconv.Itoa(int(t.Minute)) + " is above 59"
+	case t.Hour > 23:
+		return "hour " + strconv.Itoa(int(t.Hour)) + " is above 23"
+	case t.Month > 12:
+		return "month " + strconv.Itoa(int(t.Month)) + " is above 12"
+	case t.Year > 9999:
+		return "year " + strconv.Itoa(int(t.Year)) + " is above 9999"
+	case k == KindDate && p&(1<<dtDayShift-1) != 0:
+		return "a date has a non-zero time or fsp"
+	}
+	return ""
+}
+
+// packedDateTimeOK is checkPackedDateTime(k, p) == "" without building a
+// message, for the decoder's fast path.
+func packedDateTimeOK(k Kind, p uint64) bool {
+	fsp := p & 7
+	usec := uint32(p >> dtUsecShift & (1<<20 - 1))
+	return p&dtReserved == 0 && fsp <= 6 && usec <= 999999 && usec%fracUnit[fsp] == 0 &&
+		p>>dtSecShift&63 <= 59 && p>>dtMinShift&63 <= 59 && p>>dtHourShift&31 <= 23 &&
+		p>>dtMonthShift&15 <= 12 && p>>dtYearShift <= 9999 &&
+		(k != KindDate || p&(1<<dtDayShift-1) == 0)
+}
+
+// checkPackedDuration returns what is wrong with p (the decoded varint of a
+// duration), or "".
+func checkPackedDuration(p uint64) string {
+	d := unpackDuration(p)
+	switch {
+	case d.Fsp > 6:
+		return "fsp " + strconv.Itoa(int(d.Fsp)) + " is above 6 (a duration out of range is built with fsp 7)"
+	case d.Micros > maxDurationMicros || d.Micros < -maxDurationMicros:
+		return "micros " + strconv.FormatInt(d.Micros, 10) + " is beyond ±838:59:59"
+	case d.Micros%int64(fracUnit[d.Fsp]) != 0:
+		return "micros " + strconv.FormatInt(d.Micros, 10) + " has digits beyond fsp " + strconv.Itoa(int(d.Fsp))
+	}
+	return ""
+}
+
+// packedDurationOK is checkPackedDuration(p) == "" without the message.
+func packedDurationOK(p uint64) bool {
+	fsp := p & 7
+	m := int64(p) >> 3
+	return fsp <= 6 && m <= maxDurationMicros && m >= -maxDurationMicros && m%int64(fracUnit[fsp]) == 0
 }
 
 // String returns MySQL's text form, "YYYY-MM-DD hh:mm:ss" followed by Fsp
@@ -344,16 +429,31 @@ func (t DateTime) String() string {
 	return string(appendFraction(b, t.Microsecond, t.Fsp))
 }
 
-// Duration is a MySQL TIME: a signed span of microseconds (MySQL's range is
-// ±838:59:59, the codec's is ±2^60 µs) and the column's fractional-seconds
-// precision, which is part of the value as for DateTime.
+// Duration is a MySQL TIME: a signed span of microseconds within MySQL's
+// range, ±838:59:59, and the column's fractional-seconds precision, which is
+// part of the value as for DateTime. A Duration that is not Valid cannot be
+// stored: the Value built from it has fsp 7, which CheckEvent and DecodeEvent
+// reject.
 type Duration struct {
 	Micros int64
 	Fsp    uint8 // 0…6
 }
 
-// A packed Duration is Micros<<3 | Fsp, a two's-complement int64.
-func (d Duration) pack() uint64 { return uint64(d.Micros<<3) | uint64(d.Fsp&7) }
+// Valid reports whether d is a value a MySQL TIME(Fsp) column can hold:
+// |Micros| at most 838:59:59, Fsp at most 6, and no fraction digit beyond Fsp.
+func (d Duration) Valid() bool {
+	return d.Fsp <= 6 && d.Micros <= maxDurationMicros && d.Micros >= -maxDurationMicros &&
+		d.Micros%int64(fracUnit[d.Fsp]) == 0
+}
+
+// A packed Duration is Micros<<3 | Fsp, a two's-complement int64; one that
+// is not Valid gets fsp 7, so that it cannot pass for a valid one.
+func (d Duration) pack() uint64 {
+	if !d.Valid() {
+		return uint64(d.Micros<<3) | 7
+	}
+	return uint64(d.Micros<<3) | uint64(d.Fsp)
+}
 
 func unpackDuration(p uint64) Duration {
 	return Duration{Micros: int64(p) >> 3, Fsp: uint8(p & 7)}
