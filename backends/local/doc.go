@@ -40,8 +40,10 @@
 // from an open descriptor of the root, with O_NOFOLLOW at each step
 // (openat(2), mkdirat(2), renameat(2), fstatat(2) with AT_SYMLINK_NOFOLLOW), so
 // a symbolic link anywhere below the root is never followed: an operation whose
-// path crosses one fails with [blob.CodeInvalidArgument] naming it, and List
-// skips it. (A link that is itself the final component may be replaced by a
+// path crosses one (a List whose prefix does included) fails with
+// [blob.CodeInvalidArgument] naming it, and List shows the link itself as an
+// object, so that a log whose segment directory was replaced by a link is
+// reported, not read as empty. (A link that is itself the final component may be replaced by a
 // Put, which does not follow it either, or removed by a Delete.) The root may
 // itself be reached through a link: it is resolved once, at open.
 //
@@ -122,10 +124,30 @@
 // with "/" appended to the names of directories, which puts each directory's
 // keys exactly where they belong in byte order, skips whole subtrees at or
 // before StartAfter (or the page token, which is the last key of the
-// previous page), and stops as soon as it has one key more than a page. Only
-// regular files are objects: directories, even empty ones, are not listed,
-// nor are links and other special files, nor names that are not valid key
-// segments (invalid UTF-8, control characters).
+// previous page), and stops as soon as it has one key more than a page.
+//
+// Directories, even empty ones, are not listed. Every other entry is, whatever
+// it is and whatever its name: a regular file is an object; a link, a FIFO, a
+// socket or a device is listed with the size lstat(2) gives, and reading or
+// stat'ing it fails with [blob.CodeInvalidArgument] naming it (never
+// [blob.CodeNotExist], which a caller could take for a concurrent delete); a
+// name that is not a valid key segment (invalid UTF-8, a control character,
+// or a path longer than [blob.MaxKeyLen]) is listed as it is, a key no Bucket
+// call can address (see [blob.ListPage]). Hiding such an entry would hide the
+// loss of whatever it was: a segment whose name a bad disk or a careless
+// rename damaged. Only the driver's private directory is never listed.
+//
+// A listing never loses an entry that changes under it. Entries are read
+// with getdents(2) and stat'ed one by one; an entry that vanishes, or turns
+// into a directory or out of one, between the two (a segment sealed by
+// rename, a directory pruned by Delete) makes the walk of its directory start
+// over from a fresh read, which sees the entry's new name if it was renamed
+// (a rename is atomic). So every object that exists throughout a List call is
+// listed, and a file renamed within one directory during the call is listed
+// under at least one of its names. A directory that changes under 16 re-reads
+// in a row fails the call with an error naming it ([blob.CodeTransient])
+// rather than give up silently; files already stat'ed are not stat'ed again,
+// so each re-read only looks at what changed.
 //
 // # Delete
 //

@@ -4,11 +4,11 @@ package local
 
 import (
 	"context"
-	"os"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -16,7 +16,8 @@ import (
 )
 
 // List implements blob.Driver. The token is the last key of the previous
-// page. See the package doc for how the walk keeps byte order.
+// page. See the package doc for how the walk keeps byte order, and why it
+// never loses an entry that changes under it.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := ctx.Err(); err != nil {
 		return blob.ListPage{}, err
@@ -46,25 +47,23 @@ func (d *Driver) list(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	}
 	p, err := d.openDirs(ctx, "", dir, false)
 	if err != nil {
-		if d.ErrorCode(err) == blob.CodeNotExist || d.ErrorCode(err) == blob.CodeInvalidArgument {
-			// Missing, an object in the way, or a link: nothing to list.
+		if d.ErrorCode(err) == blob.CodeNotExist || errors.Is(err, unix.ENAMETOOLONG) {
+			// Missing, an object in the way, or a name no file system
+			// entry can have: nothing has the prefix.
 			return blob.ListPage{}, nil
 		}
+		// A link on the path (an object, listed by its parent, that the
+		// driver will not follow) is an error naming it, as it is for
+		// Stat: an empty listing would hide whatever the link points to.
 		return blob.ListPage{}, err
 	}
 	defer p.close()
-	// A fresh open file description: the directory offset that reading
-	// moves must not be shared with concurrent listings.
-	fd, err := openDirAt(p.fd(d), ".")
-	if err != nil {
-		return blob.ListPage{}, pathErr("open", dir, err)
-	}
 	base := ""
 	if dir != "" {
 		base = dir + "/"
 	}
 	l := &lister{ctx: ctx, limit: size + 1, after: after}
-	if err := l.walk(fd, base, namePrefix); err != nil {
+	if err := l.walk(p.fd(d), base, namePrefix); err != nil {
 		return blob.ListPage{}, err
 	}
 	var page blob.ListPage
@@ -77,10 +76,27 @@ func (d *Driver) list(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// validDir reports whether the key path dir can be a directory of keys.
+// validDir reports whether the path dir can be a directory below the root
+// that is not the driver's own. It is not required to be a valid key: List
+// shows the files of directories whose names no key can address (see the
+// package doc), so a listing under such a name must find them too.
 func validDir(dir string) bool {
-	return blob.ValidateKey(dir) == nil && !strings.HasPrefix(dir+"/", internalName+"/")
+	if strings.ContainsRune(dir, 0) {
+		return false
+	}
+	for seg := range strings.SplitSeq(dir, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	first, _, _ := strings.Cut(dir, "/")
+	return first != internalName
 }
+
+// testHookReadDir, when set, is called after each read of a directory,
+// before its entries are looked at, with the key prefix of its entries:
+// tests change the directory there to race the walk deterministically.
+var testHookReadDir func(base string)
 
 // lister collects up to limit objects with keys greater than after.
 type lister struct {
@@ -97,35 +113,81 @@ type entry struct {
 	dir  bool
 }
 
-// walk lists the directory fd (which it owns and closes), whose keys start
-// with base, keeping names that start with namePrefix.
-func (l *lister) walk(fd int, base, namePrefix string) error {
-	if err := l.ctx.Err(); err != nil {
-		unix.Close(fd)
-		return err
+// walk lists the directory dirFD (which stays the caller's), whose keys
+// start with base, keeping names that start with namePrefix.
+//
+// An entry can vanish, or change type, between the read of its directory
+// and the stat or open of the entry: a segment sealed by a rename, a
+// directory pruned by a Delete. Skipping it would lose an object that may
+// only have moved (a rename is atomic: the new name is there as soon as the
+// old one is gone), so the walk of that directory starts over from a fresh
+// read, after dropping what it had added, and it returns an error naming the
+// directory rather than give up silently when the directory never holds
+// still for long enough. Files stat'ed on an earlier pass are not stat'ed
+// again when their names are still there, so each pass only looks at what
+// changed and a busy directory converges.
+func (l *lister) walk(dirFD int, base, namePrefix string) error {
+	mark := len(l.items)
+	known := map[string]blob.Attrs{}
+	for pass := 0; ; pass++ {
+		if err := l.ctx.Err(); err != nil {
+			return err
+		}
+		l.items = l.items[:mark]
+		raced, err := l.walkOnce(dirFD, base, namePrefix, known)
+		if err != nil || raced == "" {
+			return err
+		}
+		if pass == maxRetries {
+			return pathErr("list", strings.TrimSuffix(base, "/"), fmt.Errorf(
+				"%w: the directory changed under %d re-reads in a row (last: %q vanished or changed type between the read and its stat)",
+				unix.EAGAIN, pass+1, raced))
+		}
 	}
-	f := os.NewFile(uintptr(fd), base)
-	defer f.Close()
-	des, err := f.ReadDir(-1)
+}
+
+// walkOnce is one pass of walk over a fresh read of the directory. It
+// returns the name of an entry that vanished or changed type since the read,
+// or "" when the pass completed.
+func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]blob.Attrs) (raced string, err error) {
+	dirPath := strings.TrimSuffix(base, "/")
+	des, err := readDir(dirFD)
 	if err != nil {
-		return pathErr("readdir", strings.TrimSuffix(base, "/"), err)
+		return "", pathErr("readdir", dirPath, err)
+	}
+	if testHookReadDir != nil {
+		testHookReadDir(base)
 	}
 	ents := make([]entry, 0, len(des))
 	for _, de := range des {
-		name := de.Name()
-		if !strings.HasPrefix(name, namePrefix) || !validName(name) || base == "" && name == internalName {
+		name := de.name
+		// The private directory of the driver is not an object, nor is
+		// what is in it. Nothing else is left out: a name that no key can
+		// address (invalid UTF-8, a control character, too long) or an
+		// entry that is not a regular file is still an object the store
+		// holds, and hiding it would hide its loss (see the package doc).
+		if !strings.HasPrefix(name, namePrefix) || base == "" && name == internalName {
 			continue
 		}
 		e := entry{name: name, sort: base + name}
-		switch t := de.Type(); {
-		case t.IsDir():
+		dir := de.kind == kindDir
+		if de.kind == kindUnknown {
+			// The file system did not say (DT_UNKNOWN): ask it.
+			var st unix.Stat_t
+			switch err := unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+			case err == unix.ENOENT:
+				return name, nil
+			case err != nil:
+				return "", pathErr("stat", e.sort, err)
+			}
+			dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+			if !dir {
+				known[name] = attrsOf(e.sort, &st)
+			}
+		}
+		if dir {
 			e.dir = true
 			e.sort += "/"
-		case !t.IsRegular():
-			continue // links and special files are not objects
-		}
-		if len(e.sort) > blob.MaxKeyLen {
-			continue // no valid key can live there
 		}
 		ents = append(ents, e)
 	}
@@ -142,46 +204,65 @@ func (l *lister) walk(fd int, base, namePrefix string) error {
 		e := ents[i]
 		return e.sort > l.after || e.dir && strings.HasPrefix(l.after, e.sort)
 	})
-	dfd := int(f.Fd())
 	for _, e := range ents[i:] {
 		if len(l.items) >= l.limit {
-			return nil
+			return "", nil
 		}
 		if e.dir {
-			sub, err := openDirAt(dfd, e.name)
+			sub, err := openDirAt(dirFD, e.name)
+			switch err {
+			case nil:
+			case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EMLINK:
+				// Removed, renamed, or replaced by a file or a link since
+				// the read.
+				return e.name, nil
+			default:
+				return "", pathErr("open", strings.TrimSuffix(e.sort, "/"), err)
+			}
+			err = l.walk(sub, e.sort, "")
+			unix.Close(sub)
 			if err != nil {
-				continue // removed, or replaced by a file or a link, since readdir
+				return "", err
 			}
-			if err := l.walk(sub, e.sort, ""); err != nil {
-				return err
-			}
+			continue
+		}
+		if a, ok := known[e.name]; ok {
+			l.items = append(l.items, a)
 			continue
 		}
 		if l.seen++; l.seen%256 == 0 {
 			if err := l.ctx.Err(); err != nil {
-				return err
+				return "", err
 			}
 		}
 		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			continue // removed, or replaced, since readdir
+		switch err := unix.Fstatat(dirFD, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+		case err == unix.ENOENT:
+			return e.name, nil
+		case err != nil:
+			return "", pathErr("stat", e.sort, err)
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			return e.name, nil // a file replaced by a directory since the read
 		}
-		l.items = append(l.items, attrsOf(e.sort, &st))
+		// A regular file, or a link or a special file, described as it is
+		// (lstat): listed, never followed.
+		a := attrsOf(e.sort, &st)
+		known[e.name] = a
+		l.items = append(l.items, a)
 	}
-	return nil
+	return "", nil
 }
 
-// validName reports whether a directory entry can be a key segment: valid
-// UTF-8 without control characters (see blob.ValidateKey). Other names are
-// not listed, since no key could address them.
-func validName(name string) bool {
-	if !utf8.ValidString(name) {
-		return false
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
+// dirent is one entry of a directory, as its read tells it.
+type dirent struct {
+	name string
+	kind entryKind
 }
+
+type entryKind uint8
+
+const (
+	kindUnknown entryKind = iota // the file system did not say: stat it
+	kindDir
+	kindOther // anything but a directory
+)

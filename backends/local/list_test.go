@@ -4,10 +4,13 @@ package local
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -155,7 +158,14 @@ func TestListAfterChanges(t *testing.T) {
 	}
 }
 
-func TestListSkipsStrangers(t *testing.T) {
+// TestListShowsStrangers is the name part of finding 4 of issue 12: an entry
+// that no key can address (a name damaged into invalid UTF-8 or a control
+// character, a path longer than any key) or that is not a regular file (a
+// link, a FIFO, a linked directory) was left out of listings, so the loss of
+// what it held went unseen. Every one is listed now, and reading one fails
+// with an error naming it.
+func TestListShowsStrangers(t *testing.T) {
+	ctx := context.Background()
 	b, d := newBucket(t, nil)
 	root := d.Root()
 	mustPut(t, b, "dir/obj", []byte("x"))
@@ -166,11 +176,10 @@ func TestListSkipsStrangers(t *testing.T) {
 		}
 		return p
 	}
-	if err := os.WriteFile(mk("dir/bad\xffutf8"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(mk("dir/ctl\x01"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"dir/bad\xffutf8", "dir/ctl\x01", "dir/bd\xfe/f"} {
+		if err := os.WriteFile(mk(name), []byte("stranger"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := unix.Mkfifo(mk("dir/fifo"), 0o644); err != nil {
 		t.Fatal(err)
@@ -178,18 +187,72 @@ func TestListSkipsStrangers(t *testing.T) {
 	if err := os.Symlink("obj", mk("dir/link")); err != nil {
 		t.Fatal(err)
 	}
+	elsewhere := t.TempDir()
+	if err := os.WriteFile(filepath.Join(elsewhere, "behind"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, mk("dir/seglink")); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(mk("dir/empty/deeper"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// A path longer than any key.
-	long := strings.Repeat("l", 250)
-	if err := os.WriteFile(mk(strings.Join([]string{"dir", long, long, long, long, long}, "/")), nil, 0o644); err != nil {
+	long := strings.Join([]string{"dir", strings.Repeat("l", 250), strings.Repeat("l", 250), strings.Repeat("l", 250), strings.Repeat("l", 250), "l"}, "/")
+	if err := os.WriteFile(mk(long), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := listKeys(t, b, "", 0); !equal(got, []string{"dir/obj"}) {
-		t.Fatalf("list = %q", got)
+	want := []string{"dir/bad\xffutf8", "dir/bd\xfe/f", "dir/ctl\x01", "dir/fifo", "dir/link", long, "dir/obj", "dir/seglink"}
+	for _, size := range []int{0, 1, 3} {
+		if got := listKeys(t, b, "", size); !equal(got, want) {
+			t.Fatalf("list in pages of %d = %q\nwant %q", size, got, want)
+		}
 	}
-	// A FIFO is no object, and reading it does not block.
-	_, err := b.ReadAll(context.Background(), "dir/fifo")
-	wantCode(t, err, blob.CodeNotExist, "read a fifo")
+	// Through a prefixed view, and under a prefix that is no valid key.
+	view, err := b.Prefixed("dir/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listKeys(t, view, "b", 0); !equal(got, []string{"bad\xffutf8", "bd\xfe/f"}) {
+		t.Errorf("prefixed list = %q", got)
+	}
+	if got := listKeys(t, b, "dir/bd\xfe/", 0); !equal(got, []string{"dir/bd\xfe/f"}) {
+		t.Errorf("list under an invalid directory name = %q", got)
+	}
+	// A link is described, not followed: its own size, the length of its
+	// target's name.
+	for a, err := range b.List(ctx, "dir/link") {
+		if err != nil || a.Size != int64(len("obj")) {
+			t.Errorf("list of the link: %+v, %v", a, err)
+		}
+	}
+	// A listing through the linked directory is an error naming the link,
+	// not an empty listing that would hide what it points to.
+	if _, err := b.ListPage(ctx, "dir/seglink/", blob.ListOptions{}); !strings.Contains(fmt.Sprint(err), `"dir/seglink" is a symbolic link`) {
+		t.Errorf("list through a linked directory: %v", err)
+	}
+	// Keys that are not valid keys cannot be read or deleted, and the error
+	// names them.
+	for _, key := range []string{"dir/bad\xffutf8", "dir/ctl\x01"} {
+		_, err := b.ReadAll(ctx, key)
+		if !errors.Is(err, blob.ErrInvalidKey) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Errorf("read %q: %v", key, err)
+		}
+		err = b.Delete(ctx, key)
+		if !errors.Is(err, blob.ErrInvalidKey) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Errorf("delete %q: %v", key, err)
+		}
+	}
+	// A FIFO is listed but is no object: reading it fails, naming it,
+	// without blocking, and not as a missing key (a reader could take that
+	// for a deletion).
+	_, err = b.ReadAll(ctx, "dir/fifo")
+	wantCode(t, err, blob.CodeInvalidArgument, "read a fifo")
+	if !strings.Contains(err.Error(), `"dir/fifo" is not a regular file`) {
+		t.Errorf("read a fifo: %v", err)
+	}
+	_, err = b.Stat(ctx, "dir/fifo")
+	wantCode(t, err, blob.CodeInvalidArgument, "stat a fifo")
+	_, err = b.ReadAll(ctx, "dir/link")
+	wantCode(t, err, blob.CodeInvalidArgument, "read a link")
 }

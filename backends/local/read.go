@@ -55,9 +55,9 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 		unix.Close(fd)
 		return nil, pathErr("stat", key, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := notRegular(key, &st); err != nil {
 		unix.Close(fd)
-		return nil, notExist(key) // a directory of keys, or a stranger
+		return nil, err
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
@@ -109,10 +109,26 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 		return blob.Attrs{}, notExist(key)
 	case err != nil:
 		return blob.Attrs{}, pathErr("stat", key, err)
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return blob.Attrs{}, symlinkError(key)
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return blob.Attrs{}, notExist(key)
+	}
+	if err := notRegular(key, &st); err != nil {
+		return blob.Attrs{}, err
 	}
 	return attrsOf(key, &st), nil
+}
+
+// notRegular explains why the file key, described by st (not following a
+// link), is not an object, or returns nil for a regular file. A directory is
+// only a directory of keys: no object is there. A link or a special file is
+// something the store holds and List shows, so it is an error naming it, not
+// a missing object a caller could take for one deleted meanwhile.
+func notRegular(key string, st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFDIR:
+		return notExist(key)
+	case unix.S_IFLNK:
+		return symlinkError(key)
+	}
+	return invalidf("%q is not a regular file (mode %#o); the local backend reads only regular files", key, st.Mode&unix.S_IFMT)
 }

@@ -2,7 +2,11 @@
 
 package local
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 // renameNoReplace renames oldName in oldDir to newName in newDir unless
 // newName exists (EEXIST), atomically, with link(2) and unlink(2).
@@ -12,3 +16,27 @@ func renameNoReplace(oldDir int, oldName string, newDir int, newName string) err
 
 // fdatasync falls back to fsync where the system has no fdatasync.
 func fdatasync(fd int) error { return unix.Fsync(fd) }
+
+// readDir reads the names of every entry of the directory dirFD but "." and
+// "..", from a fresh open file description. Their types are left to the walk,
+// which stats each one: os.File.ReadDir would silently drop an entry that
+// vanishes before its own lstat.
+func readDir(dirFD int) ([]dirent, error) {
+	fd, err := openDirAt(dirFD, ".")
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), ".")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirent, 0, len(names))
+	for _, n := range names {
+		if n != "." && n != ".." {
+			out = append(out, dirent{name: n, kind: kindUnknown})
+		}
+	}
+	return out, nil
+}
