@@ -343,12 +343,12 @@ func (g *Generator) randomDDL() *Txn {
 		oldSpans := t.Spans(g.cfg.SplitSpans)
 		t.PhysicalID = g.newPhysicalID()
 		clear(t.Rows)
+		// The DDL names the table by its new ID, as every DDL names a table
+		// as it is after the statement (docs/FORMAT.md, DDL body): the old
+		// ID is in Tables, dropped.
 		tx := g.ddl(t, codec.ActionTruncateTable, fmt.Sprintf("TRUNCATE TABLE `%s`", t.Name),
 			codec.DDLTable{TableName: old, Role: codec.RoleDropped},
 			codec.DDLTable{TableName: g.tableName(t), Role: codec.RoleCreated})
-		// The DDL names the table by its old ID: that is what the
-		// statement acts on.
-		tx.Changes[0].Event.DDL.Table = old
 		tx.DroppedSpans = oldSpans
 		tx.NewSpans = t.Spans(g.cfg.SplitSpans)
 		tx.Creates = true

@@ -125,6 +125,7 @@ func TestModelMatchesEvents(t *testing.T) {
 		for _, ch := range tx.Changes {
 			if ch.Event.IsDDL() {
 				kinds[ch.Event.DDL.Type]++
+				checkNamedTable(t, &ch.Event.DDL)
 				if ch.Span != DDLSpan {
 					t.Fatal("DDL off the DDL span")
 				}
@@ -163,4 +164,28 @@ func TestModelMatchesEvents(t *testing.T) {
 	if fmt.Sprint(render(Expected(cfg, mid))) != fmt.Sprint(map[string]map[int64]string(r2)) {
 		t.Fatal("Expected(mid) disagrees with a replay stopped at mid")
 	}
+}
+
+// checkNamedTable holds a DDL to docs/FORMAT.md's rule for the table it
+// names: the table as it is after the statement (a CREATE's or a
+// TRUNCATE's new ID, created), or for a DROP the dropped one. The codec's
+// golden TRUNCATE (codec/testdata/ddl.bin) follows the same rule.
+func checkNamedTable(t *testing.T, d *codec.DDL) {
+	t.Helper()
+	if d.Table.Name == "" {
+		return // schema-level: names no table
+	}
+	want := codec.RoleAffected
+	switch d.Type {
+	case codec.ActionCreateTable, codec.ActionTruncateTable:
+		want = codec.RoleCreated
+	case codec.ActionDropTable:
+		want = codec.RoleDropped
+	}
+	for _, e := range d.Tables {
+		if e.TableName == d.Table && e.Role == want {
+			return
+		}
+	}
+	t.Fatalf("%v DDL names %s ID %d, which is not its %v table: %v", d.Type, d.Table, d.Table.PhysicalID, want, d.Tables)
 }
