@@ -51,6 +51,7 @@ type seg struct {
 	active     bool           // write it as an active segment (local only)
 	torn       bool           // end an active segment with half a block
 	raw        bool           // no compression
+	link       segment.Link   // its link to its predecessor (chained fills it in)
 }
 
 func (s seg) header() segment.Header {
@@ -62,7 +63,73 @@ func (s seg) header() segment.Header {
 	if epoch == 0 {
 		epoch = 1
 	}
-	return segment.Header{LogID: testLog, WriterID: s.writer, Epoch: epoch, Seq: s.seq, Compression: c, Created: created}
+	return segment.Header{LogID: testLog, WriterID: s.writer, Epoch: epoch, Seq: s.seq, Compression: c, Created: created, Link: s.link}
+}
+
+// chained returns segs with the links a writer would have given them: each
+// segment whose seq - 1 of the same writer epoch is in segs links it (its
+// header and footer CRCs, and the largest commit ts of the epoch's segments
+// up to it); the others are the first of their epoch.
+func chained(t testing.TB, segs []seg) []seg {
+	t.Helper()
+	out := slices.Clone(segs)
+	order := make([]int, len(out))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := out[i], out[j]
+		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.header().Epoch, b.header().Epoch), cmp.Compare(a.seq, b.seq))
+	})
+	type done struct {
+		hcrc, fcrc uint32
+		chainMax   uint64
+	}
+	type id struct {
+		writer     string
+		epoch, seq uint64
+	}
+	seen := map[id]done{}
+	for _, i := range order {
+		s := &out[i]
+		h := s.header()
+		s.link = segment.Link{}
+		if prev, ok := seen[id{s.writer, h.Epoch, s.seq - 1}]; ok {
+			s.link = segment.Link{PrevSeq: s.seq - 1, PrevMaxTs: prev.chainMax, PrevHeaderCRC: prev.hcrc, PrevFooterCRC: prev.fcrc}
+		}
+		hcrc, fcrc := s.crcs(t)
+		chainMax := s.link.PrevMaxTs
+		for _, ev := range s.events {
+			chainMax = max(chainMax, ev.CommitTs())
+		}
+		seen[id{s.writer, h.Epoch, s.seq}] = done{hcrc, fcrc, chainMax}
+	}
+	return out
+}
+
+// crcs returns the header and footer CRC fields the segment has once
+// written (an active segment's footer CRC being that of its blocks).
+func (s seg) crcs(t testing.TB) (header, footer uint32) {
+	t.Helper()
+	sw := s.encode(t, io.Discard)
+	if err := sw.FlushBlock(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := sw.FooterCRC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw.HeaderCRC(), f
+}
+
+// chainMax is the largest commit ts of the epoch's segments up to s (its
+// link's, and its own events').
+func (s seg) chainMax() uint64 {
+	m := s.link.PrevMaxTs
+	for _, ev := range s.events {
+		m = max(m, ev.CommitTs())
+	}
+	return m
 }
 
 func kindOf(ev *codec.Event) segment.Kind {

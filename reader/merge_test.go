@@ -137,7 +137,13 @@ func randomLog(rng *rand.Rand, local bool) []seg {
 	for w := range nw {
 		writer := fmt.Sprintf("w%d", w)
 		nseg := 1 + rng.IntN(5)
+		// Seqs go on across epochs, and each epoch's are consecutive (its
+		// chain): a takeover may start epoch 2 at any seq.
+		epoch := uint64(1)
 		for k := range nseg {
+			if k > 0 && epoch == 1 && rng.IntN(3) == 0 {
+				epoch = 2
+			}
 			n := 1 + rng.IntN(40)
 			base := uint64(10 + rng.IntN(300))
 			var evs []*codec.Event
@@ -161,7 +167,7 @@ func randomLog(rng *rand.Rand, local bool) []seg {
 				evs = append(evs, ev)
 				pool = append(pool, ev)
 			}
-			s := seg{writer: writer, epoch: 1 + uint64(rng.IntN(2)), seq: uint64(k + 1), events: evs,
+			s := seg{writer: writer, epoch: epoch, seq: uint64(k + 1), events: evs,
 				blockSize: 100 + rng.IntN(2000), raw: rng.IntN(4) == 0}
 			if local && k == nseg-1 && rng.IntN(2) == 0 {
 				s.active = true

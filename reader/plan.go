@@ -16,6 +16,14 @@ type Source struct {
 	Key  string       // the object key, relative to the bucket
 	Name segment.Name // the key, parsed
 	Size int64        // the object's size when it was listed
+
+	// What Open learned of the segment's place in its chain (see
+	// proveComplete), for its stream to check.
+	header     []byte // its first HeaderSize bytes, when Open read them
+	predListed bool   // seq - 1 of its epoch is listed and accepted
+	hasDigest  bool   // it ends a published chain: its header CRC must be digest
+	digest     uint32
+	digestOf   string // where digest was published, for messages
 }
 
 // listed is one object under a log's segment prefix.

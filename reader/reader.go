@@ -127,6 +127,7 @@ type Reader struct {
 	wg     sync.WaitGroup
 	sem    chan struct{} // bounds concurrent decoding
 	stats  counters
+	links  linkBook // the chain links of the segments opened so far
 
 	// Chunks of finished streams, for the streams to come (producers take
 	// them, the merge puts them).
@@ -163,11 +164,37 @@ type Reader struct {
 }
 
 // Open lists the log's segments, selects those the range needs by their
-// names, applies the writers' fences, and returns a Reader positioned before
-// the first event. ctx bounds the listing and also every read the Reader
-// makes in the background until Close: cancel it to stop a read.
+// names, applies the writers' fences, proves that every writer epoch's chain
+// is complete for the range (see the package doc; a gap is an error matching
+// ErrIncomplete), and returns a Reader positioned before the first event. ctx
+// bounds the listing and also every read the Reader makes in the background
+// until Close: cancel it to stop a read.
 func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 	c, err := opts.resolve(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	for replan := 0; ; replan++ {
+		p, err := planRead(ctx, b, c)
+		var gone *errVanished
+		if errors.As(err, &gone) && replan < maxReplans {
+			c.Logger.Info("reader: a segment vanished after the listing (collected by GC, or sealed); listing again", "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return newReader(ctx, b, c, p), nil
+	}
+}
+
+// planRead lists, plans and proves one read. The writer states are read
+// twice: before the listing, for what the writers had published (everything
+// it covers was visible before the listing began, so the listing shows it),
+// and after, for the fences (a takeover in between only makes the reader
+// stricter).
+func planRead(ctx context.Context, b *blob.Bucket, c *config) (*plan, error) {
+	pub, err := readFences(ctx, b, c.LogID)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +210,10 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReader(ctx, b, c, p), nil
+	if err := proveComplete(ctx, b, c, objs, pub, fen, p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // newReader starts reading the segments of p.

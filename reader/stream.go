@@ -98,9 +98,15 @@ func (s *stream) start() {
 func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 	r := s.r
 	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key, keep: true}
+	if src.header != nil {
+		ra.kept = append(ra.kept, keptRead{0, src.header})
+	}
 	defer ra.Close()
 	sr, err := openSealed(ra, src)
 	if err != nil {
+		return err
+	}
+	if err := r.checkOpened(src, sr.Header(), sr.Footer().CRC, true); err != nil {
 		return err
 	}
 	blocks := sr.Footer().Blocks
@@ -200,6 +206,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 		if sealed == nil {
 			return fmt.Errorf("reader: active segment %q disappeared and no sealed segment replaced it: %w", src.Key, err)
 		}
+		sealed.predListed, sealed.hasDigest, sealed.digest, sealed.digestOf = src.predListed, src.hasDigest, src.digest, src.digestOf
 		return s.produceSealed(ctx, sealed)
 	}
 	if err != nil {
@@ -219,6 +226,9 @@ func (s *stream) produceActive(ctx context.Context) error {
 		return err
 	}
 	if err := checkHeader(src, h); err != nil {
+		return err
+	}
+	if err := r.checkOpened(src, h, 0, false); err != nil {
 		return err
 	}
 	var c *chunk
