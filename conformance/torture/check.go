@@ -1,0 +1,356 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/reader"
+)
+
+// The rules' names (see the package doc).
+const (
+	RuleExactlyOnce          = "exactly-once"
+	RuleOrder                = "commit-ts-order"
+	RuleRowsBeforeDDL        = "rows-before-ddl"
+	RuleAltered              = "silently-altered"
+	RuleAboveResolved        = "nothing-above-resolved"
+	RuleReadShort            = "read-short"
+	RuleAckLost              = "acknowledged-lost"
+	RuleWatermarkMonotonic   = "watermark-monotonic"
+	RuleCheckpointMonotonic  = "checkpoint-monotonic"
+	RuleCheckpointLeResolved = "checkpoint-le-resolved"
+	RuleGCSafe               = "gc-safe"
+	RuleWrongfulFence        = "no-wrongful-fence"
+	RuleVerifyClean          = "verify-clean"
+	RuleLiveness             = "liveness"
+)
+
+// Rules are every rule, in the order a report lists them.
+var Rules = []string{
+	RuleExactlyOnce, RuleOrder, RuleRowsBeforeDDL, RuleAltered, RuleAboveResolved,
+	RuleReadShort, RuleAckLost, RuleWatermarkMonotonic, RuleCheckpointMonotonic,
+	RuleCheckpointLeResolved, RuleGCSafe, RuleWrongfulFence, RuleVerifyClean, RuleLiveness,
+}
+
+// Violation is one broken rule, with what shows it.
+type Violation struct {
+	Rule     string `json:"rule"`
+	Evidence string `json:"evidence"`
+}
+
+func (v Violation) String() string { return v.Rule + ": " + v.Evidence }
+
+// Ack is one acknowledged flush, for one span: every event of Span in
+// (From, To] was reported durable by the writer's epoch.
+type Ack struct {
+	Writer string `json:"writer"`
+	Epoch  uint64 `json:"epoch"`
+	Span   uint64 `json:"span"`
+	From   uint64 `json:"from"`
+	To     uint64 `json:"to"`
+}
+
+// Counts are what a run did.
+type Counts struct {
+	Steps         int64 `json:"steps"`
+	WrittenEvents int64 `json:"written_events"`
+	Flushes       int64 `json:"flushes"`        // flushes acknowledged
+	FailedFlushes int64 `json:"failed_flushes"` // flushes, closes or writes that failed (the writer was failed over)
+	Acks          int64 `json:"acks"`           // acknowledged (span, range) records
+	Failovers     int64 `json:"failovers"`      // writer IDs opened again
+	Zombies       int64 `json:"zombies"`        // writers abandoned while running
+	Kills         int64 `json:"kills"`          // writer processes killed (torture)
+	Fences        int64 `json:"fences"`         // writers told they were fenced (rightly)
+	Reads         int64 `json:"reads"`          // reads that ended without an error, checked whole
+	ReadErrors    int64 `json:"read_errors"`    // reads that ended with an error (checked up to it)
+	ReadEvents    int64 `json:"read_events"`
+	Ticks         int64 `json:"ticks"`
+	TickErrors    int64 `json:"tick_errors"`
+	Checkpoints   int64 `json:"checkpoints"` // checkpoints set
+	GCRuns        int64 `json:"gc_runs"`
+	GCDeleted     int64 `json:"gc_deleted"`
+}
+
+// Report is the verdict of a run.
+type Report struct {
+	Seed            uint64      `json:"seed"`
+	Storage         string      `json:"storage,omitempty"`
+	Mode            string      `json:"mode"`
+	Counts          Counts      `json:"counts"`
+	AckedEvents     int64       `json:"acked_events"`      // acknowledged events above the final checkpoint, all read back
+	FinalCheckpoint uint64      `json:"final_checkpoint"`  //
+	FinalResolved   uint64      `json:"final_resolved"`    //
+	FinalReadEvents int64       `json:"final_read_events"` //
+	Faults          string      `json:"faults,omitempty"`  // what the Liar did
+	Violations      []Violation `json:"violations"`
+	// Suppressed counts violations beyond the first few of each rule.
+	Suppressed int `json:"suppressed,omitempty"`
+}
+
+// OK reports whether no rule was broken.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Rules returns the names of the broken rules, sorted, each once.
+func (r *Report) BrokenRules() []string {
+	var out []string
+	for _, v := range r.Violations {
+		if !slices.Contains(out, v.Rule) {
+			out = append(out, v.Rule)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Verdict is a one-line PASS with the counts, or FAIL with the rules.
+func (r *Report) Verdict() string {
+	c := r.Counts
+	if r.OK() {
+		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments; checkpoint %d, resolved %d",
+			r.Seed, r.AckedEvents, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, r.FinalCheckpoint, r.FinalResolved)
+	}
+	return fmt.Sprintf("FAIL seed %d: %s (first: %s)", r.Seed, strings.Join(r.BrokenRules(), ", "), r.Violations[0])
+}
+
+// maxPerRule bounds the violations kept per rule.
+const maxPerRule = 5
+
+// history is what the checker knows: the acknowledged flushes, the highest
+// checkpoint and resolved ts seen, and the violations.
+type history struct {
+	gen   Gen
+	spans []uint64
+	logf  func(string, ...any)
+
+	mu         sync.Mutex
+	acks       []Ack
+	counts     Counts
+	violations []Violation
+	perRule    map[string]int
+	suppressed int
+
+	// metaMu orders the meta observations, so that one read's answer is
+	// compared with those that came before it.
+	metaMu   sync.Mutex
+	cp, rs   uint64 // the highest checkpoint and resolved ts observed
+	cpCeil   uint64 // the highest checkpoint ever set or attempted
+	cpCeilMu sync.Mutex
+}
+
+func newHistory(gen Gen, spans []uint64, logf func(string, ...any)) *history {
+	return &history{gen: gen, spans: spans, logf: logf, perRule: map[string]int{}, cp: BaseTs, cpCeil: BaseTs}
+}
+
+func (h *history) violate(rule, format string, args ...any) {
+	v := Violation{Rule: rule, Evidence: fmt.Sprintf(format, args...)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.perRule[rule]++
+	if h.perRule[rule] > maxPerRule {
+		h.suppressed++
+		return
+	}
+	h.violations = append(h.violations, v)
+	if h.logf != nil {
+		h.logf("VIOLATION %s", v)
+	}
+}
+
+func (h *history) count(f func(c *Counts)) {
+	h.mu.Lock()
+	f(&h.counts)
+	h.mu.Unlock()
+}
+
+func (h *history) ack(a Ack) {
+	if a.To <= a.From {
+		return
+	}
+	h.mu.Lock()
+	h.acks = append(h.acks, a)
+	h.counts.Acks++
+	h.mu.Unlock()
+}
+
+// ackedMax is the highest acknowledged ts of span (BaseTs when none).
+func (h *history) ackedMax(span uint64) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := uint64(BaseTs)
+	for _, a := range h.acks {
+		if a.Span == span {
+			m = max(m, a.To)
+		}
+	}
+	return m
+}
+
+// noteCheckpoint records a checkpoint about to be set: from now on GC may
+// delete below it.
+func (h *history) noteCheckpoint(ts uint64) {
+	h.cpCeilMu.Lock()
+	h.cpCeil = max(h.cpCeil, ts)
+	h.cpCeilMu.Unlock()
+}
+
+func (h *history) checkpointCeiling() uint64 {
+	h.cpCeilMu.Lock()
+	defer h.cpCeilMu.Unlock()
+	return h.cpCeil
+}
+
+// observeMeta compares a meta object's checkpoint and resolved ts with what
+// was seen before. The caller holds metaMu across the read and this call.
+func (h *history) observeMeta(where string, cp, rs uint64) {
+	if rs < h.rs {
+		h.violate(RuleWatermarkMonotonic, "%s: the global resolved ts is %d, after %d", where, rs, h.rs)
+	}
+	if cp < h.cp {
+		h.violate(RuleCheckpointMonotonic, "%s: the checkpoint is %d, after %d", where, cp, h.cp)
+	}
+	if cp > rs {
+		h.violate(RuleCheckpointLeResolved, "%s: the checkpoint %d is above the global resolved ts %d", where, cp, rs)
+	}
+	h.rs, h.cp = max(h.rs, rs), max(h.cp, cp)
+	h.noteCheckpoint(cp)
+}
+
+// readEvent is one event a read returned.
+type readEvent struct {
+	payload string
+	ts      uint64
+	ddl     bool
+	key     string // its segment
+}
+
+// readRange reads (lo, hi] of logID (hi 0: to the global resolved ts, from
+// the meta object) and returns the events up to the first error; io.EOF is
+// no error.
+func readRange(ctx context.Context, b *blob.Bucket, logID string, lo, hi uint64) ([]readEvent, error) {
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, StartTs: lo, EndTs: hi, Lookahead: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []readEvent
+	for {
+		ev, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, readEvent{payload: string(ev.Payload()), ts: ev.CommitTs(), ddl: ev.IsDDL(), key: ev.Source.Key})
+	}
+}
+
+// checkRead checks one read of (lo, hi] that returned evs and ended with
+// err. cpEnd is the checkpoint when the read ended: GC may have removed
+// what lies at or below it while the read ran. Every upstream event in
+// (cpEnd, mustHi] must be there when err is nil (mustHi ≤ hi: the global
+// resolved ts the read was bounded by). It returns the IDs read.
+func (h *history) checkRead(what string, lo, hi, cpEnd, mustHi uint64, evs []readEvent, err error) map[eventID]bool {
+	want := h.gen.expected(h.spans, lo, hi)
+	got := make(map[eventID]bool, len(evs))
+	bad := map[string]int{}
+	report := func(rule, format string, args ...any) {
+		bad[rule]++
+		if bad[rule] == 1 {
+			h.violate(rule, "%s: "+format, append([]any{what}, args...)...)
+		}
+	}
+	for i, ev := range evs {
+		if ev.ts <= lo || ev.ts > hi {
+			report(RuleAboveResolved, "returned an event at ts %d (from %s), outside (%d, %d]", ev.ts, ev.key, lo, hi)
+			continue
+		}
+		if i > 0 {
+			p := evs[i-1]
+			if ev.ts < p.ts {
+				report(RuleOrder, "returned ts %d (from %s) after ts %d (from %s)", ev.ts, ev.key, p.ts, p.key)
+			} else if ev.ts == p.ts && p.ddl && !ev.ddl {
+				report(RuleRowsBeforeDDL, "returned a row at ts %d (from %s) after the DDL of that ts (from %s)", ev.ts, ev.key, p.key)
+			}
+		}
+		id, ok := want[ev.payload]
+		if !ok {
+			report(RuleAltered, "returned an event at ts %d (from %s) that the upstream never produced (%d bytes)", ev.ts, ev.key, len(ev.payload))
+			continue
+		}
+		if got[id] {
+			report(RuleExactlyOnce, "returned %s twice (the second from %s)", id, ev.key)
+		}
+		got[id] = true
+	}
+	if err != nil {
+		h.count(func(c *Counts) { c.ReadErrors++; c.ReadEvents += int64(len(evs)) })
+		return got
+	}
+	h.count(func(c *Counts) { c.Reads++; c.ReadEvents += int64(len(evs)) })
+	var missing []eventID
+	for _, id := range want {
+		if id.ts > cpEnd && id.ts <= mustHi && !got[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		slices.SortFunc(missing, func(a, b eventID) int {
+			if a.ts != b.ts {
+				return int(a.ts) - int(b.ts)
+			}
+			return int(a.span) - int(b.span)
+		})
+		acked := 0
+		for _, id := range missing {
+			if h.isAcked(id) {
+				acked++
+			}
+		}
+		h.violate(RuleReadShort, "%s ended without an error but lacks %d events the global resolved ts %d promises (%d of them acknowledged), first %s; it returned %d events",
+			what, len(missing), mustHi, acked, missing[0], len(evs))
+	}
+	return got
+}
+
+func (h *history) isAcked(id eventID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range h.acks {
+		if a.Span == id.span && id.ts > a.From && id.ts <= a.To {
+			return true
+		}
+	}
+	return false
+}
+
+// ackedAbove returns every acknowledged event above cp, and the highest
+// acknowledged ts.
+func (h *history) ackedAbove(cp uint64) (map[eventID]bool, uint64) {
+	h.mu.Lock()
+	acks := slices.Clone(h.acks)
+	h.mu.Unlock()
+	out := map[eventID]bool{}
+	top := uint64(0)
+	for _, a := range acks {
+		top = max(top, a.To)
+		for ts := max(a.From, cp) + 1; ts <= a.To; ts++ {
+			for k, ev := range h.gen.Events(a.Span, ts) {
+				out[eventID{span: a.Span, ts: ts, k: k, ddl: ev.IsDDL()}] = true
+			}
+		}
+	}
+	return out, top
+}
+
+func (h *history) report() (Counts, []Violation, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts, slices.Clone(h.violations), h.suppressed
+}

@@ -1,0 +1,72 @@
+// Package torture is redokit's history checker: a randomized workload of
+// writers, a coordinator, a checkpoint-advancing sink, GC and readers over
+// any bucket, whose every acknowledged flush is recorded and whose every
+// read is checked against what the upstream produced. conformance.RunRedo
+// runs it through a blobtest.Liar (lost answers, refused writes, delays,
+// reordered answers) as its fault tier, `redokit torture` runs it on a real
+// bucket with writer processes killed by SIGKILL, and the randomized fault
+// schedules of this package's tests run it on mem and local disk.
+//
+// # The upstream
+//
+// Events are a pure function of (seed, span, commit ts) ([Gen]): at each ts
+// a span holds zero to three rows and, now and then, a DDL after them. Every
+// event is distinct (its row ID encodes span, ts and position), so a copy a
+// failover writes again is byte-identical to the first, and the reader's
+// duplicate rule (of each distinct encoding, as many copies as the segment
+// holding most of them) must return each event exactly once. A writer that
+// takes a span on at start ts S is given every event of the span above S,
+// in order, before the span's resolved ts passes them.
+//
+// # The workload
+//
+// Several writer IDs share the spans. At each step the clock moves on, each
+// span's events go to its owner, and every span's resolved ts is advanced;
+// now and then the writers flush, all at once. Now and then a writer fails
+// over: it is closed, or abandoned (left running as a zombie, flushed and
+// closed later), and its writer ID is opened again (a new epoch, under a
+// context marked blobtest.WithTakeover); its spans move to random writers,
+// each restarting from the log's checkpoint or from the span's highest
+// acknowledged ts. A writer that fails (a flush past its retries, a fence) is
+// failed over the same way. Beside the upstream, goroutines run the
+// coordinator (ticking, and a sink that moves the checkpoint to a random ts
+// at or below the global resolved ts), GC at the checkpoint, and readers of
+// (checkpoint, global resolved], all while the writers write.
+//
+// An acknowledged flush is a flushed ts F a writer reported (Flush returned
+// it without error): every event of each of its spans in (S, F] is
+// acknowledged, S being where the writer took the span on.
+//
+// # Rules
+//
+// Each rule has a name, printed with the evidence when it is broken:
+//
+//	exactly-once            a read returned an event twice
+//	commit-ts-order         a read returned an event below one before it
+//	rows-before-ddl         a read returned a row after a DDL of its commit ts
+//	silently-altered        a read returned an event the upstream never produced
+//	nothing-above-resolved  a read returned an event outside its range: above the
+//	                        global resolved ts, or at or below its start
+//	read-short              a read that ended without an error lacks an event the
+//	                        range must hold: every upstream event above the
+//	                        checkpoint (as it stood when the read ended) and at or
+//	                        below the global resolved ts it read to
+//	acknowledged-lost       after the run, with the faults off, an acknowledged
+//	                        event above the final checkpoint cannot be read (it is
+//	                        missing, or the read fails)
+//	watermark-monotonic     the global resolved ts went backwards
+//	checkpoint-monotonic    the checkpoint went backwards
+//	checkpoint-le-resolved  the checkpoint passed the global resolved ts
+//	gc-safe                 GC deleted a segment whose max commit ts is not below
+//	                        every checkpoint ever set, or an active segment
+//	no-wrongful-fence       a writer was told it was fenced while its state object
+//	                        still holds its own epoch (no newer epoch exists)
+//	verify-clean            after the run, reader.Verify reports an error
+//	liveness                an operation could not complete within its bound
+//	                        (a writer that could not be opened, a hang)
+//
+// Store errors may fail a write (which then is not acknowledged), a read
+// (which then proves nothing) or a coordinator tick: none of them is a
+// violation. Silence is: an acknowledged event missing from a read that
+// reported no error.
+package torture

@@ -1,0 +1,381 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/writer"
+)
+
+// WriterOptions are the options of every torture writer: flushed only when
+// told, small blocks and segments (many seals, rotations and objects), few
+// quick retries.
+func WriterOptions(logID, writerID string) *writer.Options {
+	return &writer.Options{
+		LogID: logID, WriterID: writerID,
+		FlushInterval:   time.Hour,
+		MaxSegmentBytes: 6 << 10,
+		BlockSize:       1 << 10,
+		Workers:         1,
+		MaxUploads:      2,
+		RetryAttempts:   4,
+		RetryBackoff:    time.Millisecond,
+		RetryMaxBackoff: 4 * time.Millisecond,
+		Owner:           "torture " + writerID,
+	}
+}
+
+// slot is one writer ID and its current writer.
+type slot struct {
+	id    string
+	w     *writer.Writer
+	epoch uint64
+	spans map[uint64]uint64 // span → the start ts it was taken on at
+}
+
+// zombie is a writer abandoned while running.
+type zombie struct {
+	id    string
+	w     *writer.Writer
+	epoch uint64
+	spans map[uint64]uint64
+}
+
+// Run runs the whole workload in this process: the session's background,
+// the writers, then the final check. The error is a run that could not go
+// on (its cause is also in the report as a liveness violation) or ctx's.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	s, err := NewSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Start(ctx)
+	ws := &inProcess{s: s, r: rand.New(rand.NewPCG(s.cfg.Seed, 0x11)), clock: BaseTs}
+	runErr := ws.run(ctx)
+	ws.stop(ctx)
+	rep := s.Finish(context.WithoutCancel(ctx))
+	return rep, runErr
+}
+
+type inProcess struct {
+	s       *Session
+	r       *rand.Rand
+	clock   uint64
+	slots   []*slot
+	owner   map[uint64]int // span → slot
+	zombies []*zombie
+}
+
+func (p *inProcess) run(ctx context.Context) error {
+	cfg := &p.s.cfg
+	p.owner = map[uint64]int{}
+	for _, id := range p.s.ids {
+		sl := &slot{id: id, spans: map[uint64]uint64{}}
+		if err := p.open(ctx, sl); err != nil {
+			return err
+		}
+		p.slots = append(p.slots, sl)
+	}
+	for i, sp := range p.s.spans {
+		p.take(ctx, i%len(p.slots), sp, BaseTs)
+	}
+	start := time.Now()
+	for step := 0; ; step++ {
+		if cfg.Duration > 0 {
+			if time.Since(start) >= cfg.Duration {
+				break
+			}
+		} else if step >= cfg.Steps {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.s.h.count(func(c *Counts) { c.Steps++ })
+		prev := p.clock
+		p.clock += 1 + p.r.Uint64N(2)
+		for _, sp := range p.s.spans {
+			sl := p.slots[p.owner[sp]]
+			if sl.w == nil {
+				continue
+			}
+			if err := p.feed(ctx, sl, sp, prev, p.clock); err != nil {
+				p.fail(ctx, sl, "write", err)
+			}
+		}
+		if p.r.IntN(2) == 0 {
+			p.flushAll(ctx)
+		}
+		switch x := p.r.IntN(100); {
+		case x < 3:
+			p.failover(ctx, p.slots[p.r.IntN(len(p.slots))], p.r.IntN(2) == 0)
+		case x < 6 && len(p.zombies) > 0:
+			p.wakeZombie(ctx, p.r.IntN(len(p.zombies)))
+		}
+		if err := p.reopenDead(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feed writes the events of span in (from, to] to its owner and advances
+// the span's resolved ts to to.
+func (p *inProcess) feed(ctx context.Context, sl *slot, span, from, to uint64) error {
+	n := 0
+	for ts := from + 1; ts <= to; ts++ {
+		evs := p.s.h.gen.Events(span, ts)
+		if len(evs) == 0 {
+			continue
+		}
+		if err := sl.w.Write(ctx, writer.SpanID(span), evs...); err != nil {
+			return err
+		}
+		n += len(evs)
+	}
+	p.s.h.count(func(c *Counts) { c.WrittenEvents += int64(n) })
+	return sl.w.AdvanceResolved(writer.SpanID(span), to)
+}
+
+// take gives span to the writer of slot i from start ts on, and writes it
+// what the upstream has above it.
+func (p *inProcess) take(ctx context.Context, i int, span, start uint64) {
+	sl := p.slots[i]
+	p.owner[span] = i
+	sl.spans[span] = start
+	if sl.w == nil {
+		return // its reopening takes it on
+	}
+	if err := sl.w.AddSpan(writer.SpanID(span), start); err != nil {
+		p.fail(ctx, sl, "add span", err)
+		return
+	}
+	if start < p.clock {
+		if err := p.feed(ctx, sl, span, start, p.clock); err != nil {
+			p.fail(ctx, sl, "write", err)
+		}
+	}
+}
+
+// open opens the writer of a slot (a new epoch) and takes its spans on again.
+func (p *inProcess) open(ctx context.Context, sl *slot) error {
+	var w *writer.Writer
+	err := p.s.retry(ctx, "open writer "+sl.id, func(ctx context.Context) error {
+		var err error
+		w, err = writer.Open(blobtest.WithTakeover(ctx), p.s.cfg.Bucket, WriterOptions(p.s.cfg.LogID, sl.id))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sl.w, sl.epoch = w, w.Epoch()
+	return nil
+}
+
+func (p *inProcess) flushAll(ctx context.Context) {
+	type result struct {
+		f   uint64
+		err error
+	}
+	res := make([]result, len(p.slots))
+	var wg sync.WaitGroup
+	for i, sl := range p.slots {
+		if sl.w == nil {
+			continue
+		}
+		wg.Go(func() {
+			octx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
+			defer cancel()
+			f, err := sl.w.Flush(octx)
+			if err != nil && octx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+				p.s.h.violate(RuleLiveness, "writer %s epoch %d: a flush did not end within %v", sl.id, sl.epoch, p.s.cfg.OpTimeout)
+			}
+			res[i] = result{f, err}
+		})
+	}
+	wg.Wait()
+	for i, sl := range p.slots {
+		if sl.w == nil {
+			continue
+		}
+		if res[i].err != nil {
+			p.fail(ctx, sl, "flush", res[i].err)
+			continue
+		}
+		p.acked(sl.id, sl.epoch, sl.spans, res[i].f)
+	}
+}
+
+// acked records a flushed ts a writer reported for its spans.
+func (p *inProcess) acked(id string, epoch uint64, spans map[uint64]uint64, f uint64) {
+	p.s.h.count(func(c *Counts) { c.Flushes++ })
+	for sp, start := range spans {
+		p.s.h.ack(Ack{Writer: id, Epoch: epoch, Span: sp, From: start, To: f})
+	}
+}
+
+// fail handles a writer that failed: a fence must be proven by a newer
+// epoch in its state object; the writer is closed and its ID reopened by
+// reopenDead.
+func (p *inProcess) fail(ctx context.Context, sl *slot, op string, err error) {
+	if sl.w == nil {
+		return
+	}
+	p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
+	p.checkFence(ctx, sl.id, sl.epoch, op, err)
+	w := sl.w
+	sl.w = nil
+	cctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
+	w.Close(cctx)
+	cancel()
+}
+
+// checkFence: a writer told it is fenced while its state object holds its
+// own epoch was fenced wrongly.
+func (p *inProcess) checkFence(ctx context.Context, id string, epoch uint64, op string, err error) {
+	if !errors.Is(err, blob.ErrFenced) {
+		return
+	}
+	p.s.checkFence(ctx, id, epoch, op, err)
+}
+
+// checkFence is the session's check of a fence reported by a writer.
+func (s *Session) checkFence(ctx context.Context, id string, epoch uint64, op string, err error) {
+	var st *meta.WriterState
+	rerr := s.retry(ctx, "read the state of writer "+id, func(ctx context.Context) error {
+		var err error
+		st, _, err = meta.ReadWriterState(ctx, s.cfg.Clean, s.cfg.LogID, id)
+		return err
+	})
+	if rerr != nil {
+		return
+	}
+	if st.Epoch <= epoch {
+		s.h.violate(RuleWrongfulFence, "writer %s epoch %d: %s reported %v, but its state object holds epoch %d: no newer epoch exists", id, epoch, op, err, st.Epoch)
+		return
+	}
+	s.h.count(func(c *Counts) { c.Fences++ })
+}
+
+// failover closes (or abandons) a slot's writer and gives its spans to
+// random writers, the slot's own next epoch among them.
+func (p *inProcess) failover(ctx context.Context, sl *slot, abandon bool) {
+	if sl.w == nil {
+		return
+	}
+	w := sl.w
+	sl.w = nil
+	if abandon {
+		p.zombies = append(p.zombies, &zombie{id: sl.id, w: w, epoch: sl.epoch, spans: maps.Clone(sl.spans)})
+		p.s.h.count(func(c *Counts) { c.Zombies++ })
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
+		err := w.Close(cctx)
+		cancel()
+		if err != nil {
+			p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
+			p.checkFence(ctx, sl.id, sl.epoch, "close", err)
+		} else {
+			p.acked(sl.id, sl.epoch, sl.spans, w.FlushedTs())
+		}
+	}
+}
+
+// wakeZombie flushes and closes an abandoned writer: a fence there is right
+// (a newer epoch exists), and what it reports flushed is acknowledged.
+func (p *inProcess) wakeZombie(ctx context.Context, i int) {
+	z := p.zombies[i]
+	p.zombies = slices.Delete(p.zombies, i, i+1)
+	cctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
+	defer cancel()
+	if f, err := z.w.Flush(cctx); err == nil {
+		p.acked(z.id, z.epoch, z.spans, f)
+	} else {
+		p.checkFence(ctx, z.id, z.epoch, "a zombie's flush", err)
+	}
+	z.w.Close(cctx)
+}
+
+// reopenDead opens a new epoch of every slot without a writer and moves
+// its spans: each to a random writer, from the checkpoint or from its
+// highest acknowledged ts.
+func (p *inProcess) reopenDead(ctx context.Context) error {
+	for i, sl := range p.slots {
+		if sl.w != nil {
+			continue
+		}
+		p.s.h.count(func(c *Counts) { c.Failovers++ })
+		cp, err := p.s.Checkpoint(ctx)
+		if err != nil {
+			cp = BaseTs
+		}
+		moving := sl.spans
+		sl.spans = map[uint64]uint64{}
+		if err := p.open(ctx, sl); err != nil {
+			return err
+		}
+		for _, sp := range slices.Sorted(maps.Keys(moving)) {
+			start := cp
+			if p.r.IntN(2) == 0 {
+				start = max(p.s.h.ackedMax(sp), BaseTs)
+			}
+			to := i
+			if p.r.IntN(2) == 0 {
+				to = p.r.IntN(len(p.slots))
+				if p.slots[to].w == nil {
+					to = i
+				}
+			}
+			p.take(ctx, to, sp, start)
+		}
+	}
+	return nil
+}
+
+// stop closes every writer and zombie; what a Close reports flushed is
+// acknowledged.
+func (p *inProcess) stop(ctx context.Context) {
+	for i := len(p.zombies) - 1; i >= 0; i-- {
+		p.wakeZombie(ctx, i)
+	}
+	for _, sl := range p.slots {
+		if sl.w == nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.cfg.OpTimeout)
+		if err := sl.w.Close(cctx); err == nil {
+			p.acked(sl.id, sl.epoch, sl.spans, sl.w.FlushedTs())
+		} else {
+			p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
+			p.checkFence(cctx, sl.id, sl.epoch, "close", err)
+		}
+		cancel()
+		sl.w = nil
+	}
+}
+
+// Faults is the honest schedule of a run: lost answers and refused writes
+// on every kind of put (segment, state, takeover, meta, other) and on the
+// syncs and seals of local segments, delays, reordered answers and failed
+// reads. A correct log survives all of it without losing an acknowledged
+// event.
+func Faults(seed uint64) blobtest.Schedule {
+	return blobtest.Schedule{
+		Seed:       seed,
+		LostAnswer: 0.04,
+		Fail:       0.03,
+		Delay:      0.05,
+		Reorder:    0.05,
+		MaxDelay:   time.Millisecond,
+		ReadFail:   0.01,
+		Syncs:      true,
+	}
+}
