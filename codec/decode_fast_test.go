@@ -42,6 +42,10 @@ func FuzzDecoderLearned(f *testing.F) {
 		learn = append(learn, AppendEvent(nil, g.event()))
 	}
 	learn = append(learn, AppendEvent(nil, benchRow()))
+	// A table whose columns are the rule seeds' ("c" of every date-time
+	// kind, with a charset and a collation): mutations of the seeds then
+	// reach the fast path with the values the rules are about.
+	learn = append(learn, ruleSeeds()...)
 	for _, b := range learn {
 		f.Add(b)
 	}

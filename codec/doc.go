@@ -35,10 +35,11 @@
 //	ddl       := table action:u8 query:str n_tables:uvarint (table role:u8)*n_tables
 //	table     := schema:str name:str physical_id:varint tflags:u8
 //	             tflags bit 0: is partition; bits 1-7 zero
-//	column    := name:str type:u8 flags:u8 tag:u8 [charset:str] [collation:str] payload
-//	             tag bits 0-4: value kind; bit 5: charset follows; bit 6:
-//	             collation follows; bit 7 zero. An absent charset or
-//	             collation is the empty string.
+//	column    := name:str type:u8 flags:u8 tag:u8 [charset:str] [collation:str] value
+//	             tag bits 0-4: value kind; bit 5: a non-empty charset
+//	             follows; bit 6: a non-empty collation follows; bit 7 zero.
+//	             An absent charset or collation is the empty string; a
+//	             present one that is empty is malformed.
 //
 // The payload by value kind:
 //
@@ -50,10 +51,10 @@
 //	5  decimal    str, the exact decimal text ("-12.3400")
 //	6  string     str
 //	7  bytes      str
-//	8  date       u64, packed DateTime (time fields zero)
+//	8  date       u64, packed DateTime (time fields and fsp zero)
 //	9  datetime   u64, packed DateTime
 //	10 timestamp  u64, packed DateTime (no zone recorded)
-//	11 duration   varint of micros<<3 | fsp  (MySQL TIME)
+//	11 duration   varint of micros<<3 | fsp  (MySQL TIME, ±838:59:59)
 //	12 year       uvarint, at most 65535
 //	13 bit        uvarint
 //	14 enum       uvarint, the 1-based member index
@@ -63,7 +64,11 @@
 // A packed [DateTime] holds, from bit 0 up: fsp 3 bits, microsecond 20,
 // second 6, minute 6, hour 5, day 5, month 4, year 14; bit 63 is zero. This is
 // exact for every MySQL value including zero dates, and packed values of one
-// fsp order like the times they hold.
+// fsp order like the times they hold. Only values a MySQL column holds are
+// valid ([DateTime.Valid], [Duration.Valid]): fsp at most 6, no fraction
+// digit beyond fsp, each field within MySQL's range (month 13, hour 24,
+// second 60 are malformed), so that the text form, which prints fsp digits,
+// is exact.
 //
 // The commit ts sits at the fixed offset 2 so that [PeekCommitTs] can read
 // it without decoding; the start ts is stored as its distance below the
@@ -72,6 +77,9 @@
 // length against the bytes left before it allocates.
 //
 // # Versions
+//
+// A segment record's kind and commit ts must equal its event's
+// ([CheckRecord] checks the 10-byte header against them).
 //
 // The first byte of every event is the format version, [Version] (1). A
 // change to anything above is a new version; a reader that meets a version it
@@ -84,11 +92,17 @@
 //
 // # Errors
 //
-// [DecodeEvent] returns a [*DecodeError] naming the byte offset and the field
-// ("pre_columns[2].value") that failed and wrapping exactly one of
+// [DecodeEvent] returns a [*DecodeError] naming the field
+// ("pre_columns[2].value", "n_pre") that failed and the offset of its first
+// byte (a count's, whatever its entries lack), and wrapping exactly one of
 // [ErrUnknownVersion], [ErrTruncated] (the input ends inside a field, or a
 // length or count exceeds what is left) or [ErrMalformed]. It never panics
 // and allocates at most a fixed multiple of its input's size.
+//
+// [AppendEvent] cannot fail, so it encodes whatever an Event holds; a writer
+// calls [CheckEvent] first, which rejects what DecodeEvent would (a value
+// built from an invalid DateTime, an unknown table role), so that no
+// acknowledged event is unreadable.
 //
 // # Memory
 //

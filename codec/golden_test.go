@@ -160,6 +160,9 @@ func FuzzDecodeEvent(f *testing.F) {
 	for range 20 {
 		f.Add(AppendEvent(nil, g.event()))
 	}
+	for _, b := range ruleSeeds() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// A Decoder decodes the same, the second time from what it
 		// learned the first.
@@ -189,6 +192,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 		if peekErr != nil || ts != ev.CommitTs() {
 			t.Fatalf("PeekCommitTs = %d, %v; decode says %d", ts, peekErr, ev.CommitTs())
+		}
+		if err := CheckRecord(data, ev.Kind, ev.CommitTs()); err != nil {
+			t.Fatalf("CheckRecord rejects the decoded event's own kind and ts: %v", err)
+		}
+		// What decodes is what a writer may store.
+		if err := CheckEvent(&ev); err != nil {
+			t.Fatalf("CheckEvent rejects a decoded event: %v", err)
 		}
 		enc := AppendEvent(nil, &ev)
 		var again Event

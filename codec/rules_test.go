@@ -401,3 +401,26 @@ func TestCheckEventKindsAndRoles(t *testing.T) {
 		}
 	}
 }
+
+// ruleSeeds are fuzz seeds at the edges the rules above draw: valid events
+// whose date-time, duration and tag bytes are one mutation away from a
+// rejected one.
+func ruleSeeds() [][]byte {
+	top := uint64(6) | 999999<<dtUsecShift | 59<<dtSecShift | 59<<dtMinShift | 23<<dtHourShift |
+		31<<dtDayShift | 12<<dtMonthShift | 9999<<dtYearShift
+	var out [][]byte
+	for _, k := range []Kind{KindDatetime, KindTimestamp} {
+		for _, p := range []uint64{top, 0, 2 | 120000<<dtUsecShift} {
+			b, _ := oneColumn(byte(k), u64le(p))
+			out = append(out, b)
+		}
+	}
+	date, _ := oneColumn(byte(KindDate), u64le(31<<dtDayShift|12<<dtMonthShift|9999<<dtYearShift))
+	out = append(out, date)
+	for _, d := range []Duration{{Micros: maxDurationMicros, Fsp: 6}, {Micros: -maxDurationMicros}, {Micros: -1_500_000, Fsp: 1}} {
+		b, _ := oneColumn(byte(KindDuration), binary.AppendVarint(nil, int64(d.pack())))
+		out = append(out, b)
+	}
+	tags, _ := oneColumn(byte(KindInt)|tagHasCharset|tagHasCollation, []byte{1, 'x', 1, 'y', 2})
+	return append(out, tags)
+}
