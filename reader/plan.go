@@ -50,11 +50,7 @@ func listLog(ctx context.Context, b *blob.Bucket, logID string) ([]listed, error
 		if err != nil {
 			return nil, fmt.Errorf("reader: list segments of log %q: %w", logID, err)
 		}
-		n, perr := segment.ParseName(a.Key)
-		if perr == nil && n.LogID != logID {
-			perr = fmt.Errorf("%w: %q belongs to log %q", segment.ErrInvalidName, a.Key, n.LogID)
-		}
-		out = append(out, listed{key: a.Key, size: a.Size, name: n, err: perr})
+		out = append(out, parseListed(logID, a))
 	}
 	return out, nil
 }

@@ -10,10 +10,14 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -54,6 +58,11 @@ const (
 	ProblemUnsealed       ProblemKind = "unsealed"        // info: an active segment holds a whole footer and trailer (a crash between seal and rename)
 	ProblemFenced         ProblemKind = "fenced"          // info: a segment its writer's fence excludes (a zombie's late segment); not checked further
 	ProblemShadowed       ProblemKind = "shadowed"        // info: an active segment listed beside its sealed successor; not checked
+	ProblemIncomplete     ProblemKind = "incomplete"      // a writer epoch's chain has a hole or ends short of its published seq (Key: the key expected)
+	ProblemLink           ProblemKind = "link"            // a link or digest names another segment than the one found: between neighbours, or against the writer state or fence
+	ProblemStray          ProblemKind = "stray"           // an object under the log's prefix that is not a key the log writes
+	ProblemBadState       ProblemKind = "bad-state"       // a writer state or the meta object fails to read or decode
+	ProblemDeleting       ProblemKind = "deleting"        // info: the log's delete marker: a removal started and has not finished
 )
 
 // Problem is one finding of Verify.
@@ -75,19 +84,25 @@ func (p Problem) String() string {
 
 // Report is what Verify found in a log.
 type Report struct {
-	LogID    string
-	Objects  int   // keys under the log's segment prefix
-	Bytes    int64 // their total size
-	Sealed   int   // sealed segments checked
-	Active   int   // active segments checked
-	Ignored  int   // fenced or shadowed segments, not checked
-	Blocks   int64 // blocks read
-	Events   int64 // records read (rows plus DDLs)
-	Rows     int64
-	DDLs     int64
-	MinTs    uint64 // smallest commit ts read; 0 when none
-	MaxTs    uint64 // largest commit ts read
-	Problems []Problem
+	LogID string
+	// ChainsFrom is the start ts the chains were proven for: the
+	// checkpoint of the meta object (what GC may have collected below), or
+	// 0 without one.
+	ChainsFrom uint64
+	Objects    int   // keys under the log's segment prefix
+	Bytes      int64 // their total size
+	Sealed     int   // sealed segments checked
+	Active     int   // active segments checked
+	Ignored    int   // fenced or shadowed segments, not checked
+	Blocks     int64 // blocks read
+	Events     int64 // records read (rows plus DDLs)
+	Rows       int64
+	DDLs       int64
+	MinTs      uint64 // smallest commit ts read; 0 when none
+	MaxTs      uint64 // largest commit ts read
+	Problems   []Problem
+
+	seg *segInfo // of a partial report of one segment
 }
 
 // OK reports whether the report has no Error problem.
@@ -116,9 +131,14 @@ type VerifyOptions struct {
 // Verify reads every segment of a log (whatever its ts range) and reports
 // every problem it finds, not just the first: every block of every sealed
 // segment is read and its CRC checked, even after an earlier block failed;
-// every event is decoded and compared with its record. It returns an error
-// only when it cannot walk the log at all (the listing or the writer states
-// fail, or ctx ends); a segment it cannot read is a ProblemUnreadable.
+// every event is decoded and compared with its record. It proves every
+// writer epoch's chain complete from the checkpoint of the meta object (0
+// without one), and checks every link between neighbours (header and footer
+// CRCs, the largest commit ts below) and every published digest. It reports
+// every object under the log's prefix that is not a key the log writes, and
+// every writer state or meta object that fails to read or decode. It
+// returns an error only when it cannot walk the log at all (the listing
+// fails, or ctx ends); a segment it cannot read is a ProblemUnreadable.
 func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptions) (*Report, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, fmt.Errorf("reader: log ID: %w", err)
@@ -133,15 +153,27 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	objs, err := listLog(ctx, b, logID)
+	rep := &Report{LogID: logID}
+	objs, stateIDs, err := listWhole(ctx, b, logID, rep)
 	if err != nil {
 		return nil, err
 	}
-	fen, err := readFences(ctx, b, logID)
-	if err != nil {
+	fen := readStates(ctx, b, logID, stateIDs, rep)
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rep := &Report{LogID: logID, Objects: len(objs)}
+	m, _, err := meta.ReadMeta(ctx, b, logID)
+	switch {
+	case err == nil:
+		rep.ChainsFrom = m.CheckpointTs
+	case blob.IsNotExist(err):
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
+		// The chains are then proven from 0: stricter, never looser.
+		rep.add(Error, ProblemBadState, meta.MetaKey(logID), -1, "the meta object cannot be read: "+err.Error())
+	}
+	rep.Objects = len(objs)
 	sealedIDs := map[segID]bool{}
 	for _, ob := range objs {
 		rep.Bytes += ob.size
@@ -169,6 +201,7 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 	}
 
 	var mu sync.Mutex
+	infos := map[string]*segInfo{}
 	work := make(chan listed)
 	var wg sync.WaitGroup
 	for range min(o.Concurrency, max(len(jobs), 1)) {
@@ -177,6 +210,7 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 				part := verifySegment(ctx, b, ob)
 				mu.Lock()
 				rep.merge(part)
+				infos[ob.key] = part.seg
 				mu.Unlock()
 				o.Logger.Debug("reader: verified segment", "key", ob.key, "problems", len(part.Problems))
 			}
@@ -195,11 +229,161 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	verifyChains(logID, objs, fen, infos, rep)
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Offset, b.Offset))
 	})
 	return rep, nil
 }
+
+// deleteMarker is gc.DeleteMarkerKey (gc is above this package's concerns;
+// a test keeps the two equal).
+func deleteMarker(logID string) string { return logID + "/~deleting" }
+
+// listWhole lists everything under the log's prefix: the segments (parsed),
+// the writer state keys, and, as problems, every other key. The keys a log
+// writes are <log>/meta, <log>/writers/<writer ID>, <log>/seg/<segment
+// name> and <log>/~deleting; anything else is a stray, which may be a
+// segment or a state a damaged name hides from every reader.
+func listWhole(ctx context.Context, b *blob.Bucket, logID string, rep *Report) ([]listed, []string, error) {
+	var objs []listed
+	var states []string
+	segPrefix, statePrefix := segment.LogPrefix(logID), meta.WritersPrefix(logID)
+	for a, err := range b.List(ctx, logID+"/") {
+		if err != nil {
+			return nil, nil, fmt.Errorf("reader: list log %q: %w", logID, err)
+		}
+		k := a.Key
+		switch {
+		case strings.HasPrefix(k, segPrefix):
+			objs = append(objs, parseListed(logID, a))
+		case k == meta.MetaKey(logID):
+		case k == deleteMarker(logID):
+			rep.add(Info, ProblemDeleting, k, -1, "the log's removal started and did not finish: the next writer or coordinator to open the log finishes it")
+		case strings.HasPrefix(k, statePrefix) && segment.ValidateID(k[len(statePrefix):]) == nil:
+			states = append(states, k[len(statePrefix):])
+		default:
+			rep.add(Error, ProblemStray, k, -1, strayDetail(logID, k))
+		}
+	}
+	return objs, states, nil
+}
+
+// strayDetail says why a key is not one the log writes.
+func strayDetail(logID, k string) string {
+	why := ""
+	switch {
+	case !utf8.ValidString(k):
+		why = "its name is not valid UTF-8; "
+	case strings.ContainsFunc(k, unicode.IsControl):
+		why = "its name holds a control character; "
+	}
+	switch rest := k[len(logID)+1:]; {
+	case rest == segment.SegmentDir || rest == meta.WritersDir:
+		why += fmt.Sprintf("%q is an object, not a folder of them (a symbolic link?): what it leads to is invisible to readers; ", rest)
+	case strings.HasPrefix(rest, meta.WritersDir+"/"):
+		why += "not a valid writer ID; "
+	}
+	return why + "not a key the log writes (meta, writers/<writer ID>, seg/<segment name>, ~deleting): readers never see it, and if it held data, that data is lost to them"
+}
+
+// readStates reads every writer state listed. One that fails to read or
+// decode is a problem naming its key; its writer is then judged without a
+// state (no fences, the weaker chain rule), which the problem already fails.
+func readStates(ctx context.Context, b *blob.Bucket, logID string, ids []string, rep *Report) fences {
+	fen := fences{}
+	for _, id := range ids {
+		st, _, err := meta.ReadWriterState(ctx, b, logID, id)
+		switch {
+		case err == nil:
+			fen[id] = st
+		case blob.IsNotExist(err) || ctx.Err() != nil:
+		default:
+			rep.add(Error, ProblemBadState, meta.WriterKey(logID, id), -1, "the writer state cannot be read: "+err.Error())
+		}
+	}
+	return fen
+}
+
+// segInfo is what Verify learned of a segment for the chain checks.
+type segInfo struct {
+	header     segment.Header
+	haveHeader bool
+	footerCRC  uint32 // of its footer, or of its blocks when active
+	haveFooter bool
+	maxTs      uint64 // the largest commit ts it holds
+}
+
+// verifyChains applies the completeness rule to every writer epoch from
+// rep.ChainsFrom, and checks every link and digest it can.
+func verifyChains(logID string, objs []listed, fen fences, infos map[string]*segInfo, rep *Report) {
+	ch := makeChains(objs, fen.accepts)
+	header := func(o listed) (segment.Header, error) {
+		if in := infos[o.key]; in != nil && in.haveHeader {
+			return in.header, nil
+		}
+		return segment.Header{}, errNoHeader // reported as corrupt or unreadable already
+	}
+	for _, rq := range chainReqs(logID, fen, ch) {
+		segs := ch[rq.epochKey]
+		// An error is a header that could not be read: reported (as
+		// corrupt or unreadable) already, and failing the report.
+		probs, _ := checkChain(logID, rq, segs, rep.ChainsFrom, header, false)
+		for _, pr := range probs {
+			rep.add(Error, ProblemIncomplete, pr.Key, -1, pr.Detail)
+		}
+		if !rq.strict {
+			continue
+		}
+		o, ok := segs[rq.p]
+		if !ok {
+			continue
+		}
+		in := infos[o.key]
+		if in == nil || !in.haveHeader {
+			continue
+		}
+		if in.header.CRC != rq.digest {
+			rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("header CRC %#08x, but %s has digest %#08x: the segment is not the one its writer published",
+				in.header.CRC, rq.source, rq.digest))
+		}
+		if below := in.header.Link.PrevMaxTs; rq.maxTs < below || in.haveFooter && rq.maxTs > max(below, in.maxTs) {
+			rep.add(Error, ProblemLink, o.key, -1, fmt.Sprintf("%s says the chain holds commit ts up to %d, but the chain up to this segment holds up to %d (%d below it)",
+				rq.source, rq.maxTs, max(below, in.maxTs), below))
+		}
+	}
+	for _, segs := range ch {
+		for seq, o := range segs {
+			in := infos[o.key]
+			if in == nil || !in.haveHeader {
+				continue
+			}
+			l := in.header.Link
+			po, listedPrev := segs[seq-1]
+			switch {
+			case !listedPrev:
+			case l.First():
+				rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("claims to be the first segment of writer %q epoch %d, but seq %d of the epoch is listed: %q",
+					o.name.WriterID, o.name.Epoch, seq-1, po.key))
+			default:
+				pin := infos[po.key]
+				if pin == nil || !pin.haveHeader {
+					continue
+				}
+				if msg := linkMismatch(opened{key: o.key, link: l}, opened{key: po.key, headerCRC: pin.header.CRC, footerCRC: pin.footerCRC, haveFooter: pin.haveFooter}); msg != "" {
+					rep.add(Error, ProblemLink, o.key, 0, msg)
+					continue
+				}
+				if want := max(pin.header.Link.PrevMaxTs, pin.maxTs); pin.haveFooter && l.PrevMaxTs != want {
+					rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("links a predecessor chain holding commit ts up to %d, but the chain up to %q holds up to %d",
+						l.PrevMaxTs, po.key, want))
+				}
+			}
+		}
+	}
+}
+
+var errNoHeader = errors.New("the header of its lowest segment cannot be read")
 
 func (r *Report) add(sev Severity, kind ProblemKind, key string, off int64, detail string) {
 	r.Problems = append(r.Problems, Problem{Severity: sev, Kind: kind, Key: key, Offset: off, Detail: detail})
@@ -233,6 +417,15 @@ func (r *Report) merge(p *Report) {
 		r.MaxTs = max(r.MaxTs, p.MaxTs)
 	}
 	r.Problems = append(r.Problems, p.Problems...)
+}
+
+// parseListed parses a listed key under the log's segment prefix.
+func parseListed(logID string, a blob.Attrs) listed {
+	n, err := segment.ParseName(a.Key)
+	if err == nil && n.LogID != logID {
+		err = fmt.Errorf("%w: %q belongs to log %q", segment.ErrInvalidName, a.Key, n.LogID)
+	}
+	return listed{key: a.Key, size: a.Size, name: n, err: err}
 }
 
 // segChecker checks the records of one segment's blocks.
@@ -294,7 +487,7 @@ func (c *segChecker) block(blk *segment.Block) {
 // verifySegment checks one segment; its findings come back as a partial
 // report.
 func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
-	rep := &Report{}
+	rep := &Report{seg: &segInfo{}}
 	c := &segChecker{rep: rep, key: ob.key, dec: codec.Decoder{Alias: true}}
 	src := &Source{Key: ob.key, Name: ob.name, Size: ob.size}
 	if ob.name.Active {
@@ -312,8 +505,11 @@ func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 	}
 	if err := checkHeader(src, sr.Header()); err != nil {
 		rep.add(Error, ProblemHeaderMismatch, ob.key, 0, err.(*segment.CorruptionError).Detail)
+	} else {
+		rep.seg.header, rep.seg.haveHeader = sr.Header(), true
 	}
 	f := sr.Footer()
+	rep.seg.footerCRC, rep.seg.haveFooter, rep.seg.maxTs = f.CRC, true, f.MaxTs
 	if f.MinTs != ob.name.MinTs || f.MaxTs != ob.name.MaxTs {
 		rep.add(Error, ProblemRangeMismatch, ob.key, -1,
 			fmt.Sprintf("the footer's ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, ob.name.MinTs, ob.name.MaxTs))
@@ -356,6 +552,8 @@ func verifyActive(ctx context.Context, b *blob.Bucket, src *Source, c *segChecke
 	default:
 		if err := checkHeader(src, h); err != nil {
 			rep.add(Error, ProblemHeaderMismatch, src.Key, 0, err.(*segment.CorruptionError).Detail)
+		} else {
+			rep.seg.header, rep.seg.haveHeader = h, true
 		}
 	}
 	for {
@@ -370,7 +568,11 @@ func verifyActive(ctx context.Context, b *blob.Bucket, src *Source, c *segChecke
 			return
 		}
 		c.block(blk)
+		rep.seg.maxTs = max(rep.seg.maxTs, blk.Info.MaxTs)
 	}
+	// The footer a successor links is that of the blocks written before
+	// it; an active segment has them all when the successor exists.
+	rep.seg.footerCRC, rep.seg.haveFooter = segment.FooterCRC(sc.Blocks()), true
 	switch {
 	case sc.Torn():
 		rep.add(Info, ProblemTornTail, src.Key, sc.ValidSize(),
