@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,11 +61,14 @@ type Coordinator struct {
 	logID string
 	o     CoordinatorOptions
 
-	mu     sync.Mutex
-	m      *Meta
-	etag   string
-	stale  []StaleWriter
-	lastGC time.Time
+	mu   sync.Mutex
+	m    *Meta
+	etag string
+	// pending are the tokens of meta writes whose outcome is open, all
+	// conditioned on etag: the next update settles them by a re-read first.
+	pending map[string]bool
+	stale   []StaleWriter
+	lastGC  time.Time
 }
 
 // StaleWriter is a live writer whose progress is older than StaleAfter.
@@ -98,7 +100,13 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 		return nil, fmt.Errorf("meta: finish an interrupted removal of log %s: %w", logID, err)
 	}
 	c := &Coordinator{b: b, logID: logID, o: o}
-	for {
+	key := MetaKey(logID)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt-1); err != nil {
+				return nil, fmt.Errorf("meta: open coordinator of %s: %w", key, err)
+			}
+		}
 		m, etag, err := ReadMeta(ctx, b, logID)
 		if err == nil {
 			c.m, c.etag = m, etag
@@ -108,18 +116,30 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 			return nil, err
 		}
 		m = &Meta{Version: StateVersion, LogID: logID, CheckpointTs: o.StartTs, ResolvedTs: o.StartTs,
-			Writers: map[string]uint64{}, Spans: map[uint64]uint64{}, Updated: o.Now().UTC()}
-		data, _ := json.Marshal(m)
-		attrs, err := b.Put(ctx, MetaKey(logID), data, &blob.PutOptions{IfNotExist: true})
-		if blob.IsPreconditionFailed(err) {
-			continue // created concurrently: read it
-		}
-		if err != nil {
+			Writers: map[string]uint64{}, Spans: map[uint64]uint64{}, Barriers: []Barrier{}, Updated: o.Now().UTC(), Token: newToken()}
+		attrs, err := b.Put(ctx, key, encodeMeta(m), &blob.PutOptions{IfNotExist: true})
+		switch {
+		case err == nil:
+			c.m, c.etag = m, attrs.ETag
+			return c, nil
+		case definitive(err):
 			return nil, err
+		case blob.IsPreconditionFailed(err):
+			continue // created concurrently (or by an attempt of ours whose answer was lost): read it
 		}
-		c.m, c.etag = m, attrs.ETag
-		return c, nil
+		// The outcome is unknown: whoever created it, an object there is
+		// the log's meta; none means this put did not land (yet).
+		got, etag, rerr := ReadMeta(ctx, b, logID)
+		switch {
+		case rerr == nil:
+			c.m, c.etag = got, etag
+			return c, nil
+		case !blob.IsNotExist(rerr):
+			return nil, fmt.Errorf("meta: create %s: the put failed and re-reading it failed too (the put may still land): %w", key, errors.Join(err, rerr))
+		}
+		return nil, err
 	}
+	return nil, fmt.Errorf("meta: create %s: lost the create race %d times in a row, yet cannot read the object; the store may serve stale reads: %w", key, maxAttempts, ErrContended)
 }
 
 // Meta returns a copy of the last meta object the coordinator read or wrote.
@@ -134,16 +154,33 @@ func cloneMeta(m *Meta) Meta {
 	cp.Writers = maps.Clone(m.Writers)
 	cp.Spans = maps.Clone(m.Spans)
 	cp.Barriers = slices.Clone(m.Barriers)
+	if cp.Barriers == nil {
+		cp.Barriers = []Barrier{}
+	}
 	return cp
 }
 
 // update applies fn to a copy of the meta object and writes it by
-// compare-and-swap, re-reading and re-applying on a lost race. It refuses any
-// result that breaks an invariant, whatever fn did.
+// compare-and-swap, re-reading and re-applying on a lost race, at most 8
+// times with backoff (then ErrContended, naming the key). It refuses any
+// result that breaks an invariant, whatever fn did. A write whose outcome is
+// unknown is settled by a re-read (finding its token is success); when the
+// re-read fails, the error is returned and the next update settles first.
 func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for attempt := 0; ; attempt++ {
+	key := MetaKey(c.logID)
+	if len(c.pending) > 0 {
+		if _, err := c.settle(ctx); err != nil {
+			return err
+		}
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt-1); err != nil {
+				return fmt.Errorf("meta: update %s: %w", key, err)
+			}
+		}
 		next := cloneMeta(c.m)
 		if err := fn(&next); err != nil {
 			return err
@@ -152,21 +189,57 @@ func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error 
 			return err
 		}
 		next.Updated = c.o.Now().UTC()
-		data, _ := json.Marshal(&next)
-		attrs, err := c.b.Put(ctx, MetaKey(c.logID), data, &blob.PutOptions{IfMatch: c.etag})
+		next.Token = newToken()
+		if next.Barriers == nil {
+			next.Barriers = []Barrier{}
+		}
+		if c.pending == nil {
+			c.pending = map[string]bool{}
+		}
+		c.pending[next.Token] = true
+		attrs, err := c.b.Put(ctx, key, encodeMeta(&next), &blob.PutOptions{IfMatch: c.etag})
 		if err == nil {
-			c.m, c.etag = &next, attrs.ETag
+			c.m, c.etag, c.pending = &next, attrs.ETag, nil
 			return nil
 		}
-		if !blob.IsPreconditionFailed(err) || attempt >= 16 {
+		if definitive(err) {
+			delete(c.pending, next.Token)
 			return err
 		}
-		m, etag, rerr := ReadMeta(ctx, c.b, c.logID)
-		if rerr != nil {
-			return rerr
+		landed, serr := c.settle(ctx)
+		switch {
+		case serr != nil:
+			return fmt.Errorf("meta: update %s: the put failed and its outcome is still open: %w", key, errors.Join(err, serr))
+		case landed == next.Token:
+			return nil
+		case landed != "":
+			continue // an earlier write of ours landed: apply fn on top of it
+		case !blob.IsPreconditionFailed(err):
+			return err // nothing landed: the put failed
 		}
-		c.m, c.etag = m, etag
+		// Lost the race: settle adopted the winner's version.
 	}
+	return fmt.Errorf("meta: update %s: compare-and-swap lost %d times in a row; the store may serve stale reads after an overwrite: %w", key, maxAttempts, ErrContended)
+}
+
+// settle re-reads the meta object and returns the token of the write of
+// ours that landed ("" for none). Any version other than the one the
+// coordinator holds is adopted: after it no write of ours conditioned on
+// the old ETag can land. Called with c.mu held.
+func (c *Coordinator) settle(ctx context.Context) (string, error) {
+	m, etag, err := ReadMeta(ctx, c.b, c.logID)
+	if err != nil {
+		return "", fmt.Errorf("meta: re-read %s: %w", MetaKey(c.logID), err)
+	}
+	if etag == c.etag && m.Token == c.m.Token {
+		return "", nil // unchanged: what is pending may still land
+	}
+	landed := ""
+	if c.pending[m.Token] {
+		landed = m.Token
+	}
+	c.m, c.etag, c.pending = m, etag, nil
+	return landed, nil
 }
 
 // checkTransition is invariant 3 of the design: neither ts goes backwards,

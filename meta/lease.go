@@ -16,9 +16,11 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-// StateVersion is the version of the JSON documents this package writes (the
-// writer state and the log meta). A reader refuses a newer one by name.
-const StateVersion = 1
+// StateVersion is the version of the objects this package stores (the
+// writer state and the log meta), carried in their envelope (see
+// docs/FORMAT.md). A reader refuses any other by name; version 1 was never
+// released and is not readable.
+const StateVersion = 2
 
 // WritersDir is the key element under a log that holds one state object per
 // writer.
@@ -35,7 +37,9 @@ func WritersPrefix(logID string) string { return logID + "/" + WritersDir + "/" 
 // process that lost the lease (a zombie) can never publish progress: its next
 // write fails with blob.ErrFenced.
 type WriterState struct {
-	Version  int    `json:"version"`
+	// Version is the envelope's version (StateVersion); it is not part of
+	// the body.
+	Version  int    `json:"-"`
 	LogID    string `json:"log"`
 	WriterID string `json:"writer"`
 	// Epoch increases by one each time a process opens the writer ID. Segment
@@ -59,17 +63,21 @@ type WriterState struct {
 	// Spans is the flushed resolved ts of each span the writer owns, sorted
 	// by span. The coordinator tracks spans across owners with it: a span's
 	// effective flushed ts is the highest any of its owners made durable.
-	Spans []SpanTs `json:"spans,omitempty"`
+	Spans []SpanTs `json:"spans"`
 	// Fences record, for each earlier epoch that published a segment, the
 	// highest sequence number it published before it was fenced. Segments of
 	// that epoch with a higher seq were written by a zombie after the fence:
 	// readers ignore them. An earlier epoch with no fence published nothing,
 	// and readers ignore all its segments.
-	Fences []Fence `json:"fences,omitempty"`
+	Fences []Fence `json:"fences"`
 	// Owner describes the process holding the lease (host and pid), for
 	// operators. Informational only.
-	Owner   string    `json:"owner,omitempty"`
+	Owner   string    `json:"owner"`
 	Updated time.Time `json:"updated"`
+	// Token is the random token of the write that stored this version:
+	// after a write whose answer was lost, finding its token proves it
+	// landed.
+	Token string `json:"token"`
 }
 
 // SpanTs is one span's flushed resolved ts.
@@ -117,29 +125,78 @@ func (s *WriterState) Accepts(n segment.Name) bool {
 	return false
 }
 
-// ReadWriterState reads and decodes a writer's state object; its ETag comes
-// back for compare-and-swap.
+// ReadWriterState reads and decodes a writer's state object, and its ETag
+// for compare-and-swap: the body and the ETag are of one version (see
+// readVersion). A damaged object is an error naming the key that matches
+// ErrCorrupt or ErrUnsupportedVersion.
 func ReadWriterState(ctx context.Context, b *blob.Bucket, logID, writerID string) (*WriterState, string, error) {
+	return readWriterState(ctx, b, logID, writerID, true)
+}
+
+func readWriterState(ctx context.Context, b *blob.Bucket, logID, writerID string, withETag bool) (*WriterState, string, error) {
 	key := WriterKey(logID, writerID)
-	attrs, err := b.Stat(ctx, key)
+	data, etag, err := readVersion(ctx, b, key, withETag)
 	if err != nil {
 		return nil, "", err
 	}
-	data, err := b.ReadAll(ctx, key)
+	st, err := decodeWriterState(key, data)
 	if err != nil {
-		return nil, "", err
-	}
-	var st WriterState
-	if err := decodeJSON(key, data, &st); err != nil {
 		return nil, "", err
 	}
 	if st.LogID != logID || st.WriterID != writerID {
-		return nil, "", fmt.Errorf("meta: %s: holds log %q writer %q", key, st.LogID, st.WriterID)
+		return nil, "", fmt.Errorf("meta: %s: holds log %q writer %q: %w", key, st.LogID, st.WriterID, ErrCorrupt)
 	}
-	return &st, attrs.ETag, nil
+	return st, etag, nil
+}
+
+// decodeWriterState decodes a stored writer state object and checks the
+// rules a valid one keeps.
+func decodeWriterState(key string, data []byte) (*WriterState, error) {
+	body, err := unseal(key, data)
+	if err != nil {
+		return nil, err
+	}
+	var st WriterState
+	if err := decodeStrict(key, body, &st); err != nil {
+		return nil, err
+	}
+	st.Version = StateVersion
+	bad := func(format string, args ...any) (*WriterState, error) {
+		return nil, fmt.Errorf("meta: %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	switch {
+	case st.Token == "":
+		return bad("empty write token")
+	case st.Epoch == 0:
+		return bad("epoch 0")
+	case !st.HasSeq && st.Seq != 0:
+		return bad("seq %d without has_seq", st.Seq)
+	}
+	for i, f := range st.Fences {
+		if f.Epoch >= st.Epoch || i > 0 && f.Epoch <= st.Fences[i-1].Epoch {
+			return bad("fence %d (epoch %d) out of order below epoch %d", i, f.Epoch, st.Epoch)
+		}
+	}
+	for i := 1; i < len(st.Spans); i++ {
+		if st.Spans[i].Span <= st.Spans[i-1].Span {
+			return bad("spans not sorted at %d", i)
+		}
+	}
+	return &st, nil
+}
+
+// encodeWriterState is the stored form of st.
+func encodeWriterState(st *WriterState) []byte {
+	body, err := json.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("meta: encode writer state: %v", err)) // plain data: cannot fail
+	}
+	return seal(body)
 }
 
 // ListWriterStates reads the state of every writer of a log, by writer ID.
+// It reads each body once (no ETag): it is for readers and the coordinator,
+// which never write the objects back.
 func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[string]*WriterState, error) {
 	out := map[string]*WriterState{}
 	prefix := WritersPrefix(logID)
@@ -151,7 +208,7 @@ func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[st
 		if segment.ValidateID(id) != nil {
 			continue // not ours
 		}
-		st, _, err := ReadWriterState(ctx, b, logID, id)
+		st, _, err := readWriterState(ctx, b, logID, id, false)
 		if blob.IsNotExist(err) {
 			continue // removed between list and read
 		}
@@ -165,17 +222,62 @@ func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[st
 
 // Lease is a writer's hold on its writer ID for one epoch. It is safe for
 // concurrent use.
+//
+// Every write of the lease is a compare-and-swap carrying a fresh token.
+// When a write's outcome is unknown (its answer was lost, or a later write
+// failed its precondition although the earlier one may have landed), the
+// lease re-reads the state object before it decides anything: its token
+// there is success; a newer epoch there is blob.ErrFenced, sticky (and the
+// only way to it); the lease's own last version there means the write did
+// not land (yet), and the lease stays usable; anything else is an error
+// naming the key (ErrForeignWrite). Until a re-read settles it, the next
+// call settles first.
 type Lease struct {
 	b    *blob.Bucket
 	key  string
 	mu   sync.Mutex
 	st   WriterState
 	etag string
-	// fenced is sticky: once a write lost, the lease is gone for good.
+	// pending are the lease's writes whose outcome is open, by token. All
+	// were conditioned on etag, so at most one of them can ever land, and
+	// none once the object holds another version.
+	pending map[string]bool
+	// fenced is sticky: once a newer epoch is proven, the lease is gone for
+	// good.
 	fenced error
 	// Previous is the state of the writer ID before this lease took it
 	// (nil for a new writer): where its last epoch's progress stood.
 	Previous *WriterState
+}
+
+// FencedError is the error of a lease that lost its writer ID to a newer
+// epoch. It matches blob.ErrFenced, and carries the state that proves it.
+type FencedError struct {
+	Key      string
+	WriterID string
+	Epoch    uint64 // the lease's epoch
+	// Newer is the state read with a newer epoch: its fences say what of
+	// the lease's epoch the log keeps.
+	Newer *WriterState
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("meta: writer %s epoch %d lost its lease: %s holds epoch %d: %v", e.WriterID, e.Epoch, e.Key, e.Newer.Epoch, blob.ErrFenced)
+}
+
+// Is makes the error match blob.ErrFenced.
+func (e *FencedError) Is(target error) bool { return target == blob.ErrFenced }
+
+// Fence returns the fence the newer state recorded for the lease's epoch:
+// the last seq of that epoch the log keeps. Without one (the epoch had
+// published nothing when it was replaced) ok is false.
+func (e *FencedError) Fence() (f Fence, ok bool) {
+	for _, f := range e.Newer.Fences {
+		if f.Epoch == e.Epoch {
+			return f, true
+		}
+	}
+	return Fence{}, false
 }
 
 // AcquireOptions configure AcquireWriter. Nil means defaults.
@@ -192,6 +294,13 @@ type AcquireOptions struct {
 // replaces. Any process still holding the old epoch is fenced from then on.
 // Concurrent acquirers race by conditional write; the losers retry on the
 // new state, so each gets its own epoch and the last one holds the lease.
+//
+// Retries are bounded (with backoff and jitter): after losing the
+// compare-and-swap 8 times in a row it fails with ErrContended, naming the
+// key. A write whose outcome is unknown is settled by re-reading: finding
+// its token is success; otherwise its error is returned (should it still
+// land later, it made an epoch nobody holds, which the next acquirer
+// fences like any other).
 func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, opts *AcquireOptions) (*Lease, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, fmt.Errorf("meta: log ID: %w", err)
@@ -211,15 +320,27 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
 	}
 	key := WriterKey(logID, writerID)
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// ours maps the token of each attempt to the state it replaced.
+	ours := map[string]*WriterState{}
+	adopt := func(st *WriterState, etag string) *Lease {
+		return &Lease{b: b, key: key, st: *st, etag: etag, Previous: ours[st.Token]}
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt-1); err != nil {
+				return nil, fmt.Errorf("meta: acquire writer %s: %w", key, err)
+			}
 		}
 		prev, etag, err := ReadWriterState(ctx, b, logID, writerID)
 		if err != nil && !blob.IsNotExist(err) {
 			return nil, err
 		}
-		next := WriterState{Version: StateVersion, LogID: logID, WriterID: writerID, Epoch: 1, Owner: o.Owner, Updated: o.Now().UTC()}
+		if prev != nil {
+			if _, ok := ours[prev.Token]; ok {
+				return adopt(prev, etag), nil // an earlier attempt landed
+			}
+		}
+		next := WriterState{Version: StateVersion, LogID: logID, WriterID: writerID, Epoch: 1, Owner: o.Owner, Updated: o.Now().UTC(), Token: newToken()}
 		put := &blob.PutOptions{IfNotExist: true}
 		if prev != nil {
 			next.Epoch = prev.Epoch + 1
@@ -233,16 +354,28 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 			next.Spans = prev.Spans
 			put = &blob.PutOptions{IfMatch: etag}
 		}
-		data, _ := json.Marshal(&next)
-		attrs, err := b.Put(ctx, key, data, put)
-		if blob.IsPreconditionFailed(err) {
-			continue // another acquirer won this round; build on its state
+		ours[next.Token] = prev
+		attrs, err := b.Put(ctx, key, encodeWriterState(&next), put)
+		if err == nil {
+			return adopt(&next, attrs.ETag), nil
 		}
-		if err != nil {
+		if definitive(err) {
 			return nil, err
 		}
-		return &Lease{b: b, key: key, st: next, etag: attrs.ETag, Previous: prev}, nil
+		if blob.IsPreconditionFailed(err) {
+			continue // another acquirer won this round (or an attempt of ours landed): the next read says which
+		}
+		// The outcome is unknown: settle it.
+		st, etag, rerr := ReadWriterState(ctx, b, logID, writerID)
+		switch {
+		case rerr == nil && st.Token == next.Token:
+			return adopt(st, etag), nil
+		case rerr != nil && !blob.IsNotExist(rerr):
+			return nil, fmt.Errorf("meta: acquire writer %s: put failed and re-reading it failed too (the put may still land): %w", key, errors.Join(err, rerr))
+		}
+		return nil, err
 	}
+	return nil, fmt.Errorf("meta: acquire writer %s: compare-and-swap on %s lost %d times in a row; the store may serve stale reads after an overwrite: %w", writerID, key, maxAttempts, ErrContended)
 }
 
 // State returns a copy of the lease's current state.
@@ -251,6 +384,7 @@ func (l *Lease) State() WriterState {
 	defer l.mu.Unlock()
 	st := l.st
 	st.Fences = slices.Clone(st.Fences)
+	st.Spans = slices.Clone(st.Spans)
 	return st
 }
 
@@ -269,13 +403,16 @@ func (l *Lease) Publish(ctx context.Context, flushedTs, seq uint64) error {
 }
 
 // PublishProgress records the writer's progress by compare-and-swap: if
-// another process has taken the writer ID, it fails with an error matching
-// blob.ErrFenced, and so does every later call. A seq below the published one
-// is an error. The flushed ts may fall: a writer that takes on a span behind
-// its own progress (a span moved to it at the log's checkpoint) honestly
-// reports the lower ts until the span catches up; the coordinator keeps the
-// global watermark from falling. Publishing what is already published writes
-// nothing.
+// another process has taken the writer ID (a newer epoch is proven by a
+// read), it fails with a *FencedError matching blob.ErrFenced, and so does
+// every later call. A write whose outcome is unknown is settled by a
+// re-read as the Lease doc says; an error that is not ErrFenced leaves the
+// lease usable, and a later call settles what is open before it writes. A
+// seq below the published one is an error. The flushed ts may fall: a
+// writer that takes on a span behind its own progress (a span moved to it at
+// the log's checkpoint) honestly reports the lower ts until the span catches
+// up; the coordinator keeps the global watermark from falling. Publishing
+// what is already published writes nothing.
 func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 	return l.PublishProgressAfter(ctx, p, nil)
 }
@@ -298,6 +435,11 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 	if l.fenced != nil {
 		return errors.Join(ready(ctx), l.fenced)
 	}
+	if len(l.pending) > 0 {
+		if _, err := l.settle(ctx); err != nil {
+			return errors.Join(ready(ctx), err)
+		}
+	}
 	if l.st.HasSeq && p.Seq < l.st.Seq {
 		return errors.Join(ready(ctx), fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq))
 	}
@@ -312,58 +454,86 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 	next := l.st
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
 	next.ChainMaxTs, next.Digest = p.ChainMaxTs, p.Digest
-	data, _ := json.Marshal(&next)
+	next.Token = newToken()
+	if l.pending == nil {
+		l.pending = map[string]bool{}
+	}
+	l.pending[next.Token] = true
 	called := false
-	attrs, err := l.b.Put(ctx, l.key, data, &blob.PutOptions{IfMatch: l.etag, BeforeCommit: func(ctx context.Context) error {
+	var readyErr error
+	attrs, err := l.b.Put(ctx, l.key, encodeWriterState(&next), &blob.PutOptions{IfMatch: l.etag, BeforeCommit: func(ctx context.Context) error {
 		called = true
-		return ready(ctx)
+		readyErr = ready(ctx)
+		return readyErr
 	}})
+	if err == nil {
+		l.st, l.etag, l.pending = next, attrs.ETag, nil
+		return nil
+	}
 	if !called && ctx.Err() == nil {
 		// The put failed before its commit point (a lost lease among
 		// others): ready still runs, as promised.
 		err = errors.Join(err, ready(ctx))
 	}
-	if blob.IsPreconditionFailed(err) || blob.IsNotExist(err) {
-		l.fenced = fmt.Errorf("meta: writer %s epoch %d lost its lease: %w", l.st.WriterID, l.st.Epoch, blob.ErrFenced)
-		return l.fenced
-	}
-	if err != nil {
+	if called && readyErr != nil || definitive(err) {
+		// Abandoned before anything could become visible.
+		delete(l.pending, next.Token)
 		return err
 	}
-	l.st, l.etag = next, attrs.ETag
-	return nil
+	landed, serr := l.settle(ctx)
+	switch {
+	case serr != nil && errors.Is(serr, blob.ErrFenced):
+		return serr
+	case serr != nil:
+		return fmt.Errorf("meta: writer %s epoch %d: the put of %s failed and its outcome is still open: %w", l.st.WriterID, l.st.Epoch, l.key, errors.Join(err, serr))
+	case landed == next.Token:
+		return nil
+	}
+	// Not this write: an earlier one landed (this progress is not
+	// published yet), or nothing did. Either way the lease is usable and a
+	// retry can succeed.
+	return err
 }
 
-// Check verifies that the lease is still held, by reading the state object.
-// It costs one read; writers call it before committing a segment on stores
-// where a zombie's segment would otherwise cost a reader work.
+// settle re-reads the state object to decide the writes whose outcome is
+// open, and returns the token of the one that landed ("" for none). It is
+// called with l.mu held. A newer epoch fences the lease (sticky); an error
+// that does not match blob.ErrFenced leaves everything open.
+func (l *Lease) settle(ctx context.Context) (string, error) {
+	st, etag, err := ReadWriterState(ctx, l.b, l.st.LogID, l.st.WriterID)
+	if err != nil {
+		return "", fmt.Errorf("meta: writer %s epoch %d: re-read %s: %w", l.st.WriterID, l.st.Epoch, l.key, err)
+	}
+	switch {
+	case st.Epoch > l.st.Epoch:
+		l.fenced = &FencedError{Key: l.key, WriterID: l.st.WriterID, Epoch: l.st.Epoch, Newer: st}
+		l.pending = nil
+		return "", l.fenced
+	case st.Epoch == l.st.Epoch && l.pending[st.Token]:
+		l.st, l.etag, l.pending = *st, etag, nil
+		return st.Token, nil
+	case st.Epoch == l.st.Epoch && st.Token == l.st.Token:
+		if etag != l.etag {
+			// Our own last version under a new ETag: no pending write
+			// (conditioned on the old one) can land any more.
+			l.etag, l.pending = etag, nil
+		}
+		return "", nil
+	}
+	return "", fmt.Errorf("meta: %s holds epoch %d with token %s, not this lease's epoch %d version (token %s) nor a pending write of it: %w", l.key, st.Epoch, st.Token, l.st.Epoch, l.st.Token, ErrForeignWrite)
+}
+
+// Check verifies that the lease is still held, by reading the state object
+// (which also settles a write whose outcome was open). It fails with
+// blob.ErrFenced only when a newer epoch is there. It costs one read;
+// writers call it before committing a segment on stores where a zombie's
+// segment would otherwise cost a reader work.
 func (l *Lease) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fenced != nil {
 		return l.fenced
 	}
-	st, etag, err := ReadWriterState(ctx, l.b, l.st.LogID, l.st.WriterID)
-	if err != nil && !blob.IsNotExist(err) {
-		return err
-	}
-	if err != nil || etag != l.etag || st.Epoch != l.st.Epoch {
-		l.fenced = fmt.Errorf("meta: writer %s epoch %d lost its lease: %w", l.st.WriterID, l.st.Epoch, blob.ErrFenced)
-		return l.fenced
-	}
-	return nil
+	_, err := l.settle(ctx)
+	return err
 }
-
-func decodeJSON(key string, data []byte, v interface{ version() int }) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("meta: %s: malformed state object: %w", key, err)
-	}
-	if got := v.version(); got != StateVersion {
-		return fmt.Errorf("meta: %s: unsupported state version %d (this build reads %d): %w", key, got, StateVersion, errUnsupported)
-	}
-	return nil
-}
-
-var errUnsupported = errors.New("unsupported version")
-
-func (s *WriterState) version() int { return s.Version }

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -117,12 +118,19 @@ func TestBadIDsAndVersions(t *testing.T) {
 	if _, err := AcquireWriter(ctx, b, "log", "a/b", nil); err == nil {
 		t.Fatal("writer ID with a slash accepted")
 	}
-	if _, err := b.Put(ctx, WriterKey("log", "w"), []byte(`{"version":9,"log":"log","writer":"w"}`), nil); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := ReadWriterState(ctx, b, "log", "w")
-	if err == nil || !errors.Is(err, errUnsupported) {
-		t.Fatalf("version 9 state: %v", err)
+	for _, v := range []string{
+		`{"version":9,"log":"log","writer":"w"}`,
+		// Version 1, as the unreleased first format wrote it: refused by
+		// name, not read.
+		`{"version":1,"log":"log","writer":"w","epoch":1,"flushed_ts":0,"seq":0,"has_seq":false,"updated":"2026-01-01T00:00:00Z"}`,
+	} {
+		if _, err := b.Put(ctx, WriterKey("log", "w"), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := ReadWriterState(ctx, b, "log", "w")
+		if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+			t.Fatalf("state %s: %v", v, err)
+		}
 	}
 	if _, err := AcquireWriter(ctx, b, "log", "w", nil); err == nil {
 		t.Fatal("acquired over an unreadable state object")

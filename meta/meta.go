@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,7 +18,9 @@ func MetaKey(logID string) string { return logID + "/meta" }
 // resolved ts), and what the coordinator needs to keep computing it. Neither
 // ts ever goes backwards, and CheckpointTs ≤ ResolvedTs always.
 type Meta struct {
-	Version      int    `json:"version"`
+	// Version is the envelope's version (StateVersion); it is not part of
+	// the body.
+	Version      int    `json:"-"`
 	LogID        string `json:"log"`
 	CheckpointTs uint64 `json:"checkpoint_ts"`
 	ResolvedTs   uint64 `json:"resolved_ts"`
@@ -30,8 +33,11 @@ type Meta struct {
 	// Barriers are pending DDLs that change which spans exist (create table,
 	// add partition, ...): each holds ResolvedTs at or below its commit ts
 	// until it is released.
-	Barriers []Barrier `json:"barriers,omitempty"`
+	Barriers []Barrier `json:"barriers"`
 	Updated  time.Time `json:"updated"`
+	// Token is the random token of the write that stored this version (see
+	// Lease).
+	Token string `json:"token"`
 }
 
 // Barrier is a pending DDL barrier.
@@ -40,31 +46,49 @@ type Barrier struct {
 	CommitTs uint64 `json:"commit_ts"`
 }
 
-func (m *Meta) version() int { return m.Version }
-
-// ReadMeta reads a log's meta object and its ETag.
+// ReadMeta reads a log's meta object and its ETag, both of one version (see
+// readVersion). A damaged object is an error naming the key that matches
+// ErrCorrupt or ErrUnsupportedVersion.
 func ReadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, string, error) {
+	return readMeta(ctx, b, logID, true)
+}
+
+func readMeta(ctx context.Context, b *blob.Bucket, logID string, withETag bool) (*Meta, string, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, "", fmt.Errorf("meta: log ID: %w", err)
 	}
 	key := MetaKey(logID)
-	attrs, err := b.Stat(ctx, key)
+	data, etag, err := readVersion(ctx, b, key, withETag)
 	if err != nil {
 		return nil, "", err
 	}
-	data, err := b.ReadAll(ctx, key)
+	m, err := decodeMeta(key, data)
 	if err != nil {
-		return nil, "", err
-	}
-	var m Meta
-	if err := decodeJSON(key, data, &m); err != nil {
 		return nil, "", err
 	}
 	if m.LogID != logID {
-		return nil, "", fmt.Errorf("meta: %s: holds log %q", key, m.LogID)
+		return nil, "", fmt.Errorf("meta: %s: holds log %q: %w", key, m.LogID, ErrCorrupt)
 	}
-	if m.CheckpointTs > m.ResolvedTs {
-		return nil, "", fmt.Errorf("meta: %s: checkpoint ts %d is above resolved ts %d", key, m.CheckpointTs, m.ResolvedTs)
+	return m, etag, nil
+}
+
+// decodeMeta decodes a stored meta object and checks the rules a valid one
+// keeps.
+func decodeMeta(key string, data []byte) (*Meta, error) {
+	body, err := unseal(key, data)
+	if err != nil {
+		return nil, err
+	}
+	var m Meta
+	if err := decodeStrict(key, body, &m); err != nil {
+		return nil, err
+	}
+	m.Version = StateVersion
+	switch {
+	case m.Token == "":
+		return nil, fmt.Errorf("meta: %s: empty write token: %w", key, ErrCorrupt)
+	case m.CheckpointTs > m.ResolvedTs:
+		return nil, fmt.Errorf("meta: %s: checkpoint ts %d is above resolved ts %d: %w", key, m.CheckpointTs, m.ResolvedTs, ErrCorrupt)
 	}
 	if m.Writers == nil {
 		m.Writers = map[string]uint64{}
@@ -72,7 +96,16 @@ func ReadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, string,
 	if m.Spans == nil {
 		m.Spans = map[uint64]uint64{}
 	}
-	return &m, attrs.ETag, nil
+	return &m, nil
+}
+
+// encodeMeta is the stored form of m.
+func encodeMeta(m *Meta) []byte {
+	body, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("meta: encode meta: %v", err)) // plain data: cannot fail
+	}
+	return seal(body)
 }
 
 // Watcher polls a log's meta object so sinks can wait for the global resolved
@@ -91,9 +124,9 @@ func NewWatcher(b *blob.Bucket, logID string, interval time.Duration) *Watcher {
 	return &Watcher{b: b, logID: logID, interval: interval}
 }
 
-// Current reads the meta object once.
+// Current reads the meta object once (one request: no ETag).
 func (w *Watcher) Current(ctx context.Context) (*Meta, error) {
-	m, _, err := ReadMeta(ctx, w.b, w.logID)
+	m, _, err := readMeta(ctx, w.b, w.logID, false)
 	return m, err
 }
 

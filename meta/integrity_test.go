@@ -1,0 +1,635 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+)
+
+// errLost is what a lying driver reports for a put it stored.
+var errLost = errors.New("test: connection reset after the request was sent")
+
+// lying stores the puts that lose matches and then reports a failure, as a
+// put whose answer was lost does. The rest passes through.
+type lying struct {
+	blob.Driver
+	mu   sync.Mutex
+	lose func(key string, opts blob.PutOptions) bool
+	lost int
+}
+
+func (l *lying) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	a, err := l.Driver.Put(ctx, key, r, size, opts)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && l.lose != nil && l.lose(key, opts) {
+		l.lost++
+		return blob.Attrs{}, errLost
+	}
+	return a, err
+}
+
+// loseNth loses the answer of the nth put (1-based, from now on) that match
+// accepts.
+func (l *lying) loseNth(n int, match func(key string, opts blob.PutOptions) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := 0
+	l.lose = func(key string, opts blob.PutOptions) bool {
+		if !match(key, opts) {
+			return false
+		}
+		seen++
+		return seen == n
+	}
+}
+
+func conditional(key string, opts blob.PutOptions) bool { return opts.IfMatch != "" }
+func creates(key string, opts blob.PutOptions) bool     { return opts.IfNotExist }
+
+// staleReads serves, for every key that was overwritten, the version before
+// the last overwrite (body and ETag): a store whose reads lag its writes.
+type staleReads struct {
+	blob.Driver
+	mu   sync.Mutex
+	prev map[string]staleObject
+}
+
+type staleObject struct {
+	data  []byte
+	attrs blob.Attrs
+}
+
+func newStaleReads(d blob.Driver) *staleReads {
+	return &staleReads{Driver: d, prev: map[string]staleObject{}}
+}
+
+func (s *staleReads) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, serr := s.Driver.Stat(ctx, key)
+	var oldData []byte
+	if serr == nil {
+		rc, err := s.Driver.NewRangeReader(ctx, key, 0, -1)
+		if err != nil {
+			return blob.Attrs{}, err
+		}
+		oldData, err = io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return blob.Attrs{}, err
+		}
+	}
+	a, err := s.Driver.Put(ctx, key, r, size, opts)
+	if err == nil && serr == nil {
+		s.prev[key] = staleObject{oldData, old}
+	}
+	return a, err
+}
+
+func (s *staleReads) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.prev[key]; ok {
+		return o.attrs, nil
+	}
+	return s.Driver.Stat(ctx, key)
+}
+
+func (s *staleReads) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.prev[key]; ok {
+		d := o.data[min(offset, int64(len(o.data))):]
+		if length >= 0 {
+			d = d[:min(length, int64(len(d)))]
+		}
+		return io.NopCloser(bytes.NewReader(d)), nil
+	}
+	return s.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+// TestLeaseLostAnswer loses the answer of a progress put that was stored:
+// the lease finds its token by a re-read, counts it as published, and the
+// next publication builds on it. Before write tokens, the retry failed its
+// precondition and the lease called itself fenced although no newer epoch
+// existed (finding 1 of issue 12).
+func TestLeaseLostAnswer(t *testing.T) {
+	ctx := context.Background()
+	drv := &lying{Driver: mem.NewDriver()}
+	b := blob.NewBucket(drv)
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.loseNth(1, conditional)
+	err = l.Publish(ctx, 10, 1)
+	if err != nil && errors.Is(err, blob.ErrFenced) {
+		t.Fatalf("publish whose answer was lost: %v: fenced without a newer epoch", err)
+	}
+	// The writer retries what failed (or moves on); neither is fenced.
+	if err := l.Publish(ctx, 10, 1); err != nil {
+		t.Fatalf("retry of the publication: %v", err)
+	}
+	if err := l.Publish(ctx, 20, 2); err != nil {
+		t.Fatalf("next publication: %v", err)
+	}
+	if drv.lost != 1 {
+		t.Fatalf("%d answers lost, want 1", drv.lost)
+	}
+	st, _, err := ReadWriterState(ctx, b, "log", "w")
+	if err != nil || st.Epoch != 1 || st.FlushedTs != 20 || st.Seq != 2 {
+		t.Fatalf("state %+v, %v; want epoch 1 at ts 20 seq 2", st, err)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Fatalf("Check after the lost answer: %v", err)
+	}
+}
+
+// TestLeaseOutcomeStaysOpen: a put fails without storing anything and the
+// re-read fails too. The error is not a fence; the lease stays usable; the
+// next publication settles the open write first (here it had not landed)
+// and then succeeds.
+func TestLeaseOutcomeStaysOpen(t *testing.T) {
+	ctx := context.Background()
+	f := blobtest.NewFaulty(mem.NewDriver())
+	b := f.Bucket()
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removePut := f.FailNth(blobtest.OpPut, 1, nil)
+	removeStat := f.FailNth(blobtest.OpStat, 1, nil)
+	err = l.Publish(ctx, 10, 1)
+	if err == nil || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+		t.Fatalf("publish with a failed put and a failed re-read: %v; want an error naming the key, not a fence", err)
+	}
+	removePut()
+	removeStat()
+	stats := f.Count(blobtest.OpStat)
+	if err := l.Publish(ctx, 10, 1); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if f.Count(blobtest.OpStat) == stats {
+		t.Fatal("the retry wrote without settling the open write first")
+	}
+	st, _, err := ReadWriterState(ctx, b, "log", "w")
+	if err != nil || st.FlushedTs != 10 || st.Seq != 1 {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+}
+
+// TestLeaseOpenOutcomeLanded: the put is stored, its answer lost, and the
+// re-read fails: the next publication (of more progress) settles first,
+// adopts the landed write, and publishes on top of it.
+func TestLeaseOpenOutcomeLanded(t *testing.T) {
+	ctx := context.Background()
+	drv := &lying{Driver: mem.NewDriver()}
+	f := blobtest.NewFaulty(drv)
+	b := f.Bucket()
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.loseNth(1, conditional)
+	remove := f.FailNth(blobtest.OpStat, 1, nil)
+	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, blob.ErrFenced) {
+		t.Fatalf("publish: %v; want an error that is not a fence", err)
+	}
+	remove()
+	if err := l.Publish(ctx, 20, 2); err != nil {
+		t.Fatalf("next publication: %v", err)
+	}
+	if st := l.State(); st.FlushedTs != 20 || st.Seq != 2 {
+		t.Fatalf("lease state %+v", st)
+	}
+}
+
+// TestLeaseForeignWrite: the object holds the lease's epoch written by
+// someone else. That proves no newer epoch: an error naming the key, not a
+// fence.
+func TestLeaseForeignWrite(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := l.State()
+	other.Token, other.FlushedTs = newToken(), 99
+	if _, err := b.Put(ctx, WriterKey("log", "w"), encodeWriterState(&other), nil); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Publish(ctx, 10, 1)
+	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+		t.Fatalf("publish over a foreign write of the same epoch: %v", err)
+	}
+}
+
+// TestLeaseFencedCarriesTheFence: a newer epoch is the one way to
+// ErrFenced, and the error carries the fence it recorded.
+func TestLeaseFencedCarriesTheFence(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	old, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Publish(ctx, 10, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AcquireWriter(ctx, b, "log", "w", nil); err != nil {
+		t.Fatal(err)
+	}
+	err = old.Publish(ctx, 20, 5)
+	var fe *FencedError
+	if !errors.Is(err, blob.ErrFenced) || !errors.As(err, &fe) {
+		t.Fatalf("zombie publish: %v", err)
+	}
+	if f, ok := fe.Fence(); !ok || f.Epoch != 1 || f.LastSeq != 4 {
+		t.Fatalf("fence of the zombie's epoch: %+v %v", f, ok)
+	}
+}
+
+// TestAcquireLostAnswers loses the answer of the create and of the
+// takeover: each acquire finds its token and succeeds with the epoch it
+// wrote.
+func TestAcquireLostAnswers(t *testing.T) {
+	ctx := context.Background()
+	drv := &lying{Driver: mem.NewDriver()}
+	b := blob.NewBucket(drv)
+	defer b.Close()
+	drv.loseNth(1, creates)
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil || l.Epoch() != 1 {
+		t.Fatalf("acquire with a lost create answer: %v", err)
+	}
+	if err := l.Publish(ctx, 10, 3); err != nil {
+		t.Fatal(err)
+	}
+	drv.loseNth(1, conditional)
+	l2, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil || l2.Epoch() != 2 || l2.Previous == nil || l2.Previous.Seq != 3 {
+		t.Fatalf("takeover with a lost answer: %v", err)
+	}
+	if err := l2.Publish(ctx, 20, 1); err != nil {
+		t.Fatal(err)
+	}
+	if drv.lost != 2 {
+		t.Fatalf("%d answers lost, want 2", drv.lost)
+	}
+}
+
+// TestAcquireStaleReadsEnds: on a store whose reads lag an overwrite,
+// AcquireWriter's compare-and-swap can never win. It must fail, naming the
+// key and the reason, within its bounded attempts, not spin until the
+// caller's deadline (finding 5 of issue 12).
+func TestAcquireStaleReadsEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := newStaleReads(mem.NewDriver())
+	b := blob.NewBucket(s)
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Publish(ctx, 10, 1); err != nil {
+		t.Fatal(err) // the first overwrite: reads are stale from now on
+	}
+	_, err = AcquireWriter(ctx, b, "log", "w", nil)
+	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), WriterKey("log", "w")) || !strings.Contains(err.Error(), "stale") {
+		t.Fatalf("acquire on stale reads: %v; want ErrContended naming the key", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the acquire ran until the test's deadline")
+	}
+	// The same store makes the coordinator's loop end the same way, once
+	// a second coordinator has overwritten the object.
+	c, err := OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.AddWriter(ctx, "w"); err != nil {
+		t.Fatal(err) // the first overwrite
+	}
+	err = c.AddSpan(ctx, 1, 0)
+	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), MetaKey("log")) {
+		t.Fatalf("coordinator update on stale reads: %v", err)
+	}
+}
+
+// overwriting overwrites key with data (once) when it is read, between the
+// Stat and the read of a reader that does both: a concurrent writer.
+type overwriting struct {
+	blob.Driver
+	key  string
+	data []byte
+	done atomic.Bool
+}
+
+func (o *overwriting) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if key == o.key && o.done.CompareAndSwap(false, true) {
+		if _, err := o.Driver.Put(ctx, key, bytes.NewReader(o.data), int64(len(o.data)), blob.PutOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	return o.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+// TestReadPairsBodyAndETag: an overwrite between the reads of a state or
+// meta object must not pair one version's body with another's ETag (a
+// compare-and-swap with such a pair acts on a body it never read).
+func TestReadPairsBodyAndETag(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"state", "meta"} {
+		t.Run(kind, func(t *testing.T) {
+			inner := mem.NewDriver()
+			o := &overwriting{Driver: inner}
+			b := blob.NewBucket(o)
+			defer b.Close()
+			var token string
+			switch kind {
+			case "state":
+				l, err := AcquireWriter(ctx, b, "log", "w", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := l.State()
+				next.Token, next.FlushedTs = newToken(), 42
+				o.key, o.data, token = WriterKey("log", "w"), encodeWriterState(&next), next.Token
+			case "meta":
+				c, err := OpenCoordinator(ctx, b, "log", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := c.Meta()
+				next.Token, next.ResolvedTs = newToken(), 42
+				o.key, o.data, token = MetaKey("log"), encodeMeta(&next), next.Token
+			}
+			var got, etag string
+			var err error
+			if kind == "state" {
+				var st *WriterState
+				st, etag, err = ReadWriterState(ctx, b, "log", "w")
+				if st != nil {
+					got = st.Token
+				}
+			} else {
+				var m *Meta
+				m, etag, err = ReadMeta(ctx, b, "log")
+				if m != nil {
+					got = m.Token
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := inner.Stat(ctx, o.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != token || etag != cur.ETag {
+				t.Fatalf("read body of token %s with ETag %s; the object holds token %s under ETag %s", got, etag, token, cur.ETag)
+			}
+		})
+	}
+}
+
+// TestCoordinatorLostAnswers loses the answer of the meta object's create
+// and of an update: each is found by its token and counts as done; the next
+// update builds on it.
+func TestCoordinatorLostAnswers(t *testing.T) {
+	ctx := context.Background()
+	drv := &lying{Driver: mem.NewDriver()}
+	b := blob.NewBucket(drv)
+	defer b.Close()
+	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == MetaKey("log") && o.IfNotExist })
+	c, err := OpenCoordinator(ctx, b, "log", &CoordinatorOptions{StartTs: 5})
+	if err != nil {
+		t.Fatalf("open with a lost create answer: %v", err)
+	}
+	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == MetaKey("log") && o.IfMatch != "" })
+	if err := c.AddSpan(ctx, 1, 5); err != nil {
+		t.Fatalf("update whose answer was lost: %v", err)
+	}
+	if err := c.AddSpan(ctx, 2, 5); err != nil {
+		t.Fatalf("next update: %v", err)
+	}
+	if drv.lost != 2 {
+		t.Fatalf("%d answers lost, want 2", drv.lost)
+	}
+	m, _, err := ReadMeta(ctx, b, "log")
+	if err != nil || len(m.Spans) != 2 || m.ResolvedTs != 5 {
+		t.Fatalf("meta %+v, %v", m, err)
+	}
+}
+
+// TestCoordinatorOpenUpdateSettles: an update whose put failed and whose
+// re-read failed returns an error; the next update settles first and finds
+// that the write landed.
+func TestCoordinatorOpenUpdateSettles(t *testing.T) {
+	ctx := context.Background()
+	drv := &lying{Driver: mem.NewDriver()}
+	f := blobtest.NewFaulty(drv)
+	b := f.Bucket()
+	defer b.Close()
+	c, err := OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.loseNth(1, conditional)
+	remove := f.FailNth(blobtest.OpStat, 1, nil)
+	if err := c.AddSpan(ctx, 1, 0); err == nil || !strings.Contains(err.Error(), MetaKey("log")) {
+		t.Fatalf("update with a lost answer and a failed re-read: %v", err)
+	}
+	remove()
+	if err := c.AddSpan(ctx, 2, 0); err != nil {
+		t.Fatalf("next update: %v", err)
+	}
+	if m := c.Meta(); len(m.Spans) != 2 {
+		t.Fatalf("spans %v: the landed update was lost or applied twice", m.Spans)
+	}
+}
+
+// storedState is a state object with every kind of field filled, and its
+// stored bytes.
+func storedState(t *testing.T) (*blob.Bucket, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	b := mem.New()
+	t.Cleanup(func() { b.Close() })
+	l, err := AcquireWriter(ctx, b, "log", "w", &AcquireOptions{Owner: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 3, ChainMaxTs: 11, Digest: 0xdeadbeef, Spans: []SpanTs{{1, 10}, {2, 12}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AcquireWriter(ctx, b, "log", "w", &AcquireOptions{Owner: "h:2"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := b.ReadAll(ctx, WriterKey("log", "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, data
+}
+
+// storedMeta is a meta object with every kind of field filled, and its
+// stored bytes.
+func storedMeta(t *testing.T) (*blob.Bucket, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	b := mem.New()
+	t.Cleanup(func() { b.Close() })
+	c, err := OpenCoordinator(ctx, b, "log", &CoordinatorOptions{StartTs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{c.AddWriter(ctx, "w"), c.AddSpan(ctx, 7, 3), c.AddBarrier(ctx, "ddl-1", 9)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := b.ReadAll(ctx, MetaKey("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, data
+}
+
+// readers are the ways the package reads each kind of object.
+func stateReaders(b *blob.Bucket) map[string]func() error {
+	ctx := context.Background()
+	return map[string]func() error{
+		"ReadWriterState": func() error { _, _, err := ReadWriterState(ctx, b, "log", "w"); return err },
+		"ListWriterStates": func() error {
+			_, err := ListWriterStates(ctx, b, "log")
+			return err
+		},
+	}
+}
+
+func metaReaders(b *blob.Bucket) map[string]func() error {
+	ctx := context.Background()
+	return map[string]func() error{
+		"ReadMeta": func() error { _, _, err := ReadMeta(ctx, b, "log"); return err },
+		"Watcher":  func() error { _, err := NewWatcher(b, "log", 0).Current(ctx); return err },
+	}
+}
+
+// TestEveryBitFlipIsCaught flips every bit of a stored state object and of
+// a meta object, one at a time: every read fails with an error naming the
+// key (none decodes to something else), and the intact object still reads
+// (finding 4 of issue 12, metadata part).
+func TestEveryBitFlipIsCaught(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"state", "meta"} {
+		t.Run(kind, func(t *testing.T) {
+			var b *blob.Bucket
+			var data []byte
+			var key string
+			var readers map[string]func() error
+			if kind == "state" {
+				b, data = storedState(t)
+				key, readers = WriterKey("log", "w"), stateReaders(b)
+			} else {
+				b, data = storedMeta(t)
+				key, readers = MetaKey("log"), metaReaders(b)
+			}
+			for name, read := range readers {
+				if err := read(); err != nil {
+					t.Fatalf("%s of the intact object: %v", name, err)
+				}
+			}
+			for i := range len(data) * 8 {
+				flipped := bytes.Clone(data)
+				flipped[i/8] ^= 1 << (i % 8)
+				if _, err := b.Put(ctx, key, flipped, nil); err != nil {
+					t.Fatal(err)
+				}
+				for name, read := range readers {
+					err := read()
+					if err == nil {
+						t.Fatalf("bit %d (byte %d %q→%q): %s read the damaged object without an error", i, i/8, data[i/8], flipped[i/8], name)
+					}
+					if !strings.Contains(err.Error(), key) || !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+						t.Fatalf("bit %d: %s: %v; want ErrCorrupt or ErrUnsupportedVersion naming %s", i, name, err, key)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestStrictBody stores bodies under a valid envelope (right version, right
+// CRC) that a lenient decoder would accept: an unknown field (a field name
+// with a flipped bit), a missing one, one given twice, a null, data after
+// the body, a damaged name inside a fence. Each is an error naming the key.
+func TestStrictBody(t *testing.T) {
+	ctx := context.Background()
+	b, data := storedState(t)
+	key := WriterKey("log", "w")
+	body, err := unseal(key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(string) string{
+		"unknown field":        func(s string) string { return strings.Replace(s, `"fences"`, `"fencez"`, 1) },
+		"unknown nested field": func(s string) string { return strings.Replace(s, `"last_seq"`, `"last_sek"`, 1) },
+		"missing field":        func(s string) string { return strings.Replace(s, `"owner":"h:2",`, ``, 1) },
+		"missing nested field": func(s string) string { return strings.Replace(s, `"max_ts":11,`, ``, 1) },
+		"field twice":          func(s string) string { return strings.Replace(s, `"epoch":2,`, `"epoch":2,"epoch":3,`, 1) },
+		"null scalar":          func(s string) string { return strings.Replace(s, `"epoch":2`, `"epoch":null`, 1) },
+		"null in a list":       func(s string) string { return strings.Replace(s, `"fences":[`, `"fences":[null,`, 1) },
+		"trailing data":        func(s string) string { return s + ` {}` },
+		"wrong type":           func(s string) string { return strings.Replace(s, `"has_seq":false`, `"has_seq":0`, 1) },
+		"empty token":          func(s string) string { return s[:strings.Index(s, `"token":"`)+9] + `"}` },
+	}
+	for name, damage := range cases {
+		t.Run(name, func(t *testing.T) {
+			bad := damage(string(body))
+			if bad == string(body) {
+				t.Fatalf("the damage changed nothing in %s", body)
+			}
+			if _, err := b.Put(ctx, key, seal([]byte(bad)), nil); err != nil {
+				t.Fatal(err)
+			}
+			for rname, read := range stateReaders(b) {
+				err := read()
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), key) {
+					t.Fatalf("%s of %s: %v; want ErrCorrupt naming the key", rname, bad, err)
+				}
+			}
+		})
+	}
+	// And the envelope as FORMAT.md spells it, byte for byte.
+	want := fmt.Sprintf(`{"version":2,"crc32c":"%08x","body":%s}`, crcOf(body), body)
+	if string(data) != want {
+		t.Fatalf("stored object\n%s\nis not the documented envelope\n%s", data, want)
+	}
+}
+
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
