@@ -53,6 +53,11 @@ import (
 //	            once every span does; a checkpoint above it is refused
 //	GC          at a checkpoint, GC deletes every sealed segment wholly below it and
 //	            nothing else; a read from the checkpoint returns everything above it
+//	Faults      the fault tier: the history checker's workload (conformance/torture)
+//	            through a blobtest.Liar that loses answers, refuses writes, delays and
+//	            reorders answers on every kind of put; one subtest per rule of the
+//	            checker (no acknowledged event lost, no wrongful fence, no read short
+//	            without an error, ...), failed with the evidence and the seed
 //
 // A harness without conditional writes is skipped (with its reason): a redo
 // log cannot fence its writers there. With ListSettle set, checks that need a
@@ -90,6 +95,7 @@ func runRedo(t suiteT, h Harness) {
 			t.Run("Fencing", r.fencing)
 			t.Run("Watermark", r.watermark)
 			t.Run("GC", r.gc)
+			t.Run("Faults", r.faultTier)
 		})
 	}
 }

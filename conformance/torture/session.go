@@ -36,8 +36,9 @@ type Config struct {
 	// spans they share (default 2 × Writers).
 	Writers int
 	Spans   int
-	// Steps of the upstream (default 150); with Duration set, steps go on
-	// until it has passed instead.
+	// Steps of the upstream (default 150), and a bound on the time they
+	// take: with Duration set, the run stops after Steps or Duration,
+	// whichever comes first.
 	Steps    int
 	Duration time.Duration
 
@@ -199,7 +200,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // WriterIDs are the session's writer IDs; Spans its spans.
 func (s *Session) WriterIDs() []string { return slices.Clone(s.ids) }
-func (s *Session) Spans() []uint64      { return slices.Clone(s.spans) }
+func (s *Session) Spans() []uint64     { return slices.Clone(s.spans) }
 
 // Gen is the session's upstream.
 func (s *Session) Gen() Gen { return s.h.gen }

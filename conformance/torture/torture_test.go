@@ -46,3 +46,14 @@ func TestFaultLocal(t *testing.T) {
 		t.Fatal(rep.Violations)
 	}
 }
+
+func TestQuickLocal(t *testing.T) {
+	d, err := local.NewDriver(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runOn(t, d, 1, blobtest.Schedule{})
+	if !rep.OK() {
+		t.Fatal(rep.Violations)
+	}
+}

@@ -89,11 +89,7 @@ func (p *inProcess) run(ctx context.Context) error {
 	}
 	start := time.Now()
 	for step := 0; ; step++ {
-		if cfg.Duration > 0 {
-			if time.Since(start) >= cfg.Duration {
-				break
-			}
-		} else if step >= cfg.Steps {
+		if step >= cfg.Steps || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -230,6 +226,7 @@ func (p *inProcess) fail(ctx context.Context, sl *slot, op string, err error) {
 		return
 	}
 	p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
+	p.s.cfg.Logf("writer %s epoch %d: %s failed: %v", sl.id, sl.epoch, op, err)
 	p.checkFence(ctx, sl.id, sl.epoch, op, err)
 	w := sl.w
 	sl.w = nil
