@@ -383,7 +383,8 @@ func checkPackedDateTime(k Kind, p uint64) string {
 func packedDateTimeOK(k Kind, p uint64) bool {
 	fsp := p & 7
 	usec := uint32(p >> dtUsecShift & (1<<20 - 1))
-	return p&dtReserved == 0 && fsp <= 6 && usec <= 999999 && usec%fracUnit[fsp] == 0 &&
+	// fsp 6, the common case, skips the division.
+	return p&dtReserved == 0 && fsp <= 6 && usec <= 999999 && (fsp == 6 || usec%fracUnit[fsp] == 0) &&
 		p>>dtSecShift&63 <= 59 && p>>dtMinShift&63 <= 59 && p>>dtHourShift&31 <= 23 &&
 		p>>dtMonthShift&15 <= 12 && p>>dtYearShift <= 9999 &&
 		(k != KindDate || p&(1<<dtDayShift-1) == 0)
