@@ -1,0 +1,59 @@
+package conformance
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/conformance/torture"
+)
+
+// TestFaultTierCatchesBrokenStores: a store that breaks its contract the
+// ways the Liar's broken modes do fails RunRedo's fault tier, in the
+// subtests of the rules it breaks, with evidence.
+func TestFaultTierCatchesBrokenStores(t *testing.T) {
+	cases := []struct {
+		name  string
+		sched blobtest.Schedule
+		// anyOf: at least one of these rules must fail.
+		anyOf []string
+	}{
+		{"MisreportedLostAnswers", blobtest.Schedule{Seed: 5, LostAnswer: 0.05, Broken: blobtest.BrokenMisreport},
+			[]string{torture.RuleAckLost, torture.RuleReadShort}},
+		{"ListSkips", blobtest.Schedule{Seed: 6, Broken: blobtest.BrokenListSkip, ListSkip: 0.3},
+			[]string{torture.RuleAckLost, torture.RuleReadShort}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := Harness{
+				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+					return blobtest.NewLiar(mem.NewDriver(), c.sched).Bucket(), nil
+				},
+				ConditionalWrites: true,
+			}
+			rec := newRecorder()
+			rec.run(func(t suiteT) {
+				t.Run("Faults", func(t suiteT) {
+					r := &redoSuite{s: &suite{h: h}}
+					r.faultTier(t)
+				})
+			})
+			if res := rec.get("Faults"); res == nil || !res.failed {
+				t.Fatalf("the fault tier passed on a store that %s", c.name)
+			}
+			var caught []string
+			for _, rule := range c.anyOf {
+				if res := rec.get("Faults/" + rule); res != nil && res.failed {
+					caught = append(caught, rule)
+					t.Logf("caught by %s: %s", rule, rec.messages("Faults/" + rule)[0])
+				}
+			}
+			if len(caught) == 0 {
+				t.Errorf("none of %v failed; failed: %v\n%s", c.anyOf, rec.failed(), strings.Join(rec.messages(""), "\n"))
+			}
+		})
+	}
+}
