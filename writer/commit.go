@@ -326,7 +326,7 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, Spans: spans}, ready)
 		if err != nil {
 			if errors.Is(err, blob.ErrFenced) {
-				c.retract()
+				c.retract(err)
 			}
 			return err
 		}
@@ -345,33 +345,58 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 	return nil
 }
 
-// retract removes, best effort, what this writer stored after its last
-// publication once it learns it was fenced: readers would skip it (segments
-// above the fence) or read it as duplicates (appends to the fenced segment),
-// and the new epoch writes those events again anyway.
-func (c *committer) retract() {
+// retract removes, best effort, the segments this writer stored that the
+// log can never use, once it learns it was fenced. The lease says fenced
+// only when a newer epoch is proven (meta.FencedError), and that epoch's
+// fence for ours is the last seq of ours the log keeps: readers ignore any
+// segment of ours above it, so deleting those is safe, and anything at or
+// below it may hold data the log relies on. Nothing is ever truncated: a
+// publication whose answer was lost may have landed before the takeover,
+// and then the fence covers blocks past what this writer last saw
+// published. Without a fence for our epoch, or without the proof, nothing
+// is deleted: a zombie's leftover is harmless (readers skip it, or drop
+// its blocks as exact duplicates of what the new epoch writes again),
+// deleting covered data is not. The deletes get a bounded context derived
+// from the writer's, so a hung store cannot hold a fenced committer.
+func (c *committer) retract(err error) {
 	w := c.w
+	var fe *meta.FencedError
+	if !errors.As(err, &fe) {
+		w.log.Warn("fenced without the state that proves it; deleting nothing", "err", err)
+		return
+	}
+	fence, ok := fe.Fence()
+	if !ok {
+		w.log.Warn("fenced, and the new epoch recorded no fence for ours; deleting nothing", "epoch", w.epoch, "key", fe.Key)
+		return
+	}
+	var doomed []string
 	for _, a := range append(c.full, c.act) {
-		if a == nil || a.af == nil {
+		if a == nil || a.af == nil || a.hdr.Epoch != fence.Epoch || a.hdr.Seq <= fence.LastSeq {
 			continue
 		}
-		if a.pubBlocks > 0 {
-			if err := a.af.Truncate(a.pubSize); err != nil {
-				w.log.Warn("fenced: cannot cut a segment back to its published size", "key", a.key, "err", err)
-			}
-		} else {
-			a.af.Close()
-			a.af = nil
-			w.b.Delete(context.Background(), a.key)
+		a.af.Close()
+		a.af = nil
+		doomed = append(doomed, a.key)
+	}
+	for _, key := range c.unpublished {
+		if n, err := segment.ParseName(key); err == nil && n.Epoch == fence.Epoch && n.Seq > fence.LastSeq {
+			doomed = append(doomed, key)
 		}
 	}
-	if len(c.unpublished) > 0 {
-		if err := w.b.Delete(context.Background(), c.unpublished...); err != nil {
-			w.log.Warn("fenced: cannot delete segments put after the fence", "err", err)
-		}
-		c.unpublished = nil
+	c.unpublished = nil
+	if len(doomed) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, retractTimeout)
+	defer cancel()
+	if err := w.b.Delete(ctx, doomed...); err != nil {
+		w.log.Warn("fenced: cannot delete segments above the fence; readers ignore them", "keys", doomed, "err", err)
 	}
 }
+
+// retractTimeout bounds the deletes of a fenced writer.
+const retractTimeout = 30 * time.Second
 
 // The local path.
 //

@@ -380,12 +380,18 @@ func TestFenced(t *testing.T) {
 			if st.Epoch != w2.Epoch() || st.FlushedTs != 120 {
 				t.Fatalf("state after the fence: %+v", st)
 			}
-			// What the zombie flushed before the fence is accepted; what it
-			// stored after its last publication it retracted when it learnt
-			// of the fence, so even a reader without the fence rule sees
-			// no duplicate.
-			checkGot(t, readLog(t, b, readOpts{fenced: true}), []string{"row(span 1 @110 id 1)"})
-			checkGot(t, readLog(t, b, readOpts{}), []string{"row(span 1 @110 id 1)"})
+			// What the zombie flushed before the fence is accepted; the
+			// segments it stored above the fence it deleted when it learnt
+			// of it. A block it appended to a segment the fence accepts
+			// stays (local): the zombie cannot prove no lost answer made
+			// the fence cover it, and the reader drops it as an exact
+			// duplicate once the new epoch writes it again.
+			want := []string{"row(span 1 @110 id 1)"}
+			if backend == "local" {
+				want = append(want, "row(span 1 @130 id 2)")
+			}
+			checkGot(t, readLog(t, b, readOpts{fenced: true}), want)
+			checkGot(t, readLog(t, b, readOpts{}), want)
 			must(t, w2.Close(ctx))
 		})
 	}

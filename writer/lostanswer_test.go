@@ -1,0 +1,214 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/meta"
+)
+
+// lostProgress stores the progress puts (compare-and-swap on a writer's
+// state object) it is told to, and then reports a failure: a put whose
+// answer was lost, as a timeout, a reset connection or (on local disk) a
+// failed directory fsync after the rename leaves it.
+type lostProgress struct {
+	blob.Driver
+	mu    sync.Mutex
+	which map[int]bool // 1-based numbers of the progress puts to lose
+	n     int
+	lost  int
+}
+
+func (l *lostProgress) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	a, err := l.Driver.Put(ctx, key, r, size, opts)
+	if err != nil || opts.IfMatch == "" || !strings.Contains(key, "/"+meta.WritersDir+"/") {
+		return a, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if l.which[l.n] {
+		l.lost++
+		return blob.Attrs{}, blobtest.ErrInjected
+	}
+	return a, nil
+}
+
+// StagesPuts answers for the wrapped driver: BeforeCommit passes through.
+func (l *lostProgress) StagesPuts() bool {
+	st, ok := l.Driver.(blob.Stager)
+	return ok && st.StagesPuts()
+}
+
+// lostProgressAppender is lostProgress over a driver that can append.
+type lostProgressAppender struct{ *lostProgress }
+
+func (l lostProgressAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	return l.Driver.(blob.Appender).OpenAppend(ctx, key)
+}
+
+// TestLostProgressAnswer loses the answers of progress puts that were
+// stored, on mem and on local disk, alone and with the re-read that follows
+// failing too. The writer must neither call itself fenced nor delete or cut
+// a segment: every flushed event stays readable, exactly once. Before write
+// tokens the retry failed its precondition, the lease said ErrFenced
+// although no newer epoch existed, and the writer cut or deleted segments
+// the stored progress covered (finding 1 of issue 12).
+func TestLostProgressAnswer(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		for _, rereadFails := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/reread-fails=%v", backend, rereadFails), func(t *testing.T) {
+				ctx := context.Background()
+				var inner blob.Driver
+				if backend == "mem" {
+					inner = mem.NewDriver()
+				} else {
+					d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					inner = d
+				}
+				lp := &lostProgress{Driver: inner, which: map[int]bool{1: true, 3: true}}
+				var drv blob.Driver = lp
+				if _, ok := inner.(blob.Appender); ok {
+					drv = lostProgressAppender{lp}
+				}
+				f := blobtest.NewFaulty(drv)
+				b := f.Bucket()
+				defer b.Close()
+				var destroyed []string
+				f.Add(blobtest.Rule{Op: blobtest.OpDelete, Match: func(c blobtest.Call) bool {
+					destroyed = append(destroyed, "delete "+c.Key)
+					return false
+				}})
+				f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: func(c blobtest.Call) bool {
+					destroyed = append(destroyed, "truncate "+c.Key)
+					return false
+				}})
+				if rereadFails {
+					// The first read of the state object after each lost
+					// answer fails: the outcome stays open until the
+					// writer's retry settles it.
+					var mu sync.Mutex
+					seen := 0
+					f.Add(blobtest.Rule{Op: blobtest.OpStat, Fail: true, Match: func(c blobtest.Call) bool {
+						mu.Lock()
+						defer mu.Unlock()
+						lp.mu.Lock()
+						lost := lp.lost
+						lp.mu.Unlock()
+						if !isState(c) || lost <= seen {
+							return false
+						}
+						seen = lost
+						return true
+					}})
+				}
+				o := testOptions("w")
+				o.RetryAttempts = 10
+				w := open(t, b, o)
+				must(t, w.AddSpan(1, 0))
+				for i := range uint64(4) {
+					from := i*10 + 1
+					writeRange(t, w, 1, from, from+9)
+					must(t, w.AdvanceResolved(1, from+9))
+					ts, err := w.Flush(ctx)
+					if err != nil || ts != from+9 {
+						t.Fatalf("flush %d: %d, %v (fenced: %v)", i+1, ts, err, errors.Is(err, blob.ErrFenced))
+					}
+				}
+				must(t, w.Close(ctx))
+				if lp.lost != 2 {
+					t.Fatalf("%d answers lost, want 2", lp.lost)
+				}
+				if len(destroyed) > 0 {
+					t.Fatalf("the writer destroyed stored data: %v", destroyed)
+				}
+				st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+				must(t, err)
+				if st.Epoch != 1 || st.FlushedTs != 40 {
+					t.Fatalf("state %+v: want epoch 1 flushed to 40", st)
+				}
+				checkIDs(t, readLog(t, b, readOpts{fenced: true}), 1, 40)
+			})
+		}
+	}
+}
+
+// TestFencedKeepsWhatTheFenceCovers fences a writer whose last progress put
+// was stored but whose answer was lost, and whose takeover happened before
+// it could re-read: the new epoch's fence covers that put. The zombie must
+// delete or cut nothing the fence covers, so every event it flushed before
+// the fence, acknowledged or not, is still readable under the fence rule.
+func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var inner blob.Driver
+			if backend == "mem" {
+				inner = mem.NewDriver()
+			} else {
+				d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				inner = d
+			}
+			lp := &lostProgress{Driver: inner, which: map[int]bool{2: true}}
+			var drv blob.Driver = lp
+			if _, ok := inner.(blob.Appender); ok {
+				drv = lostProgressAppender{lp}
+			}
+			f := blobtest.NewFaulty(drv)
+			b := f.Bucket()
+			defer b.Close()
+			// The re-read after the lost answer is where the takeover
+			// strikes: it happens first, then the read goes on.
+			var once sync.Once
+			var takeover error
+			f.Add(blobtest.Rule{Op: blobtest.OpStat, Match: func(c blobtest.Call) bool {
+				lp.mu.Lock()
+				lost := lp.lost
+				lp.mu.Unlock()
+				if isState(c) && lost == 1 {
+					once.Do(func() {
+						_, takeover = meta.AcquireWriter(ctx, blob.NewBucket(inner), testLog, "w", nil)
+					})
+				}
+				return false
+			}})
+			o := testOptions("w")
+			o.RetryAttempts = 10
+			w := open(t, b, o)
+			must(t, w.AddSpan(1, 0))
+			writeRange(t, w, 1, 1, 10)
+			must(t, w.AdvanceResolved(1, 10))
+			mustFlush(t, w)
+			writeRange(t, w, 1, 11, 20)
+			must(t, w.AdvanceResolved(1, 20))
+			if _, err := w.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
+				t.Fatalf("flush across the takeover: %v, want ErrFenced", err)
+			}
+			must(t, takeover)
+			w.Close(ctx)
+			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+			must(t, err)
+			if st.Epoch != 2 || st.FlushedTs != 20 || len(st.Fences) != 1 {
+				t.Fatalf("state after the takeover %+v: want epoch 2 at 20 with the lost put in its fence", st)
+			}
+			// The new epoch starts at 20: it will never write 11..20 again,
+			// so they must be in the log.
+			checkIDs(t, readLog(t, b, readOpts{fenced: true}), 1, 20)
+		})
+	}
+}
