@@ -424,3 +424,19 @@ func ruleSeeds() [][]byte {
 	tags, _ := oneColumn(byte(KindInt)|tagHasCharset|tagHasCollation, []byte{1, 'x', 1, 'y', 2})
 	return append(out, tags)
 }
+
+// The golden TRUNCATE names the table as the statement leaves it: its new
+// ID, the entry of role created (internal/gen's workload is held to the
+// same rule).
+func TestGoldenTruncateNamesNewID(t *testing.T) {
+	d := goldenEvents["ddl"]().DDL
+	if d.Type != ActionTruncateTable {
+		t.Fatalf("golden ddl is a %v", d.Type)
+	}
+	for _, e := range d.Tables {
+		if e.Role == RoleCreated && e.TableName == d.Table {
+			return
+		}
+	}
+	t.Fatalf("TRUNCATE names ID %d, not its created table: %v", d.Table.PhysicalID, d.Tables)
+}
