@@ -243,6 +243,19 @@ func objectFields(raw []byte, path string) (map[string]json.RawMessage, error) {
 	return out, nil
 }
 
+// validToken reports whether s is a write token as newToken makes them.
+func validToken(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // newToken returns a fresh write token: 128 random bits, in hex. Every
 // conditional write of a state or meta object carries a new one, so that a
 // re-read can tell whether a write whose answer was lost landed.

@@ -165,8 +165,8 @@ func decodeWriterState(key string, data []byte) (*WriterState, error) {
 		return nil, fmt.Errorf("meta: %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
 	switch {
-	case st.Token == "":
-		return bad("empty write token")
+	case !validToken(st.Token):
+		return bad("write token %q is not 32 lowercase hex digits", st.Token)
 	case st.Epoch == 0:
 		return bad("epoch 0")
 	case !st.HasSeq && st.Seq != 0:

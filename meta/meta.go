@@ -85,8 +85,8 @@ func decodeMeta(key string, data []byte) (*Meta, error) {
 	}
 	m.Version = StateVersion
 	switch {
-	case m.Token == "":
-		return nil, fmt.Errorf("meta: %s: empty write token: %w", key, ErrCorrupt)
+	case !validToken(m.Token):
+		return nil, fmt.Errorf("meta: %s: write token %q is not 32 lowercase hex digits: %w", key, m.Token, ErrCorrupt)
 	case m.CheckpointTs > m.ResolvedTs:
 		return nil, fmt.Errorf("meta: %s: checkpoint ts %d is above resolved ts %d: %w", key, m.CheckpointTs, m.ResolvedTs, ErrCorrupt)
 	}
