@@ -232,6 +232,7 @@ type childRun struct {
 	lines chan string
 	done  chan struct{}
 	last  uint64 // last flushed ts printed
+	from  uint64 // the flushed ts the writer reopened at
 	ready bool
 	fin   bool
 	out   []string
@@ -298,8 +299,10 @@ func (c *childRun) handle(t *testing.T, line string) {
 				t.Fatalf("child printed flushed ts %d after %d", ts, c.last)
 			}
 			c.last = ts
-		case strings.HasPrefix(line, "READY"):
-			c.ready = true
+		case strings.HasPrefix(line, "READY "):
+			from, err := strconv.ParseUint(line[len("READY "):], 10, 64)
+			must(t, err)
+			c.ready, c.from = true, from
 		case line == "DONE":
 			c.fin = true
 		case strings.HasPrefix(line, "ERROR"):
