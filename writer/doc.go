@@ -114,16 +114,18 @@
 //
 // # Fencing
 //
-// A writer learns that it was fenced when its progress publication fails (a
-// compare-and-swap on its lease). Segments it completed after its last
-// publication are then past its epoch's fence, and readers skip them; blocks
-// it appended to the active segment its fence still accepts would read as
-// duplicates of what the new epoch writes again. So a fenced writer, before it
-// stops, retracts what it stored after its last publication, best effort: it
-// cuts its segments back to their published size and deletes the objects and
-// segment files that hold nothing published (no upload is in flight then: a
-// flush publishes only after all of its uploads returned). Either way no
-// reported event is lost, and a zombie can never publish progress.
+// A writer learns that it was fenced when its progress publication finds,
+// by reading its state object, a newer epoch there (meta.FencedError; a
+// failed or unanswered compare-and-swap alone never fences). The fence that
+// epoch recorded for ours is the last seq of ours the log keeps: segments
+// above it readers skip, so before it stops a fenced writer deletes those
+// it stored, best effort, with a bounded context (no upload is in flight
+// then: a flush publishes only after all of its uploads returned). It cuts
+// and deletes nothing at or below the fence: a publication whose answer was
+// lost may be what the fence covers. Blocks it appended past its last
+// acknowledged publication to a segment the fence accepts stay; the reader
+// drops them as exact duplicates of what the new epoch writes again. Either
+// way no reported event is lost, and a zombie can never publish progress.
 //
 // # Restart
 //
