@@ -669,3 +669,71 @@ func TestFormatExamples(t *testing.T) {
 		t.Fatalf("meta example re-encoded to\n%s\nwant\n%s", got, metaObj)
 	}
 }
+
+// delayed answers the first conditional put at once with a failure, and
+// stores it only when the next conditional put arrives, just before passing
+// that one on: a request still in flight after its caller gave up on it,
+// landing between the caller's re-read and its next write.
+type delayed struct {
+	blob.Driver
+	mu   sync.Mutex
+	n    int
+	held []byte
+	opts blob.PutOptions
+}
+
+func (d *delayed) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if opts.IfMatch == "" {
+		return d.Driver.Put(ctx, key, r, size, opts)
+	}
+	d.mu.Lock()
+	d.n++
+	n := d.n
+	d.mu.Unlock()
+	switch n {
+	case 1:
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return blob.Attrs{}, err
+		}
+		d.held, d.opts = data, opts
+		return blob.Attrs{}, errLost
+	case 2:
+		if _, err := d.Driver.Put(ctx, key, bytes.NewReader(d.held), int64(len(d.held)), d.opts); err != nil {
+			return blob.Attrs{}, fmt.Errorf("the late put: %w", err)
+		}
+	}
+	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+// TestLeaseLateLanding: a put the lease gave up on (the re-read found the
+// object unchanged) lands just before the next publication's put, which
+// fails its precondition. The lease re-reads, recognises the late write as
+// its own, and is not fenced; a retry publishes on top of it.
+func TestLeaseLateLanding(t *testing.T) {
+	ctx := context.Background()
+	d := &delayed{Driver: mem.NewDriver()}
+	b := blob.NewBucket(d)
+	defer b.Close()
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, blob.ErrFenced) {
+		t.Fatalf("publish whose put is still in flight: %v", err)
+	}
+	err = l.Publish(ctx, 20, 2)
+	if err == nil || errors.Is(err, blob.ErrFenced) || !blob.IsPreconditionFailed(err) {
+		t.Fatalf("publish across the late landing: %v; want its precondition failure, not a fence", err)
+	}
+	if st := l.State(); st.FlushedTs != 10 || st.Seq != 1 {
+		t.Fatalf("lease state %+v: the late write was not adopted", st)
+	}
+	if err := l.Publish(ctx, 20, 2); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	st, _, err := ReadWriterState(ctx, b, "log", "w")
+	if err != nil || st.Epoch != 1 || st.FlushedTs != 20 || st.Seq != 2 {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+}
