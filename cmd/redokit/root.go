@@ -162,6 +162,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		a.rmCmd(),
 		a.checkCmd(),
 		a.benchCmd(),
+		a.tortureCmd(), a.tortureChildCmd(),
 	)
 	return root
 }

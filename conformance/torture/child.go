@@ -1,0 +1,206 @@
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/writer"
+)
+
+// ChildConfig configures one writer process of a run whose writers are
+// processes (redokit torture): it owns one writer ID and fixed spans, and
+// may be killed at any moment.
+type ChildConfig struct {
+	// Bucket is the storage under test (through the child's own Liar);
+	// Clean the same storage without faults, for the checkpoint and the
+	// proof of a fence.
+	Bucket, Clean *blob.Bucket
+	LogID         string
+	Seed          uint64
+	WriterID      string
+	Spans         []uint64
+	// History is the file each acknowledged flush is appended to, synced
+	// before the next one is made.
+	History *os.File
+	// The upstream's clock is shared by every process: ts BaseTs+n is
+	// reached at Start + n × TsEvery.
+	Start   time.Time
+	TsEvery time.Duration
+	// FlushEvery is the pause between flushes (default 10 ms).
+	FlushEvery time.Duration
+}
+
+// HistoryLine is one line of a child's history file.
+type HistoryLine struct {
+	Kind     string   `json:"kind"` // "ack" or "violation"
+	Writer   string   `json:"writer,omitempty"`
+	Epoch    uint64   `json:"epoch,omitempty"`
+	Spans    []uint64 `json:"spans,omitempty"`
+	From     uint64   `json:"from,omitempty"`
+	To       uint64   `json:"to,omitempty"`
+	Rule     string   `json:"rule,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+}
+
+// ErrChildFenced is what RunChild returns when its writer was fenced (by
+// a proven newer epoch or, a violation it recorded, wrongly).
+var ErrChildFenced = errors.New("torture: the writer was fenced")
+
+// RunChild opens a new epoch of the writer ID, takes its spans on from the
+// log's checkpoint, and writes the upstream as the shared clock reaches it,
+// flushing all the time and appending every acknowledged flush to the
+// history, until ctx ends (it then closes the writer) or the writer fails
+// (it returns the error; the parent starts another process).
+func RunChild(ctx context.Context, c ChildConfig) error {
+	if c.FlushEvery <= 0 {
+		c.FlushEvery = 10 * time.Millisecond
+	}
+	if c.TsEvery <= 0 {
+		c.TsEvery = 2 * time.Millisecond
+	}
+	gen := Gen{Seed: c.Seed}
+	var start uint64
+	var w *writer.Writer
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if attempt == 50 {
+			return fmt.Errorf("torture: writer %s: could not open in 50 attempts: %w", c.WriterID, lastErr)
+		}
+		if attempt > 0 {
+			if err := sleep(ctx, time.Duration(attempt)*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		m, _, err := meta.ReadMeta(ctx, c.Clean, c.LogID)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		start = max(m.CheckpointTs, BaseTs)
+		w, err = writer.Open(blobtest.WithTakeover(ctx), c.Bucket, WriterOptions(c.LogID, c.WriterID))
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		break
+	}
+	epoch := w.Epoch()
+	fail := func(op string, err error) error {
+		if errors.Is(err, blob.ErrFenced) {
+			st, _, rerr := meta.ReadWriterState(context.WithoutCancel(ctx), c.Clean, c.LogID, c.WriterID)
+			if rerr == nil && st.Epoch <= epoch {
+				writeLine(c.History, HistoryLine{Kind: "violation", Rule: RuleWrongfulFence,
+					Evidence: fmt.Sprintf("writer %s epoch %d (pid %d): %s reported %v, but its state object holds epoch %d: no newer epoch exists", c.WriterID, epoch, os.Getpid(), op, err, st.Epoch)})
+			}
+			return fmt.Errorf("%w: %s: %v", ErrChildFenced, op, err)
+		}
+		return fmt.Errorf("torture: writer %s epoch %d: %s: %w", c.WriterID, epoch, op, err)
+	}
+	for _, sp := range c.Spans {
+		if err := w.AddSpan(writer.SpanID(sp), start); err != nil {
+			return fail("add span", err)
+		}
+	}
+	ack := func(f uint64) error {
+		if f <= start {
+			return nil
+		}
+		return writeLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f})
+	}
+	pos := start
+	for {
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := w.Close(cctx); err != nil {
+				return fail("close", err)
+			}
+			return ack(w.FlushedTs())
+		}
+		target := BaseTs + uint64(time.Since(c.Start)/c.TsEvery)
+		if target > pos {
+			for _, sp := range c.Spans {
+				for ts := pos + 1; ts <= target; ts++ {
+					if evs := gen.Events(sp, ts); len(evs) > 0 {
+						if err := w.Write(ctx, writer.SpanID(sp), evs...); err != nil {
+							return fail("write", err)
+						}
+					}
+				}
+				if err := w.AdvanceResolved(writer.SpanID(sp), target); err != nil {
+					return fail("advance", err)
+				}
+			}
+			pos = target
+		}
+		f, err := w.Flush(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return fail("flush", err)
+		}
+		if err := ack(f); err != nil {
+			return err
+		}
+		sleep(ctx, c.FlushEvery)
+	}
+}
+
+// writeLine appends a line to the history and syncs it: once it returns,
+// the acknowledgement survives the process.
+func writeLine(f *os.File, l HistoryLine) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("torture: history %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("torture: history %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// ReadHistory reads a child's history: its acknowledged flushes, as Acks,
+// and the violations it recorded. A torn last line (the process was killed
+// while writing it) was never acknowledged and is ignored; a torn line
+// anywhere else is an error.
+func ReadHistory(r io.Reader) ([]Ack, []Violation, error) {
+	var acks []Ack
+	var vs []Violation
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var bad error
+	for n := 1; sc.Scan(); n++ {
+		if bad != nil {
+			return nil, nil, bad
+		}
+		var l HistoryLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			bad = fmt.Errorf("torture: history line %d: %w", n, err)
+			continue
+		}
+		switch l.Kind {
+		case "ack":
+			for _, sp := range l.Spans {
+				acks = append(acks, Ack{Writer: l.Writer, Epoch: l.Epoch, Span: sp, From: l.From, To: l.To})
+			}
+		case "violation":
+			vs = append(vs, Violation{Rule: l.Rule, Evidence: l.Evidence})
+		default:
+			return nil, nil, fmt.Errorf("torture: history line %d: unknown kind %q", n, l.Kind)
+		}
+	}
+	return acks, vs, sc.Err()
+}
