@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -121,14 +125,17 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 	switch {
 	case blob.IsNotExist(err):
 		add(reader.Error, metaKey, "the log has no meta object: no checkpoint or global resolved ts, so a recovery has no range to replay")
-	case err != nil:
+	case err != nil && !reported(rep, metaKey):
 		add(reader.Error, metaKey, "the meta object cannot be read: %v", err)
 	}
 	states, err := meta.ListWriterStates(ctx, b, a.logID)
 	if err != nil {
 		// A state that does not decode makes the whole listing fail; it is a
-		// finding about the log, not a reason to stop.
-		add(reader.Error, meta.WritersPrefix(a.logID), "the writer states cannot be read: %v", err)
+		// finding about the log, not a reason to stop. reader.Verify names
+		// each such state.
+		if !slices.ContainsFunc(rep.Problems, func(p reader.Problem) bool { return p.Kind == reader.ProblemBadState }) {
+			add(reader.Error, meta.WritersPrefix(a.logID), "the writer states cannot be read: %v", err)
+		}
 		states = nil
 	}
 	if m != nil {
@@ -180,6 +187,11 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 	return out, nil
 }
 
+// reported reports whether rep has an error about key.
+func reported(rep *reader.Report, key string) bool {
+	return slices.ContainsFunc(rep.Problems, func(p reader.Problem) bool { return p.Key == key && p.Severity == reader.Error })
+}
+
 func verifyJSON(rep *reader.Report) any {
 	probs := make([]problemJSON, 0, len(rep.Problems))
 	for _, p := range rep.Problems {
@@ -205,6 +217,16 @@ func verifyJSON(rep *reader.Report) any {
 		rep.Blocks, rep.Events, rep.Rows, rep.DDLs, rep.MinTs, rep.MaxTs, probs}
 }
 
+// displayKey quotes a key that is not valid UTF-8 or holds control
+// characters (a damaged name verify reports), so that the table shows what
+// it is instead of passing its bytes to the terminal.
+func displayKey(k string) string {
+	if utf8.ValidString(k) && !strings.ContainsFunc(k, unicode.IsControl) {
+		return k
+	}
+	return strconv.Quote(k)
+}
+
 func (a *app) printVerify(rep *reader.Report) {
 	if len(rep.Problems) > 0 {
 		tw := a.table()
@@ -214,7 +236,7 @@ func (a *app) printVerify(rep *reader.Report) {
 			if p.Offset >= 0 {
 				off = fmt.Sprint(p.Offset)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Severity, p.Kind, p.Key, off, p.Detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Severity, p.Kind, displayKey(p.Key), off, p.Detail)
 		}
 		tw.Flush()
 		fmt.Fprintln(a.stdout)
