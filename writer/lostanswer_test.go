@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -211,4 +214,186 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 			checkIDs(t, readLog(t, b, readOpts{fenced: true}), 1, 20)
 		})
 	}
+}
+
+// chaosState fails the calls on writer state objects at random, from a
+// seed: conditional puts fail before storing or store and lose their
+// answer, stats and reads fail. Other calls pass through.
+type chaosState struct {
+	blob.Driver
+	mu             sync.Mutex
+	r              *rand.Rand
+	lost, refused  int
+	statsFailed    int
+	readsFailed    int
+	pLost, pRefuse float64
+	pStat, pRead   float64
+}
+
+func (c *chaosState) roll(p float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.r.Float64() < p
+}
+
+func (c *chaosState) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	if opts.IfMatch == "" || !strings.Contains(key, "/"+meta.WritersDir+"/") {
+		return c.Driver.Put(ctx, key, r, size, opts)
+	}
+	if c.roll(c.pRefuse) {
+		c.mu.Lock()
+		c.refused++
+		c.mu.Unlock()
+		return blob.Attrs{}, blobtest.ErrInjected
+	}
+	a, err := c.Driver.Put(ctx, key, r, size, opts)
+	if err == nil && c.roll(c.pLost) {
+		c.mu.Lock()
+		c.lost++
+		c.mu.Unlock()
+		return blob.Attrs{}, blobtest.ErrInjected
+	}
+	return a, err
+}
+
+func (c *chaosState) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	if strings.Contains(key, "/"+meta.WritersDir+"/") && c.roll(c.pStat) {
+		c.mu.Lock()
+		c.statsFailed++
+		c.mu.Unlock()
+		return blob.Attrs{}, blobtest.ErrInjected
+	}
+	return c.Driver.Stat(ctx, key)
+}
+
+func (c *chaosState) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if strings.Contains(key, "/"+meta.WritersDir+"/") && c.roll(c.pRead) {
+		c.mu.Lock()
+		c.readsFailed++
+		c.mu.Unlock()
+		return nil, blobtest.ErrInjected
+	}
+	return c.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+func (c *chaosState) ErrorCode(err error) blob.Code {
+	if errors.Is(err, blobtest.ErrInjected) {
+		return blob.CodeTransient
+	}
+	return c.Driver.ErrorCode(err)
+}
+
+func (c *chaosState) StagesPuts() bool {
+	st, ok := c.Driver.(blob.Stager)
+	return ok && st.StagesPuts()
+}
+
+type chaosStateAppender struct{ *chaosState }
+
+func (c chaosStateAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	return c.Driver.(blob.Appender).OpenAppend(ctx, key)
+}
+
+// lostAnswerSchedules is how many randomized schedules
+// TestLostProgressSchedules runs per backend: REDOKIT_LOST_ANSWER_SCHEDULES,
+// default 20.
+func lostAnswerSchedules(t *testing.T) int {
+	if s := os.Getenv("REDOKIT_LOST_ANSWER_SCHEDULES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			t.Fatalf("REDOKIT_LOST_ANSWER_SCHEDULES=%q: not a count", s)
+		}
+		return n
+	}
+	return 20
+}
+
+// TestLostProgressSchedules runs a writer through randomized schedules of
+// faults on its state object (progress puts refused or stored with their
+// answer lost, failed re-reads), on mem and local: no schedule may fence
+// the writer, and every flushed event must read back exactly once.
+func TestLostProgressSchedules(t *testing.T) {
+	n := lostAnswerSchedules(t)
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			var lost, refused, stats, reads int
+			for seed := range uint64(n) {
+				c := lostSchedule(t, backend, seed)
+				lost, refused, stats, reads = lost+c.lost, refused+c.refused, stats+c.statsFailed, reads+c.readsFailed
+				if t.Failed() {
+					t.Fatalf("seed %d failed", seed)
+				}
+			}
+			t.Logf("%d schedules: %d answers lost, %d puts refused, %d stats and %d reads failed", n, lost, refused, stats, reads)
+			if n >= 10 && lost == 0 {
+				t.Fatal("no answer was lost: the schedules test nothing")
+			}
+		})
+	}
+}
+
+func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
+	ctx := context.Background()
+	var inner blob.Driver
+	if backend == "mem" {
+		inner = mem.NewDriver()
+	} else {
+		d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner = d
+	}
+	c := &chaosState{Driver: inner, r: rand.New(rand.NewPCG(seed, 12)), pLost: 0.3, pRefuse: 0.1, pStat: 0.15, pRead: 0.1}
+	var drv blob.Driver = c
+	if _, ok := inner.(blob.Appender); ok {
+		drv = chaosStateAppender{c}
+	}
+	f := blobtest.NewFaulty(drv)
+	b := f.Bucket()
+	defer b.Close()
+	var destroyed []string
+	f.Add(blobtest.Rule{Op: blobtest.OpDelete, Match: func(call blobtest.Call) bool {
+		destroyed = append(destroyed, "delete "+call.Key)
+		return false
+	}})
+	f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: func(call blobtest.Call) bool {
+		destroyed = append(destroyed, "truncate "+call.Key)
+		return false
+	}})
+	o := testOptions("w")
+	o.RetryAttempts = 100
+	o.MaxSegmentBytes = 8 << 10 // several segments per schedule
+	w, err := Open(ctx, b, o)
+	for attempt := 0; err != nil && attempt < 20; attempt++ {
+		// Opening reads the state object too; its faults are transient.
+		w, err = Open(ctx, b, o)
+	}
+	if err != nil {
+		t.Fatalf("seed %d: open: %v", seed, err)
+	}
+	defer w.Close(ctx)
+	must(t, w.AddSpan(1, 0))
+	const flushes, per = 6, 8
+	for i := range uint64(flushes) {
+		from := i*per + 1
+		writeRange(t, w, 1, from, from+per-1)
+		must(t, w.AdvanceResolved(1, from+per-1))
+		ts, err := w.Flush(ctx)
+		if err != nil || ts != from+per-1 {
+			t.Fatalf("seed %d: flush %d: %d, %v (fenced: %v)", seed, i+1, ts, err, errors.Is(err, blob.ErrFenced))
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("seed %d: close: %v", seed, err)
+	}
+	if len(destroyed) > 0 {
+		t.Fatalf("seed %d: the writer destroyed stored data: %v", seed, destroyed)
+	}
+	// The check reads without faults.
+	c.mu.Lock()
+	c.pLost, c.pRefuse, c.pStat, c.pRead = 0, 0, 0, 0
+	c.mu.Unlock()
+	checkIDs(t, readLog(t, b, readOpts{fenced: true}), 1, flushes*per)
+	return c
 }
