@@ -94,6 +94,17 @@ type Faulty struct {
 	// sealed, by key, with what is known durable of each.
 	files   map[string]*fileState
 	crashed bool
+	// inflight counts the calls that passed the crash check and may still
+	// change the store or files; Crash waits on idle until it is zero, so
+	// every such call takes effect wholly before the crash, and every later
+	// one fails.
+	inflight int
+	idle     *sync.Cond
+	// dying is canceled when Crash begins: the contexts of calls in flight
+	// end, as a dying process's requests do, so none can hold Crash up.
+	dying     context.Context
+	kill      context.CancelFunc
+	crashDone chan struct{} // closed when Crash has finished
 }
 
 // fileState is the durable state of one appended key.
@@ -106,7 +117,10 @@ var _ blob.Driver = (*Faulty)(nil)
 
 // NewFaulty wraps inner. With no rules it passes every call through.
 func NewFaulty(inner blob.Driver) *Faulty {
-	return &Faulty{inner: inner, counts: map[Op]int{}, files: map[string]*fileState{}}
+	f := &Faulty{inner: inner, counts: map[Op]int{}, files: map[string]*fileState{}, crashDone: make(chan struct{})}
+	f.idle = sync.NewCond(&f.mu)
+	f.dying, f.kill = context.WithCancel(context.Background())
+	return f
 }
 
 // Driver returns the wrapper as a driver that implements blob.Appender when
@@ -204,13 +218,32 @@ func (f *Faulty) Counts() map[Op]int {
 // and closed. From then on every call on the wrapper or its files fails with
 // ErrCrashed. Objects written by Put and sealed files are left alone: the
 // driver made them durable before it acknowledged them.
+//
+// A call that changes something (Put, Delete, OpenAppend and every call on
+// an append file but Size) and is concurrent with Crash either takes effect
+// wholly before the crash, a Sync's bytes surviving it, or fails with
+// ErrCrashed and changes nothing: Crash first stops new calls, then cancels
+// the contexts of those in flight and waits for them to return, and only
+// then cuts the files. So a Sync that returned nil is never undone, and
+// nothing changes after Crash returns. A call still waiting on a rule (a
+// Block, a Delay) is not in flight: it fails when it wakes. A concurrent
+// second Crash waits for the first and returns nil.
 func (f *Faulty) Crash() error {
 	f.mu.Lock()
 	if f.crashed {
 		f.mu.Unlock()
+		<-f.crashDone
 		return nil
 	}
+	defer close(f.crashDone)
 	f.crashed = true
+	f.kill()
+	for f.inflight > 0 {
+		if testHookCrashWaits != nil {
+			testHookCrashWaits()
+		}
+		f.idle.Wait()
+	}
 	files := f.files
 	f.files = map[string]*fileState{}
 	f.mu.Unlock()
@@ -263,6 +296,58 @@ func (f *Faulty) SyncedSize(key string) (int64, bool) {
 		return 0, false
 	}
 	return st.synced, true
+}
+
+// Test hooks, called at the points where a call and a concurrent Crash used
+// to race.
+var (
+	testHookPutChecked func(key string) // a Put past its checks, before the wrapped Put
+	testHookSynced     func(key string) // a Sync done, before its size is recorded
+	testHookCrashWaits func()           // Crash about to wait for calls in flight (f.mu held)
+)
+
+// begin admits a call that may change the store: it fails with ErrCrashed
+// once Crash has begun, and otherwise counts the call in flight until the
+// returned end is called.
+func (f *Faulty) begin() (end func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		return nil, ErrCrashed
+	}
+	f.inflight++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.inflight--; f.inflight == 0 {
+			f.idle.Broadcast()
+		}
+	}, nil
+}
+
+// beginCtx is begin for a call with a context: the returned context also
+// ends when Crash begins, and its cause is then ErrCrashed.
+func (f *Faulty) beginCtx(ctx context.Context) (context.Context, func(), error) {
+	end, err := f.begin()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(f.dying, func() { cancel(ErrCrashed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		end()
+	}, nil
+}
+
+// crashErr returns err, marked with ErrCrashed when the crash interrupted
+// the call that returned it.
+func crashErr(ctx context.Context, err error) error {
+	if err != nil && context.Cause(ctx) == ErrCrashed && !errors.Is(err, ErrCrashed) {
+		return fmt.Errorf("%w: %w", ErrCrashed, err)
+	}
+	return err
 }
 
 // fault is what the rules decided for one call.
@@ -351,7 +436,16 @@ func (f *Faulty) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err := f.before(ctx, OpPut, key); err != nil {
 		return blob.Attrs{}, err
 	}
-	return f.inner.Put(ctx, key, r, size, opts)
+	ctx, end, err := f.beginCtx(ctx)
+	if err != nil {
+		return blob.Attrs{}, err
+	}
+	defer end()
+	if testHookPutChecked != nil {
+		testHookPutChecked(key)
+	}
+	a, err := f.inner.Put(ctx, key, r, size, opts)
+	return a, crashErr(ctx, err)
 }
 
 // StagesPuts implements blob.Stager for the wrapped driver: Put passes
@@ -394,8 +488,13 @@ func (f *Faulty) Delete(ctx context.Context, keys []string) error {
 	if err := f.before(ctx, OpDelete, first); err != nil {
 		return err
 	}
-	if err := f.inner.Delete(ctx, keys); err != nil {
+	ctx, end, err := f.beginCtx(ctx)
+	if err != nil {
 		return err
+	}
+	defer end()
+	if err := f.inner.Delete(ctx, keys); err != nil {
+		return crashErr(ctx, err)
 	}
 	f.mu.Lock()
 	for _, k := range keys {
@@ -433,17 +532,18 @@ func (a appending) OpenAppend(ctx context.Context, key string) (blob.AppendFile,
 	if err := f.before(ctx, OpOpenAppend, key); err != nil {
 		return nil, err
 	}
-	inner, err := f.inner.(blob.Appender).OpenAppend(ctx, key)
+	ctx, end, err := f.beginCtx(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer end()
+	inner, err := f.inner.(blob.Appender).OpenAppend(ctx, key)
+	if err != nil {
+		return nil, crashErr(ctx, err)
 	}
 	af := &faultyFile{f: f, key: key, inner: inner}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.crashed {
-		inner.Close()
-		return nil, ErrCrashed
-	}
 	st, ok := f.files[key]
 	if !ok {
 		// What the file held when it was opened survived whatever came
@@ -455,7 +555,9 @@ func (a appending) OpenAppend(ctx context.Context, key string) (blob.AppendFile,
 	return af, nil
 }
 
-// faultyFile wraps an AppendFile. Its mutex orders its calls against Crash.
+// faultyFile wraps an AppendFile. Every call that changes it is in flight
+// (Faulty.begin) for its whole effect, so Crash, which waits for those,
+// never cuts a file in the middle of one; its mutex guards dead.
 type faultyFile struct {
 	f     *Faulty
 	key   string
@@ -472,6 +574,11 @@ func (a *faultyFile) Write(p []byte) (int, error) {
 	if err := ft.wait(nil); err != nil {
 		return 0, err
 	}
+	end, err := a.f.begin()
+	if err != nil {
+		return 0, err
+	}
+	defer end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dead {
@@ -501,6 +608,11 @@ func (a *faultyFile) Sync() error {
 	if err := ft.wait(nil); err != nil {
 		return err
 	}
+	end, err := a.f.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dead {
@@ -513,6 +625,9 @@ func (a *faultyFile) Sync() error {
 	size := a.inner.Size()
 	if err := a.inner.Sync(); err != nil {
 		return err
+	}
+	if testHookSynced != nil {
+		testHookSynced(a.key)
 	}
 	a.setSynced(size)
 	return nil
@@ -534,6 +649,11 @@ func (a *faultyFile) Truncate(size int64) error {
 	if err := ft.wait(nil); err != nil {
 		return err
 	}
+	end, err := a.f.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dead {
@@ -553,6 +673,11 @@ func (a *faultyFile) Seal(ctx context.Context, finalKey string) (blob.Attrs, err
 	if err := a.f.before(ctx, OpSeal, a.key); err != nil {
 		return blob.Attrs{}, err
 	}
+	ctx, end, err := a.f.beginCtx(ctx)
+	if err != nil {
+		return blob.Attrs{}, err
+	}
+	defer end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dead {
@@ -560,7 +685,7 @@ func (a *faultyFile) Seal(ctx context.Context, finalKey string) (blob.Attrs, err
 	}
 	attrs, err := a.inner.Seal(ctx, finalKey)
 	if err != nil {
-		return attrs, err
+		return attrs, crashErr(ctx, err)
 	}
 	a.f.mu.Lock()
 	if st := a.f.files[a.key]; st != nil && st.open == a {
@@ -571,12 +696,17 @@ func (a *faultyFile) Seal(ctx context.Context, finalKey string) (blob.Attrs, err
 }
 
 func (a *faultyFile) Close() error {
+	end, err := a.f.begin()
+	if err != nil {
+		return nil // the crash closed it
+	}
+	defer end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dead {
 		return nil
 	}
-	err := a.inner.Close()
+	err = a.inner.Close()
 	a.f.mu.Lock()
 	if st := a.f.files[a.key]; st != nil && st.open == a {
 		st.open = nil
