@@ -7,6 +7,12 @@
 #                                   skip with a reason; under CI=true they fail)
 #   REDOKIT_FUZZTIME=30s ...        longer fuzzing per target (default 8s)
 #   REDOKIT_CRASH_TRIALS=500 ...    more SIGKILL crash trials (default 50)
+#   REDOKIT_CRASH_GC_TRIALS=1000 .. SIGKILL trials with a coordinator, GC and a
+#                                   reader running (default 100, ~1 min)
+#   REDOKIT_BITFLIPS=5000 ...       single-bit flips Verify must find (default 2000,
+#                                   ~10 s)
+#   REDOKIT_INTEGRITY_PENDING=1 ... also the issue-12 cases that wait for work
+#                                   not landed yet (they fail until it does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -33,7 +39,9 @@ if [ "${REDOKIT_NO_EMULATORS:-}" != "1" ] && [ -f scripts/emulators.sh ]; then
 fi
 
 export REDOKIT_CRASH_TRIALS="${REDOKIT_CRASH_TRIALS:-50}"
-step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS)"
+export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
+export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
+step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS)"
 go test -race -count=1 -timeout 30m ./...
 
 step "fuzz (${REDOKIT_FUZZTIME:-8s} per target)"
