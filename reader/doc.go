@@ -29,9 +29,52 @@
 //     reader stricter): a segment a fenced epoch committed after its fence is
 //     ignored. A writer with no state object never held a lease, so nothing
 //     fences it: all its segments are read;
+//   - the completeness rule applies last (see Completeness): Open proves
+//     that no segment the range needs is missing, or fails;
 //   - a key under the prefix that is not a segment name stops Open, naming it
 //     (it may be a segment the range needs); Options.SkipBadNames logs and
 //     skips it instead.
+//
+// # Completeness
+//
+// A read proves that it holds every event the writers published in its
+// range before it returns the first one; docs/FORMAT.md ("Reading a log:
+// the completeness rule") is the spec. Each writer epoch's segments form a
+// chain: seqs are consecutive, and each segment's header links its
+// predecessor (segment.Link: its seq, the largest commit ts of the epoch's
+// segments up to it, its header and footer CRCs). For every writer epoch
+// that can hold events of the range — the current epoch of each writer
+// state that published (last seq P = its Seq, chain max = ChainMaxTs,
+// digest = Digest), each fenced epoch (P, max and digest from the fence),
+// and each epoch of a writer with segments but no state object (P = the
+// highest seq listed: weaker, a lost last segment cannot be told from one
+// never written) — the accepted segments up to P must form a gapless chain
+// from the first one the range needs:
+//
+//   - an epoch whose chain max is at or below StartTs needs nothing;
+//   - segment P must be listed;
+//   - from P down while seq−1 is listed is the run [m, P]; Open reads m's
+//     header (one ranged read, which m's stream reuses) and requires that m
+//     be the first of its epoch (with nothing of the epoch listed below it)
+//     or that its link's PrevMaxTs be at or below StartTs: everything below
+//     m held nothing the range needs (GC collected it);
+//   - every segment a stream opens holds what its name says, claims to be
+//     first of its epoch only when seq−1 is not listed, matches the CRCs its
+//     opened neighbours link, and, when it is P, has the published digest.
+//
+// The writer states that give P are read before the listing (a published
+// segment was visible before the listing began, so it is listed), and again
+// after it for the fences. A segment that vanishes between the listing and
+// the read of its header (GC ran meanwhile) makes Open list and plan again,
+// at most 3 times. Every failure is a *ChainError matching ErrIncomplete,
+// naming the writer, the epoch, the missing or faulty seq and the key
+// expected (a pattern, L/seg/W/<epoch>-<seq>-*.seg, when the segment is
+// missing). The checks of Open come before any event is returned; those of
+// a stream come when the merge reaches it, before any of its events.
+//
+// GC deletes only the bottom of each chain (package gc), so a read from the
+// checkpoint or above always has its proof; a read from below it needs what
+// GC removed and fails.
 //
 // # The merge
 //
@@ -131,6 +174,15 @@
 // key and, where it has one, its offset: names that do not parse, corrupt
 // blocks (every one, not only the first of a segment), events that do not
 // decode, headers and footers that disagree with their names, active segments
-// on an object store; and, as information, torn tails of active segments and
-// segments ignored by fences. It totals segments, blocks, events and bytes.
+// on an object store; chains that are incomplete from the meta object's
+// checkpoint (from 0 without one), links between neighbours that do not
+// match (CRCs, the largest commit ts below), and published digests or chain
+// maxima the segments contradict; every object under the log's prefix that
+// is not a key the log writes (<log>/meta, <log>/writers/<ID>,
+// <log>/seg/<segment name>, <log>/~deleting), names that are not UTF-8 or
+// hold control characters and a seg that is an object (a symbolic link)
+// among them; and every writer state or meta object that fails to read or
+// decode. As information it reports torn tails of active segments, segments
+// ignored by fences and a pending delete marker. It totals segments,
+// blocks, events and bytes.
 package reader
