@@ -127,6 +127,9 @@ type history struct {
 	gen   Gen
 	spans []uint64
 	logf  func(string, ...any)
+	// explain, when set, says where the log holds an event now, for the
+	// evidence of a read that lacked it.
+	explain func(eventID) string
 
 	mu         sync.Mutex
 	acks       []Ack
@@ -313,8 +316,12 @@ func (h *history) checkRead(what string, lo, hi, cpEnd, mustHi uint64, evs []rea
 				acked++
 			}
 		}
-		h.violate(RuleReadShort, "%s ended without an error but lacks %d events the global resolved ts %d promises (%d of them acknowledged), first %s; it returned %d events",
-			what, len(missing), mustHi, acked, missing[0], len(evs))
+		where := ""
+		if h.explain != nil {
+			where = "; " + h.explain(missing[0])
+		}
+		h.violate(RuleReadShort, "%s ended without an error but lacks %d events the global resolved ts %d promises (%d of them acknowledged), first %s; it returned %d events%s",
+			what, len(missing), mustHi, acked, missing[0], len(evs), where)
 	}
 	return got
 }

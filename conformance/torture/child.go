@@ -98,7 +98,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		if errors.Is(err, blob.ErrFenced) {
 			st, _, rerr := meta.ReadWriterState(context.WithoutCancel(ctx), c.Clean, c.LogID, c.WriterID)
 			if rerr == nil && st.Epoch <= epoch {
-				writeLine(c.History, HistoryLine{Kind: "violation", Rule: RuleWrongfulFence,
+				WriteHistoryLine(c.History, HistoryLine{Kind: "violation", Rule: RuleWrongfulFence,
 					Evidence: fmt.Sprintf("writer %s epoch %d (pid %d): %s reported %v, but its state object holds epoch %d: no newer epoch exists", c.WriterID, epoch, os.Getpid(), op, err, st.Epoch)})
 			}
 			return fmt.Errorf("%w: %s: %v", ErrChildFenced, op, err)
@@ -114,7 +114,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		if f <= start {
 			return nil
 		}
-		return writeLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f})
+		return WriteHistoryLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f})
 	}
 	pos := start
 	for {
@@ -156,9 +156,9 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 	}
 }
 
-// writeLine appends a line to the history and syncs it: once it returns,
+// WriteHistoryLine appends a line to the history and syncs it: once it returns,
 // the acknowledgement survives the process.
-func writeLine(f *os.File, l HistoryLine) error {
+func WriteHistoryLine(f *os.File, l HistoryLine) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err

@@ -134,6 +134,7 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, ids: WriterIDs(cfg.Writers), spans: SpanIDs(cfg.Spans)}
 	s.h = newHistory(Gen{Seed: cfg.Seed}, s.spans, cfg.Logf)
+	s.h.explain = s.explain
 	gcb, err := blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s}).Prefixed(cfg.Bucket.Prefix())
 	if cfg.Bucket.Prefix() == "" {
 		gcb, err = blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s}), nil
@@ -466,4 +467,30 @@ func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 		}
 	}
 	return d.Driver.Delete(ctx, keys)
+}
+
+// explain lists the sealed segments whose range holds id's ts now (read
+// through the clean bucket), and who acknowledged it.
+func (s *Session) explain(id eventID) string {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
+	defer cancel()
+	var keys []string
+	for a, err := range s.cfg.Clean.List(ctx, segment.LogPrefix(s.cfg.LogID)) {
+		if err != nil {
+			return fmt.Sprintf("the segments could not be listed: %v", err)
+		}
+		n, err := segment.ParseName(a.Key)
+		if err != nil {
+			keys = append(keys, a.Key+" (not a segment name)")
+			continue
+		}
+		if n.Active || n.MinTs <= id.ts && id.ts <= n.MaxTs {
+			keys = append(keys, a.Key)
+		}
+	}
+	ack := s.ackOf(id)
+	if ack == "" {
+		ack = "nobody"
+	}
+	return fmt.Sprintf("acknowledged by %s; segments that may hold it now: %s", ack, strings.Join(keys, ", "))
 }
