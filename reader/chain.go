@@ -122,9 +122,17 @@ func chainReqs(logID string, states map[string]*meta.WriterState, ch chains) []c
 			// Older ones without a fence published nothing.
 			continue
 		}
-		p := uint64(0)
-		for seq := range segs {
-			p = max(p, seq)
+		p, any := uint64(0), false
+		for seq, o := range segs {
+			// An active segment shorter than a header was created and
+			// not yet written (or torn before its header was durable): it
+			// holds nothing, and has no link to prove.
+			if !o.name.Active || o.size >= segment.HeaderSize {
+				p, any = max(p, seq), true
+			}
+		}
+		if !any {
+			continue
 		}
 		out = append(out, chainReq{epochKey: k, p: p, maxTs: math.MaxUint64,
 			source: fmt.Sprintf("the highest seq listed (%d; the writer has no state object, so a lost last segment cannot be told from one never written)", p)})
@@ -139,9 +147,8 @@ func chainReqs(logID string, states map[string]*meta.WriterState, ch chains) []c
 type headerFunc func(o listed) (segment.Header, error)
 
 // checkChain applies the completeness rule to one requirement for a read
-// above start, and returns the bottom of the run it walked (for its header)
-// and what is wrong. err is an error that is not a finding (an I/O error,
-// a vanished object). With digest, the digest of a strict requirement is
+// above start, and returns what is wrong with the chain. err is an error
+// that is not a finding (an I/O error, a vanished object). With digest, the digest of a strict requirement is
 // compared when the bottom of the run is its published segment.
 func checkChain(logID string, rq chainReq, segs map[uint64]listed, start uint64, header headerFunc, digest bool) (problems []*ChainError, err error) {
 	if rq.strict && rq.maxTs <= start {

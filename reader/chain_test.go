@@ -371,3 +371,26 @@ func hasProblemSev(rep *Report, kind ProblemKind, key string, sev Severity) bool
 	}
 	return false
 }
+
+// An active segment created but holding no header yet (a writer that just
+// rolled over, or a crash right after the create) holds nothing and has no
+// link: it does not end a chain that must be proven.
+func TestEmptyActiveSegmentEndsNoChain(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	segs := chainLog("w", 2)
+	publish(t, b, segs, false)
+	key := seg{writer: "w", seq: 3}.header().ActiveName().Format()
+	af, err := b.OpenAppend(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := af.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalGot(t, out, expect(segs, 0, 10000, false))
+}
