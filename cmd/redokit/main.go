@@ -11,6 +11,7 @@
 //	redokit gc     --storage --log    delete segments below the checkpoint
 //	redokit rm     --storage --log    delete a whole log
 //	redokit check  --storage          is this bucket fit to hold a redo log?
+//	redokit torture --storage --duration   kill writers, lose answers: does the log lose anything?
 //
 // Exit codes: 0 success, 1 failure (including a verification that found
 // problems), 2 bad usage (an unknown command or flag, a missing required

@@ -135,15 +135,16 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, ids: WriterIDs(cfg.Writers), spans: SpanIDs(cfg.Spans)}
 	s.h = newHistory(Gen{Seed: cfg.Seed}, s.spans, cfg.Logf)
 	s.h.explain = s.explain
-	gcb, err := blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s}).Prefixed(cfg.Bucket.Prefix())
-	if cfg.Bucket.Prefix() == "" {
-		gcb, err = blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s}), nil
+	// GC deletes through a watch on the same driver and prefix. The
+	// bucket is never closed: it shares cfg.Bucket's driver.
+	s.gcB = blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s})
+	if p := cfg.Bucket.Prefix(); p != "" {
+		var err error
+		if s.gcB, err = s.gcB.Prefixed(p); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.gcB = gcb
-	err = s.retry(ctx, "open the coordinator and register the writers and spans", func(ctx context.Context) error {
+	err := s.retry(ctx, "open the coordinator and register the writers and spans", func(ctx context.Context) error {
 		c, err := meta.OpenCoordinator(ctx, cfg.Bucket, cfg.LogID, &meta.CoordinatorOptions{StartTs: BaseTs})
 		if err != nil {
 			return err
