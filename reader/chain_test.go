@@ -380,13 +380,15 @@ func TestEmptyActiveSegmentEndsNoChain(t *testing.T) {
 	b := newLocal(t)
 	segs := chainLog("w", 2)
 	publish(t, b, segs, false)
-	key := seg{writer: "w", seq: 3}.header().ActiveName().Format()
-	af, err := b.OpenAppend(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := af.Close(); err != nil {
-		t.Fatal(err)
+	// After a writer's last segment, and as the only segment of another.
+	for _, s := range []seg{{writer: "w", seq: 3}, {writer: "x", seq: 1}} {
+		af, err := b.OpenAppend(ctx, s.header().ActiveName().Format())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := af.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 10000})
 	if err != nil {
