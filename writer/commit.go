@@ -28,6 +28,19 @@ type committer struct {
 	lastSeq       uint64 // highest seq holding durable data of this epoch
 	hasData       bool
 
+	// The completeness chain (segment.Link). chain is the link the epoch's
+	// next new segment carries: it names the last segment whose blocks are
+	// final (PrevSeq 0 before the first), so seqs never skip within the
+	// epoch. lastChainMax and lastDigest are the chain max ts through
+	// lastSeq and its header CRC; pubChainMax and pubDigest what the
+	// published progress says.
+	chain        segment.Link
+	firstSeq     uint64 // the epoch's first seq: what a segment with PrevSeq 0 must have
+	lastChainMax uint64
+	lastDigest   uint32
+	pubChainMax  uint64
+	pubDigest    uint32
+
 	// The local (append) path.
 	act           *activeSeg
 	full          []*activeSeg // rotated out, synced, to be sealed after the next publication
@@ -57,20 +70,27 @@ type activeSeg struct {
 	syncedBlocks int   // blocks known durable
 	pubSize      int64 // bytes durable when the progress was last published
 	pubBlocks    int
+	// linked is set once the chain has moved past the segment (its blocks
+	// are final): its successor links footerCRC, and the footer written
+	// when it is sealed must have that CRC.
+	linked    bool
+	footerCRC uint32
 }
 
 // objectSeg is the segment object being assembled on the object-store path.
 type objectSeg struct {
-	hdr    segment.Header
-	sw     *segment.Writer
-	buf    *bytes.Buffer
-	sealed bool
+	hdr      segment.Header // as written: its CRC is the segment's digest
+	sw       *segment.Writer
+	buf      *bytes.Buffer
+	sealed   bool
+	chainMax uint64 // chain max ts through this segment, once sealed
 }
 
 func newCommitter(w *Writer, nextSeq uint64, st meta.WriterState) *committer {
 	return &committer{
-		w: w, ctx: w.ctx, nextSeq: nextSeq,
+		w: w, ctx: w.ctx, nextSeq: nextSeq, firstSeq: nextSeq,
 		pubTs: st.FlushedTs, pubSeq: st.Seq, pubHasSeq: st.HasSeq, pubSpans: st.Spans,
+		pubChainMax: st.ChainMaxTs, pubDigest: st.Digest,
 	}
 }
 
@@ -309,6 +329,81 @@ type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
+// The completeness chain. Every segment of an epoch links its predecessor
+// (segment.Link): seqs are consecutive within the epoch, the first carries
+// PrevSeq 0. A seq is taken only by a segment that was created, and one
+// dropped before any of its blocks was durable gives its seq back (unuse),
+// so no seq is ever skipped. The chain moves past a segment (extend) when
+// its blocks are final: at rotation on the local path, whether it is sealed
+// then or later (by this writer, or by the next Open's recovery: the footer
+// depends only on the blocks), and at sealing on the object-store path.
+
+// nextHeader returns the header of the epoch's next segment, linked to the
+// end of the chain. A seq that would leave a gap is an error, never a link.
+func (c *committer) nextHeader() (segment.Header, error) {
+	w := c.w
+	seq := c.nextSeq
+	if want := c.chain.PrevSeq + 1; c.chain.PrevSeq == 0 && seq != c.firstSeq || c.chain.PrevSeq != 0 && seq != want {
+		return segment.Header{}, permanent{fmt.Errorf("writer %s/%s epoch %d: the next segment would be seq %d, but the chain ends at seq %d (first seq %d): a seq would be skipped",
+			w.o.LogID, w.o.WriterID, w.epoch, seq, c.chain.PrevSeq, c.firstSeq)}
+	}
+	return segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp,
+		Created: time.Now(), Link: c.chain}, nil
+}
+
+// extend moves the end of the chain to the segment with header hdr (as
+// written, CRC included) whose final blocks are blocks, and returns its
+// footer's CRC.
+func (c *committer) extend(hdr segment.Header, blocks []segment.BlockInfo) uint32 {
+	f := segment.FooterCRC(blocks)
+	c.chain = segment.Link{PrevSeq: hdr.Seq, PrevMaxTs: chainMaxOf(hdr.Link, blocks), PrevHeaderCRC: hdr.CRC, PrevFooterCRC: f}
+	return f
+}
+
+// unuse gives back the seq of a segment dropped with no durable block, when
+// no later seq was taken: the next segment takes it, and the chain stays
+// gapless. (Only this epoch writes its names, and nothing published covers
+// the dropped one.)
+func (c *committer) unuse(seq uint64) {
+	if seq+1 == c.nextSeq {
+		c.nextSeq = seq
+	}
+}
+
+// chainMaxOf is the chain max ts through a segment with link l holding blocks.
+func chainMaxOf(l segment.Link, blocks []segment.BlockInfo) uint64 {
+	m := l.PrevMaxTs
+	for _, b := range blocks {
+		m = max(m, b.MaxTs)
+	}
+	return m
+}
+
+// chainThrough returns the chain max ts through segment seq and its header
+// CRC, for a progress that publishes seq: of the active segment (with the
+// blocks the pending sync makes durable when onceSynced), of the last
+// segment holding durable data, or of what is published already. Any other
+// seq is a bug that the progress must not cover with a guess.
+func (c *committer) chainThrough(seq uint64, hasData, onceSynced bool) (uint64, uint32, error) {
+	if !hasData && seq == c.pubSeq {
+		return c.pubChainMax, c.pubDigest, nil
+	}
+	if a := c.act; hasData && a != nil && a.hdr.Seq == seq {
+		n := a.syncedBlocks
+		if onceSynced {
+			n = len(a.sw.Blocks())
+		}
+		if n > 0 {
+			return chainMaxOf(a.hdr.Link, a.sw.Blocks()[:n]), a.hdr.CRC, nil
+		}
+	}
+	if hasData && seq == c.lastSeq {
+		return c.lastChainMax, c.lastDigest, nil
+	}
+	return 0, 0, permanent{fmt.Errorf("writer %s/%s epoch %d: progress for seq %d, whose chain end is unknown (last durable seq %d, published %d)",
+		c.w.o.LogID, c.w.o.WriterID, c.w.epoch, seq, c.lastSeq, c.pubSeq)}
+}
+
 // publish records the progress in the lease when it changed. ready, when
 // not nil, is the sync of the active segment: it runs before the progress
 // can become visible (meta.Lease.PublishProgressAfter), and the progress is
@@ -322,8 +417,12 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 		seq = c.pubSeq
 	}
 	spans = c.withRemoved(spans)
-	if ts != c.pubTs || seq != c.pubSeq || !c.pubHasSeq && hasData || !slices.Equal(spans, c.pubSpans) {
-		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, Spans: spans}, ready)
+	chainMax, digest, err := c.chainThrough(seq, hasData, ready != nil)
+	if err != nil {
+		return err
+	}
+	if ts != c.pubTs || seq != c.pubSeq || chainMax != c.pubChainMax || digest != c.pubDigest || !c.pubHasSeq && hasData || !slices.Equal(spans, c.pubSpans) {
+		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, ChainMaxTs: chainMax, Digest: digest, Spans: spans}, ready)
 		if err != nil {
 			if errors.Is(err, blob.ErrFenced) {
 				c.retract(err)
@@ -331,6 +430,7 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 			return err
 		}
 		c.pubTs, c.pubSeq, c.pubHasSeq, c.pubSpans = ts, seq, true, spans
+		c.pubChainMax, c.pubDigest = chainMax, digest
 	} else if ready != nil {
 		if err := ready(c.ctx); err != nil {
 			return err
@@ -442,6 +542,9 @@ func (c *committer) prepareFor(t *blockTask) error {
 			if err := c.syncActive(); err != nil {
 				return err
 			}
+			// Synced: its blocks are final, and the next segment links
+			// them.
+			a.footerCRC, a.linked = c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
 			c.full = append(c.full, a)
 			c.act = nil
 			c.stopAge()
@@ -468,9 +571,10 @@ func (c *committer) write(t *blockTask) error {
 // openActive starts a new active segment.
 func (c *committer) openActive() error {
 	w := c.w
-	seq := c.nextSeq
-	c.nextSeq++
-	hdr := segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp, Created: time.Now()}
+	hdr, err := c.nextHeader()
+	if err != nil {
+		return err
+	}
 	name := hdr.ActiveName()
 	key := name.Format()
 	af, err := w.b.OpenAppend(c.ctx, key)
@@ -478,10 +582,15 @@ func (c *committer) openActive() error {
 		return err
 	}
 	if size := af.Size(); size != 0 {
-		// Only this process writes names of this epoch, and this seq is new
-		// to it: the file is a leftover of a failed attempt. Skip the seq.
-		af.Close()
-		return fmt.Errorf("writer: new active segment %s is not empty (%d bytes)", key, size)
+		// Only this process writes names of this epoch, and no progress
+		// covers this seq: the file is a leftover of a failed attempt (a
+		// header write, or a dropped segment whose delete failed). Skipping
+		// the seq would break the chain; start it over.
+		w.log.Warn("new active segment is not empty; cutting it", "key", key, "size", size)
+		if err := af.Truncate(0); err != nil {
+			af.Close()
+			return fmt.Errorf("writer: new active segment %s is not empty (%d bytes) and cannot be cut: %w", key, size, err)
+		}
 	}
 	sw, err := segment.NewWriter(countingFile{af, w}, hdr, nil)
 	if err != nil {
@@ -489,7 +598,8 @@ func (c *committer) openActive() error {
 		w.b.Delete(c.ctx, key)
 		return err
 	}
-	c.act = &activeSeg{name: name, key: key, af: af, sw: sw, hdr: hdr}
+	c.nextSeq++
+	c.act = &activeSeg{name: name, key: key, af: af, sw: sw, hdr: sw.Header()}
 	if w.o.MaxSegmentAge > 0 {
 		c.ageTimer = time.NewTimer(w.o.MaxSegmentAge)
 	}
@@ -588,7 +698,7 @@ func (c *committer) syncActive() error {
 		return err
 	}
 	a := c.act
-	if a == nil || a.syncedSize == a.sw.Offset() {
+	if a == nil || a.af == nil || a.syncedSize == a.sw.Offset() {
 		return nil
 	}
 	if c.w.o.Sync == SyncEveryFlush {
@@ -610,6 +720,7 @@ func (c *committer) markSynced(a *activeSeg) {
 	a.syncedBlocks = len(a.sw.Blocks())
 	if a.syncedBlocks > 0 {
 		c.lastSeq, c.hasData = a.hdr.Seq, true
+		c.lastChainMax, c.lastDigest = chainMaxOf(a.hdr.Link, a.sw.Blocks()[:a.syncedBlocks]), a.hdr.CRC
 	}
 	for _, t := range c.unsynced {
 		t.release()
@@ -639,11 +750,17 @@ func (c *committer) sealActive() error {
 	if err := c.syncActive(); err != nil {
 		return err
 	}
-	if c.act == nil {
+	a := c.act
+	if a == nil {
 		return nil
 	}
-	if err := c.seal(c.act); err != nil {
+	if err := c.seal(a); err != nil {
 		return err
+	}
+	if a.syncedBlocks == 0 {
+		c.unuse(a.hdr.Seq) // deleted
+	} else if !a.linked {
+		a.footerCRC, a.linked = c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
 	}
 	c.act = nil
 	c.stopAge()
@@ -666,6 +783,11 @@ func (c *committer) seal(a *activeSeg) error {
 		return w.b.Delete(c.ctx, a.key)
 	}
 	f, err := a.sw.Seal()
+	if err == nil && a.linked && f.CRC != a.footerCRC {
+		// The successor links the footer of the blocks this segment had at
+		// rotation; sealing another would break the chain for good.
+		err = permanent{fmt.Errorf("writer: seal %s: its footer's CRC is %#08x, but its successor links %#08x (%d blocks)", a.key, f.CRC, a.footerCRC, len(f.Blocks))}
+	}
 	if err == nil {
 		start := time.Now()
 		final := a.hdr.SealedName(f.MinTs, f.MaxTs).Format()
@@ -726,10 +848,16 @@ func (c *committer) repair() error {
 			if err := w.b.Delete(c.ctx, a.key); err != nil {
 				w.log.Warn("cannot delete a failed segment", "key", a.key, "err", err)
 			}
+			c.unuse(a.hdr.Seq)
 			c.act = nil
 		} else if err := c.rewind(a); err != nil {
+			// Its durable blocks are final: the next segment links them,
+			// and the next Open's recovery seals exactly those (the link
+			// tells it which, whatever else reached the file).
 			w.log.Warn("abandoning an active segment that cannot be rewound; the next open recovers it", "key", a.key, "err", err)
 			a.af.Close()
+			a.af = nil
+			a.footerCRC, a.linked = c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
 			c.act = nil
 		}
 		if c.act == nil {
@@ -820,6 +948,9 @@ type upload struct {
 	buf     *bytes.Buffer
 	running bool  // an attempt is under way (the committer's view)
 	err     error // the attempt's result: set by its goroutine before it reports on finished
+
+	chainMax uint64 // chain max ts through this segment
+	digest   uint32 // its header CRC
 }
 
 // addToObject adds a frame to the segment object being assembled, launching
@@ -836,16 +967,18 @@ func (c *committer) addToObject(t *blockTask) error {
 		return err
 	}
 	if c.obj == nil {
-		seq := c.nextSeq
-		c.nextSeq++
-		hdr := segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp, Created: time.Now()}
+		hdr, err := c.nextHeader()
+		if err != nil {
+			return err
+		}
 		buf := c.segBuf()
 		sw, err := segment.NewWriter(buf, hdr, nil)
 		if err != nil {
 			c.segBufs = append(c.segBufs, buf)
 			return err
 		}
-		c.obj = &objectSeg{hdr: hdr, sw: sw, buf: buf}
+		c.nextSeq++
+		c.obj = &objectSeg{hdr: sw.Header(), sw: sw, buf: buf}
 	}
 	// Writing to memory cannot fail.
 	if err := c.obj.sw.AppendFrame(&t.frame); err != nil {
@@ -898,16 +1031,21 @@ func (c *committer) putObject() error {
 func (c *committer) launch() error {
 	o := c.obj
 	if !o.sealed {
-		if _, err := o.sw.Seal(); err != nil {
+		f, err := o.sw.Seal()
+		if err != nil {
 			return err
 		}
 		o.sealed = true
+		// Sealed in memory: final, whenever and in whatever order the
+		// uploads land. The next object links it.
+		c.extend(o.hdr, f.Blocks)
+		o.chainMax = c.chain.PrevMaxTs
 	}
 	if err := c.awaitUploads(c.w.o.MaxUploads - 1); err != nil {
 		return err
 	}
 	st := o.sw.Stats()
-	u := &upload{key: o.hdr.SealedName(st.MinTs, st.MaxTs).Format(), seq: o.hdr.Seq, buf: o.buf}
+	u := &upload{key: o.hdr.SealedName(st.MinTs, st.MaxTs).Format(), seq: o.hdr.Seq, buf: o.buf, chainMax: o.chainMax, digest: o.hdr.CRC}
 	c.uploads = append(c.uploads, u)
 	c.obj = nil
 	c.attempt(u)
@@ -988,7 +1126,12 @@ func (c *committer) uploaded(u *upload) error {
 	w.m.stored.Add(float64(n))
 	w.stats.segments.Add(1)
 	w.m.segments.Inc()
-	c.lastSeq, c.hasData = max(c.lastSeq, u.seq), true
+	// Uploads land in any order; the progress publishes the highest seq
+	// once all below it landed too (putObject waits for every one).
+	if !c.hasData || u.seq > c.lastSeq {
+		c.lastSeq, c.lastChainMax, c.lastDigest = u.seq, u.chainMax, u.digest
+	}
+	c.hasData = true
 	c.unpublished = append(c.unpublished, u.key)
 	c.uploads = slices.DeleteFunc(c.uploads, func(x *upload) bool { return x == u })
 	c.segBufs = append(c.segBufs, u.buf)

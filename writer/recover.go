@@ -19,6 +19,7 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 	var maxSeq uint64
 	var any bool
 	var actives []segment.Name
+	keys := make(map[[2]uint64]string) // (epoch, seq) -> a key holding it
 	for a, err := range w.b.List(ctx, prefix) {
 		if err != nil {
 			return 0, fmt.Errorf("writer %s/%s: list %s: %w", w.o.LogID, w.o.WriterID, prefix, err)
@@ -31,6 +32,7 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 		if !any || n.Seq > maxSeq {
 			maxSeq, any = n.Seq, true
 		}
+		keys[[2]uint64{n.Epoch, n.Seq}] = a.Key
 		if n.Active && n.Epoch < st.Epoch {
 			actives = append(actives, n)
 		}
@@ -40,7 +42,14 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 		actives = nil
 	}
 	for _, n := range actives {
-		if err := w.recoverActive(ctx, n, &st, lease.Previous); err != nil {
+		// A successor the fences accept links this segment: its link, not
+		// a guess, says which blocks the segment must keep.
+		next := segment.Name{LogID: n.LogID, WriterID: n.WriterID, Epoch: n.Epoch, Seq: n.Seq + 1}
+		succ := keys[[2]uint64{next.Epoch, next.Seq}]
+		if succ != "" && !st.Accepts(next) {
+			succ = ""
+		}
+		if err := w.recoverActive(ctx, n, &st, lease.Previous, succ); err != nil {
 			return 0, err
 		}
 	}
@@ -65,11 +74,18 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 //     flushed ts (they were never reported, and the new epoch writes those
 //     events again: keeping them would only make duplicates); what is left
 //     is sealed under the segment's own (old-epoch) name, or deleted if
-//     nothing is.
+//     nothing is;
+//   - but when succ, the key of the segment with the next seq of the same
+//     epoch, is accepted by the fences, its link decides: the segment keeps
+//     exactly the blocks whose footer the link names (those it had when its
+//     writer moved on to succ), and is sealed even if that leaves it empty,
+//     since deleting it would break the chain. No prefix of its blocks
+//     matching the link is an error naming both keys: blocks the chain
+//     needs are gone.
 //
 // A segment that is damaged other than at its tail is an error naming it:
 // nothing is deleted, and Open fails.
-func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.WriterState, prev *meta.WriterState) error {
+func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.WriterState, prev *meta.WriterState, succ string) error {
 	key := n.Format()
 	log := w.log.With("key", key)
 	if !st.Accepts(n) {
@@ -134,7 +150,16 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 			}
 		}
 	}
-	if keep == 0 {
+	if succ != "" {
+		k, err := w.linkedBlocks(ctx, key, h, rec.Blocks, succ)
+		if err != nil {
+			return err
+		}
+		if k != keep {
+			log.Info("the successor's link decides which blocks the segment keeps", "successor", succ, "blocks", k, "below_published", keep)
+		}
+		keep = k
+	} else if keep == 0 {
 		return drop("no block at or below the published progress")
 	}
 	var minTs, maxTs uint64
@@ -142,7 +167,10 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		// The footer was written but the rename did not happen.
 		minTs, maxTs = rec.Footer.MinTs, rec.Footer.MaxTs
 	} else {
-		end := rec.Blocks[keep-1].End()
+		end := int64(segment.HeaderSize)
+		if keep > 0 {
+			end = rec.Blocks[keep-1].End()
+		}
 		if err := af.Truncate(end); err != nil {
 			return fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
 		}
@@ -164,4 +192,30 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 	log.Info("recovered an unsealed segment", "sealed_as", final, "blocks", keep,
 		"dropped_blocks", len(rec.Blocks)-keep, "torn_bytes", rec.TornBytes)
 	return nil
+}
+
+// linkedBlocks reads the header of succ, the next segment of key's epoch, and
+// returns how many of blocks (key's whole blocks, header h) its link names:
+// the prefix whose footer CRC and chain max ts are the link's.
+func (w *Writer) linkedBlocks(ctx context.Context, key string, h segment.Header, blocks []segment.BlockInfo, succ string) (int, error) {
+	hb, err := w.b.ReadRange(ctx, succ, 0, segment.HeaderSize)
+	if err != nil {
+		return 0, fmt.Errorf("writer: recover %s: read the header of its successor %s: %w", key, succ, err)
+	}
+	sh, err := segment.DecodeHeader(hb, succ)
+	if err != nil {
+		return 0, fmt.Errorf("writer: recover %s: its successor: %w", key, err)
+	}
+	l := sh.Link
+	if l.PrevSeq != h.Seq || l.PrevHeaderCRC != h.CRC {
+		return 0, fmt.Errorf("writer: recover %s (seq %d, header CRC %#08x): its successor %s links seq %d with header CRC %#08x: %w",
+			key, h.Seq, h.CRC, succ, l.PrevSeq, l.PrevHeaderCRC, segment.ErrCorrupt)
+	}
+	for k := len(blocks); k >= 0; k-- {
+		if segment.FooterCRC(blocks[:k]) == l.PrevFooterCRC && chainMaxOf(h.Link, blocks[:k]) == l.PrevMaxTs {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("writer: recover %s: no prefix of its %d whole blocks has the footer CRC %#08x and chain max ts %d its successor %s links: blocks the chain needs are lost: %w",
+		key, len(blocks), l.PrevFooterCRC, l.PrevMaxTs, succ, segment.ErrCorrupt)
 }

@@ -1,0 +1,351 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// chainSeg is what checkChains learns of one segment.
+type chainSeg struct {
+	key       string
+	hdr       segment.Header
+	footerCRC uint32 // of the footer it has or, unsealed, would have
+	maxTs     uint64 // of its records; 0 when none
+}
+
+// checkChains reads every segment of writer "w" of the test log and checks the
+// completeness chain of each epoch: consecutive seqs from the epoch's first
+// (which links nothing), every other linking its predecessor's seq, header
+// CRC, footer CRC and the chain max ts through it; and that the state's
+// progress (Seq, ChainMaxTs, Digest) and the fences of earlier epochs name
+// the end of their chain exactly. Active segments count with the footer
+// their whole blocks would have. It returns the epochs' chains.
+func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
+	t.Helper()
+	ctx := context.Background()
+	chains := map[uint64][]chainSeg{}
+	for _, key := range segmentKeys(t, b) {
+		n, err := segment.ParseName(key)
+		must(t, err)
+		data, err := b.ReadAll(ctx, key)
+		must(t, err)
+		var cs chainSeg
+		if n.Active {
+			rc, err := segment.Recover(bytes.NewReader(data), &segment.ScannerOptions{Object: key})
+			must(t, err)
+			if !rc.HasHeader {
+				t.Fatalf("%s: no header", key)
+			}
+			cs = chainSeg{key: key, hdr: rc.Header, footerCRC: segment.FooterCRC(rc.Blocks)}
+			if k := len(rc.Blocks); k > 0 {
+				cs.maxTs = rc.Blocks[k-1].MaxTs
+			}
+		} else {
+			r, err := segment.NewReader(bytes.NewReader(data), int64(len(data)), &segment.ReaderOptions{Object: key})
+			must(t, err)
+			f := r.Footer()
+			must(t, n.Check(key, r.Header(), &f))
+			cs = chainSeg{key: key, hdr: r.Header(), footerCRC: f.CRC, maxTs: f.MaxTs}
+		}
+		chains[n.Epoch] = append(chains[n.Epoch], cs)
+	}
+	ends := map[uint64]chainSeg{}
+	chainMax := map[uint64]map[uint64]uint64{} // epoch -> seq -> chain max ts through seq
+	for epoch, segs := range chains {
+		sort.Slice(segs, func(i, j int) bool { return segs[i].hdr.Seq < segs[j].hdr.Seq })
+		chainMax[epoch] = map[uint64]uint64{}
+		var m uint64
+		for i, s := range segs {
+			l := s.hdr.Link
+			if i == 0 {
+				if !l.First() {
+					t.Fatalf("epoch %d: its first segment %s links seq %d", epoch, s.key, l.PrevSeq)
+				}
+			} else {
+				p := segs[i-1]
+				want := segment.Link{PrevSeq: p.hdr.Seq, PrevMaxTs: m, PrevHeaderCRC: p.hdr.CRC, PrevFooterCRC: p.footerCRC}
+				if p.hdr.Seq+1 != s.hdr.Seq {
+					t.Fatalf("epoch %d: seq %d follows seq %d (%s after %s): a gap", epoch, s.hdr.Seq, p.hdr.Seq, s.key, p.key)
+				}
+				if l != want {
+					t.Fatalf("epoch %d: %s links %+v, its predecessor %s is %+v", epoch, s.key, l, p.key, want)
+				}
+			}
+			m = max(m, s.maxTs)
+			chainMax[epoch][s.hdr.Seq] = m
+		}
+		chains[epoch] = segs
+		ends[epoch] = segs[len(segs)-1]
+	}
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	check := func(what string, epoch, seq, maxTs uint64, digest uint32) {
+		t.Helper()
+		if seq == 0 {
+			if maxTs != 0 || digest != 0 {
+				t.Fatalf("%s: seq 0 with chain max ts %d, digest %#x", what, maxTs, digest)
+			}
+			return
+		}
+		for _, s := range chains[epoch] {
+			if s.hdr.Seq == seq {
+				if s.hdr.CRC != digest || chainMax[epoch][seq] != maxTs {
+					t.Fatalf("%s: seq %d, chain max ts %d, digest %#x; segment %s has header CRC %#x, chain max ts %d",
+						what, seq, maxTs, digest, s.key, s.hdr.CRC, chainMax[epoch][seq])
+				}
+				return
+			}
+		}
+		t.Fatalf("%s: seq %d of epoch %d, which has no segment", what, seq, epoch)
+	}
+	check(fmt.Sprintf("progress of epoch %d", st.Epoch), st.Epoch, st.Seq, st.ChainMaxTs, st.Digest)
+	for _, f := range st.Fences {
+		check(fmt.Sprintf("fence of epoch %d", f.Epoch), f.Epoch, f.LastSeq, f.MaxTs, f.Digest)
+	}
+	return chains
+}
+
+// TestChainLocal: on the local path, a run with rotations by size and by a
+// span added behind (whose segment holds lower ts than its predecessor, so
+// the chain max ts is not the segment's), then a restart: every epoch's chain
+// is gapless and linked, the new epoch starts with PrevSeq 0, and the
+// published progress and the fence name the chain's end.
+func TestChainLocal(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	o := testOptions("w")
+	o.MaxSegmentBytes = 8 << 10
+	o.BlockSize = 1 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	for ts := uint64(1); ts <= 400; ts++ {
+		must(t, w.Write(ctx, 1, row(1, ts, int64(ts))))
+		if ts%50 == 0 {
+			must(t, w.AdvanceResolved(1, ts))
+			mustFlush(t, w)
+			checkChains(t, b) // the active segment and the unsealed full ones too
+		}
+	}
+	// A span behind the writer: its catch-up goes to a new segment.
+	must(t, w.AddSpan(2, 100))
+	for ts := uint64(101); ts <= 120; ts++ {
+		must(t, w.Write(ctx, 2, row(2, ts, int64(1000+ts))))
+	}
+	must(t, w.AdvanceResolved(2, 400))
+	mustFlush(t, w)
+	must(t, w.Close(ctx))
+	chains := checkChains(t, b)
+	segs := chains[1]
+	if len(segs) < 4 {
+		t.Fatalf("%d segments; expected rotations", len(segs))
+	}
+	if last := segs[len(segs)-1]; last.maxTs >= last.hdr.Link.PrevMaxTs {
+		t.Fatalf("the catch-up segment %s holds ts up to %d, its chain before it %d: no catch-up rotation", last.key, last.maxTs, last.hdr.Link.PrevMaxTs)
+	}
+
+	w2 := open(t, b, o)
+	must(t, w2.AddSpan(1, 400))
+	writeRange(t, w2, 1, 401, 600)
+	must(t, w2.AdvanceResolved(1, 600))
+	mustFlush(t, w2)
+	must(t, w2.Close(ctx))
+	chains = checkChains(t, b)
+	if len(chains[2]) < 2 || chains[2][0].hdr.Seq != segs[len(segs)-1].hdr.Seq+1 {
+		t.Fatalf("epoch 2's chain %v does not continue the numbering after epoch 1's", chains[2])
+	}
+}
+
+// TestChainObject: on the object-store path, flushes split into many objects
+// uploaded concurrently, with lost answers (retried uploads of the same
+// bytes), then a restart: every epoch's chain is gapless and linked, and the
+// progress names its end, whatever order the uploads landed in.
+func TestChainObject(t *testing.T) {
+	ctx := context.Background()
+	b := blob.NewBucket(newLostAnswer(memBucket().Driver(), 3))
+	o := testOptions("w")
+	o.MaxSegmentBytes = 4 << 10
+	o.BlockSize = 1 << 10
+	o.MaxUploads = 4
+	o.Compression = CompressionNone
+	for epoch := uint64(1); epoch <= 2; epoch++ {
+		w := open(t, b, o)
+		base := (epoch - 1) * 1000
+		must(t, w.AddSpan(1, base))
+		for f := uint64(0); f < 3; f++ {
+			from := base + f*200 + 1
+			writeRange(t, w, 1, from, from+199)
+			must(t, w.AdvanceResolved(1, from+199))
+			mustFlush(t, w)
+			checkChains(t, b)
+		}
+		if epoch == 1 {
+			// A catch-up within one flush.
+			must(t, w.AddSpan(2, 10))
+			writeRange(t, w, 2, 11, 30)
+			must(t, w.AdvanceResolved(2, 600))
+			mustFlush(t, w)
+		}
+		must(t, w.Close(ctx))
+		chains := checkChains(t, b)
+		if len(chains[epoch]) < 6 {
+			t.Fatalf("epoch %d: %d objects; expected splits", epoch, len(chains[epoch]))
+		}
+	}
+	if s := b.Stats(); s.Puts == 0 {
+		t.Fatal("no puts")
+	}
+}
+
+// TestChainRecoverySealsRotated: a local writer rotates, publishes, and
+// crashes before it seals the rotated-out segment; the next epoch's recovery
+// seals it, and the footer it writes is the one its successor linked at the
+// rotation.
+func TestChainRecoverySealsRotated(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	o := testOptions("w")
+	o.RetryAttempts = 1
+	o.MaxSegmentBytes = 8 << 10
+	o.BlockSize = 1 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 40)
+	must(t, w.AdvanceResolved(1, 40))
+	mustFlush(t, w)
+
+	gate := make(chan struct{})
+	match, reached := signal(isSegment)
+	f.Add(blobtest.Rule{Op: blobtest.OpSeal, Match: match, Wait: gate})
+	writeRange(t, w, 1, 41, 200)
+	must(t, w.AdvanceResolved(1, 200))
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := w.Flush(ctx)
+		flushed <- err
+	}()
+	select {
+	case <-reached: // published, sealing the rotated-out segment
+	case err := <-flushed:
+		t.Fatalf("the flush returned (%v) before sealing the rotated-out segment", err)
+	}
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 200 {
+		t.Fatalf("the seal began before the progress (flushed ts %d) was published", st.FlushedTs)
+	}
+	must(t, f.Crash())
+	close(gate)
+	<-flushed
+	w.Close(ctx)
+	if n := len(activeFiles(t, dir)); n < 2 {
+		t.Fatalf("%d active segments after the crash; want the rotated-out one and its successor", n)
+	}
+	b2 := localBucket(t, dir)
+	chains := checkChains(t, b2) // unsealed: footers as the blocks make them
+	w2 := open(t, b2, o)
+	must(t, w2.Close(ctx))
+	if got := activeFiles(t, dir); len(got) != 0 {
+		t.Fatalf("active segments left after recovery: %v", got)
+	}
+	after := checkChains(t, b2)
+	if len(after[1]) != len(chains[1]) {
+		t.Fatalf("recovery left %d segments of epoch 1, there were %d", len(after[1]), len(chains[1]))
+	}
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 200)
+}
+
+// TestChainRecoveryKeepsLinkedBlocks: a sync fails and the segment cannot be
+// cut back (its truncate fails too), so the writer abandons it with frames
+// past its durable blocks still in the file, and writes them again to the
+// next segment, which it publishes. The next epoch's recovery must keep only
+// the blocks the successor's link names: keeping every whole block at or
+// below the published ts would store those frames twice, and seal a footer
+// that breaks the chain.
+func TestChainRecoveryKeepsLinkedBlocks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	o := testOptions("w")
+	o.BlockSize = 1 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	mustFlush(t, w)
+	first := segmentKeys(t, b)
+	if len(first) != 1 {
+		t.Fatalf("segments %v", first)
+	}
+	onFirst := func(c blobtest.Call) bool { return c.Key == first[0] }
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: onFirst, Nth: 1, Fail: true})
+	f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: onFirst, Fail: true})
+	writeRange(t, w, 1, 51, 100)
+	must(t, w.AdvanceResolved(1, 100))
+	if ts := mustFlush(t, w); ts != 100 {
+		t.Fatalf("Flush = %d", ts)
+	}
+	must(t, w.Close(ctx))
+	if a := activeFiles(t, dir); len(a) != 1 || !strings.HasSuffix(a[0], strings.TrimPrefix(first[0], testLog)) {
+		t.Fatalf("active segments %v: want the abandoned %s", a, first[0])
+	}
+
+	b2 := localBucket(t, dir)
+	w2 := open(t, b2, o)
+	must(t, w2.Close(ctx))
+	checkChains(t, b2)
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
+}
+
+// TestChainSeqReusedAfterDroppedSegment: the first sync of a new segment
+// fails with nothing of it durable, and deleting it fails too: the writer
+// drops it and writes its frames again under the same seq (cutting the
+// leftover file), so the epoch's chain has no gap.
+func TestChainSeqReusedAfterDroppedSegment(t *testing.T) {
+	ctx := context.Background()
+	d, err := local.NewDriver(t.TempDir(), nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	o := testOptions("w")
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	f.FailNth(blobtest.OpSync, 1, nil)
+	f.FailWhen(blobtest.OpDelete, isSegment, nil)
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	if ts := mustFlush(t, w); ts != 50 {
+		t.Fatalf("Flush = %d", ts)
+	}
+	writeRange(t, w, 1, 51, 60)
+	must(t, w.AdvanceResolved(1, 60))
+	mustFlush(t, w)
+	must(t, w.Close(ctx))
+	if n := f.Count(blobtest.OpDelete); n == 0 {
+		t.Fatal("the failed segment was never deleted: the test did not reach the drop")
+	}
+	chains := checkChains(t, b)
+	if len(chains[1]) != 1 || chains[1][0].hdr.Seq != 1 {
+		t.Fatalf("epoch 1's chain %v: want seq 1 alone", chains[1])
+	}
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 60)
+}
