@@ -90,8 +90,9 @@ func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
 			Deleted      int      `json:"deleted"`
 			FreedBytes   int64    `json:"freed_bytes"`
 			KeptByGrace  int      `json:"kept_by_grace"`
+			KeptByChain  int      `json:"kept_by_chain"`
 			Keys         []string `json:"keys"`
-		}{a.logID, m.CheckpointTs, dry, res.Listed, res.Deleted, res.FreedBytes, res.KeptByGrace, keys})
+		}{a.logID, m.CheckpointTs, dry, res.Listed, res.Deleted, res.FreedBytes, res.KeptByGrace, res.KeptByChain, keys})
 	}
 	verb := "deleted"
 	if dry {
@@ -103,6 +104,11 @@ func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
 	fmt.Fprintf(a.stdout, "log %s, checkpoint ts %d: %d segments listed, %s %d (%s)", a.logID, m.CheckpointTs, res.Listed, verb, res.Deleted, humanBytes(res.FreedBytes))
 	if res.KeptByGrace > 0 {
 		fmt.Fprintf(a.stdout, ", %d kept by --grace", res.KeptByGrace)
+	}
+	if res.KeptByChain > 0 {
+		// Below the checkpoint, but above a segment of their epoch that
+		// stays: they go once it does (see package gc).
+		fmt.Fprintf(a.stdout, ", %d below the checkpoint kept until the segments below them in their chain go", res.KeptByChain)
 	}
 	fmt.Fprintln(a.stdout)
 	return nil
