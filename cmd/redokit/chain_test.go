@@ -56,7 +56,11 @@ func TestMissingSegmentFailsVerifyDumpApply(t *testing.T) {
 				}
 				log := "chain"
 				genLog(t, store, log, "--writers", "2", "--rows", "6000")
-				b, err := blob.Open(ctx, store)
+				url := store
+				if storage == "local" {
+					url = fileURL(store)
+				}
+				b, err := blob.Open(ctx, url)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,7 +162,7 @@ func TestVerifyStrayNames(t *testing.T) {
 	}
 
 	// A segment whose name was damaged into invalid UTF-8.
-	b, err := blob.Open(context.Background(), dir)
+	b, err := blob.Open(context.Background(), fileURL(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
