@@ -137,15 +137,15 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 	ids := []string{"w1", "w2"}
 	ws := map[string]*writer.Writer{}
 	for i, id := range ids {
-		must(t, coord.AddWriter(ctx, id))
+		flipMust(t, coord.AddWriter(ctx, id))
 		w, err := writer.Open(ctx, b, &writer.Options{LogID: flipLog, WriterID: id,
 			FlushInterval: time.Hour, MaxSegmentBytes: 4 << 10, BlockSize: 1 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		span := writer.SpanID(i + 1)
-		must(t, coord.AddSpan(ctx, uint64(span), 0))
-		must(t, w.AddSpan(span, 0))
+		flipMust(t, coord.AddSpan(ctx, uint64(span), 0))
+		flipMust(t, w.AddSpan(span, 0))
 		ws[id] = w
 	}
 	var id int64
@@ -155,9 +155,9 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 			w := ws[wid]
 			for range r.IntN(3) {
 				id++
-				must(t, w.Write(ctx, span, flipRow(r, span, ts, id)))
+				flipMust(t, w.Write(ctx, span, flipRow(r, span, ts, id)))
 			}
-			must(t, w.AdvanceResolved(span, ts))
+			flipMust(t, w.AdvanceResolved(span, ts))
 			if ts%10 == 0 {
 				if _, err := w.Flush(ctx); err != nil {
 					t.Fatal(err)
@@ -166,17 +166,17 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 		}
 	}
 	for _, w := range ws {
-		must(t, w.Close(ctx))
+		flipMust(t, w.Close(ctx))
 	}
 	m, err := coord.Tick(ctx)
-	must(t, err)
+	flipMust(t, err)
 	// Just above the first segment of each writer, so that GC collects
 	// one or two of them and the chains start above a collected link.
 	firsts := map[string]uint64{}
 	for a, err := range b.List(ctx, segment.LogPrefix(flipLog)) {
-		must(t, err)
+		flipMust(t, err)
 		n, err := segment.ParseName(a.Key)
-		must(t, err)
+		flipMust(t, err)
 		if cur, ok := firsts[n.WriterID]; !n.Active && (!ok || n.MaxTs < cur) {
 			firsts[n.WriterID] = n.MaxTs
 		}
@@ -185,9 +185,9 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 	if m.ResolvedTs < cp || len(firsts) != 2 {
 		t.Fatalf("resolved ts %d after the build, first segments end at %v", m.ResolvedTs, firsts)
 	}
-	must(t, coord.SetCheckpoint(ctx, cp))
+	flipMust(t, coord.SetCheckpoint(ctx, cp))
 	res, err := gc.Collect(ctx, b, flipLog, cp, nil)
-	must(t, err)
+	flipMust(t, err)
 	if res.Deleted == 0 {
 		t.Fatalf("GC at %d collected nothing: the log does not exercise collected predecessors", cp)
 	}
@@ -209,7 +209,7 @@ func flipRow(r *rand.Rand, span writer.SpanID, ts uint64, id int64) codec.Event 
 	}}
 }
 
-func must(t *testing.T, err error) {
+func flipMust(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func flipObjects(t *testing.T, dir string) (segs, metas []string) {
 		}
 		return nil
 	})
-	must(t, err)
+	flipMust(t, err)
 	slices.Sort(segs)
 	slices.Sort(metas)
 	if len(segs) < 6 || len(metas) != 3 {
@@ -256,11 +256,11 @@ func (f flip) apply(t *testing.T, dir string) (undo func(), ok bool) {
 	path := filepath.Join(dir, filepath.FromSlash(f.key))
 	if f.class != flipName {
 		data, err := os.ReadFile(path)
-		must(t, err)
+		flipMust(t, err)
 		orig := slices.Clone(data)
 		data[f.byte] ^= 1 << f.bit
-		must(t, os.WriteFile(path, data, 0o644))
-		return func() { must(t, os.WriteFile(path, orig, 0o644)) }, true
+		flipMust(t, os.WriteFile(path, data, 0o644))
+		return func() { flipMust(t, os.WriteFile(path, orig, 0o644)) }, true
 	}
 	if strings.ContainsRune(f.newKey, 0) {
 		return nil, false
@@ -289,16 +289,16 @@ func (f flip) apply(t *testing.T, dir string) (undo func(), ok bool) {
 		t.Fatalf("%v: %v", f, err)
 	}
 	return func() {
-		must(t, os.Rename(to, path))
+		flipMust(t, os.Rename(to, path))
 		for _, d := range made {
-			must(t, os.Remove(d))
+			flipMust(t, os.Remove(d))
 		}
 	}, true
 }
 
-// pick chooses the flip of one trial: the classes in turn, an object, a byte
+// pickFlip chooses the flip of one trial: the classes in turn, an object, a byte
 // and a bit at random.
-func pick(r *rand.Rand, i int, dir string, segs, metas []string) flip {
+func pickFlip(r *rand.Rand, i int, dir string, segs, metas []string) flip {
 	f := flip{class: flipClass(i % 3), bit: uint(r.IntN(8))}
 	switch f.class {
 	case flipSegment:
@@ -325,10 +325,10 @@ func pick(r *rand.Rand, i int, dir string, segs, metas []string) flip {
 	return f
 }
 
-// findings runs reader.Verify and, when it finds no error, `redokit verify`
+// flipFindings runs reader.Verify and, when it finds no error, `redokit verify`
 // (which adds the meta object and the writer states). It says which found
 // the damage, or "" when neither did.
-func findings(t *testing.T, ctx context.Context, b *blob.Bucket, dir string) (string, error) {
+func flipFindings(t *testing.T, ctx context.Context, b *blob.Bucket, dir string) (string, error) {
 	rep, err := reader.Verify(ctx, b, flipLog, nil)
 	switch {
 	case err != nil:
@@ -355,7 +355,7 @@ func TestEveryBitFlipIsFound(t *testing.T) {
 	ctx := context.Background()
 	b := buildFlipLog(t, dir, seed)
 	segs, metas := flipObjects(t, dir)
-	if why, err := findings(t, ctx, b, dir); err != nil || why != "" {
+	if why, err := flipFindings(t, ctx, b, dir); err != nil || why != "" {
 		t.Fatalf("the undamaged log does not verify clean: %s %v", why, err)
 	}
 	r := rand.New(rand.NewPCG(seed, 0xf11b))
@@ -365,7 +365,7 @@ func TestEveryBitFlipIsFound(t *testing.T) {
 	var unrepresentable, skippedPending, byCLI, cliChecks int
 	waits := map[string]int{}
 	for i := 0; i < n; {
-		f := pick(r, i, dir, segs, metas)
+		f := pickFlip(r, i, dir, segs, metas)
 		if w := pendingFlip(f); w != "" && !pending {
 			skippedPending++
 			waits[w]++
@@ -379,7 +379,7 @@ func TestEveryBitFlipIsFound(t *testing.T) {
 		}
 		i++
 		tried[f.class]++
-		why, err := findings(t, ctx, b, dir)
+		why, err := flipFindings(t, ctx, b, dir)
 		if err != nil {
 			undo()
 			t.Fatalf("%v: %v", f, err)
@@ -404,7 +404,7 @@ func TestEveryBitFlipIsFound(t *testing.T) {
 		}
 	}
 	// Every flip was undone: the log is whole again.
-	if why, err := findings(t, ctx, b, dir); err != nil || why != "" {
+	if why, err := flipFindings(t, ctx, b, dir); err != nil || why != "" {
 		t.Fatalf("the log does not verify clean after the flips were undone: %s %v", why, err)
 	}
 	total := tried[flipSegment] + tried[flipMeta] + tried[flipName]
