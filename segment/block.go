@@ -130,6 +130,9 @@ func (d *blockDecoder) decode(frame []byte, off int64) (*Block, *problem) {
 	if got := blockCRC(frame, payload); got != bh.crc {
 		return nil, soft("block", off, "CRC32C mismatch: stored %#08x, computed %#08x", bh.crc, got)
 	}
+	if frame[bReserved] != 0 || frame[bReserved+1] != 0 {
+		return nil, hard("block", off, "reserved bytes %x are not zero", frame[bReserved:bReserved+2])
+	}
 	data := payload
 	if bh.codec == CompressionLZ4 {
 		d.ub = growBuf(d.ub, bh.uncompressed)
@@ -213,4 +216,15 @@ func validBlockAt(b []byte) bool {
 		return false
 	}
 	return blockCRC(b, b[BlockHeaderSize:BlockHeaderSize+bh.stored]) == bh.crc
+}
+
+// codecAllowed rejects a block whose codec the segment's policy does not
+// allow: a writer with policy none never compresses, so an lz4 block under it
+// was not written by a Writer. (Under policy lz4 a raw block is normal: lz4
+// did not make it smaller.) The block's CRC holds, so this is corruption.
+func codecAllowed(h Header, b *Block) *problem {
+	if h.Compression == CompressionNone && b.Codec != CompressionNone {
+		return hard("block", b.Info.Offset, "%v block in a segment whose compression policy is none", b.Codec)
+	}
+	return nil
 }

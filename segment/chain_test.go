@@ -227,3 +227,54 @@ func TestNameCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReservedBytesWithGoodCRC: a frame whose CRC holds over non-zero
+// reserved bytes was written that way, so it is corruption, never a torn
+// tail that recovery would silently cut, even as the last frame.
+func TestReservedBytesWithGoodCRC(t *testing.T) {
+	data := writeSegment(t, testHeader(CompressionNone), &WriterOptions{BlockSize: 300}, genRecords(11, 30, true), false)
+	rc, err := Recover(bytes.NewReader(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := rc.Blocks[len(rc.Blocks)-1]
+	b := bytes.Clone(data)
+	fr := b[last.Offset:last.End()]
+	fr[bReserved+1] = 1
+	le.PutUint32(fr[bCRC:], blockCRC(fr, fr[BlockHeaderSize:]))
+	if _, err := Recover(bytes.NewReader(b), nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("block with reserved bytes under a good CRC: %v", err)
+	}
+
+	sealed := writeSegment(t, testHeader(CompressionNone), &WriterOptions{BlockSize: 300}, genRecords(11, 30, true), true)
+	_, r, err := readAll(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foff := r.Footer().Blocks[len(r.Footer().Blocks)-1].End()
+	b = bytes.Clone(sealed)
+	ft := b[foff : len(b)-TrailerSize]
+	ft[fReserved] = 1
+	le.PutUint32(ft[len(ft)-footerCRCSize:], crc(ft[:len(ft)-footerCRCSize]))
+	if _, _, err := readAll(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("Reader: footer with reserved bytes under a good CRC: %v", err)
+	}
+	if _, err := Recover(bytes.NewReader(b), nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("Recover: footer with reserved bytes under a good CRC: %v", err)
+	}
+}
+
+// TestLZ4BlockUnderPolicyNone: a segment whose policy is none holds raw
+// blocks only; an lz4 block in it (CRCs intact) is corruption.
+func TestLZ4BlockUnderPolicyNone(t *testing.T) {
+	data := writeSegment(t, testHeader(CompressionLZ4), nil, genRecords(12, 200, false), true)
+	b := bytes.Clone(data)
+	b[hCompress] = byte(CompressionNone)
+	le.PutUint32(b[hCRC:], crc(b[:hCRC]))
+	if _, _, err := readAll(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "policy is none") {
+		t.Fatalf("Reader: %v", err)
+	}
+	if _, _, err := scanAll(b, nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "policy is none") {
+		t.Fatalf("Scanner: %v", err)
+	}
+}

@@ -393,7 +393,9 @@ const (
 
 // parseBlockHeader checks everything about a block header that can be checked
 // before its CRC, so that no length read from input is trusted unbounded. All
-// its problems are soft: the CRC has not been checked yet.
+// its problems are soft: the CRC has not been checked yet. The reserved bytes
+// are checked after the CRC (blockDecoder.decode), where non-zero ones are
+// corruption rather than a torn tail.
 func parseBlockHeader(b []byte, off int64) (bh blockHeader, p *problem) {
 	if len(b) < BlockHeaderSize {
 		return bh, soft("block", off, "header is %d bytes, need %d", len(b), BlockHeaderSize)
@@ -404,9 +406,6 @@ func parseBlockHeader(b []byte, off int64) (bh blockHeader, p *problem) {
 	bh.codec = Compression(b[bCodec])
 	if !bh.codec.valid() {
 		return bh, soft("block", off, "unknown block codec %d", b[bCodec])
-	}
-	if b[bReserved] != 0 || b[bReserved+1] != 0 {
-		return bh, soft("block", off, "reserved bytes %x are not zero", b[bReserved:bReserved+2])
 	}
 	stored, uncomp := le.Uint32(b[bStored:]), le.Uint32(b[bUncomp:])
 	records, ddls := le.Uint32(b[bRecords:]), le.Uint32(b[bDDLs:])
@@ -571,9 +570,6 @@ func footerBlockCount(b []byte, off int64) (int, *problem) {
 	if b[fType] != frameFooter {
 		return 0, soft("footer", off, "frame type %d is not a footer", b[fType])
 	}
-	if b[fReserved] != 0 || b[fReserved+1] != 0 || b[fReserved+2] != 0 {
-		return 0, soft("footer", off, "reserved bytes %x are not zero", b[fReserved:fReserved+3])
-	}
 	// The count is not checked against anything here: callers know how
 	// many blocks can precede off and bound it before they read.
 	return int(le.Uint32(b[fBlocks:])), nil
@@ -594,6 +590,9 @@ func decodeFooter(b []byte, off int64) (Footer, *problem) {
 	end := len(b) - footerCRCSize
 	if got, want := le.Uint32(b[end:]), crc(b[:end]); got != want {
 		return f, soft("footer", off, "CRC32C mismatch: stored %#08x, computed %#08x", got, want)
+	}
+	if b[fReserved] != 0 || b[fReserved+1] != 0 || b[fReserved+2] != 0 {
+		return f, hard("footer", off, "reserved bytes %x are not zero", b[fReserved:fReserved+3])
 	}
 	f.Blocks = make([]BlockInfo, n)
 	e := b[FooterFixedSize:]

@@ -157,6 +157,9 @@ func (r *Reader) ReadBlock(i int) (*Block, error) {
 		return nil, err
 	}
 	b, p := r.dec.decode(frame, bi.Offset)
+	if p == nil {
+		p = codecAllowed(r.hdr, b)
+	}
 	if p != nil {
 		return nil, r.corrupt(p)
 	}

@@ -195,6 +195,9 @@ func (s *Scanner) readBlock(at int64) (*Block, error) {
 		return nil, s.shortFrame("block", at, have, total, err)
 	}
 	b, p := s.dec.decode(s.buf[:total], at)
+	if p == nil {
+		p = codecAllowed(s.hdr, b)
+	}
 	switch {
 	case p != nil && p.hard:
 		return nil, s.fail(p.err(s.obj))
