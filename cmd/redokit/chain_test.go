@@ -148,7 +148,7 @@ func TestGCThenVerifyDumpApply(t *testing.T) {
 // is a symbolic link each fail verify, naming the object.
 func TestVerifyStrayNames(t *testing.T) {
 	dir := t.TempDir()
-	log := "stray"
+	log := "lg"
 	genLog(t, dir, log, "--writers", "1")
 	junk := filepath.Join(dir, log, "seg", "junk")
 	if err := os.WriteFile(junk, []byte("x"), 0o644); err != nil {
@@ -193,7 +193,8 @@ func TestVerifyStrayNames(t *testing.T) {
 	wantCode(t, r, 1)
 	mustContain(t, "verify", r.stdout, "FAILED", log+"/seg")
 	if !slices.ContainsFunc(strings.Split(r.stdout, "\n"), func(l string) bool {
-		return strings.Contains(l, "stray") || strings.Contains(l, "incomplete")
+		f := strings.Fields(l)
+		return len(f) > 2 && f[0] == "error" && f[1] == "stray" && f[2] == log+"/seg"
 	}) {
 		t.Fatalf("verify did not name the linked seg folder:\n%s", r.stdout)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
 )
 
 func TestUsageErrors(t *testing.T) {
@@ -261,9 +262,9 @@ func TestCorruptSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A byte inside the first block's payload (after the 172-byte header
+	// A byte inside the first block's payload (after the segment header
 	// and the 40-byte block header): its CRC no longer holds.
-	const off = 172 + 40 + 100
+	const off = segment.HeaderSize + segment.BlockHeaderSize + 100
 	data[off] ^= 0xff
 	if err := os.WriteFile(victim, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func TestCorruptSegment(t *testing.T) {
 
 	r := cli(t, "verify", "--storage", dir, "--log", "c")
 	wantCode(t, r, 1)
-	mustContain(t, "verify", r.stdout, "corrupt", key, " 172 ", "FAILED")
+	mustContain(t, "verify", r.stdout, "corrupt", key, fmt.Sprintf(" %d ", segment.HeaderSize), "FAILED")
 	r = cli(t, "verify", "--storage", dir, "--log", "c", "--json")
 	wantCode(t, r, 1)
 	var rep struct {
@@ -283,7 +284,7 @@ func TestCorruptSegment(t *testing.T) {
 		Problems []problemJSON `json:"problems"`
 	}
 	decodeJSON(t, r.stdout, &rep)
-	if rep.OK || len(rep.Problems) == 0 || rep.Problems[0].Key != key || rep.Problems[0].Offset != 172 {
+	if rep.OK || len(rep.Problems) == 0 || rep.Problems[0].Key != key || rep.Problems[0].Offset != segment.HeaderSize {
 		t.Fatalf("verify --json: %+v", rep)
 	}
 

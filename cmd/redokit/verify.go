@@ -174,7 +174,13 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 	// the log from those.
 	for attrs, err := range b.List(ctx, segment.LogPrefix(a.logID)) {
 		if err != nil {
-			return nil, fmt.Errorf("list the segments of log %q: %w", a.logID, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// A segment prefix that cannot be listed (on local disk, a
+			// seg folder that is a symbolic link) is a finding too.
+			add(reader.Error, segment.LogPrefix(a.logID), "the segments cannot be listed: %v", err)
+			break
 		}
 		n, perr := segment.ParseName(attrs.Key)
 		if perr != nil {
