@@ -7,7 +7,9 @@
 // A record is (commit ts, kind, payload): a row change or a DDL, its payload
 // encoded by the codec package. The segment layer never looks inside a
 // payload, so it imports no codec; the writer and reader layers encode and
-// decode events on either side of it.
+// decode events on either side of it, and must check that a record's kind
+// and commit ts are its event's. The golden segments' payloads are real
+// events (the golden test encodes them with codec).
 //
 // # Layout
 //
@@ -16,7 +18,7 @@
 //	+--------+---------+---------+-----+-------------+--------+---------+
 //	| header | block 0 | block 1 | ... | block n - 1 | footer | trailer |
 //	+--------+---------+---------+-----+-------------+--------+---------+
-//	0        172                                      F        T    T + 28
+//	0        196                                      F        T    T + 28
 //
 // An unsealed segment stops after any block (or after the header). All
 // integers are little-endian and unsigned unless noted. Every byte of a sealed
@@ -25,11 +27,11 @@
 // 0xe3069283) or is a magic number that is compared, so any single damaged
 // byte is detected.
 //
-// # Header, 172 bytes at offset 0
+// # Header, 196 bytes at offset 0
 //
 //	offset size  field
 //	     0    8  magic: 0x89 'R' 'D' 'K' 'S' 'E' 'G' '\n'
-//	     8    2  format version: 1
+//	     8    2  format version: 2
 //	    10    1  compression policy: 0 none, 1 lz4
 //	    11    1  log ID length, 1..64
 //	    12    1  writer ID length, 1..64
@@ -39,12 +41,36 @@
 //	    32    8  creation time: Unix nanoseconds, two's complement int64
 //	    40   64  log ID, then zero bytes to fill the field
 //	   104   64  writer ID, then zero bytes to fill the field
-//	   168    4  CRC-32C of bytes [0, 168)
+//	   168    8  prev seq: the predecessor's seq in the epoch's chain; 0: first of the epoch
+//	   176    8  prev chain max ts: largest commit ts in the epoch's segments with seq <= prev seq
+//	   184    4  prev header CRC: the predecessor's header CRC field
+//	   188    4  prev footer CRC: the CRC field ending the predecessor's footer
+//	   192    4  CRC-32C of bytes [0, 192): the header CRC, the segment's digest
 //
 // The magic's high first byte and trailing newline catch 7-bit and
 // line-ending mangling at the first check. Readers check the magic, then the
 // version, then the CRC, so a newer version is reported as such rather than as
-// a CRC failure of a layout this reader does not know.
+// a CRC failure of a layout this reader does not know; then the fields. The
+// link ([Link]) is 0 in all four fields (the first segment of its epoch) or
+// names seq - 1; anything else is corruption.
+//
+// # The chain
+//
+// Within one writer epoch, seqs are consecutive and every segment links its
+// predecessor: the first segment the epoch writes has prev seq 0 (its seq is
+// one above the highest any earlier epoch left; seq 0 is never a writer's),
+// every next one prev seq = seq - 1, the predecessor's header CRC
+// ([Header].CRC), its footer CRC ([Footer].CRC) and the chain max ts through
+// it (the max of the predecessor's own prev chain max ts and its records'
+// max, which differ when a catch-up segment holds lower ts than the one
+// before it). A footer depends only on the blocks ([FooterCRC]), so a writer
+// links a predecessor as soon as its last block is written
+// ([Writer.FooterCRC]), and whoever seals it later (the writer, or the
+// recovery of a crashed one) writes that same footer. A reader holding the
+// published end of a chain (the writer state's seq and digest) proves from
+// the links that no segment below it is missing, unlisted or replaced, and,
+// from the prev chain max ts, that one GC collected held nothing above the
+// checkpoint.
 //
 // # Block: a 40-byte header and S stored bytes
 //
@@ -64,7 +90,8 @@
 // lz4 is the LZ4 block format (no frame, no dictionary; decompress with the
 // known U). A writer whose policy is lz4 stores a block raw when lz4 would
 // not make it smaller, so a reader must look at each block's codec, never at
-// the header's policy alone.
+// the header's policy alone. Under policy none every block is raw: an lz4
+// block there is corruption.
 //
 // The U bytes are the block's records, back to back:
 //
@@ -107,7 +134,9 @@
 //	    24    8  min commit ts
 //	    32    8  max commit ts
 //
-// The index must describe the blocks exactly: the first at offset 172, each
+// The footer's CRC field is what a successor links as prev footer CRC.
+//
+// The index must describe the blocks exactly: the first at offset 196, each
 // next one where the previous ends, the last ending at F, with the same
 // fields as the block headers; the totals must be the sums. The first byte of
 // every frame after the header says whether a block or the footer follows, so
@@ -118,7 +147,7 @@
 //	offset size  field
 //	     0    8  F: footer offset
 //	     8    4  footer length
-//	    12    2  format version: 1
+//	    12    2  format version: 2
 //	    14    2  reserved, zero
 //	    16    4  CRC-32C of trailer bytes [0, 16)
 //	    20    8  magic: 0x89 'R' 'D' 'K' 'E' 'N' 'D' '\n'
@@ -157,7 +186,13 @@
 // counts as a torn seal: the segment is unsealed, torn at the footer. Damage
 // in the header is a torn tail at offset 0 on the same rule. A structure
 // whose CRC holds but whose contents break a rule above was written that way:
-// always corruption. A segment known to be sealed (every object in an object
+// always corruption. Only what bounds the bytes read is checked before a
+// frame's CRC; everything else after it, so non-zero reserved bytes, a bad
+// link, bad records or a bad index under a good CRC are corruption, never a
+// torn tail. A [*CorruptionError]'s Offset is where the structure starts (0,
+// a block's frame offset, the footer's or the trailer's), and its Detail
+// names the count that failed: a block's record count or DDL count, the
+// footer's block count or totals. A segment known to be sealed (every object in an object
 // store) is read with [ScannerOptions].RequireSealed, which turns a torn tail
 // or a missing footer into corruption.
 //
@@ -172,13 +207,19 @@
 //	<log ID>/seg/<writer ID>/<epoch>-<seq>.active
 //
 // with every number 20 decimal digits, zero-padded, and IDs of 1 to 64
-// characters from [A-Za-z0-9._-], not "." or "..". See [Name].
+// characters from [A-Za-z0-9._-], not "." or "..". See [Name]. A key is a
+// segment only when it parses whole ([ParseName]): ".seg" is part of the
+// sealed-name grammar, not an extension that makes any key a segment. An
+// empty sealed segment is named with min and max ts 0. A name must match its
+// segment ([Name.Check]): log, writer, epoch and seq the header's, a sealed
+// name's ts range the footer's.
 //
 // # Versions
 //
 // The version in the header and trailer is the version of everything in this
-// comment. A reader rejects a version it does not implement with a
-// [*VersionError] naming it. Reserved bytes are zero, and a version 1 reader
+// comment: 2, which added the chain link. Version 1 was never released and is
+// not read: it is rejected like any version this package does not implement,
+// with a [*VersionError] naming it. Reserved bytes are zero, and a reader
 // rejects any that are not, so they cannot carry meaning silently: any change
 // an older reader would misread (a field, a codec, a record kind, a layout)
 // takes a new version. The payload's own encoding is versioned by the codec
