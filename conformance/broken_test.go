@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -293,6 +295,7 @@ type brokenCase struct {
 	driver   func() blob.Driver
 	mustFail []string // under both Plain and Prefixed
 	mustPass []string // under both: the bug is not blamed on unrelated rules
+	timeout  time.Duration
 }
 
 var brokenCases = []brokenCase{
@@ -387,6 +390,32 @@ var brokenCases = []brokenCase{
 		mustPass: []string{"RoundTrip", "Atomic", "CompareAndSwap"},
 	},
 	{
+		name:     "LikeList",
+		driver:   func() blob.Driver { return likeList{mem.NewDriver()} },
+		mustFail: []string{"ListLiteralPrefix"},
+		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListWhileChanging"},
+	},
+	{
+		name:     "CaseFoldList",
+		driver:   func() blob.Driver { return caseFoldList{mem.NewDriver()} },
+		mustFail: []string{"ListLiteralPrefix"},
+		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListWhileChanging"},
+	},
+	{
+		name:     "SealRaceList",
+		append:   true,
+		driver:   func() blob.Driver { return newSealRaceList() },
+		mustFail: []string{"ListWhileChanging/Seal"},
+		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListLiteralPrefix", "Append/Seal"},
+	},
+	{
+		name:     "HangingList",
+		driver:   func() blob.Driver { return hangingList{mem.NewDriver()} },
+		timeout:  time.Second,
+		mustFail: []string{"ListPages", "ListOrder"},
+		mustPass: []string{"RoundTrip", "RangedRead", "ConditionalCreate"},
+	},
+	{
 		// A correct driver that its harness does not declare appendable.
 		name:     "UndeclaredAppender",
 		driver:   func() blob.Driver { return appendMem{mem.NewDriver()} },
@@ -410,6 +439,7 @@ func TestBrokenDrivers(t *testing.T) {
 				Append:            c.append,
 				LargeObject:       256 << 10,
 				LargeObjectReason: "broken-driver runs check the suite, not the store",
+				Timeout:           c.timeout,
 			}
 			rec := newRecorder()
 			rec.run(func(t suiteT) { run(t, h) })
@@ -563,5 +593,246 @@ func TestListSettle(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// filterList lists the keys of inner that match opts.Prefix by match, as a
+// driver that filters a whole listing itself does, paged by last key.
+func filterList(ctx context.Context, inner blob.Driver, opts blob.ListOptions, match func(key, prefix string) bool) (blob.ListPage, error) {
+	var all []blob.Attrs
+	in := blob.ListOptions{PageSize: blob.DefaultPageSize}
+	for {
+		page, err := inner.List(ctx, in)
+		if err != nil {
+			return blob.ListPage{}, err
+		}
+		for _, a := range page.Objects {
+			if match(a.Key, opts.Prefix) {
+				all = append(all, a)
+			}
+		}
+		if page.NextToken == "" {
+			break
+		}
+		in.Token = page.NextToken
+	}
+	after := cmp.Or(opts.Token, opts.StartAfter)
+	var out blob.ListPage
+	for _, a := range all {
+		if a.Key <= after {
+			continue
+		}
+		if len(out.Objects) == opts.PageSize {
+			out.NextToken = out.Objects[opts.PageSize-1].Key
+			break
+		}
+		out.Objects = append(out.Objects, a)
+	}
+	return out, nil
+}
+
+// likeList matches prefixes as a SQL store does with `key LIKE prefix||'%'`
+// and "\" as the escape: "_" matches any one character, "%" any run.
+type likeList struct{ *mem.Driver }
+
+func (d likeList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	return filterList(ctx, d.Driver, opts, func(key, prefix string) bool { return like(key, prefix+"%") })
+}
+
+// like reports whether s matches the LIKE pattern p (escape "\").
+func like(s, p string) bool {
+	if p == "" {
+		return s == ""
+	}
+	switch c, size := utf8.DecodeRuneInString(p); {
+	case c == '%':
+		for i := 0; ; {
+			if like(s[i:], p[size:]) {
+				return true
+			}
+			if i == len(s) {
+				return false
+			}
+			_, n := utf8.DecodeRuneInString(s[i:])
+			i += n
+		}
+	case c == '_':
+		if s == "" {
+			return false
+		}
+		_, n := utf8.DecodeRuneInString(s)
+		return like(s[n:], p[size:])
+	case c == '\\' && len(p) > size:
+		p = p[size:]
+		fallthrough
+	default:
+		c, size = utf8.DecodeRuneInString(p)
+		r, n := utf8.DecodeRuneInString(s)
+		return s != "" && r == c && like(s[n:], p[size:])
+	}
+}
+
+// caseFoldList matches prefixes ignoring case (as a store on a
+// case-insensitive collation or file system does).
+type caseFoldList struct{ *mem.Driver }
+
+func (d caseFoldList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	return filterList(ctx, d.Driver, opts, func(key, prefix string) bool {
+		return strings.HasPrefix(strings.ToLower(key), strings.ToLower(prefix))
+	})
+}
+
+// sealRaceList has the bug of a file-system driver that reads a directory,
+// then stats each entry and skips those that fail: an object sealed
+// (renamed) between the two is listed under neither name. It makes the race
+// certain: a listing whose snapshot holds an active object waits for that
+// object's seal, and a Seal waits for a listing to have taken its snapshot
+// (each for at most a second, so that a lone call proceeds). The listing
+// waits only when it holds a single active object, as the Seal subtest's
+// rounds do, so that the other subtests stay fast.
+type sealRaceList struct {
+	appendMem
+	mu      *sync.Mutex
+	snapped map[string]chan struct{} // closed when a listing holds the key in its snapshot
+	sealed  map[string]chan struct{} // closed when the key has been sealed
+}
+
+func newSealRaceList() sealRaceList {
+	return sealRaceList{appendMem{mem.NewDriver()}, new(sync.Mutex), map[string]chan struct{}{}, map[string]chan struct{}{}}
+}
+
+// signal returns the channel of key in m, and closes it when close is set.
+func (d sealRaceList) signal(m map[string]chan struct{}, key string, close_ bool) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := m[key]
+	if !ok {
+		ch = make(chan struct{})
+		m[key] = ch
+	}
+	if close_ {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+	return ch
+}
+
+func waitBriefly(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+	}
+}
+
+func (d sealRaceList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	snap, err := filterList(ctx, d.Driver, opts, strings.HasPrefix)
+	if err != nil {
+		return snap, err
+	}
+	var actives []string
+	for _, a := range snap.Objects {
+		if strings.HasSuffix(a.Key, ".active") {
+			d.signal(d.snapped, a.Key, true)
+			actives = append(actives, a.Key)
+		}
+	}
+	if len(actives) == 1 {
+		// One object being sealed at a time, as in a redo writer's
+		// directory: wait for its seal.
+		waitBriefly(d.signal(d.sealed, actives[0], false))
+	}
+	kept := snap.Objects[:0]
+	for _, a := range snap.Objects {
+		if _, err := d.Stat(ctx, a.Key); err == nil {
+			kept = append(kept, a)
+		}
+	}
+	snap.Objects = kept
+	return snap, nil
+}
+
+func (d sealRaceList) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
+	f, err := d.appendMem.OpenAppend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return racingSeal{f.(*memAppendFile), d}, nil
+}
+
+type racingSeal struct {
+	*memAppendFile
+	d sealRaceList
+}
+
+func (f racingSeal) Seal(ctx context.Context, finalKey string) (blob.Attrs, error) {
+	waitBriefly(f.d.signal(f.d.snapped, f.key, false))
+	defer f.d.signal(f.d.sealed, f.key, true)
+	return f.memAppendFile.Seal(ctx, finalKey)
+}
+
+// hangingList never answers a request for a small page after the first (as
+// a server that drops some continuations), until the request's context ends.
+type hangingList struct{ *mem.Driver }
+
+func (d hangingList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	if opts.Token != "" && opts.PageSize < 3 {
+		<-ctx.Done()
+		return blob.ListPage{}, ctx.Err()
+	}
+	return d.Driver.List(ctx, opts)
+}
+
+// stuckList is hangingList ignoring its context: only unstick frees it.
+type stuckList struct {
+	*mem.Driver
+	unstick chan struct{}
+}
+
+func (d stuckList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	if opts.Token != "" {
+		<-d.unstick
+		return blob.ListPage{}, errors.New("stuck listing freed by the test")
+	}
+	return d.Driver.List(ctx, opts)
+}
+
+// TestHungSubtest: a driver call that ignores its context is reported, naming
+// the subtest, once the subtest has run past its deadline by the grace (the
+// panic that ends a real test binary is replaced here by freeing the call).
+func TestHungSubtest(t *testing.T) {
+	unstick := make(chan struct{})
+	var once sync.Once
+	var hung []string
+	var mu sync.Mutex
+	h := small(Harness{
+		MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+			return blob.NewBucket(stuckList{mem.NewDriver(), unstick}), nil
+		},
+		ConditionalWrites: true,
+		Timeout:           time.Second,
+		hangGrace:         50 * time.Millisecond,
+		onHang: func(t TB, msg string) {
+			mu.Lock()
+			hung = append(hung, t.Name())
+			mu.Unlock()
+			once.Do(func() { close(unstick) })
+		},
+	})
+	rec := newRecorder()
+	rec.run(func(t suiteT) { run(t, h) })
+	res := rec.get("Plain/ListOrder")
+	if res == nil || !res.failed || !strings.Contains(strings.Join(res.msgs, "\n"), "Plain/ListOrder is still running") {
+		t.Fatalf("Plain/ListOrder, the first subtest stuck in a List that ignores its context: %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(hung, "Plain/ListOrder") {
+		t.Fatalf("reported hung: %v", hung)
+	}
+	if res := rec.get("Plain/RoundTrip"); res == nil || res.failed {
+		t.Fatalf("Plain/RoundTrip: %+v", res)
 	}
 }

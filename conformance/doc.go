@@ -27,6 +27,14 @@
 // (the suite checks); the suite closes it when the subtest ends. Subtests run
 // one at a time.
 //
+// Every subtest has a deadline: its context (t.Context(), and the ctx that
+// MakeBucket and every driver call get) ends Harness.Timeout (default
+// [DefaultTimeout], 2 minutes) after it starts, so a driver call that hangs
+// fails the subtest named after the rule, saying it ran into its deadline,
+// instead of the test binary's timeout. A subtest still running 30 seconds
+// after its deadline (a call that ignores its context) ends the binary with a
+// panic naming it and dumping every goroutine.
+//
 // # What it proves
 //
 // Each subtest is named after the rule it proves, so a failure names the rule:
@@ -46,10 +54,18 @@
 //	                   spellings (distinct keys), ~900-byte keys; invalid keys are ErrInvalidKey
 //	ListOrder          listing is in byte order ("a-b" < "a/b" < "a0"), not file-walk order
 //	ListPrefix         prefixes are strings, not directories ("order/a" matches "order/a-b")
+//	ListLiteralPrefix  a prefix matches byte for byte: "_", "%", "*", "?", "[" and "\" in it are
+//	                   no pattern (SQL LIKE, glob), and "lit/case/" does not match "lit/Case/x"
 //	ListPages          page sizes 1..N+1 give the same listing, no page too long
 //	ListStartAfter     StartAfter an existing key, between keys, before and after all
 //	ListWhilePaging    keys inserted after the cursor appear, keys deleted after it do not,
 //	                   changes before it change nothing; no duplicates, nothing missing
+//	ListWhileChanging  Churn: while keys are put, deleted and (Harness.Append) sealed on another
+//	                   goroutine, every listing, in pages of 1, 3 and 1000, holds each key that
+//	                   existed throughout it once and in byte order, and a one-page listing each
+//	                   object being sealed under one of its two names; Seal (Append): a Seal and
+//	                   a one-page listing released together, round after round, never hide the
+//	                   object
 //	Delete             deleting a missing key (once, twice, in a batch) succeeds; reads after
 //	                   a delete are ErrNotExist; a deleted key can be created again
 //	BatchDelete        2,500 keys go in 3 driver calls (Bucket.Stats) and are all gone
@@ -114,7 +130,9 @@
 //
 // The package's own tests run the suite on the in-memory backend, which must
 // pass, and on deliberately broken drivers (a non-atomic put, an unmapped
-// not-found error, an unsorted or key-dropping listing, a failing delete of a
+// not-found error, an unsorted or key-dropping listing, a listing that
+// matches prefixes as LIKE patterns or ignoring case, one that loses an
+// object sealed while it runs, one that hangs, a failing delete of a
 // missing key, an ignored IfNotExist, an off-by-one range, an ETag that never
 // changes, and more), each of which must fail the subtest that names its
 // rule. The core runs over the small [TB] interface so those tests can watch

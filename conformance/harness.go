@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,6 +13,13 @@ import (
 // DefaultLargeObject is the size of the large round trip when
 // Harness.LargeObject is 0: above every SDK's multipart threshold.
 const DefaultLargeObject = 64 << 20
+
+// DefaultTimeout bounds each subtest when Harness.Timeout is 0.
+const DefaultTimeout = 2 * time.Minute
+
+// defaultHangGrace is how long after its deadline a subtest may still run
+// before the suite declares it hung.
+const defaultHangGrace = 30 * time.Second
 
 // Prefix is the key prefix of the Prefixed run's view.
 const Prefix = "conformance-prefix/"
@@ -71,6 +80,22 @@ type Harness struct {
 	// harness that lowers it (a slow emulator) must give LargeObjectReason.
 	LargeObject       int64
 	LargeObjectReason string
+
+	// Timeout bounds each subtest (each rule of the package doc): its
+	// context, which every driver call and MakeBucket get, ends Timeout
+	// after it starts. A driver call that hangs then fails the subtest named
+	// after the rule with a deadline error, instead of the whole test binary
+	// running into go test's timeout. A subtest still running 30 seconds
+	// after its deadline (a call that ignores its context cannot be
+	// interrupted) ends the test binary with a panic that names it and
+	// dumps every goroutine. 0 means DefaultTimeout; raise it for a slow
+	// store.
+	Timeout time.Duration
+
+	// hangGrace and onHang replace the 30 seconds and the panic in the
+	// package's own tests.
+	hangGrace time.Duration
+	onHang    func(t TB, msg string)
 }
 
 // suiteT is the suite's view of a test: TB plus subtests. The core runs over
@@ -121,6 +146,88 @@ func run(t suiteT, h Harness) {
 	if h.ListSettle < 0 {
 		t.Fatalf("conformance: Harness.ListSettle is negative (%v)", h.ListSettle)
 	}
+	if h.Timeout < 0 {
+		t.Fatalf("conformance: Harness.Timeout is negative (%v)", h.Timeout)
+	}
+	if h.Timeout == 0 {
+		h.Timeout = DefaultTimeout
+	}
+	if h.hangGrace == 0 {
+		h.hangGrace = defaultHangGrace
+	}
+	if h.onHang == nil {
+		h.onHang = panicHung
+	}
 	t.Run("Plain", func(t suiteT) { (&suite{h: h}).runAll(t) })
 	t.Run("Prefixed", func(t suiteT) { (&suite{h: h, prefixed: true}).runAll(t) })
+}
+
+// timedT is a subtest whose context ends at its rule's deadline. Its own
+// subtests inherit the deadline.
+type timedT struct {
+	suiteT
+	ctx context.Context
+}
+
+func (t *timedT) Context() context.Context { return t.ctx }
+
+func (t *timedT) Run(name string, f func(suiteT)) bool {
+	return t.suiteT.Run(name, func(c suiteT) {
+		ctx := c.Context()
+		if dl, ok := t.ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
+		}
+		f(&timedT{suiteT: c, ctx: ctx})
+	})
+}
+
+// rule runs f as the subtest name with a context that ends after
+// Harness.Timeout, and watches it: a subtest that runs into its deadline
+// says so, and one still running hangGrace later is reported hung (onHang).
+func (s *suite) rule(t suiteT, name string, f func(suiteT)) {
+	t.Run(name, func(t suiteT) {
+		ctx, cancel := context.WithTimeout(t.Context(), s.h.Timeout)
+		done := make(chan struct{})
+		go s.watch(t, ctx, done)
+		defer func() {
+			// Deferred, so that it runs after a Fatalf too.
+			close(done)
+			if ctx.Err() == context.DeadlineExceeded && t.Failed() {
+				t.Errorf("%s ran into its deadline (Harness.Timeout = %v): a driver call hung, or the store is slower than the harness allows", name, s.h.Timeout)
+			}
+			cancel()
+		}()
+		f(&timedT{suiteT: t, ctx: ctx})
+	})
+}
+
+// watch reports the subtest t hung when it has not returned (done) hangGrace
+// after ctx's deadline.
+func (s *suite) watch(t suiteT, ctx context.Context, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	timer := time.NewTimer(s.h.hangGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	msg := fmt.Sprintf("conformance: subtest %s is still running %v after its deadline (Harness.Timeout = %v): a driver call ignores its context, or hangs", t.Name(), s.h.hangGrace, s.h.Timeout)
+	t.Errorf("%s", msg)
+	s.h.onHang(t, msg)
+}
+
+// panicHung ends the test binary: the hung goroutine cannot be stopped, and
+// a panic that names the subtest and shows where every goroutine is beats
+// waiting for go test's timeout.
+func panicHung(_ TB, msg string) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	panic(fmt.Sprintf("%s\n\n%s", msg, buf))
 }
