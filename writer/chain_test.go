@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/meta"
@@ -28,8 +30,9 @@ type chainSeg struct {
 // (which links nothing), every other linking its predecessor's seq, header
 // CRC, footer CRC and the chain max ts through it; and that the state's
 // progress (Seq, ChainMaxTs, Digest) and the fences of earlier epochs name
-// the end of their chain exactly. Active segments count with the footer
-// their whole blocks would have. It returns the epochs' chains.
+// the end of their chain exactly (callers check with everything flushed, so
+// the end is the last segment). Active segments count with the footer their
+// whole blocks would have. It returns the epochs' chains.
 func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 	t.Helper()
 	ctx := context.Background()
@@ -96,6 +99,11 @@ func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 				t.Fatalf("%s: seq 0 with chain max ts %d, digest %#x", what, maxTs, digest)
 			}
 			return
+		}
+		// Every test checks with everything flushed: what is published is
+		// the whole chain.
+		if end := ends[epoch]; end.hdr.Seq != seq {
+			t.Fatalf("%s: seq %d, but the epoch's chain ends at %s", what, seq, end.key)
 		}
 		for _, s := range chains[epoch] {
 			if s.hdr.Seq == seq {
@@ -348,4 +356,64 @@ func TestChainSeqReusedAfterDroppedSegment(t *testing.T) {
 		t.Fatalf("epoch 1's chain %v: want seq 1 alone", chains[1])
 	}
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 60)
+}
+
+// heldFirst holds the put of the first segment object of the log until gate
+// is closed, and reports every other segment object it stores on done.
+type heldFirst struct {
+	blob.Driver
+	gate <-chan struct{}
+	done chan string
+}
+
+func (h *heldFirst) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	n, err := segment.ParseName(key)
+	seg := err == nil
+	if seg && n.Seq == 1 {
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return blob.Attrs{}, ctx.Err()
+		}
+	}
+	a, err := h.Driver.Put(ctx, key, r, size, opts)
+	if seg && n.Seq != 1 && err == nil {
+		h.done <- key
+	}
+	return a, err
+}
+
+// TestChainObjectUploadsOutOfOrder: the first object of a split flush lands
+// after the objects behind it; the links were made when each object was
+// sealed in memory, so the chain is right whatever the order, and the
+// progress names its end only once all of it is stored.
+func TestChainObjectUploadsOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	h := &heldFirst{Driver: mem.NewDriver(), gate: gate, done: make(chan string, 100)}
+	b := blob.NewBucket(h)
+	w := open(t, b, objectOptions(4))
+	must(t, w.AddSpan(1, 0))
+	writeBig(t, w, 1, 120)
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := w.Flush(ctx)
+		flushed <- err
+	}()
+	for range 3 {
+		select {
+		case <-h.done:
+		case err := <-flushed:
+			t.Fatalf("Flush returned (%v) with the first object held", err)
+		}
+	}
+	if ts := publishedTs(t, b); ts != 0 {
+		t.Fatalf("published flushed ts %d with the first object held", ts)
+	}
+	close(gate)
+	must(t, <-flushed)
+	must(t, w.Close(ctx))
+	if chains := checkChains(t, b); len(chains[1]) < 4 {
+		t.Fatalf("%d objects; want a split into at least 4", len(chains[1]))
+	}
 }
