@@ -45,6 +45,10 @@ type Config struct {
 	// Tick is the coordinator's interval, GCEvery and ReadEvery those of GC
 	// and of the readers (defaults 2 ms, 5 ms, 3 ms).
 	Tick, GCEvery, ReadEvery time.Duration
+	// RetryAttempts is the writers' writer.Options.RetryAttempts (default
+	// 4; negative: none): with few, faults fail flushes, and the writers
+	// fail over more.
+	RetryAttempts int
 	// OpTimeout bounds one writer operation, coordinator tick or read: one
 	// that takes longer is a liveness violation (default 30 s).
 	OpTimeout time.Duration

@@ -166,7 +166,11 @@ func (p *inProcess) open(ctx context.Context, sl *slot) error {
 	var w *writer.Writer
 	err := p.s.retry(ctx, "open writer "+sl.id, func(ctx context.Context) error {
 		var err error
-		w, err = writer.Open(blobtest.WithTakeover(ctx), p.s.cfg.Bucket, WriterOptions(p.s.cfg.LogID, sl.id))
+		o := WriterOptions(p.s.cfg.LogID, sl.id)
+		if p.s.cfg.RetryAttempts != 0 {
+			o.RetryAttempts = p.s.cfg.RetryAttempts
+		}
+		w, err = writer.Open(blobtest.WithTakeover(ctx), p.s.cfg.Bucket, o)
 		return err
 	})
 	if err != nil {
