@@ -396,3 +396,41 @@ func TestEmptyActiveSegmentEndsNoChain(t *testing.T) {
 	}
 	equalGot(t, out, expect(segs, 0, 10000, false))
 }
+
+// Verify checks every link it can: a link whose CRCs are right but whose
+// largest commit ts below is not what the chain below holds (a GC trusting
+// it would delete what a read needs), and a published chain max that the
+// segments contradict.
+func TestVerifyChecksChainMaxima(t *testing.T) {
+	ctx := context.Background()
+	b := newMem(t)
+	segs := chained(t, chainLog("w", 3))
+	segs[2].link.PrevMaxTs = 150 // the chain below holds up to 290
+	for _, s := range segs {
+		s.write(t, b)
+	}
+	lease, err := meta.AcquireWriter(ctx, b, testLog, "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcrc, _ := segs[2].crcs(t)
+	// The writer claims its chain ends at 1000; the segments hold up to 390.
+	if err := lease.PublishProgress(ctx, meta.Progress{FlushedTs: 390, Seq: 3, ChainMaxTs: 1000, Digest: hcrc}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, b, testLog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := segs[2].header().SealedName(300, 390).Format()
+	var below, published bool
+	for _, p := range rep.Problems {
+		if p.Kind == ProblemLink && p.Key == key && p.Severity == Error {
+			below = below || strings.Contains(p.Detail, "predecessor chain holding commit ts up to 150")
+			published = published || strings.Contains(p.Detail, "up to 1000")
+		}
+	}
+	if !below || !published {
+		t.Fatalf("Verify missed a wrong link max ts (%v) or published chain max (%v): %v", below, published, rep.Problems)
+	}
+}
