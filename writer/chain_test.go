@@ -35,11 +35,20 @@ type chainSeg struct {
 // whole blocks would have. It returns the epochs' chains.
 func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 	t.Helper()
+	return checkWriterChains(t, b, "w")
+}
+
+// checkWriterChains is checkChains for writer writerID.
+func checkWriterChains(t *testing.T, b *blob.Bucket, writerID string) map[uint64][]chainSeg {
+	t.Helper()
 	ctx := context.Background()
 	chains := map[uint64][]chainSeg{}
 	for _, key := range segmentKeys(t, b) {
 		n, err := segment.ParseName(key)
 		must(t, err)
+		if n.WriterID != writerID {
+			continue
+		}
 		data, err := b.ReadAll(ctx, key)
 		must(t, err)
 		var cs chainSeg
@@ -90,7 +99,7 @@ func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 		chains[epoch] = segs
 		ends[epoch] = segs[len(segs)-1]
 	}
-	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, writerID)
 	must(t, err)
 	check := func(what string, epoch, seq, maxTs uint64, digest uint32) {
 		t.Helper()

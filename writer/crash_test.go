@@ -419,6 +419,10 @@ func TestWriterCrash(t *testing.T) {
 			if r.last < c.last {
 				t.Fatalf("resumed at flushed ts %d, below the %d reported before the kill", r.last, c.last)
 			}
+			// Both epochs' chains are gapless and linked, the killed one's
+			// sealed by recovery with the footers its links name, and the
+			// progress and the fence name their ends.
+			checkWriterChains(t, localBucket(t, dir), "crash")
 			if n := len(activeFiles(t, dir)); n != 0 {
 				t.Fatalf("%d active segments after a clean close", n)
 			}
