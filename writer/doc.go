@@ -140,8 +140,31 @@
 // block, and — for the previous epoch — so are the whole blocks above the
 // highest ts that epoch published for itself or any span (never reported;
 // the CDC system writes those events again), and the rest is sealed under the segment's own old-epoch
-// name (deleted if empty). Nothing reported flushed is lost; damage anywhere
-// but the tail makes Open fail with an error naming the segment.
+// name (deleted if empty). When the segment with the next seq of its epoch
+// is accepted by the fence, that successor's link decides instead: exactly
+// the whole blocks whose footer it names are kept and sealed (even none), and
+// no prefix that matches is an error naming both segments. Nothing reported
+// flushed is lost; damage anywhere but the tail makes Open fail with an error
+// naming the segment.
+//
+// # The chain
+//
+// Each epoch's segments form the chain of the segment format (segment.Link):
+// seqs consecutive from the epoch's first, which links nothing (PrevSeq 0),
+// each next one linking its predecessor's seq, header CRC, footer CRC and the
+// largest commit ts of the epoch's segments up to it. A seq is taken only by
+// a segment that was created; a local segment dropped before any block of it
+// was durable gives its seq back, and the next segment takes it (cutting a
+// leftover file under that name first), so no seq is ever skipped — a seq
+// that would be is an error, never a link. The link to a predecessor is made
+// when its blocks are final: on local disk at rotation (it is sealed later,
+// after the next publication, or by recovery: the same blocks make the same
+// footer, and sealing checks that the footer is the one linked); on an object
+// store when the object is sealed in memory, before its upload, so uploads
+// may land in any order. The published progress names the chain's end:
+// meta.Progress's Seq, ChainMaxTs (of the blocks durable at publication) and
+// Digest (the header CRC of segment Seq), which a reader holds the chain
+// against.
 //
 // # Close
 //
