@@ -87,7 +87,7 @@ const (
 	// drops its bytes).
 	BrokenMisreport Broken = "misreport-lost"
 	// BrokenListSkip leaves one object out of some listings of segments
-	// (ListSkip of them, at least one object listed).
+	// (ListSkip of them, at least one object listed; see SkipLast).
 	BrokenListSkip Broken = "list-skip"
 )
 
@@ -115,6 +115,10 @@ type Schedule struct {
 	// share of segment listings BrokenListSkip cuts (default 0.5).
 	Broken   Broken
 	ListSkip float64
+	// SkipLast makes BrokenListSkip leave out the last object of a
+	// listing (of its last page), as a listing that lags behind the newest
+	// write does, instead of a random one.
+	SkipLast bool
 }
 
 // ErrLostAnswer is the error of a write the Liar stored and answered with a
@@ -406,6 +410,9 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains(opts.Prefix, "/seg/") && !strings.HasSuffix(opts.Prefix, "/seg") {
 		return page, err
 	}
+	if l.s.SkipLast && page.NextToken != "" {
+		return page, nil
+	}
 	u, _ := l.draw("list-skip", opts.Prefix)
 	if u >= l.s.ListSkip {
 		return page, nil
@@ -413,6 +420,9 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	// Which object: the same draw, stretched. A copy, so that the inner
 	// driver's page is not changed under it.
 	i := int(u / l.s.ListSkip * float64(len(page.Objects)))
+	if l.s.SkipLast {
+		i = len(page.Objects) - 1
+	}
 	page.Objects = slices.Delete(slices.Clone(page.Objects), i, i+1)
 	l.count(KindSegment, ActListSkip)
 	return page, nil

@@ -105,9 +105,15 @@ func (o *tortureOptions) validate(cmd *cobra.Command) error {
 func (o *tortureOptions) schedule(seed uint64) blobtest.Schedule {
 	s := torture.Faults(seed)
 	if o.broken != "" {
+		// Segments only: a misreported state or meta put may heal (its
+		// writer reads the object back); a lost segment cannot. Every
+		// listing skips: a correct reader turns a skip into an error, and
+		// the final reads must meet one.
+		s.Kinds = []blobtest.PutKind{blobtest.KindSegment}
+		s.LostAnswer = 0.1
 		s.Broken = blobtest.Broken(o.broken)
 		if s.Broken == blobtest.BrokenListSkip {
-			s.ListSkip = 0.3
+			s.ListSkip, s.SkipLast = 1, true
 		}
 	}
 	return s

@@ -30,8 +30,9 @@
 // acknowledged ts. A writer that fails (a flush past its retries, a fence) is
 // failed over the same way. Beside the upstream, goroutines run the
 // coordinator (ticking, and a sink that moves the checkpoint to a random ts
-// at or below the global resolved ts), GC at the checkpoint, and readers of
-// (checkpoint, global resolved], all while the writers write.
+// at or below the global resolved ts and at or below what a read returned
+// whole: a sink applies before it checkpoints), GC at the checkpoint, and
+// readers of (checkpoint, global resolved], all while the writers write.
 //
 // An acknowledged flush is a flushed ts F a writer reported (Flush returned
 // it without error): every event of each of its spans in (S, F] is
