@@ -1,8 +1,10 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,9 +21,14 @@ var literalKeys = []string{
 	"lit/star*x", "lit/starZx",
 	"lit/q?x", "lit/qZx",
 	"lit/br[ab]x", "lit/bra",
-	"lit/back\\_x", "lit/back_x",
+	"lit/back\\_x", "lit/back_x", "lit/back/_x",
 	"lit/Case/x", "lit/case/x", "lit/CASE",
 }
+
+// A store may be unable to hold a backslash in a key (Azure Blob Storage turns it
+// into "/"): its driver must then refuse such keys with blob.ErrInvalidKey,
+// never store them under another name.
+const backslash = "\\"
 
 // literalPrefixes are the prefixes listed: a driver that matches them as
 // patterns, or case-insensitively, lists a twin too.
@@ -34,8 +41,23 @@ var literalPrefixes = []string{
 // not ignoring case.
 func (s *suite) listLiteralPrefix(t suiteT) {
 	e := s.bucket(t)
-	putShuffled(t, e.b, literalKeys)
-	all := sortedCopy(literalKeys)
+	keys := literalKeys
+	for _, k := range keys {
+		if !strings.Contains(k, backslash) {
+			continue
+		}
+		_, err := e.b.Put(t.Context(), k, []byte(k), nil)
+		if errors.Is(err, blob.ErrInvalidKey) && strings.Contains(err.Error(), strconv.Quote(k)) {
+			t.Logf("the driver refuses keys holding %q (%v): listing the others", backslash, err)
+			keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return strings.Contains(k, backslash) })
+			break
+		}
+		if err != nil {
+			t.Fatalf("Put(%q): %v (a key the store cannot hold must be refused with blob.ErrInvalidKey naming it)", k, err)
+		}
+	}
+	putShuffled(t, e.b, keys)
+	all := sortedCopy(keys)
 	s.settle(t, e.b, "", all, "before listing prefixes holding _ % * ? [ \\ and differing by case")
 	for _, prefix := range literalPrefixes {
 		var want []string

@@ -91,6 +91,11 @@
 // Options.Concurrency batches at a time; a missing key is success, and the
 // keys whose sub-requests failed are named in the error.
 //
+// The service turns "\\" into "/" in blob names, so a key holding a
+// backslash would be stored, read and deleted as another key. Every call
+// refuses such a key with [blob.ErrInvalidKey] naming it, and a listing
+// whose prefix holds one is empty (no blob name can).
+//
 // # Errors
 //
 // ErrorCode maps the service error codes BlobNotFound, ContainerNotFound and
@@ -312,6 +317,9 @@ func contentHeaders() *azblobblob.HTTPHeaders {
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
+	}
+	if err := checkKey(key); err != nil {
+		return blob.Attrs{}, err
 	}
 	var cond *azblobblob.AccessConditions
 	switch {
@@ -541,6 +549,9 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	if d.closed.Load() {
 		return nil, blob.ErrClosed
 	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
 	rng := azblobblob.HTTPRange{Offset: offset}
 	if length > 0 {
 		rng.Count = length
@@ -579,11 +590,25 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
 	}
+	if err := checkKey(key); err != nil {
+		return blob.Attrs{}, err
+	}
 	p, err := d.client.NewBlobClient(key).GetProperties(d.ctx(ctx), nil)
 	if err != nil {
 		return blob.Attrs{}, d.fail(err)
 	}
 	return blob.Attrs{Key: key, Size: deref(p.ContentLength), ETag: string(deref(p.ETag)), ModTime: deref(p.LastModified)}, nil
+}
+
+// checkKey refuses a key the service would store under another name: Azure
+// Blob Storage turns "\\" into "/" in blob names, so "a\\b" would be written,
+// read and deleted as "a/b", another key, silently.
+func checkKey(key string) error {
+	if strings.ContainsRune(key, '\\') {
+		return fmt.Errorf("%w: key %q holds a backslash, which Azure Blob Storage turns into %q: it would alias the key %q",
+			blob.ErrInvalidKey, key, "/", strings.ReplaceAll(key, `\`, "/"))
+	}
+	return nil
 }
 
 // List tokens: "m" + marker, or "a" + base64url(StartAfter) + "." + marker
@@ -625,6 +650,11 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	pageSize := opts.PageSize
 	if pageSize <= 0 || pageSize > blob.DefaultPageSize {
 		pageSize = blob.DefaultPageSize
+	}
+	if strings.ContainsRune(opts.Prefix, '\\') {
+		// No blob name holds one (see checkKey), and the service would
+		// read the prefix's as "/": list another prefix's blobs.
+		return blob.ListPage{}, nil
 	}
 	lo := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(int32(pageSize))}
 	if opts.Prefix != "" {
@@ -672,6 +702,11 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err // before anything is deleted: "a\\b" would delete "a/b"
+		}
 	}
 	var (
 		mu     sync.Mutex
