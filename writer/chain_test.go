@@ -3,8 +3,10 @@ package writer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -424,5 +426,57 @@ func TestChainObjectUploadsOutOfOrder(t *testing.T) {
 	must(t, w.Close(ctx))
 	if chains := checkChains(t, b); len(chains[1]) < 4 {
 		t.Fatalf("%d objects; want a split into at least 4", len(chains[1]))
+	}
+}
+
+// TestChainRecoveryRefusesHeaderlessLinkedSegment: an active segment whose
+// header is gone, while its successor (accepted by the fence) links it, is
+// not deleted as a torn empty file: Open fails naming both.
+func TestChainRecoveryRefusesHeaderlessLinkedSegment(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	o := testOptions("w")
+	o.RetryAttempts = 1
+	o.MaxSegmentBytes = 8 << 10
+	o.BlockSize = 1 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	gate := make(chan struct{})
+	match, reached := signal(isSegment)
+	f.Add(blobtest.Rule{Op: blobtest.OpSeal, Match: match, Wait: gate})
+	writeRange(t, w, 1, 1, 200)
+	must(t, w.AdvanceResolved(1, 200))
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := w.Flush(ctx)
+		flushed <- err
+	}()
+	select {
+	case <-reached:
+	case err := <-flushed:
+		t.Fatalf("the flush returned (%v) before sealing the rotated-out segment", err)
+	}
+	must(t, f.Crash())
+	close(gate)
+	<-flushed
+	w.Close(ctx)
+	active := activeFiles(t, dir)
+	sort.Strings(active)
+	if len(active) < 2 {
+		t.Fatalf("active segments %v", active)
+	}
+	must(t, os.Truncate(active[0], segment.HeaderSize-1))
+
+	_, err = Open(ctx, localBucket(t, dir), o)
+	if err == nil || !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), "successor") {
+		t.Fatalf("Open with a linked segment torn inside its header: %v", err)
+	}
+	if got := activeFiles(t, dir); len(got) != len(active) {
+		t.Fatalf("active segments %v after the failed Open, were %v", got, active)
 	}
 }

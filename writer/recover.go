@@ -128,6 +128,11 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		return nil
 	}
 	if !rec.HasHeader {
+		if succ != "" {
+			// Its successor is part of the log and links it: the segment
+			// had durable blocks, and deleting it would break the chain.
+			return fmt.Errorf("writer: recover %s: no whole header, but its successor %s, which the fence accepts, links it: %w", key, succ, segment.ErrCorrupt)
+		}
 		return drop("no whole header")
 	}
 	h := rec.Header
