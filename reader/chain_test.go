@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -432,5 +434,46 @@ func TestVerifyChecksChainMaxima(t *testing.T) {
 	}
 	if !below || !published {
 		t.Fatalf("Verify missed a wrong link max ts (%v) or published chain max (%v): %v", below, published, rep.Problems)
+	}
+}
+
+// A zombie's flush into the segment its fence accepts (on local disk the
+// active segment the fence's last seq names): its events lie above the
+// largest commit ts the epoch published, were never acknowledged, and are
+// left out, as a zombie's later segments are.
+func TestEventsAboveFenceAreLeftOut(t *testing.T) {
+	ctx := context.Background()
+	b := newMem(t)
+	lease, err := meta.AcquireWriter(ctx, b, testLog, "z", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := rows(10, 10, 5, "t", 0) // 10..50
+	zombieRow := row(111, "t", 99, "zombie")
+	s := chained(t, []seg{{writer: "z", seq: 1, events: append(slices.Clone(published), zombieRow)}})[0]
+	key := s.write(t, b)
+	hcrc, _ := s.crcs(t)
+	if err := lease.PublishProgress(ctx, meta.Progress{FlushedTs: 50, Seq: 1, ChainMaxTs: 50, Digest: hcrc}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.AcquireWriter(ctx, b, testLog, "z", nil); err != nil { // epoch 2 fences epoch 1 at seq 1, max ts 50
+		t.Fatal(err)
+	}
+	next := seg{writer: "z", epoch: 2, seq: 2, events: []*codec.Event{row(111, "t", 1, "new owner")}}
+	writeAll(t, b, []seg{next})
+	out, st, err := readAll(t, b, &Options{LogID: testLog, EndTs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalGot(t, out, expect([]seg{{writer: "z", seq: 1, events: published}, next}, 0, 1000, false))
+	if st.AboveFence != 1 {
+		t.Errorf("AboveFence %d, want 1", st.AboveFence)
+	}
+	rep, err := Verify(ctx, b, testLog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || !hasProblemSev(rep, ProblemFenced, key, Info) {
+		t.Errorf("Verify: %v", rep.Problems)
 	}
 }

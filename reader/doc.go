@@ -27,8 +27,12 @@
 //   - the fence rule applies next ([meta.WriterState.Accepts], writer states
 //     read after the listing so that a takeover in between only makes the
 //     reader stricter): a segment a fenced epoch committed after its fence is
-//     ignored. A writer with no state object never held a lease, so nothing
-//     fences it: all its segments are read;
+//     ignored, and so are the events of a fenced epoch above the largest
+//     commit ts it published (its fence's MaxTs): a zombie's flush into the
+//     segment its fence accepts (on local disk, the active segment of the
+//     fence's last seq) was never acknowledged (Stats.AboveFence). A writer
+//     with no state object never held a lease, so nothing fences it: all its
+//     segments are read;
 //   - the completeness rule applies last (see Completeness): Open proves
 //     that no segment the range needs is missing, or fails;
 //   - a key under the prefix that is not a segment name stops Open, naming it

@@ -24,6 +24,14 @@ type Source struct {
 	hasDigest  bool   // it ends a published chain: its header CRC must be digest
 	digest     uint32
 	digestOf   string // where digest was published, for messages
+	// capped: the segment is of a fenced epoch, whose fence says the
+	// largest commit ts the epoch ever published (capTs). Events above it
+	// were written after the epoch's last publication (a zombie's flush
+	// into the segment its fence accepts) and were never acknowledged:
+	// the stream stops below them, as the fence rule skips whole segments
+	// written after the fence.
+	capped bool
+	capTs  uint64
 }
 
 // listed is one object under a log's segment prefix.
@@ -75,6 +83,21 @@ func readFences(ctx context.Context, b *blob.Bucket, logID string) (fences, erro
 func (f fences) accepts(n segment.Name) bool {
 	st := f[n.WriterID]
 	return st == nil || st.Accepts(n)
+}
+
+// publishedMax returns the largest commit ts a fenced epoch published, for a
+// segment of that epoch; false for a segment of any other epoch.
+func (f fences) publishedMax(n segment.Name) (uint64, bool) {
+	st := f[n.WriterID]
+	if st == nil || n.Epoch >= st.Epoch {
+		return 0, false
+	}
+	for _, fe := range st.Fences {
+		if fe.Epoch == n.Epoch {
+			return fe.MaxTs, true
+		}
+	}
+	return 0, false
 }
 
 // plan is the segments Open selected, in the order the merge reaches them.
@@ -131,6 +154,7 @@ func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, erro
 			continue
 		}
 		src := &Source{Key: o.key, Name: n, Size: o.size}
+		src.capTs, src.capped = fen.publishedMax(n)
 		if n.Active {
 			p.active = append(p.active, src)
 		} else {

@@ -87,6 +87,10 @@ type Stats struct {
 	BadNames           int // keys skipped with SkipBadNames
 	SegmentsOpened     int // segments whose prefetch started
 	TornTails          int // active segments read up to a torn tail
+	// AboveFence counts segments of fenced epochs whose events above the
+	// largest commit ts their epoch published were left out: written
+	// after its last publication, never acknowledged.
+	AboveFence int
 
 	Events     int64 // events returned
 	Duplicates int64 // exact duplicates dropped
@@ -102,6 +106,7 @@ type Stats struct {
 // counters are the Stats the producer goroutines update.
 type counters struct {
 	opened, torn, blocks, filtered atomic.Int64
+	aboveFence                     atomic.Int64
 	open, maxOpen                  atomic.Int64
 	chunks, maxChunks              atomic.Int64
 }
@@ -324,7 +329,7 @@ func (r *Reader) Stats() Stats {
 	return Stats{
 		SegmentsListed: p.listed, SegmentsSelected: len(p.active) + len(p.sealed), SegmentsActive: len(p.active),
 		SegmentsOutOfRange: p.outOfRange, SegmentsFenced: p.fenced, SegmentsShadowed: p.shadowed,
-		BadNames: p.badNames, SegmentsOpened: int(r.stats.opened.Load()), TornTails: int(r.stats.torn.Load()),
+		BadNames: p.badNames, SegmentsOpened: int(r.stats.opened.Load()), TornTails: int(r.stats.torn.Load()), AboveFence: int(r.stats.aboveFence.Load()),
 		Events: r.events, Duplicates: r.dups, Filtered: r.stats.filtered.Load(), Blocks: r.stats.blocks.Load(),
 		MaxOpenStreams: int(r.stats.maxOpen.Load()), MaxChunks: int(r.stats.maxChunks.Load()),
 	}

@@ -62,6 +62,23 @@ type stream struct {
 
 func (s *stream) head() *Event { return &s.cur.events[s.pos] }
 
+// aboveFence records a segment of a fenced epoch holding events above what
+// the epoch published, which the stream leaves out.
+func (s *stream) aboveFence() {
+	s.r.stats.aboveFence.Add(1)
+	s.r.c.Logger.Info("reader: leaving out events a fenced epoch wrote after its last publication",
+		"key", s.src.Key, "published_max_ts", s.src.capTs)
+}
+
+// end is the last commit ts the stream delivers: the range's end, or below
+// it the largest commit ts its fenced epoch published (see Source.capped).
+func (s *stream) end() uint64 {
+	if s.src.capped {
+		return min(s.r.c.end, s.src.capTs)
+	}
+	return s.r.c.end
+}
+
 // start launches the producer goroutine.
 func (s *stream) start() {
 	r := s.r
@@ -109,10 +126,13 @@ func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 	if err := r.checkOpened(src, sr.Header(), sr.Footer().CRC, true); err != nil {
 		return err
 	}
+	if src.capped && sr.Footer().MaxTs > src.capTs {
+		s.aboveFence()
+	}
 	blocks := sr.Footer().Blocks
 	first := sr.SeekTs(r.c.start)
 	last := first
-	for last < len(blocks) && blocks[last].MinTs <= r.c.end {
+	for last < len(blocks) && blocks[last].MinTs <= s.end() {
 		last++
 	}
 	if first == last {
@@ -207,6 +227,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 			return fmt.Errorf("reader: active segment %q disappeared and no sealed segment replaced it: %w", src.Key, err)
 		}
 		sealed.predListed, sealed.hasDigest, sealed.digest, sealed.digestOf = src.predListed, src.hasDigest, src.digest, src.digestOf
+		sealed.capped, sealed.capTs = src.capped, src.capTs
 		return s.produceSealed(ctx, sealed)
 	}
 	if err != nil {
@@ -232,6 +253,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 		return err
 	}
 	var c *chunk
+	above := false
 	for {
 		blk, err := sc.NextBlock()
 		if err == io.EOF {
@@ -243,7 +265,11 @@ func (s *stream) produceActive(ctx context.Context) error {
 		if blk.Info.MaxTs <= r.c.start {
 			continue
 		}
-		if blk.Info.MinTs > r.c.end {
+		if src.capped && blk.Info.MaxTs > src.capTs && !above {
+			above = true
+			s.aboveFence()
+		}
+		if blk.Info.MinTs > s.end() {
 			break
 		}
 		if c == nil {
@@ -300,7 +326,7 @@ func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Sour
 // reached past the end ts.
 func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload bool) (pastEnd bool, err error) {
 	r := s.r
-	start, end := r.c.start, r.c.end
+	start, end := r.c.start, s.end()
 	c.src = src
 	// Payload copies never outgrow the block, so sizing raw for it up front
 	// keeps the events' slices into it valid while it fills.

@@ -358,6 +358,10 @@ func verifyChains(logID string, objs []listed, fen fences, infos map[string]*seg
 			if in == nil || !in.haveHeader {
 				continue
 			}
+			if capTs, capped := fen.publishedMax(o.name); capped && in.maxTs > capTs {
+				rep.add(Info, ProblemFenced, o.key, -1, fmt.Sprintf("holds events up to commit ts %d, above the %d its epoch had published when writer %q fenced it: written after its last publication, never acknowledged; readers leave them out",
+					in.maxTs, capTs, o.name.WriterID))
+			}
 			l := in.header.Link
 			po, listedPrev := segs[seq-1]
 			switch {
