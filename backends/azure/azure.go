@@ -91,7 +91,7 @@
 // Options.Concurrency batches at a time; a missing key is success, and the
 // keys whose sub-requests failed are named in the error.
 //
-// The service turns "\\" into "/" in blob names, so a key holding a
+// The service turns a backslash into "/" in blob names, so a key holding a
 // backslash would be stored, read and deleted as another key. Every call
 // refuses such a key with [blob.ErrInvalidKey] naming it, and a listing
 // whose prefix holds one is empty (no blob name can).
