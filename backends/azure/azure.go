@@ -601,7 +601,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 }
 
 // checkKey refuses a key the service would store under another name: Azure
-// Blob Storage turns "\\" into "/" in blob names, so "a\\b" would be written,
+// Blob Storage turns a backslash into "/" in blob names, so `a\b` would be written,
 // read and deleted as "a/b", another key, silently.
 func checkKey(key string) error {
 	if strings.ContainsRune(key, '\\') {
@@ -705,7 +705,7 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	}
 	for _, k := range keys {
 		if err := checkKey(k); err != nil {
-			return err // before anything is deleted: "a\\b" would delete "a/b"
+			return err // before anything is deleted: `a\b` would delete "a/b"
 		}
 	}
 	var (
