@@ -239,7 +239,8 @@ func (b *Bucket) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 // ListPage returns one page of the keys under prefix (relative to the
-// bucket). opts.Prefix is ignored; pass the prefix as an argument.
+// bucket). opts.Prefix is ignored; pass the prefix as an argument. Keys the
+// driver lists that are not valid keys are passed through (see ListPage).
 func (b *Bucket) ListPage(ctx context.Context, prefix string, opts ListOptions) (ListPage, error) {
 	if b.shared.closed.Load() {
 		return ListPage{}, &Error{Op: "list", Key: prefix, Code: CodeUnknown, Err: ErrClosed}
@@ -270,6 +271,9 @@ func (b *Bucket) ListPage(ctx context.Context, prefix string, opts ListOptions) 
 
 // List iterates over every object under prefix in key order, fetching pages
 // of DefaultPageSize as it goes. It stops at the first error, yielding it.
+// It yields every object that exists throughout the iteration, and may yield
+// keys that are not valid keys, which the caller must report, not skip (see
+// ListPage and Driver.List).
 func (b *Bucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
 	return b.ListFrom(ctx, prefix, "")
 }

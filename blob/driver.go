@@ -39,6 +39,22 @@ type Driver interface {
 	// continuation from the previous page). A page holds at most
 	// opts.PageSize objects (the driver may return fewer); NextToken is empty
 	// on the last page. Listing is flat: there are no directories.
+	//
+	// A listing never misses an object: it returns every object that exists
+	// throughout it (from before its first page is asked for until after its
+	// last page returns), whatever else is put, renamed (AppendFile.Seal) or
+	// deleted meanwhile. A driver that reads a directory and then looks at
+	// each entry must not skip an entry that vanished in between: a rename
+	// moves it, and only a fresh read shows where. When the driver cannot be
+	// sure it saw everything, List fails; it never returns a short page
+	// that looks complete.
+	//
+	// The prefix matches keys by exact byte prefix: it is no pattern (no SQL
+	// LIKE, where "_" and "%" match anything, no glob "*", "?", "[", no "\"
+	// escapes), and no case folding or Unicode normalization: "Log/" does
+	// not match "log/x".
+	//
+	// A listing may yield keys that are not valid keys (see ListPage).
 	List(ctx context.Context, opts ListOptions) (ListPage, error)
 
 	// Delete removes the keys (at most MaxDeleteBatch of them). A missing key
@@ -70,7 +86,9 @@ type PutOptions struct {
 
 // Attrs describe a stored object.
 type Attrs struct {
-	Key     string // relative to the bucket that returned it
+	// Key is relative to the bucket that returned it. In a listing it may
+	// be a key that is not valid (see ListPage).
+	Key     string
 	Size    int64
 	ETag    string // opaque; changes whenever the content changes (S3 keeps it for identical bytes, so compare-and-swap users write content that differs)
 	ModTime time.Time
@@ -85,6 +103,14 @@ type ListOptions struct {
 }
 
 // ListPage is one page of a listing.
+//
+// A listing may yield keys that are not valid keys (ValidateKey fails on
+// them): objects the store holds that no valid key can address, such as a
+// local file whose name is not UTF-8 or holds a control character, or one
+// whose path is longer than MaxKeyLen. Callers must report them, not skip
+// them: such an object is often a valid one whose name was damaged, and
+// skipping it would hide its loss. Bucket passes them through as they are;
+// reading or deleting one fails with ErrInvalidKey naming it.
 type ListPage struct {
 	Objects   []Attrs
 	NextToken string // empty on the last page
