@@ -202,3 +202,48 @@ func TestAppendNotSupported(t *testing.T) {
 		t.Fatalf("OpenAppend on mem = %v, want ErrNotSupported", err)
 	}
 }
+
+// strangerList is mem with one more listed object, one no valid key can
+// address (a file whose name was damaged on a local disk).
+type strangerList struct{ *mem.Driver }
+
+func (d strangerList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	if err == nil && opts.Token == "" && strings.HasPrefix("logs/seg\xff", opts.Prefix) {
+		page.Objects = append([]blob.Attrs{{Key: "logs/seg\xff", Size: 1}}, page.Objects...)
+	}
+	return page, err
+}
+
+// TestListPassesInvalidKeysThrough: a listed key that is not a valid key is
+// yielded as it is, by List and by a prefixed view, for the caller to
+// report; reading or deleting it fails with ErrInvalidKey naming it.
+func TestListPassesInvalidKeysThrough(t *testing.T) {
+	ctx := context.Background()
+	b := blob.NewBucket(strangerList{mem.NewDriver()})
+	var got []string
+	for a, err := range b.List(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a.Key)
+	}
+	if len(got) != 1 || got[0] != "logs/seg\xff" {
+		t.Fatalf("List = %q, want the invalid key", got)
+	}
+	view, err := b.Prefixed("logs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := view.ListPage(ctx, "", blob.ListOptions{})
+	if err != nil || len(page.Objects) != 1 || page.Objects[0].Key != "seg\xff" {
+		t.Fatalf("prefixed ListPage = %+v, %v", page, err)
+	}
+	_, err = view.ReadAll(ctx, "seg\xff")
+	if !errors.Is(err, blob.ErrInvalidKey) || !strings.Contains(err.Error(), `"seg\xff"`) {
+		t.Fatalf("read of the invalid key: %v", err)
+	}
+	if err := view.Delete(ctx, "seg\xff"); !errors.Is(err, blob.ErrInvalidKey) || !strings.Contains(err.Error(), `"seg\xff"`) {
+		t.Fatalf("delete of the invalid key: %v", err)
+	}
+}
