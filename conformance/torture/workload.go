@@ -376,7 +376,7 @@ func Faults(seed uint64) blobtest.Schedule {
 		Delay:      0.05,
 		Reorder:    0.05,
 		MaxDelay:   time.Millisecond,
-		ReadFail:   0.01,
+		ReadFail:   0.003,
 		Syncs:      true,
 	}
 }
