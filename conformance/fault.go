@@ -75,6 +75,9 @@ func runFaultTier(t suiteT, b *blob.Bucket, s blobtest.Schedule, seed uint64) *t
 	rep, err := torture.Run(ctx, torture.Config{
 		Bucket: lb, Clean: b, Liar: l, LogID: redoLogID, Seed: seed,
 		Writers: 2, Spans: 5, Steps: 60, Duration: 10 * time.Second,
+		// One retry: some flushes fail under the faults, are not
+		// acknowledged, and their writers fail over.
+		RetryAttempts: 1,
 	})
 	if rep == nil {
 		t.Fatalf("the fault tier could not start: %v", err)
