@@ -152,6 +152,11 @@ func (l *lister) walk(dirFD int, base, namePrefix string) error {
 func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]blob.Attrs) (raced string, err error) {
 	dirPath := strings.TrimSuffix(base, "/")
 	des, err := readDir(dirFD)
+	if err == unix.ENOENT && removed(dirFD) {
+		// Removed since it was opened (a Delete prunes only empty
+		// directories): nothing in it exists any more.
+		return "", nil
+	}
 	if err != nil {
 		return "", pathErr("readdir", dirPath, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // setListHook installs testHookReadDir for the test, calling f once, on the
@@ -149,4 +151,31 @@ func TestListDuringSealStorm(t *testing.T) {
 		}
 	}
 	t.Logf("%d seals, %d listings", n, listings)
+}
+
+// TestListRemovedDirectory: a directory removed (pruned by a Delete, once
+// empty) after the walk opened it lists as empty, not as an error.
+func TestListRemovedDirectory(t *testing.T) {
+	_, d := newBucket(t, nil)
+	dir := filepath.Join(d.Root(), "x", "d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := openDirAt(d.rootFD, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	sub, err := openDirAt(fd, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sub)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	l := &lister{ctx: t.Context(), limit: 10}
+	if err := l.walk(sub, "x/d/", ""); err != nil || len(l.items) != 0 {
+		t.Fatalf("walk of a removed directory: %v, %v", l.items, err)
+	}
 }
