@@ -480,3 +480,33 @@ func TestChainRecoveryRefusesHeaderlessLinkedSegment(t *testing.T) {
 		t.Fatalf("active segments %v after the failed Open, were %v", got, active)
 	}
 }
+
+// TestRecoveryRefusesAcceptedSegmentWithoutBlocks: an active segment the
+// fence accepts (its epoch published it) whose blocks are gone is not
+// deleted as if it held nothing reported: Open fails naming it.
+func TestRecoveryRefusesAcceptedSegmentWithoutBlocks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	w := open(t, f.Bucket(), testOptions("w"))
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	mustFlush(t, w)
+	must(t, f.Crash())
+	w.Close(ctx)
+	active := activeFiles(t, dir)
+	if len(active) != 1 {
+		t.Fatalf("active segments %v", active)
+	}
+	must(t, os.Truncate(active[0], segment.HeaderSize+10))
+	_, err = Open(ctx, localBucket(t, dir), testOptions("w"))
+	if !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), "fence accepts") {
+		t.Fatalf("Open with a published segment emptied: %v", err)
+	}
+	if got := activeFiles(t, dir); len(got) != 1 {
+		t.Fatalf("active segments %v after the failed Open", got)
+	}
+}

@@ -143,7 +143,10 @@
 // name (deleted if empty). When the segment with the next seq of its epoch
 // is accepted by the fence, that successor's link decides instead: exactly
 // the whole blocks whose footer it names are kept and sealed (even none), and
-// no prefix that matches is an error naming both segments. Nothing reported
+// no prefix that matches is an error naming both segments. A segment the fence
+// accepts is never deleted: one with no whole block left at or below the
+// published progress, or torn inside its header while a successor links it,
+// makes Open fail naming it. Nothing reported
 // flushed is lost; damage anywhere but the tail makes Open fail with an error
 // naming the segment.
 //

@@ -165,7 +165,12 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		}
 		keep = k
 	} else if keep == 0 {
-		return drop("no block at or below the published progress")
+		// The fence accepts it, so its epoch published a seq at or above
+		// it, and every segment up to that seq held published blocks,
+		// which are at or below the cut: none left means they are gone, and
+		// deleting the segment would turn that into a silent gap.
+		return fmt.Errorf("writer: recover %s: its epoch's fence accepts it, but it holds no whole block at or below the published progress (%d whole blocks): %w",
+			key, len(rec.Blocks), segment.ErrCorrupt)
 	}
 	var minTs, maxTs uint64
 	if rec.Sealed && keep == len(rec.Blocks) {
