@@ -477,3 +477,35 @@ func TestEventsAboveFenceAreLeftOut(t *testing.T) {
 		t.Errorf("Verify: %v", rep.Problems)
 	}
 }
+
+// A writer state whose key was damaged would leave its writer unfenced and
+// its chain proven only by the weaker rule: Open refuses the log, naming the
+// key, unless told to skip bad names.
+func TestDamagedStateKeyStopsOpen(t *testing.T) {
+	ctx := context.Background()
+	drv := mem.NewDriver()
+	b := blob.NewBucket(drv)
+	defer b.Close()
+	segs := chainLog("w", 2)
+	publish(t, b, segs, true)
+	data, err := b.ReadAll(ctx, meta.WriterKey(testLog, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := meta.WriterKey(testLog, "w\x01")
+	if _, err := drv.Put(ctx, damaged, strings.NewReader(string(data)), int64(len(data)), blob.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, meta.WriterKey(testLog, "w")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = readAll(t, b, &Options{LogID: testLog, EndTs: 10000})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", damaged)) {
+		t.Fatalf("got %v, want an error naming %q", err, damaged)
+	}
+	out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 10000, SkipBadNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalGot(t, out, expect(segs, 0, 10000, false))
+}

@@ -61,9 +61,10 @@ type Options struct {
 	Raw bool
 
 	// SkipBadNames makes keys under the log's segment prefix that do not
-	// parse as segment names a logged warning instead of an error. By
-	// default such a key stops Open: it may be a segment whose data the
-	// range needs.
+	// parse as segment names, and keys under its writer states that are not
+	// writer IDs, a logged warning instead of an error. By default such a
+	// key stops Open: it may be a segment whose data the range needs, or the
+	// state that fences a writer and proves its chain.
 	SkipBadNames bool
 
 	// Logger receives warnings (torn tails, skipped keys) and a summary of

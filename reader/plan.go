@@ -63,16 +63,42 @@ func listLog(ctx context.Context, b *blob.Bucket, logID string) ([]listed, error
 	return out, nil
 }
 
-// fences reads the writer states after the listing, so that a takeover
-// between the two can only make the reader stricter: a zombie segment listed
-// before its epoch was fenced is judged by the fence, not let through by a
-// state read before it.
+// fences are the writer states by writer ID. Open reads them twice (see
+// planRead): the fences it applies are read after the listing, so that a
+// takeover between the two can only make the reader stricter: a zombie
+// segment listed before its epoch was fenced is judged by the fence, not let
+// through by a state read before it.
 type fences map[string]*meta.WriterState
 
-func readFences(ctx context.Context, b *blob.Bucket, logID string) (fences, error) {
-	st, err := meta.ListWriterStates(ctx, b, logID)
-	if err != nil {
-		return nil, fmt.Errorf("reader: read writer states of log %q: %w", logID, err)
+// readFences reads every writer state of the log. A key under the states
+// that is not a writer ID stops it (unless SkipBadNames), as a bad segment
+// name does.
+func readFences(ctx context.Context, b *blob.Bucket, c *config) (fences, error) {
+	logID := c.LogID
+	prefix := meta.WritersPrefix(logID)
+	st := fences{}
+	for a, err := range b.List(ctx, prefix) {
+		if err != nil {
+			return nil, fmt.Errorf("reader: list the writer states of log %q: %w", logID, err)
+		}
+		id := a.Key[len(prefix):]
+		if err := segment.ValidateID(id); err != nil {
+			// A state whose name was damaged would leave its writer
+			// unfenced and its chain unproven: not something to pass by.
+			if !c.SkipBadNames {
+				return nil, fmt.Errorf("reader: key %q under the writer states is not a writer's state (a damaged name? set SkipBadNames to read past it): %w", a.Key, err)
+			}
+			c.Logger.Warn("reader: skipping a key that is not a writer state", "key", a.Key, "err", err)
+			continue
+		}
+		s, _, err := meta.ReadWriterState(ctx, b, logID, id)
+		if blob.IsNotExist(err) {
+			continue // removed between list and read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reader: read writer states of log %q: %w", logID, err)
+		}
+		st[id] = s
 	}
 	return st, nil
 }

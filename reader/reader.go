@@ -199,7 +199,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 // and after, for the fences (a takeover in between only makes the reader
 // stricter).
 func planRead(ctx context.Context, b *blob.Bucket, c *config) (*plan, error) {
-	pub, err := readFences(ctx, b, c.LogID)
+	pub, err := readFences(ctx, b, c)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func planRead(ctx context.Context, b *blob.Bucket, c *config) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	fen, err := readFences(ctx, b, c.LogID)
+	fen, err := readFences(ctx, b, c)
 	if err != nil {
 		return nil, err
 	}
