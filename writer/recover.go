@@ -73,8 +73,9 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 //     previous epoch so are the blocks above that epoch's published
 //     flushed ts (they were never reported, and the new epoch writes those
 //     events again: keeping them would only make duplicates); what is left
-//     is sealed under the segment's own (old-epoch) name, or deleted if
-//     nothing is;
+//     is sealed under the segment's own (old-epoch) name. Nothing left is an
+//     error: the fence accepts the segment, so it held published blocks, and
+//     deleting it would hide that they are gone;
 //   - but when succ, the key of the segment with the next seq of the same
 //     epoch, is accepted by the fences, its link decides: the segment keeps
 //     exactly the blocks whose footer the link names (those it had when its
@@ -83,8 +84,9 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 //     matching the link is an error naming both keys: blocks the chain
 //     needs are gone.
 //
-// A segment that is damaged other than at its tail is an error naming it:
-// nothing is deleted, and Open fails.
+// A segment that is damaged other than at its tail, or torn inside its header
+// while an accepted successor links it, is an error naming it: nothing is
+// deleted, and Open fails.
 func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.WriterState, prev *meta.WriterState, succ string) error {
 	key := n.Format()
 	log := w.log.With("key", key)
