@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -152,12 +153,6 @@ func run(t suiteT, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = DefaultTimeout
 	}
-	if h.hangGrace == 0 {
-		h.hangGrace = defaultHangGrace
-	}
-	if h.onHang == nil {
-		h.onHang = panicHung
-	}
 	t.Run("Plain", func(t suiteT) { (&suite{h: h}).runAll(t) })
 	t.Run("Prefixed", func(t suiteT) { (&suite{h: h, prefixed: true}).runAll(t) })
 }
@@ -188,14 +183,14 @@ func (t *timedT) Run(name string, f func(suiteT)) bool {
 // says so, and one still running hangGrace later is reported hung (onHang).
 func (s *suite) rule(t suiteT, name string, f func(suiteT)) {
 	t.Run(name, func(t suiteT) {
-		ctx, cancel := context.WithTimeout(t.Context(), s.h.Timeout)
+		ctx, cancel := context.WithTimeout(t.Context(), s.timeout())
 		done := make(chan struct{})
 		go s.watch(t, ctx, done)
 		defer func() {
 			// Deferred, so that it runs after a Fatalf too.
 			close(done)
 			if ctx.Err() == context.DeadlineExceeded && t.Failed() {
-				t.Errorf("%s ran into its deadline (Harness.Timeout = %v): a driver call hung, or the store is slower than the harness allows", name, s.h.Timeout)
+				t.Errorf("%s ran into its deadline (Harness.Timeout = %v): a driver call hung, or the store is slower than the harness allows", name, s.timeout())
 			}
 			cancel()
 		}()
@@ -211,17 +206,26 @@ func (s *suite) watch(t suiteT, ctx context.Context, done <-chan struct{}) {
 		return
 	case <-ctx.Done():
 	}
-	timer := time.NewTimer(s.h.hangGrace)
+	grace := cmp.Or(s.h.hangGrace, defaultHangGrace)
+	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
 	case <-done:
 		return
 	case <-timer.C:
 	}
-	msg := fmt.Sprintf("conformance: subtest %s is still running %v after its deadline (Harness.Timeout = %v): a driver call ignores its context, or hangs", t.Name(), s.h.hangGrace, s.h.Timeout)
+	msg := fmt.Sprintf("conformance: subtest %s is still running %v after its deadline (Harness.Timeout = %v): a driver call ignores its context, or hangs", t.Name(), grace, s.timeout())
 	t.Errorf("%s", msg)
-	s.h.onHang(t, msg)
+	if s.h.onHang != nil {
+		s.h.onHang(t, msg)
+		return
+	}
+	panicHung(t, msg)
 }
+
+// timeout is the deadline of each subtest (RunRedo does not fill in the
+// harness's defaults).
+func (s *suite) timeout() time.Duration { return cmp.Or(s.h.Timeout, DefaultTimeout) }
 
 // panicHung ends the test binary: the hung goroutine cannot be stopped, and
 // a panic that names the subtest and shows where every goroutine is beats

@@ -89,12 +89,13 @@ func runRedo(t suiteT, h Harness) {
 		}
 		t.Run(name, func(t suiteT) {
 			r := &redoSuite{s: &suite{h: h, prefixed: prefixed}}
-			t.Run("ReadBack", r.readBack)
-			t.Run("Restart", r.restart)
-			t.Run("Corruption", r.corruption)
-			t.Run("Fencing", r.fencing)
-			t.Run("Watermark", r.watermark)
-			t.Run("GC", r.gc)
+			// Each with a deadline (Harness.Timeout); Faults bounds itself.
+			r.s.rule(t, "ReadBack", r.readBack)
+			r.s.rule(t, "Restart", r.restart)
+			r.s.rule(t, "Corruption", r.corruption)
+			r.s.rule(t, "Fencing", r.fencing)
+			r.s.rule(t, "Watermark", r.watermark)
+			r.s.rule(t, "GC", r.gc)
 			t.Run("Faults", r.faultTier)
 		})
 	}
