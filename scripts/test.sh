@@ -11,8 +11,6 @@
 #                                   reader running (default 100, ~1 min)
 #   REDOKIT_BITFLIPS=5000 ...       single-bit flips Verify must find (default 2000,
 #                                   ~10 s)
-#   REDOKIT_INTEGRITY_PENDING=1 ... also the issue-12 cases that wait for work
-#                                   not landed yet (they fail until it does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

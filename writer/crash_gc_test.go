@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/segment"
 )
 
 // The crash trials of crash_test.go run alone; these run the whole log around
@@ -113,15 +115,6 @@ func readKey(ev *codec.Event) string {
 // range's events: the one outcome no race may produce.
 var errShortRead = errors.New("read returned without an error but not exactly the range's events")
 
-// errMissing marks a short read that only lacks events (nothing extra,
-// altered or out of order).
-var errMissing = errors.New("events missing")
-
-// pendingIntegrity reports whether REDOKIT_INTEGRITY_PENDING is set: the
-// cases that wait for parts of issue 12 not landed yet fail instead of being
-// counted and logged.
-func pendingIntegrity() bool { return os.Getenv("REDOKIT_INTEGRITY_PENDING") != "" }
-
 // readCrashRange reads (lo, hi] and checks it against the workload: every
 // event of the range exactly once and byte-identical to what was written,
 // nothing else, in commit-ts order with rows before the DDLs of their ts. An
@@ -179,7 +172,7 @@ func readCrashRange(ctx context.Context, b *blob.Bucket, tr *crashTruth, lo, hi 
 				missing = append(missing, k)
 			}
 		}
-		return n, fmt.Errorf("%w (%w): read (%d, %d] returned %d of its %d events; missing e.g. %q", errShortRead, errMissing, lo, hi, len(seen), len(want), missing[:min(5, len(missing))])
+		return n, fmt.Errorf("%w: read (%d, %d] returned %d of its %d events; missing e.g. %q", errShortRead, lo, hi, len(seen), len(want), missing[:min(5, len(missing))])
 	}
 	return n, nil
 }
@@ -198,7 +191,7 @@ type background struct {
 	fails                 []string
 	ticks, collected      int
 	reads, readErrs, evts int
-	short, shortTransient int // short reads tolerated without REDOKIT_INTEGRITY_PENDING
+	sealedErrs            int // reads failed on an active segment sealed under them
 	lastResolved, lastCp  uint64
 }
 
@@ -305,20 +298,11 @@ func (bg *background) readOnce(ctx context.Context) {
 	case ctx.Err() != nil:
 	case errors.Is(err, errShortRead):
 		// Read the same range again at once: an exact second read says the
-		// first one missed an object that was there (a listing race), not
-		// that the data is gone (GC collected it after the checkpoint moved
-		// past the read's start, which the completeness chain must turn into
-		// an error).
+		// first one missed an object that was there (a listing race), a
+		// short one that the data is gone (GC collected it after the
+		// checkpoint passed the read's start: the chain must make that an
+		// error).
 		_, again := readCrashRange(ctx, bg.b, bg.tr, m.CheckpointTs, m.ResolvedTs)
-		if errors.Is(err, errMissing) && !pendingIntegrity() {
-			bg.mu.Lock()
-			bg.short++
-			if again == nil {
-				bg.shortTransient++
-			}
-			bg.mu.Unlock()
-			return
-		}
 		bg.fail("concurrent read (%d, %d]: %v (read again at once: %v)\n%s", m.CheckpointTs, m.ResolvedTs, err, errOrExact(again), dumpLog(bg.b))
 	default:
 		// A read may fail when GC collected what it needs, which it may do
@@ -335,6 +319,12 @@ func (bg *background) readOnce(ctx context.Context) {
 		case now.CheckpointTs > m.CheckpointTs && (blob.IsNotExist(err) || errors.Is(err, reader.ErrIncomplete)):
 			bg.mu.Lock()
 			bg.readErrs++
+			bg.mu.Unlock()
+		case sealedUnder(err):
+			// Not silent, but needless: the reader could list again and
+			// read the sealed name, as it does for a segment GC removes.
+			bg.mu.Lock()
+			bg.sealedErrs++
 			bg.mu.Unlock()
 		default:
 			bg.fail("concurrent read (%d, %d], checkpoint now %d: %v\n%s", m.CheckpointTs, m.ResolvedTs, now.CheckpointTs, err, dumpLog(bg.b))
@@ -358,6 +348,13 @@ func dumpLog(b *blob.Bucket) string {
 		fmt.Fprintf(&buf, "    state: %s\n", data)
 	}
 	return buf.String()
+}
+
+// sealedUnder reports whether err is a read of an active segment that is
+// gone: the writer sealed (renamed) it under the read.
+func sealedUnder(err error) bool {
+	var be *blob.Error
+	return blob.IsNotExist(err) && errors.As(err, &be) && strings.HasSuffix(be.Key, segment.ActiveExt)
 }
 
 func errOrExact(err error) any {
@@ -420,7 +417,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 	base := crashGCSeed(t)
 	rng := rand.New(rand.NewPCG(base, 12))
 	start := time.Now()
-	var kills, reads, readErrs, events, collected, verified, short, shortTransient int
+	var kills, reads, readErrs, sealedErrs, events, collected, verified int
 	for trial := range trials {
 		seed := rng.Uint64()
 		nKills := 1 + rng.IntN(3)
@@ -446,10 +443,9 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 				bg.mu.Lock()
 				reads += bg.reads
 				readErrs += bg.readErrs
+				sealedErrs += bg.sealedErrs
 				events += bg.evts
 				collected += bg.collected
-				short += bg.short
-				shortTransient += bg.shortTransient
 				bg.mu.Unlock()
 			}()
 			var acked uint64
@@ -499,15 +495,8 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d trials in %v: %d kills mid-run, %d concurrent reads (%d events, %d ended by an error after GC passed their start), %d segments collected, %d verified clean",
-		trials, time.Since(start).Round(time.Millisecond), kills, reads, events, readErrs, collected, verified)
-	if short > 0 {
-		// Known and waiting for the local List fix (a segment sealed during
-		// a listing is listed under neither name: the read again is exact)
-		// and the reader's chain checks (a read whose start the checkpoint
-		// passed meets a chain GC has cut above its start: it must fail).
-		t.Logf("NOT YET AN ERROR: %d concurrent reads came back short without an error (%d exact when read again at once); REDOKIT_INTEGRITY_PENDING=1 fails on them", short, shortTransient)
-	}
+	t.Logf("%d trials in %v: %d kills mid-run, %d concurrent reads (%d events; %d ended by an error after GC passed their start, %d by a not-exist error on an active segment sealed under them), %d segments collected, %d verified clean",
+		trials, time.Since(start).Round(time.Millisecond), kills, reads, events, readErrs, sealedErrs, collected, verified)
 }
 
 func waitReady(t *testing.T, c *childRun) {
