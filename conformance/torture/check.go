@@ -84,9 +84,9 @@ type Report struct {
 	Mode            string      `json:"mode"`
 	Counts          Counts      `json:"counts"`
 	AckedEvents     int64       `json:"acked_events"`      // acknowledged events above the final checkpoint, all read back
-	FinalCheckpoint uint64      `json:"final_checkpoint"`  //
-	FinalResolved   uint64      `json:"final_resolved"`    //
-	FinalReadEvents int64       `json:"final_read_events"` //
+	FinalCheckpoint uint64      `json:"final_checkpoint"`  // the meta object's, after the run
+	FinalResolved   uint64      `json:"final_resolved"`    // the meta object's, after the run
+	FinalReadEvents int64       `json:"final_read_events"` // events the last final read returned
 	Faults          string      `json:"faults,omitempty"`  // what the Liar did
 	Violations      []Violation `json:"violations"`
 	// Suppressed counts violations beyond the first few of each rule.
@@ -96,7 +96,7 @@ type Report struct {
 // OK reports whether no rule was broken.
 func (r *Report) OK() bool { return len(r.Violations) == 0 }
 
-// Rules returns the names of the broken rules, sorted, each once.
+// BrokenRules returns the names of the broken rules, sorted, each once.
 func (r *Report) BrokenRules() []string {
 	var out []string
 	for _, v := range r.Violations {
