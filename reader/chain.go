@@ -256,6 +256,13 @@ func proveComplete(ctx context.Context, b *blob.Bucket, c *config, objs []listed
 		s.predListed = s.Name.Seq > 1 && ch.has(s.Name, s.Name.Seq-1)
 	}
 	var errs []error
+	// Two sealed names of one seq: one of them is not what the writer
+	// wrote (a writer seals a seq once), and the read cannot tell which.
+	for _, d := range sealedTwice(objs, fen.accepts) {
+		if srcs[idOf(d[0].name)] != nil {
+			errs = append(errs, twiceError(d))
+		}
+	}
 	for _, rq := range chainReqs(c.LogID, pub, ch) {
 		header := func(o listed) (segment.Header, error) {
 			h, data, err := readHeader(ctx, b, o)
@@ -280,6 +287,31 @@ func proveComplete(ctx context.Context, b *blob.Bucket, c *config, objs []listed
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sealedTwice returns the pairs of accepted sealed names of one writer,
+// epoch and seq.
+func sealedTwice(objs []listed, accepts func(segment.Name) bool) [][2]listed {
+	first := map[segID]listed{}
+	var out [][2]listed
+	for _, o := range objs {
+		if o.err != nil || o.name.Active || !accepts(o.name) {
+			continue
+		}
+		if f, ok := first[idOf(o.name)]; ok {
+			out = append(out, [2]listed{f, o})
+			continue
+		}
+		first[idOf(o.name)] = o
+	}
+	return out
+}
+
+func twiceError(d [2]listed) *ChainError {
+	n := d[0].name
+	return &ChainError{Writer: n.WriterID, Epoch: n.Epoch, Seq: n.Seq, LastSeq: n.Seq, Key: d[1].key,
+		Detail: fmt.Sprintf("chain of writer %q epoch %d holds seq %d twice, %q and %q: a writer seals a seq once, so one of them is not what it wrote",
+			n.WriterID, n.Epoch, n.Seq, d[0].key, d[1].key)}
 }
 
 // opened is what a stream learned of its segment's place in the chain.

@@ -509,3 +509,30 @@ func TestDamagedStateKeyStopsOpen(t *testing.T) {
 	}
 	equalGot(t, out, expect(segs, 0, 10000, false))
 }
+
+// A seq sealed under two names (its range differs): a writer seals a seq
+// once, so one is not what it wrote; a read that needs it fails naming both.
+func TestSeqSealedTwice(t *testing.T) {
+	ctx := context.Background()
+	b := newMem(t)
+	segs := chained(t, chainLog("w", 3))
+	keys := writeAll(t, b, segs)
+	other := segs[1]
+	other.events = other.events[:4]
+	data, key := other.sealedBytes(t)
+	if _, err := b.Put(ctx, key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 10000})
+	var ce *ChainError
+	if !errors.As(err, &ce) || ce.Seq != 2 || !strings.Contains(err.Error(), keys[1]) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("got %v, want seq 2 named twice, %q and %q", err, keys[1], key)
+	}
+	rep, err := Verify(ctx, b, testLog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() {
+		t.Fatalf("Verify missed seq 2 sealed twice: %v", rep.Problems)
+	}
+}

@@ -318,6 +318,10 @@ type segInfo struct {
 // rep.ChainsFrom, and checks every link and digest it can.
 func verifyChains(logID string, objs []listed, fen fences, infos map[string]*segInfo, rep *Report) {
 	ch := makeChains(objs, fen.accepts)
+	for _, d := range sealedTwice(objs, fen.accepts) {
+		e := twiceError(d)
+		rep.add(Error, ProblemLink, e.Key, -1, e.Detail)
+	}
 	header := func(o listed) (segment.Header, error) {
 		if in := infos[o.key]; in != nil && in.haveHeader {
 			return in.header, nil
