@@ -64,7 +64,8 @@
 //     m held nothing the range needs (GC collected it);
 //   - every segment a stream opens holds what its name says, claims to be
 //     first of its epoch only when seq−1 is not listed, matches the CRCs its
-//     opened neighbours link, and, when it is P, has the published digest.
+//     opened neighbours link, and, when it is P, has the published digest;
+//   - no seq the range needs is listed under two sealed names.
 //
 // The writer states that give P are read before the listing (a published
 // segment was visible before the listing began, so it is listed), and again
