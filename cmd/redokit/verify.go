@@ -204,22 +204,23 @@ func verifyJSON(rep *reader.Report) any {
 		probs = append(probs, problemJSON{Severity: p.Severity.String(), Kind: string(p.Kind), Key: p.Key, Offset: p.Offset, Detail: p.Detail})
 	}
 	return struct {
-		Log      string        `json:"log"`
-		OK       bool          `json:"ok"`
-		Errors   int           `json:"errors"`
-		Objects  int           `json:"objects"`
-		Bytes    int64         `json:"bytes"`
-		Sealed   int           `json:"sealed"`
-		Active   int           `json:"active"`
-		Ignored  int           `json:"ignored"`
-		Blocks   int64         `json:"blocks"`
-		Events   int64         `json:"events"`
-		Rows     int64         `json:"rows"`
-		DDLs     int64         `json:"ddls"`
-		MinTs    uint64        `json:"min_ts"`
-		MaxTs    uint64        `json:"max_ts"`
-		Problems []problemJSON `json:"problems"`
-	}{rep.LogID, rep.OK(), len(rep.Errors()), rep.Objects, rep.Bytes, rep.Sealed, rep.Active, rep.Ignored,
+		Log        string        `json:"log"`
+		ChainsFrom uint64        `json:"chains_from"`
+		OK         bool          `json:"ok"`
+		Errors     int           `json:"errors"`
+		Objects    int           `json:"objects"`
+		Bytes      int64         `json:"bytes"`
+		Sealed     int           `json:"sealed"`
+		Active     int           `json:"active"`
+		Ignored    int           `json:"ignored"`
+		Blocks     int64         `json:"blocks"`
+		Events     int64         `json:"events"`
+		Rows       int64         `json:"rows"`
+		DDLs       int64         `json:"ddls"`
+		MinTs      uint64        `json:"min_ts"`
+		MaxTs      uint64        `json:"max_ts"`
+		Problems   []problemJSON `json:"problems"`
+	}{rep.LogID, rep.ChainsFrom, rep.OK(), len(rep.Errors()), rep.Objects, rep.Bytes, rep.Sealed, rep.Active, rep.Ignored,
 		rep.Blocks, rep.Events, rep.Rows, rep.DDLs, rep.MinTs, rep.MaxTs, probs}
 }
 
@@ -252,7 +253,7 @@ func (a *app) printVerify(rep *reader.Report) {
 	if rep.Events > 0 {
 		fmt.Fprintf(a.stdout, ", commit ts [%d, %d]", rep.MinTs, rep.MaxTs)
 	}
-	fmt.Fprintln(a.stdout)
+	fmt.Fprintf(a.stdout, "; writer chains checked for completeness above ts %d (the checkpoint)\n", rep.ChainsFrom)
 	errs := len(rep.Errors())
 	if errs == 0 {
 		fmt.Fprintf(a.stdout, "OK: no errors (%d informational findings)\n", len(rep.Problems))
