@@ -99,7 +99,9 @@
 //     sorts before "a/c" but is walked after it), so this adapter lists a
 //     fileblob bucket by reading the whole prefix and sorting it on every page
 //     ([Options].UnorderedList, set automatically); unreadable directories
-//     are skipped silently by fileblob;
+//     are skipped silently by fileblob, and an object deleted while it walks
+//     fails its listing with a not-found error, which this adapter answers by
+//     listing the page again, whole (at most 16 times), never by skipping;
 //   - a key cannot be both an object and a directory ("a" and "a/b").
 //
 // memblob ("mem://"): process-local, and every open of "mem://" is a new empty

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	gcblob "gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/redokit/redokit/blob"
 )
@@ -50,7 +51,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	}
 	var page blob.ListPage
 	for {
-		objs, next, err := d.b.ListPage(ctx, gctok, size, &gcblob.ListOptions{Prefix: opts.Prefix})
+		objs, next, err := d.listPage(ctx, gctok, size, &gcblob.ListOptions{Prefix: opts.Prefix})
 		if err != nil {
 			return blob.ListPage{}, err
 		}
@@ -79,19 +80,15 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 // on such a store.
 func (d *Driver) listSorted(ctx context.Context, prefix, after string, size int) (blob.ListPage, error) {
 	var all []blob.Attrs
-	it := d.b.List(&gcblob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(ctx)
-		if err != nil {
-			if err == io.EOF {
-				break
+	for attempt := 0; ; attempt++ {
+		var err error
+		all, err = d.listAll(ctx, prefix, after)
+		if !retryList(ctx, err, attempt) {
+			if err != nil {
+				return blob.ListPage{}, err
 			}
-			return blob.ListPage{}, err
+			break
 		}
-		if o.IsDir || o.Key <= after {
-			continue
-		}
-		all = append(all, listAttrs(o))
 	}
 	slices.SortFunc(all, func(a, b blob.Attrs) int { return strings.Compare(a.Key, b.Key) })
 	// A store that lists a key twice must not make us return it twice.
@@ -104,6 +101,48 @@ func (d *Driver) listSorted(ctx context.Context, prefix, after string, size int)
 		page.Objects = all
 	}
 	return page, nil
+}
+
+// listAll lists every key under prefix greater than after, unsorted.
+func (d *Driver) listAll(ctx context.Context, prefix, after string) ([]blob.Attrs, error) {
+	var all []blob.Attrs
+	it := d.b.List(&gcblob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return all, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if o.IsDir || o.Key <= after {
+			continue
+		}
+		all = append(all, listAttrs(o))
+	}
+}
+
+// listRetries bounds the re-lists of a page that failed with not-found. A
+// file-system store (fileblob) reads a directory, then stats each entry, and
+// fails when an entry was deleted in between: the page is listed again, whole,
+// from the same token, so nothing is skipped; a not-found that persists is
+// returned.
+const listRetries = 16
+
+// retryList reports whether a listing that failed with err, on its attempt
+// (from 0), is worth listing again.
+func retryList(ctx context.Context, err error, attempt int) bool {
+	return err != nil && gcerrors.Code(err) == gcerrors.NotFound && attempt < listRetries && ctx.Err() == nil
+}
+
+// listPage is gocloud's ListPage, listed again after a not-found (retryList).
+func (d *Driver) listPage(ctx context.Context, tok []byte, size int, opts *gcblob.ListOptions) ([]*gcblob.ListObject, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		objs, next, err := d.b.ListPage(ctx, tok, size, opts)
+		if !retryList(ctx, err, attempt) {
+			return objs, next, err
+		}
+	}
 }
 
 // listAttrs converts a gocloud list entry. gocloud's ListObject carries no
