@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -509,4 +511,163 @@ func TestRecoveryRefusesAcceptedSegmentWithoutBlocks(t *testing.T) {
 	if got := activeFiles(t, dir); len(got) != 1 {
 		t.Fatalf("active segments %v after the failed Open", got)
 	}
+}
+
+// chainTrials is how many randomized trials TestChainRandomFaults runs:
+// REDOKIT_CHAIN_TRIALS, else 20.
+func chainTrials(t *testing.T) int {
+	if v := os.Getenv("REDOKIT_CHAIN_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("REDOKIT_CHAIN_TRIALS=%q is not a count", v)
+		}
+		return n
+	}
+	return 20
+}
+
+// TestChainRandomFaults runs local writers through random faults on the
+// segment files (failed and torn appends, failed syncs, truncates, seals and
+// deletes, failed progress puts) over epochs, some of which fail for good
+// and are recovered by the next Open, with rotations and catch-ups. After a
+// clean last epoch every epoch's chain must be gapless and linked, end where
+// its progress or fence says, and every event any epoch reported flushed
+// must be read back. Seeded by REDOKIT_CHAIN_SEED (else fixed); the trial
+// and the seed are logged on failure.
+func TestChainRandomFaults(t *testing.T) {
+	seed := uint64(20261203)
+	if v := os.Getenv("REDOKIT_CHAIN_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("REDOKIT_CHAIN_SEED=%q", v)
+		}
+		seed = n
+	}
+	trials := chainTrials(t)
+	failedEpochs := 0
+	for trial := range trials {
+		rng := newRand(seed + uint64(trial))
+		ok := t.Run(fmt.Sprintf("trial%03d", trial), func(t *testing.T) {
+			t.Logf("seed %d", seed+uint64(trial))
+			failedEpochs += chainTrial(t, rng)
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d trials, %d epochs failed for good and were recovered", trials, failedEpochs)
+}
+
+func chainTrial(t *testing.T, rng *rand.Rand) (failed int) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := testOptions("w")
+	o.MaxSegmentBytes = int64(4+rng.IntN(12)) << 10
+	o.BlockSize = 1 << 10
+	o.RetryAttempts = 1 + rng.IntN(3)
+	if rng.IntN(2) == 0 {
+		o.Compression = CompressionNone
+	}
+	var acked uint64 // the highest ts any epoch reported flushed
+	epochs := 2 + rng.IntN(3)
+	var b *blob.Bucket
+	for e := range epochs {
+		last := e == epochs-1
+		// A fresh driver each epoch: the previous one may have crashed.
+		d, err := local.NewDriver(dir, nil)
+		must(t, err)
+		f := blobtest.NewFaulty(d)
+		b = f.Bucket()
+		crashAt := -1
+		if !last && rng.IntN(3) == 0 {
+			crashAt = rng.IntN(6)
+		}
+		w, err := Open(ctx, b, o)
+		must(t, err)
+		from := w.FlushedTs()
+		if from < acked {
+			t.Fatalf("epoch %d starts at flushed ts %d, below the %d reported", e+1, from, acked)
+		}
+		must(t, w.AddSpan(1, from))
+		var removes []func()
+		if !last {
+			ops := []blobtest.Rule{
+				{Op: blobtest.OpSync, Match: isSegment, Fail: true},
+				{Op: blobtest.OpTruncate, Match: isSegment, Fail: true},
+				{Op: blobtest.OpSeal, Match: isSegment, Fail: true},
+				{Op: blobtest.OpDelete, Match: isSegment, Fail: true},
+				{Op: blobtest.OpWrite, Match: isSegment, Fail: true, Partial: true},
+				{Op: blobtest.OpPut, Match: isState, Fail: true},
+			}
+			for range 1 + rng.IntN(4) {
+				r := ops[rng.IntN(len(ops))]
+				r.Nth = 1 + rng.IntN(12)
+				removes = append(removes, f.Add(r))
+			}
+		}
+		ts := from
+		alive := true
+		for fl := 0; alive && fl < 4+rng.IntN(6); fl++ {
+			n := 20 + rng.IntN(150)
+			for range n {
+				ts++
+				if err := w.Write(ctx, 1, row(1, ts, int64(ts))); err != nil {
+					alive = false
+					break
+				}
+			}
+			if !alive || w.AdvanceResolved(1, ts) != nil {
+				break
+			}
+			if e == 0 && fl == 2 {
+				// A span behind the writer: a catch-up segment.
+				must(t, w.AddSpan(2, 5))
+				for c := uint64(6); c <= 15; c++ {
+					must(t, w.Write(ctx, 2, row(2, c, int64(1_000_000+c))))
+				}
+				must(t, w.AdvanceResolved(2, ts))
+			}
+			if fl == crashAt {
+				// Power loss while the flush is under way: what was not
+				// synced is gone, and the flush may or may not report.
+				flushed := make(chan uint64, 1)
+				go func() {
+					got, _ := w.Flush(ctx)
+					flushed <- got
+				}()
+				must(t, f.Crash())
+				acked = max(acked, <-flushed)
+				alive = false
+				break
+			}
+			got, err := w.Flush(ctx)
+			if err != nil {
+				alive = false
+				break
+			}
+			acked = max(acked, got)
+		}
+		cerr := w.Close(ctx)
+		for _, rm := range removes {
+			rm()
+		}
+		if last && (!alive || cerr != nil) {
+			t.Fatalf("the last epoch, without faults, failed: %v", cerr)
+		}
+		if !alive || cerr != nil {
+			failed++
+		}
+	}
+	b = localBucket(t, dir)
+	checkChains(t, b)
+	seen := map[int64]int{}
+	for _, g := range readLog(t, b, readOpts{fenced: true}) {
+		seen[g.id]++
+	}
+	for id := int64(1); id <= int64(acked); id++ {
+		if seen[id] == 0 {
+			t.Fatalf("event %d was reported flushed (up to %d) and is not in the log", id, acked)
+		}
+	}
+	return failed
 }
