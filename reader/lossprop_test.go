@@ -94,6 +94,15 @@ func TestNoSilentLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Verify proves the chains from 0 (no meta object): the deleted
+		// segment is always missing there.
+		rep, err := Verify(ctx, b, testLog, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() {
+			t.Fatalf("trial %d: Verify is clean after deleting %s", trial, keys[victim])
+		}
 		full := expect(all, start, end, false)
 		out, _, err := readAll(t, b, &Options{LogID: testLog, StartTs: start, EndTs: end})
 		if err != nil {
