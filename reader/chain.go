@@ -263,8 +263,25 @@ func proveComplete(ctx context.Context, b *blob.Bucket, c *config, objs []listed
 			errs = append(errs, twiceError(d))
 		}
 	}
-	for _, rq := range chainReqs(c.LogID, pub, ch) {
+	// One header read per writer epoch, in parallel: on an object store
+	// each is a round trip.
+	reqs := chainReqs(c.LogID, pub, ch)
+	type result struct {
+		probs []*ChainError
+		err   error
+	}
+	results := make([]result, len(reqs))
+	sem := make(chan struct{}, headerReads)
+	var wg sync.WaitGroup
+	for i, rq := range reqs {
+		if rq.strict {
+			if s := srcs[segID{rq.writer, rq.epoch, rq.p}]; s != nil {
+				s.digest, s.hasDigest, s.digestOf = rq.digest, true, rq.source
+			}
+		}
 		header := func(o listed) (segment.Header, error) {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			h, data, err := readHeader(ctx, b, o)
 			if err == nil {
 				if s := srcs[idOf(o.name)]; s != nil && !s.Name.Active {
@@ -273,21 +290,25 @@ func proveComplete(ctx context.Context, b *blob.Bucket, c *config, objs []listed
 			}
 			return h, err
 		}
-		probs, err := checkChain(c.LogID, rq, ch[rq.epochKey], c.start, header, true)
-		if err != nil {
-			return err
+		wg.Go(func() {
+			probs, err := checkChain(c.LogID, rq, ch[rq.epochKey], c.start, header, true)
+			results[i] = result{probs, err}
+		})
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			return r.err
 		}
-		for _, pr := range probs {
+		for _, pr := range r.probs {
 			errs = append(errs, pr)
-		}
-		if rq.strict {
-			if s := srcs[segID{rq.writer, rq.epoch, rq.p}]; s != nil {
-				s.digest, s.hasDigest, s.digestOf = rq.digest, true, rq.source
-			}
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// headerReads bounds the header reads Open makes at once.
+const headerReads = 16
 
 // sealedTwice returns the pairs of accepted sealed names of one writer,
 // epoch and seq.
