@@ -35,8 +35,8 @@ type chainSeg struct {
 // CRC, footer CRC and the chain max ts through it; and that the state's
 // progress (Seq, ChainMaxTs, Digest) and the fences of earlier epochs name
 // the end of their chain exactly (callers check with everything flushed, so
-// the end is the last segment). Active segments count with the footer their
-// whole blocks would have. It returns the epochs' chains.
+// the end is the last segment the fences accept). Active segments count with
+// the footer their whole blocks would have. It returns the epochs' chains.
 func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 	t.Helper()
 	return checkWriterChains(t, b, "w")
@@ -46,11 +46,15 @@ func checkChains(t *testing.T, b *blob.Bucket) map[uint64][]chainSeg {
 func checkWriterChains(t *testing.T, b *blob.Bucket, writerID string) map[uint64][]chainSeg {
 	t.Helper()
 	ctx := context.Background()
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, writerID)
+	must(t, err)
 	chains := map[uint64][]chainSeg{}
 	for _, key := range segmentKeys(t, b) {
 		n, err := segment.ParseName(key)
 		must(t, err)
-		if n.WriterID != writerID {
+		// Segments the fences do not accept (a failed epoch's uploads above
+		// its last publication) are not part of the log.
+		if n.WriterID != writerID || !st.Accepts(n) {
 			continue
 		}
 		data, err := b.ReadAll(ctx, key)
@@ -103,8 +107,6 @@ func checkWriterChains(t *testing.T, b *blob.Bucket, writerID string) map[uint64
 		chains[epoch] = segs
 		ends[epoch] = segs[len(segs)-1]
 	}
-	st, _, err := meta.ReadWriterState(ctx, b, testLog, writerID)
-	must(t, err)
 	check := func(what string, epoch, seq, maxTs uint64, digest uint32) {
 		t.Helper()
 		if seq == 0 {
@@ -659,6 +661,107 @@ func chainTrial(t *testing.T, rng *rand.Rand) (failed int) {
 		}
 	}
 	b = localBucket(t, dir)
+	checkChains(t, b)
+	seen := map[int64]int{}
+	for _, g := range readLog(t, b, readOpts{fenced: true}) {
+		seen[g.id]++
+	}
+	for id := int64(1); id <= int64(acked); id++ {
+		if seen[id] == 0 {
+			t.Fatalf("event %d was reported flushed (up to %d) and is not in the log", id, acked)
+		}
+	}
+	return failed
+}
+
+// TestChainObjectRandomFaults runs object-store writers (mem) over epochs
+// with random failed segment puts, lost answers (stored, then reported
+// failed: retried with the same bytes), failed progress puts and several
+// uploads at once; epochs that fail for good leave objects above their last
+// publication, which their fence excludes. After a clean last epoch the
+// accepted segments of every epoch form a gapless, linked chain ending at
+// its progress or fence, and every reported event is read back.
+func TestChainObjectRandomFaults(t *testing.T) {
+	trials := chainTrials(t)
+	failedEpochs := 0
+	for trial := range trials {
+		seed := uint64(4242 + trial)
+		rng := newRand(seed)
+		ok := t.Run(fmt.Sprintf("trial%03d", trial), func(t *testing.T) {
+			t.Logf("seed %d", seed)
+			failedEpochs += objectChainTrial(t, rng)
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d trials, %d epochs failed for good", trials, failedEpochs)
+}
+
+func objectChainTrial(t *testing.T, rng *rand.Rand) (failed int) {
+	ctx := context.Background()
+	lost := newLostAnswer(mem.NewDriver(), 0)
+	f := blobtest.NewFaulty(lost)
+	b := f.Bucket()
+	o := testOptions("w")
+	o.MaxSegmentBytes = int64(4+rng.IntN(8)) << 10
+	o.BlockSize = 1 << 10
+	o.MaxUploads = 1 + rng.IntN(4)
+	o.RetryAttempts = 1 + rng.IntN(3)
+	var acked uint64
+	epochs := 2 + rng.IntN(3)
+	for e := range epochs {
+		last := e == epochs-1
+		w, err := Open(ctx, b, o)
+		must(t, err)
+		from := w.FlushedTs()
+		if from < acked {
+			t.Fatalf("epoch %d starts at flushed ts %d, below the %d reported", e+1, from, acked)
+		}
+		must(t, w.AddSpan(1, from))
+		var removes []func()
+		if !last {
+			lost.fail.Store(int32(rng.IntN(4)))
+			for range rng.IntN(4) {
+				r := blobtest.Rule{Op: blobtest.OpPut, Match: isSegment, Fail: true, Nth: 1 + rng.IntN(15)}
+				if rng.IntN(3) == 0 {
+					r.Match = isState
+				}
+				removes = append(removes, f.Add(r))
+			}
+		}
+		ts := from
+		alive := true
+		for fl := 0; alive && fl < 3+rng.IntN(5); fl++ {
+			for range 20 + rng.IntN(200) {
+				ts++
+				if err := w.Write(ctx, 1, row(1, ts, int64(ts))); err != nil {
+					alive = false
+					break
+				}
+			}
+			if !alive || w.AdvanceResolved(1, ts) != nil {
+				break
+			}
+			got, err := w.Flush(ctx)
+			if err != nil {
+				alive = false
+				break
+			}
+			acked = max(acked, got)
+		}
+		cerr := w.Close(ctx)
+		for _, rm := range removes {
+			rm()
+		}
+		lost.fail.Store(0)
+		if last && (!alive || cerr != nil) {
+			t.Fatalf("the last epoch, without faults, failed: %v", cerr)
+		}
+		if !alive || cerr != nil {
+			failed++
+		}
+	}
 	checkChains(t, b)
 	seen := map[int64]int{}
 	for _, g := range readLog(t, b, readOpts{fenced: true}) {
