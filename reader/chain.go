@@ -122,16 +122,16 @@ func chainReqs(logID string, states map[string]*meta.WriterState, ch chains) []c
 			// Older ones without a fence published nothing.
 			continue
 		}
-		p, any := uint64(0), false
+		p, found := uint64(0), false
 		for seq, o := range segs {
 			// An active segment shorter than a header was created and
 			// not yet written (or torn before its header was durable): it
 			// holds nothing, and has no link to prove.
 			if !o.name.Active || o.size >= segment.HeaderSize {
-				p, any = max(p, seq), true
+				p, found = max(p, seq), true
 			}
 		}
-		if !any {
+		if !found {
 			continue
 		}
 		out = append(out, chainReq{epochKey: k, p: p, maxTs: math.MaxUint64,
