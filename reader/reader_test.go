@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -663,4 +664,44 @@ func TestDefaultRangeFromMeta(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalGot(t, out, expect(segs, 149, 245, false))
+}
+
+// A record whose kind or commit ts is not its event's is refused by a raw
+// read too, which hands out the record's fields without decoding the event:
+// merged and applied under the record's ts, it would silently reorder.
+func TestRawChecksRecordAgainstEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ts   uint64
+		kind segment.Kind
+		want string
+	}{
+		{"commit ts", 11, segment.KindRow, "commit ts is 10"},
+		{"kind", 10, segment.KindDDL, "a row"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMem(t)
+			s := seg{writer: "w1", seq: 1}
+			var buf bytes.Buffer
+			sw := s.encode(t, &buf)
+			payload := codec.AppendEvent(nil, row(10, "t", 1, "a"))
+			if err := sw.Append(tc.ts, tc.kind, payload); err != nil {
+				t.Fatal(err)
+			}
+			f, err := sw.Seal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := s.header().SealedName(f.MinTs, f.MaxTs).Format()
+			if _, err := b.Put(context.Background(), key, buf.Bytes(), nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range []bool{true, false} {
+				_, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 100, Raw: raw})
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), key) {
+					t.Errorf("raw %v: %v; want an error naming %s and %s", raw, err, tc.want, key)
+				}
+			}
+		})
+	}
 }

@@ -364,6 +364,12 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			payload = c.copyPayload(rec.Payload)
 		}
 		if r.c.Raw {
+			// A raw read hands out the record's kind and ts without decoding:
+			// they must still be the event's, or it is merged and applied
+			// under the wrong ts.
+			if err := codec.CheckRecord(payload, codec.EventKind(rec.Kind), rec.CommitTs); err != nil {
+				return false, recordError(src, blk, i, rec, err.Error())
+			}
 			ev.Event.Kind = codec.EventKind(rec.Kind)
 			if rec.Kind == segment.KindDDL {
 				ev.Event.DDL.CommitTs = rec.CommitTs

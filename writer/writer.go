@@ -465,6 +465,11 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 		if ev.Kind != codec.RowEvent && ev.Kind != codec.DDLEvent {
 			return fmt.Errorf("writer: span %d: event %d has unknown kind %d", span, i, ev.Kind)
 		}
+		// An event the codec would write but no reader could decode must be
+		// refused before it is acknowledged, not found after a disaster.
+		if err := codec.CheckEvent(ev); err != nil {
+			return fmt.Errorf("writer: span %d: event %d: %w", span, i, err)
+		}
 		ts := ev.CommitTs()
 		if written && ts < lastTs {
 			return fmt.Errorf("%w: span %d: event %d has commit ts %d, after an event at %d", ErrOutOfOrder, span, i, ts, lastTs)

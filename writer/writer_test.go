@@ -163,6 +163,14 @@ func TestWriteErrors(t *testing.T) {
 	if err := w.Write(ctx, 7, codec.Event{Kind: 9}); err == nil {
 		t.Fatal("event of unknown kind accepted")
 	}
+	// An event the codec would store but no reader could decode (month 13)
+	// is refused before it can be acknowledged.
+	bad := row(7, 300, 6)
+	bad.Row.Columns = append(bad.Row.Columns, codec.Column{Name: "at", Type: codec.TypeDatetime,
+		Value: codec.DatetimeValue(codec.DateTime{Year: 2026, Month: 13, Day: 1})})
+	if err := w.Write(ctx, 7, bad); !errors.Is(err, codec.ErrInvalidEvent) || !strings.Contains(err.Error(), "columns[2]") {
+		t.Fatalf("undecodable event: %v", err)
+	}
 	if err := w.AdvanceResolved(9, 1); !errors.Is(err, ErrUnknownSpan) {
 		t.Fatalf("AdvanceResolved of an unknown span: %v", err)
 	}
