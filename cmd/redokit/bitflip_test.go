@@ -314,7 +314,16 @@ func pickFlip(r *rand.Rand, i int, dir string, segs, metas []string) flip {
 	if err != nil {
 		panic(err)
 	}
-	f.byte = r.IntN(int(fi.Size()))
+	size := int(fi.Size())
+	f.byte = r.IntN(size)
+	if f.class == flipSegment && r.IntN(2) == 0 && size > 1024 {
+		// Half of them near the ends, where the header (and its link), the
+		// footer index and the trailer are: a few hundred bytes that
+		// uniform picks would seldom reach.
+		if f.byte = r.IntN(512); f.byte >= 256 {
+			f.byte = size - 512 + f.byte
+		}
+	}
 	return f
 }
 
