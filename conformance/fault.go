@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -15,11 +14,6 @@ import (
 // FaultSeed is the seed of RunRedo's fault tier; REDOKIT_FAULT_SEED
 // overrides it, to replay a failure on another backend.
 const FaultSeed = 12
-
-// faultPending are the rules the fault tier reports without failing until
-// the fixes of issue 12 land everywhere (REDOKIT_INTEGRITY_PENDING=1 fails
-// on them); nil once they have.
-var faultPending []string
 
 // faultTier is the fault tier of RunRedo: the history checker
 // (conformance/torture) runs its workload — writers with failover and
@@ -40,18 +34,12 @@ func (r *redoSuite) faultTier(t suiteT) {
 	}
 	rep := runFaultTier(t, b, torture.Faults(seed), seed)
 	t.Logf("%s\nfaults: %s", rep.Verdict(), rep.Faults)
-	pending := os.Getenv("REDOKIT_INTEGRITY_PENDING") != "1"
 	for _, rule := range torture.Rules {
 		t.Run(rule, func(t suiteT) {
 			for _, v := range rep.Violations {
-				if v.Rule != rule {
-					continue
+				if v.Rule == rule {
+					t.Errorf("seed %d (REDOKIT_FAULT_SEED replays it): %s", seed, v.Evidence)
 				}
-				if pending && slices.Contains(faultPending, rule) {
-					t.Logf("PENDING (REDOKIT_INTEGRITY_PENDING=1 fails on it): seed %d: %s", seed, v.Evidence)
-					continue
-				}
-				t.Errorf("seed %d: %s", seed, v.Evidence)
 			}
 		})
 	}

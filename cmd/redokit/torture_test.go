@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -36,28 +35,9 @@ func tortureRun(t *testing.T, storage string, extra ...string) (result, tortureJ
 	return r, v
 }
 
-// pendingTorture reports whether a FAIL breaks only rules whose fixes are
-// under way in other packages (see conformance/torture's schedule test);
-// REDOKIT_INTEGRITY_PENDING=1 makes them failures.
-func pendingTorture(t *testing.T, v tortureJSON) bool {
-	if os.Getenv("REDOKIT_INTEGRITY_PENDING") == "1" || v.Verdict == "PASS" {
-		return false
-	}
-	for _, r := range v.Rules {
-		if !slices.Contains([]string{torture.RuleWrongfulFence, torture.RuleAckLost, torture.RuleReadShort, torture.RuleVerifyClean}, r) {
-			return false
-		}
-	}
-	t.Logf("PENDING (REDOKIT_INTEGRITY_PENDING=1 fails on it): %v: %v", v.Rules, v.Viol)
-	return true
-}
-
 // wantPass requires a PASS, and that the scratch prefix is gone.
 func wantPass(t *testing.T, b *blob.Bucket, r result, v tortureJSON) {
 	t.Helper()
-	if pendingTorture(t, v) {
-		return
-	}
 	wantCode(t, r, 0)
 	if v.Verdict != "PASS" || v.Acked == 0 || v.Counts.Reads == 0 {
 		t.Fatalf("verdict %s, %d acknowledged events, %d whole reads: want a PASS that checked something\n%s", v.Verdict, v.Acked, v.Counts.Reads, r)
