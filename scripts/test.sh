@@ -11,6 +11,8 @@
 #                                   reader running (default 100, ~1 min)
 #   REDOKIT_BITFLIPS=5000 ...       single-bit flips Verify must find (default 2000,
 #                                   ~10 s)
+#   REDOKIT_FAULT_SCHEDULES=1000 .. seeded fault schedules on mem and local disk
+#                                   (default 100, ~3 min under -race)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -39,7 +41,8 @@ fi
 export REDOKIT_CRASH_TRIALS="${REDOKIT_CRASH_TRIALS:-50}"
 export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
 export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
-step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS)"
+export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
+step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES)"
 go test -race -count=1 -timeout 30m ./...
 
 step "fuzz (${REDOKIT_FUZZTIME:-8s} per target)"
