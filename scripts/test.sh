@@ -12,7 +12,7 @@
 #   REDOKIT_BITFLIPS=5000 ...       single-bit flips Verify must find (default 2000,
 #                                   ~10 s)
 #   REDOKIT_FAULT_SCHEDULES=1000 .. seeded fault schedules on mem and local disk
-#                                   (default 100, ~3 min under -race)
+#                                   (default 100, ~1.5 min under -race)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
