@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,7 +187,10 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 		fmt.Fprintf(a.stdout, "redokit torture on %s, scratch prefix %s\n%s, %d writers, %v, seed %d\n",
 			rep.Storage, prefix, rep.Mode, o.writers, o.duration, o.seed)
 		if rep.Faults != "" {
-			fmt.Fprintf(a.stdout, "faults injected (this process): %s\n", rep.Faults)
+			fmt.Fprintf(a.stdout, "faults injected (coordinator, GC, readers): %s\n", rep.Faults)
+		}
+		if rep.WriterFaults != "" {
+			fmt.Fprintf(a.stdout, "faults injected (writer processes, as last recorded): %s\n", rep.WriterFaults)
 		}
 		for _, v := range rep.Violations {
 			fmt.Fprintf(a.stdout, "VIOLATION %s\n", v)
@@ -327,28 +332,32 @@ func (a *app) tortureProcesses(ctx context.Context, o *tortureOptions, cfg tortu
 			<-c.done
 		}
 	}
+	var files []string
 	for _, c := range children {
-		f, err := os.Open(c.history)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		acks, vs, err := torture.ReadHistory(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("history of writer %s: %w", c.id, err)
-		}
-		for _, a := range acks {
-			s.Ack(a)
-		}
-		for _, v := range vs {
-			s.Violate(v.Rule, v.Evidence)
-		}
-		s.Count(func(n *torture.Counts) { n.Flushes += int64(len(acks) / max(1, len(c.spans))) })
+		files = append(files, c.history)
 	}
+	h, err := torture.ReadHistory(files...)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range h.Acks {
+		s.Ack(a)
+	}
+	for _, v := range h.Violations {
+		s.Violate(v.Rule, v.Evidence)
+	}
+	// One ack line per flush names every span of its writer.
+	flushes := 0
+	for _, c := range children {
+		for _, a := range h.Acks {
+			if a.Writer == c.id && a.Span == c.spans[0] {
+				flushes++
+			}
+		}
+	}
+	s.Count(func(n *torture.Counts) { n.Flushes += int64(flushes) })
 	rep := s.Finish(context.WithoutCancel(ctx))
+	rep.WriterFaults = summary(h.Faults)
 	return rep, runErr
 }
 
@@ -407,7 +416,7 @@ func (a *app) tortureChildCmd() *cobra.Command {
 			defer h.Close()
 			err = torture.RunChild(ctx, torture.ChildConfig{
 				Bucket: lb, Clean: clean, LogID: "torture", Seed: seed, WriterID: writerID, Spans: sp,
-				History: h, Start: time.Unix(0, startNano),
+				History: h, Start: time.Unix(0, startNano), Liar: liar, Incarnation: incarnation,
 			})
 			if errors.Is(err, context.Canceled) {
 				return nil
@@ -446,4 +455,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// summary is a Liar's counts as one sorted line.
+func summary(c map[string]int) string {
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
+	}
+	return strings.Join(parts, " ")
 }

@@ -79,16 +79,18 @@ type Counts struct {
 
 // Report is the verdict of a run.
 type Report struct {
-	Seed            uint64      `json:"seed"`
-	Storage         string      `json:"storage,omitempty"`
-	Mode            string      `json:"mode"`
-	Counts          Counts      `json:"counts"`
-	AckedEvents     int64       `json:"acked_events"`      // acknowledged events above the final checkpoint, all read back
-	FinalCheckpoint uint64      `json:"final_checkpoint"`  // the meta object's, after the run
-	FinalResolved   uint64      `json:"final_resolved"`    // the meta object's, after the run
-	FinalReadEvents int64       `json:"final_read_events"` // events the last final read returned
-	Faults          string      `json:"faults,omitempty"`  // what the Liar did
-	Violations      []Violation `json:"violations"`
+	Seed            uint64 `json:"seed"`
+	Storage         string `json:"storage,omitempty"`
+	Mode            string `json:"mode"`
+	Counts          Counts `json:"counts"`
+	AckedEvents     int64  `json:"acked_events"`      // acknowledged events above the final checkpoint, all read back
+	FinalCheckpoint uint64 `json:"final_checkpoint"`  // the meta object's, after the run
+	FinalResolved   uint64 `json:"final_resolved"`    // the meta object's, after the run
+	FinalReadEvents int64  `json:"final_read_events"` // events the last final read returned
+	Faults          string `json:"faults,omitempty"`  // what the Liar did
+	// WriterFaults is what the Liars of writer processes did (torture).
+	WriterFaults string      `json:"writer_faults,omitempty"`
+	Violations   []Violation `json:"violations"`
 	// Suppressed counts violations beyond the first few of each rule.
 	Suppressed int `json:"suppressed,omitempty"`
 }

@@ -37,6 +37,12 @@ type ChildConfig struct {
 	TsEvery time.Duration
 	// FlushEvery is the pause between flushes (default 10 ms).
 	FlushEvery time.Duration
+	// Liar, when set, is the Liar under Bucket: what it did so far goes
+	// into the history every few flushes (a killed process says nothing
+	// at its end). Incarnation tells this process's lines from those of
+	// the writer ID's earlier processes.
+	Liar        *blobtest.Liar
+	Incarnation int
 }
 
 // HistoryLine is one line of a child's history file.
@@ -49,6 +55,18 @@ type HistoryLine struct {
 	To       uint64   `json:"to,omitempty"`
 	Rule     string   `json:"rule,omitempty"`
 	Evidence string   `json:"evidence,omitempty"`
+	// Kind "faults": what the process's Liar did so far, by
+	// "<kind>/<action>" (see blobtest.Liar.Counts).
+	Incarnation int            `json:"incarnation,omitempty"`
+	Faults      map[string]int `json:"faults,omitempty"`
+}
+
+// History is what the children of a run left in their history files.
+type History struct {
+	Acks       []Ack
+	Violations []Violation
+	// Faults add up, over every process, the last counts it wrote.
+	Faults map[string]int
 }
 
 // ErrChildFenced is what RunChild returns when its writer was fenced (by
@@ -110,11 +128,18 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 			return fail("add span", err)
 		}
 	}
+	acks := 0
 	ack := func(f uint64) error {
 		if f <= start {
 			return nil
 		}
-		return WriteHistoryLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f})
+		if err := WriteHistoryLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f}); err != nil {
+			return err
+		}
+		if acks++; c.Liar != nil && acks%10 == 1 {
+			return WriteHistoryLine(c.History, HistoryLine{Kind: "faults", Writer: c.WriterID, Incarnation: c.Incarnation, Faults: c.Liar.Counts()})
+		}
+		return nil
 	}
 	pos := start
 	for {
@@ -172,19 +197,43 @@ func WriteHistoryLine(f *os.File, l HistoryLine) error {
 	return nil
 }
 
-// ReadHistory reads a child's history: its acknowledged flushes, as Acks,
-// and the violations it recorded. A torn last line (the process was killed
-// while writing it) was never acknowledged and is ignored; a torn line
-// anywhere else is an error.
-func ReadHistory(r io.Reader) ([]Ack, []Violation, error) {
-	var acks []Ack
-	var vs []Violation
+// ReadHistory reads the history files of a run's children: their
+// acknowledged flushes, as Acks, the violations they recorded, and what
+// their Liars did. A torn last line of a file (its process was killed while
+// writing it) was never acknowledged and is ignored; a torn line anywhere
+// else is an error naming the file.
+func ReadHistory(files ...string) (*History, error) {
+	h := &History{Faults: map[string]int{}}
+	last := map[string]map[string]int{} // writer/incarnation → its last fault counts
+	for _, name := range files {
+		f, err := os.Open(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the writer never acknowledged anything
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = readHistory(f, h, last)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	for _, counts := range last {
+		for k, v := range counts {
+			h.Faults[k] += v
+		}
+	}
+	return h, nil
+}
+
+func readHistory(r io.Reader, h *History, last map[string]map[string]int) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var bad error
 	for n := 1; sc.Scan(); n++ {
 		if bad != nil {
-			return nil, nil, bad
+			return bad
 		}
 		var l HistoryLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
@@ -194,13 +243,15 @@ func ReadHistory(r io.Reader) ([]Ack, []Violation, error) {
 		switch l.Kind {
 		case "ack":
 			for _, sp := range l.Spans {
-				acks = append(acks, Ack{Writer: l.Writer, Epoch: l.Epoch, Span: sp, From: l.From, To: l.To})
+				h.Acks = append(h.Acks, Ack{Writer: l.Writer, Epoch: l.Epoch, Span: sp, From: l.From, To: l.To})
 			}
 		case "violation":
-			vs = append(vs, Violation{Rule: l.Rule, Evidence: l.Evidence})
+			h.Violations = append(h.Violations, Violation{Rule: l.Rule, Evidence: l.Evidence})
+		case "faults":
+			last[fmt.Sprintf("%s/%d", l.Writer, l.Incarnation)] = l.Faults
 		default:
-			return nil, nil, fmt.Errorf("torture: history line %d: unknown kind %q", n, l.Kind)
+			return fmt.Errorf("torture: history line %d: unknown kind %q", n, l.Kind)
 		}
 	}
-	return acks, vs, sc.Err()
+	return sc.Err()
 }

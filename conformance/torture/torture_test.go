@@ -63,24 +63,31 @@ func TestCatchesBrokenStores(t *testing.T) {
 }
 
 func TestHistoryRoundTrip(t *testing.T) {
-	f, err := osCreateTemp(t)
+	f, err := os.CreateTemp(t.TempDir(), "history")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := torture.WriteHistoryLine(f, torture.HistoryLine{Kind: "ack", Writer: "w1", Epoch: 2, Spans: []uint64{1, 3}, From: 1000, To: 1010}); err != nil {
-		t.Fatal(err)
-	}
-	if err := torture.WriteHistoryLine(f, torture.HistoryLine{Kind: "violation", Rule: torture.RuleWrongfulFence, Evidence: "x"}); err != nil {
-		t.Fatal(err)
+	for _, l := range []torture.HistoryLine{
+		{Kind: "ack", Writer: "w1", Epoch: 2, Spans: []uint64{1, 3}, From: 1000, To: 1010},
+		{Kind: "faults", Writer: "w1", Incarnation: 1, Faults: map[string]int{"state/fail": 1}},
+		{Kind: "violation", Rule: torture.RuleWrongfulFence, Evidence: "x"},
+		{Kind: "faults", Writer: "w1", Incarnation: 1, Faults: map[string]int{"state/fail": 2}},
+		{Kind: "faults", Writer: "w1", Incarnation: 2, Faults: map[string]int{"state/fail": 5}},
+	} {
+		if err := torture.WriteHistoryLine(f, l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A line torn by a kill.
 	f.WriteString(`{"kind":"ack","wri`)
-	f.Seek(0, 0)
-	acks, vs, err := torture.ReadHistory(f)
-	if err != nil || len(acks) != 2 || acks[1].Span != 3 || acks[1].To != 1010 || len(vs) != 1 {
-		t.Fatalf("ReadHistory = %v, %v, %v", acks, vs, err)
+	h, err := torture.ReadHistory(f.Name(), f.Name()+".missing")
+	if err != nil || len(h.Acks) != 2 || h.Acks[1].Span != 3 || h.Acks[1].To != 1010 || len(h.Violations) != 1 || h.Faults["state/fail"] != 7 {
+		t.Fatalf("ReadHistory = %+v, %v", h, err)
+	}
+	// A torn line that is not the last is damage.
+	f.WriteString("\n{}\n")
+	if _, err := torture.ReadHistory(f.Name()); err == nil {
+		t.Fatal("a torn line inside the history was accepted")
 	}
 }
-
-func osCreateTemp(t *testing.T) (*os.File, error) { return os.CreateTemp(t.TempDir(), "history") }
