@@ -125,6 +125,10 @@
 // Redo-level checks (segments, request budgets per redo cycle) arrive with the
 // writer and reader.
 // They have arrived: [RunRedo] runs a real redo log on the same Harness (see its doc).
+// Its Faults subtest is the fault tier: the history checker of package
+// conformance/torture, through a blobtest.Liar that loses answers of stored
+// writes, refuses, delays and reorders them, must find no acknowledged
+// event lost and no writer fenced wrongly (docs/BACKENDS.md, section 12).
 //
 // # Testing the suite
 //
