@@ -24,10 +24,15 @@ type tortureJSON struct {
 	Viol    []torture.Violation `json:"violations"`
 }
 
-// tortureRun runs torture --json on storage and decodes its verdict.
+// tortureRun runs torture --json on storage and decodes its verdict. The
+// run lasts REDOKIT_TORTURE_DURATION (default 1.5 s).
 func tortureRun(t *testing.T, storage string, extra ...string) (result, tortureJSON) {
 	t.Helper()
-	r := cli(t, append([]string{"torture", "--storage", storage, "--json", "--seed", "7", "--duration", "1500ms"}, extra...)...)
+	d := os.Getenv("REDOKIT_TORTURE_DURATION")
+	if d == "" {
+		d = "1500ms"
+	}
+	r := cli(t, append([]string{"torture", "--storage", storage, "--json", "--seed", "7", "--duration", d}, extra...)...)
 	var v tortureJSON
 	if r.code == 0 || r.code == 1 {
 		decodeJSON(t, r.stdout, &v)
@@ -39,6 +44,7 @@ func tortureRun(t *testing.T, storage string, extra ...string) (result, tortureJ
 func wantPass(t *testing.T, b *blob.Bucket, r result, v tortureJSON) {
 	t.Helper()
 	wantCode(t, r, 0)
+	t.Logf("%s: %d acknowledged events above the final checkpoint read back; %+v", v.Verdict, v.Acked, v.Counts)
 	if v.Verdict != "PASS" || v.Acked == 0 || v.Counts.Reads == 0 {
 		t.Fatalf("verdict %s, %d acknowledged events, %d whole reads: want a PASS that checked something\n%s", v.Verdict, v.Acked, v.Counts.Reads, r)
 	}
