@@ -115,9 +115,10 @@ type Schedule struct {
 	// share of segment listings BrokenListSkip cuts (default 0.5).
 	Broken   Broken
 	ListSkip float64
-	// SkipLast makes BrokenListSkip leave out the last object of a
-	// listing (of its last page), as a listing that lags behind the newest
-	// write does, instead of a random one.
+	// SkipLast makes BrokenListSkip leave out, instead of a random object,
+	// the last object of each "directory" (key up to its last '/') of a
+	// listing's last page: a listing that lags behind the newest write of
+	// every writer.
 	SkipLast bool
 }
 
@@ -417,12 +418,22 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	if u >= l.s.ListSkip {
 		return page, nil
 	}
+	if l.s.SkipLast {
+		var kept []blob.Attrs
+		for i, a := range page.Objects {
+			dir := a.Key[:strings.LastIndexByte(a.Key, '/')+1]
+			if i+1 == len(page.Objects) || !strings.HasPrefix(page.Objects[i+1].Key, dir) || strings.Contains(page.Objects[i+1].Key[len(dir):], "/") {
+				l.count(KindSegment, ActListSkip)
+				continue
+			}
+			kept = append(kept, a)
+		}
+		page.Objects = kept
+		return page, nil
+	}
 	// Which object: the same draw, stretched. A copy, so that the inner
 	// driver's page is not changed under it.
 	i := int(u / l.s.ListSkip * float64(len(page.Objects)))
-	if l.s.SkipLast {
-		i = len(page.Objects) - 1
-	}
 	page.Objects = slices.Delete(slices.Clone(page.Objects), i, i+1)
 	l.count(KindSegment, ActListSkip)
 	return page, nil

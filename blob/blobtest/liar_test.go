@@ -157,3 +157,25 @@ func TestLiarBrokenModes(t *testing.T) {
 		t.Fatalf("listed %d of 3, %d skips: want 2 and 1", n, l.Count(blobtest.ActListSkip))
 	}
 }
+
+// TestLiarSkipLast: the newest object of every writer's folder is left out.
+func TestLiarSkipLast(t *testing.T) {
+	ctx := context.Background()
+	l := blobtest.NewLiar(memDriver(), blobtest.Schedule{Seed: 1, Broken: blobtest.BrokenListSkip, ListSkip: 1, SkipLast: true})
+	b := l.Bucket()
+	for _, k := range []string{"log/seg/a/1", "log/seg/a/2", "log/seg/b/1"} {
+		if _, err := b.Put(ctx, k, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for a, err := range b.List(ctx, "log/seg/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a.Key)
+	}
+	if fmt.Sprint(got) != "[log/seg/a/1]" {
+		t.Fatalf("listed %v, want [log/seg/a/1]", got)
+	}
+}

@@ -45,8 +45,8 @@ func wantPass(t *testing.T, b *blob.Bucket, r result, v tortureJSON) {
 	t.Helper()
 	wantCode(t, r, 0)
 	t.Logf("%s: %d acknowledged events above the final checkpoint read back; %+v", v.Verdict, v.Acked, v.Counts)
-	if v.Verdict != "PASS" || v.Acked == 0 || v.Counts.Reads == 0 {
-		t.Fatalf("verdict %s, %d acknowledged events, %d whole reads: want a PASS that checked something\n%s", v.Verdict, v.Acked, v.Counts.Reads, r)
+	if v.Verdict != "PASS" || v.Counts.Flushes == 0 || v.Counts.Reads == 0 {
+		t.Fatalf("verdict %s, %d flushes acknowledged, %d whole reads: want a PASS that checked something\n%s", v.Verdict, v.Counts.Flushes, v.Counts.Reads, r)
 	}
 	if b != nil {
 		for a, err := range b.List(context.Background(), "") {
@@ -99,9 +99,14 @@ func TestTortureMem(t *testing.T) {
 // success for writes it did not store, fails the run naming a rule; the
 // scratch prefix is removed all the same.
 func TestTortureBroken(t *testing.T) {
+	// Writer processes on local disk lose appended bytes; on mem (in-process
+	// writers, object puts) the listing skips each listing's last object,
+	// always a segment the final reads need. (On local disk the last object
+	// may be a new writer's empty active segment, which a reader can miss
+	// unharmed.)
 	for _, c := range []struct{ mode, storage string }{
-		{"list-skip", t.TempDir()},
-		{"misreport-lost", memName(t)},
+		{"misreport-lost", t.TempDir()},
+		{"list-skip", memName(t)},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			r, v := tortureRun(t, c.storage, "--broken", c.mode)
