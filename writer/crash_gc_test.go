@@ -194,8 +194,8 @@ type background struct {
 	sealedErrs            int // reads failed on an active segment sealed under them
 	takeoverErrs          int // reads failed while a new epoch recovered the killed one
 	belowErrs             int // reads failed on a segment wholly below their start that GC removed
-	firstBelow            string
-	firstTakeover         string // the first of those errors, for the log
+	firstBelow            string // the first of those errors, for the log
+	firstTakeover         string // likewise
 	lastResolved, lastCp  uint64
 }
 
