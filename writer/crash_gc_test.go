@@ -191,9 +191,9 @@ type background struct {
 	fails                 []string
 	ticks, collected      int
 	reads, readErrs, evts int
-	sealedErrs            int // reads failed on an active segment sealed under them
-	takeoverErrs          int // reads failed while a new epoch recovered the killed one
-	belowErrs             int // reads failed on a segment wholly below their start that GC removed
+	sealedErrs            int    // reads failed on an active segment sealed under them
+	takeoverErrs          int    // reads failed while a new epoch recovered the killed one
+	belowErrs             int    // reads failed on a segment wholly below their start that GC removed
 	firstBelow            string // the first of those errors, for the log
 	firstTakeover         string // likewise
 	lastResolved, lastCp  uint64
