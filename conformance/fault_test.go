@@ -25,7 +25,7 @@ func TestFaultTierCatchesBrokenStores(t *testing.T) {
 		// reads the object back), a lost segment cannot.
 		{"MisreportedLostAnswers", blobtest.Schedule{Seed: 5, LostAnswer: 0.1, Broken: blobtest.BrokenMisreport, Kinds: []blobtest.PutKind{blobtest.KindSegment}},
 			[]string{torture.RuleAckLost, torture.RuleReadShort}},
-		{"ListSkips", blobtest.Schedule{Seed: 6, Broken: blobtest.BrokenListSkip, ListSkip: 1, SkipLast: true},
+		{"ListSkips", blobtest.Schedule{Seed: 6, Broken: blobtest.BrokenListSkip, ListSkip: 1, SkipRecent: true},
 			[]string{torture.RuleAckLost, torture.RuleReadShort}},
 	}
 	for _, c := range cases {

@@ -115,11 +115,12 @@ type Schedule struct {
 	// share of segment listings BrokenListSkip cuts (default 0.5).
 	Broken   Broken
 	ListSkip float64
-	// SkipLast makes BrokenListSkip leave out, instead of a random object,
-	// the last object of each "directory" (key up to its last '/') of a
-	// listing's last page: a listing that lags behind the newest write of
-	// every writer.
-	SkipLast bool
+	// SkipRecent makes BrokenListSkip leave out, instead of a random
+	// object, the last but one object of each "directory" (key up to its
+	// last '/') of a listing page: a recent write of every writer, below
+	// its newest, so that a reader cannot find it by probing past the end
+	// of what it listed.
+	SkipRecent bool
 }
 
 // ErrLostAnswer is the error of a write the Liar stored and answered with a
@@ -411,18 +412,19 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains(opts.Prefix, "/seg/") && !strings.HasSuffix(opts.Prefix, "/seg") {
 		return page, err
 	}
-	if l.s.SkipLast && page.NextToken != "" {
-		return page, nil
-	}
 	u, _ := l.draw("list-skip", opts.Prefix)
 	if u >= l.s.ListSkip {
 		return page, nil
 	}
-	if l.s.SkipLast {
+	if l.s.SkipRecent {
+		dir := func(k string) string { return k[:strings.LastIndexByte(k, '/')+1] }
+		objs := page.Objects
 		var kept []blob.Attrs
-		for i, a := range page.Objects {
-			dir := a.Key[:strings.LastIndexByte(a.Key, '/')+1]
-			if i+1 == len(page.Objects) || !strings.HasPrefix(page.Objects[i+1].Key, dir) || strings.Contains(page.Objects[i+1].Key[len(dir):], "/") {
+		for i, a := range objs {
+			d := dir(a.Key)
+			// The last but one of its folder: the next object is in it,
+			// and the one after is not.
+			if i+1 < len(objs) && dir(objs[i+1].Key) == d && (i+2 == len(objs) || dir(objs[i+2].Key) != d) {
 				l.count(KindSegment, ActListSkip)
 				continue
 			}

@@ -158,12 +158,12 @@ func TestLiarBrokenModes(t *testing.T) {
 	}
 }
 
-// TestLiarSkipLast: the newest object of every writer's folder is left out.
-func TestLiarSkipLast(t *testing.T) {
+// TestLiarSkipRecent: the newest object of every writer's folder is left out.
+func TestLiarSkipRecent(t *testing.T) {
 	ctx := context.Background()
-	l := blobtest.NewLiar(memDriver(), blobtest.Schedule{Seed: 1, Broken: blobtest.BrokenListSkip, ListSkip: 1, SkipLast: true})
+	l := blobtest.NewLiar(memDriver(), blobtest.Schedule{Seed: 1, Broken: blobtest.BrokenListSkip, ListSkip: 1, SkipRecent: true})
 	b := l.Bucket()
-	for _, k := range []string{"log/seg/a/1", "log/seg/a/2", "log/seg/b/1"} {
+	for _, k := range []string{"log/seg/a/1", "log/seg/a/2", "log/seg/a/3", "log/seg/b/1", "log/seg/c/1", "log/seg/c/2"} {
 		if _, err := b.Put(ctx, k, []byte("x"), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestLiarSkipLast(t *testing.T) {
 		}
 		got = append(got, a.Key)
 	}
-	if fmt.Sprint(got) != "[log/seg/a/1]" {
-		t.Fatalf("listed %v, want [log/seg/a/1]", got)
+	if want := "[log/seg/a/1 log/seg/a/3 log/seg/b/1 log/seg/c/2]"; fmt.Sprint(got) != want {
+		t.Fatalf("listed %v, want %s", got, want)
 	}
 }

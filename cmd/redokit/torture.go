@@ -109,13 +109,13 @@ func (o *tortureOptions) schedule(seed uint64) blobtest.Schedule {
 	if o.broken != "" {
 		// Segments only: a misreported state or meta put may heal (its
 		// writer reads the object back); a lost segment cannot. Every
-		// listing skips: a correct reader turns a skip into an error, and
-		// the final reads must meet one.
+		// listing leaves out a recent segment of every writer: a correct
+		// reader turns that into an error, and the final reads meet one.
 		s.Kinds = []blobtest.PutKind{blobtest.KindSegment}
 		s.LostAnswer = 0.1
 		s.Broken = blobtest.Broken(o.broken)
 		if s.Broken == blobtest.BrokenListSkip {
-			s.ListSkip, s.SkipLast = 1, true
+			s.ListSkip, s.SkipRecent = 1, true
 		}
 	}
 	return s

@@ -100,10 +100,8 @@ func TestTortureMem(t *testing.T) {
 // scratch prefix is removed all the same.
 func TestTortureBroken(t *testing.T) {
 	// Writer processes on local disk lose appended bytes; on mem (in-process
-	// writers, object puts) the listing skips each listing's last object,
-	// always a segment the final reads need. (On local disk the last object
-	// may be a new writer's empty active segment, which a reader can miss
-	// unharmed.)
+	// writers) listings leave out a recent segment of every writer, which no
+	// reader can find by probing past what it listed.
 	for _, c := range []struct{ mode, storage string }{
 		{"misreport-lost", t.TempDir()},
 		{"list-skip", memName(t)},
