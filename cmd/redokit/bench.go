@@ -131,21 +131,11 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 		return err
 	}
 	defer b.Close()
-	prefix, err := scratchPrefix(ctx, b, "bench")
+	sb, _, cleanup, err := openScratch(ctx, b, "bench")
 	if err != nil {
 		return err
 	}
-	sb, err := b.Prefixed(prefix)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if _, cerr := removeAll(cctx, sb); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("clean up the scratch prefix %s: %w", prefix, cerr))
-		}
-	}()
+	defer cleanup(&err)
 
 	pool := benchPool(o.poolRows, o.rowSize)
 	samples := map[string][]float64{}

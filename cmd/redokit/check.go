@@ -217,6 +217,26 @@ func scratchPrefix(ctx context.Context, b *blob.Bucket, tool string) (string, er
 	return "", errors.New("could not find an unused scratch prefix")
 }
 
+// openScratch returns a view of b under a fresh scratch prefix, the prefix and the
+// cleanup to defer: it removes everything under the prefix (even when the
+// command's context has ended) and joins a failure to *err.
+func openScratch(ctx context.Context, b *blob.Bucket, tool string) (sb *blob.Bucket, prefix string, cleanup func(err *error), err error) {
+	if prefix, err = scratchPrefix(ctx, b, tool); err != nil {
+		return nil, "", nil, err
+	}
+	if sb, err = b.Prefixed(prefix); err != nil {
+		return nil, "", nil, err
+	}
+	cleanup = func(err *error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, cerr := removeAll(cctx, sb); cerr != nil {
+			*err = errors.Join(*err, fmt.Errorf("clean up the scratch prefix %s: %w", prefix, cerr))
+		}
+	}
+	return sb, prefix, cleanup, nil
+}
+
 // removeAll deletes every object of b (a scratch view) and checks none is
 // left.
 func removeAll(ctx context.Context, b *blob.Bucket) (int, error) {

@@ -127,21 +127,11 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 		return err
 	}
 	defer b.Close()
-	prefix, err := scratchPrefix(ctx, b, "torture")
+	sb, prefix, cleanup, err := openScratch(ctx, b, "torture")
 	if err != nil {
 		return err
 	}
-	sb, err := b.Prefixed(prefix)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if _, cerr := removeAll(cctx, sb); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("clean up the scratch prefix %s: %w", prefix, cerr))
-		}
-	}()
+	defer cleanup(&err)
 	liar := blobtest.NewLiar(b.Driver(), o.schedule(o.seed))
 	lb, err := blob.NewBucket(liar.Driver()).Prefixed(sb.Prefix())
 	if err != nil {
