@@ -237,10 +237,7 @@ func TestChainObject(t *testing.T) {
 func TestChainRecoverySealsRotated(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
 	o.MaxSegmentBytes = 8 << 10
@@ -303,10 +300,7 @@ func TestChainRecoverySealsRotated(t *testing.T) {
 func TestChainRecoveryKeepsLinkedBlocks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.BlockSize = 1 << 10
 	o.Compression = CompressionNone
@@ -439,10 +433,7 @@ func TestChainObjectUploadsOutOfOrder(t *testing.T) {
 func TestChainRecoveryRefusesHeaderlessLinkedSegment(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
 	o.MaxSegmentBytes = 8 << 10
@@ -476,7 +467,7 @@ func TestChainRecoveryRefusesHeaderlessLinkedSegment(t *testing.T) {
 	}
 	must(t, os.Truncate(active[0], segment.HeaderSize-1))
 
-	_, err = Open(ctx, localBucket(t, dir), o)
+	_, err := Open(ctx, localBucket(t, dir), o)
 	if err == nil || !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), "successor") {
 		t.Fatalf("Open with a linked segment torn inside its header: %v", err)
 	}

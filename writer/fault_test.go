@@ -406,10 +406,7 @@ func TestBackpressure(t *testing.T) {
 func TestCrashRecoversTornTail(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
 	w := open(t, b, o)
@@ -472,10 +469,7 @@ func TestCrashRecoversTornTail(t *testing.T) {
 func TestRecoveryDropsUnpublishedBlocks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
 	w := open(t, b, o)
@@ -719,10 +713,7 @@ func tearTail(t testing.TB, path string) {
 func TestCloseAbort(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := local.NewDriver(dir, nil)
-	must(t, err)
-	f := blobtest.NewFaulty(d)
-	b := f.Bucket()
+	f, b := faultyLocal(t, dir)
 	w := open(t, b, testOptions("w"))
 	must(t, w.AddSpan(1, 0))
 	writeRange(t, w, 1, 1, 20)

@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -33,6 +34,16 @@ func testOptions(writerID string) *Options {
 }
 
 func memBucket() *blob.Bucket { return mem.New() }
+
+// faultyLocal is a local store in dir behind a blobtest.Faulty, and the
+// bucket over it.
+func faultyLocal(t testing.TB, dir string) (*blobtest.Faulty, *blob.Bucket) {
+	t.Helper()
+	d, err := local.NewDriver(dir, nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	return f, f.Bucket()
+}
 
 func localBucket(t testing.TB, dir string) *blob.Bucket {
 	t.Helper()
