@@ -158,6 +158,13 @@ func TestResume(t *testing.T) {
 						}
 					}
 					t.Logf("%s: %+v, %v", log[len(log)-1], res, err)
+					// As a process that stops: database/sql rolls a
+					// cancelled transaction back in the background, and
+					// Close waits for it, so the next run does not meet
+					// its lock (SQLITE_BUSY on a loaded machine).
+					if err := sink.Close(); err != nil {
+						t.Fatalf("%v: close: %v", log, err)
+					}
 				}
 				res := e.run(w.events, opts)
 				if d := diff(e.dumpAll(workloadTables...), want); d != "" {
