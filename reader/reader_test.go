@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -704,4 +706,48 @@ func TestRawChecksRecordAgainstEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An active segment sealed after the stream's Stat found it, and before its
+// read opened it, is read under its sealed name too (a window the crash
+// trials hit: a reader failing loudly where it need not).
+func TestActiveSealedBetweenStatAndRead(t *testing.T) {
+	ctx := context.Background()
+	d, err := local.NewDriver(t.TempDir(), &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	defer b.Close()
+	inner := blob.NewBucket(f.Inner())
+	act := seg{writer: "a", seq: 1, events: rows(10, 10, 10, "t", 0), active: true}
+	key := act.write(t, b)
+	var statted, sealed bool
+	f.Add(blobtest.Rule{Op: blobtest.OpStat, Match: func(c blobtest.Call) bool {
+		statted = statted || c.Key == key
+		return false
+	}})
+	f.Add(blobtest.Rule{Op: blobtest.OpRead, Match: func(c blobtest.Call) bool {
+		if statted && !sealed && c.Key == key {
+			// The writer seals now: the sealed object appears, the
+			// active one goes, and this read meets the rename.
+			s := act
+			s.active = false
+			s.write(t, inner)
+			if err := inner.Delete(ctx, key); err != nil {
+				t.Error(err)
+			}
+			sealed = true
+		}
+		return false
+	}})
+	out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 1000})
+	if err != nil {
+		t.Fatalf("read across the seal: %v", err)
+	}
+	if !sealed {
+		t.Fatal("the stream's read never met the seal: the test did not test it")
+	}
+	equalGot(t, out, expect([]seg{act}, 0, 1000, false))
 }

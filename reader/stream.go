@@ -217,8 +217,13 @@ func (s *stream) produceActive(ctx context.Context) error {
 	r := s.r
 	src := s.src
 	attrs, err := r.b.Stat(ctx, src.Key)
+	var rc io.ReadCloser
+	if err == nil {
+		rc, err = r.b.NewRangeReader(ctx, src.Key, 0, attrs.Size)
+	}
 	if blob.IsNotExist(err) {
-		// Sealed since the listing: read it under its sealed name.
+		// Sealed since the listing (or since the Stat): read it under its
+		// sealed name.
 		sealed, serr := findSealed(ctx, r.b, src.Name)
 		if serr != nil {
 			return serr
@@ -230,10 +235,6 @@ func (s *stream) produceActive(ctx context.Context) error {
 		sealed.capped, sealed.capTs = src.capped, src.capTs
 		return s.produceSealed(ctx, sealed)
 	}
-	if err != nil {
-		return err
-	}
-	rc, err := r.b.NewRangeReader(ctx, src.Key, 0, attrs.Size)
 	if err != nil {
 		return err
 	}
