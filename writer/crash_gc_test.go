@@ -456,10 +456,10 @@ func (bg *background) checkQuiet(t *testing.T, acked uint64, phase string) meta.
 // around the killed writer.
 func TestWriterCrashWithReaderAndGC(t *testing.T) {
 	if os.Getenv(envCrashChild) != "" {
-		t.Skip("in the child")
+		t.Skip("this process is the crash child: the parent runs the trials")
 	}
 	if testing.Short() {
-		t.Skip("short mode")
+		t.Skip("-short: the SIGKILL trials with a reader and GC take about a minute; scripts/test.sh runs them")
 	}
 	trials := crashGCTrials(t)
 	base := crashGCSeed(t)

@@ -39,14 +39,14 @@ func crashWaits(t *testing.T) <-chan struct{} {
 	return ch
 }
 
-// waitCrashed waits until f has begun to crash. The pause is not an
-// assertion: the wait is bounded only so that a hang fails.
-func waitCrashed(t *testing.T, f *Faulty) {
+// waitFor waits for ch; the bound only turns a hang into a failure naming
+// what never happened.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !f.Crashed(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Crash never began")
-		}
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatal(what)
 	}
 }
 
@@ -74,9 +74,10 @@ func TestCrashKeepsConcurrentSync(t *testing.T) {
 	synced := make(chan error, 1)
 	go func() { synced <- af.Sync() }()
 	<-parked
+	waiting := crashWaits(t)
 	crashed := make(chan error, 1)
 	go func() { crashed <- f.Crash() }()
-	waitCrashed(t, f)
+	waitFor(t, waiting, "Crash never waited for the Sync in flight")
 	close(release)
 	syncErr := <-synced
 	if err := <-crashed; err != nil {
@@ -158,12 +159,13 @@ func TestCrashDoesNotWaitForBlockedCalls(t *testing.T) {
 	if _, err := af.Write([]byte("unsynced")); err != nil {
 		t.Fatal(err)
 	}
-	release := f.Block(OpSync)
+	arrived, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.Add(Rule{Op: OpSync, Wait: unblock, Match: func(Call) bool { once.Do(func() { close(arrived) }); return true }})
+	release := func() { close(unblock) }
 	synced := make(chan error, 1)
 	go func() { synced <- af.Sync() }()
-	for f.Count(OpSync) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, arrived, "the Sync never reached the driver")
 	if err := f.Crash(); err != nil {
 		t.Fatal(err)
 	}
