@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -116,9 +117,9 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uin
 		closed bool   // a segment that stays ended it
 	}
 	prefixes := map[epochKey]*prefix{}
-	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+	for a, err := range b.List(ctx, layout.Segments(logID)) {
 		if err != nil {
-			return res, fmt.Errorf("gc: list %s: %w", segment.LogPrefix(logID), err)
+			return res, fmt.Errorf("gc: list %s: %w", layout.Segments(logID), err)
 		}
 		res.Listed++
 		n, err := segment.ParseName(a.Key)
@@ -167,10 +168,8 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uin
 	return res, nil
 }
 
-// DeleteMarkerKey is the key of the marker DeleteLog writes before it
-// removes anything. It sorts after every other key of the log ("~" is above
-// every character an ID or element uses), so a listing reaches it last.
-func DeleteMarkerKey(logID string) string { return logID + "/~deleting" }
+// DeleteMarkerKey is layout.DeleteMarker; it goes once its last callers move.
+func DeleteMarkerKey(logID string) string { return layout.DeleteMarker(logID) }
 
 // ErrDeleting reports a log whose removal has started and not finished.
 var ErrDeleting = errors.New("gc: log is being deleted")
@@ -182,7 +181,7 @@ func DeleteLog(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return 0, fmt.Errorf("gc: log ID: %w", err)
 	}
-	if _, err := b.Put(ctx, DeleteMarkerKey(logID), []byte("deleting\n"), nil); err != nil {
+	if _, err := b.Put(ctx, layout.DeleteMarker(logID), []byte("deleting\n"), nil); err != nil {
 		return 0, fmt.Errorf("gc: write delete marker: %w", err)
 	}
 	return finishDelete(ctx, b, logID)
@@ -191,7 +190,7 @@ func DeleteLog(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
 // ResumeDeleteLog finishes a removal of logID that a crash interrupted, and
 // reports whether there was one. Call it before opening a log.
 func ResumeDeleteLog(ctx context.Context, b *blob.Bucket, logID string) (bool, error) {
-	ok, err := b.Exists(ctx, DeleteMarkerKey(logID))
+	ok, err := b.Exists(ctx, layout.DeleteMarker(logID))
 	if err != nil || !ok {
 		return false, err
 	}
@@ -200,7 +199,7 @@ func ResumeDeleteLog(ctx context.Context, b *blob.Bucket, logID string) (bool, e
 }
 
 func finishDelete(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
-	marker := DeleteMarkerKey(logID)
+	marker := layout.DeleteMarker(logID)
 	deleted := 0
 	var batch []string
 	for a, err := range b.List(ctx, logID+"/") {

@@ -11,6 +11,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -163,7 +164,7 @@ func TestDeleteLogResumesAfterACrash(t *testing.T) {
 	if _, err := DeleteLog(ctx, b, "log"); err == nil {
 		t.Fatal("DeleteLog survived an injected delete failure")
 	}
-	if ok, _ := b.Exists(ctx, DeleteMarkerKey("log")); !ok {
+	if ok, _ := b.Exists(ctx, layout.DeleteMarker("log")); !ok {
 		t.Fatal("marker missing after an interrupted removal")
 	}
 	resumed, err := ResumeDeleteLog(ctx, b, "log")
@@ -214,7 +215,7 @@ func sealed(writer string, epoch, seq, minTs, maxTs uint64) segment.Name {
 func survivors(t *testing.T, b *blob.Bucket) []string {
 	t.Helper()
 	var keys []string
-	for a, err := range b.List(context.Background(), segment.LogPrefix("log")) {
+	for a, err := range b.List(context.Background(), layout.Segments("log")) {
 		if err != nil {
 			t.Fatal(err)
 		}

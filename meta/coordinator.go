@@ -12,6 +12,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 )
 
 // Errors of the coordinator. Each names the rule a call would have broken.
@@ -100,7 +101,7 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 		return nil, fmt.Errorf("meta: finish an interrupted removal of log %s: %w", logID, err)
 	}
 	c := &Coordinator{b: b, logID: logID, o: o}
-	key := MetaKey(logID)
+	key := layout.Meta(logID)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt-1); err != nil {
@@ -169,7 +170,7 @@ func cloneMeta(m *Meta) Meta {
 func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := MetaKey(c.logID)
+	key := layout.Meta(c.logID)
 	if len(c.pending) > 0 {
 		if _, err := c.settle(ctx); err != nil {
 			return err
@@ -229,7 +230,7 @@ func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error 
 func (c *Coordinator) settle(ctx context.Context) (string, error) {
 	m, etag, err := ReadMeta(ctx, c.b, c.logID)
 	if err != nil {
-		return "", fmt.Errorf("meta: re-read %s: %w", MetaKey(c.logID), err)
+		return "", fmt.Errorf("meta: re-read %s: %w", layout.Meta(c.logID), err)
 	}
 	if etag == c.etag && m.Token == c.m.Token {
 		return "", nil // unchanged: what is pending may still land

@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/layout"
 )
 
 // errLost is what a lying driver reports for a put it stored.
@@ -175,7 +176,7 @@ func TestLeaseOutcomeStaysOpen(t *testing.T) {
 	removePut := f.FailNth(blobtest.OpPut, 1, nil)
 	removeStat := f.FailNth(blobtest.OpStat, 1, nil)
 	err = l.Publish(ctx, 10, 1)
-	if err == nil || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+	if err == nil || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish with a failed put and a failed re-read: %v; want an error naming the key, not a fence", err)
 	}
 	removePut()
@@ -233,11 +234,11 @@ func TestLeaseForeignWrite(t *testing.T) {
 	}
 	other := l.State()
 	other.Token, other.FlushedTs = newToken(), 99
-	if _, err := b.Put(ctx, WriterKey("log", "w"), encodeWriterState(&other), nil); err != nil {
+	if _, err := b.Put(ctx, layout.WriterState("log", "w"), encodeWriterState(&other), nil); err != nil {
 		t.Fatal(err)
 	}
 	err = l.Publish(ctx, 10, 1)
-	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish over a foreign write of the same epoch: %v", err)
 	}
 }
@@ -315,7 +316,7 @@ func TestAcquireStaleReadsEnds(t *testing.T) {
 		t.Fatal(err) // the first overwrite: reads are stale from now on
 	}
 	_, err = AcquireWriter(ctx, b, "log", "w", nil)
-	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), WriterKey("log", "w")) || !strings.Contains(err.Error(), "stale") {
+	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) || !strings.Contains(err.Error(), "stale") {
 		t.Fatalf("acquire on stale reads: %v; want ErrContended naming the key", err)
 	}
 	if ctx.Err() != nil {
@@ -335,7 +336,7 @@ func TestAcquireStaleReadsEnds(t *testing.T) {
 		t.Fatal(err) // the first overwrite
 	}
 	err = c.AddSpan(ctx, 1, 0)
-	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), MetaKey("log")) {
+	if !errors.Is(err, ErrContended) || !strings.Contains(err.Error(), layout.Meta("log")) {
 		t.Fatalf("coordinator update on stale reads: %v", err)
 	}
 }
@@ -378,7 +379,7 @@ func TestReadPairsBodyAndETag(t *testing.T) {
 				}
 				next := l.State()
 				next.Token, next.FlushedTs = newToken(), 42
-				o.key, o.data, token = WriterKey("log", "w"), encodeWriterState(&next), next.Token
+				o.key, o.data, token = layout.WriterState("log", "w"), encodeWriterState(&next), next.Token
 			case "meta":
 				c, err := OpenCoordinator(ctx, b, "log", nil)
 				if err != nil {
@@ -386,7 +387,7 @@ func TestReadPairsBodyAndETag(t *testing.T) {
 				}
 				next := c.Meta()
 				next.Token, next.ResolvedTs = newToken(), 42
-				o.key, o.data, token = MetaKey("log"), encodeMeta(&next), next.Token
+				o.key, o.data, token = layout.Meta("log"), encodeMeta(&next), next.Token
 			}
 			var got, etag string
 			var err error
@@ -425,12 +426,12 @@ func TestCoordinatorLostAnswers(t *testing.T) {
 	drv := &lying{Driver: mem.NewDriver()}
 	b := blob.NewBucket(drv)
 	defer b.Close()
-	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == MetaKey("log") && o.IfNotExist })
+	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == layout.Meta("log") && o.IfNotExist })
 	c, err := OpenCoordinator(ctx, b, "log", &CoordinatorOptions{StartTs: 5})
 	if err != nil {
 		t.Fatalf("open with a lost create answer: %v", err)
 	}
-	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == MetaKey("log") && o.IfMatch != "" })
+	drv.loseNth(1, func(key string, o blob.PutOptions) bool { return key == layout.Meta("log") && o.IfMatch != "" })
 	if err := c.AddSpan(ctx, 1, 5); err != nil {
 		t.Fatalf("update whose answer was lost: %v", err)
 	}
@@ -461,7 +462,7 @@ func TestCoordinatorOpenUpdateSettles(t *testing.T) {
 	}
 	drv.loseNth(1, conditional)
 	remove := f.FailNth(blobtest.OpStat, 1, nil)
-	if err := c.AddSpan(ctx, 1, 0); err == nil || !strings.Contains(err.Error(), MetaKey("log")) {
+	if err := c.AddSpan(ctx, 1, 0); err == nil || !strings.Contains(err.Error(), layout.Meta("log")) {
 		t.Fatalf("update with a lost answer and a failed re-read: %v", err)
 	}
 	remove()
@@ -490,7 +491,7 @@ func storedState(t *testing.T) (*blob.Bucket, []byte) {
 	if _, err := AcquireWriter(ctx, b, "log", "w", &AcquireOptions{Owner: "h:2"}); err != nil {
 		t.Fatal(err)
 	}
-	data, err := b.ReadAll(ctx, WriterKey("log", "w"))
+	data, err := b.ReadAll(ctx, layout.WriterState("log", "w"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func storedMeta(t *testing.T) (*blob.Bucket, []byte) {
 			t.Fatal(err)
 		}
 	}
-	data, err := b.ReadAll(ctx, MetaKey("log"))
+	data, err := b.ReadAll(ctx, layout.Meta("log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,10 +555,10 @@ func TestEveryBitFlipIsCaught(t *testing.T) {
 			var readers map[string]func() error
 			if kind == "state" {
 				b, data = storedState(t)
-				key, readers = WriterKey("log", "w"), stateReaders(b)
+				key, readers = layout.WriterState("log", "w"), stateReaders(b)
 			} else {
 				b, data = storedMeta(t)
-				key, readers = MetaKey("log"), metaReaders(b)
+				key, readers = layout.Meta("log"), metaReaders(b)
 			}
 			for name, read := range readers {
 				if err := read(); err != nil {
@@ -591,7 +592,7 @@ func TestEveryBitFlipIsCaught(t *testing.T) {
 func TestStrictBody(t *testing.T) {
 	ctx := context.Background()
 	b, data := storedState(t)
-	key := WriterKey("log", "w")
+	key := layout.WriterState("log", "w")
 	body, err := unseal(key, data)
 	if err != nil {
 		t.Fatal(err)
@@ -642,10 +643,10 @@ func TestFormatExamples(t *testing.T) {
 	defer b.Close()
 	state := `{"version":2,"crc32c":"22c82b34","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
 	metaObj := `{"version":2,"crc32c":"b682c375","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
-	if _, err := b.Put(ctx, WriterKey("L", "w1"), []byte(state), nil); err != nil {
+	if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(state), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Put(ctx, MetaKey("L"), []byte(metaObj), nil); err != nil {
+	if _, err := b.Put(ctx, layout.Meta("L"), []byte(metaObj), nil); err != nil {
 		t.Fatal(err)
 	}
 	st, _, err := ReadWriterState(ctx, b, "L", "w1")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -22,15 +23,14 @@ import (
 // released and is not readable.
 const StateVersion = 2
 
-// WritersDir is the key element under a log that holds one state object per
-// writer.
-const WritersDir = "writers"
+// WritersDir is layout.WritersDir; it goes once its last callers move.
+const WritersDir = layout.WritersDir
 
-// WriterKey is the key of a writer's state object.
-func WriterKey(logID, writerID string) string { return logID + "/" + WritersDir + "/" + writerID }
+// WriterKey is layout.WriterState; it goes once its last callers move.
+func WriterKey(logID, writerID string) string { return layout.WriterState(logID, writerID) }
 
-// WritersPrefix is the prefix of every writer state object of a log.
-func WritersPrefix(logID string) string { return logID + "/" + WritersDir + "/" }
+// WritersPrefix is layout.Writers; it goes once its last callers move.
+func WritersPrefix(logID string) string { return layout.Writers(logID) }
 
 // WriterState is the one small object per writer that holds its lease and
 // its progress. Every change to it is a compare-and-swap on its ETag, so a
@@ -134,7 +134,7 @@ func ReadWriterState(ctx context.Context, b *blob.Bucket, logID, writerID string
 }
 
 func readWriterState(ctx context.Context, b *blob.Bucket, logID, writerID string, withETag bool) (*WriterState, string, error) {
-	key := WriterKey(logID, writerID)
+	key := layout.WriterState(logID, writerID)
 	data, etag, err := readVersion(ctx, b, key, withETag)
 	if err != nil {
 		return nil, "", err
@@ -199,7 +199,7 @@ func encodeWriterState(st *WriterState) []byte {
 // which never write the objects back.
 func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[string]*WriterState, error) {
 	out := map[string]*WriterState{}
-	prefix := WritersPrefix(logID)
+	prefix := layout.Writers(logID)
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {
 			return nil, err
@@ -319,7 +319,7 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 		host, _ := os.Hostname()
 		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
 	}
-	key := WriterKey(logID, writerID)
+	key := layout.WriterState(logID, writerID)
 	// ours maps the token of each attempt to the state it replaced.
 	ours := map[string]*WriterState{}
 	adopt := func(st *WriterState, etag string) *Lease {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -124,11 +125,11 @@ func TestBadIDsAndVersions(t *testing.T) {
 		// name, not read.
 		`{"version":1,"log":"log","writer":"w","epoch":1,"flushed_ts":0,"seq":0,"has_seq":false,"updated":"2026-01-01T00:00:00Z"}`,
 	} {
-		if _, err := b.Put(ctx, WriterKey("log", "w"), []byte(v), nil); err != nil {
+		if _, err := b.Put(ctx, layout.WriterState("log", "w"), []byte(v), nil); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := ReadWriterState(ctx, b, "log", "w")
-		if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), WriterKey("log", "w")) {
+		if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 			t.Fatalf("state %s: %v", v, err)
 		}
 	}

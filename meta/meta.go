@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
-// MetaKey is the key of a log's meta object.
-func MetaKey(logID string) string { return logID + "/meta" }
+// MetaKey is layout.Meta; it goes once its last callers move.
+func MetaKey(logID string) string { return layout.Meta(logID) }
 
 // Meta is a log's meta object: how far the downstream has applied
 // (CheckpointTs), how far the log is complete (ResolvedTs, the global
@@ -57,7 +58,7 @@ func readMeta(ctx context.Context, b *blob.Bucket, logID string, withETag bool) 
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, "", fmt.Errorf("meta: log ID: %w", err)
 	}
-	key := MetaKey(logID)
+	key := layout.Meta(logID)
 	data, etag, err := readVersion(ctx, b, key, withETag)
 	if err != nil {
 		return nil, "", err

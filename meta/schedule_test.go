@@ -24,6 +24,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -468,7 +469,7 @@ func (s *sched) readDuringGC() error {
 			return s.fail(fmt.Errorf("invariant 4: a read of (%d, %d] during GC: %w", lo, hi, derr))
 		}
 		s.tally["read-during-gc-whole"]++
-	case blob.IsNotExist(err) && strings.Contains(err.Error(), segment.LogPrefix(schedLog)):
+	case blob.IsNotExist(err) && strings.Contains(err.Error(), layout.Segments(schedLog)):
 		// GC removed a segment under the reader, and the reader said which.
 		s.tally["read-during-gc-notexist"]++
 	default:
@@ -603,7 +604,7 @@ func catches(t *testing.T, r rules) error {
 func TestScheduleCatchesGreedyGC(t *testing.T) {
 	greedy := func(ctx context.Context, b *blob.Bucket, logID string, cp uint64) ([]string, error) {
 		var del []string
-		for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+		for a, err := range b.List(ctx, layout.Segments(logID)) {
 			if err != nil {
 				return nil, err
 			}

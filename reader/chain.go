@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -44,7 +45,7 @@ func (e *ChainError) Is(target error) bool { return target == ErrIncomplete }
 func expectedKey(logID, writer string, epoch, seq uint64) string {
 	n := segment.Name{LogID: logID, WriterID: writer, Epoch: epoch, Seq: seq, Active: true}
 	base := n.Base()
-	return segment.WriterPrefix(logID, writer) + base[:len(base)-len(segment.ActiveExt)] + "-*" + segment.SealedExt
+	return layout.WriterSegments(logID, writer) + base[:len(base)-len(segment.ActiveExt)] + "-*" + segment.SealedExt
 }
 
 // epochKey identifies one writer epoch's chain.
@@ -105,7 +106,7 @@ type chainReq struct {
 func chainReqs(logID string, states map[string]*meta.WriterState, ch chains) []chainReq {
 	var out []chainReq
 	for id, st := range states {
-		key := meta.WriterKey(logID, id)
+		key := layout.WriterState(logID, id)
 		if st.HasSeq {
 			out = append(out, chainReq{epochKey: epochKey{id, st.Epoch}, p: st.Seq, maxTs: st.ChainMaxTs, digest: st.Digest, strict: true,
 				source: fmt.Sprintf("the seq %d published in %s", st.Seq, key)})

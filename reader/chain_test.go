@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -328,14 +329,14 @@ func TestVerifyReportsStrayAndDamagedObjects(t *testing.T) {
 	control := testLog + "/writers/w\x01"
 	segLink := testLog + "/seg" // a seg folder that is a symbolic link, as the local List shows it
 	stray := testLog + "/notes.txt"
-	badState := meta.WriterKey(testLog, "broken")
+	badState := layout.WriterState(testLog, "broken")
 	put(junk, "x")
 	put(notUTF8, "x")
 	put(control, "x")
 	put(segLink, "")
 	put(stray, "x")
 	put(badState, `{"version":2,"crc32c":"00000000","body":{}}`)
-	put(meta.MetaKey(testLog), "not a meta object")
+	put(layout.Meta(testLog), "not a meta object")
 
 	rep, err := Verify(ctx, b, testLog, nil)
 	if err != nil {
@@ -351,7 +352,7 @@ func TestVerifyReportsStrayAndDamagedObjects(t *testing.T) {
 		{ProblemStray, segLink},
 		{ProblemStray, stray},
 		{ProblemBadState, badState},
-		{ProblemBadState, meta.MetaKey(testLog)},
+		{ProblemBadState, layout.Meta(testLog)},
 	} {
 		if !hasProblemSev(rep, w.kind, w.key, Error) {
 			t.Errorf("no %s error for %q in %v", w.kind, w.key, rep.Problems)
@@ -359,9 +360,6 @@ func TestVerifyReportsStrayAndDamagedObjects(t *testing.T) {
 	}
 	if rep.Sealed != 2 {
 		t.Errorf("checked %d segments, want the 2 good ones", rep.Sealed)
-	}
-	if deleteMarker(testLog) != gc.DeleteMarkerKey(testLog) {
-		t.Errorf("the delete marker is %q in gc, %q here", gc.DeleteMarkerKey(testLog), deleteMarker(testLog))
 	}
 }
 
@@ -488,15 +486,15 @@ func TestDamagedStateKeyStopsOpen(t *testing.T) {
 	defer b.Close()
 	segs := chainLog("w", 2)
 	publish(t, b, segs, true)
-	data, err := b.ReadAll(ctx, meta.WriterKey(testLog, "w"))
+	data, err := b.ReadAll(ctx, layout.WriterState(testLog, "w"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := meta.WriterKey(testLog, "w\x01")
+	damaged := layout.WriterState(testLog, "w\x01")
 	if _, err := drv.Put(ctx, damaged, strings.NewReader(string(data)), int64(len(data)), blob.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Delete(ctx, meta.WriterKey(testLog, "w")); err != nil {
+	if err := b.Delete(ctx, layout.WriterState(testLog, "w")); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = readAll(t, b, &Options{LogID: testLog, EndTs: 10000})

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -54,7 +55,7 @@ func idOf(n segment.Name) segID { return segID{n.WriterID, n.Epoch, n.Seq} }
 // listLog lists every object under the log's segment prefix, parsing names.
 func listLog(ctx context.Context, b *blob.Bucket, logID string) ([]listed, error) {
 	var out []listed
-	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+	for a, err := range b.List(ctx, layout.Segments(logID)) {
 		if err != nil {
 			return nil, fmt.Errorf("reader: list segments of log %q: %w", logID, err)
 		}
@@ -75,7 +76,7 @@ type fences map[string]*meta.WriterState
 // name does.
 func readFences(ctx context.Context, b *blob.Bucket, c *config) (fences, error) {
 	logID := c.LogID
-	prefix := meta.WritersPrefix(logID)
+	prefix := layout.Writers(logID)
 	st := fences{}
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -307,7 +308,7 @@ func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Sour
 	// The sealed name begins with "<epoch>-<seq>-", two numbers of 20
 	// digits and their dashes: list from there.
 	const shared = 2 * (20 + 1)
-	prefix := segment.WriterPrefix(n.LogID, n.WriterID) + n.Base()[:shared]
+	prefix := layout.WriterSegments(n.LogID, n.WriterID) + n.Base()[:shared]
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {
 			return nil, err

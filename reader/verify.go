@@ -17,6 +17,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -171,7 +172,7 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 		return nil, ctx.Err()
 	default:
 		// The chains are then proven from 0: stricter, never looser.
-		rep.add(Error, ProblemBadState, meta.MetaKey(logID), -1, "the meta object cannot be read: "+err.Error())
+		rep.add(Error, ProblemBadState, layout.Meta(logID), -1, "the meta object cannot be read: "+err.Error())
 	}
 	rep.Objects = len(objs)
 	sealedIDs := map[segID]bool{}
@@ -236,10 +237,6 @@ feed:
 	return rep, nil
 }
 
-// deleteMarker is gc.DeleteMarkerKey (gc is above this package's concerns;
-// a test keeps the two equal).
-func deleteMarker(logID string) string { return logID + "/~deleting" }
-
 // listWhole lists everything under the log's prefix: the segments (parsed),
 // the writer state keys, and, as problems, every other key. The keys a log
 // writes are <log>/meta, <log>/writers/<writer ID>, <log>/seg/<segment
@@ -248,7 +245,7 @@ func deleteMarker(logID string) string { return logID + "/~deleting" }
 func listWhole(ctx context.Context, b *blob.Bucket, logID string, rep *Report) ([]listed, []string, error) {
 	var objs []listed
 	var states []string
-	segPrefix, statePrefix := segment.LogPrefix(logID), meta.WritersPrefix(logID)
+	segPrefix, statePrefix := layout.Segments(logID), layout.Writers(logID)
 	for a, err := range b.List(ctx, logID+"/") {
 		if err != nil {
 			return nil, nil, fmt.Errorf("reader: list log %q: %w", logID, err)
@@ -257,8 +254,8 @@ func listWhole(ctx context.Context, b *blob.Bucket, logID string, rep *Report) (
 		switch {
 		case strings.HasPrefix(k, segPrefix):
 			objs = append(objs, parseListed(logID, a))
-		case k == meta.MetaKey(logID):
-		case k == deleteMarker(logID):
+		case k == layout.Meta(logID):
+		case k == layout.DeleteMarker(logID):
 			rep.add(Info, ProblemDeleting, k, -1, "the log's removal started and did not finish: the next writer or coordinator to open the log finishes it")
 		case strings.HasPrefix(k, statePrefix) && segment.ValidateID(k[len(statePrefix):]) == nil:
 			states = append(states, k[len(statePrefix):])
@@ -279,9 +276,9 @@ func strayDetail(logID, k string) string {
 		why = "its name holds a control character; "
 	}
 	switch rest := k[len(logID)+1:]; {
-	case rest == segment.SegmentDir || rest == meta.WritersDir:
+	case rest == layout.SegmentDir || rest == layout.WritersDir:
 		why += fmt.Sprintf("%q is an object, not a folder of them (a symbolic link?): what it leads to is invisible to readers; ", rest)
-	case strings.HasPrefix(rest, meta.WritersDir+"/"):
+	case strings.HasPrefix(rest, layout.WritersDir+"/"):
 		why += "not a valid writer ID; "
 	}
 	return why + "not a key the log writes (meta, writers/<writer ID>, seg/<segment name>, ~deleting): readers never see it, and if it held data, that data is lost to them"
@@ -299,7 +296,7 @@ func readStates(ctx context.Context, b *blob.Bucket, logID string, ids []string,
 			fen[id] = st
 		case blob.IsNotExist(err) || ctx.Err() != nil:
 		default:
-			rep.add(Error, ProblemBadState, meta.WriterKey(logID, id), -1, "the writer state cannot be read: "+err.Error())
+			rep.add(Error, ProblemBadState, layout.WriterState(logID, id), -1, "the writer state cannot be read: "+err.Error())
 		}
 	}
 	return fen

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redokit/redokit/internal/layout"
 )
 
 // ErrInvalidName matches the errors of ParseName, Name.Validate and
@@ -12,8 +14,8 @@ var ErrInvalidName = errors.New("segment: invalid name")
 
 // Name parts.
 const (
-	// SegmentDir is the key element between a log ID and a writer ID.
-	SegmentDir = "seg"
+	// SegmentDir is layout.SegmentDir; it goes once its last callers move.
+	SegmentDir = layout.SegmentDir
 	// SealedExt ends the name of a sealed segment.
 	SealedExt = ".seg"
 	// ActiveExt ends the name of an active (unsealed, still appended)
@@ -78,12 +80,11 @@ func idChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// LogPrefix is the key prefix under which every segment of a log lies.
-func LogPrefix(logID string) string { return logID + "/" + SegmentDir + "/" }
+// LogPrefix is layout.Segments; it goes once its last callers move.
+func LogPrefix(logID string) string { return layout.Segments(logID) }
 
-// WriterPrefix is the key prefix under which every segment of one writer of a
-// log lies.
-func WriterPrefix(logID, writerID string) string { return LogPrefix(logID) + writerID + "/" }
+// WriterPrefix is layout.WriterSegments; it goes once its last callers move.
+func WriterPrefix(logID, writerID string) string { return layout.WriterSegments(logID, writerID) }
 
 // Validate reports why n cannot be formatted into a name that parses back to
 // n, or nil.
@@ -106,7 +107,7 @@ func (n Name) Validate() error {
 // Format returns the key of n. It does not validate n: a Name from ParseName
 // or one that passes Validate formats into a key that parses back to it.
 func (n Name) Format() string {
-	return WriterPrefix(n.LogID, n.WriterID) + n.Base()
+	return layout.WriterSegments(n.LogID, n.WriterID) + n.Base()
 }
 
 // Base returns the last element of the key of n.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redokit/redokit/internal/layout"
 )
 
 const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
@@ -69,7 +71,7 @@ func TestNameRoundTrip(t *testing.T) {
 		if got != n {
 			t.Fatalf("ParseName(%q) = %+v, want %+v", key, got, n)
 		}
-		if !strings.HasPrefix(key, WriterPrefix(n.LogID, n.WriterID)) || !strings.HasPrefix(key, LogPrefix(n.LogID)) {
+		if !strings.HasPrefix(key, layout.WriterSegments(n.LogID, n.WriterID)) || !strings.HasPrefix(key, layout.Segments(n.LogID)) {
 			t.Fatalf("%q is not under its prefixes", key)
 		}
 		if len(key) > 2*MaxIDLen+len(SegmentDir)+3+4*numWidth+3+len(SealedExt) {

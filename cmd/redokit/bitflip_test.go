@@ -19,6 +19,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -102,7 +103,7 @@ func nameKind(f flip) string {
 		return "a valid name of an earlier, fenced epoch (only the chain sees the seq missing)"
 	case err1 == nil && err2 == nil:
 		return "a valid segment name (the chain, header and footer must disagree)"
-	case err1 == nil && !strings.HasPrefix(f.newKey, segment.LogPrefix(flipLog)):
+	case err1 == nil && !strings.HasPrefix(f.newKey, layout.Segments(flipLog)):
 		return "a segment moved out of seg/ (the chain sees it missing)"
 	case err1 == nil:
 		return "a segment name that does not parse"
@@ -166,7 +167,7 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 	// Just above the first segment of each writer, so that GC collects
 	// one or two of them and the chains start above a collected link.
 	firsts := map[string]uint64{}
-	for a, err := range b.List(ctx, segment.LogPrefix(flipLog)) {
+	for a, err := range b.List(ctx, layout.Segments(flipLog)) {
 		flipMust(t, err)
 		n, err := segment.ParseName(a.Key)
 		flipMust(t, err)
@@ -225,7 +226,7 @@ func flipObjects(t *testing.T, dir string) (segs, metas []string) {
 		switch {
 		case strings.HasSuffix(key, segment.SealedExt):
 			segs = append(segs, key)
-		case strings.HasPrefix(key, meta.WritersPrefix(flipLog)) || key == meta.MetaKey(flipLog):
+		case strings.HasPrefix(key, layout.Writers(flipLog)) || key == layout.Meta(flipLog):
 			metas = append(metas, key)
 		default:
 			t.Fatalf("unexpected object %q in the log", key)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -19,7 +20,7 @@ import (
 func writerSegments(t *testing.T, b *blob.Bucket, log, writer string) []segment.Name {
 	t.Helper()
 	var out []segment.Name
-	for a, err := range b.List(context.Background(), segment.WriterPrefix(log, writer)) {
+	for a, err := range b.List(context.Background(), layout.WriterSegments(log, writer)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func writerSegments(t *testing.T, b *blob.Bucket, log, writer string) []segment.
 func expectedPattern(n segment.Name) string {
 	n.Active = true
 	base := n.Base()
-	return segment.WriterPrefix(n.LogID, n.WriterID) + strings.TrimSuffix(base, segment.ActiveExt) + "-*" + segment.SealedExt
+	return layout.WriterSegments(n.LogID, n.WriterID) + strings.TrimSuffix(base, segment.ActiveExt) + "-*" + segment.SealedExt
 }
 
 // A segment deleted from the start, the middle or the end of a writer's

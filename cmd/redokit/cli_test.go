@@ -12,6 +12,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/gen"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -305,7 +306,7 @@ func TestVerifyFindsMetaProblems(t *testing.T) {
 	}
 	defer b.Close()
 	// A live writer whose state object is gone.
-	if err := b.Delete(context.Background(), meta.WriterKey("m", "w2")); err != nil {
+	if err := b.Delete(context.Background(), layout.WriterState("m", "w2")); err != nil {
 		t.Fatal(err)
 	}
 	r := cli(t, "verify", "--storage", store, "--log", "m")

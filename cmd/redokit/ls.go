@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -49,7 +50,7 @@ func (a *app) listSegments(ctx context.Context, b *blob.Bucket, onPage func(int)
 		return nil, fmt.Errorf("read the writer states of log %q: %w", a.logID, err)
 	}
 	var out []segInfo
-	for attrs, err := range b.List(ctx, segment.LogPrefix(a.logID)) {
+	for attrs, err := range b.List(ctx, layout.Segments(a.logID)) {
 		if err != nil {
 			return nil, fmt.Errorf("list the segments of log %q: %w", a.logID, err)
 		}

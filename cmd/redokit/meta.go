@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 )
 
@@ -83,7 +84,7 @@ type logInfo struct {
 func (a *app) readMeta(ctx context.Context, b *blob.Bucket) (*meta.Meta, error) {
 	m, _, err := meta.ReadMeta(ctx, b, a.logID)
 	if blob.IsNotExist(err) {
-		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), meta.MetaKey(a.logID))
+		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), layout.Meta(a.logID))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the meta object of log %q: %w", a.logID, err)

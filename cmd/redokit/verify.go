@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -120,7 +121,7 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 	add := func(sev reader.Severity, key, format string, args ...any) {
 		out = append(out, reader.Problem{Severity: sev, Kind: problemMeta, Key: key, Offset: -1, Detail: fmt.Sprintf(format, args...)})
 	}
-	metaKey := meta.MetaKey(a.logID)
+	metaKey := layout.Meta(a.logID)
 	m, _, err := meta.ReadMeta(ctx, b, a.logID)
 	switch {
 	case blob.IsNotExist(err):
@@ -134,7 +135,7 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 		// finding about the log, not a reason to stop. reader.Verify names
 		// each such state.
 		if !slices.ContainsFunc(rep.Problems, func(p reader.Problem) bool { return p.Kind == reader.ProblemBadState }) {
-			add(reader.Error, meta.WritersPrefix(a.logID), "the writer states cannot be read: %v", err)
+			add(reader.Error, layout.Writers(a.logID), "the writer states cannot be read: %v", err)
 		}
 		states = nil
 	}
@@ -149,15 +150,15 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 			for id, epoch := range m.Writers {
 				st := states[id]
 				if st == nil {
-					add(reader.Error, meta.WriterKey(a.logID, id), "live writer %q of the meta object has no state object", id)
+					add(reader.Error, layout.WriterState(a.logID, id), "live writer %q of the meta object has no state object", id)
 				} else if st.Epoch < epoch {
-					add(reader.Error, meta.WriterKey(a.logID, id), "writer %q is at epoch %d, below the epoch %d the meta object saw", id, st.Epoch, epoch)
+					add(reader.Error, layout.WriterState(a.logID, id), "writer %q is at epoch %d, below the epoch %d the meta object saw", id, st.Epoch, epoch)
 				}
 			}
 		}
 	}
 	for id, st := range states {
-		key := meta.WriterKey(a.logID, id)
+		key := layout.WriterState(a.logID, id)
 		if st.WriterID != id || st.LogID != a.logID {
 			add(reader.Error, key, "the state object is of writer %q of log %q", st.WriterID, st.LogID)
 		}
@@ -172,14 +173,14 @@ func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report
 	// Segments from an epoch their writer never reached mean the state went
 	// backwards (restored from a backup, overwritten): fences cannot protect
 	// the log from those.
-	for attrs, err := range b.List(ctx, segment.LogPrefix(a.logID)) {
+	for attrs, err := range b.List(ctx, layout.Segments(a.logID)) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			// A segment prefix that cannot be listed (on local disk, a
 			// seg folder that is a symbolic link) is a finding too.
-			add(reader.Error, segment.LogPrefix(a.logID), "the segments cannot be listed: %v", err)
+			add(reader.Error, layout.Segments(a.logID), "the segments cannot be listed: %v", err)
 			break
 		}
 		n, perr := segment.ParseName(attrs.Key)

@@ -33,9 +33,9 @@ import (
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
-	"github.com/redokit/redokit/segment"
 	"github.com/redokit/redokit/sinkgate"
 	"github.com/redokit/redokit/writer"
 )
@@ -372,7 +372,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 		c.down.mu.Unlock()
 	}
 	s.GCDeleted = gcLog.deleted.Load()
-	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+	for a, err := range b.List(ctx, layout.Segments(logID)) {
 		if err != nil {
 			return nil, err
 		}
