@@ -117,7 +117,7 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 			return nil, err
 		}
 		m = &Meta{Version: StateVersion, LogID: logID, CheckpointTs: o.StartTs, ResolvedTs: o.StartTs,
-			Writers: map[string]uint64{}, Spans: map[uint64]uint64{}, Barriers: []Barrier{}, Updated: o.Now().UTC(), Token: newToken()}
+			Writers: map[string]uint64{}, Spans: map[SpanID]uint64{}, Barriers: []Barrier{}, Updated: o.Now().UTC(), Token: newToken()}
 		attrs, err := b.Put(ctx, key, encodeMeta(m), &blob.PutOptions{IfNotExist: true})
 		switch {
 		case err == nil:
@@ -281,7 +281,7 @@ func (c *Coordinator) RemoveWriter(ctx context.Context, writerID string) error {
 // AddSpan registers a span of the log at startTs: the span holds the
 // watermark at startTs until an owner reports more. Registering a known span
 // keeps its progress.
-func (c *Coordinator) AddSpan(ctx context.Context, span, startTs uint64) error {
+func (c *Coordinator) AddSpan(ctx context.Context, span SpanID, startTs uint64) error {
 	return c.update(ctx, func(m *Meta) error {
 		if _, ok := m.Spans[span]; !ok {
 			m.Spans[span] = startTs
@@ -291,7 +291,7 @@ func (c *Coordinator) AddSpan(ctx context.Context, span, startTs uint64) error {
 }
 
 // RemoveSpan unregisters a span (its table was dropped).
-func (c *Coordinator) RemoveSpan(ctx context.Context, span uint64) error {
+func (c *Coordinator) RemoveSpan(ctx context.Context, span SpanID) error {
 	return c.update(ctx, func(m *Meta) error {
 		delete(m.Spans, span)
 		return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 )
 
-func publish(t *testing.T, l *Lease, seq uint64, spans map[uint64]uint64) {
+func publish(t *testing.T, l *Lease, seq uint64, spans map[SpanID]uint64) {
 	t.Helper()
 	var sp []SpanTs
 	lowest := ^uint64(0)
@@ -47,7 +47,7 @@ func TestWatermarkAcrossFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range []uint64{1, 2, 3} {
+	for _, s := range []SpanID{1, 2, 3} {
 		if err := c.AddSpan(ctx, s, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +57,8 @@ func TestWatermarkAcrossFailover(t *testing.T) {
 	if m := tick(t, c); m.ResolvedTs != 10 {
 		t.Fatalf("no progress yet: resolved %d", m.ResolvedTs)
 	}
-	publish(t, a, 1, map[uint64]uint64{1: 100, 2: 100})
-	publish(t, bw, 1, map[uint64]uint64{3: 150})
+	publish(t, a, 1, map[SpanID]uint64{1: 100, 2: 100})
+	publish(t, bw, 1, map[SpanID]uint64{3: 150})
 	if m := tick(t, c); m.ResolvedTs != 100 {
 		t.Fatalf("resolved %d, want 100", m.ResolvedTs)
 	}
@@ -70,16 +70,16 @@ func TestWatermarkAcrossFailover(t *testing.T) {
 	if err := c.RemoveWriter(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, bw, 2, map[uint64]uint64{1: 60, 2: 60, 3: 150})
+	publish(t, bw, 2, map[SpanID]uint64{1: 60, 2: 60, 3: 150})
 	if m := tick(t, c); m.ResolvedTs != 100 {
 		t.Fatalf("after failover resolved %d, want held at 100", m.ResolvedTs)
 	}
 	// b catches span 1 up past a's progress, span 2 not yet: still held.
-	publish(t, bw, 3, map[uint64]uint64{1: 120, 2: 90, 3: 150})
+	publish(t, bw, 3, map[SpanID]uint64{1: 120, 2: 90, 3: 150})
 	if m := tick(t, c); m.ResolvedTs != 100 {
 		t.Fatalf("partial catch-up resolved %d, want 100", m.ResolvedTs)
 	}
-	publish(t, bw, 4, map[uint64]uint64{1: 160, 2: 170, 3: 160})
+	publish(t, bw, 4, map[SpanID]uint64{1: 160, 2: 170, 3: 160})
 	m := tick(t, c)
 	if m.ResolvedTs != 160 || m.CheckpointTs != 60 {
 		t.Fatalf("caught up: %+v", m)
@@ -102,7 +102,7 @@ func TestBarrierHoldsTheWatermarkUntilNewSpansExist(t *testing.T) {
 	_ = c.AddWriter(ctx, "w")
 	_ = c.AddSpan(ctx, 1, 1)
 	w, _ := AcquireWriter(ctx, b, "log", "w", nil)
-	publish(t, w, 1, map[uint64]uint64{1: 50})
+	publish(t, w, 1, map[SpanID]uint64{1: 50})
 	tick(t, c)
 	// A CREATE TABLE at 80 is coming: hold at 80.
 	if err := c.AddBarrier(ctx, "create-t2", 80); err != nil {
@@ -111,7 +111,7 @@ func TestBarrierHoldsTheWatermarkUntilNewSpansExist(t *testing.T) {
 	if err := c.AddBarrier(ctx, "too-late", 40); !errors.Is(err, ErrBarrierTooLate) {
 		t.Fatalf("barrier below resolved = %v", err)
 	}
-	publish(t, w, 2, map[uint64]uint64{1: 200})
+	publish(t, w, 2, map[SpanID]uint64{1: 200})
 	if m := tick(t, c); m.ResolvedTs != 80 {
 		t.Fatalf("with barrier at 80 resolved %d", m.ResolvedTs)
 	}
@@ -122,7 +122,7 @@ func TestBarrierHoldsTheWatermarkUntilNewSpansExist(t *testing.T) {
 	if m := tick(t, c); m.ResolvedTs != 80 {
 		t.Fatalf("new span unflushed: resolved %d", m.ResolvedTs)
 	}
-	publish(t, w, 3, map[uint64]uint64{1: 200, 2: 190})
+	publish(t, w, 3, map[SpanID]uint64{1: 200, 2: 190})
 	if m := tick(t, c); m.ResolvedTs != 190 {
 		t.Fatalf("resolved %d, want 190", m.ResolvedTs)
 	}
@@ -170,13 +170,13 @@ func TestBrokenRuleIsCaught(t *testing.T) {
 	c, _ := OpenCoordinator(ctx, b, "log", nil)
 	_ = c.AddWriter(ctx, "w")
 	w, _ := AcquireWriter(ctx, b, "log", "w", nil)
-	publish(t, w, 1, map[uint64]uint64{1: 100})
+	publish(t, w, 1, map[SpanID]uint64{1: 100})
 	tick(t, c)
 	saved := resolvedRule
 	defer func() { resolvedRule = saved }()
 	resolvedRule = func(m *Meta, states map[string]*WriterState) uint64 { return states["w"].FlushedTs }
 	// Bypass the never-backwards max to model a coordinator without it.
-	publish(t, w, 2, map[uint64]uint64{1: 40})
+	publish(t, w, 2, map[SpanID]uint64{1: 40})
 	err := c.update(ctx, func(m *Meta) error {
 		states, _ := ListWriterStates(ctx, b, "log")
 		m.ResolvedTs = resolvedRule(m, states)
@@ -199,7 +199,7 @@ func TestStaleWritersAreReportedNotDropped(t *testing.T) {
 	_ = c.AddWriter(ctx, "w")
 	_ = c.AddWriter(ctx, "ghost")
 	w, _ := AcquireWriter(ctx, b, "log", "w", nil)
-	publish(t, w, 1, map[uint64]uint64{})
+	publish(t, w, 1, map[SpanID]uint64{})
 	tick(t, c)
 	if s := c.Stale(); len(s) != 1 || s[0].WriterID != "ghost" {
 		t.Fatalf("stale %+v", s)
@@ -228,7 +228,7 @@ func TestWatcherWaitsForResolved(t *testing.T) {
 	c, _ := OpenCoordinator(ctx, b, "log", &CoordinatorOptions{StartTs: 10})
 	_ = c.AddWriter(ctx, "w")
 	w, _ := AcquireWriter(ctx, b, "log", "w", nil)
-	publish(t, w, 1, map[uint64]uint64{})
+	publish(t, w, 1, map[SpanID]uint64{})
 	_ = w.Publish(ctx, 70, 1)
 	tick(t, c)
 	if ts := <-done; ts != 70 {

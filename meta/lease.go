@@ -82,7 +82,7 @@ type WriterState struct {
 
 // SpanTs is one span's flushed resolved ts.
 type SpanTs struct {
-	Span uint64 `json:"span"`
+	Span SpanID `json:"span"`
 	Ts   uint64 `json:"ts"`
 }
 

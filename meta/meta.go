@@ -30,7 +30,7 @@ type Meta struct {
 	// Spans are the log's spans with their effective flushed ts: the highest
 	// ts any owner of the span made durable. A span is registered at a start
 	// ts (its Ts until an owner reports more).
-	Spans map[uint64]uint64 `json:"spans"`
+	Spans map[SpanID]uint64 `json:"spans"`
 	// Barriers are pending DDLs that change which spans exist (create table,
 	// add partition, ...): each holds ResolvedTs at or below its commit ts
 	// until it is released.
@@ -95,7 +95,7 @@ func decodeMeta(key string, data []byte) (*Meta, error) {
 		m.Writers = map[string]uint64{}
 	}
 	if m.Spans == nil {
-		m.Spans = map[uint64]uint64{}
+		m.Spans = map[SpanID]uint64{}
 	}
 	return &m, nil
 }

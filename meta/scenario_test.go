@@ -439,7 +439,7 @@ func runSplitTableDDL(t *testing.T, b *blob.Bucket) {
 	// t is split into three spans: one on A, two on B. A also owns the DDL
 	// span (TiCDC's table trigger).
 	assign := func(span writer.SpanID, w *writer.Writer, at uint64, table int64) {
-		s.must(coord.AddSpan(ctx, uint64(span), at))
+		s.must(coord.AddSpan(ctx, span, at))
 		s.must(w.AddSpan(span, at))
 		s.owner[span] = w
 		if table != 0 {
@@ -579,11 +579,11 @@ func runSplitTableDDL(t *testing.T, b *blob.Bucket) {
 	m = s.resolve(300, wa)
 	for part := 1; part <= 3; part++ {
 		span := spanOf(tableT, part)
-		if m.Spans[uint64(span)] < 300 {
-			t.Fatalf("old span %d only flushed to %d at the TRUNCATE", span, m.Spans[uint64(span)])
+		if m.Spans[span] < 300 {
+			t.Fatalf("old span %d only flushed to %d at the TRUNCATE", span, m.Spans[span])
 		}
 		s.must(wa.RemoveSpan(span))
-		s.must(coord.RemoveSpan(ctx, uint64(span)))
+		s.must(coord.RemoveSpan(ctx, span))
 		delete(s.owner, span)
 		delete(s.table, span)
 	}

@@ -135,7 +135,7 @@ func newSched(ctx context.Context, b *blob.Bucket, seed uint64, r rules) (*sched
 	}
 	for span := schedDDLSpan; span <= writer.SpanID(1+2+s.r.IntN(3)); span++ {
 		owner := s.r.IntN(nw)
-		if err := coord.AddSpan(ctx, uint64(span), start); err != nil {
+		if err := coord.AddSpan(ctx, span, start); err != nil {
 			return nil, err
 		}
 		if err := s.writers[owner].w.AddSpan(span, start); err != nil {
@@ -424,7 +424,7 @@ func (s *sched) startCreate() error {
 func (s *sched) finishCreate() error {
 	c := s.create
 	s.create = nil
-	if err := s.coord.AddSpan(s.ctx, uint64(c.span), c.ts); err != nil {
+	if err := s.coord.AddSpan(s.ctx, c.span, c.ts); err != nil {
 		return err
 	}
 	s.spans[c.span].created = true

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
-	"github.com/redokit/redokit/writer"
 )
 
 // Downstream is where released events go: the sink's real target.
@@ -57,16 +56,15 @@ func (f CheckpointFunc) SetCheckpoint(ctx context.Context, ts uint64) error { re
 // Redo is the part of the redo writer the gate drives. *writer.Writer
 // implements it.
 type Redo interface {
-	Write(ctx context.Context, span writer.SpanID, events ...codec.Event) error
-	AddSpan(span writer.SpanID, startTs uint64) error
-	RemoveSpan(span writer.SpanID) error
-	AdvanceResolved(span writer.SpanID, ts uint64) error
+	Write(ctx context.Context, span meta.SpanID, events ...codec.Event) error
+	AddSpan(span meta.SpanID, startTs uint64) error
+	RemoveSpan(span meta.SpanID) error
+	AdvanceResolved(span meta.SpanID, ts uint64) error
 	FlushedTs() uint64
 	Close(ctx context.Context) error
 }
 
 var (
-	_ Redo         = (*writer.Writer)(nil)
 	_ Resolved     = (*meta.Watcher)(nil)
 	_ Checkpointer = (*meta.Coordinator)(nil)
 	_ Checkpointer = CheckpointFunc(nil)
@@ -122,7 +120,7 @@ func (h *held) less(o *held) bool {
 
 // spanQ is one span's held events, in arrival (so commit-ts) order.
 type spanQ struct {
-	id       writer.SpanID
+	id       meta.SpanID
 	resolved uint64 // the span's resolved ts as the gate was told
 	applied  uint64 // every event of the span at or below it is applied downstream
 	q        []held
@@ -158,7 +156,7 @@ type Gate struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	spans    map[writer.SpanID]*spanQ
+	spans    map[meta.SpanID]*spanQ
 	retired  []*spanQ // removed spans whose queue still holds releasable events
 	heldN    int64
 	heldB    int64
@@ -168,9 +166,13 @@ type Gate struct {
 	sent     uint64 // the applied ts last reported
 	hasSent  bool
 	closed   bool
-	room     chan struct{} // closed (and replaced) when held bytes are freed
-	wake     func()        // cancels the release loop's wait for G
-	stats    struct {
+	// closeDone is closed when the first Close has finished, with its
+	// result in closeErr: a second Close waits for it and returns the same.
+	closeDone chan struct{}
+	closeErr  error
+	room      chan struct{} // closed (and replaced) when held bytes are freed
+	wake      func()        // cancels the release loop's wait for G
+	stats     struct {
 		written, released, batches, dropped, blocked int64
 		backpressure                                 time.Duration
 	}
@@ -205,7 +207,7 @@ func New(w Redo, res Resolved, cp Checkpointer, down Downstream, opts *Options) 
 	}
 	return &Gate{
 		w: w, res: res, cp: cp, down: down, o: o, log: o.Logger,
-		spans: map[writer.SpanID]*spanQ{},
+		spans: map[meta.SpanID]*spanQ{},
 		room:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
@@ -216,7 +218,7 @@ func New(w Redo, res Resolved, cp Checkpointer, down Downstream, opts *Options) 
 // ts, or the log's checkpoint when the span moves here from another writer).
 // When startTs is below the applied ts the gate last reported, it reports the
 // lower value at once.
-func (g *Gate) AddSpan(ctx context.Context, span writer.SpanID, startTs uint64) error {
+func (g *Gate) AddSpan(ctx context.Context, span meta.SpanID, startTs uint64) error {
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()
@@ -241,7 +243,7 @@ func (g *Gate) AddSpan(ctx context.Context, span writer.SpanID, startTs uint64) 
 // or below its resolved ts are still released when G covers them; those above
 // are dropped, as the writer drops them: the span's next owner writes them
 // again.
-func (g *Gate) RemoveSpan(span writer.SpanID) error {
+func (g *Gate) RemoveSpan(span meta.SpanID) error {
 	if err := g.w.RemoveSpan(span); err != nil {
 		return err
 	}
@@ -287,7 +289,7 @@ func (g *Gate) broadcast() {
 }
 
 // AdvanceResolved passes a span's resolved ts to the writer and remembers it.
-func (g *Gate) AdvanceResolved(span writer.SpanID, ts uint64) error {
+func (g *Gate) AdvanceResolved(span meta.SpanID, ts uint64) error {
 	if err := g.w.AdvanceResolved(span, ts); err != nil {
 		return err
 	}
@@ -304,7 +306,7 @@ func (g *Gate) AdvanceResolved(span writer.SpanID, ts uint64) error {
 // of a span in non-decreasing commit ts, above its resolved ts); a Write the
 // writer refuses holds nothing. It blocks while the held events would pass
 // MaxHeldBytes, or while the writer applies back-pressure, until ctx ends.
-func (g *Gate) Write(ctx context.Context, span writer.SpanID, events ...codec.Event) error {
+func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -680,14 +682,27 @@ func (g *Gate) report(ctx context.Context) {
 // for the global resolved ts to cover the writer's final flushed ts, releases
 // what it covers and drops every other held event. It stops Run. The
 // writer's Close error (blob.ErrFenced for a writer that lost its lease) is
-// returned, joined with any error of the final release.
-func (g *Gate) Close(ctx context.Context) error {
+// returned, joined with any error of the final release. Close is idempotent:
+// a later call waits (until its ctx ends) for the first to finish and returns
+// the same result.
+func (g *Gate) Close(ctx context.Context) (err error) {
 	g.mu.Lock()
 	if g.closed {
+		done := g.closeDone
 		g.mu.Unlock()
-		return ErrClosed
+		select {
+		case <-done:
+			return g.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("sinkgate: wait for a Close under way: %w", ctx.Err())
+		}
 	}
 	g.closed = true
+	g.closeDone = make(chan struct{})
+	defer func() {
+		g.closeErr = err
+		close(g.closeDone)
+	}()
 	g.broadcast() // blocked Writes return ErrClosed
 	g.mu.Unlock()
 

@@ -11,10 +11,16 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/sinkgate"
 	"github.com/redokit/redokit/writer"
 )
 
 const testLog = "gate-log"
+
+// The redo writer is what a gate drives in production; sinkgate itself does
+// not import package writer.
+var _ sinkgate.Redo = (*writer.Writer)(nil)
 
 // fakeG is a global resolved ts the test moves by hand. Every WaitResolved
 // call is visible, so a test can wait until the release loop has done all it
@@ -144,7 +150,7 @@ func (c *cps) last() (uint64, bool) {
 	return c.tss[len(c.tss)-1], true
 }
 
-func row(span writer.SpanID, ts uint64, id int64) codec.Event {
+func row(span meta.SpanID, ts uint64, id int64) codec.Event {
 	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
 		StartTs: ts - 1, CommitTs: ts,
 		Table: codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)},
@@ -155,7 +161,7 @@ func row(span writer.SpanID, ts uint64, id int64) codec.Event {
 	}}
 }
 
-func ddl(span writer.SpanID, ts uint64, q string) codec.Event {
+func ddl(span meta.SpanID, ts uint64, q string) codec.Event {
 	return codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
 		StartTs: ts - 1, CommitTs: ts, Type: codec.ActionAddColumn, Query: q,
 		Table: codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)},

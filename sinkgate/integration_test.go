@@ -59,7 +59,7 @@ func persistedRun(t *testing.T, res func(*meta.Watcher) sinkgate.Resolved) []str
 
 	var mu sync.Mutex
 	var violations []string
-	got := map[writer.SpanID][]uint64{}
+	got := map[meta.SpanID][]uint64{}
 	down := func(name string) sinkgate.Downstream {
 		return sinkgate.DownstreamFunc(func(ctx context.Context, evs []codec.Event) error {
 			m, _, err := meta.ReadMeta(ctx, b, testLog)
@@ -73,7 +73,7 @@ func persistedRun(t *testing.T, res func(*meta.Watcher) sinkgate.Resolved) []str
 				if ts > m.ResolvedTs {
 					violations = append(violations, fmt.Sprintf("%s applied ts %d above the persisted resolved ts %d", name, ts, m.ResolvedTs))
 				}
-				span := writer.SpanID(evs[i].Row.Table.PhysicalID)
+				span := meta.SpanID(evs[i].Row.Table.PhysicalID)
 				got[span] = append(got[span], ts)
 			}
 			return nil
@@ -89,7 +89,7 @@ func persistedRun(t *testing.T, res func(*meta.Watcher) sinkgate.Resolved) []str
 		return sinkgate.New(w, resolved, cks.Join(id, 1), down(id), &sinkgate.Options{MaxHeldBytes: 4 << 10})
 	}
 	ga, gb := open("a"), open("b")
-	owner := map[writer.SpanID]*sinkgate.Gate{1: ga, 2: ga, 3: gb}
+	owner := map[meta.SpanID]*sinkgate.Gate{1: ga, 2: ga, 3: gb}
 	for s, g := range owner {
 		must(t, g.AddSpan(ctx, s, 1))
 	}
@@ -105,9 +105,9 @@ func persistedRun(t *testing.T, res func(*meta.Watcher) sinkgate.Resolved) []str
 	}
 
 	r := rand.New(rand.NewPCG(1, 2))
-	want := map[writer.SpanID][]uint64{}
+	want := map[meta.SpanID][]uint64{}
 	for ts := uint64(2); ts < 600; ts++ {
-		s := writer.SpanID(1 + r.IntN(3))
+		s := meta.SpanID(1 + r.IntN(3))
 		must(t, owner[s].Write(ctx, s, row(s, ts, int64(ts))))
 		want[s] = append(want[s], ts)
 		if ts%16 == 0 {

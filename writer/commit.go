@@ -310,7 +310,7 @@ func (c *committer) withRemoved(spans []meta.SpanTs) []meta.SpanTs {
 	out := make([]meta.SpanTs, 0, len(spans))
 	out = append(out, spans...)
 	var top uint64
-	have := make(map[uint64]bool, len(spans))
+	have := make(map[SpanID]bool, len(spans))
 	for _, s := range spans {
 		top = max(top, s.Ts)
 		have[s.Span] = true

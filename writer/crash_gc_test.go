@@ -483,7 +483,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			must(t, err)
 			must(t, coord.AddWriter(ctx, "crash"))
 			for s := SpanID(1); s <= crashSpans; s++ {
-				must(t, coord.AddSpan(ctx, uint64(s), 0))
+				must(t, coord.AddSpan(ctx, s, 0))
 			}
 			bg := &background{b: b, coord: coord, tr: &crashTruth{seed: seed}}
 			stop := bg.run(seed)

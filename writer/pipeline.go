@@ -216,7 +216,7 @@ func (w *Writer) cut(force bool) *job {
 		if len(s.recs) > 0 {
 			ts = min(ts, s.recs[0].ts-1)
 		}
-		j.spans = append(j.spans, meta.SpanTs{Span: uint64(id), Ts: ts})
+		j.spans = append(j.spans, meta.SpanTs{Span: id, Ts: ts})
 	}
 	kept := w.retired[:0]
 	for _, s := range w.retired {

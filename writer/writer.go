@@ -15,9 +15,8 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-// SpanID identifies a span: a table, or a key range of a split table. The
-// caller chooses it (a table ID, or any number it assigns to a key range).
-type SpanID uint64
+// SpanID is meta.SpanID, named here so that writer code reads naturally.
+type SpanID = meta.SpanID
 
 // Sentinel errors. Match them with errors.Is.
 var (

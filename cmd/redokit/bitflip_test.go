@@ -138,7 +138,7 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 			t.Fatal(err)
 		}
 		span := writer.SpanID(i + 1)
-		flipMust(t, coord.AddSpan(ctx, uint64(span), 0))
+		flipMust(t, coord.AddSpan(ctx, span, 0))
 		flipMust(t, w.AddSpan(span, 0))
 		ws[id] = w
 	}

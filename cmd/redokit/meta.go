@@ -71,7 +71,7 @@ type logInfo struct {
 	CheckpointTs uint64            `json:"checkpoint_ts"`
 	ResolvedTs   uint64            `json:"resolved_ts"`
 	Updated      time.Time         `json:"updated"`
-	Spans        map[uint64]uint64 `json:"spans,omitempty"`
+	Spans        map[meta.SpanID]uint64 `json:"spans,omitempty"`
 	Barriers     []meta.Barrier    `json:"barriers,omitempty"`
 	Writers      []writerInfo      `json:"writers"`
 

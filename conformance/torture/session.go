@@ -163,7 +163,7 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 			}
 		}
 		for _, sp := range s.spans {
-			if err := c.AddSpan(ctx, sp, BaseTs); err != nil {
+			if err := c.AddSpan(ctx, meta.SpanID(sp), BaseTs); err != nil {
 				return err
 			}
 		}

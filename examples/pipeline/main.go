@@ -154,10 +154,10 @@ type capture struct {
 	down   *checked
 	cancel context.CancelFunc
 	done   chan error
-	spans  []writer.SpanID
+	spans  []meta.SpanID
 }
 
-func (c *capture) write(ctx context.Context, span writer.SpanID, evs ...codec.Event) error {
+func (c *capture) write(ctx context.Context, span meta.SpanID, evs ...codec.Event) error {
 	if c.gate != nil {
 		return c.gate.Write(ctx, span, evs...)
 	}
@@ -169,14 +169,14 @@ func (c *capture) write(ctx context.Context, span writer.SpanID, evs ...codec.Ev
 	return c.down.Apply(ctx, evs)
 }
 
-func (c *capture) resolve(span writer.SpanID, ts uint64) error {
+func (c *capture) resolve(span meta.SpanID, ts uint64) error {
 	if c.gate != nil {
 		return c.gate.AdvanceResolved(span, ts)
 	}
 	return c.w.AdvanceResolved(span, ts)
 }
 
-func (c *capture) addSpan(ctx context.Context, span writer.SpanID, ts uint64) error {
+func (c *capture) addSpan(ctx context.Context, span meta.SpanID, ts uint64) error {
 	c.spans = append(c.spans, span)
 	if c.gate != nil {
 		return c.gate.AddSpan(ctx, span, ts)
@@ -279,12 +279,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 		caps = append(caps, c)
 	}
 	all := caps // every capture that ran, for the totals
-	owner := map[writer.SpanID]*capture{}
+	owner := map[meta.SpanID]*capture{}
 	for i, t := range up.tables {
 		c := caps[i%len(caps)]
 		// The span holds the watermark at the start ts until its owner
 		// reports more: so does every span after a failover.
-		if err := coord.AddSpan(ctx, uint64(t.span), startTs); err != nil {
+		if err := coord.AddSpan(ctx, t.span, startTs); err != nil {
 			return nil, err
 		}
 		if err := c.addSpan(ctx, t.span, startTs); err != nil {
@@ -401,7 +401,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 // them again from there, and the downstream, written idempotently, absorbs
 // the overlap. It returns the dead capture's writer (a zombie).
 func failover(ctx context.Context, b *blob.Bucket, coord *meta.Coordinator, cks *sinkgate.Checkpoints,
-	up *upstream, caps []*capture, owner map[writer.SpanID]*capture, s *summary) (*writer.Writer, error) {
+	up *upstream, caps []*capture, owner map[meta.SpanID]*capture, s *summary) (*writer.Writer, error) {
 	dead, heir := caps[len(caps)-1], caps[0]
 	dead.cancel()
 	<-dead.done

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/writer"
+	"github.com/redokit/redokit/meta"
 )
 
 // upstream is the toy source database: tables of (id, v, and columns added by
@@ -21,13 +21,13 @@ type upstream struct {
 	tables []*table
 	nextID int64
 
-	history map[writer.SpanID][]codec.Event
+	history map[meta.SpanID][]codec.Event
 	rows    int // row changes produced
 	ddls    int
 }
 
 type table struct {
-	span    writer.SpanID
+	span    meta.SpanID
 	name    string
 	columns []string         // beyond id and v, in the order they were added
 	rows    map[int64][]cell // the current state, by id
@@ -39,9 +39,9 @@ type cell struct {
 }
 
 func newUpstream(tables int, seed, startTs uint64) *upstream {
-	u := &upstream{r: rand.New(rand.NewPCG(seed, 0xcdc)), ts: startTs, history: map[writer.SpanID][]codec.Event{}}
+	u := &upstream{r: rand.New(rand.NewPCG(seed, 0xcdc)), ts: startTs, history: map[meta.SpanID][]codec.Event{}}
 	for i := range tables {
-		u.tables = append(u.tables, &table{span: writer.SpanID(i + 1), name: fmt.Sprintf("t%d", i+1), rows: map[int64][]cell{}})
+		u.tables = append(u.tables, &table{span: meta.SpanID(i + 1), name: fmt.Sprintf("t%d", i+1), rows: map[int64][]cell{}})
 	}
 	return u
 }
@@ -79,7 +79,7 @@ func (u *upstream) newRow(t *table, id int64, ts uint64) []cell {
 // txn produces one transaction on one table (1 to 3 row changes at one
 // commit ts), applies it to the upstream state and returns its span and
 // events.
-func (u *upstream) txn() (writer.SpanID, []codec.Event) {
+func (u *upstream) txn() (meta.SpanID, []codec.Event) {
 	u.ts++
 	ts := u.ts
 	t := u.tables[u.r.IntN(len(u.tables))]
@@ -123,7 +123,7 @@ func (u *upstream) txn() (writer.SpanID, []codec.Event) {
 
 // ddl produces ALTER TABLE ... ADD COLUMN on a random table, at its own
 // commit ts.
-func (u *upstream) ddl() (writer.SpanID, codec.Event) {
+func (u *upstream) ddl() (meta.SpanID, codec.Event) {
 	u.ts++
 	ts := u.ts
 	t := u.tables[u.r.IntN(len(u.tables))]
@@ -144,7 +144,7 @@ func (u *upstream) ddl() (writer.SpanID, codec.Event) {
 
 // since returns a span's events with commit ts above ts: what a span's new
 // owner writes again after a failover.
-func (u *upstream) since(span writer.SpanID, ts uint64) []codec.Event {
+func (u *upstream) since(span meta.SpanID, ts uint64) []codec.Event {
 	h := u.history[span]
 	i, _ := slices.BinarySearchFunc(h, ts+1, func(ev codec.Event, ts uint64) int {
 		switch c := ev.CommitTs(); {
