@@ -66,14 +66,14 @@ type writerInfo struct {
 
 // logInfo is what meta prints.
 type logInfo struct {
-	LogID        string            `json:"log"`
-	Storage      string            `json:"storage"`
-	CheckpointTs uint64            `json:"checkpoint_ts"`
-	ResolvedTs   uint64            `json:"resolved_ts"`
-	Updated      time.Time         `json:"updated"`
+	LogID        string                 `json:"log"`
+	Storage      string                 `json:"storage"`
+	CheckpointTs uint64                 `json:"checkpoint_ts"`
+	ResolvedTs   uint64                 `json:"resolved_ts"`
+	Updated      time.Time              `json:"updated"`
 	Spans        map[meta.SpanID]uint64 `json:"spans,omitempty"`
-	Barriers     []meta.Barrier    `json:"barriers,omitempty"`
-	Writers      []writerInfo      `json:"writers"`
+	Barriers     []meta.Barrier         `json:"barriers,omitempty"`
+	Writers      []writerInfo           `json:"writers"`
 
 	m      *meta.Meta
 	states map[string]*meta.WriterState
