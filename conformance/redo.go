@@ -630,7 +630,7 @@ func (r *redoSuite) gc(t suiteT) {
 	const cp = 155
 	mustDo(t, "SetCheckpoint", coord.SetCheckpoint(ctx, cp))
 	before := segmentNames(t, b)
-	res, err := gc.Collect(ctx, b, redoLogID, cp, nil)
+	res, err := gc.Collect(ctx, b, redoLogID, &gc.Options{Below: cp})
 	mustDo(t, "gc.Collect", err)
 	if res.Deleted == 0 {
 		t.Fatalf("GC at %d deleted nothing among %d segments", cp, len(before))

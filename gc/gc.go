@@ -1,5 +1,11 @@
 // Package gc removes redo data the downstream no longer needs.
 //
+// GC is a scheduler of its own: it reads the checkpoint from the log's meta
+// object itself (Collect trusts no ts its caller passes, except to keep
+// more), and moving the checkpoint never deletes anything inline. A Scheduler
+// runs Collect on an interval, and sooner when Kick says the checkpoint
+// moved; package meta does not know GC exists.
+//
 // Collect deletes, for each writer epoch, the longest prefix of its segment
 // chain (lowest seq upward, as listed) whose segments are all sealed with a
 // max commit ts strictly below the checkpoint ts. Strictly: a DDL at the
@@ -41,9 +47,10 @@
 // lists again; a read never comes back silently shortened.
 //
 // DeleteLog removes a whole log. It first writes a marker object, so a
-// removal interrupted by a crash is finished by ResumeDeleteLog (which
-// writers and coordinators call when they open a log), and a new log with the
-// same ID never mixes with the old one's leftovers.
+// removal interrupted by a crash is finished by ResumeDeleteLog (redokit.Open
+// calls it before it opens a log; meta refuses to open a writer or a
+// coordinator on a log whose marker is there, with meta.ErrDeleting), and a
+// new log with the same ID never mixes with the old one's leftovers.
 package gc
 
 import (
@@ -54,11 +61,21 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
+// ErrAboveCheckpoint is returned by Collect when Options.Below is above the
+// log's checkpoint: GC never deletes what the downstream has not applied.
+var ErrAboveCheckpoint = errors.New("gc: asked to collect above the log's checkpoint")
+
 // Options configure Collect. Nil means defaults.
 type Options struct {
+	// Below, when not zero, collects below this ts instead of the log's
+	// checkpoint. It may only be lower than the checkpoint read from the
+	// meta object (ErrAboveCheckpoint otherwise): a way to keep more, never
+	// to delete more.
+	Below uint64
 	// DryRun lists what would be deleted without deleting it.
 	DryRun bool
 	// Grace keeps segments modified within this long ago, whatever their ts:
@@ -70,6 +87,7 @@ type Options struct {
 
 // Result is what one Collect did.
 type Result struct {
+	Checkpoint   uint64   // the ts collected below: the log's checkpoint, or Options.Below
 	Listed       int      // segment objects listed
 	Deleted      int      // segments deleted (or, in a dry run, that would be)
 	FreedBytes   int64    // their total size
@@ -79,10 +97,12 @@ type Result struct {
 	SkippedNames int      // keys under the segment prefix that are not segment names
 }
 
-// Collect deletes the segments of logID that lie in the prefix of their
-// writer epoch's chain below checkpointTs (see the package doc). The caller
-// takes checkpointTs from the log's meta; a zero checkpoint deletes nothing.
-func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uint64, opts *Options) (*Result, error) {
+// Collect reads the checkpoint from logID's meta object and deletes the
+// segments that lie in the prefix of their writer epoch's chain below it (see
+// the package doc). It trusts no checkpoint but the one the log recorded: a
+// log without a meta object is an error naming its key, and a zero
+// checkpoint deletes nothing.
+func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (*Result, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, fmt.Errorf("gc: log ID: %w", err)
 	}
@@ -90,11 +110,22 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uin
 	if opts != nil {
 		o = *opts
 	}
+	m, _, err := meta.ReadMeta(ctx, b, logID)
+	if err != nil {
+		return nil, fmt.Errorf("gc: read the checkpoint: %w", err)
+	}
+	checkpointTs := m.CheckpointTs
+	if o.Below != 0 {
+		if o.Below > checkpointTs {
+			return nil, fmt.Errorf("%w: below %d, checkpoint %d in %s", ErrAboveCheckpoint, o.Below, checkpointTs, layout.Meta(logID))
+		}
+		checkpointTs = o.Below
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	now := o.Now()
-	res := &Result{}
+	res := &Result{Checkpoint: checkpointTs}
 	var batch []string
 	flush := func() error {
 		if len(batch) == 0 || o.DryRun {
@@ -167,12 +198,6 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, checkpointTs uin
 	}
 	return res, nil
 }
-
-// DeleteMarkerKey is layout.DeleteMarker; it goes once its last callers move.
-func DeleteMarkerKey(logID string) string { return layout.DeleteMarker(logID) }
-
-// ErrDeleting reports a log whose removal has started and not finished.
-var ErrDeleting = errors.New("gc: log is being deleted")
 
 // DeleteLog removes every object of logID: it writes the delete marker, then
 // deletes everything under the log's prefix in batches, the marker last. It

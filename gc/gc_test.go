@@ -12,6 +12,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -58,8 +59,9 @@ func TestCollectStrictlyBelowCheckpointWithinBudget(t *testing.T) {
 	other := putSegments(t, b, "log2", 3)
 
 	const checkpoint = 17000 // segment 1699 ends at 17000: kept
+	recordCheckpoint(t, b, "log", checkpoint)
 	before := b.Stats()
-	res, err := Collect(ctx, b, "log", checkpoint, nil)
+	res, err := Collect(ctx, b, "log", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +69,8 @@ func TestCollectStrictlyBelowCheckpointWithinBudget(t *testing.T) {
 	if res.Listed != 2501 || res.Deleted != 1699 || res.FreedBytes != 1699 {
 		t.Fatalf("result %+v", res)
 	}
-	if cost.Lists != 3 || cost.Deletes != 2 || cost.Reads != 0 || cost.Stats != 0 {
-		t.Fatalf("request cost %+v, want 3 list pages, 2 batch deletes, no reads", cost)
+	if cost.Lists != 3 || cost.Deletes != 2 || cost.Reads != 1 || cost.Stats != 2 || res.Checkpoint != checkpoint {
+		t.Fatalf("request cost %+v at checkpoint %d, want 3 list pages, 2 batch deletes and one read of the meta object (stat, read, stat)", cost, res.Checkpoint)
 	}
 	if err := checkNothingLiveDeleted(ctx, b, names, checkpoint); err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestCollectStrictlyBelowCheckpointWithinBudget(t *testing.T) {
 		}
 	}
 	// Idempotent: a second cycle deletes nothing more.
-	res, err = Collect(ctx, b, "log", checkpoint, nil)
+	res, err = Collect(ctx, b, "log", nil)
 	if err != nil || res.Deleted != 0 {
 		t.Fatalf("second cycle: %+v %v", res, err)
 	}
@@ -113,19 +115,19 @@ func TestDryRunAndGrace(t *testing.T) {
 	b := mem.New()
 	defer b.Close()
 	putSegments(t, b, "log", 5)
-	res, err := Collect(ctx, b, "log", 1000, &Options{DryRun: true})
+	res, err := collectBelow(t, ctx, b, "log", 1000, &Options{DryRun: true})
 	if err != nil || res.Deleted != 5 {
 		t.Fatalf("dry run: %+v %v", res, err)
 	}
-	if n := countKeys(t, b, "log/"); n != 5 {
+	if n := countKeys(t, b, layout.Segments("log")); n != 5 {
 		t.Fatalf("dry run deleted: %d left", n)
 	}
-	res, err = Collect(ctx, b, "log", 1000, &Options{Grace: time.Hour})
+	res, err = collectBelow(t, ctx, b, "log", 1000, &Options{Grace: time.Hour})
 	if err != nil || res.Deleted != 0 || res.KeptByGrace != 5 {
 		t.Fatalf("grace: %+v %v", res, err)
 	}
 	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
-	res, err = Collect(ctx, b, "log", 1000, &Options{Grace: time.Hour, Now: later})
+	res, err = collectBelow(t, ctx, b, "log", 1000, &Options{Grace: time.Hour, Now: later})
 	if err != nil || res.Deleted != 5 {
 		t.Fatalf("after grace: %+v %v", res, err)
 	}
@@ -139,7 +141,7 @@ func TestConcurrentCollects(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			if _, err := Collect(ctx, b, "log", uint64(1000+i*500), nil); err != nil {
+			if _, err := collectBelow(t, ctx, b, "log", uint64(1000+i*500), nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -148,7 +150,7 @@ func TestConcurrentCollects(t *testing.T) {
 	if err := checkNothingLiveDeleted(ctx, b, names, 2500); err != nil {
 		t.Fatal(err)
 	}
-	if n := countKeys(t, b, "log/"); n != 300-249 {
+	if n := countKeys(t, b, layout.Segments("log")); n != 300-249 {
 		t.Fatalf("%d segments left, want %d", n, 300-249)
 	}
 }
@@ -262,7 +264,7 @@ func TestCollectDeletesOnlyAPrefixOfEachChain(t *testing.T) {
 	d8 := sealed("d", 1, 8, 11, 20)
 	putNames(t, b, a1, a2, a3, a4, a5, a6, b1, b2, b4, c1, c2, d7, d8)
 
-	res, err := Collect(ctx, b, "log", 50, nil)
+	res, err := collectBelow(t, ctx, b, "log", 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +282,34 @@ func TestCollectDeletesOnlyAPrefixOfEachChain(t *testing.T) {
 	// segment of its epoch listed: the next cycle starts its prefix there
 	// (its link still holds the largest commit ts of b3, so a loss is
 	// still proven by the chain).
-	res, err = Collect(ctx, b, "log", 101, nil)
+	res, err = collectBelow(t, ctx, b, "log", 101, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(res.DeletedKeys, keysOf(a2, a3, b4)) {
 		t.Fatalf("second cycle deleted %v", res.DeletedKeys)
 	}
+}
+
+// recordCheckpoint writes a meta object for log whose checkpoint (and
+// resolved ts) is cp, as a coordinator creating the log at cp does.
+func recordCheckpoint(t *testing.T, b *blob.Bucket, log string, cp uint64) {
+	t.Helper()
+	if _, err := meta.OpenCoordinator(context.Background(), b, log, &meta.CoordinatorOptions{StartTs: cp}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collectBelow collects below cp on a log whose recorded checkpoint is far
+// above every ts the tests use, so each test picks its own cut through
+// Options.Below.
+func collectBelow(t *testing.T, ctx context.Context, b *blob.Bucket, log string, cp uint64, opts *Options) (*Result, error) {
+	t.Helper()
+	recordCheckpoint(t, b, log, 1<<40)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Below = cp
+	return Collect(ctx, b, log, &o)
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/layout"
 )
 
@@ -35,9 +34,6 @@ type CoordinatorOptions struct {
 	// (default 30 s). A stale writer is reported, never dropped: removing
 	// it is the explicit RemoveWriter (failover).
 	StaleAfter time.Duration
-	// GCInterval, when positive, runs GC after the checkpoint advances, at
-	// most once per interval.
-	GCInterval time.Duration
 	Now        func() time.Time
 	Logger     *slog.Logger
 }
@@ -69,7 +65,6 @@ type Coordinator struct {
 	// conditioned on etag: the next update settles them by a re-read first.
 	pending map[string]bool
 	stale   []StaleWriter
-	lastGC  time.Time
 }
 
 // StaleWriter is a live writer whose progress is older than StaleAfter.
@@ -80,9 +75,10 @@ type StaleWriter struct {
 	Updated   time.Time // zero: never published
 }
 
-// OpenCoordinator opens (or creates) the meta object of logID. It first
-// finishes an interrupted removal of the log, so a new log never mixes with
-// an old one's leftovers.
+// OpenCoordinator opens (or creates) the meta object of logID. A log whose
+// removal started and did not finish is ErrDeleting: a new log must never mix
+// with an old one's leftovers, and finishing the removal is GC's job
+// (gc.ResumeDeleteLog; redokit.Open does it before it opens anything).
 func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *CoordinatorOptions) (*Coordinator, error) {
 	var o CoordinatorOptions
 	if opts != nil {
@@ -97,8 +93,8 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if _, err := gc.ResumeDeleteLog(ctx, b, logID); err != nil {
-		return nil, fmt.Errorf("meta: finish an interrupted removal of log %s: %w", logID, err)
+	if err := checkNotDeleting(ctx, b, logID); err != nil {
+		return nil, err
 	}
 	c := &Coordinator{b: b, logID: logID, o: o}
 	key := layout.Meta(logID)
@@ -411,10 +407,10 @@ func (c *Coordinator) Stale() []StaleWriter {
 
 // SetCheckpoint records that the downstream has applied everything up to ts.
 // A ts above the global resolved ts is ErrCheckpointAhead and one below the
-// current checkpoint ErrBackwards: errors, never silent clamps. When
-// GCInterval is set, GC runs after the checkpoint advances (rate-limited).
+// current checkpoint ErrBackwards: errors, never silent clamps. Moving the
+// checkpoint deletes nothing: GC reads it on its own schedule (gc.Scheduler).
 func (c *Coordinator) SetCheckpoint(ctx context.Context, ts uint64) error {
-	err := c.update(ctx, func(m *Meta) error {
+	return c.update(ctx, func(m *Meta) error {
 		if ts > m.ResolvedTs {
 			return fmt.Errorf("%w: checkpoint %d, resolved %d", ErrCheckpointAhead, ts, m.ResolvedTs)
 		}
@@ -424,23 +420,6 @@ func (c *Coordinator) SetCheckpoint(ctx context.Context, ts uint64) error {
 		m.CheckpointTs = ts
 		return nil
 	})
-	if err != nil || c.o.GCInterval <= 0 {
-		return err
-	}
-	c.mu.Lock()
-	due := c.o.Now().Sub(c.lastGC) >= c.o.GCInterval
-	if due {
-		c.lastGC = c.o.Now()
-	}
-	c.mu.Unlock()
-	if due {
-		res, err := gc.Collect(ctx, c.b, c.logID, ts, nil)
-		if err != nil {
-			return fmt.Errorf("meta: gc after checkpoint %d: %w", ts, err)
-		}
-		c.o.Logger.Debug("gc", "log", c.logID, "checkpoint", ts, "deleted", res.Deleted, "freed", res.FreedBytes)
-	}
-	return nil
 }
 
 // Run ticks every interval until ctx ends, logging failed ticks.

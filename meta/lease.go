@@ -319,6 +319,9 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 		host, _ := os.Hostname()
 		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
 	}
+	if err := checkNotDeleting(ctx, b, logID); err != nil {
+		return nil, err
+	}
 	key := layout.WriterState(logID, writerID)
 	// ours maps the token of each attempt to the state it replaced.
 	ours := map[string]*WriterState{}

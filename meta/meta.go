@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,25 @@ import (
 
 // MetaKey is layout.Meta; it goes once its last callers move.
 func MetaKey(logID string) string { return layout.Meta(logID) }
+
+// ErrDeleting reports a log whose removal started and has not finished (its
+// delete marker is there). Opening it would mix a new log with the old one's
+// leftovers; gc.ResumeDeleteLog finishes the removal.
+var ErrDeleting = errors.New("meta: log is being deleted")
+
+// checkNotDeleting proves that no removal of logID is under way, or returns
+// ErrDeleting naming the marker.
+func checkNotDeleting(ctx context.Context, b *blob.Bucket, logID string) error {
+	marker := layout.DeleteMarker(logID)
+	ok, err := b.Exists(ctx, marker)
+	switch {
+	case err != nil:
+		return fmt.Errorf("meta: check for an unfinished removal of log %s: %w", logID, err)
+	case ok:
+		return fmt.Errorf("meta: log %s: %w: the marker %s is there; finish the removal first", logID, ErrDeleting, marker)
+	}
+	return nil
+}
 
 // Meta is a log's meta object: how far the downstream has applied
 // (CheckpointTs), how far the log is complete (ResolvedTs, the global

@@ -408,7 +408,7 @@ func (s *scenario) lagCheckpoint(m meta.Meta, lag uint64) {
 	}
 	cp := m.ResolvedTs - lag
 	s.must(s.coord.SetCheckpoint(s.ctx, cp))
-	res, err := gc.Collect(s.ctx, s.b, scnLogID, cp, nil)
+	res, err := gc.Collect(s.ctx, s.b, scnLogID, &gc.Options{Below: cp})
 	s.must(err)
 	s.must(s.chk.afterGC(cp, res.DeletedKeys))
 }

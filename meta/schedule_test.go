@@ -38,7 +38,7 @@ const schedLog = "sched"
 type collectFunc func(ctx context.Context, b *blob.Bucket, logID string, cp uint64) ([]string, error)
 
 func realGC(ctx context.Context, b *blob.Bucket, logID string, cp uint64) ([]string, error) {
-	res, err := gc.Collect(ctx, b, logID, cp, nil)
+	res, err := gc.Collect(ctx, b, logID, &gc.Options{Below: cp})
 	if err != nil {
 		return nil, err
 	}

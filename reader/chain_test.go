@@ -13,7 +13,6 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -173,7 +172,7 @@ func TestReadAfterGC(t *testing.T) {
 			segs = append(segs, seg{writer: "w", seq: 6, events: rows(150, 10, 3, "catchup", 9000)})
 			publish(t, b, segs, withState)
 			const checkpoint = 300 // segments 1 and 2 (up to 290) go
-			res, err := gc.Collect(ctx, b, testLog, checkpoint, nil)
+			res, err := gcBelow(t, ctx, b, checkpoint)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +222,7 @@ func TestReadRacingGC(t *testing.T) {
 		if off == 0 && n == segment.HeaderSize {
 			once.Do(func() {
 				ran = true
-				if _, err := gc.Collect(ctx, b, testLog, checkpoint, nil); err != nil {
+				if _, err := gcBelow(t, ctx, b, checkpoint); err != nil {
 					t.Error(err)
 				}
 			})
@@ -267,7 +266,7 @@ func TestReadsDuringGC(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 5 {
-			if _, err := gc.Collect(ctx, b, testLog, checkpoint, nil); err != nil {
+			if _, err := gcBelow(t, ctx, b, checkpoint); err != nil {
 				t.Error(err)
 			}
 		}

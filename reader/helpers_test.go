@@ -14,6 +14,9 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -405,4 +408,21 @@ func rows(ts0, step uint64, n int, table string, id0 int64) []*codec.Event {
 		out[i] = row(ts0+uint64(i)*step, table, id0+int64(i), fmt.Sprintf("v%d", id0+int64(i)))
 	}
 	return out
+}
+
+// gcBelow runs GC below cp. GC reads the checkpoint from the log's meta
+// object and only collects below it; the logs of these tests have none (the
+// reader and Verify then prove chains from 0), so one is recorded at cp for
+// the GC and removed after it.
+func gcBelow(t testing.TB, ctx context.Context, b *blob.Bucket, cp uint64) (*gc.Result, error) {
+	t.Helper()
+	if _, err := meta.OpenCoordinator(ctx, b, testLog, &meta.CoordinatorOptions{StartTs: cp}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := b.Delete(ctx, layout.Meta(testLog)); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	return gc.Collect(ctx, b, testLog, nil)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/gc"
 )
 
 // TestNoSilentLoss deletes one random segment of a random chained log (and
@@ -90,7 +89,7 @@ func TestNoSilentLoss(t *testing.T) {
 			// GC below a checkpoint at or below the read's start, as in
 			// normal use: what it removes, the read does not need.
 			cp := 1 + uint64(rng.IntN(int(start)))
-			if _, err := gc.Collect(ctx, b, testLog, cp, nil); err != nil {
+			if _, err := gcBelow(t, ctx, b, cp); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -21,8 +21,10 @@ type Options struct {
 
 	// StartTs and EndTs bound the range read: events with
 	// StartTs < commit ts ≤ EndTs. A recovery reads (checkpoint ts, global
-	// resolved ts]. EndTs 0 means "not given": the range is then
-	// (checkpoint, global resolved] from the log's meta object.
+	// resolved ts]. EndTs 0 means "up to the global resolved ts" and
+	// StartTs 0 "from the checkpoint", both from the log's meta object; a
+	// StartTs given with EndTs 0 is kept. No other rule is applied here:
+	// redokit.Log.OpenReader refuses ranges the log does not guarantee.
 	StartTs uint64
 	EndTs   uint64
 
@@ -117,7 +119,10 @@ func (o *Options) resolve(ctx context.Context, b *blob.Bucket) (*config, error) 
 		if err != nil {
 			return nil, err
 		}
-		c.start, c.end = s, e
+		c.end = e
+		if c.start == 0 {
+			c.start = s
+		}
 	}
 	if c.start >= c.end {
 		return nil, fmt.Errorf("reader: empty range: start ts %d (exclusive) is not below end ts %d (inclusive)", c.start, c.end)

@@ -255,7 +255,7 @@ func (bg *background) coordinateOnce(ctx context.Context, r *rand.Rand) {
 		}
 		return
 	}
-	res, err := gc.Collect(ctx, bg.b, testLog, cp, nil)
+	res, err := gc.Collect(ctx, bg.b, testLog, &gc.Options{Below: cp})
 	if err != nil {
 		if ctx.Err() == nil {
 			bg.fail("gc at %d: %v", cp, err)

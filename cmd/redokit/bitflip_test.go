@@ -180,7 +180,7 @@ func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 		t.Fatalf("resolved ts %d after the build, first segments end at %v", m.ResolvedTs, firsts)
 	}
 	flipMust(t, coord.SetCheckpoint(ctx, cp))
-	res, err := gc.Collect(ctx, b, flipLog, cp, nil)
+	res, err := gc.Collect(ctx, b, flipLog, &gc.Options{Below: cp})
 	flipMust(t, err)
 	if res.Deleted == 0 {
 		t.Fatalf("GC at %d collected nothing: the log does not exercise collected predecessors", cp)

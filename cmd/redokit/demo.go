@@ -327,7 +327,7 @@ func (a *app) demoSinkAndGC(ctx context.Context, b *blob.Bucket, p *pipeline, si
 	}
 	a.say("  [sink]     the downstream applied (%d, %d]: %d rows, %d DDLs in %.2fs (%.0f rows/s); checkpoint ts → %d",
 		start, g1, sum.Rows, sum.DDLs, sum.Seconds, sum.RowsPerSec, g1)
-	res, err := gc.Collect(ctx, b, a.logID, g1, nil)
+	res, err := gc.Collect(ctx, b, a.logID, &gc.Options{Below: g1})
 	if err != nil {
 		return err
 	}

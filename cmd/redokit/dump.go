@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
@@ -32,31 +33,36 @@ func (r *rangeFlags) register(cmd *cobra.Command, what string) {
 }
 
 // resolve turns the flags into the range (start, end] against the log's
-// meta: by default (checkpoint, global resolved]. Reading above the global
-// resolved ts is refused unless --force, because the log is only complete up
-// to it: a writer may still hold events below a later ts.
+// meta with the log's own rules (redokit.CheckRange): by default
+// (checkpoint, global resolved]. Reading above the global resolved ts is
+// refused unless --force, because the log is only complete up to it; a
+// --start-ts below the checkpoint is what the user asked for, with a warning
+// that GC may have deleted segments there (the reader's chain proof then
+// fails loudly rather than reading short).
 func (r *rangeFlags) resolve(cmd *cobra.Command, a *app, m *meta.Meta) (start, end uint64, err error) {
-	start, end = m.CheckpointTs, m.ResolvedTs
 	startSet, endSet := cmd.Flags().Changed("start-ts"), cmd.Flags().Changed("end-ts")
+	if startSet && endSet && r.start >= r.end {
+		return 0, 0, usageErrorf("--start-ts %d is not below --end-ts %d: the range (start, end] is empty", r.start, r.end)
+	}
+	o := &redokit.ReadOptions{AllowAboveResolved: r.force, AllowBelowCheckpoint: startSet}
 	if startSet {
-		start = r.start
+		o.Start = r.start
 	}
 	if endSet {
-		end = r.end
+		o.End = r.end
 	}
-	if startSet && endSet && start >= end {
-		return 0, 0, usageErrorf("--start-ts %d is not below --end-ts %d: the range (start, end] is empty", start, end)
-	}
-	if !r.force {
-		if startSet && start > m.ResolvedTs {
-			return 0, 0, fmt.Errorf("--start-ts %d is above the global resolved ts %d of log %s: the log is not complete there (pass --force to read it anyway)", start, m.ResolvedTs, a.logID)
+	start, end, err = redokit.CheckRange(m, o)
+	switch {
+	case errors.Is(err, redokit.ErrAboveResolved):
+		flag, ts := "--end-ts", r.end
+		if !endSet || r.end <= m.ResolvedTs {
+			flag, ts = "--start-ts", r.start
 		}
-		if endSet && end > m.ResolvedTs {
-			return 0, 0, fmt.Errorf("--end-ts %d is above the global resolved ts %d of log %s: events up to %d may not all be in the log yet (pass --force to read it anyway)", end, m.ResolvedTs, a.logID, end)
-		}
-	}
-	if start > end {
-		return 0, 0, usageErrorf("the range (%d, %d] is empty: --start-ts is above the end (the global resolved ts unless --end-ts)", start, end)
+		return 0, 0, fmt.Errorf("%s %d: %w (pass --force to read it anyway)", flag, ts, err)
+	case errors.Is(err, redokit.ErrEmptyRange):
+		return 0, 0, usageErrorf("the range is empty (--start-ts above the end, the global resolved ts unless --end-ts): %v", err)
+	case err != nil:
+		return 0, 0, err
 	}
 	if startSet && start < m.CheckpointTs {
 		fmt.Fprintf(a.stderr, "redokit: warning: --start-ts %d is below the checkpoint ts %d: GC may have deleted segments below the checkpoint, so the range may be incomplete\n", start, m.CheckpointTs)

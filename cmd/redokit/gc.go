@@ -45,8 +45,10 @@ stdin is not a terminal). --dry-run only shows.`,
 			if err != nil {
 				return err
 			}
-			opts := &gc.Options{DryRun: true, Grace: grace}
-			plan, err := gc.Collect(ctx, b, a.logID, m.CheckpointTs, opts)
+			// Below pins the cut at the checkpoint read here, so the deletion is the
+			// one the plan showed even if the checkpoint moves before it runs.
+			opts := &gc.Options{DryRun: true, Grace: grace, Below: m.CheckpointTs}
+			plan, err := gc.Collect(ctx, b, a.logID, opts)
 			if err != nil {
 				return err
 			}
@@ -62,7 +64,7 @@ stdin is not a terminal). --dry-run only shows.`,
 				}
 			}
 			opts.DryRun = false
-			res, err := gc.Collect(ctx, b, a.logID, m.CheckpointTs, opts)
+			res, err := gc.Collect(ctx, b, a.logID, opts)
 			if err != nil {
 				return err
 			}

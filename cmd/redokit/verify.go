@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,11 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/layout"
-	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit"
+
 	"github.com/redokit/redokit/reader"
-	"github.com/redokit/redokit/segment"
 )
 
 // problemJSON is a reader.Problem as verify prints it.
@@ -28,10 +25,6 @@ type problemJSON struct {
 	Offset   int64  `json:"offset"` // -1: the problem has no position
 	Detail   string `json:"detail"`
 }
-
-// problemMeta is the kind verify gives to what it finds in the meta object
-// and the writer states (the reader package checks segments only).
-const problemMeta reader.ProblemKind = "meta"
 
 func (a *app) verifyCmd() *cobra.Command {
 	return &cobra.Command{
@@ -59,17 +52,15 @@ segment, a zombie's segment a fence excludes) do not fail it.`,
 			bar := a.bar(-1, "verifying segments", false)
 			var done atomic.Int64
 			logger := slog.New(&countHandler{next: a.logger().Handler(), onCount: func() { _ = bar.Set64(done.Add(1)) }})
-			rep, err := reader.Verify(ctx, b, a.logID, &reader.VerifyOptions{Logger: logger})
+			log, err := redokit.Open(ctx, b, a.logID)
+			if err != nil {
+				return err
+			}
+			rep, err := log.Verify(ctx, &reader.VerifyOptions{Logger: logger})
 			_ = bar.Finish()
 			if err != nil {
 				return fmt.Errorf("verify log %q: %w", a.logID, err)
 			}
-			metaProblems, err := a.verifyMeta(ctx, b, rep)
-			if err != nil {
-				return err
-			}
-			rep.Problems = append(rep.Problems, metaProblems...)
-			slices.SortStableFunc(rep.Problems, func(x, y reader.Problem) int { return int(y.Severity) - int(x.Severity) })
 			if a.jsonOut {
 				if err := a.printJSON(verifyJSON(rep)); err != nil {
 					return err
@@ -112,91 +103,6 @@ func (h *countHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *countHandler) WithGroup(name string) slog.Handler {
 	return &countHandler{next: h.next.WithGroup(name), onCount: h.onCount}
-}
-
-// verifyMeta checks what reader.Verify does not: the meta object and the
-// writer states, against each other and against the segment names.
-func (a *app) verifyMeta(ctx context.Context, b *blob.Bucket, rep *reader.Report) ([]reader.Problem, error) {
-	var out []reader.Problem
-	add := func(sev reader.Severity, key, format string, args ...any) {
-		out = append(out, reader.Problem{Severity: sev, Kind: problemMeta, Key: key, Offset: -1, Detail: fmt.Sprintf(format, args...)})
-	}
-	metaKey := layout.Meta(a.logID)
-	m, _, err := meta.ReadMeta(ctx, b, a.logID)
-	switch {
-	case blob.IsNotExist(err):
-		add(reader.Error, metaKey, "the log has no meta object: no checkpoint or global resolved ts, so a recovery has no range to replay")
-	case err != nil && !reported(rep, metaKey):
-		add(reader.Error, metaKey, "the meta object cannot be read: %v", err)
-	}
-	states, err := meta.ListWriterStates(ctx, b, a.logID)
-	if err != nil {
-		// A state that does not decode makes the whole listing fail; it is a
-		// finding about the log, not a reason to stop. reader.Verify names
-		// each such state.
-		if !slices.ContainsFunc(rep.Problems, func(p reader.Problem) bool { return p.Kind == reader.ProblemBadState }) {
-			add(reader.Error, layout.Writers(a.logID), "the writer states cannot be read: %v", err)
-		}
-		states = nil
-	}
-	if m != nil {
-		if m.LogID != a.logID {
-			add(reader.Error, metaKey, "the meta object names log %q", m.LogID)
-		}
-		if m.CheckpointTs > m.ResolvedTs {
-			add(reader.Error, metaKey, "checkpoint ts %d is above the global resolved ts %d", m.CheckpointTs, m.ResolvedTs)
-		}
-		if states != nil {
-			for id, epoch := range m.Writers {
-				st := states[id]
-				if st == nil {
-					add(reader.Error, layout.WriterState(a.logID, id), "live writer %q of the meta object has no state object", id)
-				} else if st.Epoch < epoch {
-					add(reader.Error, layout.WriterState(a.logID, id), "writer %q is at epoch %d, below the epoch %d the meta object saw", id, st.Epoch, epoch)
-				}
-			}
-		}
-	}
-	for id, st := range states {
-		key := layout.WriterState(a.logID, id)
-		if st.WriterID != id || st.LogID != a.logID {
-			add(reader.Error, key, "the state object is of writer %q of log %q", st.WriterID, st.LogID)
-		}
-		prev := uint64(0)
-		for _, f := range st.Fences {
-			if f.Epoch >= st.Epoch || f.Epoch <= prev {
-				add(reader.Error, key, "fence of epoch %d is out of order (current epoch %d)", f.Epoch, st.Epoch)
-			}
-			prev = f.Epoch
-		}
-	}
-	// Segments from an epoch their writer never reached mean the state went
-	// backwards (restored from a backup, overwritten): fences cannot protect
-	// the log from those.
-	for attrs, err := range b.List(ctx, layout.Segments(a.logID)) {
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			// A segment prefix that cannot be listed (on local disk, a
-			// seg folder that is a symbolic link) is a finding too.
-			add(reader.Error, layout.Segments(a.logID), "the segments cannot be listed: %v", err)
-			break
-		}
-		n, perr := segment.ParseName(attrs.Key)
-		if perr != nil {
-			continue // reader.Verify reported it
-		}
-		if st := states[n.WriterID]; st != nil && n.Epoch > st.Epoch {
-			add(reader.Error, attrs.Key, "segment of epoch %d, but writer %q is only at epoch %d", n.Epoch, n.WriterID, st.Epoch)
-		}
-	}
-	return out, nil
-}
-
-// reported reports whether rep has an error about key.
-func reported(rep *reader.Report, key string) bool {
-	return slices.ContainsFunc(rep.Problems, func(p reader.Problem) bool { return p.Key == key && p.Severity == reader.Error })
 }
 
 func verifyJSON(rep *reader.Report) any {

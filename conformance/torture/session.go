@@ -315,7 +315,7 @@ func (s *Session) collect(ctx context.Context, r *rand.Rand) {
 	if err != nil {
 		return
 	}
-	res, err := gc.Collect(octx, s.gcB, s.cfg.LogID, cp, nil)
+	res, err := gc.Collect(octx, s.gcB, s.cfg.LogID, &gc.Options{Below: cp})
 	s.h.count(func(c *Counts) {
 		c.GCRuns++
 		if res != nil {

@@ -23,19 +23,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/backends/local"
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
-	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/sinkgate"
 	"github.com/redokit/redokit/writer"
 )
@@ -110,7 +108,7 @@ type summary struct {
 // the watermark never goes backwards, so the check is conservative.
 type checked struct {
 	next     sinkgate.Downstream
-	b        *blob.Bucket  // nil: no checks
+	log      *redokit.Log  // nil: no checks
 	released func() uint64 // the gate's released ts; nil without a gate
 
 	mu         sync.Mutex
@@ -120,10 +118,10 @@ type checked struct {
 }
 
 func (c *checked) Apply(ctx context.Context, evs []codec.Event) error {
-	if c.b == nil {
+	if c.log == nil {
 		return c.next.Apply(ctx, evs)
 	}
-	m, _, err := meta.ReadMeta(ctx, c.b, logID)
+	m, err := c.log.Meta(ctx)
 	if err != nil {
 		return err
 	}
@@ -225,13 +223,21 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gcLog := &gcCounter{}
-	coord, err := meta.OpenCoordinator(ctx, b, logID, &meta.CoordinatorOptions{
-		StartTs: startTs, GCInterval: 50 * time.Millisecond, Logger: slog.New(gcLog),
-	})
+	log, err := redokit.Open(ctx, b, logID)
 	if err != nil {
 		return nil, err
 	}
+	coord, err := log.OpenCoordinator(ctx, &meta.CoordinatorOptions{StartTs: startTs})
+	if err != nil {
+		return nil, err
+	}
+	var gcDeleted atomic.Int64
+	collector := log.StartGC(ctx, &gc.SchedulerOptions{Interval: 50 * time.Millisecond, OnCycle: func(r *gc.Result, err error) {
+		if err == nil {
+			gcDeleted.Add(int64(r.Deleted))
+		}
+	}})
+	defer collector.Close()
 	coordDone := make(chan struct{})
 	cctx, stopCoord := context.WithCancel(ctx)
 	go func() {
@@ -248,7 +254,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 	defer sink.Close()
 
 	checkpoints := sinkgate.NewCheckpoints(coord)
-	watcher := meta.NewWatcher(b, logID, cfg.Tick)
+	watcher := log.Watcher(cfg.Tick)
 	var caps []*capture
 	var zombies []*writer.Writer
 	defer func() {
@@ -258,7 +264,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 	}()
 	for i := range cfg.Captures {
 		c := &capture{id: fmt.Sprintf("capture-%d", i), done: make(chan error, 1)}
-		c.w, err = writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: c.id, FlushInterval: cfg.FlushInterval, MaxSegmentBytes: cfg.SegmentBytes})
+		c.w, err = log.OpenWriter(ctx, c.id, &writer.Options{FlushInterval: cfg.FlushInterval, MaxSegmentBytes: cfg.SegmentBytes})
 		if err != nil {
 			return nil, err
 		}
@@ -267,7 +273,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 		}
 		c.down = &checked{next: sink}
 		if cfg.Check {
-			c.down.b = b
+			c.down.log = log
 		}
 		if !cfg.NoGate {
 			c.gate = sinkgate.New(c.w, watcher, checkpoints.Join(c.id, startTs), c.down, &sinkgate.Options{MaxHeldBytes: 1 << 20})
@@ -332,7 +338,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 			if err := waitCheckpoint(ctx, coord, startTs+(up.ts-startTs)/2, cfg.Tick); err != nil {
 				return nil, err
 			}
-			z, err := failover(ctx, b, coord, checkpoints, up, caps, owner, s)
+			z, err := failover(ctx, log, coord, checkpoints, up, caps, owner, s)
 			if err != nil {
 				return nil, fmt.Errorf("failover: %w", err)
 			}
@@ -371,15 +377,18 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 		}
 		c.down.mu.Unlock()
 	}
-	s.GCDeleted = gcLog.deleted.Load()
-	for a, err := range b.List(ctx, layout.Segments(logID)) {
+	if err := collector.Close(); err != nil {
+		return nil, err
+	}
+	s.GCDeleted = gcDeleted.Load()
+	for seg, err := range log.Segments(ctx) {
 		if err != nil {
 			return nil, err
 		}
 		s.Segments++
-		s.LogBytes += a.Size
+		s.LogBytes += seg.Size
 	}
-	rep, err := reader.Verify(ctx, b, logID, nil)
+	rep, err := log.Verify(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -400,13 +409,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 // tables to the first capture at the log's checkpoint: the new owner writes
 // them again from there, and the downstream, written idempotently, absorbs
 // the overlap. It returns the dead capture's writer (a zombie).
-func failover(ctx context.Context, b *blob.Bucket, coord *meta.Coordinator, cks *sinkgate.Checkpoints,
+func failover(ctx context.Context, log *redokit.Log, coord *meta.Coordinator, cks *sinkgate.Checkpoints,
 	up *upstream, caps []*capture, owner map[meta.SpanID]*capture, s *summary) (*writer.Writer, error) {
 	dead, heir := caps[len(caps)-1], caps[0]
 	dead.cancel()
 	<-dead.done
 	// Taking the writer ID fences the dead process, should it wake up.
-	if _, err := meta.AcquireWriter(ctx, b, logID, dead.id, nil); err != nil {
+	if err := log.FenceWriter(ctx, dead.id); err != nil {
 		return nil, err
 	}
 	if err := coord.RemoveWriter(ctx, dead.id); err != nil {
@@ -470,25 +479,6 @@ func printSummary(out io.Writer, cfg config, dir string, s *summary, matches boo
 	} else {
 		fmt.Fprintf(out, "downstream: %s: differs from the upstream: %v\n", filepath.Join(dir, "downstream.db"), mismatch)
 	}
-}
-
-// gcCounter is a slog handler that adds up what the coordinator's GC
-// records say it deleted, and drops every record.
-type gcCounter struct{ deleted atomic.Int64 }
-
-func (g *gcCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (g *gcCounter) WithAttrs([]slog.Attr) slog.Handler       { return g }
-func (g *gcCounter) WithGroup(string) slog.Handler            { return g }
-func (g *gcCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "gc" {
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "deleted" {
-				g.deleted.Add(a.Value.Int64())
-			}
-			return true
-		})
-	}
-	return nil
 }
 
 // waitCheckpoint waits until the log's checkpoint reaches ts.

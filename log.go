@@ -1,0 +1,256 @@
+// Package redokit is the handle a CDC system wires in: a Log opened from a
+// bucket and a log ID. It owns what the packages beneath it must agree on —
+// where the log's objects lie, which span type names a table or key range,
+// and which read ranges the log guarantees — and hands out each part:
+//
+//	log, _ := redokit.Open(ctx, bucket, "changefeed-1")
+//	coord, _ := log.OpenCoordinator(ctx, nil)        // global resolved ts, checkpoint
+//	w, _ := log.OpenWriter(ctx, "capture-1", nil)      // events per span, flushed durably
+//	gcs := log.StartGC(ctx, nil)                       // deletes below the checkpoint, on its own schedule
+//	r, _ := log.OpenReader(ctx, nil)                   // (checkpoint, global resolved], proven complete
+//
+// The packages beneath (blob, segment, codec, meta, writer, reader, gc) stay
+// usable on their own; this one adds no behaviour of its own beyond the range
+// rules and the order of opening (an interrupted removal is finished first).
+package redokit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/writer"
+)
+
+// SpanID identifies a span: a table, or a key range of a split table.
+type SpanID = meta.SpanID
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrNoLog: the log has no meta object, so nothing says how far it is
+	// complete. A coordinator creates it (OpenCoordinator).
+	ErrNoLog = errors.New("redokit: no such log")
+	// ErrAboveResolved: a read range ends (or starts) above the global
+	// resolved ts, where the log does not yet hold every event.
+	ErrAboveResolved = errors.New("redokit: read range above the global resolved ts")
+	// ErrBelowCheckpoint: a read range starts below the checkpoint, where GC
+	// may already have deleted segments.
+	ErrBelowCheckpoint = errors.New("redokit: read range below the checkpoint")
+	// ErrEmptyRange: the range (start, end] holds no ts.
+	ErrEmptyRange = errors.New("redokit: empty read range")
+)
+
+// Log is one redo log in a bucket. It holds no state beyond its bucket and
+// ID, so it is cheap, safe for concurrent use, and needs no Close; what it
+// opens is closed on its own.
+type Log struct {
+	b  *blob.Bucket
+	id string
+}
+
+// Open returns the handle of log logID in b. It creates nothing; it finishes
+// a removal of the log that a crash interrupted, so that what is opened
+// through the handle never mixes a new log with an old one's leftovers.
+func Open(ctx context.Context, b *blob.Bucket, logID string) (*Log, error) {
+	if err := segment.ValidateID(logID); err != nil {
+		return nil, fmt.Errorf("redokit: log ID: %w", err)
+	}
+	if _, err := gc.ResumeDeleteLog(ctx, b, logID); err != nil {
+		return nil, fmt.Errorf("redokit: finish an interrupted removal of log %s: %w", logID, err)
+	}
+	return &Log{b: b, id: logID}, nil
+}
+
+// ID is the log's ID.
+func (l *Log) ID() string { return l.id }
+
+// Bucket is the bucket the log lives in.
+func (l *Log) Bucket() *blob.Bucket { return l.b }
+
+// MetaKey is the key of the log's meta object, for messages that must name
+// it.
+func (l *Log) MetaKey() string { return layout.Meta(l.id) }
+
+// WriterKey is the key of one writer's state object, for messages.
+func (l *Log) WriterKey(writerID string) string { return layout.WriterState(l.id, writerID) }
+
+// SegmentPrefix is the prefix every segment key of the log starts with.
+func (l *Log) SegmentPrefix() string { return layout.Segments(l.id) }
+
+// OpenWriter opens writer writerID of the log (see package writer). opts may
+// be nil; its LogID and WriterID are set from the handle.
+func (l *Log) OpenWriter(ctx context.Context, writerID string, opts *writer.Options) (*writer.Writer, error) {
+	var o writer.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.LogID, o.WriterID = l.id, writerID
+	return writer.Open(ctx, l.b, &o)
+}
+
+// OpenCoordinator opens (creating it when absent) the log's meta object, and
+// the coordinator that moves its global resolved ts and checkpoint.
+func (l *Log) OpenCoordinator(ctx context.Context, opts *meta.CoordinatorOptions) (*meta.Coordinator, error) {
+	return meta.OpenCoordinator(ctx, l.b, l.id, opts)
+}
+
+// Watcher polls the log's global resolved ts, for sink gates.
+func (l *Log) Watcher(interval time.Duration) *meta.Watcher {
+	return meta.NewWatcher(l.b, l.id, interval)
+}
+
+// Meta reads the log's meta object. A log without one is ErrNoLog naming
+// its key.
+func (l *Log) Meta(ctx context.Context) (*meta.Meta, error) {
+	m, _, err := meta.ReadMeta(ctx, l.b, l.id)
+	if blob.IsNotExist(err) {
+		return nil, fmt.Errorf("%w: log %s has no meta object %s", ErrNoLog, l.id, l.MetaKey())
+	}
+	return m, err
+}
+
+// WriterStates reads every writer's state object, by writer ID.
+func (l *Log) WriterStates(ctx context.Context) (map[string]*meta.WriterState, error) {
+	return meta.ListWriterStates(ctx, l.b, l.id)
+}
+
+// Segment is one object listed under the log's segment prefix: its attributes
+// and its parsed name, or why the key is not a segment name.
+type Segment struct {
+	blob.Attrs
+	Name    segment.Name
+	NameErr error
+}
+
+// Segments lists the log's segment objects in key order ((writer, epoch,
+// seq) order). A key that is not a segment name is yielded with NameErr set,
+// never hidden.
+func (l *Log) Segments(ctx context.Context) iter.Seq2[Segment, error] {
+	return func(yield func(Segment, error) bool) {
+		for a, err := range l.b.List(ctx, l.SegmentPrefix()) {
+			if err != nil {
+				yield(Segment{}, fmt.Errorf("redokit: list %s: %w", l.SegmentPrefix(), err))
+				return
+			}
+			s := Segment{Attrs: a}
+			s.Name, s.NameErr = segment.ParseName(a.Key)
+			if s.NameErr == nil && s.Name.LogID != l.id {
+				s.NameErr = fmt.Errorf("%w: %s names log %q", segment.ErrInvalidName, a.Key, s.Name.LogID)
+			}
+			if !yield(s, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ReadOptions configure OpenReader. Nil means defaults: the range
+// (checkpoint, global resolved ts], the one a recovery replays.
+type ReadOptions struct {
+	// Options are the reader's (package reader); LogID, StartTs and EndTs
+	// are set by OpenReader from the fields below.
+	reader.Options
+	// Start and End bound the range (Start, End]; 0 means the checkpoint
+	// and the global resolved ts.
+	Start, End uint64
+	// AllowAboveResolved lets the range reach above the global resolved ts,
+	// where writers may still hold events the log does not have yet.
+	AllowAboveResolved bool
+	// AllowBelowCheckpoint lets Start go below the checkpoint, and makes a
+	// Start of 0 mean 0. GC may have deleted segments there: the reader's
+	// chain proof then fails with reader.ErrIncomplete instead of reading
+	// short.
+	AllowBelowCheckpoint bool
+}
+
+// Range resolves o's range against the log's meta object and checks it (see
+// CheckRange).
+func (l *Log) Range(ctx context.Context, o *ReadOptions) (start, end uint64, err error) {
+	m, err := l.Meta(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return CheckRange(m, o)
+}
+
+// CheckRange resolves o's range against a log's meta object m and checks it:
+// an end above the global resolved ts is ErrAboveResolved and a start below
+// the checkpoint ErrBelowCheckpoint, unless o allows it; each error says
+// which bound, by how much, and which object holds the log's values.
+func CheckRange(m *meta.Meta, o *ReadOptions) (start, end uint64, err error) {
+	var opts ReadOptions
+	if o != nil {
+		opts = *o
+	}
+	start, end = m.CheckpointTs, m.ResolvedTs
+	if opts.Start != 0 || opts.AllowBelowCheckpoint {
+		start = opts.Start
+	}
+	if opts.End != 0 {
+		end = opts.End
+	}
+	metaKey := layout.Meta(m.LogID)
+	switch {
+	case !opts.AllowAboveResolved && end > m.ResolvedTs:
+		return 0, 0, fmt.Errorf("%w: end ts %d is above the global resolved ts %d of log %s (in %s): events up to it may not all be in the log yet", ErrAboveResolved, end, m.ResolvedTs, m.LogID, metaKey)
+	case !opts.AllowAboveResolved && start > m.ResolvedTs:
+		return 0, 0, fmt.Errorf("%w: start ts %d is above the global resolved ts %d of log %s (in %s): the log is not complete there", ErrAboveResolved, start, m.ResolvedTs, m.LogID, metaKey)
+	case !opts.AllowBelowCheckpoint && start < m.CheckpointTs:
+		return 0, 0, fmt.Errorf("%w: start ts %d is below the checkpoint ts %d of log %s (in %s): GC may have deleted segments below it", ErrBelowCheckpoint, start, m.CheckpointTs, m.LogID, metaKey)
+	case start >= end:
+		return 0, 0, fmt.Errorf("%w: start ts %d (exclusive) is not below end ts %d (inclusive)", ErrEmptyRange, start, end)
+	}
+	return start, end, nil
+}
+
+// OpenReader opens a reader of the range Range resolves from o (see package
+// reader: a k-way merge in commit-ts order that proves the range complete
+// before it returns anything).
+func (l *Log) OpenReader(ctx context.Context, o *ReadOptions) (*reader.Reader, error) {
+	start, end, err := l.Range(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	var ro reader.Options
+	if o != nil {
+		ro = o.Options
+	}
+	ro.LogID, ro.StartTs, ro.EndTs = l.id, start, end
+	return reader.Open(ctx, l.b, &ro)
+}
+
+// Collect runs one GC cycle below the log's checkpoint (see package gc).
+func (l *Log) Collect(ctx context.Context, opts *gc.Options) (*gc.Result, error) {
+	return gc.Collect(ctx, l.b, l.id, opts)
+}
+
+// StartGC starts GC on its own schedule; Close the scheduler to stop it.
+// Kick it after moving the checkpoint to collect sooner.
+func (l *Log) StartGC(ctx context.Context, opts *gc.SchedulerOptions) *gc.Scheduler {
+	return gc.Start(ctx, l.b, l.id, opts)
+}
+
+// Delete removes every object of the log, crash-safely (see gc.DeleteLog),
+// and returns how many it deleted.
+func (l *Log) Delete(ctx context.Context) (int, error) {
+	return gc.DeleteLog(ctx, l.b, l.id)
+}
+
+// FenceWriter takes writer writerID's next epoch without writing under it,
+// so that a process that still holds an earlier epoch (a zombie after a
+// failover) can publish nothing more: the failover step of a CDC system
+// whose dead capture's spans move to another writer.
+func (l *Log) FenceWriter(ctx context.Context, writerID string) error {
+	if _, err := meta.AcquireWriter(ctx, l.b, l.id, writerID, nil); err != nil {
+		return fmt.Errorf("redokit: fence writer %s: %w", writerID, err)
+	}
+	return nil
+}
