@@ -56,17 +56,23 @@ type Log struct {
 	id string
 }
 
-// Open returns the handle of log logID in b. It creates nothing; it finishes
-// a removal of the log that a crash interrupted, so that what is opened
-// through the handle never mixes a new log with an old one's leftovers.
+// Open returns the handle of log logID in b. It reads and writes nothing:
+// reading through the handle never changes the log. The calls that write
+// (OpenWriter, OpenCoordinator) first finish a removal of the log that a
+// crash interrupted, so a new log never mixes with an old one's leftovers.
 func Open(ctx context.Context, b *blob.Bucket, logID string) (*Log, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return nil, fmt.Errorf("redokit: log ID: %w", err)
 	}
-	if _, err := gc.ResumeDeleteLog(ctx, b, logID); err != nil {
-		return nil, fmt.Errorf("redokit: finish an interrupted removal of log %s: %w", logID, err)
-	}
 	return &Log{b: b, id: logID}, nil
+}
+
+// finishRemoval finishes a removal of the log that a crash interrupted.
+func (l *Log) finishRemoval(ctx context.Context) error {
+	if _, err := gc.ResumeDeleteLog(ctx, l.b, l.id); err != nil {
+		return fmt.Errorf("redokit: finish an interrupted removal of log %s: %w", l.id, err)
+	}
+	return nil
 }
 
 // ID is the log's ID.
@@ -93,12 +99,18 @@ func (l *Log) OpenWriter(ctx context.Context, writerID string, opts *writer.Opti
 		o = *opts
 	}
 	o.LogID, o.WriterID = l.id, writerID
+	if err := l.finishRemoval(ctx); err != nil {
+		return nil, err
+	}
 	return writer.Open(ctx, l.b, &o)
 }
 
 // OpenCoordinator opens (creating it when absent) the log's meta object, and
 // the coordinator that moves its global resolved ts and checkpoint.
 func (l *Log) OpenCoordinator(ctx context.Context, opts *meta.CoordinatorOptions) (*meta.Coordinator, error) {
+	if err := l.finishRemoval(ctx); err != nil {
+		return nil, err
+	}
 	return meta.OpenCoordinator(ctx, l.b, l.id, opts)
 }
 
@@ -236,6 +248,19 @@ func (l *Log) Collect(ctx context.Context, opts *gc.Options) (*gc.Result, error)
 // Kick it after moving the checkpoint to collect sooner.
 func (l *Log) StartGC(ctx context.Context, opts *gc.SchedulerOptions) *gc.Scheduler {
 	return gc.Start(ctx, l.b, l.id, opts)
+}
+
+// Size counts the log's objects and their bytes (every key under the log's
+// prefix).
+func (l *Log) Size(ctx context.Context) (objects int, bytes int64, err error) {
+	for a, err := range l.b.List(ctx, layout.Log(l.id)) {
+		if err != nil {
+			return objects, bytes, fmt.Errorf("redokit: list log %s: %w", l.id, err)
+		}
+		objects++
+		bytes += a.Size
+	}
+	return objects, bytes, nil
 }
 
 // Delete removes every object of the log, crash-safely (see gc.DeleteLog),

@@ -14,8 +14,6 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/gen"
-	"github.com/redokit/redokit/meta"
-	"github.com/redokit/redokit/reader"
 )
 
 // demoReport is everything the demo measured; --json prints it whole.
@@ -235,7 +233,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 
 	// The disaster: the downstream is wherever it got to; replay the log
 	// from the checkpoint in the meta object, as 'redokit apply' does.
-	m, _, err := meta.ReadMeta(ctx, b, a.logID)
+	m, err := a.log(b).Meta(ctx)
 	if err != nil {
 		return err
 	}
@@ -249,7 +247,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 		m.CheckpointTs, m.ResolvedTs, rec.Events, rec.Segments, rec.Rows, rec.DDLs, rec.Skipped, rec.Duplicates, rec.Seconds, rec.RowsPerSec)
 
 	// Verify the log itself, then the downstream against the model.
-	vr, err := reader.Verify(ctx, b, a.logID, nil)
+	vr, err := a.log(b).Verify(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -327,7 +325,7 @@ func (a *app) demoSinkAndGC(ctx context.Context, b *blob.Bucket, p *pipeline, si
 	}
 	a.say("  [sink]     the downstream applied (%d, %d]: %d rows, %d DDLs in %.2fs (%.0f rows/s); checkpoint ts → %d",
 		start, g1, sum.Rows, sum.DDLs, sum.Seconds, sum.RowsPerSec, g1)
-	res, err := gc.Collect(ctx, b, a.logID, &gc.Options{Below: g1})
+	res, err := a.log(b).Collect(ctx, &gc.Options{Below: g1})
 	if err != nil {
 		return err
 	}

@@ -143,9 +143,9 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			if start == end {
 				return nil
 			}
-			r, err := reader.Open(ctx, b, &reader.Options{
-				LogID: a.logID, StartTs: start, EndTs: end, TableFilter: filter,
-				KeepDuplicates: keepDups, Logger: a.logger(),
+			r, err := a.log(b).OpenReader(ctx, &redokit.ReadOptions{
+				Options: reader.Options{TableFilter: filter, KeepDuplicates: keepDups, Logger: a.logger()},
+				Start:   start, End: end, AllowAboveResolved: rf.force, AllowBelowCheckpoint: true,
 			})
 			if err != nil {
 				return err

@@ -48,7 +48,7 @@ stdin is not a terminal). --dry-run only shows.`,
 			// Below pins the cut at the checkpoint read here, so the deletion is the
 			// one the plan showed even if the checkpoint moves before it runs.
 			opts := &gc.Options{DryRun: true, Grace: grace, Below: m.CheckpointTs}
-			plan, err := gc.Collect(ctx, b, a.logID, opts)
+			plan, err := a.log(b).Collect(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ stdin is not a terminal). --dry-run only shows.`,
 				}
 			}
 			opts.DryRun = false
-			res, err := gc.Collect(ctx, b, a.logID, opts)
+			res, err := a.log(b).Collect(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -140,20 +140,16 @@ and refuses while a writer published progress in the last 30 seconds unless
 				return err
 			}
 			defer b.Close()
-			var objects int
-			var bytes int64
-			for attrs, err := range b.List(ctx, a.logID+"/") {
-				if err != nil {
-					return fmt.Errorf("list log %q: %w", a.logID, err)
-				}
-				objects++
-				bytes += attrs.Size
+			log := a.log(b)
+			objects, bytes, err := log.Size(ctx)
+			if err != nil {
+				return err
 			}
 			if objects == 0 {
-				return fmt.Errorf("no log %q in %s: nothing under %s/", a.logID, a.storageShown(), a.logID)
+				return fmt.Errorf("no log %q in %s: it has no objects", a.logID, a.storageShown())
 			}
 			if !force {
-				states, err := meta.ListWriterStates(ctx, b, a.logID)
+				states, err := log.WriterStates(ctx)
 				if err != nil {
 					return fmt.Errorf("read the writer states of log %q (pass --force to delete anyway): %w", a.logID, err)
 				}
@@ -172,7 +168,7 @@ and refuses while a writer published progress in the last 30 seconds unless
 					return fmt.Errorf("not confirmed: nothing deleted")
 				}
 			}
-			n, err := gc.DeleteLog(ctx, b, a.logID)
+			n, err := log.Delete(ctx)
 			if err != nil {
 				return fmt.Errorf("delete log %q (%d objects deleted; run rm again, or any writer opening the log, to finish): %w", a.logID, n, err)
 			}

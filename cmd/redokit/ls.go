@@ -8,9 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/layout"
-	"github.com/redokit/redokit/meta"
-	"github.com/redokit/redokit/segment"
 )
 
 // segInfo is one object under the log's segment prefix.
@@ -45,20 +42,21 @@ func (s segInfo) state() string {
 // listSegments lists the log's segments, marking those the writers' fences
 // exclude. onPage is called with the count so far (for a progress bar).
 func (a *app) listSegments(ctx context.Context, b *blob.Bucket, onPage func(int)) ([]segInfo, error) {
-	states, err := meta.ListWriterStates(ctx, b, a.logID)
+	log := a.log(b)
+	states, err := log.WriterStates(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the writer states of log %q: %w", a.logID, err)
 	}
 	var out []segInfo
-	for attrs, err := range b.List(ctx, layout.Segments(a.logID)) {
+	for seg, err := range log.Segments(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("list the segments of log %q: %w", a.logID, err)
 		}
-		si := segInfo{Key: attrs.Key, Size: attrs.Size, Modified: attrs.ModTime.UTC().Format("2006-01-02T15:04:05Z")}
-		n, perr := segment.ParseName(attrs.Key)
-		if perr != nil {
+		si := segInfo{Key: seg.Key, Size: seg.Size, Modified: seg.ModTime.UTC().Format("2006-01-02T15:04:05Z")}
+		if seg.NameErr != nil {
 			si.BadName = true
 		} else {
+			n := seg.Name
 			si.Writer, si.Epoch, si.Seq, si.MinTs, si.MaxTs, si.Sealed = n.WriterID, n.Epoch, n.Seq, n.MinTs, n.MaxTs, !n.Active
 			if st := states[n.WriterID]; st != nil && !st.Accepts(n) {
 				si.Fenced = true

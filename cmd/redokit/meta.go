@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 )
 
@@ -82,9 +83,10 @@ type logInfo struct {
 // readMeta reads the log's meta object, turning "missing" into an error that
 // says which log and where.
 func (a *app) readMeta(ctx context.Context, b *blob.Bucket) (*meta.Meta, error) {
-	m, _, err := meta.ReadMeta(ctx, b, a.logID)
-	if blob.IsNotExist(err) {
-		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), layout.Meta(a.logID))
+	log := a.log(b)
+	m, err := log.Meta(ctx)
+	if errors.Is(err, redokit.ErrNoLog) {
+		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), log.MetaKey())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the meta object of log %q: %w", a.logID, err)
@@ -97,7 +99,7 @@ func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	states, err := meta.ListWriterStates(ctx, b, a.logID)
+	states, err := a.log(b).WriterStates(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the writer states of log %q: %w", a.logID, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/segment"
 )
@@ -241,6 +242,16 @@ func (a *app) open(ctx context.Context) (*blob.Bucket, error) {
 		return nil, err // blob.Open names the URL, redacted
 	}
 	return b, nil
+}
+
+// log is the handle of the --log log in b. It does no I/O.
+func (a *app) log(b *blob.Bucket) *redokit.Log {
+	l, err := redokit.Open(context.Background(), b, a.logID)
+	if err != nil {
+		// --log is validated when the flags are parsed.
+		panic(fmt.Sprintf("redokit: log %q passed the flag check: %v", a.logID, err))
+	}
+	return l
 }
 
 // logger is where the library's log records go: warnings (a torn tail the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/gen"
@@ -19,6 +20,7 @@ import (
 // advances every span's resolved ts behind it, keeps the coordinator told
 // about writers and DDL barriers, and can kill and replace a writer.
 type pipeline struct {
+	log   *redokit.Log
 	b     *blob.Bucket
 	logID string
 	cfg   gen.Config
@@ -62,17 +64,20 @@ func writerID(i int) string { return fmt.Sprintf("w%d", i+1) }
 // already exists: the workload's timestamps would fall below its resolved ts.
 func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Config, writers int, wopts writer.Options, logger *slog.Logger) (*pipeline, error) {
 	cfg = cfg.Normalize()
-	if _, _, err := meta.ReadMeta(ctx, b, logID); err == nil {
+	log, err := redokit.Open(ctx, b, logID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := log.Meta(ctx); err == nil {
 		return nil, fmt.Errorf("log %q already exists: pick another --log, or remove it first with redokit rm", logID)
-	} else if !blob.IsNotExist(err) {
+	} else if !errors.Is(err, redokit.ErrNoLog) {
 		return nil, fmt.Errorf("read the meta object of log %q: %w", logID, err)
 	}
-	coord, err := meta.OpenCoordinator(ctx, b, logID, &meta.CoordinatorOptions{StartTs: cfg.StartTs, Logger: logger})
+	coord, err := log.OpenCoordinator(ctx, &meta.CoordinatorOptions{StartTs: cfg.StartTs, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("open the coordinator of log %q: %w", logID, err)
 	}
-	p := &pipeline{b: b, logID: logID, cfg: cfg, wopts: wopts, coord: coord, lastTs: cfg.StartTs}
-	p.wopts.LogID = logID
+	p := &pipeline{b: b, log: log, logID: logID, cfg: cfg, wopts: wopts, coord: coord, lastTs: cfg.StartTs}
 	p.wopts.Logger = logger
 	for i := range writers {
 		id := writerID(i)
@@ -80,9 +85,7 @@ func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Conf
 			p.abort()
 			return nil, err
 		}
-		o := p.wopts
-		o.WriterID = id
-		w, err := writer.Open(ctx, b, &o)
+		w, err := log.OpenWriter(ctx, id, &p.wopts)
 		if err != nil {
 			p.abort()
 			return nil, fmt.Errorf("open writer %s: %w", id, err)
@@ -243,9 +246,7 @@ func (p *pipeline) killAndReplace(ctx context.Context, victim int, restartTs uin
 	// Take the writer ID over: a new epoch, which fences the dead one
 	// (were it a zombie still running, it could publish nothing more),
 	// recovers its unsealed segment and seals it.
-	o := p.wopts
-	o.WriterID = s.id
-	w, err := writer.Open(ctx, p.b, &o)
+	w, err := p.log.OpenWriter(ctx, s.id, &p.wopts)
 	if err != nil {
 		return nil, fmt.Errorf("take over writer %s: %w", s.id, err)
 	}
