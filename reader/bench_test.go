@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pierrec/lz4/v4"
+	"go.uber.org/goleak"
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
@@ -49,11 +50,19 @@ var (
 	bench     benchLog
 )
 
+// TestMain cleans up the shared benchmark log and fails the package's tests
+// if any goroutine outlives them: nothing a Reader starts may outlive Close.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if bench.dir != "" {
 		bench.b.Close()
 		os.RemoveAll(bench.dir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
