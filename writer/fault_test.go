@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -339,8 +336,6 @@ func TestBackpressure(t *testing.T) {
 	o := testOptions("w")
 	o.MemoryQuota = 12 << 10
 	o.FlushBytes = 12 << 10
-	reg := prometheus.NewRegistry()
-	o.Registerer = reg
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
 	batch := func(from uint64) []codec.Event {
@@ -376,9 +371,6 @@ func TestBackpressure(t *testing.T) {
 
 	go func() { errc <- w.Write(ctx, 1, batch(81)...) }()
 	waitFor(t, "a blocked Write", func() bool { return w.Stats().BlockedWrites == 1 })
-	if v := gaugeValue(t, reg, "redokit_writer_blocked_writes"); v != 1 {
-		t.Fatalf("blocked_writes gauge = %v", v)
-	}
 	close(gate)
 	if err := <-errc; err != nil {
 		t.Fatalf("Write after the upload went through: %v", err)
@@ -389,9 +381,6 @@ func TestBackpressure(t *testing.T) {
 	s := w.Stats()
 	if s.Backpressure <= 0 || s.BlockedWrites != 0 {
 		t.Fatalf("stats after back-pressure: %+v", s)
-	}
-	if v := counterValue(t, reg, "redokit_writer_backpressure_seconds_total", nil); v <= 0 {
-		t.Fatalf("backpressure_seconds_total = %v", v)
 	}
 	must(t, w.AdvanceResolved(1, 200))
 	must(t, w.Close(ctx))
@@ -579,87 +568,6 @@ func TestAgeRotation(t *testing.T) {
 		t.Fatalf("%d segments, want 2", n)
 	}
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 10)
-}
-
-func TestMetrics(t *testing.T) {
-	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	o := testOptions("w")
-	o.Registerer = reg
-	w := open(t, localBucket(t, t.TempDir()), o)
-	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 20)
-	must(t, w.Write(ctx, 1, ddl(1, 21, "CREATE INDEX i ON t1(v)")))
-	must(t, w.AdvanceResolved(1, 30))
-	mustFlush(t, w)
-	lbl := map[string]string{"kind": "row"}
-	if v := counterValue(t, reg, "redokit_writer_events_total", lbl); v != 20 {
-		t.Errorf("events_total{kind=row} = %v", v)
-	}
-	if v := counterValue(t, reg, "redokit_writer_events_total", map[string]string{"kind": "ddl"}); v != 1 {
-		t.Errorf("events_total{kind=ddl} = %v", v)
-	}
-	if v := gaugeValue(t, reg, "redokit_writer_flushed_resolved_ts"); v != 30 {
-		t.Errorf("flushed_resolved_ts = %v", v)
-	}
-	if v := gaugeValue(t, reg, "redokit_writer_buffered_bytes"); v != 0 {
-		t.Errorf("buffered_bytes = %v", v)
-	}
-	for _, h := range []string{"redokit_writer_flush_duration_seconds", "redokit_writer_fsync_duration_seconds"} {
-		if n := histCount(t, reg, h); n == 0 {
-			t.Errorf("%s has no observation", h)
-		}
-	}
-	if v := counterValue(t, reg, "redokit_writer_payload_bytes_total", nil); v != float64(w.Stats().PayloadBytes) || v == 0 {
-		t.Errorf("payload_bytes_total = %v, Stats %d", v, w.Stats().PayloadBytes)
-	}
-	must(t, w.Close(ctx))
-	mfs, err := reg.Gather()
-	must(t, err)
-	if len(mfs) != 0 {
-		t.Errorf("%d metric families still registered after Close", len(mfs))
-	}
-}
-
-func find(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	must(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			if have["log"] != testLog && have["log"] != "bench" {
-				continue
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return m
-		}
-	}
-	t.Fatalf("metric %s%v not found", name, labels)
-	return nil
-}
-
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	return find(t, reg, name, labels).GetCounter().GetValue()
-}
-
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	return find(t, reg, name, nil).GetGauge().GetValue()
-}
-
-func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	return find(t, reg, name, nil).GetHistogram().GetSampleCount()
 }
 
 // activeFiles lists the active segment files under a local root.

@@ -50,7 +50,6 @@ type Writer struct {
 	lease  *meta.Lease
 	epoch  uint64
 	log    *slog.Logger
-	m      *metrics
 	append bool // the backend can append: the local-disk path
 
 	mu          sync.Mutex // guards the fields below
@@ -148,10 +147,6 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.m, err = newMetrics(o.Registerer, o.LogID, o.WriterID); err != nil {
-		return nil, err
-	}
-	w.m.flushedTs.Set(float64(st.FlushedTs))
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	c := newCommitter(w, nextSeq, st)
 	for range o.Workers {
@@ -273,7 +268,6 @@ func (w *Writer) RemoveSpan(span SpanID) error {
 	w.changes++
 	w.mu.Unlock()
 	w.quota.release(dropped)
-	w.m.buffered.Sub(float64(dropped))
 	return nil
 }
 
@@ -384,20 +378,16 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	waited, forced, err := w.quota.acquire(ctx, w.stopped, n, func() {
 		blocked = true
 		w.stats.blocked.Add(1)
-		w.m.blocked.Inc()
 		w.poke()
 	}, w.stuck)
 	if forced {
 		w.stats.overcommits.Add(1)
-		w.m.overcommits.Inc()
 		w.log.Warn("memory quota full of events above the resolved ts; admitting a write over the quota",
 			"span", span, "bytes", n, "quota", w.o.MemoryQuota)
 	}
 	if blocked {
 		w.stats.blocked.Add(-1)
-		w.m.blocked.Dec()
 		w.stats.backpressure.Add(int64(waited))
-		w.m.backpressure.Add(waited.Seconds())
 	}
 	if err != nil {
 		if err == errStopped {
@@ -440,7 +430,6 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	}
 	w.stats.writtenEvents.Add(int64(len(events)))
 	w.stats.writtenBytes.Add(int64(len(sc.enc)))
-	w.m.buffered.Add(float64(n))
 	if due {
 		w.poke()
 	}
@@ -542,7 +531,6 @@ func (w *Writer) close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	w.cancel()
-	w.m.unregister()
 	if ctx.Err() != nil && w.Err() == nil {
 		// Aborted. A sync or put in progress cannot be interrupted: the
 		// pipeline ends on its own when it returns, closing the active
@@ -592,6 +580,12 @@ type Stats struct {
 	// events no flush could take (see the package doc).
 	QuotaOvercommits int64
 	FlushedTs        uint64
+	// FlushDuration is the time from the start of a flush to its durable,
+	// published end; SyncDuration that of an fdatasync or seal of a local
+	// segment; UploadDuration that of one segment object put.
+	FlushDuration  Latency
+	SyncDuration   Latency
+	UploadDuration Latency
 }
 
 type counters struct {
@@ -599,6 +593,7 @@ type counters struct {
 	events, rows, ddls, payload, stored, blocks       atomic.Int64
 	flushes, segments, retries, backpressure, blocked atomic.Int64
 	overcommits                                       atomic.Int64
+	flush, fsync, upload                              latency
 }
 
 // Stats returns the writer's counters.
@@ -611,6 +606,14 @@ func (w *Writer) Stats() Stats {
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
 		BlockedWrites: c.blocked.Load(), QuotaOvercommits: c.overcommits.Load(),
-		FlushedTs: w.FlushedTs(),
+		FlushedTs:     w.FlushedTs(),
+		FlushDuration: c.flush.snapshot(), SyncDuration: c.fsync.snapshot(), UploadDuration: c.upload.snapshot(),
 	}
 }
+
+// LogID returns the log the writer writes.
+func (w *Writer) LogID() string { return w.o.LogID }
+
+// ID returns the writer ID: with LogID, what a successor that takes the
+// writer over shares with it.
+func (w *Writer) ID() string { return w.o.WriterID }
