@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redokit/redokit/blob"
@@ -381,7 +382,11 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, ChainMaxTs: chainMax, Digest: digest, Spans: spans}, ready)
 		if err != nil {
 			if errors.Is(err, blob.ErrFenced) {
-				c.retract(err)
+				if rerr := c.retract(err); rerr != nil {
+					// Still fenced (errors.Is), and saying what was
+					// left behind.
+					err = fmt.Errorf("%w; %w", err, rerr)
+				}
 			}
 			return err
 		}
@@ -407,27 +412,32 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 // published. Without a fence for our epoch, or without the proof, nothing
 // is deleted: a zombie's leftover is harmless (readers skip it, or drop
 // its blocks as exact duplicates of what the new epoch writes again),
-// deleting covered data is not. The deletes get a bounded context derived
-// from the writer's, so a hung store cannot hold a fenced committer.
-func (c *committer) retract(err error) {
+// deleting covered data is not. The deletes run under RetractTimeout (and
+// the writer's context), so a hung store cannot hold a fenced committer; a
+// delete that fails or runs out of time is returned, naming the segments,
+// to be reported with the fence.
+func (c *committer) retract(err error) error {
 	w := c.w
 	var fe *meta.FencedError
 	if !errors.As(err, &fe) {
 		w.log.Warn("fenced without the state that proves it; deleting nothing", "err", err)
-		return
+		return nil
 	}
 	fence, ok := fe.Fence()
 	if !ok {
 		w.log.Warn("fenced, and the new epoch recorded no fence for ours; deleting nothing", "epoch", w.epoch, "key", fe.Key)
-		return
+		return nil
 	}
 	doomed := c.store.doomed(fence.Epoch, fence.LastSeq)
 	if len(doomed) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, w.o.RetractTimeout)
 	defer cancel()
 	if err := w.b.Delete(ctx, doomed...); err != nil {
 		w.log.Warn("fenced: cannot delete segments above the fence; readers ignore them", "keys", doomed, "err", err)
+		return fmt.Errorf("writer: fenced: cannot delete segments %s above the fence (readers ignore them; gc removes them): %w",
+			strings.Join(doomed, ", "), err)
 	}
+	return nil
 }
