@@ -15,7 +15,7 @@ import (
 )
 
 // committer stores jobs in order, makes them durable, publishes progress and
-// reports flushes. It runs on one goroutine and owns the active segment.
+// reports flushes. It runs on one goroutine, which alone drives its store.
 type committer struct {
 	w       *Writer
 	ctx     context.Context

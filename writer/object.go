@@ -21,7 +21,7 @@ import (
 // most MaxUploads objects are launched and not yet durable at once, and the
 // committer waits for a slot before it launches another. A flush's last
 // object is launched at its end, and the flush waits for every upload before
-// it publishes (commit: putObject, then publish), so the progress never
+// it publishes (persist: putObject, then publish), so the progress never
 // covers an object that is not durable, and no upload outlives a flush that
 // succeeds. When a flush fails for good (or Close gives up) the writer
 // cancels the uploads still under way and waits for them as it stops; what
