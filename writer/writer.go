@@ -313,11 +313,9 @@ type scratch struct {
 	ends  []int
 	ts    []uint64
 	kinds []segment.Kind
-	rows  int64
-	ddls  int64
 
-	// WriteEncoded's check: decoding into a reused event with a Decoder
-	// that remembers tables costs little once warm.
+	// WriteEncoded decodes into a reused event, with a Decoder that
+	// remembers the tables it saw: a span's events share few tables.
 	dec codec.Decoder
 	ev  codec.Event
 }
@@ -328,7 +326,6 @@ func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(sc *scratch) {
 	sc.enc, sc.ends, sc.ts, sc.kinds = sc.enc[:0], sc.ends[:0], sc.ts[:0], sc.kinds[:0]
-	sc.rows, sc.ddls = 0, 0
 	scratchPool.Put(sc)
 }
 
@@ -342,10 +339,8 @@ func (sc *scratch) add(span SpanID, i int, start int, ts uint64, kind codec.Even
 	sc.ts = append(sc.ts, ts)
 	if kind == codec.DDLEvent {
 		sc.kinds = append(sc.kinds, segment.KindDDL)
-		sc.ddls++
 	} else {
 		sc.kinds = append(sc.kinds, segment.KindRow)
-		sc.rows++
 	}
 	return nil
 }
