@@ -412,16 +412,16 @@ func TestAppendStore(t *testing.T) {
 	if !ok {
 		t.Fatalf("store on local disk is a %T", c.store)
 	}
-	defer s.abandon()
-	must(t, s.add(storedFrame(t, c.w, 1, 1, tsRange(11, 20)...)))
-	must(t, s.add(storedFrame(t, c.w, 2, 11, tsRange(1, 10)...))) // below the segment's last ts
+	defer c.store.abandon()
+	must(t, c.store.add(storedFrame(t, c.w, 1, 1, tsRange(11, 20)...)))
+	must(t, c.store.add(storedFrame(t, c.w, 2, 11, tsRange(1, 10)...))) // below the segment's last ts
 	if len(s.full) != 1 || s.act == nil || s.act.hdr.Seq != 2 {
 		t.Fatalf("after a catch-up frame: %d rotated segments, active %+v", len(s.full), s.act)
 	}
 	if s.full[0].syncedBlocks != 1 || !s.full[0].linked {
 		t.Fatalf("rotated segment not synced and linked: %+v", s.full[0])
 	}
-	must(t, s.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
 	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
 	must(t, err)
 	if st.FlushedTs != 20 || st.Seq != 2 {
@@ -438,11 +438,11 @@ func TestAppendStore(t *testing.T) {
 	if n := sealed(); n != 0 {
 		t.Fatalf("%d segments sealed before settle", n)
 	}
-	must(t, s.settle(false))
+	must(t, c.store.settle(false))
 	if n := sealed(); n != 1 || s.act == nil {
 		t.Fatalf("settle sealed %d segments (active %v), want the rotated one only", n, s.act != nil)
 	}
-	must(t, s.settle(true))
+	must(t, c.store.settle(true))
 	if n := sealed(); n != 2 || s.act != nil {
 		t.Fatalf("final settle left %d sealed segments (active %v)", n, s.act != nil)
 	}

@@ -155,13 +155,13 @@ func TestObjectStore(t *testing.T) {
 	if !ok {
 		t.Fatalf("store on mem is a %T", c.store)
 	}
-	defer s.abandon()
-	must(t, s.add(storedFrame(t, c.w, 1, 1, tsRange(11, 20)...)))
-	must(t, s.add(storedFrame(t, c.w, 2, 11, tsRange(1, 10)...))) // below the object's last ts
+	defer c.store.abandon()
+	must(t, c.store.add(storedFrame(t, c.w, 1, 1, tsRange(11, 20)...)))
+	must(t, c.store.add(storedFrame(t, c.w, 2, 11, tsRange(1, 10)...))) // below the object's last ts
 	if len(s.uploads) != 1 || s.obj == nil || s.obj.hdr.Seq != 2 {
 		t.Fatalf("after a catch-up frame: %d uploads, assembling %+v", len(s.uploads), s.obj)
 	}
-	must(t, s.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
 	if len(s.uploads) != 0 || s.obj != nil || len(s.unpublished) != 0 {
 		t.Fatalf("after persist: %d uploads, %d unpublished, assembling %v", len(s.uploads), len(s.unpublished), s.obj != nil)
 	}
@@ -170,12 +170,12 @@ func TestObjectStore(t *testing.T) {
 	if st.FlushedTs != 20 || st.Seq != 2 || st.ChainMaxTs != 20 {
 		t.Fatalf("published %+v, want ts 20 through seq 2", st)
 	}
-	must(t, s.settle(true))
+	must(t, c.store.settle(true))
 	ns := names(t, segmentKeys(t, b))
 	if len(ns) != 2 || ns[0].Seq != 1 || ns[1].Seq != 2 || ns[0].Active || ns[1].Active {
 		t.Fatalf("segments %v, want sealed seqs 1 and 2", ns)
 	}
-	if got := s.doomed(st.Epoch, 0); len(got) != 0 {
+	if got := c.store.doomed(st.Epoch, 0); len(got) != 0 {
 		t.Fatalf("published objects offered for deletion: %v", got)
 	}
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
