@@ -6,9 +6,10 @@
 //
 // A [Writer] serves one writer ID of one log (see segment.Name). The caller
 // adds spans ([Writer.AddSpan]: a table or a key range, named by a [SpanID]),
-// writes each span's events in non-decreasing commit ts ([Writer.Write]), and
-// advances each span's resolved ts ([Writer.AdvanceResolved]): the promise
-// that no more events at or below it will come for that span.
+// writes each span's events in non-decreasing commit ts ([Writer.Write], or
+// [Writer.WriteEncoded] for events the caller encoded with codec.AppendEvent
+// already), and advances each span's resolved ts ([Writer.AdvanceResolved]):
+// the promise that no more events at or below it will come for that span.
 //
 // The writer's resolved ts is the minimum resolved ts of its spans. With no
 // spans it is the highest resolved ts the writer has seen (from any span, or
@@ -37,7 +38,8 @@
 // to R, and the writer publishes its progress (flushed ts, highest seq
 // holding flushed data, per-span flushed ts) when any of it changed.
 //
-// Durability depends on the backend:
+// Durability depends on the backend; the rest of the writer (the pipeline,
+// the chain, retries, publication, fencing) is the same for both:
 //
 //   - one that can append (blob.Appender: local disk) keeps one active
 //     segment, <epoch>-<seq>.active, appends each flush's blocks to it and
@@ -60,10 +62,17 @@
 //
 // Write encodes events (codec) on the caller's goroutine into per-span
 // buffers, so the caller may reuse its events and the quota counts exact
-// bytes. A flush loop cuts jobs and merges each job's per-span runs into
+// bytes. WriteEncoded copies events encoded already, after decoding each one
+// on the caller's goroutine: the writer never acknowledges an event no
+// reader could decode, whoever encoded it, and a record's commit ts and kind
+// are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
 // in parallel; one committer goroutine appends the finished frames in order,
-// syncs or uploads, and publishes. On local disk the segment's fdatasync and
+// syncs or uploads, and publishes. What differs between the two backends —
+// how the committer makes a flush's blocks durable, what it seals after a
+// publication, what a fenced writer deletes, what it lets go of when it
+// stops — is one small internal interface with two implementations: the
+// append path (append.go) and the object-store path (object.go). On local disk the segment's fdatasync and
 // the staging of the progress object overlap: the progress is renamed into
 // place only once the sync returned (blob.PutOptions.BeforeCommit), so it
 // never covers data that is not durable. While the committer syncs or
@@ -79,14 +88,14 @@
 // Events hold MemoryQuota bytes (their encoding plus a small per-event
 // overhead) from Write until they are durable. A Write that would pass the
 // quota blocks until a flush frees memory or its ctx ends; the time spent
-// blocked is counted (Stats.Backpressure, the backpressure_seconds_total
-// metric). Only events at or below the resolved ts can be flushed, so the
+// blocked is counted (Stats.Backpressure; backpressure_seconds_total in
+// package writermetrics). Only events at or below the resolved ts can be flushed, so the
 // quota should hold what arrives between resolved-ts advances. When it is
 // full of events no flush can take — nothing in flight, no resolved-ts change
 // since the last flush — waiting could last forever, since the Write that
 // blocks may be the one whose span holds the resolved ts back; such a Write
-// is let through over the quota and counted (Stats.QuotaOvercommits, the
-// quota_overcommits_total metric). Besides the quota, blocks in flight take up
+// is let through over the quota and counted (Stats.QuotaOvercommits;
+// quota_overcommits_total). Besides the quota, blocks in flight take up
 // to about twice FlushBytes, and on an object store the segment objects take
 // up to (MaxUploads+1) × MaxSegmentBytes: the one being assembled, and each
 // one uploading until it is durable (their buffers are kept for the next
@@ -119,8 +128,11 @@
 // failed or unanswered compare-and-swap alone never fences). The fence that
 // epoch recorded for ours is the last seq of ours the log keeps: segments
 // above it readers skip, so before it stops a fenced writer deletes those
-// it stored, best effort, with a bounded context (no upload is in flight
-// then: a flush publishes only after all of its uploads returned). It cuts
+// it stored, best effort, within RetractTimeout (no upload is in flight
+// then: a flush publishes only after all of its uploads returned). A delete
+// that fails or runs out of time leaves the segments to GC, and the error
+// the writer stops with says so, naming them, besides matching
+// blob.ErrFenced. It cuts
 // and deletes nothing at or below the fence: a publication whose answer was
 // lost may be what the fence covers. Blocks it appended past its last
 // acknowledged publication to a segment the fence accepts stay; the reader
@@ -168,6 +180,24 @@
 // meta.Progress's Seq, ChainMaxTs (of the blocks durable at publication) and
 // Digest (the header CRC of segment Seq), which a reader holds the chain
 // against.
+//
+// # Contexts
+//
+// No storage call of the writer runs under a context that cannot end. Open
+// recovers under its ctx. The pipeline's calls (appends, seals, puts,
+// deletes, progress publications) run under the writer's own context,
+// which ends when the writer stops for good and when the ctx given to Close
+// ends; a fenced writer's deletes are bounded by RetractTimeout besides. The
+// ctx of Write, Flush and WriteEncoded bounds the caller's wait only: a
+// flush the caller stopped waiting for goes on. (A sync of a local file
+// takes no context at all: blob.AppendFile.Sync.)
+//
+// # Metrics
+//
+// [Writer.Stats] is the writer's counters, gauges and latency histograms
+// ([Latency]). Package writermetrics exports them to Prometheus with a
+// collector that reads them at scrape time and follows a takeover in the
+// same process; package writer itself does not depend on Prometheus.
 //
 // # Close
 //

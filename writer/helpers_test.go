@@ -272,3 +272,46 @@ func must(t testing.TB, err error) {
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+// newStoreHarness returns a committer with no pipeline around it, on a
+// lease of its own (a new epoch of o's writer ID on an empty log), so that a
+// test drives its store through the store interface from its own goroutine.
+func newStoreHarness(t *testing.T, b *blob.Bucket, o *Options) *committer {
+	t.Helper()
+	ctx := context.Background()
+	oo, err := o.withDefaults()
+	must(t, err)
+	lease, err := meta.AcquireWriter(ctx, b, oo.LogID, oo.WriterID, &meta.AcquireOptions{})
+	must(t, err)
+	st := lease.State()
+	w := &Writer{b: b, o: oo, comp: oo.Compression.segment(), lease: lease, epoch: st.Epoch, log: oo.Logger,
+		append: b.CanAppend(), quota: newQuota(oo.MemoryQuota), pools: &pools{max: 16}}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	t.Cleanup(w.cancel)
+	return newCommitter(w, 1, st)
+}
+
+// storedFrame is a finished block of rows of span, one per ts, whose ids
+// count up from id.
+func storedFrame(t *testing.T, w *Writer, span SpanID, id int64, ts ...uint64) *blockTask {
+	t.Helper()
+	bb := new(segment.BlockBuilder)
+	for i, x := range ts {
+		ev := row(span, x, id+int64(i))
+		must(t, bb.Append(x, segment.KindRow, codec.AppendEvent(nil, &ev)))
+	}
+	task := &blockTask{pools: w.pools, done: make(chan struct{})}
+	var enc segment.FrameEncoder
+	task.frame, task.err = enc.Encode(nil, bb, w.comp)
+	must(t, task.err)
+	close(task.done)
+	return task
+}
+
+func tsRange(from, to uint64) []uint64 {
+	var out []uint64
+	for ts := from; ts <= to; ts++ {
+		out = append(out, ts)
+	}
+	return out
+}

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/redokit/redokit/segment"
 )
 
@@ -57,6 +55,7 @@ const (
 	DefaultRetryAttempts   = 10
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultRetryMaxBackoff = 10 * time.Second
+	DefaultRetractTimeout  = 30 * time.Second
 )
 
 // minSegmentBytes is the smallest MaxSegmentBytes: a header, a small block
@@ -125,9 +124,10 @@ type Options struct {
 	Owner string
 	// Logger receives the writer's log records. Default: discard.
 	Logger *slog.Logger
-	// Registerer, when set, gets the writer's Prometheus metrics, labelled
-	// with the log and writer IDs. They are unregistered by Close.
-	Registerer prometheus.Registerer
+	// RetractTimeout bounds the deletes of a fenced writer (see the
+	// package doc's Fencing section): the store may hang, and the writer
+	// must still stop and report. Default 30 s.
+	RetractTimeout time.Duration
 }
 
 // withDefaults returns a copy of o (nil: the zero Options) with every zero
@@ -227,6 +227,12 @@ func (o *Options) withDefaults() (Options, error) {
 		r.RetryMaxBackoff = max(DefaultRetryMaxBackoff, r.RetryBackoff)
 	case r.RetryMaxBackoff < r.RetryBackoff:
 		return bad("RetryMaxBackoff %v is below RetryBackoff %v", r.RetryMaxBackoff, r.RetryBackoff)
+	}
+	switch {
+	case r.RetractTimeout == 0:
+		r.RetractTimeout = DefaultRetractTimeout
+	case r.RetractTimeout < 0:
+		return bad("RetractTimeout %v is negative", r.RetractTimeout)
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)

@@ -49,7 +49,6 @@ type Writer struct {
 	lease  *meta.Lease
 	epoch  uint64
 	log    *slog.Logger
-	m      *metrics
 	append bool // the backend can append: the local-disk path
 
 	mu          sync.Mutex // guards the fields below
@@ -147,10 +146,6 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.m, err = newMetrics(o.Registerer, o.LogID, o.WriterID); err != nil {
-		return nil, err
-	}
-	w.m.flushedTs.Set(float64(st.FlushedTs))
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	c := newCommitter(w, nextSeq, st)
 	for range o.Workers {
@@ -272,7 +267,6 @@ func (w *Writer) RemoveSpan(span SpanID) error {
 	w.changes++
 	w.mu.Unlock()
 	w.quota.release(dropped)
-	w.m.buffered.Sub(float64(dropped))
 	return nil
 }
 
@@ -318,9 +312,37 @@ type scratch struct {
 	ends  []int
 	ts    []uint64
 	kinds []segment.Kind
+
+	// WriteEncoded decodes into a reused event, with a Decoder that
+	// remembers the tables it saw: a span's events share few tables.
+	dec codec.Decoder
+	ev  codec.Event
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+var scratchPool = sync.Pool{New: func() any { return &scratch{dec: codec.Decoder{Alias: true}} }}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	sc.enc, sc.ends, sc.ts, sc.kinds = sc.enc[:0], sc.ends[:0], sc.ts[:0], sc.kinds[:0]
+	scratchPool.Put(sc)
+}
+
+// add records the event that ends sc.enc now.
+func (sc *scratch) add(span SpanID, i int, start int, ts uint64, kind codec.EventKind) error {
+	if n := len(sc.enc) - start; n > segment.MaxRecordSize {
+		return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
+			span, i, ts, n, segment.MaxRecordSize)
+	}
+	sc.ends = append(sc.ends, len(sc.enc))
+	sc.ts = append(sc.ts, ts)
+	if kind == codec.DDLEvent {
+		sc.kinds = append(sc.kinds, segment.KindDDL)
+	} else {
+		sc.kinds = append(sc.kinds, segment.KindRow)
+	}
+	return nil
+}
 
 // Write buffers events of one span. Their commit ts must not go down (from
 // the span's previous event on) and must be above the span's resolved ts:
@@ -338,65 +360,103 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	if len(events) == 0 {
 		return nil
 	}
-	w.mu.Lock()
-	s, ok := w.spans[span]
-	var lastTs, resolved uint64
-	var written bool
-	if ok {
-		lastTs, resolved, written = s.lastTs, s.resolved, s.written
-	}
-	w.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
+	s, lastTs, written, resolved, err := w.spanState(span)
+	if err != nil {
+		return err
 	}
 	if err := checkEvents(span, events, lastTs, written, resolved); err != nil {
 		return err
 	}
-
-	sc := scratchPool.Get().(*scratch)
-	defer func() {
-		sc.enc, sc.ends, sc.ts, sc.kinds = sc.enc[:0], sc.ends[:0], sc.ts[:0], sc.kinds[:0]
-		scratchPool.Put(sc)
-	}()
-	var rows, ddls int64
+	sc := getScratch()
+	defer putScratch(sc)
 	for i := range events {
 		ev := &events[i]
 		start := len(sc.enc)
 		sc.enc = codec.AppendEvent(sc.enc, ev)
-		if n := len(sc.enc) - start; n > segment.MaxRecordSize {
-			return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
-				span, i, ev.CommitTs(), n, segment.MaxRecordSize)
-		}
-		sc.ends = append(sc.ends, len(sc.enc))
-		sc.ts = append(sc.ts, ev.CommitTs())
-		if ev.Kind == codec.DDLEvent {
-			sc.kinds = append(sc.kinds, segment.KindDDL)
-			ddls++
-		} else {
-			sc.kinds = append(sc.kinds, segment.KindRow)
-			rows++
+		if err := sc.add(span, i, start, ev.CommitTs(), ev.Kind); err != nil {
+			return err
 		}
 	}
-	n := int64(len(sc.enc)) + int64(len(events))*recOverhead
+	return w.buffer(ctx, span, s, sc)
+}
+
+// WriteEncoded buffers events of one span that the caller has encoded
+// already, each element one whole event as codec.AppendEvent encodes it: a
+// caller that keeps the encoding anyway (a sink gate holding events until
+// they may be applied) saves encoding them twice. The rules, errors and
+// back-pressure are Write's, and the bytes are copied before it returns.
+//
+// The writer cannot trust bytes it did not encode, and must not acknowledge
+// an event no reader can decode: each event is decoded (codec.Decoder) and
+// checked (codec.CheckEvent) first, and its commit ts and kind, which the
+// log record carries beside it, are read from the event itself. An event
+// that fails is an error naming the span, the event's index and the offset
+// of the bad field (codec.DecodeError), and nothing of the call is written.
+func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	s, lastTs, written, resolved, err := w.spanState(span)
+	if err != nil {
+		return err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	for i, src := range events {
+		if err := sc.dec.Decode(src, &sc.ev); err != nil {
+			return fmt.Errorf("writer: span %d: encoded event %d: %w", span, i, err)
+		}
+		if err := codec.CheckEvent(&sc.ev); err != nil {
+			return fmt.Errorf("writer: span %d: encoded event %d: %w", span, i, err)
+		}
+		ts := sc.ev.CommitTs()
+		if err := checkOrder(span, i, ts, lastTs, written, resolved); err != nil {
+			return err
+		}
+		lastTs, written = ts, true
+		start := len(sc.enc)
+		sc.enc = append(sc.enc, src...)
+		if err := sc.add(span, i, start, ts, sc.ev.Kind); err != nil {
+			return err
+		}
+	}
+	return w.buffer(ctx, span, s, sc)
+}
+
+// spanState returns a span's buffer and what Write checks against.
+func (w *Writer) spanState(span SpanID) (s *spanBuf, lastTs uint64, written bool, resolved uint64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.spans[span]
+	if !ok {
+		return nil, 0, false, 0, fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
+	}
+	return s, s.lastTs, s.written, s.resolved, nil
+}
+
+// buffer takes quota for the checked, encoded events in sc and stores them
+// in span's buffer s.
+func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch) error {
+	count := len(sc.ends)
+	n := int64(len(sc.enc)) + int64(count)*recOverhead
 
 	blocked := false
 	waited, forced, err := w.quota.acquire(ctx, w.stopped, n, func() {
 		blocked = true
 		w.stats.blocked.Add(1)
-		w.m.blocked.Inc()
 		w.poke()
 	}, w.stuck)
 	if forced {
 		w.stats.overcommits.Add(1)
-		w.m.overcommits.Inc()
 		w.log.Warn("memory quota full of events above the resolved ts; admitting a write over the quota",
 			"span", span, "bytes", n, "quota", w.o.MemoryQuota)
 	}
 	if blocked {
 		w.stats.blocked.Add(-1)
-		w.m.blocked.Dec()
 		w.stats.backpressure.Add(int64(waited))
-		w.m.backpressure.Add(waited.Seconds())
 	}
 	if err != nil {
 		if err == errStopped {
@@ -419,7 +479,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	default:
 		// Another goroutine may have written or resolved the span while
 		// we waited; the first event decides, the rest were checked.
-		err = checkEvents(span, events[:1], s.lastTs, s.written, s.resolved)
+		err = checkOrder(span, 0, sc.ts[0], s.lastTs, s.written, s.resolved)
 	}
 	if err != nil {
 		w.mu.Unlock()
@@ -427,7 +487,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 		return err
 	}
 	s.store(w.chunks, sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
-	w.arrival += uint64(len(events))
+	w.arrival += uint64(count)
 	w.pending += n
 	w.sinceCut += n
 	due := w.sinceCut >= w.o.FlushBytes
@@ -437,9 +497,8 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 		// Other waiters saw these bytes as in flight: let them look again.
 		w.quota.wake()
 	}
-	w.stats.writtenEvents.Add(int64(len(events)))
+	w.stats.writtenEvents.Add(int64(count))
 	w.stats.writtenBytes.Add(int64(len(sc.enc)))
-	w.m.buffered.Add(float64(n))
 	if due {
 		w.poke()
 	}
@@ -457,7 +516,7 @@ func (w *Writer) stuck() bool {
 	return w.changes == w.cutChanges && w.quota.inUse() == w.pending
 }
 
-// checkEvents checks the order of events against the span's state.
+// checkEvents checks events and their order against the span's state.
 func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64) error {
 	for i := range events {
 		ev := &events[i]
@@ -470,13 +529,22 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 			return fmt.Errorf("writer: span %d: event %d: %w", span, i, err)
 		}
 		ts := ev.CommitTs()
-		if written && ts < lastTs {
-			return fmt.Errorf("%w: span %d: event %d has commit ts %d, after an event at %d", ErrOutOfOrder, span, i, ts, lastTs)
-		}
-		if ts <= resolved {
-			return fmt.Errorf("%w: span %d: event %d has commit ts %d, at or below the span's resolved ts %d", ErrBelowResolved, span, i, ts, resolved)
+		if err := checkOrder(span, i, ts, lastTs, written, resolved); err != nil {
+			return err
 		}
 		lastTs, written = ts, true
+	}
+	return nil
+}
+
+// checkOrder checks the commit ts of a span's event i against the span's
+// previous event and resolved ts.
+func checkOrder(span SpanID, i int, ts, lastTs uint64, written bool, resolved uint64) error {
+	if written && ts < lastTs {
+		return fmt.Errorf("%w: span %d: event %d has commit ts %d, after an event at %d", ErrOutOfOrder, span, i, ts, lastTs)
+	}
+	if ts <= resolved {
+		return fmt.Errorf("%w: span %d: event %d has commit ts %d, at or below the span's resolved ts %d", ErrBelowResolved, span, i, ts, resolved)
 	}
 	return nil
 }
@@ -541,7 +609,6 @@ func (w *Writer) close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	w.cancel()
-	w.m.unregister()
 	if ctx.Err() != nil && w.Err() == nil {
 		// Aborted. A sync or put in progress cannot be interrupted: the
 		// pipeline ends on its own when it returns, closing the active
@@ -591,6 +658,12 @@ type Stats struct {
 	// events no flush could take (see the package doc).
 	QuotaOvercommits int64
 	FlushedTs        uint64
+	// FlushDuration is the time from the start of a flush to its durable,
+	// published end; SyncDuration that of an fdatasync or seal of a local
+	// segment; UploadDuration that of one segment object put.
+	FlushDuration  Latency
+	SyncDuration   Latency
+	UploadDuration Latency
 }
 
 type counters struct {
@@ -598,6 +671,7 @@ type counters struct {
 	events, rows, ddls, payload, stored, blocks       atomic.Int64
 	flushes, segments, retries, backpressure, blocked atomic.Int64
 	overcommits                                       atomic.Int64
+	flush, fsync, upload                              latency
 }
 
 // Stats returns the writer's counters.
@@ -610,6 +684,14 @@ func (w *Writer) Stats() Stats {
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
 		BlockedWrites: c.blocked.Load(), QuotaOvercommits: c.overcommits.Load(),
-		FlushedTs: w.FlushedTs(),
+		FlushedTs:     w.FlushedTs(),
+		FlushDuration: c.flush.snapshot(), SyncDuration: c.fsync.snapshot(), UploadDuration: c.upload.snapshot(),
 	}
 }
+
+// LogID returns the log the writer writes.
+func (w *Writer) LogID() string { return w.o.LogID }
+
+// ID returns the writer ID: with LogID, what a successor that takes the
+// writer over shares with it.
+func (w *Writer) ID() string { return w.o.WriterID }

@@ -1,0 +1,515 @@
+package writer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// appendStore is the local path (a backend that can append, blob.Appender).
+//
+// Frames are appended to the active segment (act). A segment is synced when
+// it is rotated out, but sealed only after the progress that covers all of
+// its blocks is published: a sealed segment never holds an unreported block,
+// so the blocks a crash leaves above the published flushed ts are all in
+// active segments, where the next Open's recovery cuts them.
+type appendStore struct {
+	c *committer
+
+	act           *activeSeg
+	full          []*activeSeg // rotated out, synced, to be sealed after the next publication
+	unsynced      []*blockTask // frames not durable yet, in order: in act after its last sync unless broken
+	unsyncedBytes int64
+	broken        bool // an append, sync or seal failed: act must be rewound and unsynced written again
+	ageTimer      *time.Timer
+}
+
+// activeSeg is an active segment: appended to, or rotated out and waiting
+// to be sealed.
+type activeSeg struct {
+	name         segment.Name
+	key          string
+	af           blob.AppendFile // nil once sealed or abandoned
+	sw           *segment.Writer
+	hdr          segment.Header
+	syncedSize   int64 // bytes known durable
+	syncedBlocks int   // blocks known durable
+	pubSize      int64 // bytes durable when the progress was last published
+	pubBlocks    int
+	// linked is set once the chain has moved past the segment (its blocks
+	// are final): its successor links footerCRC, and the footer written
+	// when it is sealed must have that CRC.
+	linked    bool
+	footerCRC uint32
+}
+
+// countingFile counts what reaches an append file.
+type countingFile struct {
+	blob.AppendFile
+	n *Writer
+}
+
+func (c countingFile) Write(p []byte) (int, error) {
+	n, err := c.AppendFile.Write(p)
+	c.n.stats.stored.Add(int64(n))
+	return n, err
+}
+
+func (s *appendStore) add(t *blockTask) error { return s.appendFrame(t) }
+
+func (s *appendStore) persist(ts uint64, spans []meta.SpanTs) error {
+	return s.syncAndPublish(ts, spans)
+}
+
+// settle seals the segments rotated out during the flush, and at Close the
+// active one: only now does a publication cover all of their blocks.
+func (s *appendStore) settle(final bool) error {
+	if err := s.c.retry(s.sealFull); err != nil {
+		return err
+	}
+	if final {
+		return s.c.retry(s.sealActive)
+	}
+	return nil
+}
+
+func (s *appendStore) age() <-chan time.Time {
+	if s.ageTimer == nil {
+		return nil
+	}
+	return s.ageTimer.C
+}
+
+// aged seals the active segment once it is MaxSegmentAge old. The committer
+// calls it between flushes, when every block is published.
+func (s *appendStore) aged() error {
+	s.ageTimer = nil
+	return s.c.retry(s.sealActive)
+}
+
+// pendingEnd is the chain end once everything appended so far is synced:
+// the seq, chain max ts and header CRC of the active segment, when it holds
+// blocks (what syncActive will record).
+func (s *appendStore) pendingEnd() (seq, chainMax uint64, digest uint32, ok bool) {
+	a := s.act
+	if a == nil || len(a.sw.Blocks()) == 0 {
+		return 0, 0, 0, false
+	}
+	return a.hdr.Seq, chainMaxOf(a.hdr.Link, a.sw.Blocks()), a.hdr.CRC, true
+}
+
+func (s *appendStore) published() {
+	for _, a := range append(s.full, s.act) {
+		if a != nil {
+			a.pubSize, a.pubBlocks = a.syncedSize, a.syncedBlocks
+		}
+	}
+}
+
+// doomed closes and returns the open segments whose seq the fence leaves
+// out.
+func (s *appendStore) doomed(epoch, lastSeq uint64) []string {
+	var out []string
+	for _, a := range append(s.full, s.act) {
+		if a == nil || a.af == nil || a.hdr.Epoch != epoch || a.hdr.Seq <= lastSeq {
+			continue
+		}
+		a.af.Close()
+		a.af = nil
+		out = append(out, a.key)
+	}
+	return out
+}
+
+// appendFrame appends a frame to the active segment. It is retried until it
+// succeeds: a call after a failure first repairs the segment, which writes
+// the frame again if it was already queued.
+func (s *appendStore) appendFrame(t *blockTask) error {
+	if err := s.repair(); err != nil {
+		return err
+	}
+	if t.queued {
+		return nil // the repair wrote it
+	}
+	if err := s.prepareFor(t); err != nil {
+		return err
+	}
+	if err := s.write(t); err != nil {
+		return err
+	}
+	// Bound the frames kept for a redo: a huge flush is made durable piece
+	// by piece.
+	if s.unsyncedBytes >= s.c.w.o.FlushBytes {
+		return s.syncActive()
+	}
+	return nil
+}
+
+// prepareFor makes the active segment ready to take t. It rotates when t
+// would take the segment past the size limit, or when t starts below its last
+// record (the catch-up of a span added behind the writer): the full segment
+// is synced and set aside to be sealed after the next publication. It opens
+// a new segment when there is none.
+func (s *appendStore) prepareFor(t *blockTask) error {
+	if a := s.act; a != nil && len(a.sw.Blocks()) > 0 {
+		last, _ := a.sw.LastTs()
+		if t.frame.Info().MinTs < last || a.sw.Offset()+int64(t.frame.Len()) > s.c.w.o.MaxSegmentBytes {
+			if err := s.syncActive(); err != nil {
+				return err
+			}
+			// Synced: its blocks are final, and the next segment links
+			// them.
+			a.footerCRC, a.linked = s.c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
+			s.full = append(s.full, a)
+			s.act = nil
+			s.stopAge()
+		}
+	}
+	if s.act == nil {
+		return s.openActive()
+	}
+	return nil
+}
+
+// write queues t for a redo and appends it to the active segment.
+func (s *appendStore) write(t *blockTask) error {
+	t.queued = true
+	s.unsynced = append(s.unsynced, t)
+	s.unsyncedBytes += int64(t.frame.Len())
+	if err := s.act.sw.AppendFrame(&t.frame); err != nil {
+		s.broken = true
+		return err
+	}
+	return nil
+}
+
+// openActive starts a new active segment.
+func (s *appendStore) openActive() error {
+	w := s.c.w
+	hdr, err := s.c.nextHeader()
+	if err != nil {
+		return err
+	}
+	name := hdr.ActiveName()
+	key := name.Format()
+	af, err := w.b.OpenAppend(s.c.ctx, key)
+	if err != nil {
+		return err
+	}
+	if size := af.Size(); size != 0 {
+		// Only this process writes names of this epoch, and no progress
+		// covers this seq: the file is a leftover of a failed attempt (a
+		// header write, or a dropped segment whose delete failed). Skipping
+		// the seq would break the chain; start it over.
+		w.log.Warn("new active segment is not empty; cutting it", "key", key, "size", size)
+		if err := af.Truncate(0); err != nil {
+			af.Close()
+			return fmt.Errorf("writer: new active segment %s is not empty (%d bytes) and cannot be cut: %w", key, size, err)
+		}
+	}
+	sw, err := segment.NewWriter(countingFile{af, w}, hdr, nil)
+	if err != nil {
+		af.Close()
+		w.b.Delete(s.c.ctx, key)
+		return err
+	}
+	s.c.nextSeq++
+	s.act = &activeSeg{name: name, key: key, af: af, sw: sw, hdr: sw.Header()}
+	if w.o.MaxSegmentAge > 0 {
+		s.ageTimer = time.NewTimer(w.o.MaxSegmentAge)
+	}
+	w.log.Debug("segment opened", "key", key)
+	return nil
+}
+
+// syncAndPublish makes the active segment durable and publishes the
+// flush's progress. The fdatasync of the segment and the staging of the
+// progress object (on local disk: a temporary file and its fsync) run at
+// once, and the progress becomes visible only once the sync succeeded
+// (blob.PutOptions.BeforeCommit), so it never covers data that is not
+// durable: a flush costs about two sync latencies instead of three. When
+// the sync fails, the publication is abandoned and the two steps run one
+// after the other with retries, as they would on their own.
+func (s *appendStore) syncAndPublish(ts uint64, spans []meta.SpanTs) error {
+	a := s.act
+	if s.broken || a == nil || a.syncedSize == a.sw.Offset() || s.c.w.o.Sync != SyncEveryFlush {
+		if err := s.c.retry(s.syncActive); err != nil {
+			return err
+		}
+		return s.c.retry(func() error { return s.c.publish(ts, spans, nil) })
+	}
+	done := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		err := a.af.Sync()
+		s.c.w.stats.fsync.since(start)
+		done <- err
+	}()
+	var syncErr error
+	synced := false
+	collect := func() {
+		if !synced {
+			syncErr, synced = <-done, true
+			if syncErr != nil {
+				s.broken = true
+			} else {
+				s.markSynced(a)
+			}
+		}
+	}
+	pubErr := s.c.publish(ts, spans, func(ctx context.Context) error {
+		if !synced {
+			select {
+			case err := <-done:
+				done <- err // collect takes it below
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			collect()
+		}
+		return syncErr
+	})
+	// The sync owns the active segment until it returns.
+	collect()
+	if syncErr != nil {
+		first := true
+		err := s.c.retry(func() error {
+			if first {
+				first = false
+				return syncErr
+			}
+			return s.syncActive()
+		})
+		if err != nil {
+			return err
+		}
+		return s.c.retry(func() error { return s.c.publish(ts, spans, nil) })
+	}
+	if pubErr == nil {
+		return nil
+	}
+	first := true
+	return s.c.retry(func() error {
+		if first {
+			first = false
+			return pubErr
+		}
+		return s.c.publish(ts, spans, nil)
+	})
+}
+
+// syncActive makes everything appended to the active segment durable.
+func (s *appendStore) syncActive() error {
+	if err := s.repair(); err != nil {
+		return err
+	}
+	a := s.act
+	if a == nil || a.af == nil || a.syncedSize == a.sw.Offset() {
+		return nil
+	}
+	if s.c.w.o.Sync == SyncEveryFlush {
+		start := time.Now()
+		err := a.af.Sync()
+		s.c.w.stats.fsync.since(start)
+		if err != nil {
+			s.broken = true
+			return err
+		}
+	}
+	s.markSynced(a)
+	return nil
+}
+
+// markSynced records that everything appended to a is durable.
+func (s *appendStore) markSynced(a *activeSeg) {
+	a.syncedSize = a.sw.Offset()
+	a.syncedBlocks = len(a.sw.Blocks())
+	if a.syncedBlocks > 0 {
+		s.c.lastSeq, s.c.hasData = a.hdr.Seq, true
+		s.c.lastChainMax, s.c.lastDigest = chainMaxOf(a.hdr.Link, a.sw.Blocks()[:a.syncedBlocks]), a.hdr.CRC
+	}
+	for _, t := range s.unsynced {
+		t.release()
+	}
+	clear(s.unsynced)
+	s.unsynced = s.unsynced[:0]
+	s.unsyncedBytes = 0
+}
+
+// sealFull seals the segments set aside at rotation. It runs after a
+// publication, which covers every block they hold.
+func (s *appendStore) sealFull() error {
+	for len(s.full) > 0 {
+		if err := s.seal(s.full[0]); err != nil {
+			return err
+		}
+		s.full[0] = nil
+		s.full = s.full[1:]
+	}
+	s.full = nil
+	return nil
+}
+
+// sealActive seals the active segment (at Close, or when it is old), after
+// syncing it. Its blocks must all be published.
+func (s *appendStore) sealActive() error {
+	if err := s.syncActive(); err != nil {
+		return err
+	}
+	a := s.act
+	if a == nil {
+		return nil
+	}
+	if err := s.seal(a); err != nil {
+		return err
+	}
+	if a.syncedBlocks == 0 {
+		s.c.unuse(a.hdr.Seq) // deleted
+	} else if !a.linked {
+		a.footerCRC, a.linked = s.c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
+	}
+	s.act = nil
+	s.stopAge()
+	return nil
+}
+
+// seal writes a synced segment's footer and renames it to its sealed name
+// (AppendFile.Seal syncs the file and the directory). A segment without
+// blocks is deleted instead. After a failure the footer is cut off again, so
+// that the retry starts over; a segment that cannot even be cut is left
+// unsealed with its synced blocks, for the next Open to recover.
+func (s *appendStore) seal(a *activeSeg) error {
+	w := s.c.w
+	if a.af == nil {
+		return nil // abandoned
+	}
+	if a.syncedBlocks == 0 {
+		a.af.Close()
+		a.af = nil
+		return w.b.Delete(s.c.ctx, a.key)
+	}
+	f, err := a.sw.Seal()
+	if err == nil && a.linked && f.CRC != a.footerCRC {
+		// The successor links the footer of the blocks this segment had at
+		// rotation; sealing another would break the chain for good.
+		err = permanent{fmt.Errorf("writer: seal %s: its footer's CRC is %#08x, but its successor links %#08x (%d blocks)", a.key, f.CRC, a.footerCRC, len(f.Blocks))}
+	}
+	if err == nil {
+		start := time.Now()
+		final := a.hdr.SealedName(f.MinTs, f.MaxTs).Format()
+		if _, err = a.af.Seal(s.c.ctx, final); err == nil {
+			w.stats.fsync.since(start)
+			a.af = nil
+			w.stats.segments.Add(1)
+			w.log.Debug("segment sealed", "key", final, "blocks", len(f.Blocks), "min_ts", f.MinTs, "max_ts", f.MaxTs)
+			return nil
+		}
+	}
+	if rerr := s.rewind(a); rerr != nil {
+		w.log.Warn("abandoning a segment that cannot be sealed; the next open recovers it", "key", a.key, "err", rerr)
+		a.af.Close()
+		a.af = nil
+	}
+	return err
+}
+
+// rewind cuts a segment back to its last sync and resumes its writer there.
+func (s *appendStore) rewind(a *activeSeg) error {
+	if err := a.af.Truncate(a.syncedSize); err != nil {
+		return err
+	}
+	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
+	if err != nil {
+		return err
+	}
+	a.sw = sw
+	return nil
+}
+
+func (s *appendStore) stopAge() {
+	if s.ageTimer != nil {
+		s.ageTimer.Stop()
+		s.ageTimer = nil
+	}
+}
+
+// repair rewinds the active segment to its last durable point after a
+// failure and appends the frames that were not durable again. When the
+// segment cannot be rewound it is abandoned, unsealed, with its durable
+// prefix (the next Open recovers it), and the frames go to a new segment.
+// Redoing the frames, rather than syncing again, matters: after a failed
+// fsync the kernel may have dropped the dirty pages, and a second fsync that
+// succeeds proves nothing about them.
+func (s *appendStore) repair() error {
+	if !s.broken {
+		return nil
+	}
+	w := s.c.w
+	if a := s.act; a != nil {
+		if a.syncedBlocks == 0 {
+			// Nothing durable: drop the segment; the frames go to a new
+			// one under the next seq.
+			a.af.Close()
+			if err := w.b.Delete(s.c.ctx, a.key); err != nil {
+				w.log.Warn("cannot delete a failed segment", "key", a.key, "err", err)
+			}
+			s.c.unuse(a.hdr.Seq)
+			s.act = nil
+		} else if err := s.rewind(a); err != nil {
+			// Its durable blocks are final: the next segment links them,
+			// and the next Open's recovery seals exactly those (the link
+			// tells it which, whatever else reached the file).
+			w.log.Warn("abandoning an active segment that cannot be rewound; the next open recovers it", "key", a.key, "err", err)
+			a.af.Close()
+			a.af = nil
+			a.footerCRC, a.linked = s.c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
+			s.act = nil
+		}
+		if s.act == nil {
+			s.stopAge()
+		}
+	}
+	s.broken = false
+	redo := s.unsynced
+	s.unsynced = nil
+	s.unsyncedBytes = 0
+	for i, t := range redo {
+		if err := s.prepareFor(t); err != nil {
+			s.unsynced = append(s.unsynced, redo[i:]...)
+			for _, r := range redo[i:] {
+				s.unsyncedBytes += int64(r.frame.Len())
+			}
+			s.broken = true
+			return err
+		}
+		if err := s.write(t); err != nil {
+			s.unsynced = append(s.unsynced, redo[i+1:]...)
+			for _, r := range redo[i+1:] {
+				s.unsyncedBytes += int64(r.frame.Len())
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// abandon closes the segments unsealed when the committer stops without
+// sealing them (an abort, or a fatal error).
+func (s *appendStore) abandon() {
+	s.stopAge()
+	for _, a := range append(s.full, s.act) {
+		if a != nil && a.af != nil {
+			a.af.Close()
+			a.af = nil
+		}
+	}
+	s.full, s.act = nil, nil
+	for _, t := range s.unsynced {
+		t.release()
+	}
+	s.unsynced = nil
+}

@@ -1,0 +1,450 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// TestLocalRotation writes enough through small segments that the writer
+// rotates by size, and reads everything back.
+func TestLocalRotation(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	o := testOptions("w")
+	o.MaxSegmentBytes = 16 << 10
+	o.BlockSize = 2 << 10
+	o.Compression = CompressionNone
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	must(t, w.AddSpan(2, 0))
+	n := 0
+	for ts := uint64(1); ts <= 1000; ts++ {
+		span := SpanID(1 + ts%2)
+		must(t, w.Write(ctx, span, row(span, ts, int64(ts))))
+		n++
+		if ts%40 == 0 {
+			must(t, w.AdvanceResolved(1, ts))
+			must(t, w.AdvanceResolved(2, ts))
+			mustFlush(t, w)
+		}
+	}
+	must(t, w.Close(ctx))
+	gs := readLog(t, b, readOpts{})
+	if len(gs) != n {
+		t.Fatalf("read %d events, want %d", len(gs), n)
+	}
+	for i, g := range gs {
+		if g.id != int64(i+1) {
+			t.Fatalf("event %d is %v", i, g)
+		}
+	}
+	ns := names(t, segmentKeys(t, b))
+	if len(ns) < 3 {
+		t.Fatalf("%d segments; expected rotation by size", len(ns))
+	}
+	for i, nm := range ns {
+		if nm.Active {
+			t.Errorf("%s active after Close", nm)
+		}
+		if i > 0 && nm.Seq <= ns[i-1].Seq {
+			t.Errorf("seq %d after %d", nm.Seq, ns[i-1].Seq)
+		}
+	}
+	if s := w.Stats(); s.Segments != int64(len(ns)) {
+		t.Errorf("Stats.Segments = %d, %d segments exist", s.Segments, len(ns))
+	}
+}
+
+// TestRetrySyncAndTornWrite fails an fdatasync and tears an append on the
+// local path: the writer rewinds the active segment and appends again, and
+// every event is stored once.
+func TestRetrySyncAndTornWrite(t *testing.T) {
+	ctx := context.Background()
+	d, err := local.NewDriver(t.TempDir(), nil)
+	must(t, err)
+	f := blobtest.NewFaulty(d)
+	b := f.Bucket()
+	o := testOptions("w")
+	o.BlockSize = 512
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 30)
+	must(t, w.AdvanceResolved(1, 30))
+	mustFlush(t, w)
+
+	f.FailNth(blobtest.OpSync, 1, nil)
+	writeRange(t, w, 1, 31, 60)
+	must(t, w.AdvanceResolved(1, 60))
+	if ts := mustFlush(t, w); ts != 60 {
+		t.Fatalf("Flush after a failed sync = %d", ts)
+	}
+	f.Add(blobtest.Rule{Op: blobtest.OpWrite, Nth: 2, Fail: true, Partial: true})
+	writeRange(t, w, 1, 61, 90)
+	must(t, w.AdvanceResolved(1, 90))
+	if ts := mustFlush(t, w); ts != 90 {
+		t.Fatalf("Flush after a torn write = %d", ts)
+	}
+	if n := f.Count(blobtest.OpTruncate); n < 2 {
+		t.Fatalf("%d truncates; the failures should each rewind the segment", n)
+	}
+	if s := w.Stats(); s.Retries < 2 {
+		t.Fatalf("Stats.Retries = %d", s.Retries)
+	}
+	must(t, w.Close(ctx))
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 90)
+}
+
+// TestProgressWaitsForSync holds the active segment's fdatasync: the flush
+// stages its progress meanwhile (the state object's put reaches its commit
+// point), but the progress must not become visible, nor the put's
+// BeforeCommit return, until the data is durable.
+func TestProgressWaitsForSync(t *testing.T) {
+	ctx := context.Background()
+	d, err := local.NewDriver(t.TempDir(), nil)
+	must(t, err)
+	spy := &commitSpy{Driver: d, staged: make(chan struct{}, 16)}
+	f := blobtest.NewFaulty(spy)
+	b := f.Bucket()
+	w := open(t, b, testOptions("w"))
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 10)
+	must(t, w.AdvanceResolved(1, 10))
+	if ts := mustFlush(t, w); ts != 10 {
+		t.Fatalf("Flush = %d, want 10", ts)
+	}
+	// Forget the first flush, whose sync nothing held.
+	for len(spy.staged) > 0 {
+		<-spy.staged
+	}
+	spy.early.Store(false)
+
+	release := f.Block(blobtest.OpSync)
+	defer release()
+	writeRange(t, w, 1, 11, 20)
+	must(t, w.AdvanceResolved(1, 20))
+	flushed := make(chan uint64, 1)
+	go func() {
+		ts, err := w.Flush(ctx)
+		if err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		flushed <- ts
+	}()
+	// The progress object is staged and its put is at the commit point; a
+	// writer that did not wait for the sync would not get here (no hook)
+	// or would return from the hook now (caught below).
+	select {
+	case <-spy.staged:
+	case ts := <-flushed:
+		t.Fatalf("Flush returned %d with the data's fdatasync held, its progress put never at a BeforeCommit", ts)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the progress put never reached a BeforeCommit while the data's fdatasync was held")
+	}
+	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 10 {
+		t.Fatalf("the progress shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
+	}
+	select {
+	case ts := <-flushed:
+		t.Fatalf("Flush returned %d before the data's fdatasync did", ts)
+	default:
+	}
+	spy.synced.Store(true)
+	release()
+	if ts := <-flushed; ts != 20 {
+		t.Fatalf("Flush = %d, want 20", ts)
+	}
+	if spy.early.Load() {
+		t.Fatal("the progress put's BeforeCommit returned while the data's fdatasync was held")
+	}
+	st, _, err = meta.ReadWriterState(ctx, b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 20 {
+		t.Fatalf("progress after the flush: flushed ts %d, want 20", st.FlushedTs)
+	}
+	must(t, w.Close(ctx))
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
+}
+
+// TestCrashRecoversTornTail crashes a local writer while a flush is appended
+// but not synced, leaves a torn block at the end of its active segment, and
+// reopens the writer ID: the new epoch seals the old segment at its last
+// whole block, everything flushed before the crash is there once, and the
+// writer goes on.
+func TestCrashRecoversTornTail(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, b := faultyLocal(t, dir)
+	o := testOptions("w")
+	o.RetryAttempts = 1
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	mustFlush(t, w)
+
+	gate := make(chan struct{})
+	match, reached := signal(isSegment)
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: match, Wait: gate})
+	writeRange(t, w, 1, 51, 100)
+	must(t, w.AdvanceResolved(1, 100))
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := w.Flush(ctx)
+		flushed <- err
+	}()
+	<-reached // appended, not synced
+	must(t, f.Crash())
+	close(gate)
+	if err := <-flushed; err == nil {
+		t.Fatal("a flush whose sync never happened succeeded")
+	}
+	w.Close(ctx)
+
+	// The crash cut the unsynced flush; now tear a block onto the end, as
+	// a write torn by power loss leaves it.
+	active := activeFiles(t, dir)
+	if len(active) != 1 {
+		t.Fatalf("active segments after the crash: %v", active)
+	}
+	tearTail(t, active[0])
+
+	b2 := localBucket(t, dir)
+	w2 := open(t, b2, o)
+	if w2.FlushedTs() != 50 {
+		t.Fatalf("new epoch starts at %d, want the published 50", w2.FlushedTs())
+	}
+	if got := activeFiles(t, dir); len(got) != 0 {
+		t.Fatalf("active segments left after recovery: %v", got)
+	}
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 50)
+	must(t, w2.AddSpan(1, 50))
+	writeRange(t, w2, 1, 51, 100)
+	must(t, w2.AdvanceResolved(1, 100))
+	mustFlush(t, w2)
+	must(t, w2.Close(ctx))
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
+	ns := names(t, segmentKeys(t, b2))
+	if ns[0].Epoch != 1 || ns[len(ns)-1].Epoch != 2 || ns[len(ns)-1].Seq <= ns[0].Seq {
+		t.Fatalf("segments %v: want the recovered epoch-1 segment, then epoch 2 with a higher seq", ns)
+	}
+}
+
+// TestRecoveryDropsUnpublishedBlocks syncs a flush whose progress is never
+// published, then reopens: the blocks above the published flushed ts are
+// cut from the recovered segment, so the events the CDC system writes again
+// are not duplicated.
+func TestRecoveryDropsUnpublishedBlocks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, b := faultyLocal(t, dir)
+	o := testOptions("w")
+	o.RetryAttempts = 1
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	mustFlush(t, w)
+	f.FailWhen(blobtest.OpPut, isState, nil)
+	writeRange(t, w, 1, 51, 100)
+	must(t, w.AdvanceResolved(1, 100))
+	if _, err := w.Flush(ctx); err == nil {
+		t.Fatal("Flush succeeded without publishing")
+	}
+	w.Close(ctx)
+	b2 := localBucket(t, dir)
+	w2 := open(t, b2, o)
+	must(t, w2.Close(ctx))
+	checkIDs(t, readLog(t, b2, readOpts{}), 1, 50)
+}
+
+// TestRecoveryDeletesUnfencedActive leaves an active segment that its epoch
+// never published (written after the last publication): it is deleted.
+func TestRecoveryDeletesUnfencedActive(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := localBucket(t, dir)
+	// An epoch-1 writer that published nothing, with an active segment.
+	_, err := meta.AcquireWriter(ctx, b, testLog, "w", nil)
+	must(t, err)
+	hdr := segment.Header{LogID: testLog, WriterID: "w", Epoch: 1, Seq: 4, Compression: segment.CompressionLZ4}
+	af, err := b.OpenAppend(ctx, hdr.ActiveName().Format())
+	must(t, err)
+	sw, err := segment.NewWriter(af, hdr, nil)
+	must(t, err)
+	must(t, sw.Append(10, segment.KindRow, []byte("never reported")))
+	must(t, sw.FlushBlock())
+	must(t, af.Sync())
+	must(t, af.Close())
+
+	w := open(t, b, testOptions("w"))
+	if keys := segmentKeys(t, b); len(keys) != 0 {
+		t.Fatalf("segments after recovery: %v", keys)
+	}
+	// Numbering still goes on past the deleted segment's seq.
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 3)
+	must(t, w.AdvanceResolved(1, 3))
+	must(t, w.Close(ctx))
+	for _, n := range names(t, segmentKeys(t, b)) {
+		if n.Seq <= 4 {
+			t.Fatalf("new segment %s reuses a seq at or below 4", n)
+		}
+	}
+}
+
+// TestRecoveryRefusesCorruption damages an active segment in its middle:
+// Open fails naming it, and deletes nothing.
+func TestRecoveryRefusesCorruption(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := localBucket(t, dir)
+	o := testOptions("w")
+	o.BlockSize = 256
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 50)
+	must(t, w.AdvanceResolved(1, 50))
+	mustFlush(t, w)
+	// Abandon the writer without sealing: a crash.
+	w.cancel()
+	<-w.commitDone
+	active := activeFiles(t, dir)
+	if len(active) != 1 {
+		t.Fatalf("active files %v", active)
+	}
+	data, err := os.ReadFile(active[0])
+	must(t, err)
+	data[segment.HeaderSize+segment.BlockHeaderSize+3] ^= 0xff // inside the first block
+	must(t, os.WriteFile(active[0], data, 0o644))
+	_, err = Open(ctx, localBucket(t, dir), o)
+	if !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(active[0])) {
+		t.Fatalf("Open over a corrupt active segment: %v", err)
+	}
+	if _, err := os.Stat(active[0]); err != nil {
+		t.Fatalf("the corrupt segment is gone: %v", err)
+	}
+}
+
+// TestAgeRotation seals an idle active segment once it is old enough.
+func TestAgeRotation(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := localBucket(t, dir)
+	o := testOptions("w")
+	o.MaxSegmentAge = 20 * time.Millisecond
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 5)
+	must(t, w.AdvanceResolved(1, 5))
+	mustFlush(t, w)
+	waitFor(t, "the active segment to be sealed by age", func() bool { return len(activeFiles(t, dir)) == 0 })
+	writeRange(t, w, 1, 6, 10)
+	must(t, w.AdvanceResolved(1, 10))
+	mustFlush(t, w)
+	must(t, w.Close(ctx))
+	if n := len(segmentKeys(t, b)); n != 2 {
+		t.Fatalf("%d segments, want 2", n)
+	}
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 10)
+}
+
+// TestCloseAbort gives up on Close while a sync hangs: Close returns the
+// ctx's error, the active segment stays unsealed, and the next Open recovers
+// what was published.
+func TestCloseAbort(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, b := faultyLocal(t, dir)
+	w := open(t, b, testOptions("w"))
+	must(t, w.AddSpan(1, 0))
+	writeRange(t, w, 1, 1, 20)
+	must(t, w.AdvanceResolved(1, 20))
+	mustFlush(t, w)
+	writeRange(t, w, 1, 21, 40)
+	must(t, w.AdvanceResolved(1, 40))
+	gate := make(chan struct{})
+	match, reached := signal(isSegment)
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: match, Wait: gate})
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Close(cctx) }()
+	<-reached
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("aborted Close: %v", err)
+	}
+	close(gate)
+	<-w.commitDone // the hung sync returns; the pipeline ends
+	if err := w.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second Close: %v, want the first one's result", err)
+	}
+	if n := len(activeFiles(t, dir)); n != 1 {
+		t.Fatalf("%d active segments after an aborted Close", n)
+	}
+	w2 := open(t, localBucket(t, dir), testOptions("w"))
+	if w2.FlushedTs() != 20 {
+		t.Fatalf("reopened at %d", w2.FlushedTs())
+	}
+	must(t, w2.Close(ctx))
+	checkIDs(t, readLog(t, localBucket(t, dir), readOpts{fenced: true}), 1, 20)
+}
+
+// TestAppendStore drives the local path through the store interface: a
+// catch-up frame rotates the active segment, which is synced at once but
+// sealed only by the settle after the publication that covers it; the new
+// active segment is sealed by a final settle.
+func TestAppendStore(t *testing.T) {
+	b := localBucket(t, t.TempDir())
+	c := newStoreHarness(t, b, testOptions("w"))
+	s, ok := c.store.(*appendStore)
+	if !ok {
+		t.Fatalf("store on local disk is a %T", c.store)
+	}
+	defer c.store.abandon()
+	must(t, c.store.add(storedFrame(t, c.w, 1, 1, tsRange(11, 20)...)))
+	must(t, c.store.add(storedFrame(t, c.w, 2, 11, tsRange(1, 10)...))) // below the segment's last ts
+	if len(s.full) != 1 || s.act == nil || s.act.hdr.Seq != 2 {
+		t.Fatalf("after a catch-up frame: %d rotated segments, active %+v", len(s.full), s.act)
+	}
+	if s.full[0].syncedBlocks != 1 || !s.full[0].linked {
+		t.Fatalf("rotated segment not synced and linked: %+v", s.full[0])
+	}
+	must(t, c.store.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 20 || st.Seq != 2 {
+		t.Fatalf("published %+v, want ts 20 through seq 2", st)
+	}
+	sealed := func() (n int) {
+		for _, k := range segmentKeys(t, b) {
+			if !strings.HasSuffix(k, segment.ActiveExt) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := sealed(); n != 0 {
+		t.Fatalf("%d segments sealed before settle", n)
+	}
+	must(t, c.store.settle(false))
+	if n := sealed(); n != 1 || s.act == nil {
+		t.Fatalf("settle sealed %d segments (active %v), want the rotated one only", n, s.act != nil)
+	}
+	must(t, c.store.settle(true))
+	if n := sealed(); n != 2 || s.act != nil {
+		t.Fatalf("final settle left %d sealed segments (active %v)", n, s.act != nil)
+	}
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
+}
