@@ -56,7 +56,9 @@ func (f CheckpointFunc) SetCheckpoint(ctx context.Context, ts uint64) error { re
 // Redo is the part of the redo writer the gate drives. *writer.Writer
 // implements it.
 type Redo interface {
-	Write(ctx context.Context, span meta.SpanID, events ...codec.Event) error
+	// WriteEncoded takes events encoded with codec.AppendEvent: the gate
+	// encodes each event once, for the writer and for its own queue.
+	WriteEncoded(ctx context.Context, span meta.SpanID, events ...[]byte) error
 	AddSpan(span meta.SpanID, startTs uint64) error
 	RemoveSpan(span meta.SpanID) error
 	AdvanceResolved(span meta.SpanID, ts uint64) error
@@ -310,19 +312,23 @@ func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Even
 	if len(events) == 0 {
 		return nil
 	}
-	// Encode first: the gate holds exact bytes, and the caller may reuse
-	// its events once Write returns.
+	// Encode once: the writer logs these bytes and the gate holds them,
+	// exact, and the caller may reuse its events once Write returns.
 	var buf []byte
 	ends := make([]int, len(events))
 	for i := range events {
 		buf = codec.AppendEvent(buf, &events[i])
 		ends[i] = len(buf)
 	}
+	encs := make([][]byte, len(events))
+	for i, start := 0, 0; i < len(events); i++ {
+		encs[i], start = buf[start:ends[i]:ends[i]], ends[i]
+	}
 	n := int64(len(buf))
 	if err := g.reserve(ctx, n); err != nil {
 		return err
 	}
-	if err := g.w.Write(ctx, span, events...); err != nil {
+	if err := g.w.WriteEncoded(ctx, span, encs...); err != nil {
 		g.mu.Lock()
 		g.free(0, n)
 		g.mu.Unlock()
@@ -339,12 +345,10 @@ func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Even
 		g.stats.dropped += int64(len(events))
 		return nil
 	}
-	start := 0
 	wake := false
 	for i := range events {
-		s.q = append(s.q, held{ts: events[i].CommitTs(), ddl: events[i].IsDDL(), arrival: g.arrival, data: buf[start:ends[i]:ends[i]]})
+		s.q = append(s.q, held{ts: events[i].CommitTs(), ddl: events[i].IsDDL(), arrival: g.arrival, data: encs[i]})
 		g.arrival++
-		start = ends[i]
 		wake = wake || events[i].CommitTs() <= g.released
 	}
 	g.heldN += int64(len(events))
