@@ -41,23 +41,6 @@ func TestBadURIs(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"mysql://u:p@h/db":          "mysql://u:xxxxx@h/db",
-		"mysql://u@h/db":            "mysql://u@h/db",
-		"mysql://u:p@h:bad/db":      "mysql://u:xxxxx@h:bad/db",
-		"mysql://u:p/q@r@h/db?x=1":  "mysql://u:xxxxx@h/db?x=1",
-		"sqlite:///tmp/a.db":        "sqlite:///tmp/a.db",
-		"no scheme:with@at":         "no scheme:with@at",
-		"mysql://u:p%zz@h/db":       "mysql://u:xxxxx@h/db",
-		"mysql://h/db?password=x@y": "mysql://h/db?password=x@y",
-	} {
-		if got := apply.Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestConnectErrorsHidePassword: failures to connect name the sink without
 // its password.
 func TestConnectErrorsHidePassword(t *testing.T) {
