@@ -10,8 +10,9 @@ import (
 
 // This file turns a MySQL DDL into what SQLite can run. It is a token-level
 // rewrite, not a parser: it knows the few statement forms a redo log's DDLs
-// take (the package doc lists them) and fails with apply.ErrUnsupportedDDL on the
-// forms SQLite has no equivalent for, rather than guess.
+// take (apply/sqlite's package doc lists them) and fails with
+// apply.ErrUnsupportedDDL on the forms SQLite has no equivalent for, rather
+// than guess.
 
 type tokKind uint8
 

@@ -18,9 +18,9 @@ import (
 // server's default max_allowed_packet (16 MiB in MariaDB, 64 MiB in MySQL 8).
 const maxStatementBytes = 4 << 20
 
-// SQLSink is the Sink for SQL databases: SQLite and MySQL-compatible ones
-// (MySQL, MariaDB, TiDB). See the docs of packages apply/sqlite and
-// apply/mysql for what it writes.
+// SQLSink is the apply.Sink for SQL databases: SQLite and MySQL-compatible
+// ones (MySQL, MariaDB, TiDB). Package apply's doc says what it writes, and
+// those of apply/sqlite and apply/mysql what each dialect does its own way.
 type SQLSink struct {
 	db       *sql.DB
 	d        Dialect
