@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
@@ -49,7 +49,7 @@ func Open(ctx context.Context, uri string, opts *apply.SinkOptions) (*Sink, erro
 	if err != nil {
 		return nil, err
 	}
-	c, err := mysql.NewConnector(cfg)
+	c, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apply: open %s: %w", redacted, err)
 	}
@@ -79,7 +79,7 @@ func New(ctx context.Context, db *sql.DB, opts *apply.SinkOptions) (*Sink, error
 
 // parseURI turns a mysql:// URI into a driver Config, and the URI safe to
 // print.
-func parseURI(uri string) (*mysql.Config, string, error) {
+func parseURI(uri string) (*gomysql.Config, string, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
 		// url's errors quote the whole URI, password included: never wrap them.
@@ -111,7 +111,7 @@ func parseURI(uri string) (*mysql.Config, string, error) {
 	if u.RawQuery != "" {
 		dsn += "?" + u.RawQuery
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, "", apply.BadURI(uri, "%v", err)
 	}
@@ -141,7 +141,7 @@ func parseURI(uri string) (*mysql.Config, string, error) {
 }
 
 func transient(err error) bool {
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1205, // ER_LOCK_WAIT_TIMEOUT
@@ -154,7 +154,7 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, gomysql.ErrInvalidConn) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) {
@@ -165,7 +165,7 @@ func transient(err error) bool {
 }
 
 func alreadyApplied(err error, _ codec.ActionType) bool {
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
 	}

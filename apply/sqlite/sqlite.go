@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strings"
 
-	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	modernc "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
@@ -130,7 +130,7 @@ func parseURI(uri string) (string, error) {
 }
 
 func transient(err error) bool {
-	var se *sqlite.Error
+	var se *modernc.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
@@ -141,7 +141,7 @@ func transient(err error) bool {
 }
 
 func alreadyApplied(err error, action codec.ActionType) bool {
-	var se *sqlite.Error
+	var se *modernc.Error
 	if !errors.As(err, &se) {
 		return false
 	}
