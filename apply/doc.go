@@ -1,19 +1,31 @@
 // Package apply replays a redo log into a downstream database: the last step
-// of a recovery. [Run] reads events from a [Source] (the ordered reader) and
-// writes them into a [Sink] idempotently, in parallel where the log allows
-// it, recording its progress in the downstream so that an interrupted apply
-// resumes without duplicates or gaps. [Open] opens the built-in SQL sink for
-// SQLite and MySQL-compatible databases (MySQL, MariaDB, TiDB); other sinks
-// implement the small [Sink] and [Tx] interfaces.
+// of a recovery. [Run] reads events from a [Source] (the ordered reader's
+// CodecEvents, or a batch in memory) and writes them into a [Sink]
+// idempotently, in parallel where the log allows it, recording its progress
+// in the downstream so that an interrupted apply resumes without duplicates
+// or gaps.
+//
+// This package is the engine alone and imports no database driver. The sinks
+// are packages of their own that register their URI schemes with [Register]
+// when imported, as database/sql drivers do, and [Open] dispatches on the
+// scheme:
+//
+//	github.com/redokit/redokit/apply/sqlite   sqlite:, sqlite3:             (modernc.org/sqlite)
+//	github.com/redokit/redokit/apply/mysql    mysql:, mariadb:, tidb:       (github.com/go-sql-driver/mysql)
+//
+// Other sinks implement the small [Sink] and [Tx] interfaces, and may
+// register a scheme too. sinkgate.ApplyTo replays the batches a sink gate
+// releases through Run.
 //
 // # The source
 //
-// A Source yields events in commit-ts order, and at each commit ts every row
-// change before any DDL (the reader's order), then io.EOF. Run checks this:
-// an event below one already read, or a row change after a DDL of its commit
-// ts, stops it with [ErrOrder]. *reader.Reader returns *reader.Event, which
-// embeds codec.Event, so it is adapted with a [SourceFunc] (see [Source]);
-// apply does not import the reader.
+// A Source is an iter.Seq2[*codec.Event, error]: it yields events in
+// commit-ts order, and at each commit ts every row change before any DDL (the
+// reader's order), and ends; an error it yields stops Run. Run checks the
+// order: an event below one already read, or a row change after a DDL of its
+// commit ts, stops it with [ErrOrder]. (*reader.Reader).CodecEvents is a
+// Source, and [SliceSource] makes one of a []codec.Event, the batch shape
+// the sink gate and the redo writer use; apply does not import the reader.
 //
 // # Ordering, batching and parallelism
 //
@@ -34,7 +46,7 @@
 // rare in a log. The rows at a DDL's commit ts come before it (the source's
 // order), so they are committed before it runs.
 //
-// Within one commit ts of one table the SQL sink applies every delete (of a
+// Within one commit ts of one table the SQL sinks apply every delete (of a
 // deleted row, and of the old image of an update that changes the row's
 // key) before every upsert (of an inserted row, and the new image of an
 // update). The row changes of one commit ts are one upstream transaction's
@@ -71,7 +83,7 @@
 //
 // # Progress and resuming
 //
-// The SQL sink records its progress in a table of the downstream,
+// The SQL sinks record their progress in a table of the downstream,
 // redokit_apply_progress (SinkOptions.ProgressTable; for MySQL in the URI's
 // database, or "redokit"):
 //
@@ -101,14 +113,14 @@
 // effect is already there — MySQL errors 1007, 1008, 1050, 1051, 1060, 1061,
 // 1068, 1091; SQLite "already exists", "duplicate column name", and "no such
 // table/index/column" for drops — is logged and counted as applied
-// ([SQLSink.IgnoredDDLs]); SinkOptions.StrictDDL makes it an error.
+// (the sink's IgnoredDDLs); SinkOptions.StrictDDL makes it an error.
 //
 // The progress belongs to one log: applying another log into the same
 // downstream needs another progress table.
 //
 // # Errors and retries
 //
-// A sink marks the errors worth retrying with [Transient]: the SQL sink does
+// A sink marks the errors worth retrying with [Transient]: the SQL sinks do
 // for lost connections, MySQL 1205 (lock wait timeout), 1213 (deadlock),
 // 1053, 1927, 1040 and network errors, and SQLITE_BUSY and SQLITE_LOCKED.
 // Run then rolls the transaction back, waits Options.RetryBackoff (doubling,
@@ -123,7 +135,7 @@
 //
 // # Values
 //
-// The SQL sink binds each codec value as:
+// The SQL sinks bind each codec value as:
 //
 //	kind            MySQL                         SQLite
 //	null            NULL                          NULL
@@ -151,62 +163,18 @@
 // than 15 digits become REAL there, which is not exact — use MySQL, or TEXT
 // columns, where that matters.
 //
-// # The SQL sink
+// # Opening a sink by URI
 //
-// [Open] takes a URI:
+// [Open] takes a URI whose scheme a sink package registered (importing the
+// package is enough); the packages' docs give their URIs and parameters:
 //
 //	mysql://user:password@host[:port]/[database][?param=value&...]
 //	sqlite:///absolute/path.db[?param=value&...]   or   sqlite:relative/path.db
 //
-// The password is never shown: errors and logs use [Redact]ed URIs.
-//
-// MySQL: params are go-sql-driver/mysql DSN parameters or session variables
-// (sql_mode, innodb_lock_wait_timeout, …); the sink adds interpolateParams=true
-// (a statement is one round trip) and time_zone='+00:00' unless given. Tables
-// are named `schema`.`table`, from the log. A DDL runs as logged, on one
-// connection after USE of its schema (not for CREATE/DROP DATABASE), which is
-// then discarded. Row statements are multi-row REPLACE and DELETE … WHERE key
-// IN (…) (or OR-ed key tuples) of up to SinkOptions.MaxStatementRows rows and
-// 4 MiB.
-//
-// SQLite: params are modernc.org/sqlite DSN parameters; the sink adds the
-// pragmas busy_timeout(10000), journal_mode(WAL), synchronous(NORMAL) — safe
-// here: a crash may lose the last commits but never tears one, and the
-// progress rows are in the same commits — and _txlock=immediate, each unless
-// given. Schemas are ignored: a table is named by its name alone, so two
-// schemas' tables of one name are one table. SQLite has one writer, so the
-// sink holds one connection for its life, runs one transaction at a time
-// ([TxLimiter]: Run uses one worker) and keeps its statements prepared,
-// splitting each batch into statements of power-of-two row counts so that
-// the few shapes recur.
-//
-// SQLite runs MySQL's DDL text rewritten at the token level (not parsed):
-//
-//   - CREATE TABLE [IF NOT EXISTS] t (…): table options (ENGINE=, CHARSET=,
-//     COMMENT=, …) are dropped; in columns, UNSIGNED, SIGNED, ZEROFILL,
-//     AUTO_INCREMENT, AUTO_RANDOM, CHARACTER SET/CHARSET, COLLATE (but BINARY,
-//     NOCASE, RTRIM), COMMENT '…', ON UPDATE CURRENT_TIMESTAMP and the
-//     precision of CURRENT_TIMESTAMP(n) are dropped; ENUM(…) and SET(…)
-//     become INTEGER; a one-column primary key of a signed integer type (or
-//     an unsigned one of up to 32 bits) becomes INTEGER, SQLite's rowid;
-//     KEY/INDEX and UNIQUE KEY elements become CREATE [UNIQUE] INDEX
-//     statements; FULLTEXT and SPATIAL ones are dropped. Types are otherwise
-//     kept: SQLite takes any type name and derives an affinity from it.
-//   - ALTER TABLE t with ADD [COLUMN] def (no FIRST/AFTER), DROP [COLUMN] c,
-//     ADD [UNIQUE] INDEX|KEY, DROP INDEX|KEY, RENAME [TO|AS] u, RENAME COLUMN
-//     a TO b, several comma-separated: one SQLite statement each.
-//   - CREATE [UNIQUE] INDEX i ON t (cols) (prefix lengths dropped), DROP INDEX
-//     i ON t. Index names are per table in MySQL and per file in SQLite, so
-//     index i of table t is named "t.i".
-//   - DROP TABLE|VIEW [IF EXISTS] a, b (one statement per table), TRUNCATE
-//     [TABLE] t (as DELETE FROM t), RENAME TABLE a TO b[, c TO d].
-//   - CREATE DATABASE|SCHEMA: nothing to do.
-//   - "schema." qualifiers of the DDL's schemas are dropped everywhere.
-//   - Anything else runs as logged.
-//
-// DROP DATABASE, ALTER TABLE … MODIFY/CHANGE/ALTER COLUMN, ADD PRIMARY KEY
-// and other forms SQLite has no statement for fail with [ErrUnsupportedDDL]
-// in a [*DDLError] naming the DDL; so does any DDL SQLite refuses.
+// A URI that does not parse, or whose scheme nobody registered, fails with
+// [ErrBadURI]. The password is never shown: errors and logs use [Redact]ed
+// URIs. [SinkOptions] carry what the SQL sinks take (the progress table, the
+// statement size, StrictDDL); another sink ignores what it has no use for.
 //
 // # Writing a sink
 //
@@ -221,7 +189,7 @@
 //
 // # Performance
 //
-// BenchmarkApply compares Run with a naive loop that writes one statement
+// BenchmarkApply (in apply/internal/sqlsink) compares Run with a naive loop that writes one statement
 // per row change in autocommit, over the same events and sink settings. Over
 // a network (MySQL) batching saves a round trip and a commit per row; into
 // SQLite, in process, where an autocommit in WAL mode costs no fsync, the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -109,7 +108,7 @@ func (r *Result) RowsPerSecond() float64 {
 }
 
 // Run replays src into sink: see the package doc. It returns when the source
-// ends (io.EOF) and everything is committed, or at the first error that is
+// ends and everything is committed, or at the first error that is
 // not transient, after rolling back every open transaction; what was
 // committed before stays, with its progress, so running again resumes.
 func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, error) {
@@ -216,55 +215,59 @@ func (r *runner) stop() {
 }
 
 func (r *runner) loop(src Source) error {
-	for {
-		if err := r.ctx.Err(); err != nil {
-			return context.Cause(r.ctx)
-		}
-		ev, err := src.Next(r.ctx)
-		if err == io.EOF {
-			return r.barrier()
-		}
+	if err := r.ctx.Err(); err != nil {
+		return context.Cause(r.ctx)
+	}
+	for ev, err := range src {
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return context.Cause(r.ctx)
 			}
 			return fmt.Errorf("apply: source: %w", err)
 		}
-		r.res.Events++
-		ts := ev.CommitTs()
-		if ts < r.curTs {
-			return fmt.Errorf("%w: %s event at commit ts %d after commit ts %d", ErrOrder, ev.Kind, ts, r.curTs)
+		if err := r.event(ev); err != nil {
+			return err
 		}
-		if ts > r.curTs {
-			r.curTs = ts
-			r.ddlAtCur = 0
-			if err := r.advance(); err != nil {
-				return err
-			}
-		}
-		switch ev.Kind {
-		case codec.RowEvent:
-			if r.sawDDL && ts == r.ddlTs {
-				return fmt.Errorf("%w: row change of %s at commit ts %d after a DDL of that commit ts", ErrOrder, ev.Row.Table, ts)
-			}
-			if err := r.row(ev); err != nil {
-				return err
-			}
-		case codec.DDLEvent:
-			index := r.ddlAtCur
-			r.ddlAtCur++
-			r.ddlTs, r.sawDDL = ts, true
-			if r.prog.DDL.covers(ts, index) {
-				r.res.Skipped++
-				continue
-			}
-			if err := r.ddl(&ev.DDL, DDLMark{CommitTs: ts, Count: index + 1}); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("apply: source returned an event of unknown kind %s at commit ts %d", ev.Kind, ts)
+		// A worker's failure cancels r.ctx, which a source that does not
+		// watch it never sees: stop pulling here.
+		if err := r.ctx.Err(); err != nil {
+			return context.Cause(r.ctx)
 		}
 	}
+	return r.barrier()
+}
+
+// event takes one event from the source.
+func (r *runner) event(ev *codec.Event) error {
+	r.res.Events++
+	ts := ev.CommitTs()
+	if ts < r.curTs {
+		return fmt.Errorf("%w: %s event at commit ts %d after commit ts %d", ErrOrder, ev.Kind, ts, r.curTs)
+	}
+	if ts > r.curTs {
+		r.curTs = ts
+		r.ddlAtCur = 0
+		if err := r.advance(); err != nil {
+			return err
+		}
+	}
+	switch ev.Kind {
+	case codec.RowEvent:
+		if r.sawDDL && ts == r.ddlTs {
+			return fmt.Errorf("%w: row change of %s at commit ts %d after a DDL of that commit ts", ErrOrder, ev.Row.Table, ts)
+		}
+		return r.row(ev)
+	case codec.DDLEvent:
+		index := r.ddlAtCur
+		r.ddlAtCur++
+		r.ddlTs, r.sawDDL = ts, true
+		if r.prog.DDL.covers(ts, index) {
+			r.res.Skipped++
+			return nil
+		}
+		return r.ddl(&ev.DDL, DDLMark{CommitTs: ts, Count: index + 1})
+	}
+	return fmt.Errorf("apply: source returned an event of unknown kind %s at commit ts %d", ev.Kind, ts)
 }
 
 func (r *runner) row(ev *codec.Event) error {

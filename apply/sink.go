@@ -4,49 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"iter"
 
 	"github.com/redokit/redokit/codec"
 )
 
 // Source yields the events to replay, in commit-ts order with the rows of a
-// commit ts before its DDLs, and io.EOF after the last one. An event only has
-// to stay valid until the next call: Run copies what it keeps.
+// commit ts before its DDLs; it ends after the last one, or with an error
+// (the pair's second value), which stops Run. An event only has to stay
+// valid until the next iteration: Run copies what it keeps. Run stops
+// iterating when it fails or ctx ends, so a source that blocks should watch
+// the same ctx.
 //
-// *reader.Reader returns *reader.Event (which embeds codec.Event), so it is
-// adapted with a SourceFunc:
-//
-//	src := apply.SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-//		ev, err := r.Next(ctx)
-//		if err != nil {
-//			return nil, err
-//		}
-//		return &ev.Event, nil
-//	})
-type Source interface {
-	Next(ctx context.Context) (*codec.Event, error)
-}
+// (*reader.Reader).Events is a Source, and so is [SliceSource] over events
+// held in memory.
+type Source = iter.Seq2[*codec.Event, error]
 
-// SourceFunc adapts a function to Source.
-type SourceFunc func(ctx context.Context) (*codec.Event, error)
-
-// Next calls f.
-func (f SourceFunc) Next(ctx context.Context) (*codec.Event, error) { return f(ctx) }
-
-// SliceSource returns a Source over events held in memory, for tests and for
-// callers that already hold a range.
-func SliceSource(events []*codec.Event) Source {
-	i := 0
-	return SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+// SliceSource returns a Source over events held in memory: a range the
+// caller already holds, such as a batch a sinkgate.Gate released. The slice
+// is the batch shape the gate's Downstream and the redo writer take too, so
+// a batch needs no copy to be replayed.
+func SliceSource(events []codec.Event) Source {
+	return func(yield func(*codec.Event, error) bool) {
+		for i := range events {
+			if !yield(&events[i], nil) {
+				return
+			}
 		}
-		if i >= len(events) {
-			return nil, io.EOF
-		}
-		i++
-		return events[i-1], nil
-	})
+	}
 }
 
 // Table names a downstream table: the logical table of a row change (the
@@ -91,9 +76,10 @@ type Progress struct {
 	DDL DDLMark
 }
 
-// Sink is a downstream that Run replays into. The SQL sink of this package
-// implements it for SQLite and MySQL-compatible databases; third parties
-// implement it for others.
+// Sink is a downstream that Run replays into. The SQL sinks of packages
+// apply/sqlite and apply/mysql implement it for SQLite and MySQL-compatible
+// databases; third parties implement it for others (and may [Register] a URI
+// scheme for [Open]).
 //
 // Run calls Progress before anything else, and again when a Commit failed
 // with a transient error, to learn whether it committed anyway (possibly

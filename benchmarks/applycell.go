@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/reader"
@@ -51,7 +52,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	defer os.RemoveAll(dir)
 
 	// apply.Run.
-	sink, err := apply.Open(ctx, "sqlite://"+filepath.Join(dir, "apply.db"), nil)
+	sink, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "apply.db"), nil)
 	if err != nil {
 		return err
 	}
@@ -64,14 +65,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	if err != nil {
 		return err
 	}
-	src := apply.SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		ev, err := r.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return &ev.Event, nil
-	})
-	ar, err := apply.Run(ctx, src, sink, nil)
+	ar, err := apply.Run(ctx, r.CodecEvents(ctx), sink, nil)
 	r.Close()
 	if err != nil {
 		return fmt.Errorf("apply.Run: %w", err)

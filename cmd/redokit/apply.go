@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/apply"
+	_ "github.com/redokit/redokit/apply/mysql"  // mysql:, mariadb:, tidb: sinks
+	_ "github.com/redokit/redokit/apply/sqlite" // sqlite: sinks
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/reader"
@@ -50,17 +52,18 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 	}
 	defer r.Close()
 	bar := a.bar(int64(end-start), "applying", false)
-	var n int64
-	src := apply.SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		ev, err := r.Next(ctx)
-		if err != nil {
-			return nil, err
+	// The bar observes the stream on its way to Run: every 1024 events.
+	src := func(yield func(*codec.Event, error) bool) {
+		var n int64
+		for ev, err := range r.CodecEvents(ctx) {
+			if n++; err == nil && n%1024 == 0 {
+				_ = bar.Set64(int64(ev.CommitTs() - start))
+			}
+			if !yield(ev, err) {
+				return
+			}
 		}
-		if n++; n%1024 == 0 {
-			_ = bar.Set64(int64(ev.CommitTs() - start))
-		}
-		return &ev.Event, nil
-	})
+	}
 	started := time.Now()
 	res, err := apply.Run(ctx, src, sink, opts)
 	_ = bar.Finish()

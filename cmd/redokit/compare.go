@@ -31,6 +31,14 @@ func (c *comparison) diff(format string, args ...any) {
 	}
 }
 
+// dialect is the kind of downstream compareDB reads.
+type dialect int
+
+const (
+	sqliteDB dialect = iota
+	mysqlDB
+)
+
 // compareSQLite compares the SQLite file at path with the model.
 func compareSQLite(ctx context.Context, path string, want *gen.Model) (*comparison, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -38,19 +46,19 @@ func compareSQLite(ctx context.Context, path string, want *gen.Model) (*comparis
 		return nil, err
 	}
 	defer db.Close()
-	return compareDB(ctx, db, apply.SQLite, want)
+	return compareDB(ctx, db, sqliteDB, want)
 }
 
 // compareDB reads every table of the downstream (of the model's schema on
 // MySQL; all but the apply progress table on SQLite) and compares tables,
 // columns and rows with the model. It reads the database directly, not
 // through the applier, so a bug in the applier cannot hide itself.
-func compareDB(ctx context.Context, db *sql.DB, d apply.Dialect, want *gen.Model) (*comparison, error) {
+func compareDB(ctx context.Context, db *sql.DB, d dialect, want *gen.Model) (*comparison, error) {
 	var (
 		q    string
 		args []any
 	)
-	if d == apply.SQLite {
+	if d == sqliteDB {
 		q = `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`
 	} else {
 		q, args = `SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name`, []any{want.Schema}
@@ -96,13 +104,13 @@ func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]str
 	return out, rows.Err()
 }
 
-func compareTable(ctx context.Context, db *sql.DB, d apply.Dialect, schema string, t *gen.Table, c *comparison) error {
+func compareTable(ctx context.Context, db *sql.DB, d dialect, schema string, t *gen.Table, c *comparison) error {
 	var (
 		cols []string
 		err  error
 		from string
 	)
-	if d == apply.SQLite {
+	if d == sqliteDB {
 		cols, err = queryStrings(ctx, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, t.Name)
 		from = `"` + t.Name + `"`
 	} else {
@@ -180,7 +188,7 @@ func asInt(v any) (int64, bool) {
 // workload only has integers, text and NULL. SQLite returns typed values, so
 // its comparison also checks the type; MySQL's text protocol returns every
 // value as bytes, so there the column's type (isInt) says how to read them.
-func dbText(v any, d apply.Dialect, isInt bool) string {
+func dbText(v any, d dialect, isInt bool) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
@@ -189,7 +197,7 @@ func dbText(v any, d apply.Dialect, isInt bool) string {
 	case string:
 		return strconv.Quote(x)
 	case []byte:
-		if d == apply.MySQL && isInt {
+		if d == mysqlDB && isInt {
 			return string(x)
 		}
 		return strconv.Quote(string(x))

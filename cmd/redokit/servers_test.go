@@ -17,7 +17,6 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/gen"
 )
@@ -134,7 +133,7 @@ func TestApplyToMySQL(t *testing.T) {
 	mustContain(t, "apply", r.stdout, "applied the redo log successfully", "(1500 rows")
 
 	cfg := (&workloadFlags{rows: 1500, tables: 4, rowSize: 200, writers: 3, txnRows: 8, ddlRate: 0.02, seed: 1, schema: schema}).config()
-	c, err := compareDB(t.Context(), db, apply.MySQL, gen.Expected(cfg, math.MaxUint64))
+	c, err := compareDB(t.Context(), db, mysqlDB, gen.Expected(cfg, math.MaxUint64))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,24 +8,22 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/sinkgate"
 )
 
 // sqliteSink is the downstream: a SQLite database written through the
-// apply package's SQL sink, the way a CDC sink in safe mode writes MySQL: an
-// insert or update replaces the whole row, a delete deletes by key, and a DDL
-// whose effect is already there (a column already added) counts as applied.
-// So replaying events the database already holds (after a failover) changes
-// nothing.
-//
-// The gate hands it batches in commit-ts order; it writes each run of rows
-// between two DDLs in one transaction, a table's rows in their order. It
-// records no apply progress (marks): that bookkeeping assumes one stream in
-// commit-ts order, and a span that fails over to a gate catches up behind
-// the other spans' events.
+// apply/sqlite sink, the way a CDC sink in safe mode writes MySQL: an insert
+// or update replaces the whole row, a delete deletes by key, and a DDL whose
+// effect is already there (a column already added) counts as applied.
+// sinkgate.ApplyTo replays each batch a gate releases with apply.Run, which
+// records each table's progress in the same transactions as its rows: a
+// batch that comes again (after a failure, or a failover that replays a
+// table from the log's checkpoint) skips what its tables already hold.
 type sqliteSink struct {
-	s *apply.SQLSink
+	sinkgate.Downstream
+	s *sqlite.Sink
 }
 
 func openSink(ctx context.Context, path string, tables []*table) (*sqliteSink, error) {
@@ -33,7 +31,7 @@ func openSink(ctx context.Context, path string, tables []*table) (*sqliteSink, e
 	if err != nil {
 		return nil, err
 	}
-	s, err := apply.Open(ctx, "sqlite://"+abs, nil)
+	s, err := sqlite.Open(ctx, "sqlite://"+abs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -44,52 +42,10 @@ func openSink(ctx context.Context, path string, tables []*table) (*sqliteSink, e
 			return nil, err
 		}
 	}
-	return &sqliteSink{s: s}, nil
+	return &sqliteSink{Downstream: sinkgate.ApplyTo(s, nil), s: s}, nil
 }
 
 func (s *sqliteSink) Close() error { return s.s.Close() }
-
-// Apply writes one batch from a gate.
-func (s *sqliteSink) Apply(ctx context.Context, evs []codec.Event) error {
-	var order []apply.Table
-	rows := map[apply.Table][]*codec.RowChange{}
-	flush := func() error {
-		if len(order) == 0 {
-			return nil
-		}
-		tx, err := s.s.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		for _, t := range order {
-			if err := tx.ApplyRows(ctx, t, rows[t]); err != nil {
-				tx.Rollback()
-				return err
-			}
-		}
-		order = order[:0]
-		clear(rows)
-		return tx.Commit(ctx, nil)
-	}
-	for i := range evs {
-		ev := &evs[i]
-		if ev.IsDDL() {
-			if err := flush(); err != nil {
-				return err
-			}
-			if err := s.s.ApplyDDL(ctx, &ev.DDL, apply.DDLMark{}); err != nil {
-				return err
-			}
-			continue
-		}
-		t := apply.TableOf(ev.Row.Table)
-		if _, ok := rows[t]; !ok {
-			order = append(order, t)
-		}
-		rows[t] = append(rows[t], &ev.Row)
-	}
-	return flush()
-}
 
 func sqlValue(v codec.Value) any {
 	switch v.Kind() {

@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
@@ -44,11 +46,11 @@ func writeSegment(t *testing.T, b *blob.Bucket, logID, w string, seq uint64, eve
 	}
 }
 
-// TestFromReader applies a log through the ordered reader, adapted with
-// SourceFunc: the workload split over two writers, plus a third that wrote a
+// TestFromReader applies a log through the ordered reader, whose
+// CodecEvents is a Source: the workload split over two writers, plus a third that wrote a
 // stretch of it again (a failover rewrite, which the reader drops).
 func TestFromReader(t *testing.T) {
-	e := newEnv(t, SQLite)
+	e := newEnv(t, sqlsink.SQLite)
 	w := newWorkload(4, e.schema, 200)
 	b := mem.New()
 	t.Cleanup(func() { b.Close() })
@@ -67,14 +69,7 @@ func TestFromReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	src := SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		ev, err := r.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return &ev.Event, nil
-	})
-	res, err := Run(ctx, src, e.open(nil), &Options{BatchRows: 16, TxnRows: 100})
+	res, err := apply.Run(ctx, r.CodecEvents(ctx), e.open(nil), &apply.Options{BatchRows: 16, TxnRows: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,18 @@
-package apply
+package sqliteddl
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
 )
 
 // This file turns a MySQL DDL into what SQLite can run. It is a token-level
 // rewrite, not a parser: it knows the few statement forms a redo log's DDLs
-// take (the package doc lists them) and fails with ErrUnsupportedDDL on the
-// forms SQLite has no equivalent for, rather than guess.
+// take (apply/sqlite's package doc lists them) and fails with
+// apply.ErrUnsupportedDDL on the forms SQLite has no equivalent for, rather
+// than guess.
 
 type tokKind uint8
 
@@ -224,15 +226,15 @@ func unqualify(toks []token, schemas map[string]bool) []token {
 // per table in MySQL and per database in SQLite, so they are prefixed with
 // the table.
 func sqliteIndexName(table, index string) string {
-	return SQLite.quoteString(table + "." + index)
+	return quote(table + "." + index)
 }
 
-// sqliteDDL rewrites a MySQL DDL into the SQLite statements that do the same,
-// or fails with ErrUnsupportedDDL. No statements means nothing to do.
-func sqliteDDL(ddl *codec.DDL) ([]string, error) {
+// Rewrite rewrites a MySQL DDL into the SQLite statements that do the same,
+// or fails with apply.ErrUnsupportedDDL. No statements means nothing to do.
+func Rewrite(ddl *codec.DDL) ([]string, error) {
 	all, err := tokenize(ddl.Query)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupportedDDL, err)
+		return nil, fmt.Errorf("%w: %v", apply.ErrUnsupportedDDL, err)
 	}
 	schemas := map[string]bool{}
 	if ddl.Table.Schema != "" {
@@ -245,7 +247,7 @@ func sqliteDDL(ddl *codec.DDL) ([]string, error) {
 	}
 	toks := unqualify(solid(all), schemas)
 	unsupported := func(why string) ([]string, error) {
-		return nil, fmt.Errorf("%w: %s", ErrUnsupportedDDL, why)
+		return nil, fmt.Errorf("%w: %s", apply.ErrUnsupportedDDL, why)
 	}
 	switch {
 	case len(toks) == 0:
@@ -262,14 +264,14 @@ func sqliteDDL(ddl *codec.DDL) ([]string, error) {
 		if len(rest) != 1 || !rest[0].isName() {
 			return unsupported("TRUNCATE of anything but one table")
 		}
-		return []string{"DELETE FROM " + SQLite.quoteString(rest[0].name())}, nil
+		return []string{"DELETE FROM " + quote(rest[0].name())}, nil
 	case words(toks, "RENAME", "TABLE"):
 		var out []string
 		for _, pair := range splitTop(toks[2:]) {
 			if len(pair) != 3 || !pair[0].isName() || pair[1].word() != "TO" || !pair[2].isName() {
 				return unsupported("RENAME TABLE form")
 			}
-			out = append(out, "ALTER TABLE "+SQLite.quoteString(pair[0].name())+" RENAME TO "+SQLite.quoteString(pair[2].name()))
+			out = append(out, "ALTER TABLE "+quote(pair[0].name())+" RENAME TO "+quote(pair[2].name()))
 		}
 		return out, nil
 	case words(toks, "DROP", "TABLE"), words(toks, "DROP", "VIEW"):
@@ -286,7 +288,7 @@ func sqliteDDL(ddl *codec.DDL) ([]string, error) {
 			if len(t) != 1 || !t[0].isName() {
 				return unsupported("DROP form")
 			}
-			out = append(out, "DROP "+toks[1].word()+" "+ifExists+SQLite.quoteString(t[0].name()))
+			out = append(out, "DROP "+toks[1].word()+" "+ifExists+quote(t[0].name()))
 		}
 		return out, nil
 	case words(toks, "DROP", "INDEX"):
@@ -322,18 +324,18 @@ func sqliteCreateIndex(toks []token) ([]string, error) {
 		i += 3
 	}
 	if i+3 >= len(toks) || !toks[i].isName() || toks[i+1].word() != "ON" || !toks[i+2].isName() || !toks[i+3].is('(') {
-		return nil, fmt.Errorf("%w: CREATE INDEX form", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: CREATE INDEX form", apply.ErrUnsupportedDDL)
 	}
 	idx, table := toks[i].name(), toks[i+2].name()
 	end := closing(toks, i+3)
 	if end < 0 {
-		return nil, fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
 	cols, err := indexColumns(toks[i+4 : end])
 	if err != nil {
 		return nil, err
 	}
-	return []string{"CREATE " + unique + "INDEX " + ifNot + sqliteIndexName(table, idx) + " ON " + SQLite.quoteString(table) + " (" + cols + ")"}, nil
+	return []string{"CREATE " + unique + "INDEX " + ifNot + sqliteIndexName(table, idx) + " ON " + quote(table) + " (" + cols + ")"}, nil
 }
 
 // indexColumns renders an index's column list, dropping MySQL prefix lengths
@@ -342,9 +344,9 @@ func indexColumns(toks []token) (string, error) {
 	var parts []string
 	for _, col := range splitTop(toks) {
 		if len(col) == 0 || !col[0].isName() {
-			return "", fmt.Errorf("%w: index part that is not a column", ErrUnsupportedDDL)
+			return "", fmt.Errorf("%w: index part that is not a column", apply.ErrUnsupportedDDL)
 		}
-		s := SQLite.quoteString(col[0].name())
+		s := quote(col[0].name())
 		rest := col[1:]
 		if len(rest) > 0 && rest[0].is('(') {
 			if e := closing(rest, 0); e >= 0 {
@@ -354,7 +356,7 @@ func indexColumns(toks []token) (string, error) {
 		if len(rest) == 1 && (rest[0].word() == "ASC" || rest[0].word() == "DESC") {
 			s += " " + rest[0].word()
 		} else if len(rest) > 0 {
-			return "", fmt.Errorf("%w: index part %q", ErrUnsupportedDDL, spaced(col))
+			return "", fmt.Errorf("%w: index part %q", apply.ErrUnsupportedDDL, spaced(col))
 		}
 		parts = append(parts, s)
 	}
@@ -372,15 +374,15 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 		i += 3
 	}
 	if i+1 >= len(toks) || !toks[i].isName() {
-		return nil, fmt.Errorf("%w: CREATE TABLE form", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: CREATE TABLE form", apply.ErrUnsupportedDDL)
 	}
 	table := toks[i].name()
 	if !toks[i+1].is('(') {
-		return nil, fmt.Errorf("%w: CREATE TABLE without a column list (LIKE, AS SELECT)", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: CREATE TABLE without a column list (LIKE, AS SELECT)", apply.ErrUnsupportedDDL)
 	}
 	end := closing(toks, i+1)
 	if end < 0 {
-		return nil, fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
 	var elems, after []string
 	parts := splitTop(toks[i+2 : end])
@@ -421,7 +423,7 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 			elems = append(elems, s)
 		}
 	}
-	out := []string{"CREATE TABLE " + ifNot + SQLite.quoteString(table) + " (" + strings.Join(elems, ", ") + ")"}
+	out := []string{"CREATE TABLE " + ifNot + quote(table) + " (" + strings.Join(elems, ", ") + ")"}
 	return append(out, after...), nil
 }
 
@@ -494,11 +496,11 @@ func inlineIndex(table, unique string, toks []token) (string, error) {
 		name, toks = toks[0].name(), toks[1:]
 	}
 	if len(toks) == 0 || !toks[0].is('(') {
-		return "", fmt.Errorf("%w: index definition", ErrUnsupportedDDL)
+		return "", fmt.Errorf("%w: index definition", apply.ErrUnsupportedDDL)
 	}
 	end := closing(toks, 0)
 	if end < 0 {
-		return "", fmt.Errorf("%w: unbalanced parentheses", ErrUnsupportedDDL)
+		return "", fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
 	cols, err := indexColumns(toks[1:end])
 	if err != nil {
@@ -507,7 +509,7 @@ func inlineIndex(table, unique string, toks []token) (string, error) {
 	if name == "" {
 		name = strings.ReplaceAll(strings.ReplaceAll(cols, `"`, ""), ", ", "_")
 	}
-	return "CREATE " + unique + "INDEX IF NOT EXISTS " + sqliteIndexName(table, name) + " ON " + SQLite.quoteString(table) + " (" + cols + ")", nil
+	return "CREATE " + unique + "INDEX IF NOT EXISTS " + sqliteIndexName(table, name) + " ON " + quote(table) + " (" + cols + ")", nil
 }
 
 // cleanConstraint drops "USING BTREE|HASH" and the KEY/INDEX word of a
@@ -539,9 +541,9 @@ func cleanConstraint(el []token) []token {
 // ON UPDATE CURRENT_TIMESTAMP, and the precision of CURRENT_TIMESTAMP(n).
 func columnDef(el []token) (string, error) {
 	if !el[0].isName() {
-		return "", fmt.Errorf("%w: column definition %q", ErrUnsupportedDDL, spaced(el))
+		return "", fmt.Errorf("%w: column definition %q", apply.ErrUnsupportedDDL, spaced(el))
 	}
-	out := []token{{tokIdent, SQLite.quoteString(el[0].name())}}
+	out := []token{{tokIdent, quote(el[0].name())}}
 	for i := 1; i < len(el); i++ {
 		w := el[i].word()
 		switch {
@@ -603,10 +605,10 @@ func columnDef(el []token) (string, error) {
 // [COLUMN] c, DROP INDEX|KEY i, RENAME [TO|AS] u, RENAME COLUMN a TO b.
 func sqliteAlterTable(toks []token) ([]string, error) {
 	if len(toks) < 4 || !toks[2].isName() {
-		return nil, fmt.Errorf("%w: ALTER TABLE form", ErrUnsupportedDDL)
+		return nil, fmt.Errorf("%w: ALTER TABLE form", apply.ErrUnsupportedDDL)
 	}
 	table := toks[2].name()
-	prefix := "ALTER TABLE " + SQLite.quoteString(table) + " "
+	prefix := "ALTER TABLE " + quote(table) + " "
 	var out []string
 	for _, spec := range splitTop(toks[3:]) {
 		if len(spec) == 0 {
@@ -637,10 +639,10 @@ func sqliteAlterTable(toks []token) ([]string, error) {
 			}
 			if len(rest) == 0 || rest[0].is('(') || words(rest, "PRIMARY") || words(rest, "CONSTRAINT") || words(rest, "FOREIGN") ||
 				words(rest, "FULLTEXT") || words(rest, "SPATIAL") || words(rest, "PARTITION") || words(rest, "CHECK") {
-				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", ErrUnsupportedDDL, spaced(rest))
+				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", apply.ErrUnsupportedDDL, spaced(rest))
 			}
 			if n := len(rest); n >= 2 && (rest[n-2].word() == "AFTER") || n >= 1 && rest[n-1].word() == "FIRST" {
-				return nil, fmt.Errorf("%w: column position (FIRST, AFTER): SQLite only appends columns", ErrUnsupportedDDL)
+				return nil, fmt.Errorf("%w: column position (FIRST, AFTER): SQLite only appends columns", apply.ErrUnsupportedDDL)
 			}
 			def, err := columnDef(rest)
 			if err != nil {
@@ -651,19 +653,19 @@ func sqliteAlterTable(toks []token) ([]string, error) {
 			out = append(out, "DROP INDEX "+sqliteIndexName(table, rest[1].name()))
 		case w == "DROP" && len(rest) == 2 && rest[0].word() == "COLUMN" && rest[1].isName(),
 			w == "DROP" && len(rest) == 1 && rest[0].isName() && rest[0].word() != "PRIMARY":
-			out = append(out, prefix+"DROP COLUMN "+SQLite.quoteString(rest[len(rest)-1].name()))
+			out = append(out, prefix+"DROP COLUMN "+quote(rest[len(rest)-1].name()))
 		case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
-			out = append(out, prefix+"RENAME COLUMN "+SQLite.quoteString(rest[1].name())+" TO "+SQLite.quoteString(rest[3].name()))
+			out = append(out, prefix+"RENAME COLUMN "+quote(rest[1].name())+" TO "+quote(rest[3].name()))
 		case w == "RENAME" && len(rest) >= 1:
 			if rest[0].word() == "TO" || rest[0].word() == "AS" {
 				rest = rest[1:]
 			}
 			if len(rest) != 1 || !rest[0].isName() {
-				return nil, fmt.Errorf("%w: ALTER TABLE RENAME form", ErrUnsupportedDDL)
+				return nil, fmt.Errorf("%w: ALTER TABLE RENAME form", apply.ErrUnsupportedDDL)
 			}
-			out = append(out, prefix+"RENAME TO "+SQLite.quoteString(rest[0].name()))
+			out = append(out, prefix+"RENAME TO "+quote(rest[0].name()))
 		default:
-			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", ErrUnsupportedDDL, spaced(spec))
+			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", apply.ErrUnsupportedDDL, spaced(spec))
 		}
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -17,7 +19,7 @@ import (
 // to return and whether to return it after doing the call (a commit that
 // landed but reported a failure) instead of before.
 type faultySink struct {
-	Sink
+	apply.Sink
 	fault func(n int, op string) (err error, after bool)
 
 	mu    sync.Mutex
@@ -38,13 +40,13 @@ func (f *faultySink) check(op string) (error, bool) {
 
 // MaxOpenTxs passes the wrapped sink's limit on (SQLite's one writer).
 func (f *faultySink) MaxOpenTxs() int {
-	if l, ok := f.Sink.(TxLimiter); ok {
+	if l, ok := f.Sink.(apply.TxLimiter); ok {
 		return l.MaxOpenTxs()
 	}
 	return 0
 }
 
-func (f *faultySink) Begin(ctx context.Context) (Tx, error) {
+func (f *faultySink) Begin(ctx context.Context) (apply.Tx, error) {
 	tx, err := f.Sink.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -52,7 +54,7 @@ func (f *faultySink) Begin(ctx context.Context) (Tx, error) {
 	return &faultyTx{Tx: tx, f: f}, nil
 }
 
-func (f *faultySink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error {
+func (f *faultySink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
 	err, after := f.check("ddl")
 	if err == nil {
 		return f.Sink.ApplyDDL(ctx, ddl, mark)
@@ -66,11 +68,11 @@ func (f *faultySink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark)
 }
 
 type faultyTx struct {
-	Tx
+	apply.Tx
 	f *faultySink
 }
 
-func (t *faultyTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error {
+func (t *faultyTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.RowChange) error {
 	err, after := t.f.check("rows")
 	if err == nil || after {
 		if aerr := t.Tx.ApplyRows(ctx, table, rows); aerr != nil {
@@ -80,7 +82,7 @@ func (t *faultyTx) ApplyRows(ctx context.Context, table Table, rows []*codec.Row
 	return err
 }
 
-func (t *faultyTx) Commit(ctx context.Context, marks []Mark) error {
+func (t *faultyTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	err, after := t.f.check("commit")
 	if err == nil || after {
 		if cerr := t.Tx.Commit(ctx, marks); cerr != nil {
@@ -93,16 +95,17 @@ func (t *faultyTx) Commit(ctx context.Context, marks []Mark) error {
 var errInjected = errors.New("injected failure")
 
 // cancelAfter is a source that cancels the apply's context after n events.
-func cancelAfter(events []*codec.Event, n int, cancel context.CancelFunc) Source {
-	src := SliceSource(events)
-	i := 0
-	return SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		if i == n {
-			cancel()
+func cancelAfter(events []*codec.Event, n int, cancel context.CancelFunc) apply.Source {
+	return func(yield func(*codec.Event, error) bool) {
+		for i, ev := range events {
+			if i == n {
+				cancel()
+			}
+			if !yield(ev, nil) {
+				return
+			}
 		}
-		i++
-		return src.Next(ctx)
-	})
+	}
 }
 
 // TestResume interrupts an apply at random points, by cancelling it or by
@@ -118,12 +121,12 @@ func TestResume(t *testing.T) {
 			t.Fatalf("uninterrupted apply differs from the model:\n%s", d)
 		}
 		trials := 12
-		if ref.dialect == MySQL {
+		if ref.dialect == sqlsink.MySQL {
 			trials = 6
 		}
 		for trial := range trials {
 			rng := rand.New(rand.NewPCG(uint64(trial), 11))
-			opts := &Options{Workers: 1 + rng.IntN(4), BatchRows: 1 + rng.IntN(20), TxnRows: 1 + rng.IntN(100)}
+			opts := &apply.Options{Workers: 1 + rng.IntN(4), BatchRows: 1 + rng.IntN(20), TxnRows: 1 + rng.IntN(100)}
 			t.Run(fmt.Sprint(trial), func(t *testing.T) {
 				e := newEnv(t, ref.dialect)
 				w := newWorkload(3, e.schema, 200)
@@ -131,13 +134,13 @@ func TestResume(t *testing.T) {
 				var log []string
 				for i := range interruptions {
 					sink := e.open(nil)
-					var res *Result
+					var res *apply.Result
 					var err error
 					switch (trial + i) % 3 {
 					case 0: // cancel after n events
 						n := rng.IntN(len(w.events))
 						ctx, cancel := context.WithCancel(context.Background())
-						res, err = Run(ctx, cancelAfter(w.events, n, cancel), sink, opts)
+						res, err = apply.Run(ctx, cancelAfter(w.events, n, cancel), sink, opts)
 						cancel()
 						log = append(log, fmt.Sprintf("cancel after %d events", n))
 						if err != nil && !errors.Is(err, context.Canceled) {
@@ -151,7 +154,7 @@ func TestResume(t *testing.T) {
 							}
 							return nil, false
 						}}
-						res, err = Run(context.Background(), SliceSource(w.events), f, opts)
+						res, err = apply.Run(context.Background(), sliceSource(w.events), f, opts)
 						log = append(log, fmt.Sprintf("fail sink call %d", n))
 						if f.hits > 0 && !errors.Is(err, errInjected) || f.hits == 0 && err != nil {
 							t.Fatalf("%v: err = %v (%d faults)", log, err, f.hits)
@@ -183,11 +186,11 @@ func TestTransientRetry(t *testing.T) {
 		w := newWorkload(5, e.schema, 150)
 		f := &faultySink{Sink: e.open(nil), fault: func(n int, op string) (error, bool) {
 			if n%7 == 3 {
-				return Transient(fmt.Errorf("%w in %s %d", errInjected, op, n)), op == "commit" && n%2 == 0
+				return apply.Transient(fmt.Errorf("%w in %s %d", errInjected, op, n)), op == "commit" && n%2 == 0
 			}
 			return nil, false
 		}}
-		res, err := Run(context.Background(), SliceSource(w.events), f, &Options{Workers: 3, BatchRows: 5, TxnRows: 20, RetryBackoff: 1})
+		res, err := apply.Run(context.Background(), sliceSource(w.events), f, &apply.Options{Workers: 3, BatchRows: 5, TxnRows: 20, RetryBackoff: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,22 +206,22 @@ func TestTransientRetry(t *testing.T) {
 // TestRetryGivesUp: a transient error that does not pass stops the apply
 // after MaxRetries retries.
 func TestRetryGivesUp(t *testing.T) {
-	e := newEnv(t, SQLite)
+	e := newEnv(t, sqlsink.SQLite)
 	w := newWorkload(5, e.schema, 20)
 	f := &faultySink{Sink: e.open(nil), fault: func(n int, op string) (error, bool) {
 		if op == "rows" {
-			return Transient(errInjected), false
+			return apply.Transient(errInjected), false
 		}
 		return nil, false
 	}}
-	res, err := Run(context.Background(), SliceSource(w.events), f, &Options{MaxRetries: 3, RetryBackoff: 1})
-	if !errors.Is(err, errInjected) || !IsTransient(err) {
+	res, err := apply.Run(context.Background(), sliceSource(w.events), f, &apply.Options{MaxRetries: 3, RetryBackoff: 1})
+	if !errors.Is(err, errInjected) || !apply.IsTransient(err) {
 		t.Fatalf("err = %v", err)
 	}
 	if res.Retries != 3 || f.hits != 4 {
 		t.Errorf("retries %d, attempts %d; want 3 and 4", res.Retries, f.hits)
 	}
-	if _, err := Run(context.Background(), SliceSource(w.events), f, &Options{MaxRetries: -1}); !errors.Is(err, errInjected) || f.hits != 5 {
+	if _, err := apply.Run(context.Background(), sliceSource(w.events), f, &apply.Options{MaxRetries: -1}); !errors.Is(err, errInjected) || f.hits != 5 {
 		t.Errorf("MaxRetries -1: err = %v after %d attempts", err, f.hits)
 	}
 }

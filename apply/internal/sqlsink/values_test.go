@@ -1,10 +1,11 @@
-package apply
+package sqlsink_test
 
 import (
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -31,11 +32,11 @@ var valsCols = []struct {
 
 // valsSelect reads the columns back as text: MySQL's own rendering (numbers
 // of BIT, ENUM and SET), SQLite's stored values.
-var valsSelect = map[Dialect]string{
-	MySQL: "SELECT i, u, f, d, dc, s, HEX(b), dt, dtm, ts, tm, y, bt+0, e+0, st+0, j FROM %s ORDER BY id",
+var valsSelect = map[sqlsink.Dialect]string{
+	sqlsink.MySQL: "SELECT i, u, f, d, dc, s, HEX(b), dt, dtm, ts, tm, y, bt+0, e+0, st+0, j FROM %s ORDER BY id",
 	// (hex(NULL) is '' in SQLite; the CASTs keep the driver from parsing
 	// DATE columns into times.)
-	SQLite: "SELECT i, u, f, d, dc, s, iif(b IS NULL, NULL, hex(b)), CAST(dt AS TEXT), CAST(dtm AS TEXT), CAST(ts AS TEXT), tm, y, bt, e, st, j FROM %s ORDER BY id",
+	sqlsink.SQLite: "SELECT i, u, f, d, dc, s, iif(b IS NULL, NULL, hex(b)), CAST(dt AS TEXT), CAST(dtm AS TEXT), CAST(ts AS TEXT), tm, y, bt, e, st, j FROM %s ORDER BY id",
 }
 
 func dt(y uint16, mo, d, h, mi, s uint8, us uint32, fsp uint8) codec.DateTime {
@@ -99,7 +100,7 @@ func TestValuesRoundTrip(t *testing.T) {
 		for ; rows.Next(); i++ {
 			got := scanJoined(t, rows)
 			want := valsRows[i].mysql
-			if e.dialect == SQLite {
+			if e.dialect == sqlsink.SQLite {
 				want = valsRows[i].sqlite
 			}
 			if got != want {

@@ -1,13 +1,14 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -44,7 +45,7 @@ func TestDuplicates(t *testing.T) {
 			events = append(append(append(events, rows...), again...), ddls...)
 			i = j
 		}
-		res := e.run(events, &Options{Workers: 3, BatchRows: 4, TxnRows: 30})
+		res := e.run(events, &apply.Options{Workers: 3, BatchRows: 4, TxnRows: 30})
 		if d := diff(e.dumpAll(workloadTables...), w.want()); d != "" {
 			t.Fatalf("with duplicates:\n%s", d)
 		}
@@ -54,11 +55,11 @@ func TestDuplicates(t *testing.T) {
 	})
 }
 
-// TestOrder: Run refuses a source out of commit-ts order, and a row change
+// TestOrder: apply.Run refuses a source out of commit-ts order, and a row change
 // after a DDL of its commit ts (it would be lost on a resume, which skips
 // rows at or below the recorded DDL ts).
 func TestOrder(t *testing.T) {
-	e := newEnv(t, SQLite)
+	e := newEnv(t, sqlsink.SQLite)
 	s := e.schema
 	create := ddlEv(10, s, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT PRIMARY KEY)")
 	ins := func(ts uint64) *codec.Event { return rowEv(ts, s, "a", nil, []codec.Column{icol("id", int64(ts), pk)}) }
@@ -66,16 +67,16 @@ func TestOrder(t *testing.T) {
 		"backwards":     {create, ins(12), ins(11)},
 		"row after DDL": {create, ins(11), ddlEv(11, s, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c INT"), ins(11)},
 	} {
-		res, err := Run(context.Background(), SliceSource(events), e.open(nil), nil)
-		if !errors.Is(err, ErrOrder) {
-			t.Errorf("%s: err = %v, want ErrOrder", name, err)
+		res, err := apply.Run(context.Background(), sliceSource(events), e.open(nil), nil)
+		if !errors.Is(err, apply.ErrOrder) {
+			t.Errorf("%s: err = %v, want apply.ErrOrder", name, err)
 		}
 		if res == nil || res.Events != int64(len(events)) {
 			t.Errorf("%s: result %+v", name, res)
 		}
 	}
 	// Neither image: not a row change.
-	_, err := Run(context.Background(), SliceSource([]*codec.Event{rowEv(20, s, "a", nil, nil)}), e.open(nil), nil)
+	_, err := apply.Run(context.Background(), sliceSource([]*codec.Event{rowEv(20, s, "a", nil, nil)}), e.open(nil), nil)
 	if err == nil || !strings.Contains(err.Error(), "neither image") {
 		t.Errorf("empty row change: err = %v", err)
 	}
@@ -84,18 +85,18 @@ func TestOrder(t *testing.T) {
 // TestSourceError: a source failure stops the apply, rolls back what is not
 // committed, and is returned.
 func TestSourceError(t *testing.T) {
-	e := newEnv(t, SQLite)
+	e := newEnv(t, sqlsink.SQLite)
 	w := newWorkload(2, e.schema, 50)
 	boom := errors.New("segment corrupt")
-	n := 0
-	src := SourceFunc(func(ctx context.Context) (*codec.Event, error) {
-		if n == len(w.events)/2 {
-			return nil, boom
+	src := func(yield func(*codec.Event, error) bool) {
+		for _, ev := range w.events[:len(w.events)/2] {
+			if !yield(ev, nil) {
+				return
+			}
 		}
-		n++
-		return w.events[n-1], nil
-	})
-	if _, err := Run(context.Background(), src, e.open(nil), &Options{TxnRows: 1 << 20}); !errors.Is(err, boom) {
+		yield(nil, boom)
+	}
+	if _, err := apply.Run(context.Background(), src, e.open(nil), &apply.Options{TxnRows: 1 << 20}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
 	// The rows after the last DDL were never committed.
@@ -106,7 +107,7 @@ func TestSourceError(t *testing.T) {
 	if d := diff(e.dumpAll(workloadTables...), w.want()); d != "" {
 		t.Fatal(d)
 	}
-	if _, err := SliceSource(nil).Next(context.Background()); err != io.EOF {
-		t.Errorf("empty SliceSource: %v", err)
+	for ev, err := range apply.SliceSource(nil) {
+		t.Errorf("empty SliceSource yielded %v, %v", ev, err)
 	}
 }

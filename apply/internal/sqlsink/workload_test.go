@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -124,7 +126,7 @@ func setCol(img []codec.Column, c codec.Column) []codec.Column {
 
 func keyString(img []codec.Column) string {
 	var b strings.Builder
-	for _, i := range keyOf(img) {
+	for _, i := range sqlsink.KeyOf(img) {
 		b.WriteString(img[i].Value.String())
 		b.WriteByte('/')
 	}
@@ -304,13 +306,13 @@ func diff(got, want map[string][]string) string {
 func TestWorkload(t *testing.T) {
 	cases := []struct {
 		name string
-		opts *Options
+		opts *apply.Options
 	}{
 		{"defaults", nil},
-		{"tiny", &Options{Workers: 1, BatchRows: 1, TxnRows: 1}},
-		{"parallel", &Options{Workers: 4, BatchRows: 7, TxnRows: 40, MaxBufferedRows: 30}},
+		{"tiny", &apply.Options{Workers: 1, BatchRows: 1, TxnRows: 1}},
+		{"parallel", &apply.Options{Workers: 4, BatchRows: 7, TxnRows: 40, MaxBufferedRows: 30}},
 	}
-	for _, d := range []Dialect{SQLite, MySQL} {
+	for _, d := range []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL} {
 		for _, c := range cases {
 			t.Run(d.String()+"/"+c.name, func(t *testing.T) {
 				e := newEnv(t, d)

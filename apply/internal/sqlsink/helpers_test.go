@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
@@ -14,6 +14,10 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
+	_ "github.com/redokit/redokit/apply/mysql"
+	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -21,7 +25,7 @@ import (
 // on the MariaDB server of REDOKIT_MYSQL_DSN.
 type env struct {
 	t       testing.TB
-	dialect Dialect
+	dialect sqlsink.Dialect
 	schema  string // the schema of the test's events (and of the MySQL progress table)
 	uri     string
 	admin   *sql.DB // for setup and dumps
@@ -49,11 +53,11 @@ var schemaSeq atomic.Int64
 var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
 
 // newEnv makes a fresh downstream of dialect d.
-func newEnv(t testing.TB, d Dialect) *env {
+func newEnv(t testing.TB, d sqlsink.Dialect) *env {
 	t.Helper()
 	e := &env{t: t, dialect: d}
 	switch d {
-	case SQLite:
+	case sqlsink.SQLite:
 		e.schema = "db"
 		path := filepath.Join(t.TempDir(), "down.sqlite")
 		e.uri = "sqlite://" + path
@@ -63,7 +67,7 @@ func newEnv(t testing.TB, d Dialect) *env {
 		}
 		t.Cleanup(func() { db.Close() })
 		e.admin = db
-	case MySQL:
+	case sqlsink.MySQL:
 		cfg := mysqlDSN(t)
 		name := nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_")
 		if len(name) > 40 {
@@ -91,11 +95,11 @@ func newEnv(t testing.TB, d Dialect) *env {
 		}
 		db := sql.OpenDB(c)
 		t.Cleanup(func() { db.Close() })
-		if _, err := db.Exec("CREATE DATABASE " + d.quoteString(e.schema)); err != nil {
+		if _, err := db.Exec("CREATE DATABASE " + d.Quote(e.schema)); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if _, err := db.Exec("DROP DATABASE IF EXISTS " + d.quoteString(e.schema)); err != nil {
+			if _, err := db.Exec("DROP DATABASE IF EXISTS " + d.Quote(e.schema)); err != nil {
 				t.Errorf("drop test database: %v", err)
 			}
 		})
@@ -106,24 +110,24 @@ func newEnv(t testing.TB, d Dialect) *env {
 
 // forEachDialect runs f against SQLite and MariaDB.
 func forEachDialect(t *testing.T, f func(t *testing.T, e *env)) {
-	for _, d := range []Dialect{SQLite, MySQL} {
+	for _, d := range []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL} {
 		t.Run(d.String(), func(t *testing.T) { f(t, newEnv(t, d)) })
 	}
 }
 
-func (e *env) open(opts *SinkOptions) *SQLSink {
+func (e *env) open(opts *apply.SinkOptions) *sqlsink.SQLSink {
 	e.t.Helper()
-	s, err := Open(context.Background(), e.uri, opts)
+	s, err := apply.Open(context.Background(), e.uri, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { s.Close() })
-	return s
+	return s.(*sqlsink.SQLSink)
 }
 
 // table is the downstream name of table name, for the admin connection.
 func (e *env) table(name string) string {
-	return string(e.dialect.table(nil, Table{Schema: e.schema, Name: name}))
+	return e.dialect.Table(apply.Table{Schema: e.schema, Name: name})
 }
 
 func (e *env) exec(q string, args ...any) {
@@ -138,7 +142,7 @@ func (e *env) exec(q string, args ...any) {
 func (e *env) ddl(q string) {
 	e.t.Helper()
 	s := e.open(nil)
-	if err := s.ApplyDDL(context.Background(), &codec.DDL{Table: codec.TableName{Schema: e.schema}, Query: q}, DDLMark{}); err != nil {
+	if err := s.ApplyDDL(context.Background(), &codec.DDL{Table: codec.TableName{Schema: e.schema}, Query: q}, apply.DDLMark{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -148,7 +152,7 @@ func (e *env) exists(name string) bool {
 	e.t.Helper()
 	var n int
 	var err error
-	if e.dialect == SQLite {
+	if e.dialect == sqlsink.SQLite {
 		err = e.admin.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
 	} else {
 		err = e.admin.QueryRow("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", e.schema, name).Scan(&n)
@@ -209,7 +213,7 @@ func (e *env) dumpAll(tables ...string) map[string][]string {
 }
 
 // progressRows returns the progress table's rows.
-func (e *env) progress() Progress {
+func (e *env) progress() apply.Progress {
 	e.t.Helper()
 	p, err := e.open(nil).Progress(context.Background())
 	if err != nil {
@@ -218,11 +222,20 @@ func (e *env) progress() Progress {
 	return p
 }
 
+// sliceSource is apply.SliceSource over the tests' event pointers.
+func sliceSource(events []*codec.Event) apply.Source {
+	evs := make([]codec.Event, len(events))
+	for i, ev := range events {
+		evs[i] = *ev
+	}
+	return apply.SliceSource(evs)
+}
+
 // run applies events into a fresh sink of e and fails the test on error.
-func (e *env) run(events []*codec.Event, opts *Options) *Result {
+func (e *env) run(events []*codec.Event, opts *apply.Options) *apply.Result {
 	e.t.Helper()
 	s := e.open(nil)
-	res, err := Run(context.Background(), SliceSource(events), s, opts)
+	res, err := apply.Run(context.Background(), sliceSource(events), s, opts)
 	if err != nil {
 		e.t.Fatalf("Run: %v", err)
 	}

@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -49,20 +51,20 @@ func (l *lockHolder) release() {
 func TestRealTransientErrors(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		var sink *SQLSink
+		var sink *sqlsink.SQLSink
 		var h lockHolder
 		var events []*codec.Event
 		row := rowEv(20, e.schema, "a", nil, []codec.Column{icol("id", 1, pk), scol("v", "applied")})
 		switch e.dialect {
-		case SQLite:
+		case sqlsink.SQLite:
 			// No busy wait: the lock fails the first BEGIN at once.
 			u := e.uri + "?_pragma=busy_timeout(0)"
-			s, err := Open(ctx, u, nil)
+			s, err := apply.Open(ctx, u, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			sink = s
+			sink = s.(*sqlsink.SQLSink)
 			conn, err := e.admin.Conn(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -73,13 +75,13 @@ func TestRealTransientErrors(t *testing.T) {
 			}
 			h.conn, h.q = conn, "COMMIT"
 			events = []*codec.Event{ddlEv(10, e.schema, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR(20))"), row}
-		case MySQL:
-			s, err := Open(ctx, e.uri+"?innodb_lock_wait_timeout=1", nil)
+		case sqlsink.MySQL:
+			s, err := apply.Open(ctx, e.uri+"?innodb_lock_wait_timeout=1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			sink = s
+			sink = s.(*sqlsink.SQLSink)
 			e.ddl("CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR(20))")
 			e.exec("INSERT INTO " + e.table("a") + " VALUES (1, 'before')")
 			tx, err := e.admin.BeginTx(ctx, nil)
@@ -98,7 +100,7 @@ func TestRealTransientErrors(t *testing.T) {
 			warnings = append(warnings, msg)
 			h.release()
 		}})
-		res, err := Run(ctx, SliceSource(events), sink, &Options{Logger: logger, RetryBackoff: 1})
+		res, err := apply.Run(ctx, sliceSource(events), sink, &apply.Options{Logger: logger, RetryBackoff: 1})
 		h.release()
 		if err != nil || h.err != nil {
 			t.Fatalf("Run: %v (release: %v)", err, h.err)

@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
@@ -7,31 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
-
-// naiveApply is the baseline the benchmark compares Run with: one statement
-// per row change, each in its own autocommit transaction, one connection, no
-// batching, no progress table — the simplest correct replay. It shares the
-// SQL sink's statements (as one-row statements) and DDL handling.
-func naiveApply(ctx context.Context, s *SQLSink, events []*codec.Event) (rows int, err error) {
-	one := &SQLSink{db: s.db, d: s.d, o: s.o, progress: s.progress, name: s.name}
-	one.o.MaxStatementRows = 1
-	tx := &sqlTx{s: one, ex: s.db}
-	for _, ev := range events {
-		if ev.IsDDL() {
-			if err := s.ApplyDDL(ctx, &ev.DDL, DDLMark{CommitTs: ev.DDL.CommitTs, Count: 1}); err != nil {
-				return rows, err
-			}
-			continue
-		}
-		if err := tx.ApplyRows(ctx, TableOf(ev.Row.Table), []*codec.RowChange{&ev.Row}); err != nil {
-			return rows, err
-		}
-		rows++
-	}
-	return rows, nil
-}
 
 const benchTables = 4
 
@@ -101,15 +80,15 @@ func benchEvents(schema string, rows int) []*codec.Event {
 }
 
 // BenchmarkApply measures rows per second into SQLite (and MariaDB when
-// REDOKIT_MYSQL_DSN is set): Run with its defaults, and the naive
+// REDOKIT_MYSQL_DSN is set): apply.Run with its defaults, and the naive
 // one-statement-per-row autocommit loop over the same events. Each iteration
 // applies both, one after the other into fresh databases, so that a noisy
 // machine slows both alike; it reports both rates and their ratio.
 func BenchmarkApply(b *testing.B) {
 	const rows = 20000
-	for _, d := range []Dialect{SQLite, MySQL} {
+	for _, d := range []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL} {
 		b.Run(d.String(), func(b *testing.B) {
-			if d == MySQL {
+			if d == sqlsink.MySQL {
 				mysqlDSN(b)
 			}
 			ctx := context.Background()
@@ -123,20 +102,20 @@ func BenchmarkApply(b *testing.B) {
 					s := e.open(nil)
 					// The tables are created untimed: DDLs cost both
 					// sides the same, and the benchmark is about rows.
-					if _, err := naiveApply(ctx, s, events[:benchTables]); err != nil {
+					if _, err := sqlsink.NaiveApply(ctx, s, events[:benchTables]); err != nil {
 						b.Fatal(err)
 					}
 					events = events[benchTables:]
 					b.StartTimer()
 					start := time.Now()
 					if mode == 0 {
-						res, err := Run(ctx, SliceSource(events), s, nil)
+						res, err := apply.Run(ctx, sliceSource(events), s, nil)
 						if err != nil {
 							b.Fatal(err)
 						}
 						applied[0] += int(res.Rows)
 					} else {
-						n, err := naiveApply(ctx, s, events)
+						n, err := sqlsink.NaiveApply(ctx, s, events)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -155,19 +134,19 @@ func BenchmarkApply(b *testing.B) {
 }
 
 // TestNaiveBaselineAgrees: the baseline applies the benchmark's events to the
-// same state as Run, so the comparison is between equals.
+// same state as apply.Run, so the comparison is between equals.
 func TestNaiveBaselineAgrees(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, e *env) {
 		events := benchEvents(e.schema, 2000)
 		e.run(events, nil)
 		want := e.dumpAll("orders", "items", "users", "events")
 		e2 := newEnv(t, e.dialect)
-		if _, err := naiveApply(context.Background(), e2.open(nil), benchEvents(e2.schema, 2000)); err != nil {
+		if _, err := sqlsink.NaiveApply(context.Background(), e2.open(nil), benchEvents(e2.schema, 2000)); err != nil {
 			t.Fatal(err)
 		}
 		for tb, rows := range e2.dumpAll("orders", "items", "users", "events") {
 			if len(rows) == 0 || fmt.Sprint(rows) != fmt.Sprint(want[tb]) {
-				t.Errorf("%s: naive %d rows, Run %d rows (or they differ)", tb, len(rows), len(want[tb]))
+				t.Errorf("%s: naive %d rows, apply.Run %d rows (or they differ)", tb, len(rows), len(want[tb]))
 			}
 		}
 	})

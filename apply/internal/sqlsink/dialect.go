@@ -1,19 +1,13 @@
-package apply
+package sqlsink
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
-	"io"
 	"math"
-	"net"
 	"strconv"
-	"strings"
-	"syscall"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
-	"modernc.org/sqlite"
 )
 
 // Dialect is the SQL dialect of a SQL sink.
@@ -21,8 +15,8 @@ type Dialect uint8
 
 // Dialects.
 const (
-	MySQL  Dialect = 1 // MySQL, MariaDB, TiDB (github.com/go-sql-driver/mysql)
-	SQLite Dialect = 2 // SQLite (modernc.org/sqlite)
+	MySQL  Dialect = 1 // MySQL, MariaDB, TiDB (package apply/mysql)
+	SQLite Dialect = 2 // SQLite (package apply/sqlite)
 )
 
 func (d Dialect) String() string {
@@ -51,11 +45,12 @@ func (d Dialect) quote(b []byte, name string) []byte {
 	return append(b, q)
 }
 
-func (d Dialect) quoteString(name string) string { return string(d.quote(nil, name)) }
+// Quote returns an identifier quoted for d.
+func (d Dialect) Quote(name string) string { return string(d.quote(nil, name)) }
 
 // table appends the downstream name of t: `schema`.`name` for MySQL, and
 // "name" alone for SQLite, which has one namespace per file.
-func (d Dialect) table(b []byte, t Table) []byte {
+func (d Dialect) table(b []byte, t apply.Table) []byte {
 	if d == MySQL && t.Schema != "" {
 		b = d.quote(b, t.Schema)
 		b = append(b, '.')
@@ -142,92 +137,48 @@ func argSize(a any) int {
 	return 21
 }
 
-// classify marks errors worth retrying with Transient.
+// Driver is what a dialect's driver package knows that the shared SQL code
+// does not: how its errors read. Packages apply/mysql and apply/sqlite
+// register theirs, so this package imports no database driver.
+type Driver struct {
+	// Transient reports whether err may pass (a lost connection, a
+	// deadlock, a busy database): Run then retries.
+	Transient func(err error) bool
+	// AlreadyApplied reports whether err says that a DDL of the action's
+	// kind had its effect already: the table, column, index or database
+	// exists, or is already gone. The downstream may have run DDLs past the
+	// log's checkpoint before the disaster (TiCDC's sink records its own DDL
+	// progress, which redo apply cannot see), and a MySQL DDL that
+	// succeeded just before a crash is not recorded (its implicit commit
+	// cannot include the progress row).
+	AlreadyApplied func(err error, action codec.ActionType) bool
+}
+
+var drivers [SQLite + 1]*Driver
+
+// Register makes d's driver known. It is called from the init of the
+// dialect's sink package.
+func Register(d Dialect, drv *Driver) {
+	if d != MySQL && d != SQLite {
+		panic("sqlsink: Register of an unknown dialect")
+	}
+	drivers[d] = drv
+}
+
+// classify marks errors worth retrying with apply.Transient.
 func (d Dialect) classify(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if d.transient(err) {
-		return Transient(err)
+	if drv := drivers[d]; drv != nil && drv.Transient(err) {
+		return apply.Transient(err)
 	}
 	return err
 }
 
-func (d Dialect) transient(err error) bool {
-	switch d {
-	case MySQL:
-		var me *mysql.MySQLError
-		if errors.As(err, &me) {
-			switch me.Number {
-			case 1205, // ER_LOCK_WAIT_TIMEOUT
-				1213,                   // ER_LOCK_DEADLOCK
-				1053,                   // ER_SERVER_SHUTDOWN
-				1927,                   // ER_CONNECTION_KILLED (MariaDB)
-				1040,                   // ER_CON_COUNT_ERROR: too many connections
-				1158, 1159, 1160, 1161: // network read/write errors and timeouts
-				return true
-			}
-			return false
-		}
-		if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
-			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-			errors.Is(err, syscall.EPIPE) {
-			return true
-		}
-		var ne net.Error
-		return errors.As(err, &ne)
-	case SQLite:
-		var se *sqlite.Error
-		if errors.As(err, &se) {
-			switch se.Code() & 0xff {
-			case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-				return true
-			}
-		}
-		return false
-	}
-	return false
-}
-
 // ddlAlreadyApplied reports whether err says that the DDL's effect is
-// already there: the table, column, index or database exists, or is already
-// gone. The downstream may have run DDLs past the log's checkpoint before the
-// disaster (TiCDC's sink records its own DDL progress, which redo apply
-// cannot see), and a MySQL DDL that succeeded just before a crash is not
-// recorded (its implicit commit cannot include the progress row).
+// already there (see Driver.AlreadyApplied).
 func (d Dialect) ddlAlreadyApplied(err error, action codec.ActionType) bool {
-	switch d {
-	case MySQL:
-		var me *mysql.MySQLError
-		if !errors.As(err, &me) {
-			return false
-		}
-		switch me.Number {
-		case 1007, // ER_DB_CREATE_EXISTS
-			1008, // ER_DB_DROP_EXISTS
-			1050, // ER_TABLE_EXISTS_ERROR
-			1051, // ER_BAD_TABLE_ERROR (DROP TABLE of a table that is gone)
-			1060, // ER_DUP_FIELDNAME
-			1061, // ER_DUP_KEYNAME
-			1068, // ER_MULTIPLE_PRI_KEY
-			1091: // ER_CANT_DROP_FIELD_OR_KEY
-			return true
-		}
-	case SQLite:
-		var se *sqlite.Error
-		if !errors.As(err, &se) {
-			return false
-		}
-		msg := se.Error()
-		if strings.Contains(msg, "already exists") || strings.Contains(msg, "duplicate column name") {
-			return true
-		}
-		switch action {
-		case codec.ActionDropTable, codec.ActionDropIndex, codec.ActionDropColumn, codec.ActionDropView:
-			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such index") ||
-				strings.Contains(msg, "no such column")
-		}
-	}
-	return false
+	drv := drivers[d]
+	return drv != nil && drv.AlreadyApplied(err, action)
 }

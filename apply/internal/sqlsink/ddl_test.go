@@ -1,4 +1,4 @@
-package apply
+package sqlsink_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -14,7 +16,7 @@ import (
 // a DDL's commit ts come first, later rows after, whichever worker holds them.
 func TestDDLOrder(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, e0 *env) {
-		for _, opts := range []*Options{{Workers: 4, BatchRows: 1, TxnRows: 1}, {Workers: 2, BatchRows: 100}} {
+		for _, opts := range []*apply.Options{{Workers: 4, BatchRows: 1, TxnRows: 1}, {Workers: 2, BatchRows: 100}} {
 			e := newEnv(t, e0.dialect)
 			s := e.schema
 			ins := func(ts uint64, table string, id int64, v string, extra ...codec.Column) *codec.Event {
@@ -49,7 +51,7 @@ func TestDDLOrder(t *testing.T) {
 				t.Errorf("b = %q, want %q", got, want)
 			}
 			p := e.progress()
-			if p.DDL != (DDLMark{CommitTs: 18, Count: 1}) || p.Tables[Table{s, "a"}] != 19 || p.Tables[Table{s, "b"}] != 16 {
+			if p.DDL != (apply.DDLMark{CommitTs: 18, Count: 1}) || p.Tables[apply.Table{Schema: s, Name: "a"}] != 19 || p.Tables[apply.Table{Schema: s, Name: "b"}] != 16 {
 				t.Errorf("progress %+v", p)
 			}
 		}
@@ -68,14 +70,14 @@ func TestDDLAlreadyApplied(t *testing.T) {
 			rowEv(12, s, "a", nil, []codec.Column{icol("id", 1, pk), scol("v", "x"), icol("c", 2, codec.FlagNullable)}),
 			ddlEv(13, s, "z", codec.ActionDropTable, "DROP TABLE z"),
 		}
-		strict := e.open(&SinkOptions{StrictDDL: true})
-		_, err := Run(context.Background(), SliceSource(events), strict, nil)
-		var de *DDLError
+		strict := e.open(&apply.SinkOptions{StrictDDL: true})
+		_, err := apply.Run(context.Background(), sliceSource(events), strict, nil)
+		var de *apply.DDLError
 		if !errors.As(err, &de) || de.CommitTs != 10 || !strings.Contains(err.Error(), "CREATE TABLE a") {
-			t.Fatalf("strict: err = %v, want a DDLError at 10", err)
+			t.Fatalf("strict: err = %v, want a apply.DDLError at 10", err)
 		}
 		sink := e.open(nil)
-		res, err := Run(context.Background(), SliceSource(events), sink, nil)
+		res, err := apply.Run(context.Background(), sliceSource(events), sink, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,13 +101,13 @@ func TestDDLError(t *testing.T) {
 			ddlEv(12, s, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c NO_SUCH_TYPE(3) FIRST"),
 			rowEv(13, s, "a", nil, []codec.Column{icol("id", 2, pk)}),
 		}
-		res, err := Run(context.Background(), SliceSource(events), e.open(nil), nil)
-		var de *DDLError
+		res, err := apply.Run(context.Background(), sliceSource(events), e.open(nil), nil)
+		var de *apply.DDLError
 		if !errors.As(err, &de) || de.CommitTs != 12 || de.Schema != s || !strings.Contains(err.Error(), "NO_SUCH_TYPE") {
-			t.Fatalf("err = %v, want a DDLError naming the DDL at 12", err)
+			t.Fatalf("err = %v, want a apply.DDLError naming the DDL at 12", err)
 		}
-		if e.dialect == SQLite && !errors.Is(err, ErrUnsupportedDDL) {
-			t.Errorf("SQLite: err = %v, want ErrUnsupportedDDL", err)
+		if e.dialect == sqlsink.SQLite && !errors.Is(err, apply.ErrUnsupportedDDL) {
+			t.Errorf("SQLite: err = %v, want apply.ErrUnsupportedDDL", err)
 		}
 		if res.Rows != 1 || res.DDLs != 1 {
 			t.Errorf("result %+v", res)
@@ -113,65 +115,15 @@ func TestDDLError(t *testing.T) {
 		if got := e.dump("a"); !slices.Equal(got, []string{"1"}) {
 			t.Errorf("a = %q", got)
 		}
-		if p := e.progress(); p.DDL != (DDLMark{CommitTs: 10, Count: 1}) || p.Tables[Table{s, "a"}] != 11 {
+		if p := e.progress(); p.DDL != (apply.DDLMark{CommitTs: 10, Count: 1}) || p.Tables[apply.Table{Schema: s, Name: "a"}] != 11 {
 			t.Errorf("progress %+v", p)
 		}
 	})
 }
 
-func TestSQLiteDDL(t *testing.T) {
-	cases := []struct {
-		query string
-		want  []string // nil and err: unsupported
-		err   bool
-	}{
-		{"CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))",
-			[]string{`CREATE TABLE "t" ("id" INTEGER NOT NULL PRIMARY KEY, "v" VARCHAR (20))`}, false},
-		// Only a signed (or up to 32-bit) integer key becomes the rowid.
-		{"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, v INT)", []string{`CREATE TABLE "t" ("id" BIGINT PRIMARY KEY, "v" INT)`}, false},
-		{"CREATE TABLE t (a INT, b INT, PRIMARY KEY (a, b))", []string{`CREATE TABLE "t" ("a" INT, "b" INT, PRIMARY KEY (a, b))`}, false},
-		{"create table if not exists `db`.`t` (`id` int(11) unsigned NOT NULL AUTO_INCREMENT COMMENT 'the id', `name` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '' , " +
-			"`e` enum('a','b') DEFAULT NULL, `ts` timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), " +
-			"PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */, UNIQUE KEY `uk` (`name`(10)), KEY `k2` (`e`, `ts` DESC)) ENGINE=InnoDB AUTO_INCREMENT=30001 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='x';",
-			[]string{`CREATE TABLE IF NOT EXISTS "t" ("id" INTEGER NOT NULL, "name" varchar (64) DEFAULT '', "e" INTEGER DEFAULT NULL, "ts" timestamp (6) NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (` + "`id`" + `))`,
-				`CREATE UNIQUE INDEX IF NOT EXISTS "t.uk" ON "t" ("name")`,
-				`CREATE INDEX IF NOT EXISTS "t.k2" ON "t" ("e", "ts" DESC)`}, false},
-		{"TRUNCATE TABLE db.t", []string{`DELETE FROM "t"`}, false},
-		{"truncate `t`", []string{`DELETE FROM "t"`}, false},
-		{"DROP TABLE IF EXISTS t1, `db`.t2", []string{`DROP TABLE IF EXISTS "t1"`, `DROP TABLE IF EXISTS "t2"`}, false},
-		{"ALTER TABLE t ADD COLUMN c INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'c'", []string{`ALTER TABLE "t" ADD COLUMN "c" INT NOT NULL DEFAULT 0`}, false},
-		{"ALTER TABLE t ADD c DECIMAL(10,2), DROP COLUMN d, ADD INDEX ix (c), DROP KEY old, RENAME COLUMN x TO y",
-			[]string{`ALTER TABLE "t" ADD COLUMN "c" DECIMAL (10, 2)`, `ALTER TABLE "t" DROP COLUMN "d"`, `CREATE INDEX "t.ix" ON "t" ("c")`, `DROP INDEX "t.old"`, `ALTER TABLE "t" RENAME COLUMN "x" TO "y"`}, false},
-		{"ALTER TABLE t RENAME TO u", []string{`ALTER TABLE "t" RENAME TO "u"`}, false},
-		{"RENAME TABLE a TO b, c TO d", []string{`ALTER TABLE "a" RENAME TO "b"`, `ALTER TABLE "c" RENAME TO "d"`}, false},
-		{"CREATE UNIQUE INDEX ix ON t (a, b(3))", []string{`CREATE UNIQUE INDEX "t.ix" ON "t" ("a", "b")`}, false},
-		{"DROP INDEX ix ON t", []string{`DROP INDEX "t.ix"`}, false},
-		{"CREATE DATABASE db", nil, false},
-		{"CREATE VIEW v AS SELECT 1", []string{"CREATE VIEW v AS SELECT 1"}, false},
-		{"DROP DATABASE db", nil, true},
-		{"ALTER TABLE t MODIFY COLUMN c BIGINT", nil, true},
-		{"ALTER TABLE t ADD COLUMN c INT AFTER b", nil, true},
-		{"ALTER TABLE t ADD PRIMARY KEY (a)", nil, true},
-		{"CREATE TABLE t LIKE u", nil, true},
-		{"CREATE TABLE t (a INT, 'x)", nil, true},
-	}
-	for _, c := range cases {
-		got, err := sqliteDDL(&codec.DDL{Table: codec.TableName{Schema: "db", Name: "t"}, Query: c.query})
-		if c.err {
-			if !errors.Is(err, ErrUnsupportedDDL) {
-				t.Errorf("%s: err = %v, want ErrUnsupportedDDL", c.query, err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("%s:\n got %q, %v\nwant %q", c.query, got, err, c.want)
-		}
-	}
-}
-
 // TestSQLiteDDLRuns runs the rewritten DDLs on SQLite.
 func TestSQLiteDDLRuns(t *testing.T) {
-	e := newEnv(t, SQLite)
+	e := newEnv(t, sqlsink.SQLite)
 	s := e.schema
 	events := []*codec.Event{
 		ddlEv(10, s, "t", codec.ActionCreateTable, "create table `t` (`id` int(11) unsigned NOT NULL AUTO_INCREMENT, `name` varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '', "+

@@ -1,10 +1,12 @@
-package apply
+package sqlsink
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"sync"
+
+	"github.com/redokit/redokit/apply"
 )
 
 // sqliteSession is the SQLite sink's one writer: a connection held for the
@@ -104,7 +106,7 @@ type sqliteTx struct {
 	done bool
 }
 
-func (t *sqliteTx) Commit(ctx context.Context, marks []Mark) error {
+func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	if t.done {
 		return fmt.Errorf("apply: commit of a finished transaction")
 	}

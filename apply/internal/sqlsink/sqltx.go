@@ -1,4 +1,4 @@
-package apply
+package sqlsink
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -238,7 +239,7 @@ func sameKeyShape(a, b []codec.Column) bool {
 // ApplyRows writes rows as multi-row REPLACE and DELETE statements: runs of
 // consecutive ops of one kind and shape share a statement, up to
 // MaxStatementRows rows and the dialect's placeholder and size limits.
-func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error {
+func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.RowChange) error {
 	t.ops = plan(t.ops[:0], rows)
 	t.collapse()
 	ops := t.ops
@@ -268,7 +269,7 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table Table, rows []*codec.RowCha
 
 // exec runs the statement in t.buf with t.args, naming the table, the ts
 // range and the SQL (as shown by shown) when it fails.
-func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func() string) error {
+func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown func() string) error {
 	var err error
 	if t.lite != nil {
 		var st *sql.Stmt
@@ -283,7 +284,7 @@ func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func()
 		for _, op := range ops {
 			first, last = min(first, op.ts), max(last, op.ts)
 		}
-		return &StatementError{Table: table, FirstTs: first, LastTs: last, SQL: shown(), Err: t.s.d.classify(err)}
+		return &apply.StatementError{Table: table, FirstTs: first, LastTs: last, SQL: shown(), Err: t.s.d.classify(err)}
 	}
 	return nil
 }
@@ -298,7 +299,7 @@ func (t *sqlTx) exec(ctx context.Context, table Table, ops []rowOp, shown func()
 // and insert it, which is what replaying a row's final image needs: an
 // upsert on the primary key alone would fail on a unique key that an older
 // image of another row still holds. Generated columns are left out.
-func (t *sqlTx) upsert(ctx context.Context, table Table, ops []rowOp) (int, error) {
+func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
 	d := t.s.d
 	img := ops[0].img
 	if d == MySQL {
@@ -320,7 +321,7 @@ func (t *sqlTx) upsert(ctx context.Context, table Table, ops []rowOp) (int, erro
 		cols++
 	}
 	if cols == 0 {
-		return 0, &StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[0].ts,
+		return 0, &apply.StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[0].ts,
 			SQL: string(t.buf), Err: fmt.Errorf("row image has no column to write")}
 	}
 	t.buf = append(t.buf, ") VALUES "...)
@@ -394,7 +395,7 @@ func shownRows(b []byte, head, n int) string {
 //	                  DELETE FROM "t" WHERE rowid = (SELECT rowid FROM "t" WHERE … LIMIT 1) (SQLite)
 //
 // A NULL key value matches with IS NULL.
-func (t *sqlTx) delete(ctx context.Context, table Table, ops []rowOp) (int, error) {
+func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
 	d := t.s.d
 	t.buf = append(t.buf[:0], "DELETE FROM "...)
 	t.buf = d.table(t.buf, table)
@@ -492,7 +493,7 @@ func (t *sqlTx) cond(b []byte, c *codec.Column) []byte {
 }
 
 // Commit records marks in the progress table and commits.
-func (t *sqlTx) Commit(ctx context.Context, marks []Mark) error {
+func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	if err := t.s.writeMarks(ctx, t.tx, marks, nil); err != nil {
 		return err
 	}

@@ -1,56 +1,30 @@
-package apply
+package sqlsink
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-
 	"fmt"
 	"log/slog"
 	"math"
 	"sync/atomic"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqliteddl"
 	"github.com/redokit/redokit/codec"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// SinkOptions configure a SQL sink. nil and zero fields take the defaults.
-type SinkOptions struct {
-	// ProgressTable is the name of the progress table. 0 means
-	// DefaultProgressTable. Two logs applied into one downstream need two.
-	ProgressTable string
-	// ProgressSchema is the MySQL database that holds the progress table:
-	// by default the database of the URI, or "redokit" when it names none
-	// (created if missing). SQLite ignores it.
-	ProgressSchema string
-	// MaxStatementRows caps the rows of one multi-row statement. 0 means
-	// DefaultMaxStatementRows.
-	MaxStatementRows int
-	// StrictDDL makes a DDL whose effect is already there (a table that
-	// exists, a column already added, a table already dropped) an error.
-	// By default it is logged and counted as applied: see the package doc.
-	StrictDDL bool
-	// Logger receives tolerated DDL errors. nil discards.
-	Logger *slog.Logger
-}
+// maxStatementBytes bounds an interpolated MySQL statement well below the
+// server's default max_allowed_packet (16 MiB in MariaDB, 64 MiB in MySQL 8).
+const maxStatementBytes = 4 << 20
 
-// Defaults for zero SinkOptions fields.
-const (
-	DefaultProgressTable    = "redokit_apply_progress"
-	DefaultMaxStatementRows = 1024
-	// maxStatementBytes bounds an interpolated MySQL statement well below
-	// the server's default max_allowed_packet (16 MiB in MariaDB, 64 MiB
-	// in MySQL 8).
-	maxStatementBytes = 4 << 20
-)
-
-// SQLSink is the built-in Sink for SQL databases: SQLite and MySQL-compatible
-// ones (MySQL, MariaDB, TiDB). See the package doc for what it writes.
+// SQLSink is the apply.Sink for SQL databases: SQLite and MySQL-compatible
+// ones (MySQL, MariaDB, TiDB). Package apply's doc says what it writes, and
+// those of apply/sqlite and apply/mysql what each dialect does its own way.
 type SQLSink struct {
 	db       *sql.DB
 	d        Dialect
-	o        SinkOptions
+	o        apply.SinkOptions
 	progress []byte // the quoted, qualified progress table name
 	name     string // the redacted URI, or the dialect name
 	ownDB    bool
@@ -60,79 +34,39 @@ type SQLSink struct {
 }
 
 var (
-	_ Sink      = (*SQLSink)(nil)
-	_ TxLimiter = (*SQLSink)(nil)
+	_ apply.Sink      = (*SQLSink)(nil)
+	_ apply.TxLimiter = (*SQLSink)(nil)
 )
 
-// Open opens the SQL sink a URI names:
-//
-//	mysql://user:password@host[:port]/[database][?param=value&...]
-//	sqlite:///absolute/path.db[?param=value&...]
-//	sqlite:relative/path.db[?param=value&...]
-//
-// (mariadb:// and tidb:// are accepted for mysql://). MySQL params are
-// go-sql-driver/mysql DSN parameters or session variables; the sink sets
-// interpolateParams=true and time_zone='+00:00' unless the URI sets them.
-// SQLite params are modernc.org/sqlite DSN parameters; the sink adds
-// busy_timeout(10000), journal_mode(WAL), synchronous(NORMAL) pragmas and
-// _txlock=immediate unless the URI sets them. Open connects, and creates the
-// progress table if it is missing. Errors never show the password.
-func Open(ctx context.Context, uri string, opts *SinkOptions) (*SQLSink, error) {
-	t, err := parseSinkURI(uri)
+// New makes a SQL sink of dialect d over db, named name in errors (a
+// redacted URI). When ownDB, Close closes db too. It connects, and creates
+// the progress table if it is missing. The dialect's Driver must be
+// registered.
+func New(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOptions, name string, ownDB bool) (*SQLSink, error) {
+	if name == "" {
+		name = d.String()
+	}
+	s, err := newSQLSink(ctx, db, d, opts, name)
 	if err != nil {
 		return nil, err
 	}
-	var db *sql.DB
-	switch t.dialect {
-	case MySQL:
-		c, err := mysql.NewConnector(t.mysql)
-		if err != nil {
-			return nil, fmt.Errorf("apply: open %s: %w", t.redacted, err)
-		}
-		db = sql.OpenDB(c)
-	case SQLite:
-		if db, err = sql.Open("sqlite", t.sqlite); err != nil {
-			return nil, fmt.Errorf("apply: open %s: %w", t.redacted, err)
-		}
-	}
-	o := SinkOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	if t.dialect == MySQL && o.ProgressSchema == "" {
-		o.ProgressSchema = t.mysql.DBName
-	}
-	s, err := newSQLSink(ctx, db, t.dialect, &o, t.redacted)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.ownDB = true
+	s.ownDB = ownDB
 	return s, nil
 }
 
-// NewSQLSink makes a SQL sink over a database the caller opened (and
-// closes). For MySQL, open it with interpolateParams=true for speed, and with
-// the session time zone the log's TIMESTAMP values are in (UTC). For SQLite,
-// the sink allows one open connection (SQLite has one writer). It creates the
-// progress table if it is missing.
-func NewSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions) (*SQLSink, error) {
-	return newSQLSink(ctx, db, d, opts, d.String())
-}
-
-func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions, name string) (*SQLSink, error) {
-	if d != MySQL && d != SQLite {
-		return nil, fmt.Errorf("apply: unknown dialect %v", d)
+func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOptions, name string) (*SQLSink, error) {
+	if drivers[d] == nil {
+		return nil, fmt.Errorf("apply: no driver registered for dialect %v", d)
 	}
 	s := &SQLSink{db: db, d: d, name: name}
 	if opts != nil {
 		s.o = *opts
 	}
 	if s.o.ProgressTable == "" {
-		s.o.ProgressTable = DefaultProgressTable
+		s.o.ProgressTable = apply.DefaultProgressTable
 	}
 	if s.o.MaxStatementRows <= 0 {
-		s.o.MaxStatementRows = DefaultMaxStatementRows
+		s.o.MaxStatementRows = apply.DefaultMaxStatementRows
 	}
 	if s.o.Logger == nil {
 		s.o.Logger = slog.New(slog.DiscardHandler)
@@ -158,8 +92,8 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *SinkOptions, n
 		if s.o.ProgressSchema == "" {
 			s.o.ProgressSchema = "redokit"
 		}
-		s.progress = s.d.table(nil, Table{Schema: s.o.ProgressSchema, Name: s.o.ProgressTable})
-		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+d.quoteString(s.o.ProgressSchema)); err != nil {
+		s.progress = s.d.table(nil, apply.Table{Schema: s.o.ProgressSchema, Name: s.o.ProgressTable})
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+d.Quote(s.o.ProgressSchema)); err != nil {
 			return nil, fmt.Errorf("apply: %s: create the progress database: %w", name, err)
 		}
 		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
@@ -194,7 +128,7 @@ func (s *SQLSink) DB() *sql.DB { return s.db }
 func (s *SQLSink) Dialect() Dialect { return s.d }
 
 // IgnoredDDLs counts the DDLs whose effect was found already there (see
-// SinkOptions.StrictDDL).
+// apply.SinkOptions.StrictDDL).
 func (s *SQLSink) IgnoredDDLs() int64 { return s.ignoredDDLs.Load() }
 
 // MaxOpenTxs is 1 for SQLite (one writer) and unlimited for MySQL.
@@ -222,8 +156,8 @@ func (s *SQLSink) Close() error {
 
 // Progress reads the progress table. The DDL mark is the row with an empty
 // schema and table name.
-func (s *SQLSink) Progress(ctx context.Context) (Progress, error) {
-	p := Progress{Tables: map[Table]uint64{}}
+func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
+	p := apply.Progress{Tables: map[apply.Table]uint64{}}
 	q := "SELECT schema_name, table_name, commit_ts, ddl_count FROM " + string(s.progress)
 	var rows *sql.Rows
 	var err error
@@ -239,7 +173,7 @@ func (s *SQLSink) Progress(ctx context.Context) (Progress, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var t Table
+		var t apply.Table
 		var ts uint64
 		var n int64
 		if s.d == SQLite {
@@ -252,8 +186,8 @@ func (s *SQLSink) Progress(ctx context.Context) (Progress, error) {
 		if err != nil {
 			return p, err
 		}
-		if t == (Table{}) {
-			p.DDL = DDLMark{CommitTs: ts, Count: int(n)}
+		if t == (apply.Table{}) {
+			p.DDL = apply.DDLMark{CommitTs: ts, Count: int(n)}
 		} else {
 			p.Tables[t] = ts
 		}
@@ -279,14 +213,14 @@ type execer interface {
 
 // writeMarks upserts the progress rows of marks. A table's commit ts never
 // goes down; the DDL row is set as given.
-func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *DDLMark) error {
+func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []apply.Mark, ddl *apply.DDLMark) error {
 	if len(marks) == 0 && ddl == nil {
 		return nil
 	}
 	b := append([]byte("INSERT INTO "), s.progress...)
 	b = append(b, " (schema_name, table_name, commit_ts, ddl_count) VALUES "...)
 	args := make([]any, 0, 4*(len(marks)+1))
-	add := func(t Table, ts uint64, n int) error {
+	add := func(t apply.Table, ts uint64, n int) error {
 		a, err := s.tsArg(ts)
 		if err != nil {
 			return err
@@ -299,7 +233,7 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *
 		return nil
 	}
 	for _, m := range marks {
-		if m.Table == (Table{}) {
+		if m.Table == (apply.Table{}) {
 			return fmt.Errorf("apply: progress mark for a table without a name")
 		}
 		if err := add(m.Table, m.CommitTs, 0); err != nil {
@@ -307,7 +241,7 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *
 		}
 	}
 	if ddl != nil {
-		if err := add(Table{}, ddl.CommitTs, ddl.Count); err != nil {
+		if err := add(apply.Table{}, ddl.CommitTs, ddl.Count); err != nil {
 			return err
 		}
 	}
@@ -326,7 +260,7 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []Mark, ddl *
 }
 
 // Begin starts a transaction.
-func (s *SQLSink) Begin(ctx context.Context) (Tx, error) {
+func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 	if s.lite != nil {
 		if err := s.lite.begin(ctx); err != nil {
 			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
@@ -344,12 +278,12 @@ func (s *SQLSink) Begin(ctx context.Context) (Tx, error) {
 // USE of the DDL's schema, then records the mark (MySQL commits a DDL
 // implicitly, so the two cannot be one transaction). SQLite runs the
 // rewritten statements and records the mark in one transaction.
-func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error {
+func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
 	derr := func(ran string, err error) error {
-		return &DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
+		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}
 	if s.d == SQLite {
-		stmts, err := sqliteDDL(ddl)
+		stmts, err := sqliteddl.Rewrite(ddl)
 		if err != nil {
 			return derr("", err)
 		}
@@ -390,8 +324,8 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) er
 		conn.Close()
 	}()
 	if ddl.Table.Schema != "" && ddl.Type != codec.ActionCreateSchema && ddl.Type != codec.ActionDropSchema {
-		if _, err := conn.ExecContext(ctx, "USE "+s.d.quoteString(ddl.Table.Schema)); err != nil {
-			return derr("USE "+s.d.quoteString(ddl.Table.Schema), s.d.classify(err))
+		if _, err := conn.ExecContext(ctx, "USE "+s.d.Quote(ddl.Table.Schema)); err != nil {
+			return derr("USE "+s.d.Quote(ddl.Table.Schema), s.d.classify(err))
 		}
 	}
 	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) {

@@ -1,0 +1,43 @@
+// Package mysql is the apply sink for MySQL-compatible databases (MySQL,
+// MariaDB, TiDB), over github.com/go-sql-driver/mysql. Importing it
+// registers the mysql:, mariadb: and tidb: schemes with apply.Open:
+//
+//	import _ "github.com/redokit/redokit/apply/mysql"
+//
+//	sink, err := apply.Open(ctx, "mysql://user:password@host:3306/shop", nil)
+//
+// or [Open] and [New] give the [*Sink] itself. What it writes — upserts that
+// replace whole rows, deletes by key, its progress table, how each codec value
+// is bound, the DDLs it tolerates as already applied — is the SQL sinks' spec
+// in package apply's doc; this doc gives what is MySQL's own.
+//
+// # The URI
+//
+//	mysql://user:password@host[:port]/[database][?param=value&...]
+//
+// The port defaults to 3306 and the user to root. Params are
+// go-sql-driver/mysql DSN parameters (tls, timeout, readTimeout, …) or
+// session variables (sql_mode, innodb_lock_wait_timeout, …); the sink adds
+// interpolateParams=true (a statement is one round trip) and
+// time_zone='+00:00' (the zone producers write TIMESTAMP values in) unless the
+// URI sets them. The progress table lives in the URI's database, or
+// apply.SinkOptions.ProgressSchema, or "redokit" (created if missing). Errors
+// never show the password.
+//
+// # Statements
+//
+// Tables are named `schema`.`table`, from the log. Row statements are
+// multi-row REPLACE and DELETE … WHERE key IN (…) (or OR-ed key tuples) of up
+// to apply.SinkOptions.MaxStatementRows rows and 4 MiB. A DDL runs as logged,
+// on one connection after USE of its schema (not for CREATE/DROP DATABASE),
+// which is then discarded; MySQL commits a DDL implicitly, so its progress
+// row is written just after it. The sink opens as many transactions as Run
+// has workers.
+//
+// # Errors
+//
+// Transient (retried by Run): lost connections and network errors, and
+// errors 1205 (lock wait timeout), 1213 (deadlock), 1053, 1927, 1040 and
+// 1158–1161. A DDL failing with 1007, 1008, 1050, 1051, 1060, 1061, 1068 or
+// 1091 had its effect already, and is counted as applied unless StrictDDL.
+package mysql

@@ -1,0 +1,164 @@
+package sinkgate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/sqlite"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/sinkgate"
+)
+
+var errCommit = errors.New("injected: commit reported failed")
+
+// failAfterCommit is a sink whose nth commit lands but reports a failure
+// that is not transient, as a process that dies right after COMMIT would
+// see: Run stops, the gate keeps the batch, and the retry must skip what
+// committed.
+type failAfterCommit struct {
+	*sqlite.Sink
+	n, commits int
+}
+
+func (f *failAfterCommit) Begin(ctx context.Context) (apply.Tx, error) {
+	tx, err := f.Sink.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &failTx{Tx: tx, f: f}, nil
+}
+
+type failTx struct {
+	apply.Tx
+	f *failAfterCommit
+}
+
+func (t *failTx) Commit(ctx context.Context, marks []apply.Mark) error {
+	if err := t.Tx.Commit(ctx, marks); err != nil {
+		return err
+	}
+	if t.f.commits++; t.f.commits == t.f.n {
+		return errCommit
+	}
+	return nil
+}
+
+func rowOf(ts uint64, table string, id int64, key bool) codec.Event {
+	var flags codec.ColumnFlag
+	if key {
+		flags = codec.FlagPrimaryKey
+	}
+	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{StartTs: ts - 1, CommitTs: ts,
+		Table: codec.TableName{Schema: "db", Name: table},
+		Columns: []codec.Column{
+			{Name: "id", Type: codec.TypeLonglong, Flags: flags, Value: codec.IntValue(id)},
+			{Name: "v", Type: codec.TypeVarchar, Value: codec.StringValue("v")},
+		}}}
+}
+
+func ddlOf(ts uint64, table string, action codec.ActionType, q string) codec.Event {
+	return codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{StartTs: ts - 1, CommitTs: ts,
+		Table: codec.TableName{Schema: "db", Name: table}, Type: action, Query: q}}
+}
+
+func downIDs(t *testing.T, db *sql.DB, table string) []int64 {
+	t.Helper()
+	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// TestApplyToRetry: a batch that fails after some of its transactions
+// committed comes again (the gate retries it) and ends with every row once,
+// in a table without a key too, where a row applied twice would be two.
+func TestApplyToRetry(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch := []codec.Event{
+		ddlOf(10, "k", codec.ActionCreateTable, "CREATE TABLE k (id BIGINT PRIMARY KEY, v VARCHAR(10))"),
+		ddlOf(10, "n", codec.ActionCreateTable, "CREATE TABLE n (id BIGINT, v VARCHAR(10))"),
+	}
+	var want []int64
+	for i := range int64(40) {
+		ts := uint64(20 + i)
+		batch = append(batch, rowOf(ts, "k", i, true), rowOf(ts, "n", i, false))
+		want = append(want, i)
+	}
+	opts := &apply.Options{BatchRows: 4, TxnRows: 10, MaxRetries: -1}
+	f := &failAfterCommit{Sink: s, n: 3}
+	if err := sinkgate.ApplyTo(f, opts).Apply(ctx, batch); !errors.Is(err, errCommit) {
+		t.Fatalf("first try: %v", err)
+	}
+	if got := downIDs(t, s.DB(), "n"); len(got) == 0 || len(got) == len(want) {
+		t.Fatalf("the first try committed %d of %d rows: want some, not all", len(got), len(want))
+	}
+	if err := sinkgate.ApplyTo(f, opts).Apply(ctx, batch); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	for _, table := range []string{"k", "n"} {
+		if got := downIDs(t, s.DB(), table); !slices.Equal(got, want) {
+			t.Errorf("%s holds %v, want %v", table, got, want)
+		}
+	}
+	// Once more, as after a failover that replays the whole batch: no change.
+	if err := sinkgate.ApplyTo(s, opts).Apply(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := downIDs(t, s.DB(), "n"); !slices.Equal(got, want) {
+		t.Errorf("replayed: n holds %v", got)
+	}
+}
+
+// TestApplyToCatchUp: rows of a table that come after a DDL of a later
+// commit ts (a span catching up after a failover, or another gate) are
+// applied, not taken as covered by the DDL.
+func TestApplyToCatchUp(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	down := sinkgate.ApplyTo(s, nil)
+	for _, b := range [][]codec.Event{
+		{ddlOf(10, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT PRIMARY KEY, v TEXT)"),
+			ddlOf(10, "b", codec.ActionCreateTable, "CREATE TABLE b (id BIGINT PRIMARY KEY, v TEXT)")},
+		{rowOf(20, "a", 1, true), ddlOf(30, "a", codec.ActionAddColumn, "ALTER TABLE a ADD COLUMN c INT")},
+		{rowOf(25, "b", 2, true), rowOf(26, "b", 3, true)}, // b's span, catching up behind ts 30
+		{rowOf(25, "b", 2, true)}, // and a batch that comes again
+	} {
+		if err := down.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := downIDs(t, s.DB(), "b"); !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("b holds %v, want [2 3]", got)
+	}
+	p, err := s.Progress(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DDL != (apply.DDLMark{}) || p.Tables[apply.Table{Schema: "db", Name: "b"}] != 26 {
+		t.Errorf("progress %+v: want b at 26 and no DDL mark", p)
+	}
+}
