@@ -1,6 +1,73 @@
-// Package meta holds the small, strongly consistent state of a redo log:
-// each writer's lease and progress, the log's checkpoint and global resolved
-// ts, and the coordination that computes them.
+// Package meta is the coordination of a redo log: the small, strongly
+// consistent state beside its segments — each writer's lease and progress,
+// the log's checkpoint and global resolved ts — and the rules that move
+// them. This doc is the manual; redokit.Log opens everything it describes.
+//
+// # Writers
+//
+// A writer is one process (or goroutine) that appends a share of the log's
+// events under a writer ID it chooses, such as a capture's name. Opening a
+// writer ID takes its lease: the next epoch of the ID, by compare-and-swap on
+// its state object (see Epochs and fencing). After each durable flush the
+// writer publishes its progress there: its flushed resolved ts (below it,
+// every event of its spans is durable), the last segment seq and where that
+// segment's chain ends. The coordinator learns of a writer by AddWriter and
+// forgets it by RemoveWriter; a writer whose progress stops moving is
+// reported by Stale, never dropped silently.
+//
+// # Spans
+//
+// A span ([SpanID]) is a table, or a key range of a split table: the unit a
+// writer owns and the unit the watermark is computed over. AddSpan registers
+// a span at a start ts (its checkpoint); from then on its effective flushed
+// ts is the highest ts any writer that owned it published for it, so a span
+// that moves between writers keeps what its dead owner made durable until
+// the new owner passes it. RemoveSpan ends it (a dropped table).
+//
+// # The global resolved ts
+//
+// Tick reads every writer's state and moves the global resolved ts to
+//
+//	max(previous, min(min over spans of their effective flushed ts,
+//	                  min over pending barriers of their commit ts))
+//
+// (with no span, the live writers' flushed ts instead). Below it the log
+// holds every event of every span: a downstream may apply up to it and no
+// further (package sinkgate), and a recovery replays (checkpoint, global
+// resolved]. It never goes backwards.
+//
+// # Barriers
+//
+// A DDL that changes which spans exist (a CREATE TABLE, a new partition)
+// must not let the watermark pass it before the new spans are registered,
+// or a reader would skip their first events. AddBarrier holds the global
+// resolved ts at or below the DDL's commit ts until ReleaseBarrier, which the
+// CDC system calls once the new spans exist. A barrier below the current
+// watermark is refused (ErrBarrierTooLate): it could not hold anything.
+//
+// # Failover
+//
+// When a writer dies, its spans move to another writer at the log's
+// checkpoint: the heir AddSpans them there and writes their events again
+// from it (the downstream, written idempotently, absorbs the overlap). The
+// dead writer ID is fenced first (redokit.Log.FenceWriter, or opening a
+// writer under the same ID): its next epoch records where the old epoch's
+// chain ends, so a zombie that wakes can publish nothing and readers ignore
+// what it writes past the fence. Then RemoveWriter.
+//
+// # Checkpoint
+//
+// SetCheckpoint records how far the downstream has applied. It never goes
+// backwards ([ErrBackwards]) and never passes the global resolved ts
+// ([ErrCheckpointAhead]). It deletes nothing: garbage collection below the
+// checkpoint is package gc's, which reads the checkpoint on its own schedule.
+//
+// # Removal
+//
+// A log whose removal started and did not finish (its delete marker is
+// there) is refused by OpenCoordinator and AcquireWriter with
+// [ErrDeleting]; gc.ResumeDeleteLog finishes the removal, and
+// redokit.Log.OpenWriter and OpenCoordinator call it first.
 //
 // # Objects
 //
