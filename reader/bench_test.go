@@ -35,14 +35,13 @@ const (
 )
 
 type benchLog struct {
-	dir     string
-	b       *blob.Bucket
-	keys    []string
-	rows    int64 // events in the log
-	bytes   int64 // compressed bytes of the segments
-	uncomp  int64 // uncompressed bytes of their blocks
-	ceiling float64
-	err     error
+	dir    string
+	b      *blob.Bucket
+	keys   []string
+	rows   int64 // events in the log
+	bytes  int64 // compressed bytes of the segments
+	uncomp int64 // uncompressed bytes of their blocks
+	err    error
 }
 
 var (

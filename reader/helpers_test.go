@@ -326,10 +326,8 @@ func readBatches(t testing.TB, b *blob.Bucket, opts *Options, max int) ([]got, S
 // duplicates dropped by the per-segment multiplicity rule unless keepDups.
 func expect(segs []seg, start, end uint64, keepDups bool) []got {
 	type item struct {
-		g          got
-		rank, pos  int
-		writer     string
-		epoch, seq uint64
+		g         got
+		rank, pos int
 	}
 	sorted := slices.Clone(segs)
 	slices.SortFunc(sorted, func(a, b seg) int {

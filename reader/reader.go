@@ -38,8 +38,8 @@ type Event struct {
 
 // eventFields are Event's fields, to size its padding.
 type eventFields struct {
-	Source  *Source
-	payload []byte
+	Source *Source
+	_      []byte // payload
 	codec.Event
 }
 

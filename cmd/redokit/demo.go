@@ -218,10 +218,10 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 		return err
 	}
 	stopCoord()
-	writeSecs := time.Since(writeStart) - inPhases
+	writeTime := time.Since(writeStart) - inPhases
 	rep.Txns, rep.Rows, rep.DDLs, rep.LastTs, rep.Resolved = p.txns, p.rows, p.ddls, p.lastTs, resolved
 	rep.Written = p.totals()
-	rep.WriteSeconds = writeSecs.Seconds()
+	rep.WriteSeconds = writeTime.Seconds()
 	rep.WriteEvPerS = float64(rep.Written.Events) / rep.WriteSeconds
 	rep.WriteMBPerS = float64(rep.Written.PayloadBytes) / 1e6 / rep.WriteSeconds
 	a.say("  [written]  %d transactions (%d row changes, %d DDLs) → %d events in %d segments, %s stored, %s encoded: compression %.2fx; %.2fs, %.0f events/s, %.1f MB/s",
