@@ -1,4 +1,4 @@
-package conformance_test
+package redo_test
 
 import (
 	"context"
@@ -9,34 +9,35 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
+	"github.com/redokit/redokit/conformance/redo"
 )
 
 // The redo-level suite on the backends that need no server.
 
 func TestRedoMem(t *testing.T) {
-	conformance.RunRedo(t, conformance.Harness{
+	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 			return mem.New(), nil
 		},
 		ConditionalWrites: true,
-	})
+	}})
 }
 
 func TestRedoLocal(t *testing.T) {
-	conformance.RunRedo(t, conformance.Harness{
+	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 			return local.Open(t.TempDir(), nil)
 		},
 		Append:            true,
 		ConditionalWrites: true,
-	})
+	}})
 }
 
 func TestRedoGocloudMem(t *testing.T) {
-	conformance.RunRedo(t, conformance.Harness{
+	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 			return gocloud.OpenURL(ctx, "mem://")
 		},
 		ConditionalWrites: true,
-	})
+	}})
 }
