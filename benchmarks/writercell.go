@@ -13,14 +13,12 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/writer"
 )
 
 const mib = 1 << 20
-
-// tsBase is the first commit ts of a benchmark log (TSO-like magnitude).
-const tsBase = uint64(450_000_000_000_000_000)
 
 // runWriterCell writes the cell's workload for Seconds with W writers into
 // one log, then reads it back, then measures the baselines on the same bytes.
@@ -76,7 +74,7 @@ type writeOutcome struct {
 	elapsed                time.Duration
 	stats                  blob.Stats // requests of the write phase
 	maxTs                  uint64
-	pool0                  *txnPool // writer 0's pool, replayed again by the baselines
+	pool0                  *benchkit.TxnPool // writer 0's pool, replayed again by the baselines
 }
 
 func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *Result) (*writeOutcome, error) {
@@ -91,7 +89,7 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	// replayed by the driver with fresh commit ts and ids.
 	pools, poolBytes := makePools(W, c.RowSize, c.Mix)
 	res.Metrics["gen_pool_mib"] = float64(poolBytes) / mib
-	res.Metrics["gen_pool_txns"] = float64(len(pools[0].txns))
+	res.Metrics["gen_pool_txns"] = float64(pools[0].Len())
 	for i := range W {
 		o := &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), FlushInterval: time.Hour, Compression: comp}
 		if c.SegmentMiB > 0 {
@@ -106,8 +104,8 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range genSpans {
-			if err := w.AddSpan(writer.SpanID(i*genSpans+s), tsBase); err != nil {
+		for s := range benchkit.Spans {
+			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
 				return nil, err
 			}
 		}
@@ -193,8 +191,8 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	res.Samples["flush_ms"] = append([]float64(nil), lat...)
 	res.Samples["flush_sat_ms"] = append([]float64(nil), satLat...)
 	m["flush_n"] = float64(len(lat))
-	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = percentiles(lat)
-	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = percentiles(satLat)
+	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = benchkit.Percentiles(lat)
+	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = benchkit.Percentiles(satLat)
 	for k, v := range m {
 		if math.IsNaN(v) {
 			delete(m, k)
@@ -204,16 +202,16 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 }
 
 // makePools generates the transaction pools of W writers (writer i's seed
-// is i+1, its spans start at i*genSpans) and returns them with the heap
+// is i+1, its spans start at i*benchkit.Spans) and returns them with the heap
 // they take, which counts in the cell's peak RSS.
-func makePools(W, rowSize int, mix string) ([]*txnPool, uint64) {
+func makePools(W, rowSize int, mix string) ([]*benchkit.TxnPool, uint64) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
-	pools := make([]*txnPool, W)
+	pools := make([]*benchkit.TxnPool, W)
 	var wg sync.WaitGroup
 	for i := range W {
-		wg.Go(func() { pools[i] = newTxnPool(uint64(i+1), rowSize, mix, i*genSpans) })
+		wg.Go(func() { pools[i] = benchkit.NewTxnPool(uint64(i+1), rowSize, mix, i*benchkit.Spans) })
 	}
 	wg.Wait()
 	runtime.GC()
@@ -270,7 +268,7 @@ func readPhase(ctx context.Context, b *blob.Bucket, logID string, wr *writeOutco
 // on the cell's cadence.
 type driver struct {
 	ws       []*writer.Writer
-	pools    []*txnPool
+	pools    []*benchkit.TxnPool
 	interval time.Duration
 	lastTs   []uint64
 	k        uint64 // transactions so far, per writer
@@ -289,7 +287,7 @@ func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]fl
 	fdone := make(chan struct{})
 	k0 := d.k
 	ks := make([]uint64, W)
-	txnRate := rate / float64(W) / float64(genTxnRows)
+	txnRate := rate / float64(W) / float64(benchkit.TxnRows)
 	t0 := time.Now()
 	for i := range W {
 		gwg.Go(func() {
@@ -305,9 +303,9 @@ func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]fl
 						time.Sleep(500 * time.Microsecond)
 					}
 				}
-				ts := tsBase + 1 + k*uint64(W) + uint64(i)
-				span := i*genSpans + int(k%genSpans)
-				if err := w.Write(ctx, writer.SpanID(span), p.txn(k, ts)...); err != nil {
+				ts := benchkit.TsBase + 1 + k*uint64(W) + uint64(i)
+				span := i*benchkit.Spans + int(k%benchkit.Spans)
+				if err := w.Write(ctx, writer.SpanID(span), p.Txn(k, ts)...); err != nil {
 					errs[i] = err
 					return
 				}
@@ -360,8 +358,8 @@ func (d *driver) finish(ctx context.Context) error {
 	errs := make([]error, len(d.ws))
 	var wg sync.WaitGroup
 	for i, w := range d.ws {
-		for s := range genSpans {
-			if err := w.AdvanceResolved(writer.SpanID(i*genSpans+s), d.lastTs[i]); err != nil {
+		for s := range benchkit.Spans {
+			if err := w.AdvanceResolved(writer.SpanID(i*benchkit.Spans+s), d.lastTs[i]); err != nil {
 				return err
 			}
 		}

@@ -25,7 +25,7 @@ func TestCheckOnGCS(t *testing.T) {
 	}
 	r := cli(t, "check", "--storage", "gs://"+bucket+"/redo")
 	wantCode(t, r, 0)
-	mustContain(t, "check", r.stdout, "conditional create race", "compare-and-swap", "is fit to hold a redo log")
+	mustContain(t, "check", r.stdout, "Plain/ConditionalCreate", "Prefixed/CompareAndSwap", "is fit to hold a redo log")
 }
 
 func TestCheckOnAzure(t *testing.T) {
@@ -40,7 +40,7 @@ func TestCheckOnAzure(t *testing.T) {
 	}
 	r := cli(t, "check", "--storage", "azblob://"+container+"/redo")
 	wantCode(t, r, 0)
-	mustContain(t, "check", r.stdout, "conditional create race", "compare-and-swap", "is fit to hold a redo log")
+	mustContain(t, "check", r.stdout, "Plain/ConditionalCreate", "Prefixed/CompareAndSwap", "is fit to hold a redo log")
 	if key := os.Getenv("AZURE_STORAGE_KEY"); key != "" && strings.Contains(r.stdout+r.stderr, key) {
 		t.Fatal("the account key was printed")
 	}
