@@ -15,12 +15,14 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
+	"github.com/redokit/redokit/conformance/redo"
 )
 
 type checkOptions struct {
 	largeSize int64 // bytes of the large round trip (Harness.LargeObject)
 	timeout   time.Duration
 	run       string // a regular expression of the rules to run
+	redo      bool   // also the redo suite (conformance/redo)
 }
 
 // checkResult is one row of check's table: one rule of the conformance
@@ -74,6 +76,10 @@ sub-prefix. It prints one row per rule with its result and time, and for a
 failure the failed subtests, their messages and what a redo log needs the rule
 for. --run selects rules by a regular expression of their names (for a quick
 look: --run 'RoundTrip|ConditionalCreate|CompareAndSwap|ListOrder|BatchDelete').
+With --redo it then runs the redo suite (package conformance/redo) the same
+way: a real redo log written, read, restarted, fenced, checkpointed and
+collected, and its fault tiers (a lying store, and network faults injected
+in the driver), as rows named redo/….
 
 Everything happens under a fresh scratch prefix (redokit-check-…/) that is
 removed afterwards, also when a rule fails; nothing outside it is read or
@@ -107,6 +113,7 @@ The exit code is 1 if any rule fails.`,
 	f.Int64Var(&o.largeSize, "large-size", 8<<20, "bytes of the large round trip (above the multipart threshold of the cloud drivers; the suite's default is 64 MiB)")
 	f.DurationVar(&o.timeout, "timeout", conformance.DefaultTimeout, "deadline of each rule")
 	f.StringVar(&o.run, "run", "", "run only the rules whose names match this regular expression")
+	f.BoolVar(&o.redo, "redo", false, "also run the redo suite (package conformance/redo): a real redo log, then the lying-store and network fault tiers, as rows redo/…")
 	f.IntVar(&batchKeys, "batch-keys", 0, "ignored")
 	_ = f.MarkDeprecated("batch-keys", "the suite's BatchDelete deletes 2,500 keys (3 driver calls)")
 	return cmd
@@ -208,23 +215,26 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, sel *regexp
 		Timeout:           o.timeout,
 	}
 	rec := conformance.NewRecorder()
+	rules := &ruleSet{names: map[string]bool{}}
 	rec.OnEnd = func(r conformance.Result) {
-		if strings.Count(r.Name, "/") == 1 {
+		if rules.has(r.Name) {
 			_ = bar.Add(1)
 		}
 	}
 	rec.Run(func(t conformance.T) {
-		// The rules are the subtests at depth 2 (Plain/RoundTrip); --run
-		// leaves out the others.
-		conformance.RunBucketOn(selectT{T: t, sel: sel}, h)
+		conformance.RunBucketOn(selectT{T: t, sel: sel, rules: rules}, h)
+		if o.redo {
+			t.Run("redo", func(t conformance.T) {
+				redo.RunOn(selectT{T: t, sel: sel, rules: rules}, redo.Harness{Harness: h})
+			})
+		}
 	})
 	_ = bar.Finish()
 	all := rec.Results()
 	for _, r := range all {
-		if strings.Count(r.Name, "/") != 1 {
-			continue
+		if rules.has(r.Name) {
+			results = append(results, ruleResult(r, all))
 		}
-		results = append(results, ruleResult(r, all))
 	}
 	if root := rec.Get(""); root != nil && root.Failed && len(results) == 0 {
 		// The suite refused the harness itself.
@@ -235,7 +245,7 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, sel *regexp
 
 // ruleResult is the row of the rule r, with the failures of its subtests.
 func ruleResult(r conformance.Result, all []conformance.Result) checkResult {
-	rule := r.Name[strings.Index(r.Name, "/")+1:]
+	rule := r.Name[strings.LastIndex(r.Name, "/")+1:]
 	c := checkResult{Check: r.Name, Result: "pass", Seconds: r.Elapsed.Seconds()}
 	sub := 0
 	for _, s := range all {
@@ -276,19 +286,50 @@ func firstLine(msgs []string) string {
 	return m
 }
 
-// selectT runs the rules (subtests at depth 2) whose names match sel, and
-// everything else.
+// selectT runs the rules whose names match sel, and everything else, and
+// records the full names of the rules it runs. A rule is a subtest under
+// Plain or Prefixed (Plain/RoundTrip), or a suite's tier of its own beside
+// them (redo's Network).
 type selectT struct {
 	conformance.T
 	sel   *regexp.Regexp
+	rules *ruleSet
 	depth int
+	in    bool // inside a rule: its subtests all run
 }
 
 func (s selectT) Run(name string, f func(conformance.T)) bool {
-	if s.depth == 1 && !s.sel.MatchString(name) {
+	if s.in {
+		return s.T.Run(name, func(t conformance.T) { f(selectT{T: t, sel: s.sel, rules: s.rules, in: true}) })
+	}
+	rule := s.depth == 1 || s.depth == 0 && name != "Plain" && name != "Prefixed"
+	if rule && !s.sel.MatchString(name) {
 		return true
 	}
-	return s.T.Run(name, func(t conformance.T) { f(selectT{T: t, sel: s.sel, depth: s.depth + 1}) })
+	return s.T.Run(name, func(t conformance.T) {
+		if rule {
+			s.rules.add(t.Name())
+		}
+		f(selectT{T: t, sel: s.sel, rules: s.rules, depth: s.depth + 1, in: rule})
+	})
+}
+
+// ruleSet is the full names of the rules that ran.
+type ruleSet struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (r *ruleSet) add(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names[name] = true
+}
+
+func (r *ruleSet) has(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.names[name]
 }
 
 // keepOpen wraps d for a bucket of its own whose Close leaves d open, with

@@ -486,6 +486,25 @@ func TestCheck(t *testing.T) {
 			}
 		}
 	})
+	t.Run("redo", func(t *testing.T) {
+		dir := t.TempDir()
+		r := cli(t, "check", "--storage", dir, "--redo", "--run", "^(RoundTrip|ReadBack|Fencing|Faults|Network)$", "--json")
+		wantCode(t, r, 0)
+		var out struct {
+			OK     bool          `json:"ok"`
+			Checks []checkResult `json:"checks"`
+		}
+		decodeJSON(t, r.stdout, &out)
+		var ran []string
+		for _, c := range out.Checks {
+			ran = append(ran, c.Check)
+		}
+		want := "Plain/RoundTrip Prefixed/RoundTrip redo/Plain/ReadBack redo/Plain/Fencing redo/Plain/Faults " +
+			"redo/Prefixed/ReadBack redo/Prefixed/Fencing redo/Prefixed/Faults redo/Network cleanup"
+		if !out.OK || strings.Join(ran, " ") != want {
+			t.Fatalf("check --redo: ok %v, ran\n%v\nwant\n%s", out.OK, ran, want)
+		}
+	})
 	t.Run("broken", func(t *testing.T) {
 		r := cli(t, "check", "--storage", "broken://", "--large-size", "1024")
 		wantCode(t, r, 1)

@@ -84,8 +84,15 @@ type Network struct {
 func (r *redoSuite) driverNetwork(t conformance.T) *Network {
 	b := r.h.Bucket(t, false)
 	f := blobtest.NewFaulty(b.Driver())
-	// The wrapper's bucket shares b's driver, which the suite closes.
+	// The wrapper's bucket shares b's driver, which the suite closes, and
+	// its keys: a harness may make its buckets as views under a prefix.
 	fb := blob.NewBucket(f.Driver())
+	if p := b.Prefix(); p != "" {
+		var err error
+		if fb, err = fb.Prefixed(p); err != nil {
+			t.Fatalf("prefix the faulty bucket: %v", err)
+		}
+	}
 	// Requests, not the writes and syncs of an open append file: those
 	// cross no network.
 	request := func(c blobtest.Call) bool {
