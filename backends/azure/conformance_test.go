@@ -2,7 +2,6 @@ package azure
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
@@ -99,18 +97,10 @@ func toxiNetwork(endpoint, account, key string) func(context.Context, conformanc
 		return nil
 	}
 	return func(ctx context.Context, t conformance.TB) (*redo.Network, error) {
-		p, err := toxiproxy.NewClient(addr).Proxy("azure")
+		p, err := toxinet.Proxy(t, addr, "azure")
 		if err != nil {
-			return nil, fmt.Errorf("toxiproxy proxy azure: %w", err)
-		}
-		if err := toxinet.Clear(p); err != nil {
 			return nil, err
 		}
-		t.Cleanup(func() {
-			if err := toxinet.Clear(p); err != nil {
-				t.Errorf("toxiproxy: %v", err)
-			}
-		})
 		dc, _ := newContainerClient(t, endpoint, account, key)
 		direct, err := New(dc, nil)
 		if err != nil {

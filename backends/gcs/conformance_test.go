@@ -2,14 +2,12 @@ package gcs
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"testing"
 
 	"cloud.google.com/go/storage"
-	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
@@ -92,18 +90,10 @@ func toxiNetwork(direct *storage.Client) func(context.Context, conformance.TB) (
 		return nil
 	}
 	return func(ctx context.Context, t conformance.TB) (*redo.Network, error) {
-		p, err := toxiproxy.NewClient(addr).Proxy("gcs")
+		p, err := toxinet.Proxy(t, addr, "gcs")
 		if err != nil {
-			return nil, fmt.Errorf("toxiproxy proxy gcs: %w", err)
-		}
-		if err := toxinet.Clear(p); err != nil {
 			return nil, err
 		}
-		t.Cleanup(func() {
-			if err := toxinet.Clear(p); err != nil {
-				t.Errorf("toxiproxy: %v", err)
-			}
-		})
 		name := newTestBucket(t, direct)
 		db, err := New(direct, name, nil)
 		if err != nil {

@@ -2,12 +2,10 @@ package s3
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -99,18 +97,10 @@ func toxiNetwork(ep string, admin *awss3.Client) func(context.Context, conforman
 		return nil
 	}
 	return func(ctx context.Context, t conformance.TB) (*redo.Network, error) {
-		p, err := toxiproxy.NewClient(addr).Proxy("s3")
+		p, err := toxinet.Proxy(t, addr, "s3")
 		if err != nil {
-			return nil, fmt.Errorf("toxiproxy proxy s3: %w", err)
-		}
-		if err := toxinet.Clear(p); err != nil {
 			return nil, err
 		}
-		t.Cleanup(func() {
-			if err := toxinet.Clear(p); err != nil {
-				t.Errorf("toxiproxy: %v", err)
-			}
-		})
 		name, err := createBucket(t, admin)
 		if err != nil {
 			return nil, err

@@ -414,6 +414,19 @@ func TestGenRefusesAnExistingLog(t *testing.T) {
 	mustContain(t, "gen", r.stderr, "already exists")
 }
 
+// checkRows decodes check's --json output and lists its rows' names.
+func checkRows(t *testing.T, stdout string) (out struct {
+	OK     bool          `json:"ok"`
+	Checks []checkResult `json:"checks"`
+}, ran []string) {
+	t.Helper()
+	decodeJSON(t, stdout, &out)
+	for _, c := range out.Checks {
+		ran = append(ran, c.Check)
+	}
+	return out, ran
+}
+
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	t.Run("mem", func(t *testing.T) {
@@ -490,15 +503,7 @@ func TestCheck(t *testing.T) {
 		dir := t.TempDir()
 		r := cli(t, "check", "--storage", dir, "--redo", "--run", "^(RoundTrip|ReadBack|Fencing|Faults|Network)$", "--json")
 		wantCode(t, r, 0)
-		var out struct {
-			OK     bool          `json:"ok"`
-			Checks []checkResult `json:"checks"`
-		}
-		decodeJSON(t, r.stdout, &out)
-		var ran []string
-		for _, c := range out.Checks {
-			ran = append(ran, c.Check)
-		}
+		out, ran := checkRows(t, r.stdout)
 		want := "Plain/RoundTrip Prefixed/RoundTrip redo/Plain/ReadBack redo/Plain/Fencing redo/Plain/Faults " +
 			"redo/Prefixed/ReadBack redo/Prefixed/Fencing redo/Prefixed/Faults redo/Network cleanup"
 		if !out.OK || strings.Join(ran, " ") != want {
@@ -534,15 +539,7 @@ func TestCheck(t *testing.T) {
 		// --run selects rules; the others do not run.
 		r = cli(t, "check", "--storage", "broken://", "--run", "^(RoundTrip|CompareAndSwap)$", "--json")
 		wantCode(t, r, 0)
-		var out struct {
-			OK     bool          `json:"ok"`
-			Checks []checkResult `json:"checks"`
-		}
-		decodeJSON(t, r.stdout, &out)
-		var ran []string
-		for _, c := range out.Checks {
-			ran = append(ran, c.Check)
-		}
+		out, ran := checkRows(t, r.stdout)
 		if want := "Plain/RoundTrip Plain/CompareAndSwap Prefixed/RoundTrip Prefixed/CompareAndSwap cleanup"; !out.OK || strings.Join(ran, " ") != want {
 			t.Fatalf("--run: ok %v, ran %v, want %s", out.OK, ran, want)
 		}

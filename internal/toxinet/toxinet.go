@@ -4,6 +4,7 @@
 package toxinet
 
 import (
+	"fmt"
 	"sync"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
@@ -63,6 +64,24 @@ func Inject(p *toxiproxy.Proxy) func(t conformance.TB, f redo.Fault) (off func()
 			})
 		}
 	}
+}
+
+// Proxy returns the proxy name of the toxiproxy server at addr with every
+// toxic removed, now and when t ends.
+func Proxy(t conformance.TB, addr, name string) (*toxiproxy.Proxy, error) {
+	p, err := toxiproxy.NewClient(addr).Proxy(name)
+	if err != nil {
+		return nil, fmt.Errorf("toxiproxy proxy %s: %w", name, err)
+	}
+	if err := Clear(p); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		if err := Clear(p); err != nil {
+			t.Errorf("toxiproxy: %v", err)
+		}
+	})
+	return p, nil
 }
 
 // Clear removes every toxic of p and enables it, so that a test starts from
