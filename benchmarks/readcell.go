@@ -126,7 +126,7 @@ type builtLog struct {
 // the writer's default flush triggers, then closed.
 func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*builtLog, error) {
 	W := max(c.Writers, 1)
-	pools, _ := makePools(W, c.RowSize, c.Mix)
+	pools, _ := benchkit.MakePools(W, c.RowSize, c.Mix)
 	ws := make([]*writer.Writer, W)
 	for i := range W {
 		w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), Compression: writer.CompressionLZ4})

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,10 +124,7 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 	}
 	defer cleanup(&err)
 
-	pools := make([]*benchkit.TxnPool, o.writers)
-	for i := range pools {
-		pools[i] = benchkit.NewTxnPool(uint64(i+1), o.rowSize, "rows", 0)
-	}
+	pools, _ := benchkit.MakePools(o.writers, o.rowSize, "rows")
 	samples := map[string][]float64{}
 	bar := a.bar(int64(o.reps), "benchmarking", false)
 	for rep := range o.reps {
@@ -229,82 +224,29 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		}
 		defer w.Close(context.WithoutCancel(ctx))
 		for s := range o.spans {
-			if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
+			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
 				return nil, err
 			}
 		}
 		ws[i] = w
 	}
 
+	// The benchmarks program's driver, flat out: the same replay of the
+	// same pools, flushed on the same kind of ticker.
+	d := benchkit.NewDriver(ws, pools, o.flush)
 	before := b.Stats()
-	var (
-		mu      sync.Mutex
-		lat     []float64
-		maxTs   uint64
-		werrs   = make([]error, len(ws))
-		wg      sync.WaitGroup
-		start   = time.Now()
-		endTime = start.Add(o.seconds)
-	)
-	for i, w := range ws {
-		wg.Go(func() {
-			stop := make(chan struct{})
-			var fg sync.WaitGroup
-			fg.Go(func() {
-				t := time.NewTicker(o.flush)
-				defer t.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-t.C:
-					}
-					t0 := time.Now()
-					if _, err := w.Flush(ctx); err != nil {
-						return // the write loop sees it too
-					}
-					mu.Lock()
-					lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-					mu.Unlock()
-				}
-			})
-			defer fg.Wait()
-			defer close(stop)
-			pool := pools[i]
-			ts := benchkit.TsBase
-			for k := uint64(0); ; k++ {
-				if k%16 == 0 && !time.Now().Before(endTime) {
-					break
-				}
-				ts++
-				span := writer.SpanID(k % benchkit.Spans)
-				if err := w.Write(ctx, span, pool.Txn(k, ts)...); err != nil {
-					werrs[i] = err
-					return
-				}
-				if err := w.AdvanceResolved(span, ts); err != nil {
-					werrs[i] = err
-					return
-				}
-			}
-			for s := range o.spans {
-				if err := w.AdvanceResolved(writer.SpanID(s), ts); err != nil {
-					werrs[i] = err
-					return
-				}
-			}
-			if _, err := w.Flush(ctx); err != nil {
-				werrs[i] = err
-			}
-			mu.Lock()
-			maxTs = max(maxTs, ts)
-			mu.Unlock()
-		})
+	start := time.Now()
+	lat, err := d.Run(ctx, o.seconds, 0)
+	if err == nil {
+		err = d.Finish(ctx)
 	}
-	wg.Wait()
 	elapsed := time.Since(start).Seconds()
-	if err := errors.Join(werrs...); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	var maxTs uint64
+	for _, ts := range d.LastTs {
+		maxTs = max(maxTs, ts)
 	}
 	reqs := b.Stats().Sub(before)
 	var st writer.Stats
