@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/writer"
 )
@@ -21,7 +22,7 @@ import (
 // and for the naive replay alike.
 func sqliteSchema(db *sql.DB, tables int) error {
 	for s := range tables {
-		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS "%s" (id INTEGER NOT NULL PRIMARY KEY, acct INTEGER, status INTEGER, created TEXT, note TEXT)`, genTable(s).Name)
+		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS "%s" (id INTEGER NOT NULL PRIMARY KEY, acct INTEGER, status INTEGER, created TEXT, note TEXT)`, benchkit.Table(s).Name)
 		if _, err := db.Exec(q); err != nil {
 			return err
 		}
@@ -57,7 +58,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 		return err
 	}
 	defer sink.Close()
-	if err := sqliteSchema(sink.DB(), genSpans); err != nil {
+	if err := sqliteSchema(sink.DB(), benchkit.Spans); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -85,7 +86,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if err := sqliteSchema(db, genSpans); err != nil {
+	if err := sqliteSchema(db, benchkit.Spans); err != nil {
 		return err
 	}
 	t0 = time.Now()
@@ -127,17 +128,17 @@ func writeLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (uint64
 		return 0, err
 	}
 	defer w.Close(context.Background())
-	for s := range genSpans {
-		if err := w.AddSpan(writer.SpanID(s), tsBase); err != nil {
+	for s := range benchkit.Spans {
+		if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
 			return 0, err
 		}
 	}
-	g := newGen(1, c.RowSize, "rows")
-	ts := tsBase
-	for rows := 0; rows < c.Rows; rows += genTxnRows {
+	g := benchkit.NewGen(1, c.RowSize, "rows")
+	ts := benchkit.TsBase
+	for rows := 0; rows < c.Rows; rows += benchkit.TxnRows {
 		ts++
-		span := int(ts % genSpans)
-		evs := g.next(span, ts)
+		span := int(ts % benchkit.Spans)
+		evs := g.Next(span, ts)
 		if k := c.Rows - rows; k < len(evs) {
 			evs = evs[:k]
 		}
@@ -148,7 +149,7 @@ func writeLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (uint64
 			return 0, err
 		}
 	}
-	for s := range genSpans {
+	for s := range benchkit.Spans {
 		if err := w.AdvanceResolved(writer.SpanID(s), ts); err != nil {
 			return 0, err
 		}

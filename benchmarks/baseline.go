@@ -6,13 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
-	"github.com/pierrec/lz4/v4"
-
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/internal/benchkit"
 )
 
 // baselineCap bounds the bytes a baseline moves; rates do not need more.
@@ -38,7 +35,7 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	// codec.AppendEvent, the encoding the writer's Write does and that
 	// counts in its figures.
 	t0 := time.Now()
-	buf, ends, rows := wr.pool0.payload(n)
+	buf, ends, rows := wr.pool0.Payload(n)
 	m["base_encode_mib_s"] = float64(len(buf)) / mib / time.Since(t0).Seconds()
 
 	// Memory copy.
@@ -56,31 +53,11 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	dst = nil
 
 	// lz4 in blocks cut at event boundaries, as the writer cuts them.
-	var blocks [][]byte
-	startOff := 0
-	for _, e := range ends {
-		if e-startOff >= segment.DefaultBlockSize {
-			blocks = append(blocks, buf[startOff:e])
-			startOff = e
-		}
+	blocks := benchkit.Blocks(buf, ends)
+	comp, compBytes, tc, err := benchkit.LZ4Compress(blocks)
+	if err != nil {
+		return err
 	}
-	if startOff < len(buf) {
-		blocks = append(blocks, buf[startOff:])
-	}
-	var lzc lz4.Compressor
-	comp := make([][]byte, len(blocks))
-	t0 = time.Now()
-	var compBytes int64
-	for i, blk := range blocks {
-		out := make([]byte, lz4.CompressBlockBound(len(blk)))
-		k, err := lzc.CompressBlock(blk, out)
-		if err != nil {
-			return err
-		}
-		comp[i] = out[:k]
-		compBytes += int64(k)
-	}
-	tc := time.Since(t0)
 	m["base_lz4c_mib_s"] = float64(len(buf)) / mib / tc.Seconds()
 	m["base_lz4_ratio"] = float64(len(buf)) / float64(compBytes)
 
@@ -88,7 +65,7 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	for i, blk := range blocks {
 		sizes[i] = len(blk)
 	}
-	decomp := func(par int) (time.Duration, error) { return lz4Decompress(comp, sizes, par) }
+	decomp := func(par int) (time.Duration, error) { return benchkit.LZ4Decompress(comp, sizes, par) }
 	td1, err := decomp(1)
 	if err != nil {
 		return err
@@ -201,40 +178,6 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 		m["ratio_read_get"] = v / m["comp_ratio"] / m["base_get_mib_s"]
 	}
 	return b.Delete(ctx, keys...)
-}
-
-// lz4Decompress decompresses lz4 blocks (comp[i] into sizes[i] bytes) on
-// par goroutines, block i on goroutine i%par, and returns the time taken:
-// the decompression ceiling of a reader of those blocks.
-func lz4Decompress(comp [][]byte, sizes []int, par int) (time.Duration, error) {
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, par)
-	for p := range par {
-		wg.Go(func() {
-			out := make([]byte, segment.DefaultBlockSize+64<<10)
-			for i := p; i < len(comp); i += par {
-				if cap(out) < sizes[i] {
-					out = make([]byte, sizes[i])
-				}
-				k, err := lz4.UncompressBlock(comp[i], out[:sizes[i]])
-				if err == nil && k != sizes[i] {
-					err = fmt.Errorf("lz4 block of %d bytes decompressed to %d, want %d", len(comp[i]), k, sizes[i])
-				}
-				if err != nil {
-					errs[p] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(t0), nil
 }
 
 func putBudget(quick bool) time.Duration {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -54,14 +55,14 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 
 	// The same events for every library: encoded once, kept with their
 	// events for the redokit writer (which encodes them itself).
-	g := newGen(1, c.RowSize, "rows")
+	g := benchkit.NewGen(1, c.RowSize, "rows")
 	recs := make([][]byte, 0, c.Records)
 	evs := make([]codec.Event, 0, c.Records)
 	tss := make([]uint64, 0, c.Records)
 	var payload int64
-	for ts := tsBase + 1; len(recs) < c.Records; ts++ {
-		span := int(ts % genSpans)
-		for _, ev := range g.next(span, ts) {
+	for ts := benchkit.TsBase + 1; len(recs) < c.Records; ts++ {
+		span := int(ts % benchkit.Spans)
+		for _, ev := range g.Next(span, ts) {
 			e := ev.Clone()
 			b := codec.AppendEvent(nil, e)
 			recs = append(recs, b)
@@ -114,7 +115,7 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 	m := res.Metrics
 	m["rows_s"] = float64(len(recs)) / el.Seconds()
 	m["mib_s"] = float64(payload) / mib / el.Seconds()
-	m["batch_p50_ms"], m["batch_p99_ms"], m["batch_max_ms"] = percentiles(lat)
+	m["batch_p50_ms"], m["batch_p99_ms"], m["batch_max_ms"] = benchkit.Percentiles(lat)
 	m["disk_mib"] = float64(dirSize(dir)) / mib
 	m["payload_mib"] = float64(payload) / mib
 	m["rss_mib"] = float64(peakRSS()) / mib
@@ -179,8 +180,8 @@ func openRedokitPeer(ctx context.Context, dir string, lz bool) (peerLog, error) 
 		b.Close()
 		return nil, err
 	}
-	for s := range genSpans {
-		if err := w.AddSpan(writer.SpanID(s), tsBase); err != nil {
+	for s := range benchkit.Spans {
+		if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +203,7 @@ func (p *redokitPeer) batch(ctx context.Context, _ [][]byte, evs []codec.Event, 
 		}
 		i = j
 	}
-	for s := range genSpans {
+	for s := range benchkit.Spans {
 		if err := p.w.AdvanceResolved(writer.SpanID(s), ts); err != nil {
 			return err
 		}

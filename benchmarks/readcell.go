@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -15,8 +14,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/segment"
 	"github.com/redokit/redokit/writer"
 )
@@ -82,7 +80,7 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 			smp = sampleRSS(2 * time.Millisecond)
 		}
 		t0 := time.Now()
-		rows, ddls, err := readAll(ctx, b, logID, lw.maxTs, raw)
+		rows, ddls, err := benchkit.ReadAll(ctx, b, logID, lw.maxTs, raw)
 		d := time.Since(t0).Seconds()
 		if smp != nil {
 			m[name+"_rss_mib"] = float64(smp.stop()) / mib
@@ -128,7 +126,7 @@ type builtLog struct {
 // the writer's default flush triggers, then closed.
 func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*builtLog, error) {
 	W := max(c.Writers, 1)
-	pools, _ := makePools(W, c.RowSize, c.Mix)
+	pools, _ := benchkit.MakePools(W, c.RowSize, c.Mix)
 	ws := make([]*writer.Writer, W)
 	for i := range W {
 		w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), Compression: writer.CompressionLZ4})
@@ -137,8 +135,8 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range genSpans {
-			if err := w.AddSpan(writer.SpanID(i*genSpans+s), tsBase); err != nil {
+		for s := range benchkit.Spans {
+			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
 				return nil, err
 			}
 		}
@@ -151,11 +149,11 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 		wg.Go(func() {
 			w, p := ws[i], pools[i]
 			var written int64
-			ts := tsBase
+			ts := benchkit.TsBase
 			for k := uint64(0); written < target; k++ {
-				ts = tsBase + 1 + k*uint64(W) + uint64(i)
-				span := writer.SpanID(i*genSpans + int(k%genSpans))
-				if err := w.Write(ctx, span, p.txn(k, ts)...); err != nil {
+				ts = benchkit.TsBase + 1 + k*uint64(W) + uint64(i)
+				span := writer.SpanID(i*benchkit.Spans + int(k%benchkit.Spans))
+				if err := w.Write(ctx, span, p.Txn(k, ts)...); err != nil {
 					errs[i] = err
 					return
 				}
@@ -163,10 +161,10 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 					errs[i] = err
 					return
 				}
-				written += int64(p.bytes(k))
+				written += int64(p.Bytes(k))
 			}
-			for s := range genSpans {
-				if err := w.AdvanceResolved(writer.SpanID(i*genSpans+s), ts); err != nil {
+			for s := range benchkit.Spans {
+				if err := w.AdvanceResolved(writer.SpanID(i*benchkit.Spans+s), ts); err != nil {
 					errs[i] = err
 					return
 				}
@@ -189,32 +187,6 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 		out.maxTs = max(out.maxTs, lastTs[i])
 	}
 	return out, nil
-}
-
-// readAll reads the whole log with reader.Open and NextBatch and counts its
-// events.
-func readAll(ctx context.Context, b *blob.Bucket, logID string, maxTs uint64, raw bool) (rows, ddls int64, err error) {
-	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, StartTs: 0, EndTs: maxTs, Raw: raw})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer r.Close()
-	for {
-		evs, err := r.NextBatch(ctx, 1024)
-		if err == io.EOF {
-			return rows, ddls, nil
-		}
-		if err != nil {
-			return rows, ddls, err
-		}
-		for _, ev := range evs {
-			if ev.Kind == codec.RowEvent {
-				rows++
-			} else {
-				ddls++
-			}
-		}
-	}
 }
 
 // storedCeiling decompresses every lz4 block the log stores, segment by
@@ -249,7 +221,7 @@ func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1 time.D
 			comp = append(comp, data[bi.Offset+segment.BlockHeaderSize:bi.End()])
 			sizes = append(sizes, bi.Uncompressed)
 		}
-		d1, err := lz4Decompress(comp, sizes, 1)
+		d1, err := benchkit.LZ4Decompress(comp, sizes, 1)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", a.Key, err)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redokit/redokit/internal/benchkit"
 )
 
 // Report is everything a run measured; results.json holds it whole.
@@ -28,8 +30,8 @@ type Report struct {
 
 // CellReport is one cell over its repetitions.
 type CellReport struct {
-	Cell    Cell               `json:"cell"`
-	Metrics map[string]Summary `json:"metrics"`
+	Cell    Cell                        `json:"cell"`
+	Metrics map[string]benchkit.Summary `json:"metrics"`
 	// Pooled percentiles over every repetition's raw samples.
 	Pooled map[string]Pooled `json:"pooled,omitempty"`
 	Errors []string          `json:"errors,omitempty"`
@@ -52,10 +54,10 @@ type Target struct {
 	Metric  string  `json:"metric"`
 	Need    float64 `json:"need"`
 	// Cmp is "≤" when the goal is an upper bound; "" (or "≥") a lower one.
-	Cmp      string  `json:"cmp,omitempty"`
-	Measured Summary `json:"measured"`
-	Verdict  string  `json:"verdict"` // met | not met | not measured
-	Note     string  `json:"note,omitempty"`
+	Cmp      string           `json:"cmp,omitempty"`
+	Measured benchkit.Summary `json:"measured"`
+	Verdict  string           `json:"verdict"` // met | not met | not measured
+	Note     string           `json:"note,omitempty"`
 }
 
 func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[string][]*Result, quick bool, reps int, took time.Duration) *Report {
@@ -67,7 +69,7 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 		r.Backends = append(r.Backends, &cp)
 	}
 	for _, c := range cells {
-		cr := CellReport{Cell: c, Metrics: map[string]Summary{}, Pooled: map[string]Pooled{}}
+		cr := CellReport{Cell: c, Metrics: map[string]benchkit.Summary{}, Pooled: map[string]Pooled{}}
 		vals := map[string][]float64{}
 		samples := map[string][]float64{}
 		for _, res := range results[c.ID] {
@@ -86,16 +88,16 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 			}
 		}
 		for k, v := range vals {
-			cr.Metrics[k] = summarize(v).rounded()
+			cr.Metrics[k] = benchkit.Summarize(v).Rounded()
 		}
 		for k, v := range samples {
 			if len(v) > 0 {
-				p50, p99, mx := percentiles(v)
-				cr.Pooled[k] = Pooled{N: len(v), P50: sig(p50), P99: sig(p99), Max: sig(mx)}
+				p50, p99, mx := benchkit.Percentiles(v)
+				cr.Pooled[k] = Pooled{N: len(v), P50: benchkit.Sig(p50), P99: benchkit.Sig(p99), Max: benchkit.Sig(mx)}
 			}
 		}
 		for i, w := range cr.Wall {
-			cr.Wall[i] = sig(w)
+			cr.Wall[i] = benchkit.Sig(w)
 		}
 		r.Cells = append(r.Cells, cr)
 	}
@@ -207,7 +209,7 @@ func judgeTargets(r *Report) []Target {
 					ratios = []float64{ls.Median / ss.Median}
 					t.Note = "ratio of the medians (a repetition failed)"
 				}
-				t.Measured = summarize(ratios)
+				t.Measured = benchkit.Summarize(ratios)
 				t.Verdict = "met"
 				if t.Measured.Median > t.Need {
 					t.Verdict = "not met"
@@ -248,11 +250,11 @@ func writeReport(out string, r *Report) error {
 	}
 	for i := range r.Cells {
 		for k, v := range r.Cells[i].Metrics {
-			r.Cells[i].Metrics[k] = v.rounded()
+			r.Cells[i].Metrics[k] = v.Rounded()
 		}
 	}
 	for i := range r.Targets {
-		r.Targets[i].Measured = r.Targets[i].Measured.rounded()
+		r.Targets[i].Measured = r.Targets[i].Measured.Rounded()
 	}
 	js, err := json.Marshal(r) // compact: the file stays small; jq reads it
 	if err != nil {
@@ -308,7 +310,7 @@ func human(v float64) string {
 }
 
 // fs formats a summary: "median (min–max)", and "noisy" when it is.
-func fmtS(s Summary, ok bool) string {
+func fmtS(s benchkit.Summary, ok bool) string {
 	if !ok || len(s.Samples) == 0 {
 		return "–"
 	}

@@ -2,25 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/writer"
 )
 
 const mib = 1 << 20
-
-// tsBase is the first commit ts of a benchmark log (TSO-like magnitude).
-const tsBase = uint64(450_000_000_000_000_000)
 
 // runWriterCell writes the cell's workload for Seconds with W writers into
 // one log, then reads it back, then measures the baselines on the same bytes.
@@ -76,7 +70,7 @@ type writeOutcome struct {
 	elapsed                time.Duration
 	stats                  blob.Stats // requests of the write phase
 	maxTs                  uint64
-	pool0                  *txnPool // writer 0's pool, replayed again by the baselines
+	pool0                  *benchkit.TxnPool // writer 0's pool, replayed again by the baselines
 }
 
 func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *Result) (*writeOutcome, error) {
@@ -89,9 +83,9 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	ws := make([]*writer.Writer, W)
 	// The transactions are generated here, before anything is timed, and
 	// replayed by the driver with fresh commit ts and ids.
-	pools, poolBytes := makePools(W, c.RowSize, c.Mix)
+	pools, poolBytes := benchkit.MakePools(W, c.RowSize, c.Mix)
 	res.Metrics["gen_pool_mib"] = float64(poolBytes) / mib
-	res.Metrics["gen_pool_txns"] = float64(len(pools[0].txns))
+	res.Metrics["gen_pool_txns"] = float64(pools[0].Len())
 	for i := range W {
 		o := &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), FlushInterval: time.Hour, Compression: comp}
 		if c.SegmentMiB > 0 {
@@ -106,21 +100,21 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range genSpans {
-			if err := w.AddSpan(writer.SpanID(i*genSpans+s), tsBase); err != nil {
+		for s := range benchkit.Spans {
+			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
 				return nil, err
 			}
 		}
 	}
 
-	d := &driver{ws: ws, pools: pools, interval: interval, lastTs: make([]uint64, W)}
+	d := benchkit.NewDriver(ws, pools, interval)
 	before := b.Stats()
 	start := time.Now()
-	satLat, err := d.run(ctx, time.Duration(c.Seconds*float64(time.Second)), 0)
+	satLat, err := d.Run(ctx, time.Duration(c.Seconds*float64(time.Second)), 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.finish(ctx); err != nil {
+	if err := d.Finish(ctx); err != nil {
 		return nil, err
 	}
 	out := &writeOutcome{elapsed: time.Since(start), pool0: pools[0]}
@@ -142,11 +136,11 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	if latSecs == 0 {
 		latSecs = c.Seconds
 	}
-	lat, err := d.run(ctx, max(time.Duration(latSecs*float64(time.Second)), 2*interval+interval/2), rate)
+	lat, err := d.Run(ctx, max(time.Duration(latSecs*float64(time.Second)), 2*interval+interval/2), rate)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.finish(ctx); err != nil {
+	if err := d.Finish(ctx); err != nil {
 		return nil, err
 	}
 	res.Metrics["latency_rate_rows_s"] = rate
@@ -161,7 +155,7 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 			return nil, fmt.Errorf("close: %w", err)
 		}
 	}
-	for _, ts := range d.lastTs {
+	for _, ts := range d.LastTs {
 		out.maxTs = max(out.maxTs, ts)
 	}
 
@@ -193,32 +187,14 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	res.Samples["flush_ms"] = append([]float64(nil), lat...)
 	res.Samples["flush_sat_ms"] = append([]float64(nil), satLat...)
 	m["flush_n"] = float64(len(lat))
-	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = percentiles(lat)
-	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = percentiles(satLat)
+	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = benchkit.Percentiles(lat)
+	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = benchkit.Percentiles(satLat)
 	for k, v := range m {
 		if math.IsNaN(v) {
 			delete(m, k)
 		}
 	}
 	return out, nil
-}
-
-// makePools generates the transaction pools of W writers (writer i's seed
-// is i+1, its spans start at i*genSpans) and returns them with the heap
-// they take, which counts in the cell's peak RSS.
-func makePools(W, rowSize int, mix string) ([]*txnPool, uint64) {
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	pools := make([]*txnPool, W)
-	var wg sync.WaitGroup
-	for i := range W {
-		wg.Go(func() { pools[i] = newTxnPool(uint64(i+1), rowSize, mix, i*genSpans) })
-	}
-	wg.Wait()
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	return pools, m1.HeapAlloc - min(m0.HeapAlloc, m1.HeapAlloc)
 }
 
 // readPhase reads the whole log back in commit-ts order, decoded (what
@@ -264,109 +240,4 @@ func readPhase(ctx context.Context, b *blob.Bucket, logID string, wr *writeOutco
 		res.Metrics[name+"_mib_s"] = float64(wr.payload2) / mib / d
 	}
 	return nil
-}
-
-// driver replays the transaction pools of a cell's writers and flushes them
-// on the cell's cadence.
-type driver struct {
-	ws       []*writer.Writer
-	pools    []*txnPool
-	interval time.Duration
-	lastTs   []uint64
-	k        uint64 // transactions so far, per writer
-}
-
-// run writes for d: flat out when rate is 0, else open loop at rate rows/s
-// (all writers together). It returns the latencies (ms) of the interval
-// flushes.
-func (d *driver) run(ctx context.Context, dur time.Duration, rate float64) ([]float64, error) {
-	W := len(d.ws)
-	var stop atomic.Bool
-	var mu sync.Mutex
-	var lat []float64
-	errs := make([]error, 2*W)
-	var gwg, fwg sync.WaitGroup
-	fdone := make(chan struct{})
-	k0 := d.k
-	ks := make([]uint64, W)
-	txnRate := rate / float64(W) / float64(genTxnRows)
-	t0 := time.Now()
-	for i := range W {
-		gwg.Go(func() {
-			w, p := d.ws[i], d.pools[i]
-			for k := k0; !stop.Load(); k++ {
-				if txnRate > 0 {
-					// Open loop: write what is due, then wait a little.
-					for float64(k-k0) >= time.Since(t0).Seconds()*txnRate {
-						if stop.Load() {
-							ks[i] = k
-							return
-						}
-						time.Sleep(500 * time.Microsecond)
-					}
-				}
-				ts := tsBase + 1 + k*uint64(W) + uint64(i)
-				span := i*genSpans + int(k%genSpans)
-				if err := w.Write(ctx, writer.SpanID(span), p.txn(k, ts)...); err != nil {
-					errs[i] = err
-					return
-				}
-				if err := w.AdvanceResolved(writer.SpanID(span), ts); err != nil {
-					errs[i] = err
-					return
-				}
-				d.lastTs[i] = ts
-				ks[i] = k + 1
-			}
-		})
-		fwg.Go(func() {
-			t := time.NewTicker(d.interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-fdone:
-					return
-				case <-t.C:
-					t1 := time.Now()
-					if _, err := d.ws[i].Flush(ctx); err != nil {
-						errs[W+i] = err
-						return
-					}
-					el := time.Since(t1)
-					mu.Lock()
-					lat = append(lat, float64(el)/float64(time.Millisecond))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	select {
-	case <-time.After(dur):
-	case <-ctx.Done():
-	}
-	stop.Store(true)
-	gwg.Wait()
-	close(fdone)
-	fwg.Wait()
-	for _, k := range ks {
-		d.k = max(d.k, k)
-	}
-	return lat, errors.Join(errs...)
-}
-
-// finish advances every span to its writer's last ts and flushes every
-// writer, so that everything written is durable.
-func (d *driver) finish(ctx context.Context) error {
-	errs := make([]error, len(d.ws))
-	var wg sync.WaitGroup
-	for i, w := range d.ws {
-		for s := range genSpans {
-			if err := w.AdvanceResolved(writer.SpanID(i*genSpans+s), d.lastTs[i]); err != nil {
-				return err
-			}
-		}
-		wg.Go(func() { _, errs[i] = w.Flush(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

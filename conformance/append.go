@@ -8,8 +8,8 @@ import (
 )
 
 // append: the Appender capability, as declared.
-func (s *suite) append(t suiteT) {
-	t.Run("Capability", func(t suiteT) {
+func (s *suite) append(t T) {
+	t.Run("Capability", func(t T) {
 		e := s.bucket(t)
 		switch got := e.b.CanAppend(); {
 		case got && !s.h.Append:
@@ -25,7 +25,7 @@ func (s *suite) append(t suiteT) {
 		return
 	}
 	// open opens key for appending, closing it when the subtest ends.
-	open := func(t suiteT, b *blob.Bucket, key string) blob.AppendFile {
+	open := func(t T, b *blob.Bucket, key string) blob.AppendFile {
 		t.Helper()
 		f, err := b.OpenAppend(t.Context(), key)
 		if err != nil {
@@ -34,26 +34,26 @@ func (s *suite) append(t suiteT) {
 		t.Cleanup(func() { f.Close() })
 		return f
 	}
-	write := func(t suiteT, f blob.AppendFile, p []byte) {
+	write := func(t T, f blob.AppendFile, p []byte) {
 		t.Helper()
 		if n, err := f.Write(p); err != nil || n != len(p) {
 			t.Fatalf("Write of %d bytes = %d, %v", len(p), n, err)
 		}
 	}
-	sync := func(t suiteT, f blob.AppendFile) {
+	sync := func(t T, f blob.AppendFile) {
 		t.Helper()
 		if err := f.Sync(); err != nil {
 			t.Fatalf("Sync: %v", err)
 		}
 	}
-	wantSize := func(t suiteT, f blob.AppendFile, n int) {
+	wantSize := func(t T, f blob.AppendFile, n int) {
 		t.Helper()
 		if got := f.Size(); got != int64(n) {
 			t.Errorf("Size() = %d, want %d", got, n)
 		}
 	}
 
-	t.Run("WriteSyncRead", func(t suiteT) {
+	t.Run("WriteSyncRead", func(t T) {
 		e := s.bucket(t)
 		const key = "append/active"
 		f := open(t, e.b, key)
@@ -79,7 +79,7 @@ func (s *suite) append(t suiteT) {
 		}
 		s.settle(t, e.b, "", []string{key}, "after appending")
 	})
-	t.Run("Truncate", func(t suiteT) {
+	t.Run("Truncate", func(t T) {
 		e := s.bucket(t)
 		const key = "append/torn"
 		f := open(t, e.b, key)
@@ -97,7 +97,7 @@ func (s *suite) append(t suiteT) {
 		wantSize(t, f, 70)
 		wantContent(t, e.b, key, append(bytes.Clone(data[:60]), tail...), "after Truncate(60) and appending 10 bytes")
 	})
-	t.Run("Seal", func(t suiteT) {
+	t.Run("Seal", func(t T) {
 		e := s.bucket(t)
 		const key, final = "append/active", "append/final"
 		f := open(t, e.b, key)
@@ -115,7 +115,7 @@ func (s *suite) append(t suiteT) {
 		wantNotExist(t, err, key, fmt.Sprintf("Stat(%q) of the active key after Seal moved it", key))
 		s.settle(t, e.b, "", []string{final}, "after Seal")
 	})
-	t.Run("SealOntoExisting", func(t suiteT) {
+	t.Run("SealOntoExisting", func(t T) {
 		e := s.bucket(t)
 		const key, taken = "append/active", "append/taken"
 		put(t, e.b, taken, []byte("already here"))
@@ -125,7 +125,7 @@ func (s *suite) append(t suiteT) {
 		wantPrecondition(t, err, fmt.Sprintf("Seal onto the existing key %q", taken))
 		wantContent(t, e.b, taken, []byte("already here"), "after a Seal onto it failed")
 	})
-	t.Run("Reopen", func(t suiteT) {
+	t.Run("Reopen", func(t T) {
 		e := s.bucket(t)
 		const key, fromPut = "append/reopen", "append/from-put"
 		f := open(t, e.b, key)
@@ -153,7 +153,7 @@ func (s *suite) append(t suiteT) {
 }
 
 // isolation: a prefixed view writes under its prefix and sees nothing else.
-func (s *suite) isolation(t suiteT) {
+func (s *suite) isolation(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	data := []byte("inside")

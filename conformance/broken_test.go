@@ -441,29 +441,29 @@ func TestBrokenDrivers(t *testing.T) {
 				LargeObjectReason: "broken-driver runs check the suite, not the store",
 				Timeout:           c.timeout,
 			}
-			rec := newRecorder()
-			rec.run(func(t suiteT) { run(t, h) })
+			rec := NewRecorder()
+			rec.Run(func(t T) { RunBucketOn(t, h) })
 			for _, mode := range []string{"Plain", "Prefixed"} {
 				for _, name := range c.mustFail {
 					full := mode + "/" + name
-					switch res := rec.get(full); {
+					switch res := rec.Get(full); {
 					case res == nil:
 						t.Errorf("%s did not run", full)
-					case !res.failed:
+					case !res.Failed:
 						t.Errorf("%s passed; it must catch this driver", full)
 					case mode == "Plain":
-						t.Logf("caught by %s: %s", full, rec.messages(full)[0])
+						t.Logf("caught by %s: %s", full, rec.Messages(full)[0])
 					}
 				}
 				for _, name := range c.mustPass {
 					full := mode + "/" + name
-					if res := rec.get(full); res == nil || res.failed {
-						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.messages(full), "\n"))
+					if res := rec.Get(full); res == nil || res.Failed {
+						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.Messages(full), "\n"))
 					}
 				}
 			}
 			if t.Failed() {
-				t.Logf("every failed subtest: %v", rec.failed())
+				t.Logf("every failed subtest: %v", rec.Failed())
 			}
 		})
 	}
@@ -489,28 +489,28 @@ func TestConditionalWritesUndeclared(t *testing.T) {
 				},
 				ConditionalWritesReason: reason,
 			})
-			rec := newRecorder()
-			rec.run(func(t suiteT) { run(t, h) })
+			rec := NewRecorder()
+			rec.Run(func(t T) { RunBucketOn(t, h) })
 			for _, name := range []string{"Plain/ConditionalCreate/Sequential", "Plain/ConditionalCreate/Race", "Plain/CompareAndSwap/Sequence"} {
-				if res := rec.get(name); res == nil || !res.skipped {
+				if res := rec.Get(name); res == nil || !res.Skipped {
 					t.Errorf("%s was not skipped", name)
 				}
 			}
-			res := rec.get("Plain/ConditionalCreate/Refused")
-			if res == nil || res.failed != c.fail {
+			res := rec.Get("Plain/ConditionalCreate/Refused")
+			if res == nil || res.Failed != c.fail {
 				t.Errorf("Plain/ConditionalCreate/Refused: %+v, want failed = %v", res, c.fail)
 			}
 			if !c.fail {
-				if f := rec.failed(); len(f) > 0 {
-					t.Errorf("failed: %v\n%s", f, strings.Join(rec.messages(""), "\n"))
+				if f := rec.Failed(); len(f) > 0 {
+					t.Errorf("failed: %v\n%s", f, strings.Join(rec.Messages(""), "\n"))
 				}
 			}
 		})
 	}
 	t.Run("NoReason", func(t *testing.T) {
-		rec := newRecorder()
-		rec.run(func(t suiteT) { run(t, Harness{MakeBucket: memHarness.MakeBucket}) })
-		if res := rec.get(""); !res.failed || !strings.Contains(res.msgs[0], "ConditionalWritesReason") {
+		rec := NewRecorder()
+		rec.Run(func(t T) { RunBucketOn(t, Harness{MakeBucket: memHarness.MakeBucket}) })
+		if res := rec.Get(""); !res.Failed || !strings.Contains(res.Errors[0], "ConditionalWritesReason") {
 			t.Errorf("a harness with neither ConditionalWrites nor a reason: %+v", res)
 		}
 	})
@@ -579,11 +579,11 @@ func TestListSettle(t *testing.T) {
 				ConditionalWrites: true,
 				ListSettle:        settle,
 			})
-			rec := newRecorder()
-			rec.run(func(t suiteT) { run(t, h) })
-			failed := rec.failed()
+			rec := NewRecorder()
+			rec.Run(func(t T) { RunBucketOn(t, h) })
+			failed := rec.Failed()
 			if settle > 0 && len(failed) > 0 {
-				t.Errorf("failed with ListSettle: %v\n%s", failed, strings.Join(rec.messages(""), "\n"))
+				t.Errorf("failed with ListSettle: %v\n%s", failed, strings.Join(rec.Messages(""), "\n"))
 			}
 			if settle == 0 {
 				for _, name := range []string{"Plain/Concurrent", "Plain/ListPages", "Plain/BatchDelete"} {
@@ -829,10 +829,10 @@ func TestHungSubtest(t *testing.T) {
 			once.Do(func() { close(unstick) })
 		},
 	})
-	rec := newRecorder()
-	rec.run(func(t suiteT) { run(t, h) })
-	res := rec.get("Plain/ListPages")
-	if res == nil || !res.failed || !strings.Contains(strings.Join(res.msgs, "\n"), "Plain/ListPages is still running") {
+	rec := NewRecorder()
+	rec.Run(func(t T) { RunBucketOn(t, h) })
+	res := rec.Get("Plain/ListPages")
+	if res == nil || !res.Failed || !strings.Contains(strings.Join(res.Errors, "\n"), "Plain/ListPages is still running") {
 		t.Fatalf("Plain/ListPages, stuck in a List that ignores its context: %+v", res)
 	}
 	mu.Lock()
@@ -840,7 +840,7 @@ func TestHungSubtest(t *testing.T) {
 	if !slices.Contains(hung, "Plain/ListPages") {
 		t.Fatalf("reported hung: %v", hung)
 	}
-	if res := rec.get("Plain/RoundTrip"); res == nil || res.failed {
+	if res := rec.Get("Plain/RoundTrip"); res == nil || res.Failed {
 		t.Fatalf("Plain/RoundTrip: %+v", res)
 	}
 }

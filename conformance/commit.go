@@ -17,7 +17,7 @@ const hookReadTimeout = 10 * time.Second
 // the put is visible, and its error abandons the put. Bucket calls it for
 // drivers that are not blob.Stagers; a Stager calls it itself, after its
 // staging, and must keep the object hidden until it returns.
-func (s *suite) beforeCommit(t suiteT) {
+func (s *suite) beforeCommit(t T) {
 	const key = "commit/object"
 	old := payload(333, 41)
 	data := payload(4096, 42)
@@ -28,7 +28,7 @@ func (s *suite) beforeCommit(t suiteT) {
 	for _, c := range cases {
 		// setup makes the subtest's bucket and the options of the put under
 		// test: of a new key, over an old object, or by compare-and-swap.
-		setup := func(t suiteT) (env, blob.PutOptions) {
+		setup := func(t T) (env, blob.PutOptions) {
 			e := s.bucket(t)
 			var opts blob.PutOptions
 			if c.overwrite {
@@ -41,9 +41,9 @@ func (s *suite) beforeCommit(t suiteT) {
 		}
 		run := t.Run
 		if c.cas {
-			run = func(name string, f func(suiteT)) bool { s.conditional(t, name, f); return true }
+			run = func(name string, f func(T)) bool { s.conditional(t, name, f); return true }
 		}
-		run("Invisible"+c.name, func(t suiteT) {
+		run("Invisible"+c.name, func(t T) {
 			e, opts := setup(t)
 			calls := 0
 			opts.BeforeCommit = func(context.Context) error {
@@ -61,7 +61,7 @@ func (s *suite) beforeCommit(t suiteT) {
 			}
 			wantContent(t, e.b, key, data, "after a Put whose BeforeCommit returned nil")
 		})
-		run("Abandon"+c.name, func(t suiteT) {
+		run("Abandon"+c.name, func(t T) {
 			e, opts := setup(t)
 			refuse := errors.New("conformance: BeforeCommit refuses")
 			opts.BeforeCommit = func(context.Context) error { return refuse }

@@ -12,8 +12,8 @@ const racers = 16
 
 // conditional runs f as a subtest when the harness declares conditional
 // writes, and skips it with the harness's reason otherwise.
-func (s *suite) conditional(t suiteT, name string, f func(suiteT)) {
-	t.Run(name, func(t suiteT) {
+func (s *suite) conditional(t T, name string, f func(T)) {
+	t.Run(name, func(t T) {
 		if !s.h.ConditionalWrites {
 			t.Skipf("Harness.ConditionalWrites is false: %s", s.h.ConditionalWritesReason)
 		}
@@ -22,7 +22,7 @@ func (s *suite) conditional(t suiteT, name string, f func(suiteT)) {
 }
 
 // wantPrecondition checks that err is a lost conditional write.
-func wantPrecondition(t suiteT, err error, what string) {
+func wantPrecondition(t T, err error, what string) {
 	t.Helper()
 	switch {
 	case err == nil:
@@ -34,7 +34,7 @@ func wantPrecondition(t suiteT, err error, what string) {
 
 // raceWinner checks the results of racers conditional writes: exactly one nil
 // error, every other one ErrPreconditionFailed. It returns the winner, or -1.
-func raceWinner(t suiteT, errs []error, what string) int {
+func raceWinner(t T, errs []error, what string) int {
 	t.Helper()
 	winner := -1
 	var winners []int
@@ -55,12 +55,12 @@ func raceWinner(t suiteT, errs []error, what string) int {
 }
 
 // conditionalCreate: IfNotExist has exactly one winner.
-func (s *suite) conditionalCreate(t suiteT) {
+func (s *suite) conditionalCreate(t T) {
 	if !s.h.ConditionalWrites {
 		t.Run("Refused", s.conditionalRefused)
 	}
 	ifNotExist := &blob.PutOptions{IfNotExist: true}
-	s.conditional(t, "Sequential", func(t suiteT) {
+	s.conditional(t, "Sequential", func(t T) {
 		e := s.bucket(t)
 		ctx := t.Context()
 		const key = "cond/create"
@@ -82,7 +82,7 @@ func (s *suite) conditionalCreate(t suiteT) {
 		}
 		wantContent(t, e.b, key, []byte("third"), "after IfNotExist Put of a deleted key")
 	})
-	s.conditional(t, "Race", func(t suiteT) {
+	s.conditional(t, "Race", func(t T) {
 		e := s.bucket(t)
 		for round := range 3 {
 			key := fmt.Sprintf("cond/race-%d", round)
@@ -109,7 +109,7 @@ func (s *suite) conditionalCreate(t suiteT) {
 
 // conditionalRefused: a driver without conditional writes refuses them
 // instead of applying them as plain overwrites.
-func (s *suite) conditionalRefused(t suiteT) {
+func (s *suite) conditionalRefused(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	const key = "cond/refused"
@@ -126,8 +126,8 @@ func (s *suite) conditionalRefused(t suiteT) {
 }
 
 // compareAndSwap: IfMatch by ETag.
-func (s *suite) compareAndSwap(t suiteT) {
-	s.conditional(t, "Sequence", func(t suiteT) {
+func (s *suite) compareAndSwap(t T) {
+	s.conditional(t, "Sequence", func(t T) {
 		e := s.bucket(t)
 		ctx := t.Context()
 		const key = "cas/object"
@@ -169,7 +169,7 @@ func (s *suite) compareAndSwap(t suiteT) {
 		}
 		wantContent(t, e.b, key, v1, "after the last IfMatch Put")
 	})
-	s.conditional(t, "MissingKey", func(t suiteT) {
+	s.conditional(t, "MissingKey", func(t T) {
 		e := s.bucket(t)
 		ctx := t.Context()
 		const other, key = "cas/other", "cas/missing"
@@ -186,7 +186,7 @@ func (s *suite) compareAndSwap(t suiteT) {
 		wantPrecondition(t, err, fmt.Sprintf("Put(%q, IfMatch its ETag from before it was deleted)", other))
 		s.settle(t, e.b, "", nil, "after losing IfMatch Puts of missing keys")
 	})
-	s.conditional(t, "Race", func(t suiteT) {
+	s.conditional(t, "Race", func(t T) {
 		e := s.bucket(t)
 		for round := range 3 {
 			key := fmt.Sprintf("cas/race-%d", round)

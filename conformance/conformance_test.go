@@ -39,12 +39,12 @@ func TestMemAppend(t *testing.T) {
 func TestMemOnRecorder(t *testing.T) {
 	for name, h := range map[string]Harness{"mem": small(memHarness), "append": small(appendHarness)} {
 		t.Run(name, func(t *testing.T) {
-			rec := newRecorder()
-			rec.run(func(t suiteT) { run(t, h) })
-			if f := rec.failed(); len(f) > 0 {
-				t.Errorf("failed on the recorder: %v\n%s", f, strings.Join(rec.messages(""), "\n"))
+			rec := NewRecorder()
+			rec.Run(func(t T) { RunBucketOn(t, h) })
+			if f := rec.Failed(); len(f) > 0 {
+				t.Errorf("failed on the recorder: %v\n%s", f, strings.Join(rec.Messages(""), "\n"))
 			}
-			if rec.get("Plain/Atomic/CanceledNew") == nil || rec.get("Prefixed/Isolation") == nil {
+			if rec.Get("Plain/Atomic/CanceledNew") == nil || rec.Get("Prefixed/Isolation") == nil {
 				t.Errorf("the recorder did not run the whole suite")
 			}
 		})

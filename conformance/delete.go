@@ -8,8 +8,8 @@ import (
 )
 
 // delete: idempotent deletes, and reads after them.
-func (s *suite) delete(t suiteT) {
-	t.Run("Missing", func(t suiteT) {
+func (s *suite) delete(t T) {
+	t.Run("Missing", func(t T) {
 		// GC may be re-run after a crash: deleting what is already gone
 		// must succeed.
 		e := s.bucket(t)
@@ -22,7 +22,7 @@ func (s *suite) delete(t suiteT) {
 		}
 		wantContent(t, e.b, "delete/dir/child", []byte("child"), "after deleting its parent \"directory\"")
 	})
-	t.Run("Twice", func(t suiteT) {
+	t.Run("Twice", func(t T) {
 		e := s.bucket(t)
 		const key = "delete/twice"
 		put(t, e.b, key, []byte("x"))
@@ -33,7 +33,7 @@ func (s *suite) delete(t suiteT) {
 			t.Errorf("second Delete(%q): %v", key, err)
 		}
 	})
-	t.Run("MixedBatch", func(t suiteT) {
+	t.Run("MixedBatch", func(t T) {
 		e := s.bucket(t)
 		put(t, e.b, "delete/a", []byte("a"))
 		put(t, e.b, "delete/c", []byte("c"))
@@ -43,7 +43,7 @@ func (s *suite) delete(t suiteT) {
 		}
 		s.settle(t, e.b, "", []string{"delete/keep"}, "after deleting a mixed batch")
 	})
-	t.Run("ReadAfterDelete", func(t suiteT) {
+	t.Run("ReadAfterDelete", func(t T) {
 		e := s.bucket(t)
 		ctx := t.Context()
 		const key = "delete/read-after"
@@ -62,7 +62,7 @@ func (s *suite) delete(t suiteT) {
 		}
 		s.settle(t, e.b, "", nil, "after Delete")
 	})
-	t.Run("Recreate", func(t suiteT) {
+	t.Run("Recreate", func(t T) {
 		e := s.bucket(t)
 		const key = "delete/recreate"
 		put(t, e.b, key, []byte("first life"))
@@ -79,7 +79,7 @@ func (s *suite) delete(t suiteT) {
 const batchDeleteKeys = 2*blob.MaxDeleteBatch + blob.MaxDeleteBatch/2
 
 // batchDelete: thousands of keys in batches of MaxDeleteBatch.
-func (s *suite) batchDelete(t suiteT) {
+func (s *suite) batchDelete(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	keys := make([]string, batchDeleteKeys)

@@ -122,13 +122,26 @@
 // a canceled multipart upload was aborted on the server, that a local Put was
 // fsynced, or that a request was retried; each backend proves those in its
 // own tests (a fault-injecting file system, a server's list of uploads).
-// Redo-level checks (segments, request budgets per redo cycle) arrive with the
-// writer and reader.
-// They have arrived: [RunRedo] runs a real redo log on the same Harness (see its doc).
-// Its Faults subtest is the fault tier: the history checker of package
-// conformance/torture, through a blobtest.Liar that loses answers of stored
-// writes, refuses, delays and reorders them, must find no acknowledged
-// event lost and no writer fenced wrongly (docs/BACKENDS.md, section 12).
+//
+// # The redo tier
+//
+// Package conformance/redo runs a real redo log (writer, reader,
+// coordinator, fencing, GC) on the same Harness, with two fault tiers: a
+// lying store (the history checker of conformance/torture through a
+// blobtest.Liar) and a failing network (latency, resets, a stall, a slow
+// link, through a proxy the harness gives or injected in the driver). It is a
+// package of its own so that this one imports nothing above blob: a backend
+// author certifying a driver does not build the writer, reader or their
+// dependencies. Suites like it are built on [Harness.Subtest] and
+// [Harness.Bucket], which give their subtests the deadlines, hang watch and
+// fresh, checked buckets this suite's have.
+//
+// # Running it from a program
+//
+// The suites run on a [T]: [Std] adapts a *testing.T, and a [Recorder] runs
+// them outside go test ([RunBucketOn]), recording each subtest's result.
+// `redokit check` runs this suite that way against a live bucket, under a
+// scratch prefix.
 //
 // # Testing the suite
 //
@@ -139,6 +152,6 @@
 // object sealed while it runs, one that hangs, a failing delete of a
 // missing key, an ignored IfNotExist, an off-by-one range, an ETag that never
 // changes, and more), each of which must fail the subtest that names its
-// rule. The core runs over the small [TB] interface so those tests can watch
-// a subtest fail without failing themselves.
+// rule. They run the suite on a [Recorder], to watch a subtest fail without
+// failing themselves.
 package conformance

@@ -99,31 +99,17 @@ type Harness struct {
 	onHang    func(t TB, msg string)
 }
 
-// suiteT is the suite's view of a test: TB plus subtests. The core runs over
-// it, not *testing.T, so this package's tests can run the suite on a recorder
-// that captures failures (Fatalf ends only the subtest, as in testing).
-type suiteT interface {
-	TB
-	Run(name string, f func(suiteT)) bool
-}
-
-// stdT adapts *testing.T to suiteT.
-type stdT struct{ *testing.T }
-
-func (s stdT) Run(name string, f func(suiteT)) bool {
-	return s.T.Run(name, func(t *testing.T) { f(stdT{t}) })
-}
-
 // RunBucket runs the blob conformance suite against the buckets h makes: every
 // subtest once on the bucket itself ("Plain") and once under Prefix
 // ("Prefixed"). See the package documentation for what each subtest proves.
 func RunBucket(t *testing.T, h Harness) {
 	t.Helper()
-	run(stdT{t}, h)
+	RunBucketOn(Std(t), h)
 }
 
-// run is RunBucket over suiteT.
-func run(t suiteT, h Harness) {
+// RunBucketOn is RunBucket on any T: a [Recorder] runs the suite from a
+// program, outside go test.
+func RunBucketOn(t T, h Harness) {
 	t.Helper()
 	if h.MakeBucket == nil {
 		t.Fatalf("conformance: Harness.MakeBucket is nil")
@@ -153,36 +139,39 @@ func run(t suiteT, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = DefaultTimeout
 	}
-	t.Run("Plain", func(t suiteT) { (&suite{h: h}).runAll(t) })
-	t.Run("Prefixed", func(t suiteT) { (&suite{h: h, prefixed: true}).runAll(t) })
+	t.Run("Plain", func(t T) { (&suite{h: h}).runAll(t) })
+	t.Run("Prefixed", func(t T) { (&suite{h: h, prefixed: true}).runAll(t) })
 }
 
 // timedT is a subtest whose context ends at its rule's deadline. Its own
 // subtests inherit the deadline.
 type timedT struct {
-	suiteT
+	T
 	ctx context.Context
 }
 
 func (t *timedT) Context() context.Context { return t.ctx }
 
-func (t *timedT) Run(name string, f func(suiteT)) bool {
-	return t.suiteT.Run(name, func(c suiteT) {
+func (t *timedT) Run(name string, f func(T)) bool {
+	return t.T.Run(name, func(c T) {
 		ctx := c.Context()
 		if dl, ok := t.ctx.Deadline(); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, dl)
 			defer cancel()
 		}
-		f(&timedT{suiteT: c, ctx: ctx})
+		f(&timedT{T: c, ctx: ctx})
 	})
 }
 
-// rule runs f as the subtest name with a context that ends after
-// Harness.Timeout, and watches it: a subtest that runs into its deadline
-// says so, and one still running hangGrace later is reported hung (onHang).
-func (s *suite) rule(t suiteT, name string, f func(suiteT)) {
-	t.Run(name, func(t suiteT) {
+// Subtest runs f as the subtest name of t the way the suite runs each of its
+// rules, for suites built on a Harness (package conformance/redo): its
+// context ends Harness.Timeout after it starts, a subtest that runs into
+// that deadline says so, and one still running 30 seconds later ends the
+// binary with a panic naming it (see Harness.Timeout).
+func (h Harness) Subtest(t T, name string, f func(T)) {
+	s := &suite{h: h}
+	t.Run(name, func(t T) {
 		ctx, cancel := context.WithTimeout(t.Context(), s.timeout())
 		done := make(chan struct{})
 		go s.watch(t, ctx, done)
@@ -194,13 +183,13 @@ func (s *suite) rule(t suiteT, name string, f func(suiteT)) {
 			}
 			cancel()
 		}()
-		f(&timedT{suiteT: t, ctx: ctx})
+		f(&timedT{T: t, ctx: ctx})
 	})
 }
 
 // watch reports the subtest t hung when it has not returned (done) hangGrace
 // after ctx's deadline.
-func (s *suite) watch(t suiteT, ctx context.Context, done <-chan struct{}) {
+func (s *suite) watch(t T, ctx context.Context, done <-chan struct{}) {
 	select {
 	case <-done:
 		return
@@ -223,8 +212,8 @@ func (s *suite) watch(t suiteT, ctx context.Context, done <-chan struct{}) {
 	panicHung(t, msg)
 }
 
-// timeout is the deadline of each subtest (RunRedo does not fill in the
-// harness's defaults).
+// timeout is the deadline of each subtest (suites other than RunBucket do
+// not fill in the harness's defaults).
 func (s *suite) timeout() time.Duration { return cmp.Or(s.h.Timeout, DefaultTimeout) }
 
 // panicHung ends the test binary: the hung goroutine cannot be stopped, and

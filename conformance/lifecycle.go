@@ -101,7 +101,7 @@ func (s *suite) ops() []op {
 }
 
 // context: every operation honours an ended context, and changes nothing.
-func (s *suite) context(t suiteT) {
+func (s *suite) context(t T) {
 	cases := []struct {
 		name string
 		want error
@@ -117,7 +117,7 @@ func (s *suite) context(t suiteT) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t suiteT) {
+		t.Run(c.name, func(t T) {
 			e := s.bucket(t)
 			original := []byte("original")
 			put(t, e.b, "ops/existing", original)
@@ -138,7 +138,7 @@ func (s *suite) context(t suiteT) {
 }
 
 // closed: every operation after Close fails with ErrClosed.
-func (s *suite) closed(t suiteT) {
+func (s *suite) closed(t T) {
 	e := s.bucket(t)
 	put(t, e.b, "ops/existing", []byte("original"))
 	first := e.b.Close()
@@ -175,7 +175,7 @@ func (s *suite) closed(t suiteT) {
 }
 
 // as: the escape hatch says no to what it does not have.
-func (s *suite) as(t suiteT) {
+func (s *suite) as(t T) {
 	e := s.bucket(t)
 	if e.b.As(nil) {
 		t.Errorf("As(nil) = true")

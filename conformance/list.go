@@ -23,7 +23,7 @@ var orderKeys = []string{
 
 // putShuffled puts keys (each holding its own name) in an order unrelated to
 // their sort order, so that a driver cannot pass by listing in insertion order.
-func putShuffled(t suiteT, b *blob.Bucket, keys []string) {
+func putShuffled(t T, b *blob.Bucket, keys []string) {
 	t.Helper()
 	n := len(keys)
 	for i := range n {
@@ -39,7 +39,7 @@ func putShuffled(t suiteT, b *blob.Bucket, keys []string) {
 // startAfter, checking each page's length and that the listing ends. It
 // returns every key it saw, in order, and an error describing the first
 // violation.
-func listPaged(t suiteT, b *blob.Bucket, prefix, startAfter string, size, limit int) ([]string, error) {
+func listPaged(t T, b *blob.Bucket, prefix, startAfter string, size, limit int) ([]string, error) {
 	t.Helper()
 	var keys []string
 	opts := blob.ListOptions{StartAfter: startAfter, PageSize: size}
@@ -68,7 +68,7 @@ func listPaged(t suiteT, b *blob.Bucket, prefix, startAfter string, size, limit 
 }
 
 // listOrder: List is in byte order, within and across pages.
-func (s *suite) listOrder(t suiteT) {
+func (s *suite) listOrder(t T) {
 	e := s.bucket(t)
 	putShuffled(t, e.b, orderKeys)
 	want := sortedCopy(orderKeys)
@@ -93,7 +93,7 @@ func (s *suite) listOrder(t suiteT) {
 }
 
 // listPrefix: a prefix is a string, not a directory.
-func (s *suite) listPrefix(t suiteT) {
+func (s *suite) listPrefix(t T) {
 	e := s.bucket(t)
 	putShuffled(t, e.b, orderKeys)
 	s.settle(t, e.b, "", sortedCopy(orderKeys), "before listing prefixes")
@@ -128,7 +128,7 @@ func pagesKeys() (keys, decoys []string) {
 }
 
 // listPages: every page size gives the same listing.
-func (s *suite) listPages(t suiteT) {
+func (s *suite) listPages(t T) {
 	e := s.bucket(t)
 	keys, decoys := pagesKeys()
 	putShuffled(t, e.b, keys)
@@ -158,7 +158,7 @@ func (s *suite) listPages(t suiteT) {
 }
 
 // listStartAfter: StartAfter starts strictly after any string.
-func (s *suite) listStartAfter(t suiteT) {
+func (s *suite) listStartAfter(t T) {
 	e := s.bucket(t)
 	var keys []string
 	for i := range 10 {
@@ -180,7 +180,7 @@ func (s *suite) listStartAfter(t suiteT) {
 		{"AfterAll", "after/zzz", nil},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t suiteT) {
+		t.Run(c.name, func(t T) {
 			for _, size := range []int{1, 3, 1000} {
 				got, err := listPaged(t, e.b, "after/", c.after, size, 2*len(keys)+4)
 				if err != nil {
@@ -205,9 +205,9 @@ func (s *suite) listStartAfter(t suiteT) {
 
 // listWhilePaging: a listing in progress sees the changes after its cursor
 // and not the ones before it, with no key twice and none lost.
-func (s *suite) listWhilePaging(t suiteT) {
+func (s *suite) listWhilePaging(t T) {
 	for _, size := range []int{1, 2, 5} {
-		t.Run(fmt.Sprintf("PageSize%d", size), func(t suiteT) {
+		t.Run(fmt.Sprintf("PageSize%d", size), func(t T) {
 			e := s.bucket(t)
 			ctx := t.Context()
 			name := func(n int) string { return fmt.Sprintf("paging/%04d", n) }
@@ -313,7 +313,7 @@ func (s *suite) listWhilePaging(t suiteT) {
 // settleChanges waits (for at most ListSettle) until the listing is exactly
 // the keys of state, so that an eventually consistent store's lag is not
 // taken for a pagination bug.
-func (s *suite) settleChanges(t suiteT, b *blob.Bucket, state map[string]bool) {
+func (s *suite) settleChanges(t T, b *blob.Bucket, state map[string]bool) {
 	t.Helper()
 	if s.h.ListSettle == 0 {
 		return

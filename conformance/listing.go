@@ -39,7 +39,7 @@ var literalPrefixes = []string{
 
 // listLiteralPrefix: a prefix is matched byte for byte, not as a pattern and
 // not ignoring case.
-func (s *suite) listLiteralPrefix(t suiteT) {
+func (s *suite) listLiteralPrefix(t T) {
 	e := s.bucket(t)
 	keys := literalKeys
 	for _, k := range keys {
@@ -80,9 +80,9 @@ func (s *suite) listLiteralPrefix(t suiteT) {
 // listWhileChanging: a listing returns every object that exists throughout
 // it, whatever is put, deleted or sealed meanwhile, and an object sealed
 // (renamed) during a one-page listing under at least one of its names.
-func (s *suite) listWhileChanging(t suiteT) {
+func (s *suite) listWhileChanging(t T) {
 	t.Run("Churn", s.listChurn)
-	t.Run("Seal", func(t suiteT) {
+	t.Run("Seal", func(t T) {
 		if !s.h.Append {
 			t.Skipf("the driver has no Appender (Harness.Append is false): nothing is sealed")
 		}
@@ -106,7 +106,7 @@ const churnRounds = 24
 // again: each listing must hold every stable key exactly once, in byte
 // order, and a one-page listing every object being sealed under one of its
 // names.
-func (s *suite) listChurn(t suiteT) {
+func (s *suite) listChurn(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	var before []string
@@ -210,7 +210,7 @@ const sealRounds = 8
 // runs, released at the same moment, round after round: the listing must
 // show the object under its active or its sealed name, and the objects
 // around it.
-func (s *suite) listSealRace(t suiteT) {
+func (s *suite) listSealRace(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	for i := range sealRounds {

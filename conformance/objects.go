@@ -13,7 +13,7 @@ import (
 )
 
 // roundTrip: bytes come back exactly, with the right size.
-func (s *suite) roundTrip(t suiteT) {
+func (s *suite) roundTrip(t T) {
 	sizes := []struct {
 		name string
 		n    int64
@@ -24,7 +24,7 @@ func (s *suite) roundTrip(t suiteT) {
 		{"Large", s.h.LargeObject},
 	}
 	for i, c := range sizes {
-		t.Run(c.name, func(t suiteT) {
+		t.Run(c.name, func(t T) {
 			e := s.bucket(t)
 			key := fmt.Sprintf("roundtrip/%s.bin", c.name)
 			data := payload(c.n, uint64(i))
@@ -48,7 +48,7 @@ func (s *suite) roundTrip(t suiteT) {
 			wantContent(t, e.b, key, data, "after Put")
 		})
 	}
-	t.Run("UnknownSize", func(t suiteT) {
+	t.Run("UnknownSize", func(t T) {
 		// size < 0: the driver reads until EOF, from a reader it cannot
 		// seek or measure (a multipart upload of unknown length).
 		e := s.bucket(t)
@@ -69,7 +69,7 @@ func (s *suite) roundTrip(t suiteT) {
 		}
 		wantContent(t, e.b, key, data, "after a Put of unknown size")
 	})
-	t.Run("Overwrite", func(t suiteT) {
+	t.Run("Overwrite", func(t T) {
 		e := s.bucket(t)
 		const key = "roundtrip/overwrite"
 		long, short := payload(5000, 1), payload(10, 2)
@@ -85,7 +85,7 @@ func (s *suite) roundTrip(t suiteT) {
 }
 
 // concurrent: parallel writers and readers of distinct keys.
-func (s *suite) concurrent(t suiteT) {
+func (s *suite) concurrent(t T) {
 	e := s.bucket(t)
 	const n = 16
 	key := func(i int) string { return fmt.Sprintf("concurrent/%02d", i) }
@@ -168,7 +168,7 @@ type inFlight struct {
 // startPut starts Put(key, data) and returns once the driver has read the
 // gate's bytes and is waiting for more. It fails the subtest if the Put ends
 // before that. The Put is released when the subtest ends, whatever happens.
-func startPut(t suiteT, ctx context.Context, b *blob.Bucket, key string, data []byte, gate int) *inFlight {
+func startPut(t T, ctx context.Context, b *blob.Bucket, key string, data []byte, gate int) *inFlight {
 	t.Helper()
 	p := &inFlight{r: newGatedReader(data, gate), done: make(chan error, 1)}
 	go func() {
@@ -198,7 +198,7 @@ func (p *inFlight) finish(err error) error {
 
 // atomic: an object is invisible until whole; a canceled or failed Put leaves
 // nothing (or the old object) behind.
-func (s *suite) atomic(t suiteT) {
+func (s *suite) atomic(t T) {
 	// Large enough that a multipart driver has sent whole parts by the
 	// gate at 9 MiB (S3 parts are at least 5 MiB, the transfer manager's
 	// 8 MiB), small enough to stay quick.
@@ -209,7 +209,7 @@ func (s *suite) atomic(t suiteT) {
 
 	// hidden checks, while a Put of key is in flight, that the bucket shows
 	// either nothing under key (oldData nil) or the whole old object.
-	hidden := func(t suiteT, b *blob.Bucket, key string, oldData []byte) {
+	hidden := func(t T, b *blob.Bucket, key string, oldData []byte) {
 		t.Helper()
 		ctx := t.Context()
 		when := "while a Put of it is in flight"
@@ -234,7 +234,7 @@ func (s *suite) atomic(t suiteT) {
 		}
 	}
 	// after checks that a Put which failed left the bucket as it was.
-	after := func(t suiteT, b *blob.Bucket, key string, oldData []byte, why string) {
+	after := func(t T, b *blob.Bucket, key string, oldData []byte, why string) {
 		t.Helper()
 		ctx := t.Context()
 		if oldData == nil {
@@ -253,7 +253,7 @@ func (s *suite) atomic(t suiteT) {
 
 	for _, overwrite := range []bool{false, true} {
 		name := map[bool]string{false: "New", true: "Overwrite"}[overwrite]
-		setup := func(t suiteT) (env, []byte) {
+		setup := func(t T) (env, []byte) {
 			e := s.bucket(t)
 			if !overwrite {
 				return e, nil
@@ -262,7 +262,7 @@ func (s *suite) atomic(t suiteT) {
 			s.settle(t, e.b, "", []string{"atomic/object"}, "before overwriting")
 			return e, old
 		}
-		t.Run("InvisibleWhileWriting"+name, func(t suiteT) {
+		t.Run("InvisibleWhileWriting"+name, func(t T) {
 			e, oldData := setup(t)
 			const key = "atomic/object"
 			data := payload(size, 1)
@@ -273,7 +273,7 @@ func (s *suite) atomic(t suiteT) {
 			}
 			wantContent(t, e.b, key, data, "after the Put returned")
 		})
-		t.Run("Canceled"+name, func(t suiteT) {
+		t.Run("Canceled"+name, func(t T) {
 			e, oldData := setup(t)
 			const key = "atomic/object"
 			ctx, cancel := context.WithCancel(t.Context())
@@ -291,7 +291,7 @@ func (s *suite) atomic(t suiteT) {
 			}
 			after(t, e.b, key, oldData, "a canceled Put")
 		})
-		t.Run("FailedReader"+name, func(t suiteT) {
+		t.Run("FailedReader"+name, func(t T) {
 			e, oldData := setup(t)
 			const key = "atomic/object"
 			injected := errors.New("conformance: injected reader failure")
@@ -305,7 +305,7 @@ func (s *suite) atomic(t suiteT) {
 }
 
 // rangedRead: NewRangeReader's offsets and lengths.
-func (s *suite) rangedRead(t suiteT) {
+func (s *suite) rangedRead(t T) {
 	e := s.bucket(t)
 	const key, empty = "ranged/object", "ranged/empty"
 	const n = 1000
@@ -337,7 +337,7 @@ func (s *suite) rangedRead(t suiteT) {
 		{"EmptyPastEnd", empty, 3, -1},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t suiteT) {
+		t.Run(c.name, func(t T) {
 			obj := data
 			if c.key == empty {
 				obj = nil
@@ -357,11 +357,11 @@ func (s *suite) rangedRead(t suiteT) {
 			}
 		})
 	}
-	t.Run("NegativeOffset", func(t suiteT) {
+	t.Run("NegativeOffset", func(t T) {
 		_, err := e.b.NewRangeReader(t.Context(), key, -1, 10)
 		wantErr(t, err, blob.ErrInvalidArgument, fmt.Sprintf("NewRangeReader(%q, offset -1)", key))
 	})
-	t.Run("Reader", func(t suiteT) {
+	t.Run("Reader", func(t T) {
 		// The reader behaves as io.Reader says: short reads, EOF, reads
 		// after EOF.
 		for _, r := range [][2]int64{{0, -1}, {123, 456}} {
@@ -384,7 +384,7 @@ func (s *suite) rangedRead(t suiteT) {
 }
 
 // notExist: missing keys are ErrNotExist, naming the key.
-func (s *suite) notExist(t suiteT) {
+func (s *suite) notExist(t T) {
 	e := s.bucket(t)
 	ctx := t.Context()
 	// A key only other keys are "under": on a file system it is a
@@ -426,8 +426,8 @@ var tricky = []string{
 }
 
 // keys: unusual but valid keys round-trip and list; invalid ones are refused.
-func (s *suite) keys(t suiteT) {
-	t.Run("Tricky", func(t suiteT) {
+func (s *suite) keys(t T) {
+	t.Run("Tricky", func(t T) {
 		e := s.bucket(t)
 		for i, k := range tricky {
 			data := fmt.Appendf(nil, "object %d", i)
@@ -448,7 +448,7 @@ func (s *suite) keys(t suiteT) {
 		}
 		s.settle(t, e.b, "", nil, "after deleting every tricky key")
 	})
-	t.Run("UnicodeNormalization", func(t suiteT) {
+	t.Run("UnicodeNormalization", func(t T) {
 		// Keys are bytes: the NFC and NFD spellings of "é" are two keys
 		// (a store or file system that normalizes makes them alias).
 		e := s.bucket(t)
@@ -459,7 +459,7 @@ func (s *suite) keys(t suiteT) {
 		wantContent(t, e.b, nfd, []byte("nfd"), "NFD key after putting its NFC twin")
 		s.settle(t, e.b, "", sortedCopy([]string{nfc, nfd}), "after putting NFC and NFD keys")
 	})
-	t.Run("Long", func(t suiteT) {
+	t.Run("Long", func(t T) {
 		// As long as fits MaxKeyLen with the bucket's prefix and some room
 		// (at most 900 bytes), in segments of at most 200 bytes, so a file
 		// system's 255-byte name limit with a temporary suffix still fits.
@@ -481,7 +481,7 @@ func (s *suite) keys(t suiteT) {
 			t.Errorf("Delete of a %d-byte key: %v", len(key), err)
 		}
 	})
-	t.Run("Invalid", func(t suiteT) {
+	t.Run("Invalid", func(t T) {
 		// Bucket refuses these before the driver sees them; the check is
 		// here so that a refusal is never mistaken for a missing key.
 		e := s.bucket(t)

@@ -22,7 +22,7 @@ type suite struct {
 }
 
 // runAll runs the subtests in the order of the package documentation.
-func (s *suite) runAll(t suiteT) {
+func (s *suite) runAll(t T) {
 	s.rule(t, "RoundTrip", s.roundTrip)
 	s.rule(t, "Concurrent", s.concurrent)
 	s.rule(t, "Atomic", s.atomic)
@@ -50,6 +50,19 @@ func (s *suite) runAll(t suiteT) {
 	}
 }
 
+// rule runs f as the subtest name, with the rule's deadline.
+func (s *suite) rule(t T, name string, f func(T)) { s.h.Subtest(t, name, f) }
+
+// Bucket returns the bucket a subtest of the suite works on, for suites
+// built on a Harness (package conformance/redo): a new one from
+// Harness.MakeBucket, checked empty and closed when t ends; with prefixed,
+// the Prefix view of it, with the siblings the Prefixed run writes beside the
+// prefix checked intact when t ends.
+func (h Harness) Bucket(t T, prefixed bool) *blob.Bucket {
+	t.Helper()
+	return (&suite{h: h, prefixed: prefixed}).bucket(t).b
+}
+
 // env is what one subtest works on.
 type env struct {
 	b    *blob.Bucket // the bucket under test (the view, in a Prefixed run)
@@ -59,7 +72,7 @@ type env struct {
 // bucket makes the subtest's bucket: a new one from the harness, closed when
 // the subtest ends, checked empty; in a Prefixed run, the Prefix view of it,
 // with the siblings written beside it and checked intact at the end.
-func (s *suite) bucket(t suiteT) env {
+func (s *suite) bucket(t T) env {
 	t.Helper()
 	root, err := s.h.MakeBucket(t.Context(), t)
 	if err != nil {
@@ -131,7 +144,7 @@ func payload(n int64, seed uint64) []byte {
 }
 
 // put stores data under key, failing the subtest if it cannot.
-func put(t suiteT, b *blob.Bucket, key string, data []byte) blob.Attrs {
+func put(t T, b *blob.Bucket, key string, data []byte) blob.Attrs {
 	t.Helper()
 	a, err := b.Put(t.Context(), key, data, nil)
 	if err != nil {
@@ -141,7 +154,7 @@ func put(t suiteT, b *blob.Bucket, key string, data []byte) blob.Attrs {
 }
 
 // wantContent checks that key reads back as exactly want.
-func wantContent(t suiteT, b *blob.Bucket, key string, want []byte, when string) {
+func wantContent(t T, b *blob.Bucket, key string, want []byte, when string) {
 	t.Helper()
 	got, err := b.ReadAll(t.Context(), key)
 	if err != nil {
@@ -174,7 +187,7 @@ func diffBytes(got, want []byte) string {
 
 // wantNotExist checks that err reports the missing key: it matches
 // blob.ErrNotExist and its message names the key.
-func wantNotExist(t suiteT, err error, key, what string) {
+func wantNotExist(t T, err error, key, what string) {
 	t.Helper()
 	switch {
 	case err == nil:
@@ -187,7 +200,7 @@ func wantNotExist(t suiteT, err error, key, what string) {
 }
 
 // wantCode checks that err matches target.
-func wantErr(t suiteT, err, target error, what string) {
+func wantErr(t T, err, target error, what string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: no error, want one matching %v", what, target)
@@ -198,7 +211,7 @@ func wantErr(t suiteT, err, target error, what string) {
 
 // listKeysNow lists every key under prefix, once, in the order the bucket
 // returns them.
-func listKeysNow(t suiteT, b *blob.Bucket, prefix string) []string {
+func listKeysNow(t T, b *blob.Bucket, prefix string) []string {
 	t.Helper()
 	keys, err := listKeys(t.Context(), b, prefix)
 	if err != nil {
@@ -226,7 +239,7 @@ func listKeys(ctx context.Context, b *blob.Bucket, prefix string) ([]string, err
 
 // settle lists prefix until it is exactly want (sorted), for at most the
 // harness's ListSettle, and fails the subtest if it never is.
-func (s *suite) settle(t suiteT, b *blob.Bucket, prefix string, want []string, when string) {
+func (s *suite) settle(t T, b *blob.Bucket, prefix string, want []string, when string) {
 	t.Helper()
 	ok, got, err := s.poll(t.Context(), func(ctx context.Context) (bool, []string, error) {
 		got, err := listKeys(ctx, b, prefix)

@@ -2,11 +2,18 @@ package gcs
 
 import (
 	"context"
+	"net/http"
 	"net/url"
+	"os"
 	"testing"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
+	"github.com/redokit/redokit/conformance/redo"
+	"github.com/redokit/redokit/internal/toxinet"
 )
 
 // conformanceLarge is the large-object size of the runs against
@@ -56,13 +63,62 @@ func TestConformanceURL(t *testing.T) {
 }
 
 // TestRedoConformance runs the redo-level suite (real writer, reader,
-// coordinator, fencing and GC) on fake-gcs-server.
+// coordinator, fencing, GC and the fault tiers) on fake-gcs-server. Its
+// Network tier writes through the toxiproxy proxy "gcs" with every segment
+// in a resumable upload.
 func TestRedoConformance(t *testing.T) {
 	c, _ := newClient(t, emulatorHost(t))
-	conformance.RunRedo(t, conformance.Harness{
-		MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {
-			return New(c, newTestBucket(st, c), nil)
+	redo.Run(t, redo.Harness{
+		Harness: conformance.Harness{
+			MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {
+				return New(c, newTestBucket(st, c), nil)
+			},
+			ConditionalWrites: true,
 		},
-		ConditionalWrites: true,
+		Network: toxiNetwork(c),
 	})
+}
+
+// toxiNetwork is the Network tier's way to fake-gcs-server through the
+// toxiproxy proxy "gcs", or nil (faults in the driver) when the proxy is not
+// set up. Through the proxy every segment goes up as a resumable upload, over
+// a fresh connection per request (so that a reset rolls per request), with
+// short attempts.
+func toxiNetwork(direct *storage.Client) func(context.Context, conformance.TB) (*redo.Network, error) {
+	addr, toxi := os.Getenv("TOXIPROXY_ADDR"), os.Getenv("REDOKIT_GCS_TOXI_HOST")
+	if addr == "" || toxi == "" {
+		return nil
+	}
+	return func(ctx context.Context, t conformance.TB) (*redo.Network, error) {
+		p, err := toxinet.Proxy(t, addr, "gcs")
+		if err != nil {
+			return nil, err
+		}
+		name := newTestBucket(t, direct)
+		db, err := New(direct, name, nil)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { db.Close() })
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DisableKeepAlives = true
+		tc, err := storage.NewClient(ctx,
+			option.WithEndpoint("http://"+toxi+"/storage/v1/"),
+			option.WithoutAuthentication(),
+			option.WithHTTPClient(&http.Client{Transport: tr}),
+			storage.WithDisabledClientMetrics(),
+		)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { tc.Close() })
+		opts := faultOptions()
+		opts.ResumableThreshold = 1 // every segment in a resumable upload
+		fb, err := New(tc, name, opts)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { fb.Close() })
+		return &redo.Network{Faulty: fb, Direct: db, Inject: toxinet.Inject(p)}, nil
+	}
 }

@@ -2,10 +2,17 @@ package s3
 
 import (
 	"context"
+	"os"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
+	"github.com/redokit/redokit/conformance/redo"
+	"github.com/redokit/redokit/internal/toxinet"
 )
 
 // TestConformance runs the blob conformance suite on versitygw (posix
@@ -59,18 +66,66 @@ func TestConformanceSmallParts(t *testing.T) {
 }
 
 // TestRedoConformance runs the redo-level suite (real writer, reader,
-// coordinator, fencing and GC) on versitygw.
+// coordinator, fencing, GC and the fault tiers) on versitygw. Its Network
+// tier writes through the toxiproxy proxy "s3" with every segment in
+// multipart uploads, and checks that no upload is left behind.
 func TestRedoConformance(t *testing.T) {
 	ep := endpoint(t)
 	admin := adminClient(t, ep)
-	conformance.RunRedo(t, conformance.Harness{
-		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			name, err := createBucket(t, admin)
-			if err != nil {
-				return nil, err
-			}
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+	redo.Run(t, redo.Harness{
+		Harness: conformance.Harness{
+			MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+				name, err := createBucket(t, admin)
+				if err != nil {
+					return nil, err
+				}
+				return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+			},
+			ConditionalWrites: true,
 		},
-		ConditionalWrites: true,
+		Network: toxiNetwork(ep, admin),
 	})
+}
+
+// toxiNetwork is the Network tier's way to versitygw through the toxiproxy
+// proxy "s3", or nil (faults in the driver) when the proxy is not set up.
+// Through the proxy every segment goes up in parts, over a fresh connection
+// per request (so that a reset rolls per request), with short attempts.
+func toxiNetwork(ep string, admin *awss3.Client) func(context.Context, conformance.TB) (*redo.Network, error) {
+	via, addr := os.Getenv("REDOKIT_S3_TOXI_ENDPOINT"), os.Getenv("TOXIPROXY_ADDR")
+	if via == "" || addr == "" {
+		return nil
+	}
+	return func(ctx context.Context, t conformance.TB) (*redo.Network, error) {
+		p, err := toxinet.Proxy(t, addr, "s3")
+		if err != nil {
+			return nil, err
+		}
+		name, err := createBucket(t, admin)
+		if err != nil {
+			return nil, err
+		}
+		faulty, err := Open(ctx, name, "", &Options{Endpoint: via, UsePathStyle: true, Region: "us-east-1",
+			PartSize: MinPartSize, MultipartThreshold: -1,
+			Timeout: 2 * time.Second, MaxAttempts: 3, HTTPClient: noKeepAlive()})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { faulty.Close() })
+		direct, err := Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { direct.Close() })
+		return &redo.Network{Faulty: faulty, Direct: direct, Inject: toxinet.Inject(p),
+			After: func(ctx context.Context, t conformance.TB) {
+				if us := uploads(t, admin, name); len(us) != 0 {
+					var keys []string
+					for _, u := range us {
+						keys = append(keys, aws.ToString(u.Key))
+					}
+					t.Errorf("%d multipart uploads left after the faults: %v", len(us), keys)
+				}
+			}}, nil
+	}
 }

@@ -2,43 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/pierrec/lz4/v4"
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/segment"
 	"github.com/redokit/redokit/writer"
 )
 
 // benchOptions are the flags of bench.
 type benchOptions struct {
-	seconds  time.Duration
-	rowSize  int
-	flush    time.Duration
-	comp     string
-	writers  int
-	reps     int
-	segment  int64
-	dir      string
-	spans    int
-	txnRows  int
-	poolRows int
+	seconds time.Duration
+	rowSize int
+	flush   time.Duration
+	comp    string
+	writers int
+	reps    int
+	segment int64
+	dir     string
+	spans   int
 }
-
-// benchTsBase is the first commit ts of a bench log (a TSO of 2025).
-const benchTsBase = uint64(450_000_000_000_000_000)
 
 // benchFigure is one measured figure over the repetitions.
 type benchFigure struct {
@@ -90,7 +77,7 @@ outside it is read or written.`,
 }
 
 func (o *benchOptions) validate() error {
-	o.spans, o.txnRows, o.poolRows = 8, 16, 4096
+	o.spans = benchkit.Spans
 	switch {
 	case o.seconds <= 0:
 		return usageErrorf("--seconds must be positive")
@@ -137,11 +124,11 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 	}
 	defer cleanup(&err)
 
-	pool := benchPool(o.poolRows, o.rowSize)
+	pools, _ := benchkit.MakePools(o.writers, o.rowSize, "rows")
 	samples := map[string][]float64{}
 	bar := a.bar(int64(o.reps), "benchmarking", false)
 	for rep := range o.reps {
-		m, err := benchOnce(ctx, sb, fmt.Sprintf("bench-%d", rep+1), o, pool)
+		m, err := benchOnce(ctx, sb, fmt.Sprintf("bench-%d", rep+1), o, pools)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep+1, err)
 		}
@@ -158,9 +145,8 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 		if !ok {
 			continue
 		}
-		sorted := slices.Sorted(slices.Values(s))
-		figs = append(figs, benchFigure{Name: r.name, Unit: r.unit, Median: median(sorted),
-			Min: sorted[0], Max: sorted[len(sorted)-1], Samples: s})
+		sum := benchkit.Summarize(s)
+		figs = append(figs, benchFigure{Name: r.name, Unit: r.unit, Median: sum.Median, Min: sum.Min, Max: sum.Max, Samples: s})
 	}
 	kind := "(an object store: objects per flush, raw PUT baseline)"
 	if sb.CanAppend() {
@@ -222,50 +208,8 @@ func benchNum(v float64, unit string) string {
 	}
 }
 
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
-}
-
-// benchPool makes n distinct rows whose encodings are about rowSize bytes:
-// numbers, short strings, a decimal, a datetime and a text column of words,
-// which compresses about the way real row data does.
-func benchPool(n, rowSize int) []codec.Event {
-	words := strings.Fields(`order shipped pending delivered cancelled refund customer premium standard express
-warehouse north south east west priority normal gift wrap note address street avenue road city springfield
-riverside lakeside payment card paypal transfer invoice item quantity discount coupon summer winter sale`)
-	r := rand.New(rand.NewPCG(7, 7))
-	rows := make([]codec.Event, n)
-	for i := range rows {
-		ev := codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-			Table: codec.TableName{Schema: "bench", Name: "orders", PhysicalID: 100},
-			Columns: []codec.Column{
-				{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(int64(1_000_000 + i))},
-				{Name: "customer_id", Type: codec.TypeLonglong, Value: codec.IntValue(r.Int64N(5_000_000))},
-				{Name: "status", Type: codec.TypeVarchar, Value: codec.StringValue(words[r.IntN(5)])},
-				{Name: "amount", Type: codec.TypeNewDecimal, Value: codec.DecimalValue(fmt.Sprintf("%d.%02d", r.IntN(100000), r.IntN(100)))},
-				{Name: "email", Type: codec.TypeVarchar, Value: codec.StringValue(fmt.Sprintf("user%d@example.com", r.IntN(1_000_000)))},
-			},
-		}}
-		var sb strings.Builder
-		for base := len(codec.AppendEvent(nil, &ev)) + 16; sb.Len() < rowSize-base; {
-			sb.WriteString(words[r.IntN(len(words))])
-			sb.WriteByte(' ')
-			if r.IntN(4) == 0 {
-				fmt.Fprintf(&sb, "%d ", r.IntN(100000))
-			}
-		}
-		ev.Row.Columns = append(ev.Row.Columns, codec.Column{Name: "notes", Type: codec.TypeBlob, Value: codec.StringValue(sb.String())})
-		rows[i] = ev
-	}
-	return rows
-}
-
 // benchOnce is one repetition: the write phase, the read, the baselines.
-func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOptions, pool []codec.Event) (map[string]float64, error) {
+func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOptions, pools []*benchkit.TxnPool) (map[string]float64, error) {
 	m := map[string]float64{}
 	comp := writer.CompressionLZ4
 	if o.comp == "none" {
@@ -280,87 +224,29 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		}
 		defer w.Close(context.WithoutCancel(ctx))
 		for s := range o.spans {
-			if err := w.AddSpan(writer.SpanID(s), benchTsBase); err != nil {
+			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
 				return nil, err
 			}
 		}
 		ws[i] = w
 	}
 
+	// The benchmarks program's driver, flat out: the same replay of the
+	// same pools, flushed on the same kind of ticker.
+	d := benchkit.NewDriver(ws, pools, o.flush)
 	before := b.Stats()
-	var (
-		mu      sync.Mutex
-		lat     []float64
-		maxTs   uint64
-		werrs   = make([]error, len(ws))
-		wg      sync.WaitGroup
-		start   = time.Now()
-		endTime = start.Add(o.seconds)
-	)
-	for i, w := range ws {
-		wg.Go(func() {
-			stop := make(chan struct{})
-			var fg sync.WaitGroup
-			fg.Go(func() {
-				t := time.NewTicker(o.flush)
-				defer t.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-t.C:
-					}
-					t0 := time.Now()
-					if _, err := w.Flush(ctx); err != nil {
-						return // the write loop sees it too
-					}
-					mu.Lock()
-					lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-					mu.Unlock()
-				}
-			})
-			defer fg.Wait()
-			defer close(stop)
-			batch := make([]codec.Event, o.txnRows)
-			ts, k := benchTsBase, i*o.poolRows/len(ws)
-			for n := 0; ; n++ {
-				if n%16 == 0 && !time.Now().Before(endTime) {
-					break
-				}
-				ts++
-				span := writer.SpanID(ts % uint64(o.spans))
-				for j := range batch {
-					batch[j] = pool[k%len(pool)]
-					batch[j].Row.StartTs, batch[j].Row.CommitTs = ts-1, ts
-					k++
-				}
-				if err := w.Write(ctx, span, batch...); err != nil {
-					werrs[i] = err
-					return
-				}
-				if err := w.AdvanceResolved(span, ts); err != nil {
-					werrs[i] = err
-					return
-				}
-			}
-			for s := range o.spans {
-				if err := w.AdvanceResolved(writer.SpanID(s), ts); err != nil {
-					werrs[i] = err
-					return
-				}
-			}
-			if _, err := w.Flush(ctx); err != nil {
-				werrs[i] = err
-			}
-			mu.Lock()
-			maxTs = max(maxTs, ts)
-			mu.Unlock()
-		})
+	start := time.Now()
+	lat, err := d.Run(ctx, o.seconds, 0)
+	if err == nil {
+		err = d.Finish(ctx)
 	}
-	wg.Wait()
 	elapsed := time.Since(start).Seconds()
-	if err := errors.Join(werrs...); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	var maxTs uint64
+	for _, ts := range d.LastTs {
+		maxTs = max(maxTs, ts)
 	}
 	reqs := b.Stats().Sub(before)
 	var st writer.Stats
@@ -383,9 +269,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		m["ratio"] = float64(st.PayloadBytes) / float64(st.StoredBytes)
 	}
 	if len(lat) > 0 {
-		slices.Sort(lat)
-		m["flush_p50_ms"] = lat[len(lat)/2]
-		m["flush_p99_ms"] = lat[min(len(lat)-1, len(lat)*99/100)]
+		m["flush_p50_ms"], m["flush_p99_ms"], _ = benchkit.Percentiles(lat)
 	}
 	if st.Flushes > 0 {
 		m["puts_per_flush"] = float64(reqs.Puts) / float64(st.Flushes)
@@ -393,30 +277,17 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 
 	// The reader's merge of everything written.
 	t0 := time.Now()
-	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, StartTs: benchTsBase, EndTs: maxTs})
+	read, _, err := benchkit.ReadAll(ctx, b, logID, maxTs, false)
 	if err != nil {
 		return nil, err
 	}
-	var read int64
-	for {
-		evs, err := r.NextBatch(ctx, 1024)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		read += int64(len(evs))
-	}
-	r.Close()
 	if read != st.Rows {
 		return nil, fmt.Errorf("read back %d rows, the writers made %d durable", read, st.Rows)
 	}
 	m["read_rows_s"] = float64(read) / time.Since(t0).Seconds()
 
 	// Baselines on the same rows.
-	raw := benchBytes(pool, min(st.PayloadBytes, 64<<20))
+	raw, ends, _ := pools[0].Payload(max(min(st.PayloadBytes, 64<<20), 1<<20))
 	if b.CanAppend() {
 		mibs, err := benchAppend(ctx, b, raw, st.PayloadBytes, max(st.Flushes, 1))
 		if err != nil {
@@ -432,18 +303,22 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		m["raw_put_mib_s"] = mibs
 		m["vs_put"] = m["stored_mib_s"] / mibs
 	}
-	m["lz4_compress_mib_s"], m["lz4_decompress_mib_s"] = benchLZ4(raw)
-	return m, nil
-}
-
-// benchBytes is up to n bytes of the pool's encodings, back to back.
-func benchBytes(pool []codec.Event, n int64) []byte {
-	n = max(n, 1<<20)
-	out := make([]byte, 0, n+64<<10)
-	for i := 0; int64(len(out)) < n; i++ {
-		out = codec.AppendEvent(out, &pool[i%len(pool)])
+	blocks := benchkit.Blocks(raw, ends)
+	lzBlocks, _, tc, err := benchkit.LZ4Compress(blocks)
+	if err != nil {
+		return nil, err
 	}
-	return out[:n]
+	sizes := make([]int, len(blocks))
+	for i, blk := range blocks {
+		sizes[i] = len(blk)
+	}
+	td, err := benchkit.LZ4Decompress(lzBlocks, sizes, 1)
+	if err != nil {
+		return nil, err
+	}
+	m["lz4_compress_mib_s"] = float64(len(raw)) / mib / tc.Seconds()
+	m["lz4_decompress_mib_s"] = float64(len(raw)) / mib / td.Seconds()
+	return m, nil
 }
 
 // benchAppend appends total bytes (raw, repeated) to a scratch object in
@@ -495,29 +370,4 @@ func benchPut(ctx context.Context, b *blob.Bucket, raw []byte, size, total int64
 		}
 	}
 	return float64(n*size) / (1 << 20) / time.Since(start).Seconds(), nil
-}
-
-// benchLZ4 compresses raw in blocks of the writer's size on one thread, then
-// decompresses it, and returns both speeds in MiB/s of uncompressed bytes.
-func benchLZ4(raw []byte) (compress, decompress float64) {
-	const block = segment.DefaultBlockSize
-	var c lz4.Compressor
-	var blocks [][]byte
-	start := time.Now()
-	for off := 0; off < len(raw); off += block {
-		src := raw[off:min(off+block, len(raw))]
-		dst := make([]byte, lz4.CompressBlockBound(len(src)))
-		n, _ := c.CompressBlock(src, dst)
-		blocks = append(blocks, dst[:n])
-	}
-	compress = float64(len(raw)) / (1 << 20) / time.Since(start).Seconds()
-	out := make([]byte, block)
-	start = time.Now()
-	for _, bl := range blocks {
-		if len(bl) > 0 {
-			_, _ = lz4.UncompressBlock(bl, out)
-		}
-	}
-	decompress = float64(len(raw)) / (1 << 20) / time.Since(start).Seconds()
-	return compress, decompress
 }

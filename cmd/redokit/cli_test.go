@@ -415,6 +415,19 @@ func TestGenRefusesAnExistingLog(t *testing.T) {
 	mustContain(t, "gen", r.stderr, "already exists")
 }
 
+// checkRows decodes check's --json output and lists its rows' names.
+func checkRows(t *testing.T, stdout string) (out struct {
+	OK     bool          `json:"ok"`
+	Checks []checkResult `json:"checks"`
+}, ran []string) {
+	t.Helper()
+	decodeJSON(t, stdout, &out)
+	for _, c := range out.Checks {
+		ran = append(ran, c.Check)
+	}
+	return out, ran
+}
+
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	t.Run("mem", func(t *testing.T) {
@@ -427,9 +440,10 @@ func TestCheck(t *testing.T) {
 		if _, err := b.Put(ctx, "keep/me", []byte("precious"), nil); err != nil {
 			t.Fatal(err)
 		}
-		r := cli(t, "check", "--storage", store, "--batch-keys", "1001")
+		r := cli(t, "check", "--storage", store, "--large-size", "1048576")
 		wantCode(t, r, 0)
-		for _, name := range []string{"round trip", "ranged read", "listing order", "conditional create race", "compare-and-swap", "batch delete", "read-after-delete", "cleanup"} {
+		for _, name := range []string{"Plain/RoundTrip", "Plain/RangedRead", "Plain/ListOrder", "Plain/ListWhileChanging", "Plain/ConditionalCreate",
+			"Plain/CompareAndSwap", "Plain/BatchDelete", "Prefixed/Delete", "Prefixed/Isolation", "cleanup"} {
 			mustContain(t, "check", r.stdout, name)
 		}
 		if strings.Contains(r.stdout, "FAIL") {
@@ -454,7 +468,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("local", func(t *testing.T) {
 		dir := t.TempDir()
-		r := cli(t, "check", "--storage", dir, "--batch-keys", "50", "--large-size", "1048576", "--json")
+		r := cli(t, "check", "--storage", dir, "--large-size", "1048576", "--json")
 		wantCode(t, r, 0)
 		var out struct {
 			OK     bool          `json:"ok"`
@@ -464,10 +478,17 @@ func TestCheck(t *testing.T) {
 		if !out.OK {
 			t.Fatalf("check failed on local disk:\n%s", r)
 		}
+		appended := 0
 		for _, c := range out.Checks {
-			if c.Check == "append" && c.Result != "pass" {
-				t.Fatalf("local disk can append, check says %+v", c)
+			if strings.HasSuffix(c.Check, "/Append") {
+				appended++
+				if c.Result != "pass" || !strings.Contains(c.Detail, "subtests") {
+					t.Fatalf("local disk can append, check says %+v", c)
+				}
 			}
+		}
+		if appended != 2 {
+			t.Fatalf("check ran Append %d times, want under Plain and Prefixed:\n%s", appended, r.stdout)
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -479,18 +500,49 @@ func TestCheck(t *testing.T) {
 			}
 		}
 	})
+	t.Run("redo", func(t *testing.T) {
+		dir := t.TempDir()
+		r := cli(t, "check", "--storage", dir, "--redo", "--run", "^(RoundTrip|ReadBack|Fencing|Faults|Network)$", "--json")
+		wantCode(t, r, 0)
+		out, ran := checkRows(t, r.stdout)
+		want := "Plain/RoundTrip Prefixed/RoundTrip redo/Plain/ReadBack redo/Plain/Fencing redo/Plain/Faults " +
+			"redo/Prefixed/ReadBack redo/Prefixed/Fencing redo/Prefixed/Faults redo/Network cleanup"
+		if !out.OK || strings.Join(ran, " ") != want {
+			t.Fatalf("check --redo: ok %v, ran\n%v\nwant\n%s", out.OK, ran, want)
+		}
+	})
 	t.Run("broken", func(t *testing.T) {
-		r := cli(t, "check", "--storage", "broken://", "--batch-keys", "20", "--large-size", "1024")
+		r := cli(t, "check", "--storage", "broken://", "--large-size", "1024")
 		wantCode(t, r, 1)
-		mustContain(t, "check", r.stdout, "conditional create race", "FAIL", "exactly 1", "NOT fit")
-		var race string
-		for _, l := range strings.Split(r.stdout, "\n") {
-			if strings.HasPrefix(l, "conditional create race") {
-				race = l
+		mustContain(t, "check", r.stdout, "Plain/ConditionalCreate", "FAIL", "exactly one", "NOT fit")
+		// The rules the driver breaks fail, with why a log needs them; the
+		// ones it keeps pass.
+		row := func(name string) string {
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == name {
+					return l
+				}
+			}
+			t.Fatalf("no row %s:\n%s", name, r.stdout)
+			return ""
+		}
+		for _, name := range []string{"Plain/ConditionalCreate", "Prefixed/ConditionalCreate"} {
+			if l := row(name); !strings.Contains(l, "FAIL") || !strings.Contains(l, "exactly one create-if-absent winner") {
+				t.Fatalf("%s did not fail with its reason: %s", name, l)
 			}
 		}
-		if !strings.Contains(race, "FAIL") {
-			t.Fatalf("the race check did not fail:\n%s", r.stdout)
+		for _, name := range []string{"Plain/RoundTrip", "Plain/ListOrder", "Plain/CompareAndSwap", "Prefixed/BatchDelete"} {
+			if l := row(name); !strings.Contains(l, "PASS") {
+				t.Fatalf("%s failed on a driver that keeps its rule: %s", name, l)
+			}
+		}
+		mustContain(t, "check", r.stdout, "--- FAIL: Plain/ConditionalCreate/")
+		// --run selects rules; the others do not run.
+		r = cli(t, "check", "--storage", "broken://", "--run", "^(RoundTrip|CompareAndSwap)$", "--json")
+		wantCode(t, r, 0)
+		out, ran := checkRows(t, r.stdout)
+		if want := "Plain/RoundTrip Plain/CompareAndSwap Prefixed/RoundTrip Prefixed/CompareAndSwap cleanup"; !out.OK || strings.Join(ran, " ") != want {
+			t.Fatalf("--run: ok %v, ran %v, want %s", out.OK, ran, want)
 		}
 		// The cleanup ran although a check failed.
 		b, err := blob.Open(ctx, "broken://")

@@ -1,9 +1,9 @@
 // Package torture is redokit's history checker: a randomized workload of
 // writers, a coordinator, a checkpoint-advancing sink, GC and readers over
 // any bucket, whose every acknowledged flush is recorded and whose every
-// read is checked against what the upstream produced. conformance.RunRedo
+// read is checked against what the upstream produced. conformance/redo.Run
 // runs it through a blobtest.Liar (lost answers, refused writes, delays,
-// reordered answers) as its fault tier, `redokit torture` runs it on a real
+// reordered answers) as its Faults tier, `redokit torture` runs it on a real
 // bucket with writer processes killed by SIGKILL, and the randomized fault
 // schedules of this package's tests run it on mem and local disk.
 //

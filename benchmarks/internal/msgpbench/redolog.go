@@ -1,12 +1,12 @@
 // Package msgpbench holds a msgp-encoded record in the shape of TiCDC's redo
-// log row event, so that codec's benchmarks can compare redokit's encoding
+// log row event, so that its benchmarks can compare redokit's encoding
 // with the one TiCDC uses. It exists only for those benchmarks.
 //
 // The field keys and nesting follow TiCDC's public format (a RedoLog with a
 // row or a DDL; column metadata and column values in separate arrays; values
 // as msgpack "any"); the Go code is ours. redolog_gen.go is generated:
 //
-//	go generate ./codec/internal/msgpbench
+//	go generate ./benchmarks/internal/msgpbench
 package msgpbench
 
 //go:generate go run github.com/tinylib/msgp@v1.6.5 -file redolog.go -o redolog_gen.go -tests=false

@@ -1,4 +1,4 @@
-package conformance
+package redo
 
 import (
 	"context"
@@ -8,22 +8,23 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/torture"
 )
 
-// FaultSeed is the seed of RunRedo's fault tier; REDOKIT_FAULT_SEED
+// FaultSeed is the seed of the Faults tier; REDOKIT_FAULT_SEED
 // overrides it, to replay a failure on another backend.
 const FaultSeed = 12
 
-// faultTier is the fault tier of RunRedo: the history checker
+// faultTier is the lying-store tier of Run (subtest Faults): the history checker
 // (conformance/torture) runs its workload — writers with failover and
 // zombies, the coordinator and a checkpoint-moving sink, GC and readers
 // during GC — through a blobtest.Liar over the harness's bucket that loses
 // answers of stored writes, refuses writes, delays and reorders answers on
 // every kind of put. It must lose no acknowledged event and fence no writer
 // wrongly: each rule of the checker is a subtest, failed with its evidence.
-func (r *redoSuite) faultTier(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) faultTier(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	seed := uint64(FaultSeed)
 	if v := os.Getenv("REDOKIT_FAULT_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -35,7 +36,7 @@ func (r *redoSuite) faultTier(t suiteT) {
 	rep := runFaultTier(t, b, torture.Faults(seed), seed)
 	t.Logf("%s\nfaults: %s", rep.Verdict(), rep.Faults)
 	for _, rule := range torture.Rules {
-		t.Run(rule, func(t suiteT) {
+		t.Run(rule, func(t conformance.T) {
 			for _, v := range rep.Violations {
 				if v.Rule == rule {
 					t.Errorf("seed %d (REDOKIT_FAULT_SEED replays it): %s", seed, v.Evidence)
@@ -47,7 +48,7 @@ func (r *redoSuite) faultTier(t suiteT) {
 
 // runFaultTier runs the checker's workload through a Liar with schedule s
 // over b, and returns its report.
-func runFaultTier(t suiteT, b *blob.Bucket, s blobtest.Schedule, seed uint64) *torture.Report {
+func runFaultTier(t conformance.T, b *blob.Bucket, s blobtest.Schedule, seed uint64) *torture.Report {
 	t.Helper()
 	l := blobtest.NewLiar(b.Driver(), s)
 	// The Liar's bucket shares b's driver, which the suite closes.

@@ -1,4 +1,4 @@
-package conformance
+package redo
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
@@ -21,16 +22,32 @@ import (
 	"github.com/redokit/redokit/writer"
 )
 
-// RunRedo runs the redo-level conformance suite on the buckets h makes: a
-// small real redo log, written by the redo writer (on the append path when
-// the driver can append, one object per flush otherwise), read back by the
-// reader, with the coordinator, fencing, a restart, corruption and GC. Run it
-// next to RunBucket, with the same Harness:
+// Harness is what the redo suite runs on: the blob suite's harness (the
+// same one a backend passes to conformance.RunBucket) and, optionally, a
+// network the fault tier can break.
+type Harness struct {
+	conformance.Harness
+
+	// Network, when set, gives the Network tier a way to the store through
+	// faults it turns on and off (a toxiproxy proxy in front of an emulator);
+	// it is called once, with the tier's subtest. When nil, the tier injects
+	// the same faults in the driver, through a blobtest.Faulty over a bucket
+	// from MakeBucket.
+	Network func(ctx context.Context, t conformance.TB) (*Network, error)
+}
+
+// Run runs the redo-level conformance suite on the buckets h makes: a small
+// real redo log, written by the redo writer (on the append path when the
+// driver can append, one object per flush otherwise), read back by the
+// reader, with the coordinator, fencing, a restart, corruption and GC, then
+// the fault tiers. Run it next to conformance.RunBucket, with the same
+// conformance.Harness:
 //
-//	func TestRedo(t *testing.T) { conformance.RunRedo(t, harness) }
+//	func TestRedo(t *testing.T) { redo.Run(t, redo.Harness{Harness: harness}) }
 //
-// Every subtest runs once on the bucket ("Plain") and once under Prefix
-// ("Prefixed"), on a new bucket each, and is named after what it proves:
+// Every subtest but Network runs once on the bucket ("Plain") and once under
+// conformance.Prefix ("Prefixed"), on a new bucket each, and is named after
+// what it proves:
 //
 //	ReadBack    two writers, five spans, DDLs with rows at their commit ts on the
 //	            other writer: after every flush each event at or below the flushed
@@ -53,22 +70,30 @@ import (
 //	            once every span does; a checkpoint above it is refused
 //	GC          at a checkpoint, GC deletes every sealed segment wholly below it and
 //	            nothing else; a read from the checkpoint returns everything above it
-//	Faults      the fault tier: the history checker's workload (conformance/torture)
-//	            through a blobtest.Liar that loses answers, refuses writes, delays and
-//	            reorders answers on every kind of put; one subtest per rule of the
-//	            checker (no acknowledged event lost, no wrongful fence, no read short
-//	            without an error, ...), failed with the evidence and the seed
+//	Faults      the lying-store tier: the history checker's workload
+//	            (conformance/torture) through a blobtest.Liar that loses answers,
+//	            refuses writes, delays and reorders answers on every kind of put;
+//	            one subtest per rule of the checker (no acknowledged event lost, no
+//	            wrongful fence, no read short without an error, ...), failed with
+//	            the evidence and the seed
+//	Network     the network tier (once, not per prefix mode): one writer keeps
+//	            writing and flushing while the faults of [Faults] come and go
+//	            (latency, resets, a stall that clears, a slow link); see
+//	            [Network] for what each subtest proves
 //
 // A harness without conditional writes is skipped (with its reason): a redo
 // log cannot fence its writers there. With ListSettle set, checks that need a
-// new or deleted segment in a listing retry until it passes.
-func RunRedo(t *testing.T, h Harness) {
+// new or deleted segment in a listing retry until it passes. Each subtest but
+// Faults and Network (which bound themselves) has the deadline of
+// Harness.Timeout.
+func Run(t *testing.T, h Harness) {
 	t.Helper()
-	runRedo(stdT{t}, h)
+	RunOn(conformance.Std(t), h)
 }
 
-// runRedo is RunRedo over suiteT.
-func runRedo(t suiteT, h Harness) {
+// RunOn is Run on any conformance.T (a conformance.Recorder runs it from a
+// program).
+func RunOn(t conformance.T, h Harness) {
 	t.Helper()
 	if h.MakeBucket == nil {
 		t.Fatalf("conformance: Harness.MakeBucket is nil")
@@ -87,21 +112,25 @@ func runRedo(t suiteT, h Harness) {
 		if prefixed {
 			name = "Prefixed"
 		}
-		t.Run(name, func(t suiteT) {
-			r := &redoSuite{s: &suite{h: h, prefixed: prefixed}}
-			// Each with a deadline (Harness.Timeout); Faults bounds itself.
-			r.s.rule(t, "ReadBack", r.readBack)
-			r.s.rule(t, "Restart", r.restart)
-			r.s.rule(t, "Corruption", r.corruption)
-			r.s.rule(t, "Fencing", r.fencing)
-			r.s.rule(t, "Watermark", r.watermark)
-			r.s.rule(t, "GC", r.gc)
+		t.Run(name, func(t conformance.T) {
+			r := &redoSuite{h: h, prefixed: prefixed}
+			r.h.Subtest(t, "ReadBack", r.readBack)
+			r.h.Subtest(t, "Restart", r.restart)
+			r.h.Subtest(t, "Corruption", r.corruption)
+			r.h.Subtest(t, "Fencing", r.fencing)
+			r.h.Subtest(t, "Watermark", r.watermark)
+			r.h.Subtest(t, "GC", r.gc)
 			t.Run("Faults", r.faultTier)
 		})
 	}
+	t.Run("Network", (&redoSuite{h: h}).networkTier)
 }
 
-type redoSuite struct{ s *suite }
+// redoSuite is one run of the subtests, plain or under conformance.Prefix.
+type redoSuite struct {
+	h        Harness
+	prefixed bool
+}
 
 // redoLogID is the log every redo subtest writes.
 const redoLogID = "conformance-log"
@@ -122,7 +151,7 @@ func redoOptions(writerID string) *writer.Options {
 }
 
 // openWriter opens a writer, closed when the subtest ends.
-func openWriter(t suiteT, b *blob.Bucket, writerID string) *writer.Writer {
+func openWriter(t conformance.T, b *blob.Bucket, writerID string) *writer.Writer {
 	t.Helper()
 	w, err := writer.Open(t.Context(), b, redoOptions(writerID))
 	if err != nil {
@@ -183,7 +212,7 @@ func (wl *workload) in(lo, hi uint64) []codec.Event {
 
 // readRange reads (lo, hi] and checks the reader's promises for any range:
 // nothing outside it, commit-ts order, rows before the DDLs of their ts.
-func readRange(t suiteT, b *blob.Bucket, lo, hi uint64) ([]codec.Event, reader.Stats, error) {
+func readRange(t conformance.T, b *blob.Bucket, lo, hi uint64) ([]codec.Event, reader.Stats, error) {
 	r, err := reader.Open(t.Context(), b, &reader.Options{LogID: redoLogID, StartTs: lo, EndTs: hi})
 	if err != nil {
 		return nil, reader.Stats{}, err
@@ -254,12 +283,12 @@ func firstN(ts []uint64) string {
 
 // checkRange requires (lo, hi] to read back as exactly want. On a store with
 // eventually consistent listings it retries until Harness.ListSettle.
-func (r *redoSuite) checkRange(t suiteT, b *blob.Bucket, lo, hi uint64, want []codec.Event, what string) {
+func (r *redoSuite) checkRange(t conformance.T, b *blob.Bucket, lo, hi uint64, want []codec.Event, what string) {
 	t.Helper()
 	if hi <= lo {
 		return // an empty range; the reader refuses to open one
 	}
-	deadline := time.Now().Add(r.s.h.ListSettle)
+	deadline := time.Now().Add(r.h.ListSettle)
 	for {
 		got, _, err := readRange(t, b, lo, hi)
 		if err == nil {
@@ -271,11 +300,11 @@ func (r *redoSuite) checkRange(t suiteT, b *blob.Bucket, lo, hi uint64, want []c
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: reading (%d, %d]: %v", what, lo, hi, err)
 		}
-		time.Sleep(r.s.h.ListSettle / 10)
+		time.Sleep(r.h.ListSettle / 10)
 	}
 }
 
-func mustDo(t suiteT, what string, err error) {
+func mustDo(t conformance.T, what string, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -283,7 +312,7 @@ func mustDo(t suiteT, what string, err error) {
 }
 
 // flush flushes w and returns its flushed ts.
-func flush(t suiteT, w *writer.Writer) uint64 {
+func flush(t conformance.T, w *writer.Writer) uint64 {
 	t.Helper()
 	ts, err := w.Flush(t.Context())
 	mustDo(t, "Flush", err)
@@ -294,8 +323,8 @@ func flush(t suiteT, w *writer.Writer) uint64 {
 // rows at their commit ts on the other writer, several flushes. After every
 // flush each event at or below the writers' flushed ts reads back, in order;
 // a sub-range returns exactly its events; after Close, everything does.
-func (r *redoSuite) readBack(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) readBack(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	const start = 100
 	w1, w2 := openWriter(t, b, "w1"), openWriter(t, b, "w2")
@@ -356,8 +385,8 @@ func (r *redoSuite) readBack(t suiteT) {
 // the new epoch starts from the old one's flushed ts, the CDC system writes
 // again what the old one had not flushed, and the log reads back whole, from
 // segments of both epochs.
-func (r *redoSuite) restart(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) restart(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	const start = 100
 	wl := &workload{}
@@ -418,8 +447,8 @@ func (r *redoSuite) restart(t suiteT) {
 // corruption: one byte of one sealed segment is changed (overwritten with
 // Put): Verify reports that segment by key, and a read through it fails
 // with an error naming it, never a short or altered result.
-func (r *redoSuite) corruption(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) corruption(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	wl := &workload{}
 	w := openWriter(t, b, "w")
@@ -468,8 +497,8 @@ func (r *redoSuite) corruption(t suiteT) {
 // flush fails with blob.ErrFenced and publishes nothing, and a segment its
 // epoch commits after the fence is ignored by readers (Verify reports it
 // as fenced).
-func (r *redoSuite) fencing(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) fencing(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	wl := &workload{}
 	first := openWriter(t, b, "w")
@@ -538,8 +567,8 @@ func (r *redoSuite) fencing(t suiteT) {
 // registered, so this holds whatever the writers report per span) never
 // exceeds what every writer flushed, never goes backwards, is what the meta
 // object holds, and reaches the writers' flushed ts once every span has.
-func (r *redoSuite) watermark(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) watermark(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	const start = 100
 	coord, err := meta.OpenCoordinator(ctx, b, redoLogID, &meta.CoordinatorOptions{StartTs: start})
@@ -604,8 +633,8 @@ func (r *redoSuite) watermark(t suiteT) {
 // gc: GC at a checkpoint deletes every sealed segment wholly below it and
 // nothing else, and a read from the checkpoint still returns everything
 // above it.
-func (r *redoSuite) gc(t suiteT) {
-	b := r.s.bucket(t).b
+func (r *redoSuite) gc(t conformance.T) {
+	b := r.h.Bucket(t, r.prefixed)
 	ctx := t.Context()
 	const start = 100
 	coord, err := meta.OpenCoordinator(ctx, b, redoLogID, &meta.CoordinatorOptions{StartTs: start})
@@ -641,7 +670,7 @@ func (r *redoSuite) gc(t suiteT) {
 			t.Fatalf("GC at checkpoint %d deleted %s, which holds events at or above it", cp, k)
 		}
 	}
-	deadline := time.Now().Add(r.s.h.ListSettle)
+	deadline := time.Now().Add(r.h.ListSettle)
 	for {
 		var stale []string
 		after := segmentNames(t, b)
@@ -661,13 +690,13 @@ func (r *redoSuite) gc(t suiteT) {
 		if time.Now().After(deadline) {
 			t.Fatalf("GC at checkpoint %d left segments wholly below it: %v", cp, stale)
 		}
-		time.Sleep(r.s.h.ListSettle / 10)
+		time.Sleep(r.h.ListSettle / 10)
 	}
 	r.checkRange(t, b, cp, 200, wl.in(cp, 200), "from the checkpoint after GC")
 }
 
 // segmentNames lists the log's segments by key.
-func segmentNames(t suiteT, b *blob.Bucket) map[string]segment.Name {
+func segmentNames(t conformance.T, b *blob.Bucket) map[string]segment.Name {
 	out := map[string]segment.Name{}
 	for a, err := range b.List(t.Context(), segment.LogPrefix(redoLogID)) {
 		mustDo(t, "List", err)

@@ -1,13 +1,13 @@
-package main
+package benchkit
 
 import (
 	"math"
 	"sort"
 )
 
-// noisyThreshold: a figure whose spread (max − min over the repetitions) is
+// NoisyThreshold: a figure whose spread (max − min over the repetitions) is
 // above this fraction of its median is labelled noisy.
-const noisyThreshold = 0.20
+const NoisyThreshold = 0.20
 
 // Summary is one figure over the repetitions of a run.
 type Summary struct {
@@ -22,9 +22,9 @@ type Summary struct {
 	Noisy  bool    `json:"noisy"`
 }
 
-// sig rounds x to 5 significant digits: the figures are not more precise,
+// Sig rounds x to 5 significant digits: the figures are not more precise,
 // and results.json stays small.
-func sig(x float64) float64 {
+func Sig(x float64) float64 {
 	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 		return x
 	}
@@ -32,16 +32,17 @@ func sig(x float64) float64 {
 	return math.Round(x*p) / p
 }
 
-// rounded returns s with every number cut to 5 significant digits.
-func (s Summary) rounded() Summary {
+// Rounded returns s with every number cut to 5 significant digits.
+func (s Summary) Rounded() Summary {
 	for i, v := range s.Samples {
-		s.Samples[i] = sig(v)
+		s.Samples[i] = Sig(v)
 	}
-	s.Median, s.Min, s.Max, s.Q1, s.Q3, s.Spread = sig(s.Median), sig(s.Min), sig(s.Max), sig(s.Q1), sig(s.Q3), sig(s.Spread)
+	s.Median, s.Min, s.Max, s.Q1, s.Q3, s.Spread = Sig(s.Median), Sig(s.Min), Sig(s.Max), Sig(s.Q1), Sig(s.Q3), Sig(s.Spread)
 	return s
 }
 
-func summarize(xs []float64) Summary {
+// Summarize summarizes the samples xs.
+func Summarize(xs []float64) Summary {
 	s := Summary{Samples: append([]float64(nil), xs...)}
 	if len(xs) == 0 {
 		return s
@@ -49,17 +50,17 @@ func summarize(xs []float64) Summary {
 	v := append([]float64(nil), xs...)
 	sort.Float64s(v)
 	s.Min, s.Max = v[0], v[len(v)-1]
-	s.Median = quantile(v, 0.5)
-	s.Q1, s.Q3 = quantile(v, 0.25), quantile(v, 0.75)
+	s.Median = Quantile(v, 0.5)
+	s.Q1, s.Q3 = Quantile(v, 0.25), Quantile(v, 0.75)
 	if s.Median != 0 {
 		s.Spread = (s.Max - s.Min) / math.Abs(s.Median)
 	}
-	s.Noisy = len(v) > 1 && s.Spread > noisyThreshold
+	s.Noisy = len(v) > 1 && s.Spread > NoisyThreshold
 	return s
 }
 
-// quantile of sorted values, linear between closest ranks.
-func quantile(sorted []float64, q float64) float64 {
+// Quantile of sorted values, linear between closest ranks.
+func Quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return math.NaN()
 	}
@@ -72,11 +73,11 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
 }
 
-// percentiles returns p50, p99 and max of xs (unsorted; xs is sorted in place).
-func percentiles(xs []float64) (p50, p99, max float64) {
+// Percentiles returns p50, p99 and max of xs (unsorted; xs is sorted in place).
+func Percentiles(xs []float64) (p50, p99, max float64) {
 	if len(xs) == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
 	}
 	sort.Float64s(xs)
-	return quantile(xs, 0.5), quantile(xs, 0.99), xs[len(xs)-1]
+	return Quantile(xs, 0.5), Quantile(xs, 0.99), xs[len(xs)-1]
 }

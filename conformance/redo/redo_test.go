@@ -1,4 +1,4 @@
-package conformance
+package redo
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/conformance"
 )
 
 // ignoredIfMatch drops IfMatch (as a store that ignores If-Match does): a
@@ -48,6 +49,22 @@ type deleteIgnored struct{ *mem.Driver }
 
 func (deleteIgnored) Delete(ctx context.Context, keys []string) error { return ctx.Err() }
 
+// memHarness certifies the mem backend.
+var memHarness = Harness{Harness: conformance.Harness{
+	MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+		return mem.New(), nil
+	},
+	ConditionalWrites: true,
+}}
+
+// brokenCase is a driver with one rule a redo log relies on broken.
+type brokenCase struct {
+	name     string
+	driver   func() blob.Driver
+	mustFail []string // under both Plain and Prefixed
+	mustPass []string // under both: the bug is not blamed on unrelated rules
+}
+
 var redoBrokenCases = []brokenCase{
 	{
 		name:     "IgnoredIfMatch",
@@ -73,56 +90,56 @@ var redoBrokenCases = []brokenCase{
 	},
 }
 
-// TestRedoBrokenDrivers proves that RunRedo catches drivers that pass for
+// TestRedoBrokenDrivers proves that Run catches drivers that pass for
 // the blob calls a redo log makes but break what it relies on: each fails the
 // subtests named for the rule, and passes some it does not break.
 func TestRedoBrokenDrivers(t *testing.T) {
 	for _, c := range redoBrokenCases {
 		t.Run(c.name, func(t *testing.T) {
-			h := Harness{
-				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+			h := Harness{Harness: conformance.Harness{
+				MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 					return blob.NewBucket(c.driver()), nil
 				},
 				ConditionalWrites: true,
-			}
-			rec := newRecorder()
-			rec.run(func(t suiteT) { runRedo(t, h) })
+			}}
+			rec := conformance.NewRecorder()
+			rec.Run(func(t conformance.T) { RunOn(t, h) })
 			for _, mode := range []string{"Plain", "Prefixed"} {
 				for _, name := range c.mustFail {
 					full := mode + "/" + name
-					switch res := rec.get(full); {
+					switch res := rec.Get(full); {
 					case res == nil:
 						t.Errorf("%s did not run", full)
-					case !res.failed:
+					case !res.Failed:
 						t.Errorf("%s passed; it must catch this driver", full)
 					case mode == "Plain":
-						t.Logf("caught by %s: %s", full, rec.messages(full)[0])
+						t.Logf("caught by %s: %s", full, rec.Messages(full)[0])
 					}
 				}
 				for _, name := range c.mustPass {
 					full := mode + "/" + name
-					if res := rec.get(full); res == nil || res.failed {
-						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.messages(full), "\n"))
+					if res := rec.Get(full); res == nil || res.Failed {
+						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.Messages(full), "\n"))
 					}
 				}
 			}
 			if t.Failed() {
-				t.Logf("every failed subtest: %v", rec.failed())
+				t.Logf("every failed subtest: %v", rec.Failed())
 			}
 		})
 	}
 }
 
-// TestRedoOnRecorder: the mem backend passes RunRedo on the recorder too, so
+// TestRedoOnRecorder: the mem backend passes Run on the recorder too, so
 // the broken drivers' failures are their own.
 func TestRedoOnRecorder(t *testing.T) {
-	rec := newRecorder()
-	rec.run(func(t suiteT) { runRedo(t, memHarness) })
-	if f := rec.failed(); len(f) > 0 {
-		t.Fatalf("failed on the recorder: %v\n%s", f, strings.Join(rec.messages(""), "\n"))
+	rec := conformance.NewRecorder()
+	rec.Run(func(t conformance.T) { RunOn(t, memHarness) })
+	if f := rec.Failed(); len(f) > 0 {
+		t.Fatalf("failed on the recorder: %v\n%s", f, strings.Join(rec.Messages(""), "\n"))
 	}
 	for _, name := range []string{"Plain/ReadBack", "Plain/GC", "Prefixed/Fencing"} {
-		if rec.get(name) == nil {
+		if rec.Get(name) == nil {
 			t.Errorf("%s did not run", name)
 		}
 	}
@@ -131,19 +148,21 @@ func TestRedoOnRecorder(t *testing.T) {
 // TestRedoNeedsConditionalWrites: a harness without conditional writes is
 // skipped, and one that gives no reason fails.
 func TestRedoNeedsConditionalWrites(t *testing.T) {
-	rec := newRecorder()
-	rec.run(func(t suiteT) {
-		runRedo(t, Harness{
+	rec := conformance.NewRecorder()
+	rec.Run(func(t conformance.T) {
+		RunOn(t, Harness{Harness: conformance.Harness{
 			MakeBucket:              memHarness.MakeBucket,
 			ConditionalWritesReason: "this store has no If-Match",
-		})
+		}})
 	})
-	if res := rec.get(""); res == nil || res.failed || !res.skipped {
+	if res := rec.Get(""); res == nil || res.Failed || !res.Skipped {
 		t.Fatalf("without conditional writes: %+v, want a skip", res)
 	}
-	rec = newRecorder()
-	rec.run(func(t suiteT) { runRedo(t, Harness{MakeBucket: memHarness.MakeBucket}) })
-	if res := rec.get(""); res == nil || !res.failed {
+	rec = conformance.NewRecorder()
+	rec.Run(func(t conformance.T) {
+		RunOn(t, Harness{Harness: conformance.Harness{MakeBucket: memHarness.MakeBucket}})
+	})
+	if res := rec.Get(""); res == nil || !res.Failed {
 		t.Fatalf("without conditional writes or a reason: %+v, want a failure", res)
 	}
 }

@@ -1,4 +1,4 @@
-package conformance
+package redo
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/torture"
 )
 
 // TestFaultTierCatchesBrokenStores: a store that breaks its contract the
-// ways the Liar's broken modes do fails RunRedo's fault tier, in the
+// ways the Liar's broken modes do fails Run's Faults tier, in the
 // subtests of the rules it breaks, with evidence.
 func TestFaultTierCatchesBrokenStores(t *testing.T) {
 	cases := []struct {
@@ -30,31 +31,31 @@ func TestFaultTierCatchesBrokenStores(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := Harness{
-				MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+			h := Harness{Harness: conformance.Harness{
+				MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 					return blobtest.NewLiar(mem.NewDriver(), c.sched).Bucket(), nil
 				},
 				ConditionalWrites: true,
-			}
-			rec := newRecorder()
-			rec.run(func(t suiteT) {
-				t.Run("Faults", func(t suiteT) {
-					r := &redoSuite{s: &suite{h: h}}
+			}}
+			rec := conformance.NewRecorder()
+			rec.Run(func(t conformance.T) {
+				t.Run("Faults", func(t conformance.T) {
+					r := &redoSuite{h: h}
 					r.faultTier(t)
 				})
 			})
-			if res := rec.get("Faults"); res == nil || !res.failed {
+			if res := rec.Get("Faults"); res == nil || !res.Failed {
 				t.Fatalf("the fault tier passed on a store that %s", c.name)
 			}
 			var caught []string
 			for _, rule := range c.anyOf {
-				if res := rec.get("Faults/" + rule); res != nil && res.failed {
+				if res := rec.Get("Faults/" + rule); res != nil && res.Failed {
 					caught = append(caught, rule)
-					t.Logf("caught by %s: %s", rule, rec.messages("Faults/" + rule)[0])
+					t.Logf("caught by %s: %s", rule, rec.Messages("Faults/" + rule)[0])
 				}
 			}
 			if len(caught) == 0 {
-				t.Errorf("none of %v failed; failed: %v\n%s", c.anyOf, rec.failed(), strings.Join(rec.messages(""), "\n"))
+				t.Errorf("none of %v failed; failed: %v\n%s", c.anyOf, rec.Failed(), strings.Join(rec.Messages(""), "\n"))
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"github.com/redokit/redokit/codec"
 )
 
+// TsBase is the first commit ts of a benchmark log (TSO-like magnitude).
+const TsBase = uint64(450_000_000_000_000_000)
+
 // The workload: row changes of a few OLTP-like tables, each row an insert
 // whose encoded size (codec.AppendEvent) is close to the cell's row size, its
 // padding made of words so that lz4 finds what it finds in real text columns.
@@ -15,10 +18,10 @@ import (
 // and every baseline sees the same bytes.
 
 const (
-	genSpans    = 8  // spans (tables) per writer
-	genTxnRows  = 16 // rows per commit ts (one transaction) in the row mix
-	genDDLRows  = 4  // rows per commit ts in the DDL-heavy mix, then one DDL
-	genPoolSize = 1024
+	Spans    = 8  // spans (tables) per writer
+	TxnRows  = 16 // rows per commit ts (one transaction) in the row mix
+	DDLRows  = 4  // rows per commit ts in the DDL-heavy mix, then one DDL
+	PoolSize = 1024
 )
 
 var genWords = strings.Fields(`order shipped pending customer account balance invoice
@@ -27,9 +30,9 @@ priority parcel returned delivered cancelled gift wrap fragile glass second atte
 on arrival leave at door signature required north south east west alpha beta gamma delta
 premium basic member since discount coupon summer winter sale item quantity price total`)
 
-// gen makes the events of one writer. Its pool of rows is built once; next
+// Gen makes the events of one writer. Its pool of rows is built once; next
 // stamps the commit ts, the table and a fresh id on a batch taken from it.
-type gen struct {
+type Gen struct {
 	rng     *rand.Rand
 	mix     string // "rows" or "ddl"
 	pool    []codec.Event
@@ -39,24 +42,24 @@ type gen struct {
 	ddls    int64
 }
 
-func newGen(seed uint64, rowSize int, mix string) *gen {
-	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), mix: mix}
-	for range genPoolSize {
+func NewGen(seed uint64, rowSize int, mix string) *Gen {
+	g := &Gen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), mix: mix}
+	for range PoolSize {
 		g.pool = append(g.pool, g.makeRow(rowSize))
 	}
 	g.nextID = int64(seed) << 40
 	return g
 }
 
-func genTable(span int) codec.TableName {
+func Table(span int) codec.TableName {
 	return codec.TableName{Schema: "bench", Name: fmt.Sprintf("t%02d", span), PhysicalID: int64(100 + span)}
 }
 
 // makeRow builds one insert padded to about size encoded bytes.
-func (g *gen) makeRow(size int) codec.Event {
+func (g *Gen) makeRow(size int) codec.Event {
 	r := g.rng
 	ev := codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: 1, CommitTs: 2, Table: genTable(0),
+		StartTs: 1, CommitTs: 2, Table: Table(0),
 		Columns: []codec.Column{
 			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(0)},
 			{Name: "acct", Type: codec.TypeLonglong, Flags: codec.FlagUnsigned, Value: codec.UintValue(uint64(r.IntN(1_000_000)))},
@@ -83,16 +86,16 @@ func (g *gen) makeRow(size int) codec.Event {
 	return ev
 }
 
-// next returns the events of one transaction of span at commit ts: rows,
+// Next returns the events of one transaction of span at commit ts: rows,
 // and in the DDL mix a DDL after them. The events are valid until the next
 // call (the caller's Write encodes them).
-func (g *gen) next(span int, ts uint64) []codec.Event {
-	n := genTxnRows
+func (g *Gen) Next(span int, ts uint64) []codec.Event {
+	n := TxnRows
 	if g.mix == "ddl" {
-		n = genDDLRows
+		n = DDLRows
 	}
 	g.batch = g.batch[:0]
-	t := genTable(span)
+	t := Table(span)
 	for range n {
 		ev := g.pool[g.poolPos]
 		g.poolPos = (g.poolPos + 1) % len(g.pool)
@@ -114,7 +117,7 @@ func (g *gen) next(span int, ts uint64) []codec.Event {
 	return g.batch
 }
 
-// txnPool is one writer's transactions, generated before anything is timed
+// TxnPool is one writer's transactions, generated before anything is timed
 // and replayed in a loop by the writer and read cells (the pipeline, peers
 // and apply cells still use gen directly). Each transaction has rows of its
 // own (no two share their Columns), made by the same makeRow as gen's, so
@@ -122,7 +125,7 @@ func (g *gen) next(span int, ts uint64) []codec.Event {
 // events, far more than lz4's 64 KiB window and the writer's 256 KiB
 // blocks. Replaying stamps the commit ts (and start ts) and a fresh id on
 // events that already exist: a few stores per event.
-type txnPool struct {
+type TxnPool struct {
 	txns   [][]codec.Event
 	size   []int // encoded bytes of each transaction (codec.AppendEvent)
 	nextID int64
@@ -134,22 +137,22 @@ const (
 	poolMaxTxns     = 2048
 )
 
-// newTxnPool makes the pool of the writer whose spans start at spanBase:
-// transaction j belongs to span spanBase + j%genSpans (the pool's length is
-// a multiple of genSpans, so transaction k of the replay belongs to span
-// spanBase + k%genSpans). seed makes it deterministic.
-func newTxnPool(seed uint64, rowSize int, mix string, spanBase int) *txnPool {
-	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), mix: mix}
-	per := genTxnRows
+// NewTxnPool makes the pool of the writer whose spans start at spanBase:
+// transaction j belongs to span spanBase + j%Spans (the pool's length is
+// a multiple of Spans, so transaction k of the replay belongs to span
+// spanBase + k%Spans). seed makes it deterministic.
+func NewTxnPool(seed uint64, rowSize int, mix string, spanBase int) *TxnPool {
+	g := &Gen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), mix: mix}
+	per := TxnRows
 	if mix == "ddl" {
-		per = genDDLRows
+		per = DDLRows
 	}
 	n := poolTargetBytes / max(per*rowSize, 1)
-	n = min(max(n, poolMinTxns), poolMaxTxns) / genSpans * genSpans
-	p := &txnPool{nextID: int64(seed) << 40}
+	n = min(max(n, poolMinTxns), poolMaxTxns) / Spans * Spans
+	p := &TxnPool{nextID: int64(seed) << 40}
 	var enc []byte
 	for j := range n {
-		t := genTable(spanBase + j%genSpans)
+		t := Table(spanBase + j%Spans)
 		txn := make([]codec.Event, 0, per+1)
 		for range per {
 			ev := g.makeRow(rowSize)
@@ -165,7 +168,7 @@ func newTxnPool(seed uint64, rowSize int, mix string, spanBase int) *txnPool {
 		}
 		p.txns = append(p.txns, txn)
 		enc = enc[:0]
-		for _, ev := range p.stamp(txn, tsBase) {
+		for _, ev := range p.stamp(txn, TsBase) {
 			enc = codec.AppendEvent(enc, &ev)
 		}
 		p.size = append(p.size, len(enc))
@@ -174,17 +177,20 @@ func newTxnPool(seed uint64, rowSize int, mix string, spanBase int) *txnPool {
 	return p
 }
 
-// txn returns transaction k of the replay stamped with commit ts ts and
+// Txn returns transaction k of the replay stamped with commit ts ts and
 // fresh ids. The events are valid until the pool returns the same
 // transaction again (the caller's Write encodes them before that).
-func (p *txnPool) txn(k, ts uint64) []codec.Event {
+func (p *TxnPool) Txn(k, ts uint64) []codec.Event {
 	return p.stamp(p.txns[k%uint64(len(p.txns))], ts)
 }
 
-// bytes is the approximate encoded size of transaction k.
-func (p *txnPool) bytes(k uint64) int { return p.size[k%uint64(len(p.size))] }
+// Len is the number of transactions in the pool.
+func (p *TxnPool) Len() int { return len(p.txns) }
 
-func (p *txnPool) stamp(txn []codec.Event, ts uint64) []codec.Event {
+// Bytes is the approximate encoded size of transaction k.
+func (p *TxnPool) Bytes(k uint64) int { return p.size[k%uint64(len(p.size))] }
+
+func (p *TxnPool) stamp(txn []codec.Event, ts uint64) []codec.Event {
 	for i := range txn {
 		ev := &txn[i]
 		if ev.Kind == codec.RowEvent {
@@ -198,15 +204,15 @@ func (p *txnPool) stamp(txn []codec.Event, ts uint64) []codec.Event {
 	return txn
 }
 
-// payload replays the pool, transaction after transaction, and encodes it
+// Payload replays the pool, transaction after transaction, and encodes it
 // until about n bytes: the bytes a baseline moves. It returns the bytes,
 // the offsets where each event ends and the number of row events.
-func (p *txnPool) payload(n int64) (buf []byte, ends []int, rows int64) {
+func (p *TxnPool) Payload(n int64) (buf []byte, ends []int, rows int64) {
 	buf = make([]byte, 0, n+64<<10)
 	ts := uint64(1000)
 	for k := uint64(0); int64(len(buf)) < n; k++ {
 		ts++
-		for _, ev := range p.txn(k, ts) {
+		for _, ev := range p.Txn(k, ts) {
 			buf = codec.AppendEvent(buf, &ev)
 			ends = append(ends, len(buf))
 			if ev.Kind == codec.RowEvent {
