@@ -64,7 +64,7 @@ func (s *suite) ops() []op {
 			for _, err := range b.List(ctx, "ops/") {
 				return err
 			}
-			return errors.New("List yielded nothing, not even an error")
+			return errors.New("list yielded nothing, not even an error")
 		}},
 		{"Delete", func(ctx context.Context, b *blob.Bucket) error {
 			return b.Delete(ctx, "ops/existing")

@@ -74,6 +74,7 @@ type Counts struct {
 	TickErrors    int64 `json:"tick_errors"`
 	Checkpoints   int64 `json:"checkpoints"` // checkpoints set
 	GCRuns        int64 `json:"gc_runs"`
+	GCErrors      int64 `json:"gc_errors"` // GC runs that ended with an error (the store lied or failed)
 	GCDeleted     int64 `json:"gc_deleted"`
 }
 
@@ -114,8 +115,8 @@ func (r *Report) BrokenRules() []string {
 func (r *Report) Verdict() string {
 	c := r.Counts
 	if r.OK() {
-		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments; checkpoint %d, resolved %d",
-			r.Seed, r.AckedEvents, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, r.FinalCheckpoint, r.FinalResolved)
+		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments, %d ended in errors; checkpoint %d, resolved %d",
+			r.Seed, r.AckedEvents, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, c.GCErrors, r.FinalCheckpoint, r.FinalResolved)
 	}
 	return fmt.Sprintf("FAIL seed %d: %s (first: %s)", r.Seed, strings.Join(r.BrokenRules(), ", "), r.Violations[0])
 }

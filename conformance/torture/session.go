@@ -318,6 +318,9 @@ func (s *Session) collect(ctx context.Context, r *rand.Rand) {
 	res, err := gc.Collect(octx, s.gcB, s.cfg.LogID, &gc.Options{Below: cp})
 	s.h.count(func(c *Counts) {
 		c.GCRuns++
+		if err != nil {
+			c.GCErrors++
+		}
 		if res != nil {
 			c.GCDeleted += int64(res.Deleted)
 		}
