@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/segment"
@@ -193,11 +194,15 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 // segment (each read whole into memory first, untimed), on one thread, and
 // returns the decompression time and the rows the segments' footers count.
 func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1 time.Duration, rows int64, err error) {
-	for a, err := range b.List(ctx, segment.LogPrefix(logID)) {
+	log, err := redokit.Open(ctx, b, logID)
+	if err != nil {
+		return 0, 0, err
+	}
+	for a, err := range log.Segments(ctx) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := segment.ParseName(a.Key); err != nil {
+		if a.NameErr != nil {
 			continue
 		}
 		data, err := b.ReadAll(ctx, a.Key)

@@ -23,14 +23,6 @@ import (
 // released and is not readable.
 const StateVersion = 2
 
-// WritersDir is layout.WritersDir; it goes once its last callers move.
-const WritersDir = layout.WritersDir
-
-// WriterKey is layout.WriterState; it goes once its last callers move.
-func WriterKey(logID, writerID string) string { return layout.WriterState(logID, writerID) }
-
-// WritersPrefix is layout.Writers; it goes once its last callers move.
-func WritersPrefix(logID string) string { return layout.Writers(logID) }
 
 // WriterState is the one small object per writer that holds its lease and
 // its progress. Every change to it is a compare-and-swap on its ETag, so a

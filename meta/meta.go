@@ -12,8 +12,6 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-// MetaKey is layout.Meta; it goes once its last callers move.
-func MetaKey(logID string) string { return layout.Meta(logID) }
 
 // ErrDeleting reports a log whose removal started and has not finished (its
 // delete marker is there). Opening it would mix a new log with the old one's

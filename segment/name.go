@@ -14,8 +14,6 @@ var ErrInvalidName = errors.New("segment: invalid name")
 
 // Name parts.
 const (
-	// SegmentDir is layout.SegmentDir; it goes once its last callers move.
-	SegmentDir = layout.SegmentDir
 	// SealedExt ends the name of a sealed segment.
 	SealedExt = ".seg"
 	// ActiveExt ends the name of an active (unsealed, still appended)
@@ -80,12 +78,6 @@ func idChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// LogPrefix is layout.Segments; it goes once its last callers move.
-func LogPrefix(logID string) string { return layout.Segments(logID) }
-
-// WriterPrefix is layout.WriterSegments; it goes once its last callers move.
-func WriterPrefix(logID, writerID string) string { return layout.WriterSegments(logID, writerID) }
-
 // Validate reports why n cannot be formatted into a name that parses back to
 // n, or nil.
 func (n Name) Validate() error {
@@ -147,10 +139,10 @@ func ParseName(key string) (Name, error) {
 	}
 	parts := strings.Split(key, "/")
 	if len(parts) != 4 {
-		return bad("want 4 elements <log>/%s/<writer>/<name>, got %d", SegmentDir, len(parts))
+		return bad("want 4 elements <log>/%s/<writer>/<name>, got %d", layout.SegmentDir, len(parts))
 	}
-	if parts[1] != SegmentDir {
-		return bad("second element is %q, not %q", parts[1], SegmentDir)
+	if parts[1] != layout.SegmentDir {
+		return bad("second element is %q, not %q", parts[1], layout.SegmentDir)
 	}
 	if err := ValidateID(parts[0]); err != nil {
 		return bad("log ID: %v", err)

@@ -74,7 +74,7 @@ func TestNameRoundTrip(t *testing.T) {
 		if !strings.HasPrefix(key, layout.WriterSegments(n.LogID, n.WriterID)) || !strings.HasPrefix(key, layout.Segments(n.LogID)) {
 			t.Fatalf("%q is not under its prefixes", key)
 		}
-		if len(key) > 2*MaxIDLen+len(SegmentDir)+3+4*numWidth+3+len(SealedExt) {
+		if len(key) > 2*MaxIDLen+len(layout.SegmentDir)+3+4*numWidth+3+len(SealedExt) {
 			t.Fatalf("%q is %d bytes", key, len(key))
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -370,7 +371,7 @@ func dumpLog(b *blob.Bucket) string {
 		}
 		fmt.Fprintf(&buf, "    %s (%d bytes)\n", a.Key, a.Size)
 	}
-	if data, err := b.ReadAll(ctx, meta.WriterKey(testLog, "crash")); err == nil {
+	if data, err := b.ReadAll(ctx, layout.WriterState(testLog, "crash")); err == nil {
 		fmt.Fprintf(&buf, "    state: %s\n", data)
 	}
 	return buf.String()

@@ -16,12 +16,12 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
-func isSegment(c blobtest.Call) bool { return strings.Contains(c.Key, "/"+segment.SegmentDir+"/") }
-func isState(c blobtest.Call) bool   { return strings.Contains(c.Key, "/"+meta.WritersDir+"/") }
+func isSegment(c blobtest.Call) bool { return strings.Contains(c.Key, "/"+layout.SegmentDir+"/") }
+func isState(c blobtest.Call) bool   { return strings.Contains(c.Key, "/"+layout.WritersDir+"/") }
 
 // signal returns a rule matcher that also reports each match on a channel.
 func signal(match func(blobtest.Call) bool) (func(blobtest.Call) bool, chan struct{}) {
@@ -87,7 +87,7 @@ func newLostAnswer(d blob.Driver, n int32) *lostAnswer {
 
 func (l *lostAnswer) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	a, err := l.Driver.Put(ctx, key, r, size, opts)
-	if err == nil && strings.Contains(key, "/"+segment.SegmentDir+"/") && l.fail.Add(-1) >= 0 {
+	if err == nil && strings.Contains(key, "/"+layout.SegmentDir+"/") && l.fail.Add(-1) >= 0 {
 		return blob.Attrs{}, blobtest.ErrInjected
 	}
 	return a, err
@@ -104,7 +104,7 @@ type commitSpy struct {
 }
 
 func (c *commitSpy) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if hook := opts.BeforeCommit; hook != nil && strings.Contains(key, "/"+meta.WritersDir+"/") {
+	if hook := opts.BeforeCommit; hook != nil && strings.Contains(key, "/"+layout.WritersDir+"/") {
 		opts.BeforeCommit = func(ctx context.Context) error {
 			c.staged <- struct{}{}
 			err := hook(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -136,7 +137,7 @@ func readLog(t testing.TB, b *blob.Bucket, ro readOpts) []got {
 		}
 	}
 	var keys []string
-	for a, err := range b.List(ctx, segment.LogPrefix(testLog)) {
+	for a, err := range b.List(ctx, layout.Segments(testLog)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func openSegment(t testing.TB, key string, n segment.Name, data []byte) (func() 
 func segmentKeys(t testing.TB, b *blob.Bucket) []string {
 	t.Helper()
 	var keys []string
-	for a, err := range b.List(context.Background(), segment.LogPrefix(testLog)) {
+	for a, err := range b.List(context.Background(), layout.Segments(testLog)) {
 		if err != nil {
 			t.Fatal(err)
 		}

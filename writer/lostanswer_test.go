@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 )
 
@@ -33,7 +34,7 @@ type lostProgress struct {
 
 func (l *lostProgress) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	a, err := l.Driver.Put(ctx, key, r, size, opts)
-	if err != nil || opts.IfMatch == "" || !strings.Contains(key, "/"+meta.WritersDir+"/") {
+	if err != nil || opts.IfMatch == "" || !strings.Contains(key, "/"+layout.WritersDir+"/") {
 		return a, err
 	}
 	l.mu.Lock()
@@ -237,7 +238,7 @@ func (c *chaosState) roll(p float64) bool {
 }
 
 func (c *chaosState) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if opts.IfMatch == "" || !strings.Contains(key, "/"+meta.WritersDir+"/") {
+	if opts.IfMatch == "" || !strings.Contains(key, "/"+layout.WritersDir+"/") {
 		return c.Driver.Put(ctx, key, r, size, opts)
 	}
 	if c.roll(c.pRefuse) {
@@ -257,7 +258,7 @@ func (c *chaosState) Put(ctx context.Context, key string, r io.Reader, size int6
 }
 
 func (c *chaosState) Stat(ctx context.Context, key string) (blob.Attrs, error) {
-	if strings.Contains(key, "/"+meta.WritersDir+"/") && c.roll(c.pStat) {
+	if strings.Contains(key, "/"+layout.WritersDir+"/") && c.roll(c.pStat) {
 		c.mu.Lock()
 		c.statsFailed++
 		c.mu.Unlock()
@@ -267,7 +268,7 @@ func (c *chaosState) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 }
 
 func (c *chaosState) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if strings.Contains(key, "/"+meta.WritersDir+"/") && c.roll(c.pRead) {
+	if strings.Contains(key, "/"+layout.WritersDir+"/") && c.roll(c.pRead) {
 		c.mu.Lock()
 		c.readsFailed++
 		c.mu.Unlock()

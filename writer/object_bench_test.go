@@ -11,7 +11,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/internal/layout"
 )
 
 // wanDriver models an object store reached over a network: each segment put
@@ -25,7 +25,7 @@ type wanDriver struct {
 }
 
 func (d *wanDriver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if strings.Contains(key, "/"+segment.SegmentDir+"/") || strings.Contains(key, "/raw/") {
+	if strings.Contains(key, "/"+layout.SegmentDir+"/") || strings.Contains(key, "/raw/") {
 		time.Sleep(d.rtt + time.Duration(float64(size)/d.bandwidth*float64(time.Second)))
 	}
 	return d.Driver.Put(ctx, key, r, size, opts)

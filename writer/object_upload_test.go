@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -336,7 +337,7 @@ type concurrency struct {
 }
 
 func (c *concurrency) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if strings.Contains(key, "/"+segment.SegmentDir+"/") {
+	if strings.Contains(key, "/"+layout.SegmentDir+"/") {
 		n := c.now.Add(1)
 		defer c.now.Add(-1)
 		for {

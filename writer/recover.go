@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -15,7 +16,7 @@ import (
 // active segments earlier epochs left unsealed.
 func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error) {
 	st := lease.State()
-	prefix := segment.WriterPrefix(w.o.LogID, w.o.WriterID)
+	prefix := layout.WriterSegments(w.o.LogID, w.o.WriterID)
 	var maxSeq uint64
 	var any bool
 	var actives []segment.Name

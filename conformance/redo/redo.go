@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -420,7 +421,7 @@ func (r *redoSuite) restart(t conformance.T) {
 	}
 	r.checkRange(t, b, start, 150, wl.in(start, 150), "after the restart")
 	epochs := map[uint64]bool{}
-	for a, err := range b.List(ctx, segment.LogPrefix(redoLogID)) {
+	for a, err := range b.List(ctx, layout.Segments(redoLogID)) {
 		mustDo(t, "List", err)
 		if n, err := segment.ParseName(a.Key); err == nil {
 			epochs[n.Epoch] = true
@@ -463,7 +464,7 @@ func (r *redoSuite) corruption(t conformance.T) {
 	mustDo(t, "Close", w.Close(ctx))
 	var victim string
 	var sealed []string
-	for a, err := range b.List(ctx, segment.LogPrefix(redoLogID)) {
+	for a, err := range b.List(ctx, layout.Segments(redoLogID)) {
 		mustDo(t, "List", err)
 		if n, err := segment.ParseName(a.Key); err == nil && !n.Active {
 			sealed = append(sealed, a.Key)
@@ -698,7 +699,7 @@ func (r *redoSuite) gc(t conformance.T) {
 // segmentNames lists the log's segments by key.
 func segmentNames(t conformance.T, b *blob.Bucket) map[string]segment.Name {
 	out := map[string]segment.Name{}
-	for a, err := range b.List(t.Context(), segment.LogPrefix(redoLogID)) {
+	for a, err := range b.List(t.Context(), layout.Segments(redoLogID)) {
 		mustDo(t, "List", err)
 		if n, err := segment.ParseName(a.Key); err == nil {
 			out[a.Key] = n

@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/gc"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -508,7 +509,7 @@ func (s *Session) explain(id eventID) string {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
 	defer cancel()
 	var keys []string
-	for a, err := range s.cfg.Clean.List(ctx, segment.LogPrefix(s.cfg.LogID)) {
+	for a, err := range s.cfg.Clean.List(ctx, layout.Segments(s.cfg.LogID)) {
 		if err != nil {
 			return fmt.Sprintf("the segments could not be listed: %v", err)
 		}
