@@ -23,7 +23,7 @@
 //     request counters ([Bucket.Stats]) used to hold request budgets.
 //
 // Optional capabilities are separate interfaces found by type assertion, as in
-// gocloud: a driver that implements [Appender] lets the redo writer append to
+// gocloud: a driver that implements [[Appender]] lets the redo writer append to
 // an open object and sync it (the local file system does); [Bucket.CanAppend]
 // reports it.
 //
