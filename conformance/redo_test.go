@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // ignoredIfMatch drops IfMatch (as a store that ignores If-Match does): a
@@ -51,23 +52,23 @@ func (deleteIgnored) Delete(ctx context.Context, keys []string) error { return c
 var redoBrokenCases = []brokenCase{
 	{
 		name:     "IgnoredIfMatch",
-		driver:   func() blob.Driver { return ignoredIfMatch{mem.NewDriver()} },
+		driver:   func() driver.Driver { return ignoredIfMatch{mem.NewDriver()} },
 		mustFail: []string{"Fencing"},
 		mustPass: []string{"ReadBack", "Corruption", "GC"},
 	},
 	{
 		name:     "StaleList",
-		driver:   func() blob.Driver { return staleList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return staleList{mem.NewDriver()} },
 		mustFail: []string{"ReadBack", "GC"},
 	},
 	{
 		name:     "ShortRange",
-		driver:   func() blob.Driver { return shortRange{mem.NewDriver()} },
+		driver:   func() driver.Driver { return shortRange{mem.NewDriver()} },
 		mustFail: []string{"ReadBack", "Restart", "Watermark"},
 	},
 	{
 		name:     "DeleteIgnored",
-		driver:   func() blob.Driver { return deleteIgnored{mem.NewDriver()} },
+		driver:   func() driver.Driver { return deleteIgnored{mem.NewDriver()} },
 		mustFail: []string{"GC"},
 		mustPass: []string{"ReadBack", "Restart", "Fencing", "Watermark"},
 	},

@@ -144,6 +144,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults and limits of Options.
@@ -233,7 +234,7 @@ func (o *Options) withDefaults() (Options, error) {
 	return v, nil
 }
 
-// Driver is the Azure Blob blob.Driver.
+// Driver is the Azure Blob driver.Driver.
 type Driver struct {
 	client  *container.Client
 	opts    Options
@@ -243,8 +244,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over the container client. opts may be nil.
@@ -289,7 +290,7 @@ func NewDriver(client *container.Client, opts *Options) (*Driver, error) {
 	return d, nil
 }
 
-// As implements blob.Aser: **container.Client.
+// As implements driver.Aser: **container.Client.
 func (d *Driver) As(i any) bool {
 	if p, ok := i.(**container.Client); ok {
 		*p = d.client
@@ -313,7 +314,7 @@ func contentHeaders() *azblobblob.HTTPHeaders {
 	return &azblobblob.HTTPHeaders{BlobContentType: to.Ptr("application/octet-stream")}
 }
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -339,9 +340,9 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	case size >= 0 && size < d.opts.PutThreshold:
 		small = make([]byte, size)
 		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, blob.ShortRead(err, size)
+			return blob.Attrs{}, driver.ShortRead(err, size)
 		}
-		if err := blob.ExpectEOF(r, size); err != nil {
+		if err := driver.ExpectEOF(r, size); err != nil {
 			return blob.Attrs{}, err
 		}
 	case size < 0:
@@ -355,7 +356,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			rest = io.MultiReader(bytes.NewReader(buf), r)
 		}
 	default:
-		rest = blob.ExactReader(r, size)
+		rest = driver.ExactReader(r, size)
 	}
 
 	var (
@@ -544,7 +545,7 @@ func (d *Driver) putBlocks(ctx context.Context, bb *blockblob.Client, r io.Reade
 	return blob.Attrs{Size: total, ETag: string(deref(resp.ETag)), ModTime: deref(resp.LastModified)}, nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if d.closed.Load() {
 		return nil, blob.ErrClosed
@@ -585,7 +586,7 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error { return r.d.fail(r.rc.Close()) }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -642,7 +643,7 @@ func decodeToken(tok string) (startAfter, marker string, err error) {
 	return "", "", bad
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if d.closed.Load() {
 		return blob.ListPage{}, blob.ErrClosed
@@ -698,7 +699,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
@@ -798,13 +799,13 @@ func (d *Driver) deleteBatch(ctx context.Context, keys []string) []KeyError {
 }
 
 // DeleteError reports the keys of a batch Delete that failed (see
-// blob.DeleteError).
-type DeleteError = blob.DeleteError
+// driver.DeleteError).
+type DeleteError = driver.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError = blob.KeyError
+type KeyError = driver.KeyError
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:
@@ -875,7 +876,7 @@ func isConnError(err error) bool {
 	return false
 }
 
-// Close implements blob.Driver. Azure clients hold no resources to release.
+// Close implements driver.Driver. Azure clients hold no resources to release.
 func (d *Driver) Close() error {
 	d.closed.Store(true)
 	return nil

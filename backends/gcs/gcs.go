@@ -128,6 +128,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults of Options.
@@ -215,7 +216,7 @@ func (o *Options) withDefaults() (Options, error) {
 	return v, nil
 }
 
-// Driver is the GCS blob.Driver.
+// Driver is the GCS driver.Driver.
 type Driver struct {
 	client *storage.Client
 	bkt    *storage.BucketHandle
@@ -225,8 +226,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over the GCS bucket named bucket, through client. opts
@@ -266,7 +267,7 @@ func NewDriver(client *storage.Client, bucket string, opts *Options) (*Driver, e
 	return &Driver{client: client, bkt: bkt, name: bucket, opts: o}, nil
 }
 
-// As implements blob.Aser: **storage.Client and **storage.BucketHandle.
+// As implements driver.Aser: **storage.Client and **storage.BucketHandle.
 func (d *Driver) As(i any) bool {
 	switch p := i.(type) {
 	case **storage.Client:
@@ -302,7 +303,7 @@ func newPutID() string {
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -328,9 +329,9 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	case size >= 0 && size < d.opts.ResumableThreshold:
 		small = make([]byte, size)
 		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, blob.ShortRead(err, size)
+			return blob.Attrs{}, driver.ShortRead(err, size)
 		}
-		if err := blob.ExpectEOF(r, size); err != nil {
+		if err := driver.ExpectEOF(r, size); err != nil {
 			return blob.Attrs{}, err
 		}
 	case size < 0:
@@ -344,7 +345,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			rest = io.MultiReader(bytes.NewReader(buf), r)
 		}
 	default:
-		rest = blob.ExactReader(r, size)
+		rest = driver.ExactReader(r, size)
 	}
 
 	var (
@@ -453,7 +454,7 @@ func (d *Driver) putResumable(ctx context.Context, obj *storage.ObjectHandle, r 
 	return w.Attrs(), nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if d.closed.Load() {
 		return nil, blob.ErrClosed
@@ -497,7 +498,7 @@ func (r *reader) Close() error {
 	return err
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -511,7 +512,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return attrsOf(a), nil
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 //
 // The continuation token is the last key returned, not the server's page
 // token: the next page is the query again with startOffset at that key,
@@ -563,7 +564,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
@@ -604,11 +605,11 @@ type keyError struct {
 }
 
 // DeleteError reports the keys of a batch Delete that failed (see
-// blob.DeleteError).
-type DeleteError = blob.DeleteError
+// driver.DeleteError).
+type DeleteError = driver.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError = blob.KeyError
+type KeyError = driver.KeyError
 
 func newDeleteError(total int, failed []keyError) *DeleteError {
 	e := &DeleteError{Total: total, Store: "gcs"}
@@ -619,7 +620,7 @@ func newDeleteError(total int, failed []keyError) *DeleteError {
 	return e
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:
@@ -670,7 +671,7 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 	return blob.CodeUnknown
 }
 
-// Close implements blob.Driver. It closes the client only if the driver owns
+// Close implements driver.Driver. It closes the client only if the driver owns
 // it (Options.OwnClient, set by Open).
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {

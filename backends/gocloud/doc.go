@@ -1,4 +1,4 @@
-// Package gocloud is a redokit blob.Driver over any gocloud.dev/blob bucket,
+// Package gocloud is a redokit driver.Driver over any gocloud.dev/blob bucket,
 // so that every store gocloud opens by URL can hold a redo log. It is the
 // compatibility backend: for local disk, S3, GCS and Azure, redokit's own
 // backends (backends/local, s3, gcs, azure) give guarantees this adapter
@@ -114,6 +114,6 @@
 // s3blob: each Delete first HEADs the key to report NotFound, two requests a
 // key, and needs read permission; gcsblob reports 403 as NotFound.
 //
-// No gocloud driver can append, so this driver has no blob.Appender: the redo
+// No gocloud driver can append, so this driver has no driver.Appender: the redo
 // writer seals one object per flush on it.
 package gocloud

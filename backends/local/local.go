@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func init() {
@@ -62,7 +63,7 @@ type Options struct {
 	FilePerm fs.FileMode
 }
 
-// Driver is the file-system blob.Driver. Create one with NewDriver, or a
+// Driver is the file-system driver.Driver. Create one with NewDriver, or a
 // Bucket over one with Open. It is safe for concurrent use, and any number of
 // processes may use the same root at once.
 type Driver struct {
@@ -96,8 +97,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver   = (*Driver)(nil)
-	_ blob.Appender = (*Driver)(nil)
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Appender = (*Driver)(nil)
 )
 
 // Open returns a Bucket over a new Driver rooted at root (see NewDriver).
@@ -213,7 +214,7 @@ func (d *Driver) isClosed() bool {
 	return d.closed
 }
 
-// Close implements blob.Driver. It waits for running operations that use the
+// Close implements driver.Driver. It waits for running operations that use the
 // root's descriptors; later operations fail with blob.ErrClosed. Files open for
 // appending must be closed by their owners.
 func (d *Driver) Close() error {
@@ -238,7 +239,7 @@ func (d *Driver) Close() error {
 	return err
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:

@@ -154,6 +154,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults of Options.
@@ -271,7 +272,7 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Driver is the S3 blob.Driver.
+// Driver is the S3 driver.Driver.
 type Driver struct {
 	client   *awss3.Client
 	bucket   string
@@ -283,8 +284,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over bucket, through client. The client's own
@@ -458,7 +459,7 @@ func (d *Driver) Client() *awss3.Client { return d.client }
 // BucketName returns the S3 bucket of d.
 func (d *Driver) BucketName() string { return d.bucket }
 
-// As implements blob.Aser: **s3.Client and *string (the bucket name).
+// As implements driver.Aser: **s3.Client and *string (the bucket name).
 func (d *Driver) As(i any) bool {
 	switch p := i.(type) {
 	case **awss3.Client:
@@ -477,7 +478,7 @@ func (d *Driver) As(i any) bool {
 	return false
 }
 
-// Close implements blob.Driver. It closes the idle connections of a client
+// Close implements driver.Driver. It closes the idle connections of a client
 // Open made; a client given to New is left alone.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
@@ -498,7 +499,7 @@ func (d *Driver) check() error {
 	return nil
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := d.check(); err != nil {
 		return blob.Attrs{}, err
@@ -510,7 +511,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return blob.Attrs{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}, nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := d.check(); err != nil {
 		return nil, err
@@ -539,7 +540,7 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return out.Body, nil
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := d.check(); err != nil {
 		return blob.ListPage{}, err
@@ -575,7 +576,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if err := d.check(); err != nil {
 		return err
@@ -652,5 +653,5 @@ func (e *DeleteError) Code() blob.Code {
 	return codeOfS3(aws.ToString(e.Errors[0].Code), 0)
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code { return ErrorCode(err) }

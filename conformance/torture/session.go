@@ -13,6 +13,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
@@ -480,7 +481,7 @@ const finalReads = 3
 // deleteWatch is the driver GC deletes through: a segment it deletes must be
 // sealed and wholly below every checkpoint ever set.
 type deleteWatch struct {
-	blob.Driver
+	driver.Driver
 	s *Session
 }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // ---- the "native client": what a real backend imports from an SDK ----
@@ -57,15 +58,15 @@ func NewService() *Service { return &Service{objects: map[string]object{}} }
 
 // ---- the driver ----
 
-// Driver is the blob.Driver over a Service.
+// Driver is the driver.Driver over a Service.
 type Driver struct {
 	svc      *Service
 	pageSize int // the most objects this store returns a page; 0: no limit
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // Options configure a Driver; nil is valid.
@@ -149,7 +150,7 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	o, err := d.get(ctx, key)
 	if err != nil {
