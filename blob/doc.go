@@ -1,5 +1,6 @@
 // Package blob is redokit's storage abstraction: a concrete, portable
-// [Bucket] type over a narrow [Driver] interface that each backend implements.
+// [Bucket] type over the narrow driver.Driver interface that each backend
+// implements (package blob/driver holds what only driver authors need).
 //
 // The split follows gocloud.dev/blob and database/sql. A driver only moves
 // bytes: whole-object puts (optionally conditional), ranged reads, stat,

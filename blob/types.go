@@ -23,20 +23,3 @@ const MaxDeleteBatch = driver.MaxDeleteBatch
 // DefaultPageSize is the page size of List, and the largest ListPage asks a
 // driver for.
 const DefaultPageSize = driver.DefaultPageSize
-
-// Deprecated names kept only while importers move to package driver; removed
-// once none is left.
-type (
-	Driver      = driver.Driver
-	Stager      = driver.Stager
-	Appender    = driver.Appender
-	Aser        = driver.Aser
-	DeleteError = driver.DeleteError
-	KeyError    = driver.KeyError
-)
-
-var (
-	ExactReader = driver.ExactReader
-	ShortRead   = driver.ShortRead
-	ExpectEOF   = driver.ExpectEOF
-)
