@@ -51,9 +51,6 @@ func (b *Bucket) Prefixed(prefix string) (*Bucket, error) {
 // Prefix returns the key prefix of this view ("" for the whole bucket).
 func (b *Bucket) Prefix() string { return b.prefix }
 
-// Driver returns the driver under b.
-func (b *Bucket) Driver() driver.Driver { return b.shared.drv }
-
 // As sets i to the driver's native client when the driver supports that type
 // (see the driver's package doc); it reports whether it did.
 func (b *Bucket) As(i any) bool {

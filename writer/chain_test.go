@@ -196,7 +196,7 @@ func TestChainLocal(t *testing.T) {
 // progress names its end, whatever order the uploads landed in.
 func TestChainObject(t *testing.T) {
 	ctx := context.Background()
-	b := blob.NewBucket(newLostAnswer(memBucket().Driver(), 3))
+	b := blob.NewBucket(newLostAnswer(mem.NewDriver(), 3))
 	o := testOptions("w")
 	o.MaxSegmentBytes = 4 << 10
 	o.BlockSize = 1 << 10

@@ -503,17 +503,14 @@ func (r *cancelingReader) Read(p []byte) (int, error) {
 }
 
 func TestClosed(t *testing.T) {
-	b, _ := newBucket(t, nil)
+	d, _ := newDriver(t, nil)
+	b := blob.NewBucket(d)
 	ctx := context.Background()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("put after close: %v", err)
-	}
-	var d *Driver
-	if dd, ok := b.Driver().(*Driver); ok {
-		d = dd
 	}
 	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("driver stat after close: %v", err)

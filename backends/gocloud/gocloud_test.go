@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,22 @@ func mustOpen(t *testing.T, u string) *blob.Bucket {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// mustOpenDriver opens a gocloud URL as OpenURL does, keeping the driver for
+// a look at what it detected.
+func mustOpenDriver(t *testing.T, rawURL string) *Driver {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := openDriver(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func forEach(t *testing.T, f func(t *testing.T, b *blob.Bucket)) {
@@ -719,10 +736,10 @@ func TestAs(t *testing.T) {
 	if b.As(&s) {
 		t.Error("As(unsupported type) = true")
 	}
-	if !b.Driver().(*Driver).unordered {
+	if !mustOpenDriver(t, "file://"+t.TempDir()).unordered {
 		t.Error("fileblob not detected as unordered")
 	}
-	if mustOpen(t, "mem://").Driver().(*Driver).unordered {
+	if mustOpenDriver(t, "mem://").unordered {
 		t.Error("memblob taken for unordered")
 	}
 }
@@ -760,24 +777,19 @@ func TestURLs(t *testing.T) {
 		t.Fatalf("schemes registered: %q", blob.Schemes())
 	}
 
-	b, err := blob.Open(ctx, "gocloud+mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Driver().(*Driver).cas == nil {
+	if mustOpenDriver(t, "mem://").cas == nil {
 		t.Error("gocloud+mem:// has no LocalCAS")
 	}
-	b.Close()
 
 	dir := t.TempDir()
-	b, err = blob.Open(ctx, "gocloud+file://"+dir+"/sub?create_dir=1&prefix=logs/")
+	b, err := blob.Open(ctx, "gocloud+file://"+dir+"/sub?create_dir=1&prefix=logs/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Prefix() != "logs/" {
 		t.Errorf("prefix %q", b.Prefix())
 	}
-	if b.Driver().(*Driver).cas != nil {
+	if mustOpenDriver(t, "file://"+t.TempDir()).cas != nil {
 		t.Error("file bucket got LocalCAS")
 	}
 	if _, err := b.Put(ctx, "k", []byte("v"), nil); err != nil {

@@ -104,6 +104,14 @@ func OpenURL(ctx context.Context, urlstr string) (*blob.Bucket, error) {
 }
 
 func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	d, err := openDriver(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
+}
+
+func openDriver(ctx context.Context, u *url.URL) (*Driver, error) {
 	mux := gcblob.DefaultURLMux()
 	if !mux.ValidBucketScheme(u.Scheme) {
 		return nil, fmt.Errorf("gocloud: no gocloud driver for scheme %q (registered: %s); blank-import its package, for example gocloud.dev/blob/s3blob",
@@ -115,7 +123,7 @@ func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	}
 	// memblob opens a new, empty bucket on every URL, so nothing but this
 	// Driver can write to it: the condition LocalCAS needs.
-	return New(gb, &Options{LocalCAS: u.Scheme == "mem"}), nil
+	return NewDriver(gb, &Options{LocalCAS: u.Scheme == "mem"}), nil
 }
 
 // redactedError is a gocloud open error whose text may quote the URL it was

@@ -335,6 +335,24 @@ func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, err
 // opts, and returns a Bucket over bucket whose keys live under prefix + "/"
 // (no prefix when it is empty).
 func Open(ctx context.Context, bucket, prefix string, opts *Options) (*blob.Bucket, error) {
+	d, err := openDriver(ctx, bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := blob.NewBucket(d)
+	if prefix = strings.Trim(prefix, "/"); prefix != "" {
+		p, err := b.Prefixed(prefix + "/")
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		return p, nil
+	}
+	return b, nil
+}
+
+// openDriver is Open's driver, over a client of its own.
+func openDriver(ctx context.Context, bucket string, opts *Options) (*Driver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -351,16 +369,7 @@ func Open(ctx context.Context, bucket, prefix string, opts *Options) (*blob.Buck
 		return nil, err
 	}
 	d.owned = true
-	b := blob.NewBucket(d)
-	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		p, err := b.Prefixed(prefix + "/")
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		return p, nil
-	}
-	return b, nil
+	return d, nil
 }
 
 // endpointURL applies the plain-http rule: an endpoint is https unless it

@@ -14,7 +14,7 @@ import (
 	"github.com/redokit/redokit/blob/driver"
 )
 
-func memDriver() driver.Driver { return mem.New().Driver() }
+func memDriver() driver.Driver { return mem.NewDriver() }
 
 func localDriver(t *testing.T) driver.Driver {
 	t.Helper()

@@ -410,7 +410,7 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 		return blob.ListPage{}, err
 	}
 	page, err := l.inner.List(ctx, opts)
-	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains(opts.Prefix, "/seg/") && !strings.HasSuffix(opts.Prefix, "/seg") {
+	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains("/"+opts.Prefix, "/seg/") && !strings.HasSuffix("/"+opts.Prefix, "/seg") {
 		return page, err
 	}
 	u, _ := l.draw("list-skip", opts.Prefix)

@@ -144,15 +144,9 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, ids: WriterIDs(cfg.Writers), spans: SpanIDs(cfg.Spans)}
 	s.h = newHistory(Gen{Seed: cfg.Seed}, s.spans, cfg.Logf)
 	s.h.explain = s.explain
-	// GC deletes through a watch on the same driver and prefix. The
-	// bucket is never closed: it shares cfg.Bucket's driver.
-	s.gcB = blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s})
-	if p := cfg.Bucket.Prefix(); p != "" {
-		var err error
-		if s.gcB, err = s.gcB.Prefixed(p); err != nil {
-			return nil, err
-		}
-	}
+	// GC deletes through a watch on cfg.Bucket. The bucket is never
+	// closed: closing it would close cfg.Bucket.
+	s.gcB = blob.NewBucket(&deleteWatch{Driver: blobtest.BucketDriver(cfg.Bucket), s: s})
 	err := s.retry(ctx, "open the coordinator and register the writers and spans", func(ctx context.Context) error {
 		c, err := meta.OpenCoordinator(ctx, cfg.Bucket, cfg.LogID, &meta.CoordinatorOptions{StartTs: BaseTs})
 		if err != nil {
@@ -487,9 +481,8 @@ type deleteWatch struct {
 
 func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 	ceil := d.s.h.checkpointCeiling()
-	prefix := d.s.cfg.Bucket.Prefix()
 	for _, k := range keys {
-		n, err := segment.ParseName(strings.TrimPrefix(k, prefix))
+		n, err := segment.ParseName(k)
 		if err != nil {
 			continue
 		}
