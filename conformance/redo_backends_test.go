@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redokit/redokit/backends/gocloud"
+	_ "github.com/redokit/redokit/backends/gocloud" // "gocloud+mem"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -25,7 +25,7 @@ func TestRedoMem(t *testing.T) {
 func TestRedoLocal(t *testing.T) {
 	conformance.RunRedo(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return local.Open(t.TempDir(), nil)
+			return local.New(t.TempDir(), nil)
 		},
 		Append:            true,
 		ConditionalWrites: true,
@@ -35,7 +35,7 @@ func TestRedoLocal(t *testing.T) {
 func TestRedoGocloudMem(t *testing.T) {
 	conformance.RunRedo(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return gocloud.OpenURL(ctx, "mem://")
+			return blob.Open(ctx, "gocloud+mem://")
 		},
 		ConditionalWrites: true,
 	})

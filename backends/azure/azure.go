@@ -191,7 +191,7 @@ type Options struct {
 	// instead of Blob Batch requests (for servers without the batch API).
 	NoBatchDelete bool
 	// Secrets are strings (an account key, a SAS token) that must never
-	// appear in an error message; Open fills it. A SAS in the client's URL
+	// appear in an error message; blob.Open fills it. A SAS in the client's URL
 	// is found by the driver itself.
 	Secrets []string
 }

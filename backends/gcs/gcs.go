@@ -170,7 +170,7 @@ type Options struct {
 	// Backoff is the retry backoff. Default: 100 ms initial, doubling, at
 	// most 5 s, jittered by the library.
 	Backoff gax.Backoff
-	// OwnClient makes Close close the client. Open sets it; with New the
+	// OwnClient makes Close close the client. blob.Open sets it; with New the
 	// caller keeps ownership unless it sets it.
 	OwnClient bool
 }
@@ -672,7 +672,7 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 }
 
 // Close implements driver.Driver. It closes the client only if the driver owns
-// it (Options.OwnClient, set by Open).
+// it (Options.OwnClient, set by blob.Open).
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil

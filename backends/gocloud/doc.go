@@ -7,11 +7,10 @@
 //
 // # Opening
 //
-// [New] wraps a *gcblob.Bucket you opened; [OpenURL] opens a gocloud URL
-// ("mem://", "file:///var/redo?create_dir=1", …) through gocloud's default
-// URL mux. The package also registers redokit URL schemes by one rule: the
-// redokit URL "gocloud+<scheme>://rest" opens the gocloud URL
-// "<scheme>://rest". "gocloud+mem" and "gocloud+file" are registered here (the
+// [New] wraps a *gcblob.Bucket you opened ([NewDriver] its driver, for
+// wrapping). blob.Open opens a gocloud URL through gocloud's default URL mux
+// by one rule: the redokit URL "gocloud+<scheme>://rest" opens the gocloud
+// URL "<scheme>://rest". "gocloud+mem" and "gocloud+file" are registered here (the
 // package imports gocloud's memblob and fileblob); for others, blank-import
 // the gocloud driver and call [RegisterScheme]:
 //
@@ -75,8 +74,8 @@
 // generation rather than an ETag); that is what redokit's native backends are
 // for. memblob's hook exposes nothing and fileblob's only the temporary
 // *os.File. For a bucket no other process or code can write, [Options].LocalCAS
-// emulates if-match with a per-key lock in this process; [OpenURL] and
-// "gocloud+mem://" turn it on for memblob, whose buckets are private to the
+// emulates if-match with a per-key lock in this process; "gocloud+mem://"
+// turns it on for memblob, whose buckets are private to the
 // one URL open.
 //
 // fileblob ("file://"):

@@ -47,7 +47,7 @@ type Options struct {
 	// *gcblob.Bucket takes the key's lock, and an IfMatch Put compares the
 	// current ETag and writes while holding it. It is sound only when every
 	// writer of the bucket is such a Driver in this process; that is true of
-	// a private memblob bucket (OpenURL and "gocloud+mem://" turn it on for
+	// a private memblob bucket ("gocloud+mem://" turns it on for
 	// those) and false of anything other processes can reach. Without it,
 	// IfMatch fails with blob.ErrNotSupported.
 	LocalCAS bool
@@ -71,13 +71,20 @@ var (
 
 // New returns a redokit Bucket over b. The Bucket owns b: closing it closes b.
 // opts may be nil.
-func New(b *gcblob.Bucket, opts *Options) *blob.Bucket {
-	return blob.NewBucket(NewDriver(b, opts))
+func New(b *gcblob.Bucket, opts *Options) (*blob.Bucket, error) {
+	d, err := NewDriver(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
 }
 
 // NewDriver returns the driver New wraps, for callers that decorate drivers
 // (fault injection, metrics). The driver owns b. opts may be nil.
-func NewDriver(b *gcblob.Bucket, opts *Options) *Driver {
+func NewDriver(b *gcblob.Bucket, opts *Options) (*Driver, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: gocloud: nil bucket", blob.ErrInvalidArgument)
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -97,7 +104,7 @@ func NewDriver(b *gcblob.Bucket, opts *Options) *Driver {
 	if o.LocalCAS {
 		d.cas = acquireCAS(b)
 	}
-	return d
+	return d, nil
 }
 
 var (

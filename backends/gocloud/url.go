@@ -90,19 +90,11 @@ func openRedokitURL(ctx context.Context, scheme string, u *url.URL) (*blob.Bucke
 	return p, nil
 }
 
-// OpenURL opens a gocloud URL ("mem://", "file:///var/redo?create_dir=1",
+// open opens a gocloud URL ("mem://", "file:///var/redo?create_dir=1",
 // "s3://bucket?region=…" once s3blob is imported, …) through gocloud's
-// default URL mux, exactly as gcblob.OpenBucket would, and returns a redokit
-// Bucket over it. A memblob bucket is private to the returned Bucket, so
-// OpenURL turns on Options.LocalCAS for it; nothing else gets it.
-func OpenURL(ctx context.Context, urlstr string) (*blob.Bucket, error) {
-	u, err := url.Parse(urlstr)
-	if err != nil {
-		return nil, fmt.Errorf("gocloud: open %s: malformed URL", blob.RedactURL(urlstr))
-	}
-	return open(ctx, u)
-}
-
+// default URL mux, exactly as gcblob.OpenBucket would. A memblob bucket is
+// private to the returned Bucket, so open turns on Options.LocalCAS for it;
+// nothing else gets it.
 func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	d, err := openDriver(ctx, u)
 	if err != nil {
@@ -123,7 +115,7 @@ func openDriver(ctx context.Context, u *url.URL) (*Driver, error) {
 	}
 	// memblob opens a new, empty bucket on every URL, so nothing but this
 	// Driver can write to it: the condition LocalCAS needs.
-	return NewDriver(gb, &Options{LocalCAS: u.Scheme == "mem"}), nil
+	return NewDriver(gb, &Options{LocalCAS: u.Scheme == "mem"})
 }
 
 // redactedError is a gocloud open error whose text may quote the URL it was

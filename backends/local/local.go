@@ -44,7 +44,7 @@ func openURL(_ context.Context, u *url.URL) (*blob.Bucket, error) {
 	case u.Path == "":
 		return nil, fmt.Errorf("%w: the file URL has an empty path; want file:///abs/dir", blob.ErrInvalidArgument)
 	}
-	return Open(u.Path, &opts)
+	return New(u.Path, &opts)
 }
 
 // Options configure a Driver. The zero value (and nil) are the safe defaults.
@@ -64,7 +64,7 @@ type Options struct {
 }
 
 // Driver is the file-system driver.Driver. Create one with NewDriver, or a
-// Bucket over one with Open. It is safe for concurrent use, and any number of
+// Bucket over one with New. It is safe for concurrent use, and any number of
 // processes may use the same root at once.
 type Driver struct {
 	root     string // absolute, cleaned
@@ -101,8 +101,9 @@ var (
 	_ driver.Appender = (*Driver)(nil)
 )
 
-// Open returns a Bucket over a new Driver rooted at root (see NewDriver).
-func Open(root string, opts *Options) (*blob.Bucket, error) {
+// New returns a Bucket over a new Driver rooted at root (see NewDriver).
+// opts may be nil.
+func New(root string, opts *Options) (*blob.Bucket, error) {
 	d, err := NewDriver(root, opts)
 	if err != nil {
 		return nil, err

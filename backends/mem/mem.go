@@ -6,6 +6,10 @@
 // URL: "mem://" opens a new, empty store; "mem://name" opens the store of that
 // name, shared by every Open of the same name in the process (so a writer and
 // a reader opened from one URL see the same objects).
+//
+// [New] and [NewDriver] are the constructors every backend has, with nothing
+// to pass and no error: a new store needs no name and no options, and cannot
+// fail to open.
 package mem
 
 import (

@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 			}
 			// Default sizes: the suite's large object (64 MiB) goes up in
 			// 8 MiB parts, its 20 MiB atomic-write objects too.
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 		},
 		ConditionalWrites: true,
 	})
@@ -49,8 +49,9 @@ func TestConformanceSmallParts(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1",
+			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1",
 				PartSize: MinPartSize, MultipartThreshold: -1})
+
 		},
 		ConditionalWrites: true,
 		LargeObject:       16 << 20,
@@ -69,7 +70,7 @@ func TestRedoConformance(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 		},
 		ConditionalWrites: true,
 	})

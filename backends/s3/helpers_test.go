@@ -202,7 +202,7 @@ func newEnv(t testing.TB, via string, opts *Options) *testEnv {
 		via = ep
 	}
 	o.Endpoint, o.UsePathStyle, o.Region = via, true, "us-east-1"
-	d, err := openDriver(t.Context(), name, &o)
+	d, err := NewDriver(nil, name, &o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

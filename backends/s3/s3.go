@@ -29,9 +29,9 @@
 //	timeout=1m                 per-attempt deadline of each request (see Options.Timeout); 0 disables
 //	max_attempts=3             attempts of a retried request, the first included
 //
-// Unknown options are an error that names them. From Go, [Open] takes the
-// same settings as an [Options]; with a client of your own use [New] (or
-// [NewDriver] to wrap the driver).
+// Unknown options are an error that names them. From Go, [New] with a nil
+// client takes the same settings as an [Options]; give it a client of your
+// own to configure that yourself (and use [NewDriver] to wrap the driver).
 //
 // # Put
 //
@@ -77,7 +77,7 @@
 // the object carries its own put ID, the Put succeeded and returns its
 // attributes.
 //
-// Checksums: with a custom endpoint, Open uses the SDK's "when_required"
+// Checksums: with a custom endpoint, a client New builds uses the SDK's "when_required"
 // checksum modes unless the environment or shared config chose one, as
 // S3-compatible servers differ in what flexible checksums they take. The
 // segment format carries its own CRC32C on every block.
@@ -103,7 +103,7 @@
 // timeouts are retried; other 4xx are not. A response body cut short is not
 // retried by the SDK (the bytes were already handed over): the read fails
 // with CodeTransient and the caller reopens at its offset. The retry token bucket
-// of the standard retryer is disabled in clients Open builds: a redo writer
+// of the standard retryer is disabled in clients New builds: a redo writer
 // needs every call to get its attempts, and bounds its own retries.
 //
 // Options.Timeout (1 minute by default) bounds each attempt of each request
@@ -186,7 +186,8 @@ const putIDMeta = "redokit-put-id"
 // Options configure the driver. The zero value (and nil) means the defaults.
 type Options struct {
 	// Region, Endpoint, UsePathStyle, DisableHTTPS and HTTPClient shape the
-	// client Open builds; New ignores them (the client is yours).
+	// client New builds when it is given none; with a client of yours they
+	// are ignored.
 
 	// Region is the bucket's region. Empty: the SDK chain (AWS_REGION, the
 	// shared config), or us-east-1 when Endpoint is set.
@@ -226,8 +227,8 @@ type Options struct {
 	// 0 means DefaultTimeout; a negative value disables it.
 	Timeout time.Duration
 	// MaxAttempts is the number of attempts of a retried request, the first
-	// included. 0 means DefaultMaxAttempts for Open and the client's own
-	// setting for New.
+	// included. 0 means DefaultMaxAttempts for a client New builds and the
+	// client's own setting for a client of yours.
 	MaxAttempts int
 }
 
@@ -278,7 +279,7 @@ type Driver struct {
 	bucket   string
 	opts     Options
 	callOpts []func(*awss3.Options)
-	owned    bool // Open made the client: Close closes its idle connections
+	owned    bool // NewDriver made the client: Close closes its idle connections
 	closed   atomic.Bool
 	pool     sync.Pool // *[]byte of opts.PartSize
 }
@@ -291,7 +292,9 @@ var (
 // New returns a Bucket over bucket, through client. The client's own
 // configuration (region, endpoint, credentials, retryer, HTTP client) is
 // used as is, with Options.Timeout and Options.MaxAttempts (when set)
-// applied to each call.
+// applied to each call. With a nil client, New builds one from the SDK's
+// default configuration chain and opts, and Close releases it. opts may be
+// nil.
 func New(client *awss3.Client, bucket string, opts *Options) (*blob.Bucket, error) {
 	d, err := NewDriver(client, bucket, opts)
 	if err != nil {
@@ -302,9 +305,6 @@ func New(client *awss3.Client, bucket string, opts *Options) (*blob.Bucket, erro
 
 // NewDriver is New without the Bucket, for wrapping the driver.
 func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: s3: nil client", blob.ErrInvalidArgument)
-	}
 	if bucket == "" {
 		return nil, fmt.Errorf("%w: s3: empty bucket name", blob.ErrInvalidArgument)
 	}
@@ -312,11 +312,24 @@ func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, err
 	if opts != nil {
 		o = *opts
 	}
+	owned := client == nil
+	if owned {
+		// Loading the configuration reads the environment and the shared
+		// files; credentials are resolved per request, under its ctx, so
+		// there is nothing here for a caller's ctx to bound.
+		var err error
+		if client, err = newClient(context.Background(), o); err != nil {
+			return nil, err
+		}
+		// The retryer of the client already has the attempts; keep the
+		// driver from setting them again per call.
+		o.MaxAttempts = 0
+	}
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{client: client, bucket: bucket, opts: o}
+	d := &Driver{client: client, bucket: bucket, opts: o, owned: owned}
 	d.pool.New = func() any { b := make([]byte, o.PartSize); return &b }
 	if o.Timeout > 0 {
 		timeout := o.Timeout
@@ -328,47 +341,6 @@ func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, err
 		n := o.MaxAttempts
 		d.callOpts = append(d.callOpts, func(so *awss3.Options) { so.RetryMaxAttempts = n })
 	}
-	return d, nil
-}
-
-// Open builds an S3 client from the SDK's default configuration chain and
-// opts, and returns a Bucket over bucket whose keys live under prefix + "/"
-// (no prefix when it is empty).
-func Open(ctx context.Context, bucket, prefix string, opts *Options) (*blob.Bucket, error) {
-	d, err := openDriver(ctx, bucket, opts)
-	if err != nil {
-		return nil, err
-	}
-	b := blob.NewBucket(d)
-	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		p, err := b.Prefixed(prefix + "/")
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		return p, nil
-	}
-	return b, nil
-}
-
-// openDriver is Open's driver, over a client of its own.
-func openDriver(ctx context.Context, bucket string, opts *Options) (*Driver, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	client, err := newClient(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	// The retryer of the client already has the attempts; keep New from
-	// wrapping it again per call.
-	o.MaxAttempts = 0
-	d, err := NewDriver(client, bucket, &o)
-	if err != nil {
-		return nil, err
-	}
-	d.owned = true
 	return d, nil
 }
 
@@ -488,7 +460,7 @@ func (d *Driver) As(i any) bool {
 }
 
 // Close implements driver.Driver. It closes the idle connections of a client
-// Open made; a client given to New is left alone.
+// New made; a client given to New is left alone.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil

@@ -77,12 +77,28 @@ type Options struct {
 }
 
 // New returns a Bucket over svc. opts may be nil.
-func New(svc *Service, opts *Options) *blob.Bucket {
+func New(svc *Service, opts *Options) (*blob.Bucket, error) {
+	d, err := NewDriver(svc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
+}
+
+// NewDriver returns the driver New wraps, for callers that decorate drivers
+// (fault injection, metrics) before handing them to blob.NewBucket.
+func NewDriver(svc *Service, opts *Options) (*Driver, error) {
+	if svc == nil {
+		return nil, fmt.Errorf("%w: mapblob: nil service", blob.ErrInvalidArgument)
+	}
 	d := &Driver{svc: svc}
 	if opts != nil {
+		if opts.PageSize < 0 {
+			return nil, fmt.Errorf("%w: mapblob: negative page size %d", blob.ErrInvalidArgument, opts.PageSize)
+		}
 		d.pageSize = opts.PageSize
 	}
-	return blob.NewBucket(d)
+	return d, nil
 }
 
 // etag makes an ETag from the object's version: it changes on every Put.
@@ -270,7 +286,10 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		services.m[u.Host] = svc
 	}
 	services.Unlock()
-	b := New(svc, &opts)
+	b, err := New(svc, &opts)
+	if err != nil {
+		return nil, err
+	}
 	if prefix := strings.TrimPrefix(u.Path, "/"); prefix != "" {
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"
