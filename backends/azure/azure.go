@@ -332,37 +332,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	putID := newPutID()
 	bb := d.client.NewBlockBlobClient(key)
 
-	var (
-		small []byte
-		rest  io.Reader
-	)
-	switch {
-	case size >= 0 && size < d.opts.PutThreshold:
-		small = make([]byte, size)
-		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, driver.ShortRead(err, size)
-		}
-		if err := driver.ExpectEOF(r, size); err != nil {
-			return blob.Attrs{}, err
-		}
-	case size < 0:
-		buf, err := io.ReadAll(io.LimitReader(r, d.opts.PutThreshold))
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		if int64(len(buf)) < d.opts.PutThreshold {
-			small = buf
-		} else {
-			rest = io.MultiReader(bytes.NewReader(buf), r)
-		}
-	default:
-		rest = driver.ExactReader(r, size)
+	small, rest, err := driver.SplitBody(r, size, d.opts.PutThreshold)
+	if err != nil {
+		return blob.Attrs{}, err
 	}
-
-	var (
-		a   blob.Attrs
-		err error
-	)
+	var a blob.Attrs
 	if small != nil {
 		a, err = d.putBlob(ctx, bb, small, cond, putID)
 	} else {

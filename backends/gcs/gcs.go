@@ -321,37 +321,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	}
 	putID := newPutID()
 
-	// Decide the upload kind. An object of unknown size is read up to the
-	// threshold: if it ends there it is small.
-	var small []byte
-	var rest io.Reader
-	switch {
-	case size >= 0 && size < d.opts.ResumableThreshold:
-		small = make([]byte, size)
-		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, driver.ShortRead(err, size)
-		}
-		if err := driver.ExpectEOF(r, size); err != nil {
-			return blob.Attrs{}, err
-		}
-	case size < 0:
-		buf, err := io.ReadAll(io.LimitReader(r, d.opts.ResumableThreshold))
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		if int64(len(buf)) < d.opts.ResumableThreshold {
-			small = buf
-		} else {
-			rest = io.MultiReader(bytes.NewReader(buf), r)
-		}
-	default:
-		rest = driver.ExactReader(r, size)
+	small, rest, err := driver.SplitBody(r, size, d.opts.ResumableThreshold)
+	if err != nil {
+		return blob.Attrs{}, err
 	}
-
-	var (
-		a   *storage.ObjectAttrs
-		err error
-	)
+	var a *storage.ObjectAttrs
 	if small != nil {
 		a, err = d.putSmall(ctx, obj, small, putID)
 	} else {

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 )
@@ -63,4 +64,43 @@ func ExpectEOF(r io.Reader, size int64) error {
 			return err
 		}
 	}
+}
+
+// SplitBody reads the start of a Put's body to choose how to upload it, for
+// drivers that send a small object in one request and a large one in parts
+// (blocks, a resumable upload). size is what Put was given (< 0: unknown) and
+// threshold the smallest object that goes up in parts.
+//
+// Exactly one of small and rest is non-nil. small (possibly empty) is the
+// whole body, read to its end, when it is shorter than threshold: of a known
+// size, it was exactly size bytes; of an unknown size, the body ended before
+// threshold. Otherwise rest yields the whole body, the bytes already read
+// first, and fails rather than ends when a known size is not met (see
+// ExactReader). A body shorter or longer than a known size below threshold
+// is an error matching ErrInvalidArgument, before anything is sent.
+func SplitBody(r io.Reader, size, threshold int64) (small []byte, rest io.Reader, err error) {
+	switch {
+	case size >= 0 && size < threshold:
+		small = make([]byte, size)
+		if _, err := io.ReadFull(r, small); err != nil {
+			return nil, nil, ShortRead(err, size)
+		}
+		if err := ExpectEOF(r, size); err != nil {
+			return nil, nil, err
+		}
+		return small, nil, nil
+	case size < 0:
+		buf, err := io.ReadAll(io.LimitReader(r, threshold))
+		if err != nil {
+			return nil, nil, err
+		}
+		if int64(len(buf)) < threshold {
+			if buf == nil {
+				buf = []byte{}
+			}
+			return buf, nil, nil
+		}
+		return nil, io.MultiReader(bytes.NewReader(buf), r), nil
+	}
+	return nil, ExactReader(r, size), nil
 }
