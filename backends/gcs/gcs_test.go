@@ -414,7 +414,7 @@ func TestDeleteErrorNamesKeys(t *testing.T) {
 	boom := &googleapi.Error{Code: 503, Message: "slow down"}
 	e := newDeleteError(10, []keyError{{"k2", boom}, {"k1", context.DeadlineExceeded}})
 	msg := e.Error()
-	if !strings.Contains(msg, `2 of 10`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) || strings.Index(msg, `"k1"`) < 0 {
+	if !strings.Contains(msg, `2 of 10`) || !strings.Contains(msg, `"k1"`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) {
 		t.Fatalf("message %q", msg)
 	}
 	if !errors.Is(e, context.DeadlineExceeded) {

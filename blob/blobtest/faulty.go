@@ -395,12 +395,11 @@ func (f *Faulty) enter(op Op, key string) (fault, error) {
 	return ft, nil
 }
 
-// wait applies a fault's delay and waits; ctx may be nil (no deadline).
+// wait applies a fault's delay and waits, until ctx ends. An AppendFile's
+// Write, Sync and Truncate have no context of their own; they pass
+// context.Background, whose Done is nil, and wait without a deadline.
 func (ft *fault) wait(ctx context.Context) error {
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
+	done := ctx.Done()
 	if ft.delay > 0 {
 		t := time.NewTimer(ft.delay)
 		select {
@@ -572,7 +571,7 @@ func (a *faultyFile) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return 0, err
 	}
 	end, err := a.f.begin()
@@ -606,7 +605,7 @@ func (a *faultyFile) Sync() error {
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return err
 	}
 	end, err := a.f.begin()
@@ -647,7 +646,7 @@ func (a *faultyFile) Truncate(size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return err
 	}
 	end, err := a.f.begin()
