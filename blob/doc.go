@@ -24,9 +24,9 @@
 //     request counters ([Bucket.Stats]) used to hold request budgets.
 //
 // Optional capabilities are separate interfaces found by type assertion, as in
-// gocloud: a driver that implements [[Appender]] lets the redo writer append to
-// an open object and sync it (the local file system does); [Bucket.CanAppend]
-// reports it.
+// gocloud: a driver that implements driver.Appender lets the redo writer
+// append to an open object and sync it (the local file system does);
+// [Bucket.CanAppend] reports it.
 //
 // Backends register a URL scheme with [Register] from their init function, and
 // [Open] opens a bucket from a URL such as "file:///var/redo" or
