@@ -683,33 +683,21 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 			return err // before anything is deleted: `a\b` would delete "a/b"
 		}
 	}
-	var (
-		mu     sync.Mutex
-		failed []KeyError
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, d.opts.Concurrency)
-	)
-	report := func(errs []KeyError) {
-		mu.Lock()
-		failed = append(failed, errs...)
-		mu.Unlock()
-	}
+	var failed []KeyError
 	if d.opts.NoBatchDelete {
-		sem = make(chan struct{}, 4*d.opts.Concurrency)
-		for _, k := range keys {
-			if ctx.Err() != nil {
-				break
+		failed = driver.DeleteEach(ctx, keys, 4*d.opts.Concurrency, func(ctx context.Context, k string) error {
+			_, err := d.client.NewBlobClient(k).Delete(d.ctx(ctx), nil)
+			if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
+				return d.fail(err)
 			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				_, err := d.client.NewBlobClient(k).Delete(d.ctx(ctx), nil)
-				if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
-					report([]KeyError{{Key: k, Err: d.fail(err)}})
-				}
-			})
-		}
+			return nil
+		})
 	} else {
+		var (
+			mu  sync.Mutex
+			wg  sync.WaitGroup
+			sem = make(chan struct{}, d.opts.Concurrency)
+		)
 		for batch := range slices.Chunk(keys, MaxBatch) {
 			if ctx.Err() != nil {
 				break
@@ -717,16 +705,18 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				report(d.deleteBatch(ctx, batch))
+				errs := d.deleteBatch(ctx, batch)
+				mu.Lock()
+				failed = append(failed, errs...)
+				mu.Unlock()
 			})
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if len(failed) == 0 {
 		return ctx.Err()
 	}
-	slices.SortFunc(failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
-	return &DeleteError{Total: len(keys), Failed: failed, Store: "azure"}
+	return driver.NewDeleteError("azure", len(keys), failed)
 }
 
 // deleteBatch deletes up to MaxBatch keys with one Blob Batch request.

@@ -114,10 +114,8 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -543,39 +541,18 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
 	}
-	var (
-		mu     sync.Mutex
-		failed []keyError
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, d.opts.Concurrency)
-	)
-	for _, k := range keys {
-		if ctx.Err() != nil {
-			break
+	failed := driver.DeleteEach(ctx, keys, d.opts.Concurrency, func(ctx context.Context, k string) error {
+		cctx, cancel := d.callCtx(ctx)
+		defer cancel()
+		if err := d.bkt.Object(k).Delete(cctx); err != nil && d.ErrorCode(err) != blob.CodeNotExist {
+			return err
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			cctx, cancel := d.callCtx(ctx)
-			defer cancel()
-			err := d.bkt.Object(k).Delete(cctx)
-			if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
-				mu.Lock()
-				failed = append(failed, keyError{k, err})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+		return nil
+	})
 	if len(failed) == 0 {
 		return ctx.Err()
 	}
-	return newDeleteError(len(keys), failed)
-}
-
-type keyError struct {
-	key string
-	err error
+	return driver.NewDeleteError("gcs", len(keys), failed)
 }
 
 // DeleteError reports the keys of a batch Delete that failed (see
@@ -584,15 +561,6 @@ type DeleteError = driver.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
 type KeyError = driver.KeyError
-
-func newDeleteError(total int, failed []keyError) *DeleteError {
-	e := &DeleteError{Total: total, Store: "gcs"}
-	for _, f := range failed {
-		e.Failed = append(e.Failed, KeyError{Key: f.key, Err: f.err})
-	}
-	slices.SortFunc(e.Failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
-	return e
-}
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {

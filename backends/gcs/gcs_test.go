@@ -19,6 +19,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func TestParseURL(t *testing.T) {
@@ -412,7 +413,7 @@ func TestListAndBatchDelete(t *testing.T) {
 
 func TestDeleteErrorNamesKeys(t *testing.T) {
 	boom := &googleapi.Error{Code: 503, Message: "slow down"}
-	e := newDeleteError(10, []keyError{{"k2", boom}, {"k1", context.DeadlineExceeded}})
+	e := driver.NewDeleteError("gcs", 10, []KeyError{{Key: "k2", Err: boom}, {Key: "k1", Err: context.DeadlineExceeded}})
 	msg := e.Error()
 	if !strings.Contains(msg, `2 of 10`) || !strings.Contains(msg, `"k1"`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) {
 		t.Fatalf("message %q", msg)
@@ -421,7 +422,7 @@ func TestDeleteErrorNamesKeys(t *testing.T) {
 		t.Fatal("does not unwrap to the key errors")
 	}
 	d := &Driver{}
-	if c := d.ErrorCode(newDeleteError(1, []keyError{{"k", boom}})); c != blob.CodeTransient {
+	if c := d.ErrorCode(driver.NewDeleteError("gcs", 1, []KeyError{{Key: "k", Err: boom}})); c != blob.CodeTransient {
 		t.Fatalf("code %v", c)
 	}
 }
