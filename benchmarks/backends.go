@@ -171,7 +171,7 @@ func openBucket(ctx context.Context, be *Backend, dir string) (*blob.Bucket, str
 		if err != nil {
 			return nil, "", nil, err
 		}
-		b, err := local.Open(d, &local.Options{NoSync: be.NoSync})
+		b, err := local.New(d, &local.Options{NoSync: be.NoSync})
 		if err != nil {
 			os.RemoveAll(d)
 			return nil, "", nil, err

@@ -167,7 +167,7 @@ type redokitPeer struct {
 func (p *redokitPeer) close(ctx context.Context) error { return p.done(ctx) }
 
 func openRedokitPeer(ctx context.Context, dir string, lz bool) (peerLog, error) {
-	b, err := local.Open(dir, nil)
+	b, err := local.New(dir, nil)
 	if err != nil {
 		return nil, err
 	}

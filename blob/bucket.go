@@ -1,6 +1,8 @@
 package blob
 
 import (
+	"github.com/redokit/redokit/blob/driver"
+
 	"bytes"
 	"context"
 	"io"
@@ -22,7 +24,7 @@ type Bucket struct {
 
 // shared is the state every prefixed view of one driver has in common.
 type shared struct {
-	drv    Driver
+	drv    driver.Driver
 	closed atomic.Bool
 	once   sync.Once
 	err    error
@@ -30,7 +32,7 @@ type shared struct {
 }
 
 // NewBucket returns a Bucket over drv. The Bucket owns drv: Close closes it.
-func NewBucket(drv Driver) *Bucket {
+func NewBucket(drv driver.Driver) *Bucket {
 	return &Bucket{shared: &shared{drv: drv}}
 }
 
@@ -49,13 +51,10 @@ func (b *Bucket) Prefixed(prefix string) (*Bucket, error) {
 // Prefix returns the key prefix of this view ("" for the whole bucket).
 func (b *Bucket) Prefix() string { return b.prefix }
 
-// Driver returns the driver under b.
-func (b *Bucket) Driver() Driver { return b.shared.drv }
-
 // As sets i to the driver's native client when the driver supports that type
 // (see the driver's package doc); it reports whether it did.
 func (b *Bucket) As(i any) bool {
-	if a, ok := b.shared.drv.(Aser); ok && i != nil {
+	if a, ok := b.shared.drv.(driver.Aser); ok && i != nil {
 		return a.As(i)
 	}
 	return false
@@ -63,7 +62,7 @@ func (b *Bucket) As(i any) bool {
 
 // CanAppend reports whether the driver has the Appender capability.
 func (b *Bucket) CanAppend() bool {
-	_, ok := b.shared.drv.(Appender)
+	_, ok := b.shared.drv.(driver.Appender)
 	return ok
 }
 
@@ -113,7 +112,7 @@ func (b *Bucket) PutReader(ctx context.Context, key string, r io.Reader, size in
 		return Attrs{}, errorf("put", key, CodeInvalidArgument, "IfNotExist and IfMatch are exclusive")
 	}
 	if o.BeforeCommit != nil {
-		if st, ok := b.shared.drv.(Stager); !ok || !st.StagesPuts() {
+		if st, ok := b.shared.drv.(driver.Stager); !ok || !st.StagesPuts() {
 			if err := o.BeforeCommit(ctx); err != nil {
 				return Attrs{}, err
 			}
@@ -273,7 +272,7 @@ func (b *Bucket) ListPage(ctx context.Context, prefix string, opts ListOptions) 
 // of DefaultPageSize as it goes. It stops at the first error, yielding it.
 // It yields every object that exists throughout the iteration, and may yield
 // keys that are not valid keys, which the caller must report, not skip (see
-// ListPage and Driver.List).
+// ListPage and driver.Driver.List).
 func (b *Bucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
 	return b.ListFrom(ctx, prefix, "")
 }
@@ -335,7 +334,7 @@ func (b *Bucket) OpenAppend(ctx context.Context, key string) (AppendFile, error)
 	if err != nil {
 		return nil, err
 	}
-	ap, ok := b.shared.drv.(Appender)
+	ap, ok := b.shared.drv.(driver.Appender)
 	if !ok {
 		return nil, &Error{Op: "append", Key: key, Code: CodeNotSupported, Err: ErrNotSupported}
 	}
@@ -397,12 +396,12 @@ type counters struct {
 // Stats counts the driver requests a Bucket (and every view sharing its
 // driver) has made. Tests hold request budgets with it; benchmarks report it.
 type Stats struct {
-	Puts         int64 // Driver.Put calls
-	Reads        int64 // Driver.NewRangeReader calls
-	Stats        int64 // Driver.Stat calls
-	Lists        int64 // Driver.List calls (pages)
-	Deletes      int64 // Driver.Delete calls (batches)
-	DeletedKeys  int64 // keys passed to Driver.Delete
+	Puts         int64 // driver.Driver.Put calls
+	Reads        int64 // driver.Driver.NewRangeReader calls
+	Stats        int64 // driver.Driver.Stat calls
+	Lists        int64 // driver.Driver.List calls (pages)
+	Deletes      int64 // driver.Driver.Delete calls (batches)
+	DeletedKeys  int64 // keys passed to driver.Driver.Delete
 	AppendOpens  int64 // Appender.OpenAppend calls
 	Syncs        int64 // AppendFile.Sync calls
 	BytesWritten int64

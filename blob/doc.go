@@ -1,5 +1,6 @@
 // Package blob is redokit's storage abstraction: a concrete, portable
-// [Bucket] type over a narrow [Driver] interface that each backend implements.
+// [Bucket] type over the narrow driver.Driver interface that each backend
+// implements (package blob/driver holds what only driver authors need).
 //
 // The split follows gocloud.dev/blob and database/sql. A driver only moves
 // bytes: whole-object puts (optionally conditional), ranged reads, stat,
@@ -23,9 +24,9 @@
 //     request counters ([Bucket.Stats]) used to hold request budgets.
 //
 // Optional capabilities are separate interfaces found by type assertion, as in
-// gocloud: a driver that implements [Appender] lets the redo writer append to
-// an open object and sync it (the local file system does); [Bucket.CanAppend]
-// reports it.
+// gocloud: a driver that implements driver.Appender lets the redo writer
+// append to an open object and sync it (the local file system does);
+// [Bucket.CanAppend] reports it.
 //
 // Backends register a URL scheme with [Register] from their init function, and
 // [Open] opens a bucket from a URL such as "file:///var/redo" or

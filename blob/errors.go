@@ -5,50 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/redokit/redokit/blob/driver"
 )
 
-// Code classifies a driver error. Drivers map their native errors to a Code in
-// [Driver.ErrorCode]; Bucket turns the code into a sentinel match.
-type Code int
+// Code is a driver's classification of an error, carried by every *Error.
+// It is the driver package's type because drivers produce it and callers
+// read it: an alias, not a copy, so that a code passes from a driver to a
+// caller unconverted and the constants below are the drivers' own.
+type Code = driver.Code
 
-// The closed set of error codes.
+// The closed set of error codes (see the driver package).
 const (
-	CodeUnknown            Code = iota // anything else; not retried by callers
-	CodeNotExist                       // the object (or bucket) does not exist
-	CodePreconditionFailed             // a conditional write lost: if-not-exists on an existing key, or if-match on a changed ETag
-	CodeInvalidArgument                // the request was malformed (a bad range, an invalid option)
-	CodePermissionDenied               // credentials lack the permission
-	CodeNotSupported                   // the driver cannot do this (for example a conditional write the server ignores)
-	CodeTransient                      // throttling, 5xx, a reset connection: worth retrying
-	CodeCanceled                       // the context was canceled
-	CodeDeadlineExceeded               // the context's deadline passed
+	CodeUnknown            = driver.CodeUnknown
+	CodeNotExist           = driver.CodeNotExist
+	CodePreconditionFailed = driver.CodePreconditionFailed
+	CodeInvalidArgument    = driver.CodeInvalidArgument
+	CodePermissionDenied   = driver.CodePermissionDenied
+	CodeNotSupported       = driver.CodeNotSupported
+	CodeTransient          = driver.CodeTransient
+	CodeCanceled           = driver.CodeCanceled
+	CodeDeadlineExceeded   = driver.CodeDeadlineExceeded
 )
-
-var codeNames = [...]string{"unknown", "not exist", "precondition failed", "invalid argument", "permission denied", "not supported", "transient", "canceled", "deadline exceeded"}
-
-func (c Code) String() string {
-	if c >= 0 && int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return "code(" + strconv.Itoa(int(c)) + ")"
-}
 
 // Sentinel errors. Match them with errors.Is on any error a Bucket returns.
+// The sentinels of the codes are the driver package's values, so that a
+// driver's error wrapping one matches here without conversion.
 var (
-	ErrNotExist           = errors.New("blob: object does not exist")
-	ErrPreconditionFailed = errors.New("blob: precondition failed")
+	ErrNotExist           = driver.ErrNotExist
+	ErrPreconditionFailed = driver.ErrPreconditionFailed
 	ErrInvalidKey         = errors.New("blob: invalid key")
-	ErrInvalidArgument    = errors.New("blob: invalid argument")
+	ErrInvalidArgument    = driver.ErrInvalidArgument
 	ErrClosed             = errors.New("blob: bucket is closed")
-	ErrNotSupported       = errors.New("blob: operation not supported by this backend")
-	ErrPermissionDenied   = errors.New("blob: permission denied")
-	ErrTransient          = errors.New("blob: transient failure")
+	ErrNotSupported       = driver.ErrNotSupported
+	ErrPermissionDenied   = driver.ErrPermissionDenied
+	ErrTransient          = driver.ErrTransient
 	// ErrFenced reports that a writer's epoch is no longer current: another
 	// process has taken over its writer ID, and this one must stop writing.
 	ErrFenced = errors.New("blob: writer fenced by a newer epoch")
 )
 
-func (c Code) sentinel() error {
+func sentinel(c Code) error {
 	switch c {
 	case CodeNotExist:
 		return ErrNotExist
@@ -99,7 +96,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is the sentinel for e's Code.
 func (e *Error) Is(target error) bool {
-	s := e.Code.sentinel()
+	s := sentinel(e.Code)
 	return s != nil && s == target
 }
 
@@ -143,7 +140,7 @@ func IsTransient(err error) bool { return CodeOf(err) == CodeTransient }
 
 // wrap turns a driver error into an *Error. Errors that are already *Error
 // (from a nested Bucket) keep their code; context errors keep theirs.
-func wrap(d Driver, op, key string, err error) error {
+func wrap(d driver.Driver, op, key string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 // are how redokit coordinates without locks.
 func ExampleBucket() {
 	ctx := context.Background()
-	b := mem.New() // or blob.Open(ctx, "s3://bucket/prefix"), local.Open(dir, nil), …
+	b := mem.New() // or blob.Open(ctx, "s3://bucket/prefix"), local.New(dir, nil), …
 	defer b.Close()
 
 	_, _ = b.Put(ctx, "logs/a", []byte("one"), &blob.PutOptions{IfNotExist: true})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func TestParseSize(t *testing.T) {
@@ -25,14 +26,14 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestExactReader(t *testing.T) {
-	got, err := io.ReadAll(blob.ExactReader(bytes.NewReader([]byte("hello")), 5))
+	got, err := io.ReadAll(driver.ExactReader(bytes.NewReader([]byte("hello")), 5))
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("exact: %q %v", got, err)
 	}
-	if _, err := io.ReadAll(blob.ExactReader(bytes.NewReader([]byte("hell")), 5)); !errors.Is(err, blob.ErrInvalidArgument) {
+	if _, err := io.ReadAll(driver.ExactReader(bytes.NewReader([]byte("hell")), 5)); !errors.Is(err, blob.ErrInvalidArgument) {
 		t.Fatalf("short: %v", err)
 	}
-	if _, err := io.ReadAll(blob.ExactReader(bytes.NewReader([]byte("hello!")), 5)); !errors.Is(err, blob.ErrInvalidArgument) {
+	if _, err := io.ReadAll(driver.ExactReader(bytes.NewReader([]byte("hello!")), 5)); !errors.Is(err, blob.ErrInvalidArgument) {
 		t.Fatalf("long: %v", err)
 	}
 }

@@ -13,9 +13,9 @@ func (s *suite) append(t T) {
 		e := s.bucket(t)
 		switch got := e.b.CanAppend(); {
 		case got && !s.h.Append:
-			t.Errorf("the driver implements blob.Appender but Harness.Append is false: declare it, so that appends are tested")
+			t.Errorf("the driver implements driver.Appender but Harness.Append is false: declare it, so that appends are tested")
 		case !got && s.h.Append:
-			t.Errorf("Harness.Append is true but the driver does not implement blob.Appender")
+			t.Errorf("Harness.Append is true but the driver does not implement driver.Appender")
 		case !got:
 			_, err := e.b.OpenAppend(t.Context(), "append/x")
 			wantErr(t, err, blob.ErrNotSupported, "OpenAppend without the Appender capability")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // appendMem is mem.Driver with a healthy Appender, so that the Append
@@ -17,7 +18,7 @@ import (
 // local file is.
 type appendMem struct{ *mem.Driver }
 
-var _ blob.Appender = appendMem{}
+var _ driver.Appender = appendMem{}
 
 func (d appendMem) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
 	if err := ctx.Err(); err != nil {

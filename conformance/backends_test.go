@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redokit/redokit/backends/gocloud"
+	_ "github.com/redokit/redokit/backends/gocloud" // "gocloud+mem"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
@@ -19,7 +19,7 @@ import (
 func TestLocal(t *testing.T) {
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return local.Open(t.TempDir(), nil)
+			return local.New(t.TempDir(), nil)
 		},
 		Append:            true,
 		ConditionalWrites: true,
@@ -27,11 +27,11 @@ func TestLocal(t *testing.T) {
 }
 
 // TestGocloudMem certifies the gocloud adapter over gocloud's memblob, which
-// OpenURL gives compare-and-swap (see gocloud.Options.LocalCAS).
+// "gocloud+mem" gives compare-and-swap (see gocloud.Options.LocalCAS).
 func TestGocloudMem(t *testing.T) {
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return gocloud.OpenURL(ctx, "mem://")
+			return blob.Open(ctx, "gocloud+mem://")
 		},
 		ConditionalWrites: true,
 	})

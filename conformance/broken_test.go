@@ -17,6 +17,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Each broken driver is mem.Driver (or appendMem) with one rule of the blob
@@ -292,7 +293,7 @@ func (d reopenTruncates) OpenAppend(ctx context.Context, key string) (blob.Appen
 type brokenCase struct {
 	name     string
 	append   bool
-	driver   func() blob.Driver
+	driver   func() driver.Driver
 	mustFail []string // under both Plain and Prefixed
 	mustPass []string // under both: the bug is not blamed on unrelated rules
 	timeout  time.Duration
@@ -301,7 +302,7 @@ type brokenCase struct {
 var brokenCases = []brokenCase{
 	{
 		name:   "NonAtomicPut",
-		driver: func() blob.Driver { return nonAtomicPut{mem.NewDriver()} },
+		driver: func() driver.Driver { return nonAtomicPut{mem.NewDriver()} },
 		mustFail: []string{
 			"Atomic/InvisibleWhileWritingNew", "Atomic/InvisibleWhileWritingOverwrite",
 			"Atomic/CanceledNew", "Atomic/CanceledOverwrite",
@@ -311,106 +312,106 @@ var brokenCases = []brokenCase{
 	},
 	{
 		name:     "UnmappedNotFound",
-		driver:   func() blob.Driver { return unmappedNotFound{mem.NewDriver()} },
+		driver:   func() driver.Driver { return unmappedNotFound{mem.NewDriver()} },
 		mustFail: []string{"NotExist", "Delete/ReadAfterDelete", "CompareAndSwap/MissingKey"},
 		mustPass: []string{"RoundTrip", "ListOrder", "ConditionalCreate"},
 	},
 	{
 		name:     "WalkOrderList",
-		driver:   func() blob.Driver { return walkOrderList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return walkOrderList{mem.NewDriver()} },
 		mustFail: []string{"ListOrder"},
 		mustPass: []string{"RoundTrip", "RangedRead", "ListStartAfter"},
 	},
 	{
 		name:     "DroppingPages",
-		driver:   func() blob.Driver { return droppingPages{mem.NewDriver()} },
+		driver:   func() driver.Driver { return droppingPages{mem.NewDriver()} },
 		mustFail: []string{"ListPages", "ListStartAfter", "ListWhilePaging"},
 		mustPass: []string{"RoundTrip", "Keys"},
 	},
 	{
 		name:     "PrefixAsDirectory",
-		driver:   func() blob.Driver { return prefixAsDirectory{mem.NewDriver()} },
+		driver:   func() driver.Driver { return prefixAsDirectory{mem.NewDriver()} },
 		mustFail: []string{"ListPrefix"},
 		mustPass: []string{"RoundTrip", "ListOrder", "ListPages"},
 	},
 	{
 		name:     "ListPastPrefix",
-		driver:   func() blob.Driver { return listPastPrefix{mem.NewDriver()} },
+		driver:   func() driver.Driver { return listPastPrefix{mem.NewDriver()} },
 		mustFail: []string{"ListPrefix", "ListPages"},
 		mustPass: []string{"RangedRead", "NotExist", "ConditionalCreate"},
 	},
 	{
 		name:     "DeleteMissingFails",
-		driver:   func() blob.Driver { return deleteMissingFails{mem.NewDriver()} },
+		driver:   func() driver.Driver { return deleteMissingFails{mem.NewDriver()} },
 		mustFail: []string{"Delete/Missing", "Delete/Twice", "Delete/MixedBatch"},
 		mustPass: []string{"RoundTrip", "BatchDelete"},
 	},
 	{
 		name:     "IgnoredIfNotExist",
-		driver:   func() blob.Driver { return ignoredIfNotExist{mem.NewDriver()} },
+		driver:   func() driver.Driver { return ignoredIfNotExist{mem.NewDriver()} },
 		mustFail: []string{"ConditionalCreate/Sequential", "ConditionalCreate/Race"},
 		mustPass: []string{"RoundTrip", "CompareAndSwap"},
 	},
 	{
 		name:     "OffByOneRange",
-		driver:   func() blob.Driver { return offByOneRange{mem.NewDriver()} },
+		driver:   func() driver.Driver { return offByOneRange{mem.NewDriver()} },
 		mustFail: []string{"RangedRead/Middle", "RangedRead/Head", "RangedRead/Reader"},
 		mustPass: []string{"RoundTrip", "RangedRead/OffsetToEnd", "RangedRead/LengthPastEnd"},
 	},
 	{
 		name:     "SizeETag",
-		driver:   func() blob.Driver { return sizeETag{mem.NewDriver(), new(sync.Mutex)} },
+		driver:   func() driver.Driver { return sizeETag{mem.NewDriver(), new(sync.Mutex)} },
 		mustFail: []string{"CompareAndSwap/Sequence"},
 		mustPass: []string{"RoundTrip", "ConditionalCreate"},
 	},
 	{
 		name:     "IgnoresContext",
-		driver:   func() blob.Driver { return ignoresContext{mem.NewDriver()} },
+		driver:   func() driver.Driver { return ignoresContext{mem.NewDriver()} },
 		mustFail: []string{"Context/DeadlineExceeded", "Context/Canceled", "Atomic/CanceledNew"},
 		mustPass: []string{"RoundTrip", "Atomic/InvisibleWhileWritingNew"},
 	},
 	{
 		name:     "SealOverwrites",
 		append:   true,
-		driver:   func() blob.Driver { return sealOverwrites{appendMem{mem.NewDriver()}} },
+		driver:   func() driver.Driver { return sealOverwrites{appendMem{mem.NewDriver()}} },
 		mustFail: []string{"Append/SealOntoExisting"},
 		mustPass: []string{"Append/Seal", "Append/Reopen"},
 	},
 	{
 		name:     "ReopenTruncates",
 		append:   true,
-		driver:   func() blob.Driver { return reopenTruncates{appendMem{mem.NewDriver()}} },
+		driver:   func() driver.Driver { return reopenTruncates{appendMem{mem.NewDriver()}} },
 		mustFail: []string{"Append/Reopen"},
 		mustPass: []string{"Append/Seal", "Append/WriteSyncRead"},
 	},
 	{
 		name:     "LateCommitHook",
-		driver:   func() blob.Driver { return lateCommitHook{mem.NewDriver()} },
+		driver:   func() driver.Driver { return lateCommitHook{mem.NewDriver()} },
 		mustFail: []string{"BeforeCommit/InvisibleNew", "BeforeCommit/InvisibleOverwrite", "BeforeCommit/AbandonNew", "BeforeCommit/AbandonOverwrite"},
 		mustPass: []string{"RoundTrip", "Atomic", "CompareAndSwap"},
 	},
 	{
 		name:     "LikeList",
-		driver:   func() blob.Driver { return likeList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return likeList{mem.NewDriver()} },
 		mustFail: []string{"ListLiteralPrefix"},
 		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListWhileChanging"},
 	},
 	{
 		name:     "CaseFoldList",
-		driver:   func() blob.Driver { return caseFoldList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return caseFoldList{mem.NewDriver()} },
 		mustFail: []string{"ListLiteralPrefix"},
 		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListWhileChanging"},
 	},
 	{
 		name:     "SealRaceList",
 		append:   true,
-		driver:   func() blob.Driver { return newSealRaceList() },
+		driver:   func() driver.Driver { return newSealRaceList() },
 		mustFail: []string{"ListWhileChanging/Seal"},
 		mustPass: []string{"RoundTrip", "ListOrder", "ListPages", "ListLiteralPrefix", "Append/Seal"},
 	},
 	{
 		name:     "HangingList",
-		driver:   func() blob.Driver { return hangingList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return hangingList{mem.NewDriver()} },
 		timeout:  10 * time.Second,
 		mustFail: []string{"ListPages"},
 		mustPass: []string{"RoundTrip", "RangedRead", "ConditionalCreate", "ListOrder", "ListStartAfter"},
@@ -418,7 +419,7 @@ var brokenCases = []brokenCase{
 	{
 		// A correct driver that its harness does not declare appendable.
 		name:     "UndeclaredAppender",
-		driver:   func() blob.Driver { return appendMem{mem.NewDriver()} },
+		driver:   func() driver.Driver { return appendMem{mem.NewDriver()} },
 		mustFail: []string{"Append/Capability"},
 		mustPass: []string{"RoundTrip"},
 	},
@@ -476,11 +477,11 @@ func TestConditionalWritesUndeclared(t *testing.T) {
 	reason := "this store ignores If-None-Match"
 	for _, c := range []struct {
 		name   string
-		driver func() blob.Driver
+		driver func() driver.Driver
 		fail   bool
 	}{
-		{"Refusing", func() blob.Driver { return refusesConditions{mem.NewDriver()} }, false},
-		{"Ignoring", func() blob.Driver { return ignoredIfNotExist{mem.NewDriver()} }, true},
+		{"Refusing", func() driver.Driver { return refusesConditions{mem.NewDriver()} }, false},
+		{"Ignoring", func() driver.Driver { return ignoredIfNotExist{mem.NewDriver()} }, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := small(Harness{
@@ -598,7 +599,7 @@ func TestListSettle(t *testing.T) {
 
 // filterList lists the keys of inner that match opts.Prefix by match, as a
 // driver that filters a whole listing itself does, paged by last key.
-func filterList(ctx context.Context, inner blob.Driver, opts blob.ListOptions, match func(key, prefix string) bool) (blob.ListPage, error) {
+func filterList(ctx context.Context, inner driver.Driver, opts blob.ListOptions, match func(key, prefix string) bool) (blob.ListPage, error) {
 	var all []blob.Attrs
 	in := blob.ListOptions{PageSize: blob.DefaultPageSize}
 	for {

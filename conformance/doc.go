@@ -1,6 +1,6 @@
 // Package conformance is the test suite a redokit storage backend must pass
 // before it holds a redo log. It proves, through the portable [blob.Bucket],
-// that a [blob.Driver] keeps the blob contract the redo writer, reader and GC
+// that a [driver.Driver] keeps the blob contract the redo writer, reader and GC
 // rely on. Backend authors import it from a test:
 //
 //	func TestConformance(t *testing.T) {
@@ -76,7 +76,7 @@
 //	                   the content does; 16 racers on one ETag: exactly one winner
 //	BeforeCommit       PutOptions.BeforeCommit runs once, while a read of the key still shows
 //	                   the old object or nothing; its error abandons the put, leaving the key
-//	                   as it was (a blob.Stager calls it itself, between staging and commit)
+//	                   as it was (a driver.Stager calls it itself, between staging and commit)
 //	Context            an expired or canceled context fails every operation with an error
 //	                   matching context.DeadlineExceeded or context.Canceled, changing nothing
 //	Closed             every operation after Close fails with ErrClosed; Close is idempotent
@@ -92,7 +92,7 @@
 //
 // A harness declares what its driver can do instead of skipping inside the
 // driver. Append must match the driver exactly (the suite fails if a driver
-// implements [blob.Appender] undeclared, or declares it without implementing
+// implements [driver.Appender] undeclared, or declares it without implementing
 // it). A backend without atomic conditional writes sets ConditionalWrites to
 // false and says why in ConditionalWritesReason: the conditional subtests are
 // then skipped with that reason, and the suite instead checks that conditional

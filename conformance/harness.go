@@ -59,7 +59,7 @@ type Harness struct {
 	// fresh Prefixed view of it.
 	MakeBucket func(ctx context.Context, t TB) (*blob.Bucket, error)
 
-	// Append declares that the driver implements blob.Appender. It must
+	// Append declares that the driver implements driver.Appender. It must
 	// match the driver: the Append subtests check the capability and, when
 	// declared, what it guarantees.
 	Append bool

@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/internal/layout"
 )
 
@@ -25,7 +26,7 @@ var errLost = errors.New("test: connection reset after the request was sent")
 // lying stores the puts that lose matches and then reports a failure, as a
 // put whose answer was lost does. The rest passes through.
 type lying struct {
-	blob.Driver
+	driver.Driver
 	mu   sync.Mutex
 	lose func(key string, opts blob.PutOptions) bool
 	lost int
@@ -63,7 +64,7 @@ func creates(key string, opts blob.PutOptions) bool     { return opts.IfNotExist
 // staleReads serves, for every key that was overwritten, the version before
 // the last overwrite (body and ETag): a store whose reads lag its writes.
 type staleReads struct {
-	blob.Driver
+	driver.Driver
 	mu   sync.Mutex
 	prev map[string]staleObject
 }
@@ -73,7 +74,7 @@ type staleObject struct {
 	attrs blob.Attrs
 }
 
-func newStaleReads(d blob.Driver) *staleReads {
+func newStaleReads(d driver.Driver) *staleReads {
 	return &staleReads{Driver: d, prev: map[string]staleObject{}}
 }
 
@@ -344,7 +345,7 @@ func TestAcquireStaleReadsEnds(t *testing.T) {
 // overwriting overwrites key with data (once) when it is read, between the
 // Stat and the read of a reader that does both: a concurrent writer.
 type overwriting struct {
-	blob.Driver
+	driver.Driver
 	key  string
 	data []byte
 	done atomic.Bool
@@ -676,7 +677,7 @@ func TestFormatExamples(t *testing.T) {
 // that one on: a request still in flight after its caller gave up on it,
 // landing between the caller's re-read and its next write.
 type delayed struct {
-	blob.Driver
+	driver.Driver
 	mu   sync.Mutex
 	n    int
 	held []byte

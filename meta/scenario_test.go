@@ -269,7 +269,7 @@ func backends() map[string]func(t testing.TB) *blob.Bucket {
 			return b
 		},
 		"local": func(t testing.TB) *blob.Bucket {
-			b, err := local.Open(t.TempDir(), nil)
+			b, err := local.New(t.TempDir(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

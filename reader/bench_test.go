@@ -142,7 +142,7 @@ func buildBenchLog(tb testing.TB) *benchLog {
 				return err
 			}
 			bench.dir = dir
-			b, err := local.Open(dir, &local.Options{NoSync: true})
+			b, err := local.New(dir, &local.Options{NoSync: true})
 			if err != nil {
 				return err
 			}

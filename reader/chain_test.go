@@ -12,6 +12,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
@@ -192,7 +193,7 @@ func TestReadAfterGC(t *testing.T) {
 
 // hookDriver runs a hook before each ranged read.
 type hookDriver struct {
-	blob.Driver
+	driver.Driver
 	before func(key string, off, n int64)
 }
 

@@ -236,7 +236,7 @@ func newMem(t testing.TB) *blob.Bucket {
 }
 
 func newLocal(t testing.TB) *blob.Bucket {
-	b, err := local.Open(t.TempDir(), &local.Options{NoSync: true})
+	b, err := local.New(t.TempDir(), &local.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-// appendStore is the local path (a backend that can append, blob.Appender).
+// appendStore is the local path (a backend that can append, driver.Appender).
 //
 // Frames are appended to the active segment (act). A segment is synced when
 // it is rotated out, but sealed only after the progress that covers all of

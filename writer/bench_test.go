@@ -121,7 +121,7 @@ func BenchmarkWriterLocal(b *testing.B) {
 func benchWriter(b *testing.B, rows []codec.Event, c Compression, producers int) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	bk, err := local.Open(dir, nil)
+	bk, err := local.New(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func BenchmarkFlushLatency(b *testing.B) {
 	for _, c := range []Compression{CompressionLZ4, CompressionNone} {
 		b.Run(string(c)+"-100krows", func(b *testing.B) {
 			ctx := context.Background()
-			bk, err := local.Open(b.TempDir(), nil)
+			bk, err := local.New(b.TempDir(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -195,7 +196,7 @@ func TestChainLocal(t *testing.T) {
 // progress names its end, whatever order the uploads landed in.
 func TestChainObject(t *testing.T) {
 	ctx := context.Background()
-	b := blob.NewBucket(newLostAnswer(memBucket().Driver(), 3))
+	b := blob.NewBucket(newLostAnswer(mem.NewDriver(), 3))
 	o := testOptions("w")
 	o.MaxSegmentBytes = 4 << 10
 	o.BlockSize = 1 << 10
@@ -370,7 +371,7 @@ func TestChainSeqReusedAfterDroppedSegment(t *testing.T) {
 // heldFirst holds the put of the first segment object of the log until gate
 // is closed, and reports every other segment object it stores on done.
 type heldFirst struct {
-	blob.Driver
+	driver.Driver
 	gate <-chan struct{}
 	done chan string
 }

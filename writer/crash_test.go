@@ -127,7 +127,7 @@ func TestWriterCrashChild(t *testing.T) {
 // prints the final flushed ts and "DONE".
 func crashChild(mode, dir string, seed uint64) error {
 	ctx := context.Background()
-	b, err := local.Open(dir, nil)
+	b, err := local.New(dir, nil)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@
 // Durability depends on the backend; the rest of the writer (the pipeline,
 // the chain, retries, publication, fencing) is the same for both:
 //
-//   - one that can append (blob.Appender: local disk) keeps one active
+//   - one that can append (driver.Appender: local disk) keeps one active
 //     segment, <epoch>-<seq>.active, appends each flush's blocks to it and
 //     fdatasyncs it (SyncEveryFlush); it is sealed — footer, fsync, rename to
 //     its sealed name, directory fsync — when the next block would take it

@@ -11,7 +11,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	bucket := mem.New() // or local.Open(dir, nil) for appendable segments on disk
+	bucket := mem.New() // or local.New(dir, nil) for appendable segments on disk
 	w, err := writer.Open(ctx, bucket, &writer.Options{LogID: "changefeed-1", WriterID: "capture-1"})
 	if err != nil {
 		panic(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
@@ -75,11 +76,11 @@ func checkIDs(t *testing.T, gs []got, from, to uint64) {
 // lostAnswer stores the first n segment puts and then reports failure, as a
 // put whose response was lost does. Puts may run concurrently.
 type lostAnswer struct {
-	blob.Driver
+	driver.Driver
 	fail atomic.Int32
 }
 
-func newLostAnswer(d blob.Driver, n int32) *lostAnswer {
+func newLostAnswer(d driver.Driver, n int32) *lostAnswer {
 	l := &lostAnswer{Driver: d}
 	l.fail.Store(n)
 	return l

@@ -48,7 +48,7 @@ func faultyLocal(t testing.TB, dir string) (*blobtest.Faulty, *blob.Bucket) {
 
 func localBucket(t testing.TB, dir string) *blob.Bucket {
 	t.Helper()
-	b, err := local.Open(dir, &local.Options{CreateDir: true})
+	b, err := local.New(dir, &local.Options{CreateDir: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 )
@@ -25,7 +26,7 @@ import (
 // answer was lost, as a timeout, a reset connection or (on local disk) a
 // failed directory fsync after the rename leaves it.
 type lostProgress struct {
-	blob.Driver
+	driver.Driver
 	mu    sync.Mutex
 	which map[int]bool // 1-based numbers of the progress puts to lose
 	n     int
@@ -49,7 +50,7 @@ func (l *lostProgress) Put(ctx context.Context, key string, r io.Reader, size in
 
 // StagesPuts answers for the wrapped driver: BeforeCommit passes through.
 func (l *lostProgress) StagesPuts() bool {
-	st, ok := l.Driver.(blob.Stager)
+	st, ok := l.Driver.(driver.Stager)
 	return ok && st.StagesPuts()
 }
 
@@ -57,7 +58,7 @@ func (l *lostProgress) StagesPuts() bool {
 type lostProgressAppender struct{ *lostProgress }
 
 func (l lostProgressAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
-	return l.Driver.(blob.Appender).OpenAppend(ctx, key)
+	return l.Driver.(driver.Appender).OpenAppend(ctx, key)
 }
 
 // TestLostProgressAnswer loses the answers of progress puts that were
@@ -72,7 +73,7 @@ func TestLostProgressAnswer(t *testing.T) {
 		for _, rereadFails := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/reread-fails=%v", backend, rereadFails), func(t *testing.T) {
 				ctx := context.Background()
-				var inner blob.Driver
+				var inner driver.Driver
 				if backend == "mem" {
 					inner = mem.NewDriver()
 				} else {
@@ -83,8 +84,8 @@ func TestLostProgressAnswer(t *testing.T) {
 					inner = d
 				}
 				lp := &lostProgress{Driver: inner, which: map[int]bool{1: true, 3: true}}
-				var drv blob.Driver = lp
-				if _, ok := inner.(blob.Appender); ok {
+				var drv driver.Driver = lp
+				if _, ok := inner.(driver.Appender); ok {
 					drv = lostProgressAppender{lp}
 				}
 				f := blobtest.NewFaulty(drv)
@@ -158,7 +159,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 	for _, backend := range []string{"mem", "local"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
-			var inner blob.Driver
+			var inner driver.Driver
 			if backend == "mem" {
 				inner = mem.NewDriver()
 			} else {
@@ -169,8 +170,8 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 				inner = d
 			}
 			lp := &lostProgress{Driver: inner, which: map[int]bool{2: true}}
-			var drv blob.Driver = lp
-			if _, ok := inner.(blob.Appender); ok {
+			var drv driver.Driver = lp
+			if _, ok := inner.(driver.Appender); ok {
 				drv = lostProgressAppender{lp}
 			}
 			f := blobtest.NewFaulty(drv)
@@ -221,7 +222,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 // seed: conditional puts fail before storing or store and lose their
 // answer, stats and reads fail. Other calls pass through.
 type chaosState struct {
-	blob.Driver
+	driver.Driver
 	mu             sync.Mutex
 	r              *rand.Rand
 	lost, refused  int
@@ -285,14 +286,14 @@ func (c *chaosState) ErrorCode(err error) blob.Code {
 }
 
 func (c *chaosState) StagesPuts() bool {
-	st, ok := c.Driver.(blob.Stager)
+	st, ok := c.Driver.(driver.Stager)
 	return ok && st.StagesPuts()
 }
 
 type chaosStateAppender struct{ *chaosState }
 
 func (c chaosStateAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
-	return c.Driver.(blob.Appender).OpenAppend(ctx, key)
+	return c.Driver.(driver.Appender).OpenAppend(ctx, key)
 }
 
 // lostAnswerSchedules is how many randomized schedules
@@ -335,7 +336,7 @@ func TestLostProgressSchedules(t *testing.T) {
 
 func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 	ctx := context.Background()
-	var inner blob.Driver
+	var inner driver.Driver
 	if backend == "mem" {
 		inner = mem.NewDriver()
 	} else {
@@ -346,8 +347,8 @@ func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 		inner = d
 	}
 	c := &chaosState{Driver: inner, r: rand.New(rand.NewPCG(seed, 12)), pLost: 0.3, pRefuse: 0.1, pStat: 0.15, pRead: 0.1}
-	var drv blob.Driver = c
-	if _, ok := inner.(blob.Appender); ok {
+	var drv driver.Driver = c
+	if _, ok := inner.(driver.Appender); ok {
 		drv = chaosStateAppender{c}
 	}
 	f := blobtest.NewFaulty(drv)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/layout"
 )
@@ -19,7 +20,7 @@ import (
 // requests in parallel add up, as on S3, GCS or Azure (unlike an emulator
 // bound by the host's CPU).
 type wanDriver struct {
-	blob.Driver
+	driver.Driver
 	rtt       time.Duration
 	bandwidth float64 // bytes per second, per request
 }

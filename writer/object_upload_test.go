@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
@@ -331,7 +332,7 @@ func TestObjectFlushOrder(t *testing.T) {
 
 // concurrency counts the segment puts under way at once.
 type concurrency struct {
-	blob.Driver
+	driver.Driver
 	delay     time.Duration
 	now, peak atomic.Int32
 }
@@ -486,7 +487,7 @@ func TestMaxUploadsOption(t *testing.T) {
 // little before it returns, as a driver tearing down a connection does, so
 // that a writer that did not wait for it would be seen.
 type countingPuts struct {
-	blob.Driver
+	driver.Driver
 	inflight atomic.Int32
 }
 

@@ -144,6 +144,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults and limits of Options.
@@ -190,7 +191,7 @@ type Options struct {
 	// instead of Blob Batch requests (for servers without the batch API).
 	NoBatchDelete bool
 	// Secrets are strings (an account key, a SAS token) that must never
-	// appear in an error message; Open fills it. A SAS in the client's URL
+	// appear in an error message; blob.Open fills it. A SAS in the client's URL
 	// is found by the driver itself.
 	Secrets []string
 }
@@ -233,7 +234,7 @@ func (o *Options) withDefaults() (Options, error) {
 	return v, nil
 }
 
-// Driver is the Azure Blob blob.Driver.
+// Driver is the Azure Blob driver.Driver.
 type Driver struct {
 	client  *container.Client
 	opts    Options
@@ -243,8 +244,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over the container client. opts may be nil.
@@ -289,7 +290,7 @@ func NewDriver(client *container.Client, opts *Options) (*Driver, error) {
 	return d, nil
 }
 
-// As implements blob.Aser: **container.Client.
+// As implements driver.Aser: **container.Client.
 func (d *Driver) As(i any) bool {
 	if p, ok := i.(**container.Client); ok {
 		*p = d.client
@@ -313,7 +314,7 @@ func contentHeaders() *azblobblob.HTTPHeaders {
 	return &azblobblob.HTTPHeaders{BlobContentType: to.Ptr("application/octet-stream")}
 }
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -331,37 +332,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	putID := newPutID()
 	bb := d.client.NewBlockBlobClient(key)
 
-	var (
-		small []byte
-		rest  io.Reader
-	)
-	switch {
-	case size >= 0 && size < d.opts.PutThreshold:
-		small = make([]byte, size)
-		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, blob.ShortRead(err, size)
-		}
-		if err := blob.ExpectEOF(r, size); err != nil {
-			return blob.Attrs{}, err
-		}
-	case size < 0:
-		buf, err := io.ReadAll(io.LimitReader(r, d.opts.PutThreshold))
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		if int64(len(buf)) < d.opts.PutThreshold {
-			small = buf
-		} else {
-			rest = io.MultiReader(bytes.NewReader(buf), r)
-		}
-	default:
-		rest = blob.ExactReader(r, size)
+	small, rest, err := driver.SplitBody(r, size, d.opts.PutThreshold)
+	if err != nil {
+		return blob.Attrs{}, err
 	}
-
-	var (
-		a   blob.Attrs
-		err error
-	)
+	var a blob.Attrs
 	if small != nil {
 		a, err = d.putBlob(ctx, bb, small, cond, putID)
 	} else {
@@ -544,7 +519,7 @@ func (d *Driver) putBlocks(ctx context.Context, bb *blockblob.Client, r io.Reade
 	return blob.Attrs{Size: total, ETag: string(deref(resp.ETag)), ModTime: deref(resp.LastModified)}, nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if d.closed.Load() {
 		return nil, blob.ErrClosed
@@ -585,7 +560,7 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error { return r.d.fail(r.rc.Close()) }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -642,7 +617,7 @@ func decodeToken(tok string) (startAfter, marker string, err error) {
 	return "", "", bad
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if d.closed.Load() {
 		return blob.ListPage{}, blob.ErrClosed
@@ -698,7 +673,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
@@ -708,33 +683,21 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 			return err // before anything is deleted: `a\b` would delete "a/b"
 		}
 	}
-	var (
-		mu     sync.Mutex
-		failed []KeyError
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, d.opts.Concurrency)
-	)
-	report := func(errs []KeyError) {
-		mu.Lock()
-		failed = append(failed, errs...)
-		mu.Unlock()
-	}
+	var failed []KeyError
 	if d.opts.NoBatchDelete {
-		sem = make(chan struct{}, 4*d.opts.Concurrency)
-		for _, k := range keys {
-			if ctx.Err() != nil {
-				break
+		failed = driver.DeleteEach(ctx, keys, 4*d.opts.Concurrency, func(ctx context.Context, k string) error {
+			_, err := d.client.NewBlobClient(k).Delete(d.ctx(ctx), nil)
+			if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
+				return d.fail(err)
 			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				_, err := d.client.NewBlobClient(k).Delete(d.ctx(ctx), nil)
-				if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
-					report([]KeyError{{Key: k, Err: d.fail(err)}})
-				}
-			})
-		}
+			return nil
+		})
 	} else {
+		var (
+			mu  sync.Mutex
+			wg  sync.WaitGroup
+			sem = make(chan struct{}, d.opts.Concurrency)
+		)
 		for batch := range slices.Chunk(keys, MaxBatch) {
 			if ctx.Err() != nil {
 				break
@@ -742,16 +705,18 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				report(d.deleteBatch(ctx, batch))
+				errs := d.deleteBatch(ctx, batch)
+				mu.Lock()
+				failed = append(failed, errs...)
+				mu.Unlock()
 			})
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if len(failed) == 0 {
 		return ctx.Err()
 	}
-	slices.SortFunc(failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
-	return &DeleteError{Total: len(keys), Failed: failed, Store: "azure"}
+	return driver.NewDeleteError("azure", len(keys), failed)
 }
 
 // deleteBatch deletes up to MaxBatch keys with one Blob Batch request.
@@ -798,13 +763,13 @@ func (d *Driver) deleteBatch(ctx context.Context, keys []string) []KeyError {
 }
 
 // DeleteError reports the keys of a batch Delete that failed (see
-// blob.DeleteError).
-type DeleteError = blob.DeleteError
+// driver.DeleteError).
+type DeleteError = driver.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError = blob.KeyError
+type KeyError = driver.KeyError
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:
@@ -875,7 +840,7 @@ func isConnError(err error) bool {
 	return false
 }
 
-// Close implements blob.Driver. Azure clients hold no resources to release.
+// Close implements driver.Driver. Azure clients hold no resources to release.
 func (d *Driver) Close() error {
 	d.closed.Store(true)
 	return nil

@@ -666,7 +666,8 @@ func (r *cancelingReader) Read(p []byte) (int, error) {
 }
 
 func TestClosed(t *testing.T) {
-	b, _ := newBucket(t, nil)
+	d, _ := newDriver(t, nil)
+	b := blob.NewBucket(d)
 	ctx := context.Background()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -674,7 +675,6 @@ func TestClosed(t *testing.T) {
 	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
-	d := b.Driver().(*Driver)
 	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("driver stat after close: %v", err)
 	}

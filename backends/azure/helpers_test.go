@@ -112,14 +112,23 @@ func newContainerClient(t tb, endpoint, account, key string) (*container.Client,
 // newBucket returns a Bucket over a fresh Azurite container, with opts.
 func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
 	t.Helper()
+	d, ct := newDriver(t, opts)
+	b := blob.NewBucket(d)
+	t.Cleanup(func() { b.Close() })
+	return b, ct
+}
+
+// newDriver is newBucket's driver, for a test that calls it directly; the
+// caller closes it (or a Bucket over it).
+func newDriver(t testing.TB, opts *Options) (*Driver, *countingTransport) {
+	t.Helper()
 	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	c, ct := newContainerClient(t, endpoint, account, key)
-	b, err := New(c, opts)
+	d, err := NewDriver(c, opts)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	t.Cleanup(func() { b.Close() })
-	return b, ct
+	return d, ct
 }
 
 // pattern returns n deterministic bytes that differ per seed.

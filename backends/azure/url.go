@@ -18,9 +18,9 @@ import (
 // Scheme is the URL scheme this package registers.
 const Scheme = "azblob"
 
-func init() { blob.Register(Scheme, Open) }
+func init() { blob.Register(Scheme, openURL) }
 
-// The environment variables Open reads.
+// The environment variables openURL reads.
 const (
 	EnvAccount          = "AZURE_STORAGE_ACCOUNT"
 	EnvKey              = "AZURE_STORAGE_KEY"
@@ -30,10 +30,10 @@ const (
 
 var urlParams = []string{"endpoint", "put_threshold", "block_size", "concurrency", "try_timeout", "max_retries", "batch_delete"}
 
-// Open opens an "azblob://container/prefix?options" URL with credentials
+// openURL opens an "azblob://container/prefix?options" URL with credentials
 // from the environment (see the package doc). It is the Opener registered
 // for the "azblob" scheme.
-func Open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	cfg, err := parseURL(u, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func Open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	return p, nil
 }
 
-// creds are the account, credentials and endpoint Open found.
+// creds are the account, credentials and endpoint openURL found.
 type creds struct {
 	account  string
 	key      string // shared key, or

@@ -114,10 +114,8 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +126,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults of Options.
@@ -169,7 +168,7 @@ type Options struct {
 	// Backoff is the retry backoff. Default: 100 ms initial, doubling, at
 	// most 5 s, jittered by the library.
 	Backoff gax.Backoff
-	// OwnClient makes Close close the client. Open sets it; with New the
+	// OwnClient makes Close close the client. blob.Open sets it; with New the
 	// caller keeps ownership unless it sets it.
 	OwnClient bool
 }
@@ -215,7 +214,7 @@ func (o *Options) withDefaults() (Options, error) {
 	return v, nil
 }
 
-// Driver is the GCS blob.Driver.
+// Driver is the GCS driver.Driver.
 type Driver struct {
 	client *storage.Client
 	bkt    *storage.BucketHandle
@@ -225,8 +224,8 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over the GCS bucket named bucket, through client. opts
@@ -266,7 +265,7 @@ func NewDriver(client *storage.Client, bucket string, opts *Options) (*Driver, e
 	return &Driver{client: client, bkt: bkt, name: bucket, opts: o}, nil
 }
 
-// As implements blob.Aser: **storage.Client and **storage.BucketHandle.
+// As implements driver.Aser: **storage.Client and **storage.BucketHandle.
 func (d *Driver) As(i any) bool {
 	switch p := i.(type) {
 	case **storage.Client:
@@ -302,7 +301,7 @@ func newPutID() string {
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -320,37 +319,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	}
 	putID := newPutID()
 
-	// Decide the upload kind. An object of unknown size is read up to the
-	// threshold: if it ends there it is small.
-	var small []byte
-	var rest io.Reader
-	switch {
-	case size >= 0 && size < d.opts.ResumableThreshold:
-		small = make([]byte, size)
-		if _, err := io.ReadFull(r, small); err != nil {
-			return blob.Attrs{}, blob.ShortRead(err, size)
-		}
-		if err := blob.ExpectEOF(r, size); err != nil {
-			return blob.Attrs{}, err
-		}
-	case size < 0:
-		buf, err := io.ReadAll(io.LimitReader(r, d.opts.ResumableThreshold))
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		if int64(len(buf)) < d.opts.ResumableThreshold {
-			small = buf
-		} else {
-			rest = io.MultiReader(bytes.NewReader(buf), r)
-		}
-	default:
-		rest = blob.ExactReader(r, size)
+	small, rest, err := driver.SplitBody(r, size, d.opts.ResumableThreshold)
+	if err != nil {
+		return blob.Attrs{}, err
 	}
-
-	var (
-		a   *storage.ObjectAttrs
-		err error
-	)
+	var a *storage.ObjectAttrs
 	if small != nil {
 		a, err = d.putSmall(ctx, obj, small, putID)
 	} else {
@@ -453,7 +426,7 @@ func (d *Driver) putResumable(ctx context.Context, obj *storage.ObjectHandle, r 
 	return w.Attrs(), nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if d.closed.Load() {
 		return nil, blob.ErrClosed
@@ -497,7 +470,7 @@ func (r *reader) Close() error {
 	return err
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if d.closed.Load() {
 		return blob.Attrs{}, blob.ErrClosed
@@ -511,7 +484,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return attrsOf(a), nil
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 //
 // The continuation token is the last key returned, not the server's page
 // token: the next page is the query again with startOffset at that key,
@@ -563,63 +536,33 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if d.closed.Load() {
 		return blob.ErrClosed
 	}
-	var (
-		mu     sync.Mutex
-		failed []keyError
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, d.opts.Concurrency)
-	)
-	for _, k := range keys {
-		if ctx.Err() != nil {
-			break
+	failed := driver.DeleteEach(ctx, keys, d.opts.Concurrency, func(ctx context.Context, k string) error {
+		cctx, cancel := d.callCtx(ctx)
+		defer cancel()
+		if err := d.bkt.Object(k).Delete(cctx); err != nil && d.ErrorCode(err) != blob.CodeNotExist {
+			return err
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			cctx, cancel := d.callCtx(ctx)
-			defer cancel()
-			err := d.bkt.Object(k).Delete(cctx)
-			if err != nil && d.ErrorCode(err) != blob.CodeNotExist {
-				mu.Lock()
-				failed = append(failed, keyError{k, err})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+		return nil
+	})
 	if len(failed) == 0 {
 		return ctx.Err()
 	}
-	return newDeleteError(len(keys), failed)
-}
-
-type keyError struct {
-	key string
-	err error
+	return driver.NewDeleteError("gcs", len(keys), failed)
 }
 
 // DeleteError reports the keys of a batch Delete that failed (see
-// blob.DeleteError).
-type DeleteError = blob.DeleteError
+// driver.DeleteError).
+type DeleteError = driver.DeleteError
 
 // KeyError is one key that a batch Delete failed to remove.
-type KeyError = blob.KeyError
+type KeyError = driver.KeyError
 
-func newDeleteError(total int, failed []keyError) *DeleteError {
-	e := &DeleteError{Total: total, Store: "gcs"}
-	for _, f := range failed {
-		e.Failed = append(e.Failed, KeyError{Key: f.key, Err: f.err})
-	}
-	slices.SortFunc(e.Failed, func(a, b KeyError) int { return strings.Compare(a.Key, b.Key) })
-	return e
-}
-
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:
@@ -670,8 +613,8 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 	return blob.CodeUnknown
 }
 
-// Close implements blob.Driver. It closes the client only if the driver owns
-// it (Options.OwnClient, set by Open).
+// Close implements driver.Driver. It closes the client only if the driver owns
+// it (Options.OwnClient, set by blob.Open).
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil

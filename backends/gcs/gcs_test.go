@@ -19,6 +19,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func TestParseURL(t *testing.T) {
@@ -412,16 +413,16 @@ func TestListAndBatchDelete(t *testing.T) {
 
 func TestDeleteErrorNamesKeys(t *testing.T) {
 	boom := &googleapi.Error{Code: 503, Message: "slow down"}
-	e := newDeleteError(10, []keyError{{"k2", boom}, {"k1", context.DeadlineExceeded}})
+	e := driver.NewDeleteError("gcs", 10, []KeyError{{Key: "k2", Err: boom}, {Key: "k1", Err: context.DeadlineExceeded}})
 	msg := e.Error()
-	if !strings.Contains(msg, `2 of 10`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) || strings.Index(msg, `"k1"`) < 0 {
+	if !strings.Contains(msg, `2 of 10`) || !strings.Contains(msg, `"k1"`) || strings.Index(msg, `"k1"`) > strings.Index(msg, `"k2"`) {
 		t.Fatalf("message %q", msg)
 	}
 	if !errors.Is(e, context.DeadlineExceeded) {
 		t.Fatal("does not unwrap to the key errors")
 	}
 	d := &Driver{}
-	if c := d.ErrorCode(newDeleteError(1, []keyError{{"k", boom}})); c != blob.CodeTransient {
+	if c := d.ErrorCode(driver.NewDeleteError("gcs", 1, []KeyError{{Key: "k", Err: boom}})); c != blob.CodeTransient {
 		t.Fatalf("code %v", c)
 	}
 }
@@ -503,17 +504,14 @@ func (r *cancelingReader) Read(p []byte) (int, error) {
 }
 
 func TestClosed(t *testing.T) {
-	b, _ := newBucket(t, nil)
+	d, _ := newDriver(t, nil)
+	b := blob.NewBucket(d)
 	ctx := context.Background()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("put after close: %v", err)
-	}
-	var d *Driver
-	if dd, ok := b.Driver().(*Driver); ok {
-		d = dd
 	}
 	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
 		t.Fatalf("driver stat after close: %v", err)

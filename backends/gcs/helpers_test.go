@@ -132,13 +132,22 @@ func removeBucket(t tb, c *storage.Client, name string) {
 // newBucket returns a Bucket over a fresh emulator bucket, with opts.
 func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
 	t.Helper()
+	d, ct := newDriver(t, opts)
+	b := blob.NewBucket(d)
+	t.Cleanup(func() { b.Close() })
+	return b, ct
+}
+
+// newDriver is newBucket's driver, for a test that calls it directly; the
+// caller closes it (or a Bucket over it).
+func newDriver(t testing.TB, opts *Options) (*Driver, *countingTransport) {
+	t.Helper()
 	c, ct := newClient(t, emulatorHost(t))
-	b, err := New(c, newTestBucket(t, c), opts)
+	d, err := NewDriver(c, newTestBucket(t, c), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	return b, ct
+	return d, ct
 }
 
 // pattern returns n deterministic bytes that differ per seed.

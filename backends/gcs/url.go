@@ -17,14 +17,14 @@ import (
 // Scheme is the URL scheme this package registers.
 const Scheme = "gs"
 
-func init() { blob.Register(Scheme, Open) }
+func init() { blob.Register(Scheme, openURL) }
 
-// urlParams are the query parameters Open knows.
+// urlParams are the query parameters openURL knows.
 var urlParams = []string{"chunk_size", "resumable_threshold", "concurrency", "timeout", "max_attempts", "endpoint", "anonymous"}
 
-// Open opens a "gs://bucket/prefix?options" URL (see the package doc). It is
+// openURL opens a "gs://bucket/prefix?options" URL (see the package doc). It is
 // the Opener registered for the "gs" scheme.
-func Open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	cfg, err := parseURL(u)
 	if err != nil {
 		return nil, err

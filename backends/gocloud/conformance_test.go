@@ -8,12 +8,12 @@ import (
 	"github.com/redokit/redokit/conformance"
 )
 
-// memblob through OpenURL: the bucket is private to the driver, so LocalCAS
+// memblob through "gocloud+mem://": the bucket is private to the driver, so LocalCAS
 // makes IfMatch atomic, and memblob's IfNotExist is atomic under its mutex.
 func TestConformanceMem(t *testing.T) {
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return OpenURL(ctx, "mem://")
+			return blob.Open(ctx, "gocloud+mem://")
 		},
 		ConditionalWrites: true,
 	})
@@ -23,7 +23,7 @@ func TestConformanceMem(t *testing.T) {
 func TestConformanceFile(t *testing.T) {
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return OpenURL(ctx, "file://"+t.TempDir())
+			return blob.Open(ctx, "gocloud+file://"+t.TempDir())
 		},
 		ConditionalWrites: false,
 		ConditionalWritesReason: "gocloud.dev/blob v0.49 has no if-match write, so IfMatch is refused (ErrNotSupported); " +

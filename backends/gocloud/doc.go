@@ -1,4 +1,4 @@
-// Package gocloud is a redokit blob.Driver over any gocloud.dev/blob bucket,
+// Package gocloud is a redokit driver.Driver over any gocloud.dev/blob bucket,
 // so that every store gocloud opens by URL can hold a redo log. It is the
 // compatibility backend: for local disk, S3, GCS and Azure, redokit's own
 // backends (backends/local, s3, gcs, azure) give guarantees this adapter
@@ -7,11 +7,10 @@
 //
 // # Opening
 //
-// [New] wraps a *gcblob.Bucket you opened; [OpenURL] opens a gocloud URL
-// ("mem://", "file:///var/redo?create_dir=1", …) through gocloud's default
-// URL mux. The package also registers redokit URL schemes by one rule: the
-// redokit URL "gocloud+<scheme>://rest" opens the gocloud URL
-// "<scheme>://rest". "gocloud+mem" and "gocloud+file" are registered here (the
+// [New] wraps a *gcblob.Bucket you opened ([NewDriver] its driver, for
+// wrapping). blob.Open opens a gocloud URL through gocloud's default URL mux
+// by one rule: the redokit URL "gocloud+<scheme>://rest" opens the gocloud
+// URL "<scheme>://rest". "gocloud+mem" and "gocloud+file" are registered here (the
 // package imports gocloud's memblob and fileblob); for others, blank-import
 // the gocloud driver and call [RegisterScheme]:
 //
@@ -75,8 +74,8 @@
 // generation rather than an ETag); that is what redokit's native backends are
 // for. memblob's hook exposes nothing and fileblob's only the temporary
 // *os.File. For a bucket no other process or code can write, [Options].LocalCAS
-// emulates if-match with a per-key lock in this process; [OpenURL] and
-// "gocloud+mem://" turn it on for memblob, whose buckets are private to the
+// emulates if-match with a per-key lock in this process; "gocloud+mem://"
+// turns it on for memblob, whose buckets are private to the
 // one URL open.
 //
 // fileblob ("file://"):
@@ -114,6 +113,6 @@
 // s3blob: each Delete first HEADs the key to report NotFound, two requests a
 // key, and needs read permission; gcsblob reports 403 as NotFound.
 //
-// No gocloud driver can append, so this driver has no blob.Appender: the redo
+// No gocloud driver can append, so this driver has no driver.Appender: the redo
 // writer seals one object per flush on it.
 package gocloud

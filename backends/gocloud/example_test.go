@@ -62,7 +62,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b := gocloud.New(gb, nil) // b owns gb now
+	b, err := gocloud.New(gb, nil) // b owns gb now
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer b.Close()
 
 	_, err = b.Put(ctx, "meta", []byte("v1"), &blob.PutOptions{IfMatch: `"x"`})

@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // DefaultDeleteConcurrency is how many single-key deletes one Driver.Delete
@@ -46,13 +47,13 @@ type Options struct {
 	// *gcblob.Bucket takes the key's lock, and an IfMatch Put compares the
 	// current ETag and writes while holding it. It is sound only when every
 	// writer of the bucket is such a Driver in this process; that is true of
-	// a private memblob bucket (OpenURL and "gocloud+mem://" turn it on for
+	// a private memblob bucket ("gocloud+mem://" turns it on for
 	// those) and false of anything other processes can reach. Without it,
 	// IfMatch fails with blob.ErrNotSupported.
 	LocalCAS bool
 }
 
-// Driver is a blob.Driver over a *gocloud.dev/blob.Bucket.
+// Driver is a driver.Driver over a *gocloud.dev/blob.Bucket.
 type Driver struct {
 	b         *gcblob.Bucket
 	deleteN   int
@@ -64,19 +65,26 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a redokit Bucket over b. The Bucket owns b: closing it closes b.
 // opts may be nil.
-func New(b *gcblob.Bucket, opts *Options) *blob.Bucket {
-	return blob.NewBucket(NewDriver(b, opts))
+func New(b *gcblob.Bucket, opts *Options) (*blob.Bucket, error) {
+	d, err := NewDriver(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
 }
 
 // NewDriver returns the driver New wraps, for callers that decorate drivers
 // (fault injection, metrics). The driver owns b. opts may be nil.
-func NewDriver(b *gcblob.Bucket, opts *Options) *Driver {
+func NewDriver(b *gcblob.Bucket, opts *Options) (*Driver, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: gocloud: nil bucket", blob.ErrInvalidArgument)
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -96,7 +104,7 @@ func NewDriver(b *gcblob.Bucket, opts *Options) *Driver {
 	if o.LocalCAS {
 		d.cas = acquireCAS(b)
 	}
-	return d
+	return d, nil
 }
 
 var (
@@ -115,7 +123,7 @@ func (d *Driver) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Put implements blob.Driver. It streams r through gocloud's Upload and, on
+// Put implements driver.Driver. It streams r through gocloud's Upload and, on
 // any failure, cancels the writer's context before gocloud closes the writer:
 // gocloud commits whatever the writer holds at Close unless its context is
 // done, so the cancel is what keeps a failed Put invisible.
@@ -224,7 +232,7 @@ func (a *abortReader) fail(err error) error {
 	return err
 }
 
-// NewRangeReader implements blob.Driver. gocloud passes an offset past the
+// NewRangeReader implements driver.Driver. gocloud passes an offset past the
 // end through to the store: memblob and fileblob then read nothing, but S3
 // and GCS answer 416. So on an error at a positive offset, a Stat tells
 // whether the offset was simply at or past the end, which the blob contract
@@ -259,7 +267,7 @@ type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
-// Stat implements blob.Driver. See etag for the ETag it reports.
+// Stat implements driver.Driver. See etag for the ETag it reports.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := d.check(ctx); err != nil {
 		return blob.Attrs{}, err
@@ -297,7 +305,7 @@ func etag(a *gcblob.Attributes) string {
 	return e
 }
 
-// Delete implements blob.Driver. gocloud deletes one key a request, and its
+// Delete implements driver.Driver. gocloud deletes one key a request, and its
 // Delete of a missing key is NotFound; here that is success, and up to
 // DeleteConcurrency keys are deleted at once. When keys fail, the error names
 // each of them; when ctx ends first, keys not yet attempted are reported by
@@ -414,7 +422,7 @@ func (e *DeleteError) Unwrap() []error {
 	return out
 }
 
-// ErrorCode implements blob.Driver: it maps gocloud's gcerrors codes.
+// ErrorCode implements driver.Driver: it maps gocloud's gcerrors codes.
 //
 // FailedPrecondition is what every gocloud driver returns for a lost
 // IfNotExist (S3 412, GCS 412, Azure 409), so it maps to
@@ -468,7 +476,7 @@ func isGocloudClosed(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "bucket has been closed")
 }
 
-// As implements blob.Aser. A **gcblob.Bucket receives the gocloud bucket
+// As implements driver.Aser. A **gcblob.Bucket receives the gocloud bucket
 // itself; any other type is passed to gocloud's Bucket.As, which supports
 // the types its driver's package doc lists (for example *s3.Client for
 // s3blob, *storage.Client for gcsblob, *container.Client for azureblob,
@@ -481,7 +489,7 @@ func (d *Driver) As(i any) bool {
 	return d.b.As(i)
 }
 
-// Close implements blob.Driver: it closes the gocloud bucket. Every later call
+// Close implements driver.Driver: it closes the gocloud bucket. Every later call
 // fails with blob.ErrClosed.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,12 +43,46 @@ func stores() []store {
 
 func mustOpen(t *testing.T, u string) *blob.Bucket {
 	t.Helper()
-	b, err := OpenURL(context.Background(), u)
+	b, err := openURL(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// openURL opens a gocloud URL (not a redokit one) as "gocloud+" URLs do.
+func openURL(ctx context.Context, rawURL string) (*blob.Bucket, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, u)
+}
+
+// mustDriver is NewDriver for a bucket that is not nil.
+func mustDriver(b *gcblob.Bucket, opts *Options) *Driver {
+	d, err := NewDriver(b, opts)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// mustOpenDriver opens a gocloud URL as a "gocloud+" URL does, keeping the driver for
+// a look at what it detected.
+func mustOpenDriver(t *testing.T, rawURL string) *Driver {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := openDriver(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func forEach(t *testing.T, f func(t *testing.T, b *blob.Bucket)) {
@@ -178,7 +213,7 @@ func TestRangeReads(t *testing.T) {
 // empty reader.
 func TestDriverOffsetPastEnd(t *testing.T) {
 	ctx := context.Background()
-	d := NewDriver(memblob.OpenBucket(nil), nil)
+	d := mustDriver(memblob.OpenBucket(nil), nil)
 	defer d.Close()
 	if _, err := d.Put(ctx, "k", strings.NewReader("abc"), 3, blob.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -436,7 +471,7 @@ func TestIfMatch(t *testing.T) {
 		}
 	})
 	t.Run("localcas", func(t *testing.T) {
-		b := mustOpen(t, "mem://") // OpenURL turns LocalCAS on for memblob
+		b := mustOpen(t, "mem://") // "gocloud+mem" turns LocalCAS on for memblob
 		_, err := b.Put(ctx, "m", []byte("v0"), &blob.PutOptions{IfMatch: `"nope"`})
 		if !blob.IsPreconditionFailed(err) {
 			t.Errorf("IfMatch on a missing key: %v", err)
@@ -480,8 +515,8 @@ func TestIfMatch(t *testing.T) {
 	t.Run("shared-bucket", func(t *testing.T) {
 		// Two Drivers over one gocloud bucket share its key locks.
 		gb := memblob.OpenBucket(nil)
-		d1 := NewDriver(gb, &Options{LocalCAS: true})
-		d2 := NewDriver(gb, &Options{LocalCAS: true})
+		d1 := mustDriver(gb, &Options{LocalCAS: true})
+		d2 := mustDriver(gb, &Options{LocalCAS: true})
 		if d1.cas != d2.cas {
 			t.Fatal("two LocalCAS drivers over one bucket have different lock tables")
 		}
@@ -656,7 +691,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 func TestErrorCode(t *testing.T) {
 	ctx := context.Background()
 	gb := memblob.OpenBucket(nil)
-	d := NewDriver(gb, nil)
+	d := mustDriver(gb, nil)
 	defer d.Close()
 
 	_, notFound := gb.Attributes(ctx, "x")
@@ -719,17 +754,17 @@ func TestAs(t *testing.T) {
 	if b.As(&s) {
 		t.Error("As(unsupported type) = true")
 	}
-	if !b.Driver().(*Driver).unordered {
+	if !mustOpenDriver(t, "file://"+t.TempDir()).unordered {
 		t.Error("fileblob not detected as unordered")
 	}
-	if mustOpen(t, "mem://").Driver().(*Driver).unordered {
+	if mustOpenDriver(t, "mem://").unordered {
 		t.Error("memblob taken for unordered")
 	}
 }
 
 func TestClosed(t *testing.T) {
 	ctx := context.Background()
-	d := NewDriver(memblob.OpenBucket(nil), nil)
+	d := mustDriver(memblob.OpenBucket(nil), nil)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -760,24 +795,19 @@ func TestURLs(t *testing.T) {
 		t.Fatalf("schemes registered: %q", blob.Schemes())
 	}
 
-	b, err := blob.Open(ctx, "gocloud+mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Driver().(*Driver).cas == nil {
+	if mustOpenDriver(t, "mem://").cas == nil {
 		t.Error("gocloud+mem:// has no LocalCAS")
 	}
-	b.Close()
 
 	dir := t.TempDir()
-	b, err = blob.Open(ctx, "gocloud+file://"+dir+"/sub?create_dir=1&prefix=logs/")
+	b, err := blob.Open(ctx, "gocloud+file://"+dir+"/sub?create_dir=1&prefix=logs/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Prefix() != "logs/" {
 		t.Errorf("prefix %q", b.Prefix())
 	}
-	if b.Driver().(*Driver).cas != nil {
+	if mustOpenDriver(t, "file://"+t.TempDir()).cas != nil {
 		t.Error("file bucket got LocalCAS")
 	}
 	if _, err := b.Put(ctx, "k", []byte("v"), nil); err != nil {
@@ -805,8 +835,8 @@ func TestURLs(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "blank-import") {
 		t.Errorf("open of a scheme without a gocloud driver: %v", err)
 	}
-	if _, err := OpenURL(ctx, "nope://x"); err == nil || !strings.Contains(err.Error(), "blank-import") {
-		t.Errorf("OpenURL of an unknown gocloud scheme: %v", err)
+	if _, err := openURL(ctx, "nope://x"); err == nil || !strings.Contains(err.Error(), "blank-import") {
+		t.Errorf("open of an unknown gocloud scheme: %v", err)
 	}
 
 	mustPanic(t, "duplicate", func() { RegisterScheme("mem") })
@@ -832,9 +862,9 @@ func TestOpenErrorRedacted(t *testing.T) {
 			t.Errorf("open error shows a secret: %v", err)
 		}
 	}
-	_, err := OpenURL(ctx, "file://user:hunter2@localhost"+dir+"?bogus=1")
+	_, err := openURL(ctx, "file://user:hunter2@localhost"+dir+"?bogus=1")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("OpenURL error: %v", err)
+		t.Errorf("open error: %v", err)
 	}
 }
 
@@ -895,7 +925,7 @@ func (s *rangeStore) Close() error { return nil }
 
 func TestOffsetPastEndOnStoreError(t *testing.T) {
 	ctx := context.Background()
-	d := NewDriver(gcblob.NewBucket(&rangeStore{size: 10}), nil)
+	d := mustDriver(gcblob.NewBucket(&rangeStore{size: 10}), nil)
 	defer d.Close()
 	for _, off := range []int64{10, 11, 1 << 40} {
 		r, err := d.NewRangeReader(ctx, "k", off, -1)
@@ -924,7 +954,7 @@ func TestSynthesizedETag(t *testing.T) {
 	ctx := context.Background()
 	mod := time.Unix(1700000000, 5)
 	s := &rangeStore{size: 3, mod: mod}
-	d := NewDriver(gcblob.NewBucket(s), nil)
+	d := mustDriver(gcblob.NewBucket(s), nil)
 	defer d.Close()
 	a, err := d.Stat(ctx, "k")
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// List implements blob.Driver over gocloud's flat listing (an empty
+// List implements driver.Driver over gocloud's flat listing (an empty
 // Delimiter: gocloud then returns every key under the prefix, no
 // pseudo-directories).
 //

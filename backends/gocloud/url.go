@@ -90,20 +90,20 @@ func openRedokitURL(ctx context.Context, scheme string, u *url.URL) (*blob.Bucke
 	return p, nil
 }
 
-// OpenURL opens a gocloud URL ("mem://", "file:///var/redo?create_dir=1",
+// open opens a gocloud URL ("mem://", "file:///var/redo?create_dir=1",
 // "s3://bucket?region=…" once s3blob is imported, …) through gocloud's
-// default URL mux, exactly as gcblob.OpenBucket would, and returns a redokit
-// Bucket over it. A memblob bucket is private to the returned Bucket, so
-// OpenURL turns on Options.LocalCAS for it; nothing else gets it.
-func OpenURL(ctx context.Context, urlstr string) (*blob.Bucket, error) {
-	u, err := url.Parse(urlstr)
+// default URL mux, exactly as gcblob.OpenBucket would. A memblob bucket is
+// private to the returned Bucket, so open turns on Options.LocalCAS for it;
+// nothing else gets it.
+func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	d, err := openDriver(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("gocloud: open %s: malformed URL", blob.RedactURL(urlstr))
+		return nil, err
 	}
-	return open(ctx, u)
+	return blob.NewBucket(d), nil
 }
 
-func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+func openDriver(ctx context.Context, u *url.URL) (*Driver, error) {
 	mux := gcblob.DefaultURLMux()
 	if !mux.ValidBucketScheme(u.Scheme) {
 		return nil, fmt.Errorf("gocloud: no gocloud driver for scheme %q (registered: %s); blank-import its package, for example gocloud.dev/blob/s3blob",
@@ -115,7 +115,7 @@ func open(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	}
 	// memblob opens a new, empty bucket on every URL, so nothing but this
 	// Driver can write to it: the condition LocalCAS needs.
-	return New(gb, &Options{LocalCAS: u.Scheme == "mem"}), nil
+	return NewDriver(gb, &Options{LocalCAS: u.Scheme == "mem"})
 }
 
 // redactedError is a gocloud open error whose text may quote the URL it was

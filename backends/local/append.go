@@ -12,7 +12,7 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// OpenAppend implements blob.Appender. See the package doc.
+// OpenAppend implements driver.Appender. See the package doc.
 func (d *Driver) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// Delete implements blob.Driver. A missing key, or one whose path is in the
+// Delete implements driver.Driver. A missing key, or one whose path is in the
 // way of nothing but directories, is not an error. Keys that fail do not stop
 // the others; the error names each of them.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {

@@ -1,7 +1,7 @@
 // Package local is redokit's file-system backend, the default one: a
-// [blob.Driver] that keeps each object in a file under a root directory, makes
+// [driver.Driver] that keeps each object in a file under a root directory, makes
 // every acknowledged write durable (file and directory fsync), makes
-// conditional writes atomic across processes, and has the [blob.Appender]
+// conditional writes atomic across processes, and has the [driver.Appender]
 // capability the redo writer uses for its active segment.
 //
 // It is unix-only (Linux is the tested platform; other unix systems build and

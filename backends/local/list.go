@@ -15,7 +15,7 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// List implements blob.Driver. The token is the last key of the previous
+// List implements driver.Driver. The token is the last key of the previous
 // page. See the package doc for how the walk keeps byte order, and why it
 // never loses an entry that changes under it.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func init() {
@@ -43,7 +44,7 @@ func openURL(_ context.Context, u *url.URL) (*blob.Bucket, error) {
 	case u.Path == "":
 		return nil, fmt.Errorf("%w: the file URL has an empty path; want file:///abs/dir", blob.ErrInvalidArgument)
 	}
-	return Open(u.Path, &opts)
+	return New(u.Path, &opts)
 }
 
 // Options configure a Driver. The zero value (and nil) are the safe defaults.
@@ -62,8 +63,8 @@ type Options struct {
 	FilePerm fs.FileMode
 }
 
-// Driver is the file-system blob.Driver. Create one with NewDriver, or a
-// Bucket over one with Open. It is safe for concurrent use, and any number of
+// Driver is the file-system driver.Driver. Create one with NewDriver, or a
+// Bucket over one with New. It is safe for concurrent use, and any number of
 // processes may use the same root at once.
 type Driver struct {
 	root     string // absolute, cleaned
@@ -96,12 +97,13 @@ type Driver struct {
 }
 
 var (
-	_ blob.Driver   = (*Driver)(nil)
-	_ blob.Appender = (*Driver)(nil)
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Appender = (*Driver)(nil)
 )
 
-// Open returns a Bucket over a new Driver rooted at root (see NewDriver).
-func Open(root string, opts *Options) (*blob.Bucket, error) {
+// New returns a Bucket over a new Driver rooted at root (see NewDriver).
+// opts may be nil.
+func New(root string, opts *Options) (*blob.Bucket, error) {
 	d, err := NewDriver(root, opts)
 	if err != nil {
 		return nil, err
@@ -213,7 +215,7 @@ func (d *Driver) isClosed() bool {
 	return d.closed
 }
 
-// Close implements blob.Driver. It waits for running operations that use the
+// Close implements driver.Driver. It waits for running operations that use the
 // root's descriptors; later operations fail with blob.ErrClosed. Files open for
 // appending must be closed by their owners.
 func (d *Driver) Close() error {
@@ -238,7 +240,7 @@ func (d *Driver) Close() error {
 	return err
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	switch {
 	case err == nil:

@@ -545,7 +545,7 @@ func TestSymlinksAreNeverFollowed(t *testing.T) {
 	if err := os.Symlink(outside2, filepath.Join(root2, internalName)); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := Open(root2, nil)
+	b2, err := New(root2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +728,7 @@ func TestSweepsOrphanedTempFiles(t *testing.T) {
 	if err := unix.Flock(int(live.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := Open(d.Root(), nil)
+	b2, err := New(d.Root(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

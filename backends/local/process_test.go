@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // acknowledgement of what came before it).
 func runChild(mode, root, arg string) error {
 	ctx := context.Background()
-	b, err := Open(root, nil)
+	b, err := New(root, nil)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 			t.Fatalf("child said %q", l)
 		}
 	}
-	b, err := Open(root, nil)
+	b, err := New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 // compare-and-swap: no increment is lost.
 func TestCrossProcessIfMatch(t *testing.T) {
 	root := t.TempDir()
-	b, err := Open(root, nil)
+	b, err := New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestCrossProcessAppendLock(t *testing.T) {
 	if l := c.line(t); l != "ready" {
 		t.Fatalf("child said %q", l)
 	}
-	b, err := Open(root, nil)
+	b, err := New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func verifyCrash(t *testing.T, trial int, root string, acks []string) {
 			t.Fatalf("trial %d: child said %q", trial, l)
 		}
 	}
-	b, err := Open(root, nil)
+	b, err := New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

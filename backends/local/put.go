@@ -20,11 +20,11 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// StagesPuts implements blob.Stager: Put calls PutOptions.BeforeCommit once
+// StagesPuts implements driver.Stager: Put calls PutOptions.BeforeCommit once
 // the temporary file is written and synced, before the rename.
 func (d *Driver) StagesPuts() bool { return true }
 
-// Put implements blob.Driver. See the package doc for the steps and why each
+// Put implements driver.Driver. See the package doc for the steps and why each
 // is there.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if err := checkKey(key); err != nil {
@@ -63,7 +63,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		return blob.Attrs{}, err
 	}
 	// Staged and durable, not yet visible: the caller's last word
-	// (blob.Stager).
+	// (driver.Stager).
 	if opts.BeforeCommit != nil {
 		if err := opts.BeforeCommit(ctx); err != nil {
 			return blob.Attrs{}, err

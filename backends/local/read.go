@@ -12,7 +12,7 @@ import (
 	"github.com/redokit/redokit/blob"
 )
 
-// NewRangeReader implements blob.Driver. The reader reads the file it opened,
+// NewRangeReader implements driver.Driver. The reader reads the file it opened,
 // so a later Put or Delete of the key does not disturb it; with length < 0 it
 // reads to the end of the file at the time of each read (an active segment
 // being appended to can be followed).
@@ -85,7 +85,7 @@ type fileReader struct {
 func (r *fileReader) Read(p []byte) (int, error) { return r.r.Read(p) }
 func (r *fileReader) Close() error               { return r.f.Close() }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := checkKey(key); err != nil {
 		return blob.Attrs{}, err

@@ -6,6 +6,10 @@
 // URL: "mem://" opens a new, empty store; "mem://name" opens the store of that
 // name, shared by every Open of the same name in the process (so a writer and
 // a reader opened from one URL see the same objects).
+//
+// [New] and [NewDriver] are the constructors every backend has, with nothing
+// to pass and no error: a new store needs no name and no options, and cannot
+// fail to open.
 package mem
 
 import (
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func init() {
@@ -55,7 +60,7 @@ var named = struct {
 // New returns a Bucket over a new, empty store.
 func New() *blob.Bucket { return blob.NewBucket(newDriver()) }
 
-// Driver is the in-memory blob.Driver.
+// Driver is the in-memory driver.Driver.
 type Driver struct {
 	mu      sync.RWMutex
 	objects map[string]object
@@ -70,7 +75,7 @@ type object struct {
 	modTime time.Time
 }
 
-var _ blob.Driver = (*Driver)(nil)
+var _ driver.Driver = (*Driver)(nil)
 
 func newDriver() *Driver { return &Driver{objects: map[string]object{}} }
 
@@ -79,7 +84,7 @@ func NewDriver() *Driver { return newDriver() }
 
 var errNotExist = errors.New("no such object")
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	var buf bytes.Buffer
 	if size > 0 {
@@ -136,7 +141,7 @@ func (d *Driver) get(ctx context.Context, key string) (object, error) {
 	return o, nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	o, err := d.get(ctx, key)
 	if err != nil {
@@ -149,7 +154,7 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	o, err := d.get(ctx, key)
 	if err != nil {
@@ -158,7 +163,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return o.attrs(key), nil
 }
 
-// List implements blob.Driver. The token is the last key of the previous page.
+// List implements driver.Driver. The token is the last key of the previous page.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := ctx.Err(); err != nil {
 		return blob.ListPage{}, err
@@ -191,7 +196,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -213,7 +218,7 @@ func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
 	if errors.Is(err, errNotExist) {
 		return blob.CodeNotExist
@@ -221,7 +226,7 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 	return blob.CodeOf(err)
 }
 
-// Close implements blob.Driver.
+// Close implements driver.Driver.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

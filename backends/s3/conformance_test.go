@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 			}
 			// Default sizes: the suite's large object (64 MiB) goes up in
 			// 8 MiB parts, its 20 MiB atomic-write objects too.
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 		},
 		ConditionalWrites: true,
 	})
@@ -56,8 +56,9 @@ func TestConformanceSmallParts(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1",
+			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1",
 				PartSize: MinPartSize, MultipartThreshold: -1})
+
 		},
 		ConditionalWrites: true,
 		LargeObject:       16 << 20,
@@ -79,7 +80,7 @@ func TestRedoConformance(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+				return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 			},
 			ConditionalWrites: true,
 		},
@@ -105,14 +106,14 @@ func toxiNetwork(ep string, admin *awss3.Client) func(context.Context, conforman
 		if err != nil {
 			return nil, err
 		}
-		faulty, err := Open(ctx, name, "", &Options{Endpoint: via, UsePathStyle: true, Region: "us-east-1",
+		faulty, err := New(nil, name, &Options{Endpoint: via, UsePathStyle: true, Region: "us-east-1",
 			PartSize: MinPartSize, MultipartThreshold: -1,
 			Timeout: 2 * time.Second, MaxAttempts: 3, HTTPClient: noKeepAlive()})
 		if err != nil {
 			return nil, err
 		}
 		t.Cleanup(func() { faulty.Close() })
-		direct, err := Open(ctx, name, "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+		direct, err := New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 		if err != nil {
 			return nil, err
 		}

@@ -42,11 +42,11 @@ func Example() {
 	fmt.Printf("%s\n", data)
 }
 
-// Open from Go, with larger parts for large objects and SSE-KMS. The keys
-// of the bucket returned live under "changefeed-1/".
-func ExampleOpen() {
-	ctx := context.Background()
-	b, err := s3.Open(ctx, "redo-bucket", "changefeed-1", &s3.Options{
+// Open from Go, with a client built from the AWS chain and these options,
+// larger parts for large objects and SSE-KMS. The keys of the view returned
+// live under "changefeed-1/".
+func ExampleNew() {
+	root, err := s3.New(nil, "redo-bucket", &s3.Options{
 		Region:             "eu-west-1",
 		PartSize:           16 << 20,
 		MultipartThreshold: 64 << 20,
@@ -57,5 +57,10 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer b.Close()
+	defer root.Close()
+	b, err := root.Prefixed("changefeed-1/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = b
 }

@@ -92,7 +92,7 @@ func wholeOrAbsent(t *testing.T, e *testEnv, direct *blob.Bucket, key string, da
 // directBucket opens the test's bucket on the direct endpoint.
 func directBucket(t *testing.T, e *testEnv) *blob.Bucket {
 	t.Helper()
-	b, err := Open(t.Context(), e.bucket, "", &Options{Endpoint: endpoint(t), UsePathStyle: true, Region: "us-east-1"})
+	b, err := New(nil, e.bucket, &Options{Endpoint: endpoint(t), UsePathStyle: true, Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,12 +202,13 @@ func newEnv(t testing.TB, via string, opts *Options) *testEnv {
 		via = ep
 	}
 	o.Endpoint, o.UsePathStyle, o.Region = via, true, "us-east-1"
-	b, err := Open(t.Context(), name, "", &o)
+	d, err := NewDriver(nil, name, &o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	b := blob.NewBucket(d)
 	t.Cleanup(func() { b.Close() })
-	return &testEnv{admin: admin, bucket: name, b: b, d: b.Driver().(*Driver)}
+	return &testEnv{admin: admin, bucket: name, b: b, d: d}
 }
 
 // payload is n deterministic bytes that differ with seed.

@@ -39,7 +39,7 @@ func newPutID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Put implements blob.Driver (see the package doc).
+// Put implements driver.Driver (see the package doc).
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if err := d.check(); err != nil {
 		return blob.Attrs{}, err

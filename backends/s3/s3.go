@@ -29,9 +29,9 @@
 //	timeout=1m                 per-attempt deadline of each request (see Options.Timeout); 0 disables
 //	max_attempts=3             attempts of a retried request, the first included
 //
-// Unknown options are an error that names them. From Go, [Open] takes the
-// same settings as an [Options]; with a client of your own use [New] (or
-// [NewDriver] to wrap the driver).
+// Unknown options are an error that names them. From Go, [New] with a nil
+// client takes the same settings as an [Options]; give it a client of your
+// own to configure that yourself (and use [NewDriver] to wrap the driver).
 //
 // # Put
 //
@@ -77,7 +77,7 @@
 // the object carries its own put ID, the Put succeeded and returns its
 // attributes.
 //
-// Checksums: with a custom endpoint, Open uses the SDK's "when_required"
+// Checksums: with a custom endpoint, a client New builds uses the SDK's "when_required"
 // checksum modes unless the environment or shared config chose one, as
 // S3-compatible servers differ in what flexible checksums they take. The
 // segment format carries its own CRC32C on every block.
@@ -103,7 +103,7 @@
 // timeouts are retried; other 4xx are not. A response body cut short is not
 // retried by the SDK (the bytes were already handed over): the read fails
 // with CodeTransient and the caller reopens at its offset. The retry token bucket
-// of the standard retryer is disabled in clients Open builds: a redo writer
+// of the standard retryer is disabled in clients New builds: a redo writer
 // needs every call to get its attempts, and bounds its own retries.
 //
 // Options.Timeout (1 minute by default) bounds each attempt of each request
@@ -154,6 +154,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Defaults of Options.
@@ -185,7 +186,8 @@ const putIDMeta = "redokit-put-id"
 // Options configure the driver. The zero value (and nil) means the defaults.
 type Options struct {
 	// Region, Endpoint, UsePathStyle, DisableHTTPS and HTTPClient shape the
-	// client Open builds; New ignores them (the client is yours).
+	// client New builds when it is given none; with a client of yours they
+	// are ignored.
 
 	// Region is the bucket's region. Empty: the SDK chain (AWS_REGION, the
 	// shared config), or us-east-1 when Endpoint is set.
@@ -225,8 +227,8 @@ type Options struct {
 	// 0 means DefaultTimeout; a negative value disables it.
 	Timeout time.Duration
 	// MaxAttempts is the number of attempts of a retried request, the first
-	// included. 0 means DefaultMaxAttempts for Open and the client's own
-	// setting for New.
+	// included. 0 means DefaultMaxAttempts for a client New builds and the
+	// client's own setting for a client of yours.
 	MaxAttempts int
 }
 
@@ -271,26 +273,28 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Driver is the S3 blob.Driver.
+// Driver is the S3 driver.Driver.
 type Driver struct {
 	client   *awss3.Client
 	bucket   string
 	opts     Options
 	callOpts []func(*awss3.Options)
-	owned    bool // Open made the client: Close closes its idle connections
+	owned    bool // NewDriver made the client: Close closes its idle connections
 	closed   atomic.Bool
 	pool     sync.Pool // *[]byte of opts.PartSize
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // New returns a Bucket over bucket, through client. The client's own
 // configuration (region, endpoint, credentials, retryer, HTTP client) is
 // used as is, with Options.Timeout and Options.MaxAttempts (when set)
-// applied to each call.
+// applied to each call. With a nil client, New builds one from the SDK's
+// default configuration chain and opts, and Close releases it. opts may be
+// nil.
 func New(client *awss3.Client, bucket string, opts *Options) (*blob.Bucket, error) {
 	d, err := NewDriver(client, bucket, opts)
 	if err != nil {
@@ -301,9 +305,6 @@ func New(client *awss3.Client, bucket string, opts *Options) (*blob.Bucket, erro
 
 // NewDriver is New without the Bucket, for wrapping the driver.
 func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: s3: nil client", blob.ErrInvalidArgument)
-	}
 	if bucket == "" {
 		return nil, fmt.Errorf("%w: s3: empty bucket name", blob.ErrInvalidArgument)
 	}
@@ -311,11 +312,24 @@ func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, err
 	if opts != nil {
 		o = *opts
 	}
+	owned := client == nil
+	if owned {
+		// Loading the configuration reads the environment and the shared
+		// files; credentials are resolved per request, under its ctx, so
+		// there is nothing here for a caller's ctx to bound.
+		var err error
+		if client, err = newClient(context.Background(), o); err != nil {
+			return nil, err
+		}
+		// The retryer of the client already has the attempts; keep the
+		// driver from setting them again per call.
+		o.MaxAttempts = 0
+	}
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{client: client, bucket: bucket, opts: o}
+	d := &Driver{client: client, bucket: bucket, opts: o, owned: owned}
 	d.pool.New = func() any { b := make([]byte, o.PartSize); return &b }
 	if o.Timeout > 0 {
 		timeout := o.Timeout
@@ -328,38 +342,6 @@ func NewDriver(client *awss3.Client, bucket string, opts *Options) (*Driver, err
 		d.callOpts = append(d.callOpts, func(so *awss3.Options) { so.RetryMaxAttempts = n })
 	}
 	return d, nil
-}
-
-// Open builds an S3 client from the SDK's default configuration chain and
-// opts, and returns a Bucket over bucket whose keys live under prefix + "/"
-// (no prefix when it is empty).
-func Open(ctx context.Context, bucket, prefix string, opts *Options) (*blob.Bucket, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	client, err := newClient(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	// The retryer of the client already has the attempts; keep New from
-	// wrapping it again per call.
-	o.MaxAttempts = 0
-	d, err := NewDriver(client, bucket, &o)
-	if err != nil {
-		return nil, err
-	}
-	d.owned = true
-	b := blob.NewBucket(d)
-	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		p, err := b.Prefixed(prefix + "/")
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		return p, nil
-	}
-	return b, nil
 }
 
 // endpointURL applies the plain-http rule: an endpoint is https unless it
@@ -458,7 +440,7 @@ func (d *Driver) Client() *awss3.Client { return d.client }
 // BucketName returns the S3 bucket of d.
 func (d *Driver) BucketName() string { return d.bucket }
 
-// As implements blob.Aser: **s3.Client and *string (the bucket name).
+// As implements driver.Aser: **s3.Client and *string (the bucket name).
 func (d *Driver) As(i any) bool {
 	switch p := i.(type) {
 	case **awss3.Client:
@@ -477,8 +459,8 @@ func (d *Driver) As(i any) bool {
 	return false
 }
 
-// Close implements blob.Driver. It closes the idle connections of a client
-// Open made; a client given to New is left alone.
+// Close implements driver.Driver. It closes the idle connections of a client
+// New made; a client given to New is left alone.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
@@ -498,7 +480,7 @@ func (d *Driver) check() error {
 	return nil
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := d.check(); err != nil {
 		return blob.Attrs{}, err
@@ -510,7 +492,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return blob.Attrs{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}, nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := d.check(); err != nil {
 		return nil, err
@@ -539,7 +521,7 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return out.Body, nil
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := d.check(); err != nil {
 		return blob.ListPage{}, err
@@ -575,7 +557,7 @@ func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (d *Driver) Delete(ctx context.Context, keys []string) error {
 	if err := d.check(); err != nil {
 		return err
@@ -652,5 +634,5 @@ func (e *DeleteError) Code() blob.Code {
 	return codeOfS3(aws.ToString(e.Errors[0].Code), 0)
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code { return ErrorCode(err) }

@@ -588,7 +588,7 @@ func TestOpenURL(t *testing.T) {
 // a delete (which must not mistake it for a missing key).
 func TestMissingBucket(t *testing.T) {
 	ep := endpoint(t)
-	b, err := Open(t.Context(), newBucketName(t), "", &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
+	b, err := New(nil, newBucketName(t), &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

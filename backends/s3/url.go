@@ -26,7 +26,19 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Open(ctx, bucket, prefix, o)
+	b, err := New(nil, bucket, o)
+	if err != nil {
+		return nil, err
+	}
+	if prefix = strings.Trim(prefix, "/"); prefix != "" {
+		p, err := b.Prefixed(prefix + "/")
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		return p, nil
+	}
+	return b, nil
 }
 
 // parseURL splits an s3:// URL into the bucket, the key prefix and the

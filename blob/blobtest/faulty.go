@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Op names a driver operation, for rules and counts.
@@ -81,12 +82,12 @@ type rule struct {
 	seen int
 }
 
-// Faulty is a blob.Driver that wraps another and injects the faults its rules
+// Faulty is a driver.Driver that wraps another and injects the faults its rules
 // describe. Its Appender capability is the wrapped driver's: use Driver or
 // Bucket to get a value that has OpenAppend exactly when the wrapped driver
 // does. It is safe for concurrent use.
 type Faulty struct {
-	inner  blob.Driver
+	inner  driver.Driver
 	mu     sync.Mutex
 	rules  []*rule
 	counts map[Op]int
@@ -113,20 +114,20 @@ type fileState struct {
 	synced int64       // bytes known durable: the size at the last successful Sync or Truncate
 }
 
-var _ blob.Driver = (*Faulty)(nil)
+var _ driver.Driver = (*Faulty)(nil)
 
 // NewFaulty wraps inner. With no rules it passes every call through.
-func NewFaulty(inner blob.Driver) *Faulty {
+func NewFaulty(inner driver.Driver) *Faulty {
 	f := &Faulty{inner: inner, counts: map[Op]int{}, files: map[string]*fileState{}, crashDone: make(chan struct{})}
 	f.idle = sync.NewCond(&f.mu)
 	f.dying, f.kill = context.WithCancel(context.Background())
 	return f
 }
 
-// Driver returns the wrapper as a driver that implements blob.Appender when
+// Driver returns the wrapper as a driver that implements driver.Appender when
 // the wrapped driver does.
-func (f *Faulty) Driver() blob.Driver {
-	if _, ok := f.inner.(blob.Appender); ok {
+func (f *Faulty) Driver() driver.Driver {
+	if _, ok := f.inner.(driver.Appender); ok {
 		return appending{f}
 	}
 	return f
@@ -137,7 +138,7 @@ func (f *Faulty) Driver() blob.Driver {
 func (f *Faulty) Bucket() *blob.Bucket { return blob.NewBucket(f.Driver()) }
 
 // Inner returns the wrapped driver.
-func (f *Faulty) Inner() blob.Driver { return f.inner }
+func (f *Faulty) Inner() driver.Driver { return f.inner }
 
 // Add installs a rule and returns a function that removes it.
 func (f *Faulty) Add(r Rule) (remove func()) {
@@ -252,7 +253,7 @@ func (f *Faulty) Crash() error {
 		af := st.open
 		if af == nil {
 			// Closed without sealing: open it again to cut it.
-			ap, ok := f.inner.(blob.Appender)
+			ap, ok := f.inner.(driver.Appender)
 			if !ok {
 				continue
 			}
@@ -394,12 +395,11 @@ func (f *Faulty) enter(op Op, key string) (fault, error) {
 	return ft, nil
 }
 
-// wait applies a fault's delay and waits; ctx may be nil (no deadline).
+// wait applies a fault's delay and waits, until ctx ends. An AppendFile's
+// Write, Sync and Truncate have no context of their own; they pass
+// context.Background, whose Done is nil, and wait without a deadline.
 func (ft *fault) wait(ctx context.Context) error {
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
+	done := ctx.Done()
 	if ft.delay > 0 {
 		t := time.NewTimer(ft.delay)
 		select {
@@ -431,7 +431,7 @@ func (f *Faulty) before(ctx context.Context, op Op, key string) error {
 	return ft.err
 }
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (f *Faulty) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	if err := f.before(ctx, OpPut, key); err != nil {
 		return blob.Attrs{}, err
@@ -448,14 +448,14 @@ func (f *Faulty) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	return a, crashErr(ctx, err)
 }
 
-// StagesPuts implements blob.Stager for the wrapped driver: Put passes
+// StagesPuts implements driver.Stager for the wrapped driver: Put passes
 // PutOptions.BeforeCommit through to a driver that calls it.
 func (f *Faulty) StagesPuts() bool {
-	st, ok := f.inner.(blob.Stager)
+	st, ok := f.inner.(driver.Stager)
 	return ok && st.StagesPuts()
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (f *Faulty) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := f.before(ctx, OpRead, key); err != nil {
 		return nil, err
@@ -463,7 +463,7 @@ func (f *Faulty) NewRangeReader(ctx context.Context, key string, offset, length 
 	return f.inner.NewRangeReader(ctx, key, offset, length)
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (f *Faulty) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := f.before(ctx, OpStat, key); err != nil {
 		return blob.Attrs{}, err
@@ -471,7 +471,7 @@ func (f *Faulty) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return f.inner.Stat(ctx, key)
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (f *Faulty) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := f.before(ctx, OpList, opts.Prefix); err != nil {
 		return blob.ListPage{}, err
@@ -479,7 +479,7 @@ func (f *Faulty) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage
 	return f.inner.List(ctx, opts)
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (f *Faulty) Delete(ctx context.Context, keys []string) error {
 	first := ""
 	if len(keys) > 0 {
@@ -506,7 +506,7 @@ func (f *Faulty) Delete(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// ErrorCode implements blob.Driver: injected faults are transient, a crash
+// ErrorCode implements driver.Driver: injected faults are transient, a crash
 // is unknown, the rest is the wrapped driver's call.
 func (f *Faulty) ErrorCode(err error) blob.Code {
 	switch {
@@ -518,15 +518,15 @@ func (f *Faulty) ErrorCode(err error) blob.Code {
 	return f.inner.ErrorCode(err)
 }
 
-// Close implements blob.Driver.
+// Close implements driver.Driver.
 func (f *Faulty) Close() error { return f.inner.Close() }
 
 // appending is the wrapper with the Appender capability.
 type appending struct{ *Faulty }
 
-var _ blob.Appender = appending{}
+var _ driver.Appender = appending{}
 
-// OpenAppend implements blob.Appender.
+// OpenAppend implements driver.Appender.
 func (a appending) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
 	f := a.Faulty
 	if err := f.before(ctx, OpOpenAppend, key); err != nil {
@@ -537,7 +537,7 @@ func (a appending) OpenAppend(ctx context.Context, key string) (blob.AppendFile,
 		return nil, err
 	}
 	defer end()
-	inner, err := f.inner.(blob.Appender).OpenAppend(ctx, key)
+	inner, err := f.inner.(driver.Appender).OpenAppend(ctx, key)
 	if err != nil {
 		return nil, crashErr(ctx, err)
 	}
@@ -571,7 +571,7 @@ func (a *faultyFile) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return 0, err
 	}
 	end, err := a.f.begin()
@@ -605,7 +605,7 @@ func (a *faultyFile) Sync() error {
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return err
 	}
 	end, err := a.f.begin()
@@ -646,7 +646,7 @@ func (a *faultyFile) Truncate(size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(nil); err != nil {
+	if err := ft.wait(context.Background()); err != nil {
 		return err
 	}
 	end, err := a.f.begin()

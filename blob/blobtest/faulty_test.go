@@ -11,11 +11,12 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 )
 
-func memDriver() blob.Driver { return mem.New().Driver() }
+func memDriver() driver.Driver { return mem.NewDriver() }
 
-func localDriver(t *testing.T) blob.Driver {
+func localDriver(t *testing.T) driver.Driver {
 	t.Helper()
 	d, err := local.NewDriver(t.TempDir(), nil)
 	if err != nil {

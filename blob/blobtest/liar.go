@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
-// Liar is a blob.Driver that wraps another and, on a seeded schedule, lies
+// Liar is a driver.Driver that wraps another and, on a seeded schedule, lies
 // the way real stores and networks do: it stores a write and then reports an
 // error (a lost answer), fails a write without storing it, delays calls, and
 // holds answers back so that the answers of concurrent calls come in another
@@ -35,7 +36,7 @@ import (
 //     client's own retry of it lost to the first attempt (what an SDK that
 //     retries internally reports).
 type Liar struct {
-	inner blob.Driver
+	inner driver.Driver
 	s     Schedule
 
 	mu     sync.Mutex
@@ -130,10 +131,10 @@ var ErrLostAnswer = errors.New("blobtest: answer lost (the write was stored)")
 // ErrRefused is the error of a write the Liar did not store.
 var ErrRefused = errors.New("blobtest: write refused (not stored)")
 
-var _ blob.Driver = (*Liar)(nil)
+var _ driver.Driver = (*Liar)(nil)
 
 // NewLiar wraps inner with the schedule s. Lying is on.
-func NewLiar(inner blob.Driver, s Schedule) *Liar {
+func NewLiar(inner driver.Driver, s Schedule) *Liar {
 	if s.MaxDelay <= 0 {
 		s.MaxDelay = 2 * time.Millisecond
 	}
@@ -143,10 +144,10 @@ func NewLiar(inner blob.Driver, s Schedule) *Liar {
 	return &Liar{inner: inner, s: s, lying: true, calls: map[string]uint64{}, counts: map[string]int{}}
 }
 
-// Driver returns the Liar as a driver that implements blob.Appender when the
+// Driver returns the Liar as a driver that implements driver.Appender when the
 // wrapped driver does.
-func (l *Liar) Driver() blob.Driver {
-	if _, ok := l.inner.(blob.Appender); ok {
+func (l *Liar) Driver() driver.Driver {
+	if _, ok := l.inner.(driver.Appender); ok {
 		return liarAppending{l}
 	}
 	return l
@@ -157,7 +158,7 @@ func (l *Liar) Driver() blob.Driver {
 func (l *Liar) Bucket() *blob.Bucket { return blob.NewBucket(l.Driver()) }
 
 // Inner returns the wrapped driver.
-func (l *Liar) Inner() blob.Driver { return l.inner }
+func (l *Liar) Inner() driver.Driver { return l.inner }
 
 // SetLying turns the honest faults on or off (a final check runs with them
 // off). A Broken mode stays: it models the store itself.
@@ -328,7 +329,7 @@ func lostError(op, key string, a Action) error {
 	return &blob.Error{Op: op, Key: key, Code: blob.CodeTransient, Err: ErrLostAnswer}
 }
 
-// Put implements blob.Driver.
+// Put implements driver.Driver.
 func (l *Liar) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
 	kind := l.kindOf(ctx, key)
 	f := l.decide("put", kind, key, opts.IfNotExist || opts.IfMatch != "")
@@ -363,9 +364,9 @@ func (l *Liar) Put(ctx context.Context, key string, r io.Reader, size int64, opt
 	return a, err
 }
 
-// StagesPuts implements blob.Stager for the wrapped driver.
+// StagesPuts implements driver.Stager for the wrapped driver.
 func (l *Liar) StagesPuts() bool {
-	st, ok := l.inner.(blob.Stager)
+	st, ok := l.inner.(driver.Stager)
 	return ok && st.StagesPuts()
 }
 
@@ -386,7 +387,7 @@ func (l *Liar) readFault(ctx context.Context, op, key string) error {
 	return nil
 }
 
-// NewRangeReader implements blob.Driver.
+// NewRangeReader implements driver.Driver.
 func (l *Liar) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := l.readFault(ctx, "read", key); err != nil {
 		return nil, err
@@ -394,7 +395,7 @@ func (l *Liar) NewRangeReader(ctx context.Context, key string, offset, length in
 	return l.inner.NewRangeReader(ctx, key, offset, length)
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (l *Liar) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if err := l.readFault(ctx, "stat", key); err != nil {
 		return blob.Attrs{}, err
@@ -402,14 +403,14 @@ func (l *Liar) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	return l.inner.Stat(ctx, key)
 }
 
-// List implements blob.Driver.
+// List implements driver.Driver.
 func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	id := opts.Prefix + "\x00" + opts.Token + "\x00" + opts.StartAfter
 	if err := l.readFault(ctx, "list", id); err != nil {
 		return blob.ListPage{}, err
 	}
 	page, err := l.inner.List(ctx, opts)
-	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains(opts.Prefix, "/seg/") && !strings.HasSuffix(opts.Prefix, "/seg") {
+	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains("/"+opts.Prefix, "/seg/") && !strings.HasSuffix("/"+opts.Prefix, "/seg") {
 		return page, err
 	}
 	u, _ := l.draw("list-skip", opts.Prefix)
@@ -441,7 +442,7 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	return page, nil
 }
 
-// Delete implements blob.Driver.
+// Delete implements driver.Driver.
 func (l *Liar) Delete(ctx context.Context, keys []string) error {
 	first := ""
 	if len(keys) > 0 {
@@ -469,7 +470,7 @@ func (l *Liar) Delete(ctx context.Context, keys []string) error {
 	return err
 }
 
-// ErrorCode implements blob.Driver.
+// ErrorCode implements driver.Driver.
 func (l *Liar) ErrorCode(err error) blob.Code {
 	var be *blob.Error
 	if errors.As(err, &be) {
@@ -478,20 +479,20 @@ func (l *Liar) ErrorCode(err error) blob.Code {
 	return l.inner.ErrorCode(err)
 }
 
-// Close implements blob.Driver.
+// Close implements driver.Driver.
 func (l *Liar) Close() error { return l.inner.Close() }
 
 // liarAppending is the Liar with the Appender capability.
 type liarAppending struct{ *Liar }
 
-var _ blob.Appender = liarAppending{}
+var _ driver.Appender = liarAppending{}
 
-// OpenAppend implements blob.Appender.
+// OpenAppend implements driver.Appender.
 func (a liarAppending) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
 	if err := a.readFault(ctx, "open-append", key); err != nil {
 		return nil, err
 	}
-	inner, err := a.inner.(blob.Appender).OpenAppend(ctx, key)
+	inner, err := a.inner.(driver.Appender).OpenAppend(ctx, key)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 func TestLiarKeepsCapabilities(t *testing.T) {
@@ -17,7 +18,7 @@ func TestLiarKeepsCapabilities(t *testing.T) {
 	if !blobtest.NewLiar(localDriver(t), blobtest.Schedule{}).Bucket().CanAppend() {
 		t.Error("a Liar over local lacks the Appender capability")
 	}
-	if _, ok := blobtest.NewLiar(localDriver(t), blobtest.Schedule{}).Driver().(blob.Stager); !ok {
+	if _, ok := blobtest.NewLiar(localDriver(t), blobtest.Schedule{}).Driver().(driver.Stager); !ok {
 		t.Error("a Liar over local is no Stager")
 	}
 }

@@ -118,7 +118,7 @@ func nameKind(f flip) string {
 func buildFlipLog(t *testing.T, dir string, seed uint64) *blob.Bucket {
 	t.Helper()
 	ctx := context.Background()
-	b, err := local.Open(dir, &local.Options{CreateDir: true})
+	b, err := local.New(dir, &local.Options{CreateDir: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
 )
@@ -199,14 +201,14 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, sel *regexp
 	n := 0
 	h := conformance.Harness{
 		// The suite closes each subtest's bucket (and Closed closes it on
-		// purpose): each is a bucket of its own over b's driver, which
-		// stays open.
+		// purpose): each is a bucket of its own over a driver that calls
+		// through b (its prefix, key checks and counters), which stays open.
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 			mu.Lock()
 			n++
-			sub := fmt.Sprintf("%s%s%04d/", b.Prefix(), prefix, n)
+			sub := fmt.Sprintf("%s%04d/", prefix, n)
 			mu.Unlock()
-			return blob.NewBucket(keepOpen(b.Driver())).Prefixed(sub)
+			return blob.NewBucket(keepOpen(blobtest.BucketDriver(b))).Prefixed(sub)
 		},
 		Append:            b.CanAppend(),
 		ConditionalWrites: true,
@@ -335,31 +337,31 @@ func (r *ruleSet) has(name string) bool {
 // keepOpen wraps d for a bucket of its own whose Close leaves d open, with
 // d's optional capabilities (the suite checks that Append is declared
 // exactly when the driver appends, and the BeforeCommit promise of a Stager).
-func keepOpen(d blob.Driver) blob.Driver {
+func keepOpen(d driver.Driver) driver.Driver {
 	k := keptOpen{d}
-	if ap, ok := d.(blob.Appender); ok {
+	if ap, ok := d.(driver.Appender); ok {
 		return keptOpenAppender{k, ap}
 	}
 	return k
 }
 
-type keptOpen struct{ blob.Driver }
+type keptOpen struct{ driver.Driver }
 
 func (keptOpen) Close() error { return nil }
 
 func (k keptOpen) StagesPuts() bool {
-	s, ok := k.Driver.(blob.Stager)
+	s, ok := k.Driver.(driver.Stager)
 	return ok && s.StagesPuts()
 }
 
 func (k keptOpen) As(i any) bool {
-	a, ok := k.Driver.(blob.Aser)
+	a, ok := k.Driver.(driver.Aser)
 	return ok && a.As(i)
 }
 
 type keptOpenAppender struct {
 	keptOpen
-	blob.Appender
+	driver.Appender
 }
 
 // scratchPrefix picks a prefix no object of b starts with.

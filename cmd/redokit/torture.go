@@ -22,7 +22,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/conformance/torture"
 )
@@ -132,8 +131,8 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 		return err
 	}
 	defer cleanup(&err)
-	liar := blobtest.NewLiar(b.Driver(), o.schedule(o.seed))
-	lb, err := blob.NewBucket(liar.Driver()).Prefixed(sb.Prefix())
+	liar := blobtest.NewLiar(blobtest.BucketDriver(b), o.schedule(o.seed))
+	lb, err := liar.Bucket().Prefixed(prefix)
 	if err != nil {
 		return err
 	}
@@ -394,8 +393,8 @@ func (a *app) tortureChildCmd() *cobra.Command {
 			}
 			o := &tortureOptions{broken: broken}
 			// Each incarnation of each writer loses other answers.
-			liar := blobtest.NewLiar(b.Driver(), o.schedule(seed^uint64(incarnation)<<32^uint64(len(writerID))<<48^hashString(writerID)))
-			lb, err := blob.NewBucket(liar.Driver()).Prefixed(clean.Prefix())
+			liar := blobtest.NewLiar(blobtest.BucketDriver(b), o.schedule(seed^uint64(incarnation)<<32^uint64(len(writerID))<<48^hashString(writerID)))
+			lb, err := liar.Bucket().Prefixed(prefix)
 			if err != nil {
 				return err
 			}

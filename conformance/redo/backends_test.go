@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/redokit/redokit/backends/gocloud"
+	_ "github.com/redokit/redokit/backends/gocloud" // "gocloud+mem"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
 )
@@ -27,7 +28,7 @@ func TestRedoMem(t *testing.T) {
 func TestRedoLocal(t *testing.T) {
 	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return local.Open(t.TempDir(), nil)
+			return local.New(t.TempDir(), nil)
 		},
 		Append:            true,
 		ConditionalWrites: true,
@@ -37,7 +38,7 @@ func TestRedoLocal(t *testing.T) {
 func TestRedoGocloudMem(t *testing.T) {
 	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return gocloud.OpenURL(ctx, "mem://")
+			return blob.Open(ctx, "gocloud+mem://")
 		},
 		ConditionalWrites: true,
 	}})
@@ -47,18 +48,18 @@ func TestRedoGocloudMem(t *testing.T) {
 // of a shared store, as redokit check makes them: every tier must keep to
 // the view's keys.
 func TestRedoMemViews(t *testing.T) {
-	store := mem.New()
+	store := mem.NewDriver()
 	n := 0
 	redo.Run(t, redo.Harness{Harness: conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
 			n++
-			return blob.NewBucket(keepOpen{store.Driver()}).Prefixed(fmt.Sprintf("view-%03d/", n))
+			return blob.NewBucket(keepOpen{store}).Prefixed(fmt.Sprintf("view-%03d/", n))
 		},
 		ConditionalWrites: true,
 	}})
 }
 
 // keepOpen leaves the shared store open when a subtest closes its view.
-type keepOpen struct{ blob.Driver }
+type keepOpen struct{ driver.Driver }
 
 func (keepOpen) Close() error { return nil }

@@ -50,15 +50,9 @@ func (r *redoSuite) faultTier(t conformance.T) {
 // over b, and returns its report.
 func runFaultTier(t conformance.T, b *blob.Bucket, s blobtest.Schedule, seed uint64) *torture.Report {
 	t.Helper()
-	l := blobtest.NewLiar(b.Driver(), s)
-	// The Liar's bucket shares b's driver, which the suite closes.
-	lb := blob.NewBucket(l.Driver())
-	if p := b.Prefix(); p != "" {
-		var err error
-		if lb, err = lb.Prefixed(p); err != nil {
-			t.Fatalf("prefix the Liar's bucket: %v", err)
-		}
-	}
+	l := blobtest.NewLiar(blobtest.BucketDriver(b), s)
+	// The Liar's bucket goes through b, which the suite closes.
+	lb := l.Bucket()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	rep, err := torture.Run(ctx, torture.Config{

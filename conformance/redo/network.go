@@ -83,16 +83,11 @@ type Network struct {
 // the store, a wait); a slow link is a delay on every call.
 func (r *redoSuite) driverNetwork(t conformance.T) *Network {
 	b := r.h.Bucket(t, false)
-	f := blobtest.NewFaulty(b.Driver())
-	// The wrapper's bucket shares b's driver, which the suite closes, and
-	// its keys: a harness may make its buckets as views under a prefix.
+	// The faults wrap a driver that calls through b, so the faulty bucket
+	// sees b's keys, under b's prefix when a harness makes its buckets as
+	// views, with b's key checks and counters.
+	f := blobtest.NewFaulty(blobtest.BucketDriver(b))
 	fb := blob.NewBucket(f.Driver())
-	if p := b.Prefix(); p != "" {
-		var err error
-		if fb, err = fb.Prefixed(p); err != nil {
-			t.Fatalf("prefix the faulty bucket: %v", err)
-		}
-	}
 	// Requests, not the writes and syncs of an open append file: those
 	// cross no network.
 	request := func(c blobtest.Call) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance"
 )
 
@@ -60,7 +61,7 @@ var memHarness = Harness{Harness: conformance.Harness{
 // brokenCase is a driver with one rule a redo log relies on broken.
 type brokenCase struct {
 	name     string
-	driver   func() blob.Driver
+	driver   func() driver.Driver
 	mustFail []string // under both Plain and Prefixed
 	mustPass []string // under both: the bug is not blamed on unrelated rules
 }
@@ -68,23 +69,23 @@ type brokenCase struct {
 var redoBrokenCases = []brokenCase{
 	{
 		name:     "IgnoredIfMatch",
-		driver:   func() blob.Driver { return ignoredIfMatch{mem.NewDriver()} },
+		driver:   func() driver.Driver { return ignoredIfMatch{mem.NewDriver()} },
 		mustFail: []string{"Fencing"},
 		mustPass: []string{"ReadBack", "Corruption", "GC"},
 	},
 	{
 		name:     "StaleList",
-		driver:   func() blob.Driver { return staleList{mem.NewDriver()} },
+		driver:   func() driver.Driver { return staleList{mem.NewDriver()} },
 		mustFail: []string{"ReadBack", "GC"},
 	},
 	{
 		name:     "ShortRange",
-		driver:   func() blob.Driver { return shortRange{mem.NewDriver()} },
+		driver:   func() driver.Driver { return shortRange{mem.NewDriver()} },
 		mustFail: []string{"ReadBack", "Restart", "Watermark"},
 	},
 	{
 		name:     "DeleteIgnored",
-		driver:   func() blob.Driver { return deleteIgnored{mem.NewDriver()} },
+		driver:   func() driver.Driver { return deleteIgnored{mem.NewDriver()} },
 		mustFail: []string{"GC"},
 		mustPass: []string{"ReadBack", "Restart", "Fencing", "Watermark"},
 	},

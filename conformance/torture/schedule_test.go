@@ -11,6 +11,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance/torture"
 )
 
@@ -43,7 +44,7 @@ func scheduleFor(seed uint64) (blobtest.Schedule, string) {
 // runSchedule runs one seeded schedule on a fresh store and returns its
 // report.
 func runSchedule(t *testing.T, backend string, seed uint64, steps int) (*torture.Report, string) {
-	var inner blob.Driver
+	var inner driver.Driver
 	switch backend {
 	case "mem":
 		inner = mem.NewDriver()

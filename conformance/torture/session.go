@@ -13,6 +13,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
@@ -144,15 +145,9 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, ids: WriterIDs(cfg.Writers), spans: SpanIDs(cfg.Spans)}
 	s.h = newHistory(Gen{Seed: cfg.Seed}, s.spans, cfg.Logf)
 	s.h.explain = s.explain
-	// GC deletes through a watch on the same driver and prefix. The
-	// bucket is never closed: it shares cfg.Bucket's driver.
-	s.gcB = blob.NewBucket(&deleteWatch{Driver: cfg.Bucket.Driver(), s: s})
-	if p := cfg.Bucket.Prefix(); p != "" {
-		var err error
-		if s.gcB, err = s.gcB.Prefixed(p); err != nil {
-			return nil, err
-		}
-	}
+	// GC deletes through a watch on cfg.Bucket. The bucket is never
+	// closed: closing it would close cfg.Bucket.
+	s.gcB = blob.NewBucket(&deleteWatch{Driver: blobtest.BucketDriver(cfg.Bucket), s: s})
 	err := s.retry(ctx, "open the coordinator and register the writers and spans", func(ctx context.Context) error {
 		c, err := meta.OpenCoordinator(ctx, cfg.Bucket, cfg.LogID, &meta.CoordinatorOptions{StartTs: BaseTs})
 		if err != nil {
@@ -484,15 +479,14 @@ const finalReads = 3
 // deleteWatch is the driver GC deletes through: a segment it deletes must be
 // sealed and wholly below every checkpoint ever set.
 type deleteWatch struct {
-	blob.Driver
+	driver.Driver
 	s *Session
 }
 
 func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 	ceil := d.s.h.checkpointCeiling()
-	prefix := d.s.cfg.Bucket.Prefix()
 	for _, k := range keys {
-		n, err := segment.ParseName(strings.TrimPrefix(k, prefix))
+		n, err := segment.ParseName(k)
 		if err != nil {
 			continue
 		}

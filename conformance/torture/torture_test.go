@@ -9,10 +9,11 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance/torture"
 )
 
-func runOn(t *testing.T, inner blob.Driver, seed uint64, s blobtest.Schedule, steps int) *torture.Report {
+func runOn(t *testing.T, inner driver.Driver, seed uint64, s blobtest.Schedule, steps int) *torture.Report {
 	t.Helper()
 	l := blobtest.NewLiar(inner, s)
 	rep, err := torture.Run(context.Background(), torture.Config{Bucket: l.Bucket(), Clean: blob.NewBucket(inner), Liar: l, Seed: seed, Steps: steps})
@@ -33,7 +34,7 @@ func TestNoFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, inner := range map[string]blob.Driver{"mem": mem.NewDriver(), "local": d} {
+	for name, inner := range map[string]driver.Driver{"mem": mem.NewDriver(), "local": d} {
 		t.Run(name, func(t *testing.T) {
 			rep := runOn(t, inner, 1, blobtest.Schedule{}, 100)
 			if rep.Counts.Flushes == 0 || rep.Counts.Reads == 0 || rep.Counts.Failovers == 0 {

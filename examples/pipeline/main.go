@@ -215,7 +215,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	b, err := local.Open(filepath.Join(dir, "redo"), &local.Options{CreateDir: true})
+	b, err := local.New(filepath.Join(dir, "redo"), &local.Options{CreateDir: true})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // ---- the "native client": what a real backend imports from an SDK ----
@@ -57,15 +58,15 @@ func NewService() *Service { return &Service{objects: map[string]object{}} }
 
 // ---- the driver ----
 
-// Driver is the blob.Driver over a Service.
+// Driver is the driver.Driver over a Service.
 type Driver struct {
 	svc      *Service
 	pageSize int // the most objects this store returns a page; 0: no limit
 }
 
 var (
-	_ blob.Driver = (*Driver)(nil)
-	_ blob.Aser   = (*Driver)(nil)
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Aser   = (*Driver)(nil)
 )
 
 // Options configure a Driver; nil is valid.
@@ -76,12 +77,28 @@ type Options struct {
 }
 
 // New returns a Bucket over svc. opts may be nil.
-func New(svc *Service, opts *Options) *blob.Bucket {
+func New(svc *Service, opts *Options) (*blob.Bucket, error) {
+	d, err := NewDriver(svc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return blob.NewBucket(d), nil
+}
+
+// NewDriver returns the driver New wraps, for callers that decorate drivers
+// (fault injection, metrics) before handing them to blob.NewBucket.
+func NewDriver(svc *Service, opts *Options) (*Driver, error) {
+	if svc == nil {
+		return nil, fmt.Errorf("%w: mapblob: nil service", blob.ErrInvalidArgument)
+	}
 	d := &Driver{svc: svc}
 	if opts != nil {
+		if opts.PageSize < 0 {
+			return nil, fmt.Errorf("%w: mapblob: negative page size %d", blob.ErrInvalidArgument, opts.PageSize)
+		}
 		d.pageSize = opts.PageSize
 	}
-	return blob.NewBucket(d)
+	return d, nil
 }
 
 // etag makes an ETag from the object's version: it changes on every Put.
@@ -149,7 +166,7 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
-// Stat implements blob.Driver.
+// Stat implements driver.Driver.
 func (d *Driver) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	o, err := d.get(ctx, key)
 	if err != nil {
@@ -269,7 +286,10 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		services.m[u.Host] = svc
 	}
 	services.Unlock()
-	b := New(svc, &opts)
+	b, err := New(svc, &opts)
+	if err != nil {
+		return nil, err
+	}
 	if prefix := strings.TrimPrefix(u.Path, "/"); prefix != "" {
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"

@@ -17,7 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			return mapblob.New(mapblob.NewService(), nil), nil
+			return mapblob.New(mapblob.NewService(), nil)
 		},
 		ConditionalWrites: true,
 	})

@@ -58,7 +58,7 @@ func write(t *testing.T, w *writer.Writer, from, to uint64) {
 }
 
 func localBucket(t *testing.T) *blob.Bucket {
-	b, err := local.Open(t.TempDir(), &local.Options{CreateDir: true})
+	b, err := local.New(t.TempDir(), &local.Options{CreateDir: true})
 	must(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b

@@ -1,4 +1,4 @@
-package blob
+package driver
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 )
 
 // Driver is the interface a storage backend implements. It is deliberately
-// narrow: Bucket does key validation, prefixing, error wrapping, batching and
-// counting, so a driver only moves bytes and classifies its errors.
+// narrow: the Bucket over it does key validation, prefixing, error wrapping,
+// batching and counting, so a driver only moves bytes and classifies its
+// errors.
 //
-// Keys given to a driver are already valid (see ValidateKey) and already carry
+// Keys given to a driver are already valid (see blob.ValidateKey) and already carry
 // any prefix. Every method must be safe for concurrent use and must honour
 // ctx: when ctx ends, the call returns promptly with an error that wraps
 // ctx.Err() (or that ErrorCode maps to CodeCanceled/CodeDeadlineExceeded).
@@ -104,13 +105,13 @@ type ListOptions struct {
 
 // ListPage is one page of a listing.
 //
-// A listing may yield keys that are not valid keys (ValidateKey fails on
-// them): objects the store holds that no valid key can address, such as a
+// A listing may yield keys that are not valid keys (blob.ValidateKey fails
+// on them): objects the store holds that no valid key can address, such as a
 // local file whose name is not UTF-8 or holds a control character, or one
-// whose path is longer than MaxKeyLen. Callers must report them, not skip
+// whose path is longer than blob.MaxKeyLen. Callers must report them, not skip
 // them: such an object is often a valid one whose name was damaged, and
 // skipping it would hide its loss. Bucket passes them through as they are;
-// reading or deleting one fails with ErrInvalidKey naming it.
+// reading or deleting one fails with blob.ErrInvalidKey naming it.
 type ListPage struct {
 	Objects   []Attrs
 	NextToken string // empty on the last page
@@ -120,7 +121,8 @@ type ListPage struct {
 // Driver.Delete call (S3's DeleteObjects limit).
 const MaxDeleteBatch = 1000
 
-// DefaultPageSize is the page size Bucket asks for when the caller gives none.
+// DefaultPageSize is the page size Bucket asks for when the caller gives
+// none, and the largest it asks for.
 const DefaultPageSize = 1000
 
 // Stager is the optional capability of a driver whose Put stages the
