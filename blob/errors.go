@@ -40,9 +40,6 @@ var (
 	ErrNotSupported       = driver.ErrNotSupported
 	ErrPermissionDenied   = driver.ErrPermissionDenied
 	ErrTransient          = driver.ErrTransient
-	// ErrFenced reports that a writer's epoch is no longer current: another
-	// process has taken over its writer ID, and this one must stop writing.
-	ErrFenced = errors.New("blob: writer fenced by a newer epoch")
 )
 
 func sentinel(c Code) error {
@@ -156,7 +153,7 @@ func wrap(d driver.Driver, op, key string, err error) error {
 		code = CodeDeadlineExceeded
 	case errors.Is(err, ErrInvalidKey):
 		return &Error{Op: op, Key: key, Code: CodeInvalidArgument, Err: err}
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrClosed):
 		// No code of their own: errors.Is finds the sentinel through Unwrap.
 		return &Error{Op: op, Key: key, Code: CodeUnknown, Err: err}
 	default:

@@ -105,7 +105,7 @@
 // outcome is unknown (any failure other than a refusal before the request
 // left, and a precondition failure after an attempt that may have landed)
 // is never guessed at: the object is re-read. Its token there is success;
-// for a lease, a newer epoch there is blob.ErrFenced (a [*FencedError]
+// for a lease, a newer epoch there is [ErrFenced] (a [*FencedError]
 // carrying the state that proves it), and nothing else is; the lease's own
 // epoch under another token is [ErrForeignWrite]; the previous version
 // still there returns the original error and leaves the lease usable. When
@@ -122,7 +122,7 @@
 // compare-and-swap. The new epoch records a [Fence] for the epoch it
 // replaced: the last segment seq that epoch had published. From then on the
 // old process (a zombie, if it still runs) fails every progress publication
-// with blob.ErrFenced, and readers ignore any segment it commits later
+// with [ErrFenced], and readers ignore any segment it commits later
 // (seq above its fence): see [WriterState.Accepts]. The fence records the
 // last version of the old epoch's state the new one replaced, which may be
 // a publication whose answer the zombie never got: so a zombie may delete

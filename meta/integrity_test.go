@@ -139,7 +139,7 @@ func TestLeaseLostAnswer(t *testing.T) {
 	}
 	drv.loseNth(1, conditional)
 	err = l.Publish(ctx, 10, 1)
-	if err != nil && errors.Is(err, blob.ErrFenced) {
+	if err != nil && errors.Is(err, ErrFenced) {
 		t.Fatalf("publish whose answer was lost: %v: fenced without a newer epoch", err)
 	}
 	// The writer retries what failed (or moves on); neither is fenced.
@@ -177,7 +177,7 @@ func TestLeaseOutcomeStaysOpen(t *testing.T) {
 	removePut := f.FailNth(blobtest.OpPut, 1, nil)
 	removeStat := f.FailNth(blobtest.OpStat, 1, nil)
 	err = l.Publish(ctx, 10, 1)
-	if err == nil || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
+	if err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish with a failed put and a failed re-read: %v; want an error naming the key, not a fence", err)
 	}
 	removePut()
@@ -210,7 +210,7 @@ func TestLeaseOpenOutcomeLanded(t *testing.T) {
 	}
 	drv.loseNth(1, conditional)
 	remove := f.FailNth(blobtest.OpStat, 1, nil)
-	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, blob.ErrFenced) {
+	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("publish: %v; want an error that is not a fence", err)
 	}
 	remove()
@@ -239,7 +239,7 @@ func TestLeaseForeignWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = l.Publish(ctx, 10, 1)
-	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, blob.ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
+	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish over a foreign write of the same epoch: %v", err)
 	}
 }
@@ -262,7 +262,7 @@ func TestLeaseFencedCarriesTheFence(t *testing.T) {
 	}
 	err = old.Publish(ctx, 20, 5)
 	var fe *FencedError
-	if !errors.Is(err, blob.ErrFenced) || !errors.As(err, &fe) {
+	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) {
 		t.Fatalf("zombie publish: %v", err)
 	}
 	if f, ok := fe.Fence(); !ok || f.Epoch != 1 || f.LastSeq != 4 {
@@ -721,11 +721,11 @@ func TestLeaseLateLanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, blob.ErrFenced) {
+	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("publish whose put is still in flight: %v", err)
 	}
 	err = l.Publish(ctx, 20, 2)
-	if err == nil || errors.Is(err, blob.ErrFenced) || !blob.IsPreconditionFailed(err) {
+	if err == nil || errors.Is(err, ErrFenced) || !blob.IsPreconditionFailed(err) {
 		t.Fatalf("publish across the late landing: %v; want its precondition failure, not a fence", err)
 	}
 	if st := l.State(); st.FlushedTs != 10 || st.Seq != 1 {

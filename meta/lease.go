@@ -23,11 +23,10 @@ import (
 // released and is not readable.
 const StateVersion = 2
 
-
 // WriterState is the one small object per writer that holds its lease and
 // its progress. Every change to it is a compare-and-swap on its ETag, so a
 // process that lost the lease (a zombie) can never publish progress: its next
-// write fails with blob.ErrFenced.
+// write fails with ErrFenced.
 type WriterState struct {
 	// Version is the envelope's version (StateVersion); it is not part of
 	// the body.
@@ -219,7 +218,7 @@ func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[st
 // When a write's outcome is unknown (its answer was lost, or a later write
 // failed its precondition although the earlier one may have landed), the
 // lease re-reads the state object before it decides anything: its token
-// there is success; a newer epoch there is blob.ErrFenced, sticky (and the
+// there is success; a newer epoch there is ErrFenced, sticky (and the
 // only way to it); the lease's own last version there means the write did
 // not land (yet), and the lease stays usable; anything else is an error
 // naming the key (ErrForeignWrite). Until a re-read settles it, the next
@@ -243,7 +242,7 @@ type Lease struct {
 }
 
 // FencedError is the error of a lease that lost its writer ID to a newer
-// epoch. It matches blob.ErrFenced, and carries the state that proves it.
+// epoch. It matches ErrFenced, and carries the state that proves it.
 type FencedError struct {
 	Key      string
 	WriterID string
@@ -254,11 +253,11 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("meta: writer %s epoch %d lost its lease: %s holds epoch %d: %v", e.WriterID, e.Epoch, e.Key, e.Newer.Epoch, blob.ErrFenced)
+	return fmt.Sprintf("meta: writer %s epoch %d lost its lease: %s holds epoch %d: %v", e.WriterID, e.Epoch, e.Key, e.Newer.Epoch, ErrFenced)
 }
 
-// Is makes the error match blob.ErrFenced.
-func (e *FencedError) Is(target error) bool { return target == blob.ErrFenced }
+// Is makes the error match ErrFenced.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 // Fence returns the fence the newer state recorded for the lease's epoch:
 // the last seq of that epoch the log keeps. Without one (the epoch had
@@ -399,7 +398,7 @@ func (l *Lease) Publish(ctx context.Context, flushedTs, seq uint64) error {
 
 // PublishProgress records the writer's progress by compare-and-swap: if
 // another process has taken the writer ID (a newer epoch is proven by a
-// read), it fails with a *FencedError matching blob.ErrFenced, and so does
+// read), it fails with a *FencedError matching ErrFenced, and so does
 // every later call. A write whose outcome is unknown is settled by a
 // re-read as the Lease doc says; an error that is not ErrFenced leaves the
 // lease usable, and a later call settles what is open before it writes. A
@@ -477,7 +476,7 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 	}
 	landed, serr := l.settle(ctx)
 	switch {
-	case serr != nil && errors.Is(serr, blob.ErrFenced):
+	case serr != nil && errors.Is(serr, ErrFenced):
 		return serr
 	case serr != nil:
 		return fmt.Errorf("meta: writer %s epoch %d: the put of %s failed and its outcome is still open: %w", l.st.WriterID, l.st.Epoch, l.key, errors.Join(err, serr))
@@ -493,7 +492,7 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 // settle re-reads the state object to decide the writes whose outcome is
 // open, and returns the token of the one that landed ("" for none). It is
 // called with l.mu held. A newer epoch fences the lease (sticky); an error
-// that does not match blob.ErrFenced leaves everything open.
+// that does not match ErrFenced leaves everything open.
 func (l *Lease) settle(ctx context.Context) (string, error) {
 	st, etag, err := ReadWriterState(ctx, l.b, l.st.LogID, l.st.WriterID)
 	if err != nil {
@@ -520,7 +519,7 @@ func (l *Lease) settle(ctx context.Context) (string, error) {
 
 // Check verifies that the lease is still held, by reading the state object
 // (which also settles a write whose outcome was open). It fails with
-// blob.ErrFenced only when a newer epoch is there. It costs one read;
+// ErrFenced only when a newer epoch is there. It costs one read;
 // writers call it before committing a segment on stores where a zombie's
 // segment would otherwise cost a reader work.
 func (l *Lease) Check(ctx context.Context) error {

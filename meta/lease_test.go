@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/backends/mem"
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
@@ -42,10 +41,10 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 		t.Fatalf("takeover state %+v", st)
 	}
 	// The zombie can no longer publish, and stays fenced.
-	if err := a.Publish(ctx, 200, 4); !errors.Is(err, blob.ErrFenced) {
+	if err := a.Publish(ctx, 200, 4); !errors.Is(err, ErrFenced) {
 		t.Fatalf("zombie publish = %v, want ErrFenced", err)
 	}
-	if err := a.Check(ctx); !errors.Is(err, blob.ErrFenced) {
+	if err := a.Check(ctx); !errors.Is(err, ErrFenced) {
 		t.Fatalf("zombie check = %v, want ErrFenced", err)
 	}
 	got, _, err := ReadWriterState(ctx, b, "log1", "w1")

@@ -12,7 +12,6 @@ import (
 	"github.com/redokit/redokit/segment"
 )
 
-
 // ErrDeleting reports a log whose removal started and has not finished (its
 // delete marker is there). Opening it would mix a new log with the old one's
 // leftovers; gc.ResumeDeleteLog finishes the removal.

@@ -526,8 +526,8 @@ func runSplitTableDDL(t *testing.T, b *blob.Bucket) {
 			s.must(wb.AdvanceResolved(span, 259))
 		}
 	}
-	if _, err := wb.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
-		t.Fatalf("the fenced writer's flush: %v, want blob.ErrFenced", err)
+	if _, err := wb.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+		t.Fatalf("the fenced writer's flush: %v, want meta.ErrFenced", err)
 	}
 	if st, _, err := meta.ReadWriterState(ctx, b, scnLogID, "B"); err != nil || st.Epoch != fencer.Epoch() || st.FlushedTs > 250 {
 		t.Fatalf("the zombie changed B's state: %+v, %v", st, err)
@@ -628,8 +628,8 @@ func runSplitTableDDL(t *testing.T, b *blob.Bucket) {
 	}
 	t.Logf("final: checkpoint %d, resolved %d; %d events read, %d segments, %d fenced or shadowed; %d checks",
 		m.CheckpointTs, m.ResolvedTs, len(got), rep.Sealed+rep.Active, rep.Ignored, s.chk.reads)
-	if err := wb.Close(ctx); !errors.Is(err, blob.ErrFenced) {
-		t.Errorf("closing the zombie: %v, want blob.ErrFenced", err)
+	if err := wb.Close(ctx); !errors.Is(err, meta.ErrFenced) {
+		t.Errorf("closing the zombie: %v, want meta.ErrFenced", err)
 	}
 }
 

@@ -374,8 +374,8 @@ func (s *sched) kill(ws *wslot) error {
 			return s.fail(fmt.Errorf("zombie resolve: %w", err))
 		}
 	}
-	if _, err := zombie.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
-		return s.fail(fmt.Errorf("invariant 5: a fenced writer's flush returned %v, want blob.ErrFenced", err))
+	if _, err := zombie.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+		return s.fail(fmt.Errorf("invariant 5: a fenced writer's flush returned %v, want meta.ErrFenced", err))
 	}
 	after, _, err := meta.ReadWriterState(ctx, s.b, schedLog, ws.id)
 	if err != nil {

@@ -685,7 +685,7 @@ func (g *Gate) report(ctx context.Context) {
 // Close stops new writes, closes the redo writer, waits (until ctx ends)
 // for the global resolved ts to cover the writer's final flushed ts, releases
 // what it covers and drops every other held event. It stops Run. The
-// writer's Close error (blob.ErrFenced for a writer that lost its lease) is
+// writer's Close error (meta.ErrFenced for a writer that lost its lease) is
 // returned, joined with any error of the final release. Close is idempotent:
 // a later call waits (until its ctx ends) for the first to finish and returns
 // the same result.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -233,7 +232,7 @@ func (c *committer) retry(op func() error) error {
 			return nil
 		}
 		var p permanent
-		if errors.Is(err, blob.ErrFenced) || errors.As(err, &p) {
+		if errors.Is(err, meta.ErrFenced) || errors.As(err, &p) {
 			return err
 		}
 		if c.ctx.Err() != nil {
@@ -381,7 +380,7 @@ func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.C
 	if ts != c.pubTs || seq != c.pubSeq || chainMax != c.pubChainMax || digest != c.pubDigest || !c.pubHasSeq && hasData || !slices.Equal(spans, c.pubSpans) {
 		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, ChainMaxTs: chainMax, Digest: digest, Spans: spans}, ready)
 		if err != nil {
-			if errors.Is(err, blob.ErrFenced) {
+			if errors.Is(err, meta.ErrFenced) {
 				if rerr := c.retract(err); rerr != nil {
 					// Still fenced (errors.Is), and saying what was
 					// left behind.

@@ -117,7 +117,7 @@
 // if-not-exists put that finds the object already there reads it back, and
 // exactly these bytes mean an earlier attempt whose answer was lost stored
 // it. A flush that fails past its retries stops the writer, and so
-// does blob.ErrFenced (another process took the writer ID): every later call
+// does meta.ErrFenced (another process took the writer ID): every later call
 // returns that error ([Writer.Err]). Only Open with the same writer ID (a new
 // epoch, with recovery) goes on from there.
 //
@@ -132,7 +132,7 @@
 // then: a flush publishes only after all of its uploads returned). A delete
 // that fails or runs out of time leaves the segments to GC, and the error
 // the writer stops with says so, naming them, besides matching
-// blob.ErrFenced. It cuts
+// meta.ErrFenced. It cuts
 // and deletes nothing at or below the fence: a publication whose answer was
 // lost may be what the fence covers. Blocks it appended past its last
 // acknowledged publication to a segment the fence accepts stay; the reader

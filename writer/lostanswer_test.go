@@ -129,7 +129,7 @@ func TestLostProgressAnswer(t *testing.T) {
 					must(t, w.AdvanceResolved(1, from+9))
 					ts, err := w.Flush(ctx)
 					if err != nil || ts != from+9 {
-						t.Fatalf("flush %d: %d, %v (fenced: %v)", i+1, ts, err, errors.Is(err, blob.ErrFenced))
+						t.Fatalf("flush %d: %d, %v (fenced: %v)", i+1, ts, err, errors.Is(err, meta.ErrFenced))
 					}
 				}
 				must(t, w.Close(ctx))
@@ -201,7 +201,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 			mustFlush(t, w)
 			writeRange(t, w, 1, 11, 20)
 			must(t, w.AdvanceResolved(1, 20))
-			if _, err := w.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
+			if _, err := w.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("flush across the takeover: %v, want ErrFenced", err)
 			}
 			must(t, takeover)
@@ -383,7 +383,7 @@ func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 		must(t, w.AdvanceResolved(1, from+per-1))
 		ts, err := w.Flush(ctx)
 		if err != nil || ts != from+per-1 {
-			t.Fatalf("seed %d: flush %d: %d, %v (fenced: %v)", seed, i+1, ts, err, errors.Is(err, blob.ErrFenced))
+			t.Fatalf("seed %d: flush %d: %d, %v (fenced: %v)", seed, i+1, ts, err, errors.Is(err, meta.ErrFenced))
 		}
 	}
 	if err := w.Close(ctx); err != nil {

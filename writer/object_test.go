@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/backends/mem"
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/meta"
 )
@@ -208,7 +207,7 @@ func TestRetractHungStore(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("fenced flush took %v with RetractTimeout %v", el, o.RetractTimeout)
 	}
-	if !errors.Is(err, blob.ErrFenced) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, meta.ErrFenced) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("fenced flush over a hung delete: %v, want ErrFenced and the delete's deadline", err)
 	}
 	var doomed string

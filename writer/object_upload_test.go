@@ -376,7 +376,7 @@ func TestObjectUploadsBounded(t *testing.T) {
 }
 
 // TestObjectFenceDuringUploads fences a writer while one of its uploads is
-// held: once it returns, the writer's publication fails with blob.ErrFenced,
+// held: once it returns, the writer's publication fails with meta.ErrFenced,
 // and the writer retracts every object it stored after its last publication.
 func TestObjectFenceDuringUploads(t *testing.T) {
 	ctx := context.Background()
@@ -402,16 +402,16 @@ func TestObjectFenceDuringUploads(t *testing.T) {
 	waitFor(t, "the other uploads", func() bool { return keyOf(t, f, 2) != "" && keyOf(t, f, 4) != "" })
 	w2 := open(t, blob.NewBucket(f.Inner()), objectOptions(3))
 	close(gate)
-	if err := <-done; !errors.Is(err, blob.ErrFenced) {
+	if err := <-done; !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("fenced writer's Flush: %v", err)
 	}
-	if !errors.Is(w1.Err(), blob.ErrFenced) {
+	if !errors.Is(w1.Err(), meta.ErrFenced) {
 		t.Fatalf("Err() = %v", w1.Err())
 	}
-	if err := w1.Close(ctx); !errors.Is(err, blob.ErrFenced) {
+	if err := w1.Close(ctx); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("fenced writer's Close: %v", err)
 	}
-	if err := w1.Close(ctx); !errors.Is(err, blob.ErrFenced) {
+	if err := w1.Close(ctx); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("second Close: %v", err)
 	}
 	if keys := segmentKeys(t, b); !slices.Equal(keys, published) {

@@ -175,7 +175,7 @@ func (w *Writer) ResolvedTs() uint64 {
 	return w.resolvedLocked()
 }
 
-// Err returns the error that stopped the writer for good (blob.ErrFenced
+// Err returns the error that stopped the writer for good (meta.ErrFenced
 // when another process took the writer ID, or a flush that failed past its
 // retries), or nil.
 func (w *Writer) Err() error {

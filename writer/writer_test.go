@@ -348,7 +348,7 @@ func TestRestartContinuesSeq(t *testing.T) {
 }
 
 // TestFenced opens the same writer ID twice: the first writer's next flush
-// fails with blob.ErrFenced, and so does every later call.
+// fails with meta.ErrFenced, and so does every later call.
 func TestFenced(t *testing.T) {
 	for _, backend := range []string{"mem", "local"} {
 		t.Run(backend, func(t *testing.T) {
@@ -368,19 +368,19 @@ func TestFenced(t *testing.T) {
 			w2 := open(t, b, testOptions("w"))
 			must(t, w1.Write(ctx, 1, row(1, 130, 2)))
 			must(t, w1.AdvanceResolved(1, 140))
-			if _, err := w1.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
+			if _, err := w1.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("fenced writer's Flush: %v", err)
 			}
-			if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, blob.ErrFenced) {
+			if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("fenced writer's Write: %v", err)
 			}
-			if err := w1.AdvanceResolved(1, 160); !errors.Is(err, blob.ErrFenced) {
+			if err := w1.AdvanceResolved(1, 160); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("fenced writer's AdvanceResolved: %v", err)
 			}
-			if err := w1.Close(ctx); !errors.Is(err, blob.ErrFenced) {
+			if err := w1.Close(ctx); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("fenced writer's Close: %v", err)
 			}
-			if !errors.Is(w1.Err(), blob.ErrFenced) {
+			if !errors.Is(w1.Err(), meta.ErrFenced) {
 				t.Fatalf("Err() = %v", w1.Err())
 			}
 			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")

@@ -62,7 +62,7 @@ type Harness struct {
 //	Corruption  one byte of one sealed segment changed (by Put): Verify and a read
 //	            through it name the segment's key; the read never returns short
 //	Fencing     a second Open of a writer ID fences the first: its flush fails with
-//	            blob.ErrFenced and changes nothing in the writer's state; a segment
+//	            meta.ErrFenced and changes nothing in the writer's state; a segment
 //	            of its epoch above its fence (a zombie's late upload) is skipped by
 //	            the reader and reported as fenced by Verify
 //	Watermark   with spans advancing unevenly on two writers, the coordinator's
@@ -433,8 +433,8 @@ func (r *redoSuite) restart(t conformance.T) {
 	// The old process wakes up, resolves what it had and closes: it is
 	// fenced, and the log is unharmed.
 	mustDo(t, "AdvanceResolved", old.AdvanceResolved(1, 125))
-	if err := old.Close(ctx); !errors.Is(err, blob.ErrFenced) {
-		t.Fatalf("Close of the abandoned writer: %v, want an error matching blob.ErrFenced", err)
+	if err := old.Close(ctx); !errors.Is(err, meta.ErrFenced) {
+		t.Fatalf("Close of the abandoned writer: %v, want an error matching meta.ErrFenced", err)
 	}
 	mustDo(t, "Close", w.Close(ctx))
 	r.checkRange(t, b, start, 150, wl.in(start, 150), "after both closed")
@@ -495,7 +495,7 @@ func (r *redoSuite) corruption(t conformance.T) {
 }
 
 // fencing: a second process opening the writer ID fences the first: its
-// flush fails with blob.ErrFenced and publishes nothing, and a segment its
+// flush fails with meta.ErrFenced and publishes nothing, and a segment its
 // epoch commits after the fence is ignored by readers (Verify reports it
 // as fenced).
 func (r *redoSuite) fencing(t conformance.T) {
@@ -514,8 +514,8 @@ func (r *redoSuite) fencing(t conformance.T) {
 	zombie := &workload{}
 	mustDo(t, "Write", first.Write(ctx, 1, zombie.row(1, 111, 50)))
 	mustDo(t, "AdvanceResolved", first.AdvanceResolved(1, 111))
-	if _, err := first.Flush(ctx); !errors.Is(err, blob.ErrFenced) {
-		t.Fatalf("flush of the fenced writer: %v, want an error matching blob.ErrFenced", err)
+	if _, err := first.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+		t.Fatalf("flush of the fenced writer: %v, want an error matching meta.ErrFenced", err)
 	}
 	st, _, err := meta.ReadWriterState(ctx, b, redoLogID, "w")
 	mustDo(t, "ReadWriterState", err)

@@ -113,7 +113,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 	}
 	epoch := w.Epoch()
 	fail := func(op string, err error) error {
-		if errors.Is(err, blob.ErrFenced) {
+		if errors.Is(err, meta.ErrFenced) {
 			st, _, rerr := meta.ReadWriterState(context.WithoutCancel(ctx), c.Clean, c.LogID, c.WriterID)
 			if rerr == nil && st.Epoch <= epoch {
 				WriteHistoryLine(c.History, HistoryLine{Kind: "violation", Rule: RuleWrongfulFence,

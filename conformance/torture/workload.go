@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/writer"
@@ -242,7 +241,7 @@ func (p *inProcess) fail(ctx context.Context, sl *slot, op string, err error) {
 // checkFence: a writer told it is fenced while its state object holds its
 // own epoch was fenced wrongly.
 func (p *inProcess) checkFence(ctx context.Context, id string, epoch uint64, op string, err error) {
-	if !errors.Is(err, blob.ErrFenced) {
+	if !errors.Is(err, meta.ErrFenced) {
 		return
 	}
 	p.s.checkFence(ctx, id, epoch, op, err)
