@@ -75,7 +75,7 @@ func TestSchedulerFollowsTheCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lease.Publish(ctx, 41, 4); err != nil {
+	if err := lease.PublishProgress(ctx, meta.Progress{FlushedTs: 41, Seq: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := coord.Tick(ctx); err != nil || m.ResolvedTs != 41 {

@@ -229,7 +229,7 @@ func TestWatcherWaitsForResolved(t *testing.T) {
 	_ = c.AddWriter(ctx, "w")
 	w, _ := AcquireWriter(ctx, b, "log", "w", nil)
 	publish(t, w, 1, map[SpanID]uint64{})
-	_ = w.Publish(ctx, 70, 1)
+	_ = w.PublishProgress(ctx, Progress{FlushedTs: 70, Seq: 1})
 	tick(t, c)
 	if ts := <-done; ts != 70 {
 		t.Fatalf("woke at %d", ts)

@@ -138,15 +138,15 @@ func TestLeaseLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	drv.loseNth(1, conditional)
-	err = l.Publish(ctx, 10, 1)
+	err = l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1})
 	if err != nil && errors.Is(err, ErrFenced) {
 		t.Fatalf("publish whose answer was lost: %v: fenced without a newer epoch", err)
 	}
 	// The writer retries what failed (or moves on); neither is fenced.
-	if err := l.Publish(ctx, 10, 1); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
 		t.Fatalf("retry of the publication: %v", err)
 	}
-	if err := l.Publish(ctx, 20, 2); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 2}); err != nil {
 		t.Fatalf("next publication: %v", err)
 	}
 	if drv.lost != 1 {
@@ -176,14 +176,14 @@ func TestLeaseOutcomeStaysOpen(t *testing.T) {
 	}
 	removePut := f.FailNth(blobtest.OpPut, 1, nil)
 	removeStat := f.FailNth(blobtest.OpStat, 1, nil)
-	err = l.Publish(ctx, 10, 1)
+	err = l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1})
 	if err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish with a failed put and a failed re-read: %v; want an error naming the key, not a fence", err)
 	}
 	removePut()
 	removeStat()
 	stats := f.Count(blobtest.OpStat)
-	if err := l.Publish(ctx, 10, 1); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if f.Count(blobtest.OpStat) == stats {
@@ -210,11 +210,11 @@ func TestLeaseOpenOutcomeLanded(t *testing.T) {
 	}
 	drv.loseNth(1, conditional)
 	remove := f.FailNth(blobtest.OpStat, 1, nil)
-	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, ErrFenced) {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("publish: %v; want an error that is not a fence", err)
 	}
 	remove()
-	if err := l.Publish(ctx, 20, 2); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 2}); err != nil {
 		t.Fatalf("next publication: %v", err)
 	}
 	if st := l.State(); st.FlushedTs != 20 || st.Seq != 2 {
@@ -238,7 +238,7 @@ func TestLeaseForeignWrite(t *testing.T) {
 	if _, err := b.Put(ctx, layout.WriterState("log", "w"), encodeWriterState(&other), nil); err != nil {
 		t.Fatal(err)
 	}
-	err = l.Publish(ctx, 10, 1)
+	err = l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1})
 	if !errors.Is(err, ErrForeignWrite) || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), layout.WriterState("log", "w")) {
 		t.Fatalf("publish over a foreign write of the same epoch: %v", err)
 	}
@@ -254,13 +254,13 @@ func TestLeaseFencedCarriesTheFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Publish(ctx, 10, 4); err != nil {
+	if err := old.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := AcquireWriter(ctx, b, "log", "w", nil); err != nil {
 		t.Fatal(err)
 	}
-	err = old.Publish(ctx, 20, 5)
+	err = old.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 5})
 	var fe *FencedError
 	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) {
 		t.Fatalf("zombie publish: %v", err)
@@ -283,7 +283,7 @@ func TestAcquireLostAnswers(t *testing.T) {
 	if err != nil || l.Epoch() != 1 {
 		t.Fatalf("acquire with a lost create answer: %v", err)
 	}
-	if err := l.Publish(ctx, 10, 3); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 3}); err != nil {
 		t.Fatal(err)
 	}
 	drv.loseNth(1, conditional)
@@ -291,7 +291,7 @@ func TestAcquireLostAnswers(t *testing.T) {
 	if err != nil || l2.Epoch() != 2 || l2.Previous == nil || l2.Previous.Seq != 3 {
 		t.Fatalf("takeover with a lost answer: %v", err)
 	}
-	if err := l2.Publish(ctx, 20, 1); err != nil {
+	if err := l2.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if drv.lost != 2 {
@@ -313,7 +313,7 @@ func TestAcquireStaleReadsEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Publish(ctx, 10, 1); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
 		t.Fatal(err) // the first overwrite: reads are stale from now on
 	}
 	_, err = AcquireWriter(ctx, b, "log", "w", nil)
@@ -721,17 +721,17 @@ func TestLeaseLateLanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Publish(ctx, 10, 1); err == nil || errors.Is(err, ErrFenced) {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("publish whose put is still in flight: %v", err)
 	}
-	err = l.Publish(ctx, 20, 2)
+	err = l.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 2})
 	if err == nil || errors.Is(err, ErrFenced) || !blob.IsPreconditionFailed(err) {
 		t.Fatalf("publish across the late landing: %v; want its precondition failure, not a fence", err)
 	}
 	if st := l.State(); st.FlushedTs != 10 || st.Seq != 1 {
 		t.Fatalf("lease state %+v: the late write was not adopted", st)
 	}
-	if err := l.Publish(ctx, 20, 2); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 2}); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	st, _, err := ReadWriterState(ctx, b, "log", "w")

@@ -389,13 +389,6 @@ func (l *Lease) Epoch() uint64 {
 	return l.st.Epoch
 }
 
-// Publish records the writer's progress without changing its per-span
-// figures: flushedTs is its new flushed resolved ts, seq the highest segment
-// sequence number holding flushed data. See PublishProgress.
-func (l *Lease) Publish(ctx context.Context, flushedTs, seq uint64) error {
-	return l.PublishProgress(ctx, Progress{FlushedTs: flushedTs, Seq: seq})
-}
-
 // PublishProgress records the writer's progress by compare-and-swap: if
 // another process has taken the writer ID (a newer epoch is proven by a
 // read), it fails with a *FencedError matching ErrFenced, and so does

@@ -23,10 +23,10 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 	if a.Epoch() != 1 || a.Previous != nil {
 		t.Fatalf("first acquire: epoch %d previous %v", a.Epoch(), a.Previous)
 	}
-	if err := a.Publish(ctx, 100, 3); err != nil {
+	if err := a.PublishProgress(ctx, Progress{FlushedTs: 100, Seq: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Publish(ctx, 100, 2); err == nil {
+	if err := a.PublishProgress(ctx, Progress{FlushedTs: 100, Seq: 2}); err == nil {
 		t.Fatal("publishing a lower seq succeeded")
 	}
 	z, err := AcquireWriter(ctx, b, "log1", "w1", nil)
@@ -41,7 +41,7 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 		t.Fatalf("takeover state %+v", st)
 	}
 	// The zombie can no longer publish, and stays fenced.
-	if err := a.Publish(ctx, 200, 4); !errors.Is(err, ErrFenced) {
+	if err := a.PublishProgress(ctx, Progress{FlushedTs: 200, Seq: 4}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("zombie publish = %v, want ErrFenced", err)
 	}
 	if err := a.Check(ctx); !errors.Is(err, ErrFenced) {

@@ -655,7 +655,7 @@ func TestDefaultRangeFromMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Publish(ctx, 245, 0); err != nil {
+	if err := l.PublishProgress(ctx, meta.Progress{FlushedTs: 245, Seq: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := c.Tick(ctx); err != nil || m.ResolvedTs != 245 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/segment"
@@ -215,10 +216,14 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 	if o.comp == "none" {
 		comp = writer.CompressionNone
 	}
+	log, err := redokit.Open(ctx, b, logID)
+	if err != nil {
+		return nil, err
+	}
 	ws := make([]*writer.Writer, o.writers)
 	for i := range ws {
-		w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i+1),
-			FlushInterval: time.Hour, Compression: comp, MaxSegmentBytes: o.segment})
+		w, err := log.OpenWriter(ctx, fmt.Sprintf("w%d", i+1),
+			&writer.Options{FlushInterval: time.Hour, Compression: comp, MaxSegmentBytes: o.segment})
 		if err != nil {
 			return nil, err
 		}
