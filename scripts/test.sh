@@ -26,6 +26,10 @@ fi
 
 step "go vet"
 go vet ./...
+
+step "staticcheck"
+# Pinned; the module cache keeps it between runs.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... ./benchmarks/...
 # The benchmarks program is its own module (its WAL and plotting deps stay out
 # of the SDK's go.mod); go.work makes it buildable from here.
 go vet ./benchmarks/...
