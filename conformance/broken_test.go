@@ -444,28 +444,7 @@ func TestBrokenDrivers(t *testing.T) {
 			}
 			rec := NewRecorder()
 			rec.Run(func(t T) { RunBucketOn(t, h) })
-			for _, mode := range []string{"Plain", "Prefixed"} {
-				for _, name := range c.mustFail {
-					full := mode + "/" + name
-					switch res := rec.Get(full); {
-					case res == nil:
-						t.Errorf("%s did not run", full)
-					case !res.Failed:
-						t.Errorf("%s passed; it must catch this driver", full)
-					case mode == "Plain":
-						t.Logf("caught by %s: %s", full, rec.Messages(full)[0])
-					}
-				}
-				for _, name := range c.mustPass {
-					full := mode + "/" + name
-					if res := rec.Get(full); res == nil || res.Failed {
-						t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(rec.Messages(full), "\n"))
-					}
-				}
-			}
-			if t.Failed() {
-				t.Logf("every failed subtest: %v", rec.Failed())
-			}
+			rec.Expect(t, c.mustFail, c.mustPass)
 		})
 	}
 }

@@ -122,6 +122,36 @@ func (r *Recorder) Messages(name string) []string {
 	return out
 }
 
+// Expect reports to t, for each of the suite's modes (Plain and Prefixed),
+// every subtest of mustFail that passed or did not run and every subtest of
+// mustPass that failed: how a test proves that the suite catches a broken
+// driver, and only for the rule it breaks.
+func (r *Recorder) Expect(t TB, mustFail, mustPass []string) {
+	t.Helper()
+	for _, mode := range []string{"Plain", "Prefixed"} {
+		for _, name := range mustFail {
+			full := mode + "/" + name
+			switch res := r.Get(full); {
+			case res == nil:
+				t.Errorf("%s did not run", full)
+			case !res.Failed:
+				t.Errorf("%s passed; it must catch this driver", full)
+			case mode == "Plain":
+				t.Logf("caught by %s: %s", full, r.Messages(full)[0])
+			}
+		}
+		for _, name := range mustPass {
+			full := mode + "/" + name
+			if res := r.Get(full); res == nil || res.Failed {
+				t.Errorf("%s failed (or did not run); this driver does not break its rule:\n%s", full, strings.Join(r.Messages(full), "\n"))
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("every failed subtest: %v", r.Failed())
+	}
+}
+
 // recT is the Recorder's T.
 type recT struct {
 	rec    *Recorder
