@@ -22,44 +22,36 @@ func encode(evs ...codec.Event) [][]byte {
 // TestWriteEncoded writes a span's events partly as events and partly
 // encoded: the log holds them all, in order, as if all had been Written.
 func TestWriteEncoded(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w := open(t, b, testOptions("w"))
+		must(t, w.AddSpan(1, 0))
+		writeRange(t, w, 1, 1, 10)
+		var evs []codec.Event
+		for ts := uint64(11); ts <= 20; ts++ {
+			evs = append(evs, row(1, ts, int64(ts)))
+		}
+		must(t, w.WriteEncoded(ctx, 1, encode(evs...)...))
+		must(t, w.WriteEncoded(ctx, 1, encode(ddl(1, 20, "CREATE INDEX i ON t1(v)"))...))
+		writeRange(t, w, 1, 21, 30)
+		must(t, w.AdvanceResolved(1, 30))
+		mustFlush(t, w)
+		if s := w.Stats(); s.Rows != 30 || s.DDLs != 1 {
+			t.Fatalf("stats %+v: want 30 rows and a DDL", s)
+		}
+		must(t, w.Close(ctx))
+		gs := readLog(t, b, readOpts{})
+		var rows []got
+		for _, g := range gs {
+			if g.kind == segment.KindRow {
+				rows = append(rows, g)
 			}
-			w := open(t, b, testOptions("w"))
-			must(t, w.AddSpan(1, 0))
-			writeRange(t, w, 1, 1, 10)
-			var evs []codec.Event
-			for ts := uint64(11); ts <= 20; ts++ {
-				evs = append(evs, row(1, ts, int64(ts)))
-			}
-			must(t, w.WriteEncoded(ctx, 1, encode(evs...)...))
-			must(t, w.WriteEncoded(ctx, 1, encode(ddl(1, 20, "CREATE INDEX i ON t1(v)"))...))
-			writeRange(t, w, 1, 21, 30)
-			must(t, w.AdvanceResolved(1, 30))
-			mustFlush(t, w)
-			if s := w.Stats(); s.Rows != 30 || s.DDLs != 1 {
-				t.Fatalf("stats %+v: want 30 rows and a DDL", s)
-			}
-			must(t, w.Close(ctx))
-			gs := readLog(t, b, readOpts{})
-			var rows []got
-			for _, g := range gs {
-				if g.kind == segment.KindRow {
-					rows = append(rows, g)
-				}
-			}
-			checkIDs(t, rows, 1, 30)
-			if len(gs) != 31 || gs[20].ddl != "CREATE INDEX i ON t1(v)" || gs[20].ts != 20 {
-				t.Fatalf("read back:\n%s\nwant the DDL after the rows at 20", describe(gs))
-			}
-		})
-	}
+		}
+		checkIDs(t, rows, 1, 30)
+		if len(gs) != 31 || gs[20].ddl != "CREATE INDEX i ON t1(v)" || gs[20].ts != 20 {
+			t.Fatalf("read back:\n%s\nwant the DDL after the rows at 20", describe(gs))
+		}
+	})
 }
 
 // TestWriteEncodedRefusesCorrupt gives WriteEncoded bytes no reader could

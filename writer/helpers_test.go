@@ -36,6 +36,13 @@ func testOptions(writerID string) *Options {
 
 func memBucket() *blob.Bucket { return mem.New() }
 
+// onBothStores runs f as a subtest on each store a writer drives differently:
+// an object store (mem) and an appendable one (local disk).
+func onBothStores(t *testing.T, f func(t *testing.T, b *blob.Bucket)) {
+	t.Run("mem", func(t *testing.T) { f(t, memBucket()) })
+	t.Run("local", func(t *testing.T) { f(t, localBucket(t, t.TempDir())) })
+}
+
 // faultyLocal is a local store in dir behind a blobtest.Faulty, and the
 // bucket over it.
 func faultyLocal(t testing.TB, dir string) (*blobtest.Faulty, *blob.Bucket) {

@@ -53,68 +53,60 @@ func TestOptionsValidation(t *testing.T) {
 // resolved ts, in commit-ts order with rows before a DDL of the same ts, and
 // that the rest stays buffered until the resolved ts passes it.
 func TestFlushOrderAndGating(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
-			}
-			w := open(t, b, testOptions("w1"))
-			must(t, w.AddSpan(1, 100))
-			must(t, w.AddSpan(2, 100))
-			// Span 1: a DDL and then a row at 120 (allowed: non-decreasing);
-			// the flush puts the row first.
-			must(t, w.Write(ctx, 1, row(1, 110, 1), ddl(1, 120, "ALTER t1"), row(1, 120, 2), row(1, 150, 3)))
-			must(t, w.Write(ctx, 2, row(2, 105, 10), row(2, 120, 11), row(2, 130, 12), row(2, 200, 13)))
-			must(t, w.AdvanceResolved(1, 140))
-			must(t, w.AdvanceResolved(2, 135))
-			if r := w.ResolvedTs(); r != 135 {
-				t.Fatalf("ResolvedTs = %d, want 135", r)
-			}
-			if ts := mustFlush(t, w); ts != 135 {
-				t.Fatalf("Flush = %d, want 135", ts)
-			}
-			gs := readLog(t, b, readOpts{})
-			want := []string{
-				"row(span 2 @105 id 10)", "row(span 1 @110 id 1)",
-				// Same ts: rows in arrival order, then the DDL.
-				"row(span 1 @120 id 2)", "row(span 2 @120 id 11)", "ddl(span 1 @120 \"ALTER t1\")",
-				"row(span 2 @130 id 12)",
-			}
-			checkGot(t, gs, want)
-			// Nothing more is resolved: a flush changes nothing.
-			if ts := mustFlush(t, w); ts != 135 {
-				t.Fatalf("second Flush = %d, want 135", ts)
-			}
-			checkGot(t, readLog(t, b, readOpts{}), want)
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w := open(t, b, testOptions("w1"))
+		must(t, w.AddSpan(1, 100))
+		must(t, w.AddSpan(2, 100))
+		// Span 1: a DDL and then a row at 120 (allowed: non-decreasing);
+		// the flush puts the row first.
+		must(t, w.Write(ctx, 1, row(1, 110, 1), ddl(1, 120, "ALTER t1"), row(1, 120, 2), row(1, 150, 3)))
+		must(t, w.Write(ctx, 2, row(2, 105, 10), row(2, 120, 11), row(2, 130, 12), row(2, 200, 13)))
+		must(t, w.AdvanceResolved(1, 140))
+		must(t, w.AdvanceResolved(2, 135))
+		if r := w.ResolvedTs(); r != 135 {
+			t.Fatalf("ResolvedTs = %d, want 135", r)
+		}
+		if ts := mustFlush(t, w); ts != 135 {
+			t.Fatalf("Flush = %d, want 135", ts)
+		}
+		gs := readLog(t, b, readOpts{})
+		want := []string{
+			"row(span 2 @105 id 10)", "row(span 1 @110 id 1)",
+			// Same ts: rows in arrival order, then the DDL.
+			"row(span 1 @120 id 2)", "row(span 2 @120 id 11)", "ddl(span 1 @120 \"ALTER t1\")",
+			"row(span 2 @130 id 12)",
+		}
+		checkGot(t, gs, want)
+		// Nothing more is resolved: a flush changes nothing.
+		if ts := mustFlush(t, w); ts != 135 {
+			t.Fatalf("second Flush = %d, want 135", ts)
+		}
+		checkGot(t, readLog(t, b, readOpts{}), want)
 
-			must(t, w.AdvanceResolved(1, 300))
-			must(t, w.AdvanceResolved(2, 300))
-			if ts := mustFlush(t, w); ts != 300 {
-				t.Fatalf("third Flush = %d, want 300", ts)
+		must(t, w.AdvanceResolved(1, 300))
+		must(t, w.AdvanceResolved(2, 300))
+		if ts := mustFlush(t, w); ts != 300 {
+			t.Fatalf("third Flush = %d, want 300", ts)
+		}
+		must(t, w.Close(ctx))
+		want = append(want, "row(span 1 @150 id 3)", "row(span 2 @200 id 13)")
+		checkGot(t, readLog(t, b, readOpts{}), want)
+		for _, n := range names(t, segmentKeys(t, b)) {
+			if n.Active {
+				t.Errorf("segment %s is still active after Close", n)
 			}
-			must(t, w.Close(ctx))
-			want = append(want, "row(span 1 @150 id 3)", "row(span 2 @200 id 13)")
-			checkGot(t, readLog(t, b, readOpts{}), want)
-			for _, n := range names(t, segmentKeys(t, b)) {
-				if n.Active {
-					t.Errorf("segment %s is still active after Close", n)
-				}
-			}
-			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w1")
-			must(t, err)
-			if st.FlushedTs != 300 || !st.HasSeq || st.Seq == 0 {
-				t.Fatalf("published state %+v, want flushed ts 300 and a seq", st)
-			}
-			s := w.Stats()
-			if s.Events != 8 || s.DDLs != 1 || s.Rows != 7 || s.FlushedTs != 300 || s.BufferedBytes != 0 {
-				t.Fatalf("stats %+v", s)
-			}
-		})
-	}
+		}
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w1")
+		must(t, err)
+		if st.FlushedTs != 300 || !st.HasSeq || st.Seq == 0 {
+			t.Fatalf("published state %+v, want flushed ts 300 and a seq", st)
+		}
+		s := w.Stats()
+		if s.Events != 8 || s.DDLs != 1 || s.Rows != 7 || s.FlushedTs != 300 || s.BufferedBytes != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
 }
 
 func checkGot(t *testing.T, gs []got, want []string) {
@@ -247,162 +239,138 @@ func TestRemoveSpan(t *testing.T) {
 // catch-up events go to a segment of their own (each segment stays sorted),
 // and the flushed ts never goes back.
 func TestSpanAddedBehind(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
-			}
-			w := open(t, b, testOptions("w"))
-			must(t, w.AddSpan(1, 100))
-			must(t, w.Write(ctx, 1, row(1, 500, 1), row(1, 1000, 2)))
-			must(t, w.AdvanceResolved(1, 1000))
-			if ts := mustFlush(t, w); ts != 1000 {
-				t.Fatalf("Flush = %d", ts)
-			}
-			must(t, w.AddSpan(2, 300))
-			must(t, w.Write(ctx, 2, row(2, 400, 10), row(2, 900, 11), row(2, 1100, 12)))
-			must(t, w.Write(ctx, 1, row(1, 1050, 3)))
-			must(t, w.AdvanceResolved(2, 950))
-			if ts := mustFlush(t, w); ts != 950 {
-				t.Fatalf("catch-up Flush = %d, want the behind span's 950", ts)
-			}
-			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
-			must(t, err)
-			// Span 1 has an event at 1050 buffered, resolved 1000: flushed
-			// to 1000. Span 2 to its resolved 950.
-			if want := []meta.SpanTs{{Span: 1, Ts: 1000}, {Span: 2, Ts: 950}}; !slices.Equal(st.Spans, want) || st.FlushedTs != 950 {
-				t.Fatalf("published flushed ts %d, spans %v; want 950, %v", st.FlushedTs, st.Spans, want)
-			}
-			must(t, w.AdvanceResolved(2, 2000))
-			must(t, w.AdvanceResolved(1, 2000))
-			if ts := mustFlush(t, w); ts != 2000 {
-				t.Fatalf("Flush = %d", ts)
-			}
-			must(t, w.Close(ctx))
-			gs := readLog(t, b, readOpts{}) // checks each segment's order
-			var all []string
-			segs := map[string]bool{}
-			for _, g := range gs {
-				all = append(all, g.String())
-				segs[g.seg] = true
-			}
-			if len(all) != 6 {
-				t.Fatalf("read %d events:\n%s", len(all), describe(gs))
-			}
-			if len(segs) < 2 {
-				t.Fatalf("catch-up events share one segment with later-ts events:\n%s", describe(gs))
-			}
-		})
-	}
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w := open(t, b, testOptions("w"))
+		must(t, w.AddSpan(1, 100))
+		must(t, w.Write(ctx, 1, row(1, 500, 1), row(1, 1000, 2)))
+		must(t, w.AdvanceResolved(1, 1000))
+		if ts := mustFlush(t, w); ts != 1000 {
+			t.Fatalf("Flush = %d", ts)
+		}
+		must(t, w.AddSpan(2, 300))
+		must(t, w.Write(ctx, 2, row(2, 400, 10), row(2, 900, 11), row(2, 1100, 12)))
+		must(t, w.Write(ctx, 1, row(1, 1050, 3)))
+		must(t, w.AdvanceResolved(2, 950))
+		if ts := mustFlush(t, w); ts != 950 {
+			t.Fatalf("catch-up Flush = %d, want the behind span's 950", ts)
+		}
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+		must(t, err)
+		// Span 1 has an event at 1050 buffered, resolved 1000: flushed
+		// to 1000. Span 2 to its resolved 950.
+		if want := []meta.SpanTs{{Span: 1, Ts: 1000}, {Span: 2, Ts: 950}}; !slices.Equal(st.Spans, want) || st.FlushedTs != 950 {
+			t.Fatalf("published flushed ts %d, spans %v; want 950, %v", st.FlushedTs, st.Spans, want)
+		}
+		must(t, w.AdvanceResolved(2, 2000))
+		must(t, w.AdvanceResolved(1, 2000))
+		if ts := mustFlush(t, w); ts != 2000 {
+			t.Fatalf("Flush = %d", ts)
+		}
+		must(t, w.Close(ctx))
+		gs := readLog(t, b, readOpts{}) // checks each segment's order
+		var all []string
+		segs := map[string]bool{}
+		for _, g := range gs {
+			all = append(all, g.String())
+			segs[g.seg] = true
+		}
+		if len(all) != 6 {
+			t.Fatalf("read %d events:\n%s", len(all), describe(gs))
+		}
+		if len(segs) < 2 {
+			t.Fatalf("catch-up events share one segment with later-ts events:\n%s", describe(gs))
+		}
+	})
 }
 
 // TestRestartContinuesSeq reopens a writer ID: the new epoch's segments go on
 // from the highest seq of the earlier ones, and its flushed ts starts where
 // the previous epoch's was published.
 func TestRestartContinuesSeq(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		var maxSeq uint64
+		for epoch := uint64(1); epoch <= 3; epoch++ {
+			w := open(t, b, testOptions("w"))
+			if w.Epoch() != epoch {
+				t.Fatalf("epoch %d, want %d", w.Epoch(), epoch)
 			}
-			var maxSeq uint64
-			for epoch := uint64(1); epoch <= 3; epoch++ {
-				w := open(t, b, testOptions("w"))
-				if w.Epoch() != epoch {
-					t.Fatalf("epoch %d, want %d", w.Epoch(), epoch)
-				}
-				base := epoch * 1000
-				if want := (epoch-1)*1000 + 250*min(epoch-1, 1); w.FlushedTs() != want {
-					t.Fatalf("epoch %d starts at flushed ts %d, want the previous epoch's %d", epoch, w.FlushedTs(), want)
-				}
-				must(t, w.AddSpan(1, base))
-				for i := range 3 {
-					must(t, w.Write(ctx, 1, row(1, base+uint64(i)*100+1, int64(i))))
-					must(t, w.AdvanceResolved(1, base+uint64(i)*100+50))
-					mustFlush(t, w)
-				}
-				must(t, w.Close(ctx))
-				for _, n := range names(t, segmentKeys(t, b)) {
-					if n.Epoch == epoch && n.Seq <= maxSeq {
-						t.Fatalf("epoch %d wrote seq %d, not above the earlier epochs' %d", epoch, n.Seq, maxSeq)
-					}
-				}
-				for _, n := range names(t, segmentKeys(t, b)) {
-					maxSeq = max(maxSeq, n.Seq)
+			base := epoch * 1000
+			if want := (epoch-1)*1000 + 250*min(epoch-1, 1); w.FlushedTs() != want {
+				t.Fatalf("epoch %d starts at flushed ts %d, want the previous epoch's %d", epoch, w.FlushedTs(), want)
+			}
+			must(t, w.AddSpan(1, base))
+			for i := range 3 {
+				must(t, w.Write(ctx, 1, row(1, base+uint64(i)*100+1, int64(i))))
+				must(t, w.AdvanceResolved(1, base+uint64(i)*100+50))
+				mustFlush(t, w)
+			}
+			must(t, w.Close(ctx))
+			for _, n := range names(t, segmentKeys(t, b)) {
+				if n.Epoch == epoch && n.Seq <= maxSeq {
+					t.Fatalf("epoch %d wrote seq %d, not above the earlier epochs' %d", epoch, n.Seq, maxSeq)
 				}
 			}
-			gs := readLog(t, b, readOpts{fenced: true})
-			if len(gs) != 9 {
-				t.Fatalf("read %d events, want 9:\n%s", len(gs), describe(gs))
+			for _, n := range names(t, segmentKeys(t, b)) {
+				maxSeq = max(maxSeq, n.Seq)
 			}
-		})
-	}
+		}
+		gs := readLog(t, b, readOpts{fenced: true})
+		if len(gs) != 9 {
+			t.Fatalf("read %d events, want 9:\n%s", len(gs), describe(gs))
+		}
+	})
 }
 
 // TestFenced opens the same writer ID twice: the first writer's next flush
 // fails with meta.ErrFenced, and so does every later call.
 func TestFenced(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
-			}
-			w1 := open(t, b, testOptions("w"))
-			must(t, w1.AddSpan(1, 100))
-			must(t, w1.Write(ctx, 1, row(1, 110, 1)))
-			must(t, w1.AdvanceResolved(1, 120))
-			mustFlush(t, w1)
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w1 := open(t, b, testOptions("w"))
+		must(t, w1.AddSpan(1, 100))
+		must(t, w1.Write(ctx, 1, row(1, 110, 1)))
+		must(t, w1.AdvanceResolved(1, 120))
+		mustFlush(t, w1)
 
-			w2 := open(t, b, testOptions("w"))
-			must(t, w1.Write(ctx, 1, row(1, 130, 2)))
-			must(t, w1.AdvanceResolved(1, 140))
-			if _, err := w1.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
-				t.Fatalf("fenced writer's Flush: %v", err)
-			}
-			if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, meta.ErrFenced) {
-				t.Fatalf("fenced writer's Write: %v", err)
-			}
-			if err := w1.AdvanceResolved(1, 160); !errors.Is(err, meta.ErrFenced) {
-				t.Fatalf("fenced writer's AdvanceResolved: %v", err)
-			}
-			if err := w1.Close(ctx); !errors.Is(err, meta.ErrFenced) {
-				t.Fatalf("fenced writer's Close: %v", err)
-			}
-			if !errors.Is(w1.Err(), meta.ErrFenced) {
-				t.Fatalf("Err() = %v", w1.Err())
-			}
-			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
-			must(t, err)
-			if st.Epoch != w2.Epoch() || st.FlushedTs != 120 {
-				t.Fatalf("state after the fence: %+v", st)
-			}
-			// What the zombie flushed before the fence is accepted; the
-			// segments it stored above the fence it deleted when it learnt
-			// of it. A block it appended to a segment the fence accepts
-			// stays (local): the zombie cannot prove no lost answer made
-			// the fence cover it, and the reader drops it as an exact
-			// duplicate once the new epoch writes it again.
-			want := []string{"row(span 1 @110 id 1)"}
-			if backend == "local" {
-				want = append(want, "row(span 1 @130 id 2)")
-			}
-			checkGot(t, readLog(t, b, readOpts{fenced: true}), want)
-			checkGot(t, readLog(t, b, readOpts{}), want)
-			must(t, w2.Close(ctx))
-		})
-	}
+		w2 := open(t, b, testOptions("w"))
+		must(t, w1.Write(ctx, 1, row(1, 130, 2)))
+		must(t, w1.AdvanceResolved(1, 140))
+		if _, err := w1.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+			t.Fatalf("fenced writer's Flush: %v", err)
+		}
+		if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, meta.ErrFenced) {
+			t.Fatalf("fenced writer's Write: %v", err)
+		}
+		if err := w1.AdvanceResolved(1, 160); !errors.Is(err, meta.ErrFenced) {
+			t.Fatalf("fenced writer's AdvanceResolved: %v", err)
+		}
+		if err := w1.Close(ctx); !errors.Is(err, meta.ErrFenced) {
+			t.Fatalf("fenced writer's Close: %v", err)
+		}
+		if !errors.Is(w1.Err(), meta.ErrFenced) {
+			t.Fatalf("Err() = %v", w1.Err())
+		}
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+		must(t, err)
+		if st.Epoch != w2.Epoch() || st.FlushedTs != 120 {
+			t.Fatalf("state after the fence: %+v", st)
+		}
+		// What the zombie flushed before the fence is accepted; the
+		// segments it stored above the fence it deleted when it learnt
+		// of it. A block it appended to a segment the fence accepts
+		// stays (local): the zombie cannot prove no lost answer made
+		// the fence cover it, and the reader drops it as an exact
+		// duplicate once the new epoch writes it again.
+		want := []string{"row(span 1 @110 id 1)"}
+		if b.CanAppend() {
+			want = append(want, "row(span 1 @130 id 2)")
+		}
+		checkGot(t, readLog(t, b, readOpts{fenced: true}), want)
+		checkGot(t, readLog(t, b, readOpts{}), want)
+		must(t, w2.Close(ctx))
+	})
 }
 
 func TestCompressionNoneAndLZ4Readable(t *testing.T) {
@@ -438,101 +406,85 @@ func TestCompressionNoneAndLZ4Readable(t *testing.T) {
 // TestConcurrentSpans writes many spans from their own goroutines while
 // another goroutine flushes, and reads everything back in order.
 func TestConcurrentSpans(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
-			}
-			o := testOptions("w")
-			o.FlushInterval = 2 * time.Millisecond
-			o.MemoryQuota = 64 << 10 // back-pressure now and then
-			o.FlushBytes = 16 << 10
-			o.MaxSegmentBytes = 32 << 10
-			o.BlockSize = 1 << 10
-			w := open(t, b, o)
-			const spans, perSpan = 8, 300
-			for s := SpanID(1); s <= spans; s++ {
-				must(t, w.AddSpan(s, 0))
-			}
-			done := make(chan error, spans)
-			for s := SpanID(1); s <= spans; s++ {
-				go func() {
-					for i := 1; i <= perSpan; i++ {
-						ts := uint64(i)
-						var evs []codec.Event
-						evs = append(evs, row(s, ts, int64(s)*10000+int64(i)))
-						if i%50 == 0 {
-							evs = append(evs, ddl(s, ts, fmt.Sprintf("ALTER t%d %d", s, i)))
-						}
-						if err := w.Write(ctx, s, evs...); err != nil {
-							done <- err
-							return
-						}
-						if err := w.AdvanceResolved(s, ts); err != nil {
-							done <- err
-							return
-						}
-					}
-					done <- nil
-				}()
-			}
-			flushing := make(chan struct{})
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		o := testOptions("w")
+		o.FlushInterval = 2 * time.Millisecond
+		o.MemoryQuota = 64 << 10 // back-pressure now and then
+		o.FlushBytes = 16 << 10
+		o.MaxSegmentBytes = 32 << 10
+		o.BlockSize = 1 << 10
+		w := open(t, b, o)
+		const spans, perSpan = 8, 300
+		for s := SpanID(1); s <= spans; s++ {
+			must(t, w.AddSpan(s, 0))
+		}
+		done := make(chan error, spans)
+		for s := SpanID(1); s <= spans; s++ {
 			go func() {
-				defer close(flushing)
-				for range 20 {
-					if _, err := w.Flush(ctx); err != nil {
-						t.Error(err)
+				for i := 1; i <= perSpan; i++ {
+					ts := uint64(i)
+					var evs []codec.Event
+					evs = append(evs, row(s, ts, int64(s)*10000+int64(i)))
+					if i%50 == 0 {
+						evs = append(evs, ddl(s, ts, fmt.Sprintf("ALTER t%d %d", s, i)))
+					}
+					if err := w.Write(ctx, s, evs...); err != nil {
+						done <- err
+						return
+					}
+					if err := w.AdvanceResolved(s, ts); err != nil {
+						done <- err
 						return
 					}
 				}
+				done <- nil
 			}()
-			for range spans {
-				must(t, <-done)
-			}
-			<-flushing
-			must(t, w.Close(ctx))
-			gs := readLog(t, b, readOpts{})
-			if len(gs) != spans*perSpan+spans*perSpan/50 {
-				t.Fatalf("read %d events", len(gs))
-			}
-			// Across segments too, a log written by one writer with
-			// resolved spans is in commit-ts order.
-			for i := 1; i < len(gs); i++ {
-				if gs[i].ts < gs[i-1].ts {
-					t.Fatalf("%v after %v", gs[i], gs[i-1])
+		}
+		flushing := make(chan struct{})
+		go func() {
+			defer close(flushing)
+			for range 20 {
+				if _, err := w.Flush(ctx); err != nil {
+					t.Error(err)
+					return
 				}
 			}
-		})
-	}
+		}()
+		for range spans {
+			must(t, <-done)
+		}
+		<-flushing
+		must(t, w.Close(ctx))
+		gs := readLog(t, b, readOpts{})
+		if len(gs) != spans*perSpan+spans*perSpan/50 {
+			t.Fatalf("read %d events", len(gs))
+		}
+		// Across segments too, a log written by one writer with
+		// resolved spans is in commit-ts order.
+		for i := 1; i < len(gs); i++ {
+			if gs[i].ts < gs[i-1].ts {
+				t.Fatalf("%v after %v", gs[i], gs[i-1])
+			}
+		}
+	})
 }
 
 // TestLargeEvents writes events larger than a block and than a segment: each
 // gets a block (and a segment) of its own, and reads back whole.
 func TestLargeEvents(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			ctx := context.Background()
-			var b *blob.Bucket
-			if backend == "mem" {
-				b = memBucket()
-			} else {
-				b = localBucket(t, t.TempDir())
-			}
-			o := testOptions("w")
-			o.BlockSize = 1 << 10
-			o.MaxSegmentBytes = 8 << 10
-			o.Compression = CompressionNone
-			w := open(t, b, o)
-			must(t, w.AddSpan(1, 0))
-			r := newRand(1)
-			must(t, w.Write(ctx, 1, row(1, 1, 1), bigRow(r, 1, 2, 2, 3000), bigRow(r, 1, 3, 3, 20000), row(1, 4, 4)))
-			must(t, w.AdvanceResolved(1, 10))
-			must(t, w.Close(ctx))
-			checkIDs(t, readLog(t, b, readOpts{}), 1, 4)
-		})
-	}
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		o := testOptions("w")
+		o.BlockSize = 1 << 10
+		o.MaxSegmentBytes = 8 << 10
+		o.Compression = CompressionNone
+		w := open(t, b, o)
+		must(t, w.AddSpan(1, 0))
+		r := newRand(1)
+		must(t, w.Write(ctx, 1, row(1, 1, 1), bigRow(r, 1, 2, 2, 3000), bigRow(r, 1, 3, 3, 20000), row(1, 4, 4)))
+		must(t, w.AdvanceResolved(1, 10))
+		must(t, w.Close(ctx))
+		checkIDs(t, readLog(t, b, readOpts{}), 1, 4)
+	})
 }
