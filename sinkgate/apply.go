@@ -9,34 +9,29 @@ import (
 
 // ApplyTo returns the Downstream that replays each released batch into sink
 // with apply.Run and opts: rows batched into multi-row statements and
-// transactions, DDLs run alone between them, each table's progress
-// committed with its rows. A batch is the []codec.Event the gate releases,
-// replayed as is through apply.SliceSource.
+// transactions, DDLs run alone between them. A batch is the []codec.Event the
+// gate releases, replayed as is through apply.SliceSource.
 //
-// The progress is what makes Apply idempotent, as the gate needs: a batch
-// that failed part way comes again, and the row changes of each table at or
-// below the commit ts its committed progress records are skipped, so none is
-// applied twice (which would duplicate the rows of a table without a key)
-// and none is lost. That holds while each table's row changes reach the
-// downstream in commit-ts order, which the gate gives when each table is
-// one span: a span that fails over to this gate catches up behind events
-// already released, but its table's events are all its own, and those its
-// dead owner applied are skipped.
+// It keeps no progress in the downstream: it reads none, so Run skips
+// nothing, and it records none, so the progress a recovery (`redokit apply`,
+// apply.Run over the log) keeps in the same downstream is left as it was.
+// Idempotence comes from the sink's safe mode instead, as in a CDC sink: an
+// insert or update replaces the whole row by its key, a delete deletes by
+// key, and a DDL whose effect is already there (the table exists, the
+// column was added) counts as applied. So a batch that failed part way and
+// comes again, or a span that catches up behind events already released,
+// or a recovery that replays (checkpoint, global resolved] after the gate
+// wrote part of it, ends where one clean pass would: a DROP TABLE and a
+// CREATE TABLE of the same name that run again are followed by their
+// table's rows again. Progress marks cannot give that: a DDL that runs
+// again would undo rows the marks then skip.
 //
-// DDLs are the exception. apply.Run records one DDL mark per downstream and
-// skips every row at or below it, which assumes one stream in commit-ts
-// order; several gates writing one downstream, or a span catching up, break
-// that. So ApplyTo hides the recorded DDL mark from Run and records none
-// (it clears it): a DDL in a batch that comes again runs again, and one
-// whose effect is already there (the table exists, the column was added) is
-// counted as applied, as apply does for DDLs the downstream ran past the
-// log's checkpoint. A DDL that does not say so when run twice (a DROP TABLE
-// followed, in the same batch, by a CREATE TABLE of the same name) can then
-// undo rows committed after it. A recovery (apply.Run over the log) into
-// the same downstream therefore skips no rows for DDLs: only the tables'
-// own progress.
+// The cost is a table without a primary or unique key: a row change in a
+// batch that comes again is applied again (an insert twice is two rows).
+// Such tables need the exact matching that package apply's issue list
+// tracks; give them a key.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
-	return &applyDownstream{sink: tableMarks{sink}, opts: opts}
+	return &applyDownstream{sink: noMarks{sink}, opts: opts}
 }
 
 type applyDownstream struct {
@@ -50,28 +45,36 @@ func (d *applyDownstream) Apply(ctx context.Context, events []codec.Event) error
 	return err
 }
 
-// tableMarks is a sink whose progress is its tables' alone: see ApplyTo.
-type tableMarks struct{ apply.Sink }
+// noMarks is a sink that neither reads nor writes progress: see ApplyTo.
+type noMarks struct{ apply.Sink }
 
-func (s tableMarks) Progress(ctx context.Context) (apply.Progress, error) {
-	p, err := s.Sink.Progress(ctx)
-	p.DDL = apply.DDLMark{}
-	return p, err
-}
+func (s noMarks) Progress(context.Context) (apply.Progress, error) { return apply.Progress{}, nil }
 
-func (s tableMarks) ApplyDDL(ctx context.Context, ddl *codec.DDL, _ apply.DDLMark) error {
+func (s noMarks) ApplyDDL(ctx context.Context, ddl *codec.DDL, _ apply.DDLMark) error {
 	return s.Sink.ApplyDDL(ctx, ddl, apply.DDLMark{})
 }
 
+func (s noMarks) Begin(ctx context.Context) (apply.Tx, error) {
+	tx, err := s.Sink.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return noMarksTx{tx}, nil
+}
+
 // MaxOpenTxs passes the sink's limit on (SQLite has one writer).
-func (s tableMarks) MaxOpenTxs() int {
+func (s noMarks) MaxOpenTxs() int {
 	if l, ok := s.Sink.(apply.TxLimiter); ok {
 		return l.MaxOpenTxs()
 	}
 	return 0
 }
 
+type noMarksTx struct{ apply.Tx }
+
+func (t noMarksTx) Commit(ctx context.Context, _ []apply.Mark) error { return t.Tx.Commit(ctx, nil) }
+
 var (
 	_ Downstream      = (*applyDownstream)(nil)
-	_ apply.TxLimiter = tableMarks{}
+	_ apply.TxLimiter = noMarks{}
 )

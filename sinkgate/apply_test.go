@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -85,8 +86,10 @@ func downIDs(t *testing.T, db *sql.DB, table string) []int64 {
 }
 
 // TestApplyToRetry: a batch that fails after some of its transactions
-// committed comes again (the gate retries it) and ends with every row once,
-// in a table without a key too, where a row applied twice would be two.
+// committed comes again (the gate retries it), then once more (a failover
+// that replays it); each time it ends where one clean pass would, a table
+// dropped and created again included: its rows are written again after the
+// DDLs run again, none is skipped.
 func TestApplyToRetry(t *testing.T) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
@@ -96,42 +99,61 @@ func TestApplyToRetry(t *testing.T) {
 	defer s.Close()
 	batch := []codec.Event{
 		ddlOf(10, "k", codec.ActionCreateTable, "CREATE TABLE k (id BIGINT PRIMARY KEY, v VARCHAR(10))"),
-		ddlOf(10, "n", codec.ActionCreateTable, "CREATE TABLE n (id BIGINT, v VARCHAR(10))"),
+		ddlOf(10, "r", codec.ActionCreateTable, "CREATE TABLE r (id BIGINT PRIMARY KEY, v VARCHAR(10))"),
 	}
-	var want []int64
+	var want, wantR []int64
 	for i := range int64(40) {
 		ts := uint64(20 + i)
-		batch = append(batch, rowOf(ts, "k", i, true), rowOf(ts, "n", i, false))
+		batch = append(batch, rowOf(ts, "k", i, true), rowOf(ts, "r", i, true))
 		want = append(want, i)
 	}
-	opts := &apply.Options{BatchRows: 4, TxnRows: 10, MaxRetries: -1}
-	f := &failAfterCommit{Sink: s, n: 3}
-	if err := sinkgate.ApplyTo(f, opts).Apply(ctx, batch); !errors.Is(err, errCommit) {
-		t.Fatalf("first try: %v", err)
+	// r is dropped and created again, then gets rows of its own.
+	batch = append(batch,
+		ddlOf(70, "r", codec.ActionDropTable, "DROP TABLE r"),
+		ddlOf(71, "r", codec.ActionCreateTable, "CREATE TABLE r (id BIGINT PRIMARY KEY, v VARCHAR(10))"))
+	for i := range int64(20) {
+		batch = append(batch, rowOf(uint64(80+i), "r", 100+i, true))
+		wantR = append(wantR, 100+i)
 	}
-	if got := downIDs(t, s.DB(), "n"); len(got) == 0 || len(got) == len(want) {
-		t.Fatalf("the first try committed %d of %d rows: want some, not all", len(got), len(want))
+	opts := &apply.Options{BatchRows: 4, TxnRows: 10, MaxRetries: -1}
+	check := func(when string) {
+		t.Helper()
+		if got := downIDs(t, s.DB(), "k"); !slices.Equal(got, want) {
+			t.Errorf("%s: k holds %v, want %v", when, got, want)
+		}
+		if got := downIDs(t, s.DB(), "r"); !slices.Equal(got, wantR) {
+			t.Errorf("%s: r holds %v, want %v", when, got, wantR)
+		}
+	}
+	// Fail after the recreated r got some of its rows.
+	f := &failAfterCommit{Sink: s, n: 8}
+	if err := sinkgate.ApplyTo(f, opts).Apply(ctx, batch); !errors.Is(err, errCommit) {
+		t.Fatalf("first try: %v after %d commits", err, f.commits)
+	}
+	if got := downIDs(t, s.DB(), "r"); len(got) == 0 || len(got) == len(wantR) || got[0] != 100 {
+		t.Fatalf("the first try left r with %v: want some of the recreated table's rows, not all", got)
 	}
 	if err := sinkgate.ApplyTo(f, opts).Apply(ctx, batch); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	for _, table := range []string{"k", "n"} {
-		if got := downIDs(t, s.DB(), table); !slices.Equal(got, want) {
-			t.Errorf("%s holds %v, want %v", table, got, want)
-		}
-	}
-	// Once more, as after a failover that replays the whole batch: no change.
+	check("retried")
 	if err := sinkgate.ApplyTo(s, opts).Apply(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if got := downIDs(t, s.DB(), "n"); !slices.Equal(got, want) {
-		t.Errorf("replayed: n holds %v", got)
+	check("replayed")
+	// A recovery over the same events into the same downstream (apply.Run
+	// with its own progress) ends the same: the gate left it no marks that
+	// would skip rows a DDL run again removed.
+	if _, err := apply.Run(ctx, apply.SliceSource(batch), s, opts); err != nil {
+		t.Fatal(err)
 	}
+	check("recovered")
 }
 
 // TestApplyToCatchUp: rows of a table that come after a DDL of a later
 // commit ts (a span catching up after a failover, or another gate) are
-// applied, not taken as covered by the DDL.
+// applied, not taken as covered by the DDL; and the gate leaves the
+// progress a recovery keeps in the downstream as it was.
 func TestApplyToCatchUp(t *testing.T) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
@@ -139,6 +161,17 @@ func TestApplyToCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A recovery ran before the gate: its marks are in the downstream.
+	if _, err := apply.Run(ctx, apply.SliceSource([]codec.Event{
+		ddlOf(5, "c", codec.ActionCreateTable, "CREATE TABLE c (id BIGINT PRIMARY KEY, v TEXT)"),
+		rowOf(6, "c", 1, true),
+	}), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Progress(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	down := sinkgate.ApplyTo(s, nil)
 	for _, b := range [][]codec.Event{
 		{ddlOf(10, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT PRIMARY KEY, v TEXT)"),
@@ -154,11 +187,11 @@ func TestApplyToCatchUp(t *testing.T) {
 	if got := downIDs(t, s.DB(), "b"); !slices.Equal(got, []int64{2, 3}) {
 		t.Errorf("b holds %v, want [2 3]", got)
 	}
-	p, err := s.Progress(ctx)
+	after, err := s.Progress(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.DDL != (apply.DDLMark{}) || p.Tables[apply.Table{Schema: "db", Name: "b"}] != 26 {
-		t.Errorf("progress %+v: want b at 26 and no DDL mark", p)
+	if !reflect.DeepEqual(before, after) || after.DDL.CommitTs != 5 {
+		t.Errorf("progress %+v after the gate, %+v before: the gate must leave it as the recovery did", after, before)
 	}
 }

@@ -277,8 +277,13 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 // ApplyDDL runs a DDL. MySQL runs the query as logged on one connection after
 // USE of the DDL's schema, then records the mark (MySQL commits a DDL
 // implicitly, so the two cannot be one transaction). SQLite runs the
-// rewritten statements and records the mark in one transaction.
+// rewritten statements and records the mark in one transaction. A zero mark
+// records nothing: the caller keeps no DDL progress in this downstream.
 func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
+	var record *apply.DDLMark
+	if mark != (apply.DDLMark{}) {
+		record = &mark
+	}
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}
@@ -303,7 +308,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 				// error at prepare): the transaction goes on.
 			}
 		}
-		if err := s.writeMarks(ctx, s.lite.conn, nil, &mark); err != nil {
+		if err := s.writeMarks(ctx, s.lite.conn, nil, record); err != nil {
 			s.lite.end(ctx, false)
 			return err
 		}
@@ -331,7 +336,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) {
 		return derr("", s.d.classify(err))
 	}
-	return s.writeMarks(ctx, conn, nil, &mark)
+	return s.writeMarks(ctx, conn, nil, record)
 }
 
 // tolerate reports whether a DDL error is one that says the DDL's effect is
