@@ -190,3 +190,32 @@ func TestCollectThroughTheLog(t *testing.T) {
 		t.Fatalf("collect above the checkpoint: %v, want gc.ErrAboveCheckpoint", err)
 	}
 }
+
+// TestStatus pairs the meta object's writers with their state objects, and
+// names a log without a meta object.
+func TestStatus(t *testing.T) {
+	ctx := context.Background()
+	log, coord := fill(t)
+	must(t, coord.AddWriter(ctx, "never-opened"))
+	st, err := log.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Meta.ResolvedTs != 150 || len(st.Writers) != 2 {
+		t.Fatalf("status %+v: want resolved 150 and two writers", st)
+	}
+	w, never := st.Writers[1], st.Writers[0]
+	if w.ID != "w" || !w.Live || w.State == nil || w.State.Epoch != 1 || w.State.FlushedTs != 150 {
+		t.Errorf("writer w: %+v", w)
+	}
+	if never.ID != "never-opened" || !never.Live || never.State != nil {
+		t.Errorf("a live writer without a state: %+v", never)
+	}
+	other, err := redokit.Open(ctx, log.Bucket(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Status(ctx); !errors.Is(err, redokit.ErrNoLog) || !strings.Contains(err.Error(), "other/meta") {
+		t.Fatalf("status of a log without a meta object: %v, want ErrNoLog naming other/meta", err)
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -95,35 +93,25 @@ func (a *app) readMeta(ctx context.Context, b *blob.Bucket) (*meta.Meta, error) 
 }
 
 func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error) {
-	m, err := a.readMeta(ctx, b)
-	if err != nil {
-		return nil, err
+	log := a.log(b)
+	st, err := log.Status(ctx)
+	switch {
+	case errors.Is(err, redokit.ErrNoLog):
+		return nil, fmt.Errorf("no log %q in %s: its meta object %s does not exist (check --log and --storage)", a.logID, a.storageShown(), log.MetaKey())
+	case err != nil:
+		return nil, fmt.Errorf("read the status of log %q: %w", a.logID, err)
 	}
-	states, err := a.log(b).WriterStates(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the writer states of log %q: %w", a.logID, err)
-	}
+	m := st.Meta
 	info := &logInfo{
 		LogID: m.LogID, Storage: a.storageShown(), CheckpointTs: m.CheckpointTs, ResolvedTs: m.ResolvedTs,
-		Updated: m.Updated, Spans: m.Spans, Barriers: m.Barriers, m: m, states: states,
+		Updated: m.Updated, Spans: m.Spans, Barriers: m.Barriers, m: m, states: map[string]*meta.WriterState{},
 	}
-	ids := slices.Sorted(maps.Keys(states))
-	for id := range m.Writers {
-		if states[id] == nil {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		w := writerInfo{WriterID: id}
-		metaEpoch, live := m.Writers[id]
-		w.Live = live
-		if live {
-			w.MetaEpoch = metaEpoch
-		}
-		if st := states[id]; st != nil {
-			w.Epoch, w.FlushedTs, w.Seq, w.HasSeq = st.Epoch, st.FlushedTs, st.Seq, st.HasSeq
-			w.Fences, w.Spans, w.Owner, w.Updated = st.Fences, len(st.Spans), st.Owner, st.Updated
+	for _, ws := range st.Writers {
+		w := writerInfo{WriterID: ws.ID, Live: ws.Live, MetaEpoch: ws.MetaEpoch}
+		if s := ws.State; s != nil {
+			info.states[ws.ID] = s
+			w.Epoch, w.FlushedTs, w.Seq, w.HasSeq = s.Epoch, s.FlushedTs, s.Seq, s.HasSeq
+			w.Fences, w.Spans, w.Owner, w.Updated = s.Fences, len(s.Spans), s.Owner, s.Updated
 		} else {
 			w.NoState = true
 		}
