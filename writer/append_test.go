@@ -78,9 +78,7 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 	o.BlockSize = 512
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 30)
-	must(t, w.AdvanceResolved(1, 30))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 30)
 
 	f.FailNth(blobtest.OpSync, 1, nil)
 	writeRange(t, w, 1, 31, 60)
@@ -190,9 +188,7 @@ func TestCrashRecoversTornTail(t *testing.T) {
 	o.RetryAttempts = 1
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 50)
-	must(t, w.AdvanceResolved(1, 50))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 50)
 
 	gate := make(chan struct{})
 	match, reached := signal(isSegment)
@@ -230,9 +226,7 @@ func TestCrashRecoversTornTail(t *testing.T) {
 	}
 	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 50)
 	must(t, w2.AddSpan(1, 50))
-	writeRange(t, w2, 1, 51, 100)
-	must(t, w2.AdvanceResolved(1, 100))
-	mustFlush(t, w2)
+	writeFlushed(t, w2, 1, 51, 100)
 	must(t, w2.Close(ctx))
 	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
 	ns := names(t, segmentKeys(t, b2))
@@ -253,9 +247,7 @@ func TestRecoveryDropsUnpublishedBlocks(t *testing.T) {
 	o.RetryAttempts = 1
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 50)
-	must(t, w.AdvanceResolved(1, 50))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 50)
 	f.FailWhen(blobtest.OpPut, isState, nil)
 	writeRange(t, w, 1, 51, 100)
 	must(t, w.AdvanceResolved(1, 100))
@@ -314,9 +306,7 @@ func TestRecoveryRefusesCorruption(t *testing.T) {
 	o.BlockSize = 256
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 50)
-	must(t, w.AdvanceResolved(1, 50))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 50)
 	// Abandon the writer without sealing: a crash.
 	w.cancel()
 	<-w.commitDone
@@ -346,13 +336,9 @@ func TestAgeRotation(t *testing.T) {
 	o.MaxSegmentAge = 20 * time.Millisecond
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 5)
-	must(t, w.AdvanceResolved(1, 5))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 5)
 	waitFor(t, "the active segment to be sealed by age", func() bool { return len(activeFiles(t, dir)) == 0 })
-	writeRange(t, w, 1, 6, 10)
-	must(t, w.AdvanceResolved(1, 10))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 6, 10)
 	must(t, w.Close(ctx))
 	if n := len(segmentKeys(t, b)); n != 2 {
 		t.Fatalf("%d segments, want 2", n)
@@ -369,9 +355,7 @@ func TestCloseAbort(t *testing.T) {
 	f, b := faultyLocal(t, dir)
 	w := open(t, b, testOptions("w"))
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 20)
-	must(t, w.AdvanceResolved(1, 20))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 20)
 	writeRange(t, w, 1, 21, 40)
 	must(t, w.AdvanceResolved(1, 40))
 	gate := make(chan struct{})

@@ -180,9 +180,7 @@ func TestChainLocal(t *testing.T) {
 
 	w2 := open(t, b, o)
 	must(t, w2.AddSpan(1, 400))
-	writeRange(t, w2, 1, 401, 600)
-	must(t, w2.AdvanceResolved(1, 600))
-	mustFlush(t, w2)
+	writeFlushed(t, w2, 1, 401, 600)
 	must(t, w2.Close(ctx))
 	chains = checkChains(t, b)
 	if len(chains[2]) < 2 || chains[2][0].hdr.Seq != segs[len(segs)-1].hdr.Seq+1 {
@@ -208,9 +206,7 @@ func TestChainObject(t *testing.T) {
 		must(t, w.AddSpan(1, base))
 		for f := uint64(0); f < 3; f++ {
 			from := base + f*200 + 1
-			writeRange(t, w, 1, from, from+199)
-			must(t, w.AdvanceResolved(1, from+199))
-			mustFlush(t, w)
+			writeFlushed(t, w, 1, from, from+199)
 			checkChains(t, b)
 		}
 		if epoch == 1 {
@@ -246,9 +242,7 @@ func TestChainRecoverySealsRotated(t *testing.T) {
 	o.Compression = CompressionNone
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 40)
-	must(t, w.AdvanceResolved(1, 40))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 40)
 
 	gate := make(chan struct{})
 	match, reached := signal(isSegment)
@@ -307,9 +301,7 @@ func TestChainRecoveryKeepsLinkedBlocks(t *testing.T) {
 	o.Compression = CompressionNone
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 50)
-	must(t, w.AdvanceResolved(1, 50))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 50)
 	first := segmentKeys(t, b)
 	if len(first) != 1 {
 		t.Fatalf("segments %v", first)
@@ -354,9 +346,7 @@ func TestChainSeqReusedAfterDroppedSegment(t *testing.T) {
 	if ts := mustFlush(t, w); ts != 50 {
 		t.Fatalf("Flush = %d", ts)
 	}
-	writeRange(t, w, 1, 51, 60)
-	must(t, w.AdvanceResolved(1, 60))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 51, 60)
 	must(t, w.Close(ctx))
 	if n := f.Count(blobtest.OpDelete); n == 0 {
 		t.Fatal("the failed segment was never deleted: the test did not reach the drop")
@@ -488,9 +478,7 @@ func TestRecoveryRefusesAcceptedSegmentWithoutBlocks(t *testing.T) {
 	f := blobtest.NewFaulty(d)
 	w := open(t, f.Bucket(), testOptions("w"))
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 50)
-	must(t, w.AdvanceResolved(1, 50))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 50)
 	must(t, f.Crash())
 	w.Close(ctx)
 	active := activeFiles(t, dir)

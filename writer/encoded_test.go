@@ -33,9 +33,7 @@ func TestWriteEncoded(t *testing.T) {
 		}
 		must(t, w.WriteEncoded(ctx, 1, encode(evs...)...))
 		must(t, w.WriteEncoded(ctx, 1, encode(ddl(1, 20, "CREATE INDEX i ON t1(v)"))...))
-		writeRange(t, w, 1, 21, 30)
-		must(t, w.AdvanceResolved(1, 30))
-		mustFlush(t, w)
+		writeFlushed(t, w, 1, 21, 30)
 		if s := w.Stats(); s.Rows != 30 || s.DDLs != 1 {
 			t.Fatalf("stats %+v: want 30 rows and a DDL", s)
 		}

@@ -59,6 +59,15 @@ func writeRange(t *testing.T, w *Writer, span SpanID, from, to uint64) {
 	}
 }
 
+// writeFlushed writes rows from..to of span, resolves the span at to and
+// flushes: the events are durable and published when it returns.
+func writeFlushed(t *testing.T, w *Writer, span SpanID, from, to uint64) {
+	t.Helper()
+	writeRange(t, w, span, from, to)
+	must(t, w.AdvanceResolved(span, to))
+	mustFlush(t, w)
+}
+
 // checkIDs checks that the events read back are exactly the rows from..to of
 // span 1, once each, in order.
 func checkIDs(t *testing.T, gs []got, from, to uint64) {

@@ -196,9 +196,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 			o.RetryAttempts = 10
 			w := open(t, b, o)
 			must(t, w.AddSpan(1, 0))
-			writeRange(t, w, 1, 1, 10)
-			must(t, w.AdvanceResolved(1, 10))
-			mustFlush(t, w)
+			writeFlushed(t, w, 1, 1, 10)
 			writeRange(t, w, 1, 11, 20)
 			must(t, w.AdvanceResolved(1, 20))
 			if _, err := w.Flush(ctx); !errors.Is(err, meta.ErrFenced) {

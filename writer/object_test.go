@@ -55,9 +55,7 @@ func TestRetryFailedPut(t *testing.T) {
 	o.RetryAttempts = 1000
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 10)
-	must(t, w.AdvanceResolved(1, 10))
-	mustFlush(t, w)
+	writeFlushed(t, w, 1, 1, 10)
 
 	match, attempts := signal(isSegment)
 	remove := f.FailWhen(blobtest.OpPut, match, nil)
