@@ -190,16 +190,7 @@ func TestCrashRecoversTornTail(t *testing.T) {
 	must(t, w.AddSpan(1, 0))
 	writeFlushed(t, w, 1, 1, 50)
 
-	gate := make(chan struct{})
-	match, reached := signal(isSegment)
-	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: match, Wait: gate})
-	writeRange(t, w, 1, 51, 100)
-	must(t, w.AdvanceResolved(1, 100))
-	flushed := make(chan error, 1)
-	go func() {
-		_, err := w.Flush(ctx)
-		flushed <- err
-	}()
+	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSync, 51, 100)
 	<-reached // appended, not synced
 	must(t, f.Crash())
 	close(gate)

@@ -244,16 +244,7 @@ func TestChainRecoverySealsRotated(t *testing.T) {
 	must(t, w.AddSpan(1, 0))
 	writeFlushed(t, w, 1, 1, 40)
 
-	gate := make(chan struct{})
-	match, reached := signal(isSegment)
-	f.Add(blobtest.Rule{Op: blobtest.OpSeal, Match: match, Wait: gate})
-	writeRange(t, w, 1, 41, 200)
-	must(t, w.AdvanceResolved(1, 200))
-	flushed := make(chan error, 1)
-	go func() {
-		_, err := w.Flush(ctx)
-		flushed <- err
-	}()
+	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSeal, 41, 200)
 	select {
 	case <-reached: // published, sealing the rotated-out segment
 	case err := <-flushed:
@@ -432,16 +423,7 @@ func TestChainRecoveryRefusesHeaderlessLinkedSegment(t *testing.T) {
 	o.Compression = CompressionNone
 	w := open(t, b, o)
 	must(t, w.AddSpan(1, 0))
-	gate := make(chan struct{})
-	match, reached := signal(isSegment)
-	f.Add(blobtest.Rule{Op: blobtest.OpSeal, Match: match, Wait: gate})
-	writeRange(t, w, 1, 1, 200)
-	must(t, w.AdvanceResolved(1, 200))
-	flushed := make(chan error, 1)
-	go func() {
-		_, err := w.Flush(ctx)
-		flushed <- err
-	}()
+	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSeal, 1, 200)
 	select {
 	case <-reached:
 	case err := <-flushed:

@@ -68,6 +68,25 @@ func writeFlushed(t *testing.T, w *Writer, span SpanID, from, to uint64) {
 	mustFlush(t, w)
 }
 
+// flushHeld holds the first op (OpSync, OpSeal, …) on a segment at a gate,
+// writes rows from..to of span 1, resolves the span at to and flushes in the
+// background: reached fires when the op is held, closing gate lets it go on,
+// and flushed gets the flush's error.
+func flushHeld(t *testing.T, f *blobtest.Faulty, w *Writer, op blobtest.Op, from, to uint64) (gate chan struct{}, reached <-chan struct{}, flushed <-chan error) {
+	t.Helper()
+	gate = make(chan struct{})
+	match, held := signal(isSegment)
+	f.Add(blobtest.Rule{Op: op, Match: match, Wait: gate})
+	writeRange(t, w, 1, from, to)
+	must(t, w.AdvanceResolved(1, to))
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Flush(context.Background())
+		done <- err
+	}()
+	return gate, held, done
+}
+
 // checkIDs checks that the events read back are exactly the rows from..to of
 // span 1, once each, in order.
 func checkIDs(t *testing.T, gs []got, from, to uint64) {
