@@ -170,7 +170,7 @@ and refuses while a writer published progress in the last 30 seconds unless
 			}
 			n, err := log.Delete(ctx)
 			if err != nil {
-				return fmt.Errorf("delete log %q (%d objects deleted; run rm again, or any writer opening the log, to finish): %w", a.logID, n, err)
+				return fmt.Errorf("delete log %q (%d objects deleted; run rm again to finish; until then writers and coordinators refuse the log, except those opened through redokit.Log, which finish the removal first): %w", a.logID, n, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(struct {
