@@ -17,8 +17,9 @@
 // A Gate sits between the CDC system and its downstream, in front of one redo
 // writer:
 //
-//   - Write writes a batch of one span's events to the redo writer first, then
-//     holds a copy (encoded, so the bytes held are exact) in the span's queue;
+//   - Write encodes a batch of one span's events once, hands those bytes to
+//     the redo writer first (writer.WriteEncoded), then holds the same bytes
+//     in the span's queue (so what is released is exactly what was logged);
 //   - AdvanceResolved passes the span's resolved ts to the writer, and
 //     remembers it: it is how the gate knows that a span has nothing more to
 //     come below a ts;
@@ -68,6 +69,8 @@
 // covers and drops the rest (events above the flushed ts are not in the log:
 // the span's next owner writes them again). A downstream that fails makes
 // Run return its error with the failed batch still held: Run again retries
-// it, so Downstream.Apply must be idempotent (a CDC sink in safe mode is).
-// Failures to read G or to report the checkpoint are retried, not fatal.
+// it, so Downstream.Apply must be idempotent (a CDC sink in safe mode is;
+// ApplyTo is the bridge to an apply sink in that mode). Failures to read G or
+// to report the checkpoint are retried, not fatal. Close is idempotent: a
+// second call returns the first one's result.
 package sinkgate
