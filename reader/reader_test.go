@@ -11,6 +11,7 @@ import (
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -750,4 +751,107 @@ func TestActiveSealedBetweenStatAndRead(t *testing.T) {
 		t.Fatal("the stream's read never met the seal: the test did not test it")
 	}
 	equalGot(t, out, expect([]seg{act}, 0, 1000, false))
+}
+
+// swapOnRead is a driver whose first read of one key meets a seal under it:
+// the read returns the old bytes up to cut, waits for go, and returns the new
+// bytes after it, as a read through an open file does while a new epoch's
+// recovery cuts the file's torn tail, appends the footer and renames it; the
+// sealed object appears and the active one goes when the read goes on.
+type swapOnRead struct {
+	*local.Driver  // appendable: the reader reads active segments only there
+	key, sealedKey string
+	old, sealed    []byte
+	cut            int
+	proceed        chan struct{}
+	swapped        bool
+}
+
+func (d *swapOnRead) NewRangeReader(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if key != d.key || d.swapped || off != 0 || length != int64(len(d.old)) {
+		// Not the stream's read of the whole segment (Open reads the
+		// header to prove the chain).
+		return d.Driver.NewRangeReader(ctx, key, off, length)
+	}
+	d.swapped = true
+	return io.NopCloser(io.MultiReader(bytes.NewReader(d.old[off:d.cut]), &sealOnRead{d: d, ctx: ctx})), nil
+}
+
+// sealOnRead is the rest of the stream: on its first Read it waits for the
+// test, seals, and reads on in the sealed bytes.
+type sealOnRead struct {
+	d    *swapOnRead
+	ctx  context.Context
+	rest io.Reader
+}
+
+func (r *sealOnRead) Read(p []byte) (int, error) {
+	if r.rest == nil {
+		<-r.d.proceed
+		d := r.d
+		if _, err := d.Driver.Put(r.ctx, d.sealedKey, bytes.NewReader(d.sealed), int64(len(d.sealed)), driver.PutOptions{}); err != nil {
+			return 0, err
+		}
+		if err := d.Driver.Delete(r.ctx, []string{d.key}); err != nil {
+			return 0, err
+		}
+		r.rest = bytes.NewReader(d.sealed[d.cut:])
+	}
+	return r.rest.Read(p)
+}
+
+// TestActiveRecoveredWhileRead: the stream of an active segment reads its
+// torn frame's header from the file before a recovery cut it, and the
+// footer the recovery appended after, once the caller has events of the
+// segment in hand (so the read cannot start over). The reader proves that
+// the blocks it read are the sealed segment's first blocks and reads on from
+// the sealed name: every event once, no error. The crash trials met this as
+// a read failing with "a valid trailer follows, so this is not a torn tail".
+func TestActiveRecoveredWhileRead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := local.New(dir, &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	act := seg{writer: "a", seq: 1, events: rows(10, 10, 10, "t", 0), active: true, torn: true}
+	key := act.write(t, b)
+	old, err := b.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := act
+	whole.active, whole.torn = false, false
+	sealed, sealedKey := whole.sealedBytes(t)
+	common := 0
+	for common < len(old) && common < len(sealed) && old[common] == sealed[common] {
+		common++
+	}
+	if common <= segment.HeaderSize || common >= len(old) {
+		t.Fatalf("the torn and the sealed segment share %d of %d bytes: the test builds them wrong", common, len(old))
+	}
+	d, err := local.NewDriver(dir, &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &swapOnRead{Driver: d, key: key, sealedKey: sealedKey, old: old, sealed: sealed, cut: common + 8, proceed: make(chan struct{})}
+	rb := blob.NewBucket(sw)
+	defer rb.Close()
+	r, err := Open(ctx, rb, &Options{LogID: testLog, EndTs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []got
+	for ev, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatalf("read across the recovery, after %d events: %v", len(out), err)
+		}
+		out = append(out, keep(ev))
+		if len(out) == 1 {
+			close(sw.proceed) // the recovery runs now, under the read
+		}
+	}
+	equalGot(t, out, expect([]seg{whole}, 0, 1000, false))
 }

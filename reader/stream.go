@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
@@ -44,7 +45,9 @@ type stream struct {
 
 	ch   chan *chunk // decoded chunks, at most Prefetch waiting
 	free chan *chunk // chunks the merge is done with
-	pool int         // how many chunks the stream may have allocated
+	// aboveCounted: aboveFence was called for this stream's segment.
+	aboveCounted bool
+	pool         int // how many chunks the stream may have allocated
 	// Written by the producer, read by the merge after ch is closed.
 	allocated int
 	err       error
@@ -66,6 +69,10 @@ func (s *stream) head() *Event { return &s.cur.events[s.pos] }
 // aboveFence records a segment of a fenced epoch holding events above what
 // the epoch published, which the stream leaves out.
 func (s *stream) aboveFence() {
+	if s.aboveCounted {
+		return // an active segment sealed while read: counted already
+	}
+	s.aboveCounted = true
 	s.r.stats.aboveFence.Add(1)
 	s.r.c.Logger.Info("reader: leaving out events a fenced epoch wrote after its last publication",
 		"key", s.src.Key, "published_max_ts", s.src.capTs)
@@ -98,7 +105,7 @@ func (s *stream) start() {
 		if s.src.Name.Active {
 			err = s.produceActive(r.ctx)
 		} else {
-			err = s.produceSealed(r.ctx, s.src)
+			err = s.produceSealed(r.ctx, s.src, nil)
 		}
 		s.err = err
 	}()
@@ -113,7 +120,12 @@ func (s *stream) start() {
 // buffer, which nothing touches until the chunk comes back: no copy. The
 // extra readers cost no request: the objectReaderAt serves their open-time
 // reads from what the first one read.
-func (s *stream) produceSealed(ctx context.Context, src *Source) error {
+//
+// read are the blocks already read from the active segment src was sealed
+// from, while it was being read: they must be the sealed segment's first
+// blocks, exactly (a seal only appends a footer, and a new epoch's recovery
+// only cuts a torn tail before it does), and the stream goes on after them.
+func (s *stream) produceSealed(ctx context.Context, src *Source, read []segment.BlockInfo) error {
 	r := s.r
 	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key, keep: true}
 	if src.header != nil {
@@ -131,7 +143,11 @@ func (s *stream) produceSealed(ctx context.Context, src *Source) error {
 		s.aboveFence()
 	}
 	blocks := sr.Footer().Blocks
-	first := sr.SeekTs(r.c.start)
+	if len(read) > len(blocks) || !slices.Equal(blocks[:len(read)], read) {
+		return fmt.Errorf("reader: %s: sealed while its active segment was read, but the %d blocks read before the seal are not its first blocks (it has %d): %w",
+			src.Key, len(read), len(blocks), segment.ErrCorrupt)
+	}
+	first := max(sr.SeekTs(r.c.start), len(read))
 	last := first
 	for last < len(blocks) && blocks[last].MinTs <= s.end() {
 		last++
@@ -234,7 +250,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 		}
 		sealed.predListed, sealed.hasDigest, sealed.digest, sealed.digestOf = src.predListed, src.hasDigest, src.digest, src.digestOf
 		sealed.capped, sealed.capTs = src.capped, src.capTs
-		return s.produceSealed(ctx, sealed)
+		return s.produceSealed(ctx, sealed, nil)
 	}
 	if err != nil {
 		return err
@@ -256,14 +272,36 @@ func (s *stream) produceActive(ctx context.Context) error {
 	}
 	var c *chunk
 	above := false
+	var read []segment.BlockInfo // every whole block read, in order
 	for {
 		blk, err := sc.NextBlock()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// A segment sealed while it is read changes under the read: a
+			// new epoch's recovery cuts its torn tail and appends the
+			// footer, so the read can meet a torn frame's header followed
+			// by the footer's bytes. When the sealed segment is there now,
+			// read on from it, after proving that what was read is its
+			// prefix; otherwise the error stands.
+			sealed, serr := findSealed(ctx, r.b, src.Name)
+			if serr != nil || sealed == nil {
+				return err
+			}
+			r.c.Logger.Info("reader: active segment sealed while read; reading on from its sealed name",
+				"key", src.Key, "sealed", sealed.Key, "blocks_read", len(read), "err", err)
+			if c != nil {
+				s.free <- c // the stream's own chunk: there is room for it
+			}
+			sealed.predListed, sealed.hasDigest, sealed.digest, sealed.digestOf = src.predListed, src.hasDigest, src.digest, src.digestOf
+			sealed.capped, sealed.capTs = src.capped, src.capTs
+			return s.produceSealed(ctx, sealed, read)
 		}
+		read = append(read, blk.Info)
 		if blk.Info.MaxTs <= r.c.start {
 			continue
 		}
