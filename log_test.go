@@ -143,7 +143,7 @@ func TestReaderKeepsStartWithDefaultEnd(t *testing.T) {
 }
 
 // TestOpenFinishesAnInterruptedRemoval: a removal that stopped half way
-// leaves its marker; meta refuses to open the log, redokit.Open finishes the
+// leaves its marker; meta refuses to open the log, Log.OpenCoordinator finishes the
 // removal first.
 func TestOpenFinishesAnInterruptedRemoval(t *testing.T) {
 	ctx := context.Background()

@@ -47,10 +47,11 @@
 // lists again; a read never comes back silently shortened.
 //
 // DeleteLog removes a whole log. It first writes a marker object, so a
-// removal interrupted by a crash is finished by ResumeDeleteLog (redokit.Open
-// calls it before it opens a log; meta refuses to open a writer or a
-// coordinator on a log whose marker is there, with meta.ErrDeleting), and a
-// new log with the same ID never mixes with the old one's leftovers.
+// removal interrupted by a crash is finished by ResumeDeleteLog
+// (redokit.Log.OpenWriter and OpenCoordinator call it first; meta refuses to
+// open a writer or a coordinator on a log whose marker is there, with
+// meta.ErrDeleting), and a new log with the same ID never mixes with the old
+// one's leftovers.
 package gc
 
 import (

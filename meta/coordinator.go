@@ -78,7 +78,8 @@ type StaleWriter struct {
 // OpenCoordinator opens (or creates) the meta object of logID. A log whose
 // removal started and did not finish is ErrDeleting: a new log must never mix
 // with an old one's leftovers, and finishing the removal is GC's job
-// (gc.ResumeDeleteLog; redokit.Open does it before it opens anything).
+// (gc.ResumeDeleteLog; redokit.Log.OpenWriter and OpenCoordinator call it
+// first).
 func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *CoordinatorOptions) (*Coordinator, error) {
 	var o CoordinatorOptions
 	if opts != nil {

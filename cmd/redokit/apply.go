@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/apply"
 	_ "github.com/redokit/redokit/apply/mysql"  // mysql:, mariadb:, tidb: sinks
 	_ "github.com/redokit/redokit/apply/sqlite" // sqlite: sinks
@@ -35,10 +34,11 @@ type applySummary struct {
 	RowsPerSec   float64 `json:"rows_per_second"`
 }
 
-// applyRange replays (start, end] of the log in b into the sink at sinkURI,
-// under the log's range rules unless allow says otherwise. It returns what
-// was done, also when it fails part way.
-func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, allow rangeAllow, opts *apply.Options, sopts *apply.SinkOptions) (*applySummary, error) {
+// applyRange replays (start, end] of the log in b into the sink at sinkURI: a
+// range the caller took from one read of the meta object (through
+// redokit.CheckRange), so a checkpoint that moves meanwhile cannot refuse it.
+// It returns what was done, also when it fails part way.
+func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions) (*applySummary, error) {
 	sum := &applySummary{Log: a.logID, Sink: apply.Redact(sinkURI), StartTs: start, EndTs: end}
 	sink, err := apply.Open(ctx, sinkURI, sopts)
 	if err != nil {
@@ -48,10 +48,7 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 		return sum, fmt.Errorf("open the sink %s: %w", apply.Redact(sinkURI), err)
 	}
 	defer sink.Close()
-	r, err := a.log(b).OpenReader(ctx, &redokit.ReadOptions{
-		Options: reader.Options{Logger: a.logger()}, Start: start, End: end,
-		AllowAboveResolved: allow.aboveResolved, AllowBelowCheckpoint: allow.belowCheckpoint,
-	})
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: a.logID, StartTs: start, EndTs: end, Logger: a.logger()})
 	if err != nil {
 		return sum, err
 	}
@@ -138,7 +135,7 @@ Sinks:
 				fmt.Fprintf(a.stderr, "redokit: nothing to apply: the range (%d, %d] is empty\n", start, end)
 				return nil
 			}
-			sum, err := a.applyRange(ctx, b, sinkURI, start, end, rf.allowed(cmd), &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+			sum, err := a.applyRange(ctx, b, sinkURI, start, end, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
 				&apply.SinkOptions{ProgressTable: progress, Logger: a.logger()})
 			if err != nil {
 				return err

@@ -238,7 +238,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 		return err
 	}
 	rep.Checkpoint = m.CheckpointTs
-	rec, err := a.applyRange(ctx, b, sinkURI, m.CheckpointTs, m.ResolvedTs, rangeAllow{}, nil, nil)
+	rec, err := a.applyRange(ctx, b, sinkURI, m.CheckpointTs, m.ResolvedTs, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (a *app) demoSinkAndGC(ctx context.Context, b *blob.Bucket, p *pipeline, si
 		return err
 	}
 	start := p.cfg.StartTs
-	sum, err := a.applyRange(ctx, b, sinkURI, start, g1, rangeAllow{}, nil, nil)
+	sum, err := a.applyRange(ctx, b, sinkURI, start, g1, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (a *app) demoSinkAhead(ctx context.Context, b *blob.Bucket, p *pipeline, si
 	if err != nil {
 		return err
 	}
-	ahead, err := a.applyRange(ctx, b, sinkURI, m.CheckpointTs, g2, rangeAllow{}, nil, nil)
+	ahead, err := a.applyRange(ctx, b, sinkURI, m.CheckpointTs, g2, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -32,15 +32,6 @@ func (r *rangeFlags) register(cmd *cobra.Command, what string) {
 	f.BoolVar(&r.force, "force", false, "allow --end-ts or --start-ts above the global resolved ts (events there may be incomplete)")
 }
 
-// rangeAllow is what the flags allow beyond the log's range rules.
-type rangeAllow struct{ aboveResolved, belowCheckpoint bool }
-
-// allowed is what the flags allow: above the global resolved ts with --force,
-// below the checkpoint when --start-ts is given (with resolve's warning).
-func (r *rangeFlags) allowed(cmd *cobra.Command) rangeAllow {
-	return rangeAllow{aboveResolved: r.force, belowCheckpoint: cmd.Flags().Changed("start-ts")}
-}
-
 // resolve turns the flags into the range (start, end] against the log's
 // meta with the log's own rules (redokit.CheckRange): by default
 // (checkpoint, global resolved]. Reading above the global resolved ts is
@@ -53,8 +44,9 @@ func (r *rangeFlags) resolve(cmd *cobra.Command, a *app, m *meta.Meta) (start, e
 	if startSet && endSet && r.start >= r.end {
 		return 0, 0, usageErrorf("--start-ts %d is not below --end-ts %d: the range (start, end] is empty", r.start, r.end)
 	}
-	allow := r.allowed(cmd)
-	o := &redokit.ReadOptions{AllowAboveResolved: allow.aboveResolved, AllowBelowCheckpoint: allow.belowCheckpoint}
+	// Above the global resolved ts with --force; below the checkpoint when
+	// --start-ts asks for it (with the warning below).
+	o := &redokit.ReadOptions{AllowAboveResolved: r.force, AllowBelowCheckpoint: startSet}
 	if startSet {
 		o.Start = r.start
 	}
@@ -153,9 +145,11 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			if start == end {
 				return nil
 			}
-			r, err := a.log(b).OpenReader(ctx, &redokit.ReadOptions{
-				Options: reader.Options{TableFilter: filter, KeepDuplicates: keepDups, Logger: a.logger()},
-				Start:   start, End: end, AllowAboveResolved: rf.force, AllowBelowCheckpoint: rf.allowed(cmd).belowCheckpoint,
+			// The range passed redokit.CheckRange against the meta object
+			// read above: open exactly it, without reading the meta again.
+			r, err := reader.Open(ctx, b, &reader.Options{
+				LogID: a.logID, StartTs: start, EndTs: end, TableFilter: filter,
+				KeepDuplicates: keepDups, Logger: a.logger(),
 			})
 			if err != nil {
 				return err
