@@ -28,5 +28,5 @@ func ExampleStart() {
 	defer s.Close()
 	s.Kick()
 	<-done // the log has no meta object yet: the cycle fails and deletes nothing
-	// Output: cycle failed: gc: read the checkpoint: blob: stat "cf/meta": not exist: no such object
+	// Output: cycle failed: gc: read the checkpoint: blob: read "cf/meta": not exist: no such object
 }

@@ -111,7 +111,9 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (
 	if opts != nil {
 		o = *opts
 	}
-	m, _, err := meta.ReadMeta(ctx, b, logID)
+	// One read: GC needs the checkpoint, not an ETag to write back with
+	// (the envelope's CRC still proves the body whole).
+	m, err := meta.NewWatcher(b, logID, 0).Current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("gc: read the checkpoint: %w", err)
 	}
