@@ -113,6 +113,16 @@ func TestLayering(t *testing.T) {
 	for _, b := range checkLayers(ls, graph) {
 		t.Error(b)
 	}
+	// The CLI and the examples build no keys: the layout is the Log's.
+	for pkg, imports := range graph {
+		if strings.HasPrefix(pkg, "cmd/") || strings.HasPrefix(pkg, "examples/") {
+			for _, imp := range imports {
+				if imp == "internal/layout" {
+					t.Errorf("%s imports internal/layout: keys are redokit.Log's to build", pkg)
+				}
+			}
+		}
+	}
 }
 
 // TestLayeringCatchesAnUpwardImport: the check itself fails on an import
