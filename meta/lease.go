@@ -277,6 +277,16 @@ type AcquireOptions struct {
 	Owner string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Durable finds what the epoch being replaced made durable beyond what
+	// it published: a writer acknowledges a flush once its data and a
+	// progress record are durable in its segments, and publishes the state
+	// object later (package writer: progress frames). It is called with
+	// the state read, before each compare-and-swap attempt, and returns
+	// nil when nothing durable is newer than the published progress. The
+	// fence recorded for prev's epoch and the new epoch's starting
+	// progress (flushed ts, spans) then come from what it returns. Its
+	// Seq may not be below prev's published Seq.
+	Durable func(ctx context.Context, prev *WriterState) (*Progress, error)
 }
 
 // AcquireWriter takes the lease of writerID in logID: it creates the writer's
@@ -339,13 +349,32 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 		if prev != nil {
 			next.Epoch = prev.Epoch + 1
 			next.Fences = slices.Clone(prev.Fences)
-			if prev.HasSeq {
-				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: prev.Seq, MaxTs: prev.ChainMaxTs, Digest: prev.Digest})
-			}
 			// The new epoch starts where the old one's durable progress
 			// stood: that data stays in the log under the old epoch's fence.
-			next.FlushedTs = prev.FlushedTs
-			next.Spans = prev.Spans
+			// What it made durable after its last publication counts too:
+			// it may have acknowledged it.
+			last := Progress{FlushedTs: prev.FlushedTs, Seq: prev.Seq, ChainMaxTs: prev.ChainMaxTs, Digest: prev.Digest, Spans: prev.Spans}
+			has := prev.HasSeq
+			if o.Durable != nil {
+				d, err := o.Durable(ctx, prev)
+				if err != nil {
+					return nil, fmt.Errorf("meta: acquire writer %s: the durable progress of epoch %d: %w", key, prev.Epoch, err)
+				}
+				if d != nil {
+					if prev.HasSeq && d.Seq < prev.Seq {
+						return nil, fmt.Errorf("meta: acquire writer %s: epoch %d's durable progress is in seq %d, below the seq %d it published", key, prev.Epoch, d.Seq, prev.Seq)
+					}
+					last, has = *d, true
+					if last.Spans == nil {
+						last.Spans = prev.Spans
+					}
+				}
+			}
+			if has {
+				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: last.Seq, MaxTs: last.ChainMaxTs, Digest: last.Digest})
+			}
+			next.FlushedTs = last.FlushedTs
+			next.Spans = last.Spans
 			put = &blob.PutOptions{IfMatch: etag}
 		}
 		ours[next.Token] = prev
