@@ -12,11 +12,13 @@ import (
 
 // appendStore is the local path (a backend that can append, driver.Appender).
 //
-// Frames are appended to the active segment (act). A segment is synced when
-// it is rotated out, but sealed only after the progress that covers all of
-// its blocks is published: a sealed segment never holds an unreported block,
-// so the blocks a crash leaves above the published flushed ts are all in
-// active segments, where the next Open's recovery cuts them.
+// Frames are appended to the active segment (act), each flush's blocks and
+// then its progress frame, and one fdatasync makes them durable. A segment
+// is synced when it is rotated out, and sealed once the progress frame of
+// the flush that filled it is durable (in its successor): a sealed segment
+// never holds a block no progress frame covers, so the blocks a crash
+// leaves unreported are all in active segments, after their last progress
+// frame, where the next Open's recovery cuts them.
 type appendStore struct {
 	c *committer
 
@@ -24,7 +26,8 @@ type appendStore struct {
 	full          []*activeSeg // rotated out, synced, to be sealed after the next publication
 	unsynced      []*blockTask // frames not durable yet, in order: in act after its last sync unless broken
 	unsyncedBytes int64
-	broken        bool // an append, sync or seal failed: act must be rewound and unsynced written again
+	prog          *pendingProgress // the flush's progress frame, appended after unsynced, not durable yet
+	broken        bool             // an append, sync or seal failed: act must be rewound and unsynced written again
 	ageTimer      *time.Timer
 }
 
@@ -38,13 +41,21 @@ type activeSeg struct {
 	hdr          segment.Header
 	syncedSize   int64 // bytes known durable
 	syncedBlocks int   // blocks known durable
-	pubSize      int64 // bytes durable when the progress was last published
-	pubBlocks    int
+	syncedProg   int   // progress frames known durable
 	// linked is set once the chain has moved past the segment (its blocks
 	// are final): its successor links footerCRC, and the footer written
 	// when it is sealed must have that CRC.
 	linked    bool
 	footerCRC uint32
+}
+
+// pendingProgress is a progress frame appended and not yet durable: written
+// again, like the blocks, when a failed sync makes the segment rewind.
+type pendingProgress struct {
+	ts    uint64
+	spans []segment.SpanTs
+	seg   *activeSeg // where it was appended
+	info  segment.ProgressInfo
 }
 
 // countingFile counts what reaches an append file.
@@ -61,8 +72,43 @@ func (c countingFile) Write(p []byte) (int, error) {
 
 func (s *appendStore) add(t *blockTask) error { return s.appendFrame(t) }
 
-func (s *appendStore) persist(ts uint64, spans []meta.SpanTs) error {
-	return s.syncAndPublish(ts, spans)
+func (s *appendStore) canRecord() bool { return s.act != nil }
+
+// record appends the flush's progress frame to the active segment, after
+// its blocks.
+func (s *appendStore) record(ts uint64, spans []segment.SpanTs) error {
+	if err := s.repair(); err != nil {
+		return err
+	}
+	if s.prog != nil && s.prog.seg != nil {
+		return nil // the repair wrote it
+	}
+	if s.act == nil {
+		// The repair abandoned the segment the blocks were in and had none
+		// to write again: the frame starts a segment of its own.
+		if err := s.openActive(); err != nil {
+			return err
+		}
+	}
+	s.prog = &pendingProgress{ts: ts, spans: spans}
+	return s.writeProgress()
+}
+
+// writeProgress appends the pending progress frame to the active segment.
+func (s *appendStore) writeProgress() error {
+	info, err := s.act.sw.AppendProgress(s.prog.ts, s.prog.spans)
+	if err != nil {
+		s.broken = true
+		return err
+	}
+	s.prog.seg, s.prog.info = s.act, info
+	return nil
+}
+
+// persist syncs the active segment: one fdatasync makes the flush's blocks
+// and its progress frame durable.
+func (s *appendStore) persist() error {
+	return s.c.retry(s.syncActive)
 }
 
 // settle seals the segments rotated out during the flush, and at Close the
@@ -89,25 +135,6 @@ func (s *appendStore) age() <-chan time.Time {
 func (s *appendStore) aged() error {
 	s.ageTimer = nil
 	return s.c.retry(s.sealActive)
-}
-
-// pendingEnd is the chain end once everything appended so far is synced:
-// the seq, chain max ts and header CRC of the active segment, when it holds
-// blocks (what syncActive will record).
-func (s *appendStore) pendingEnd() (seq, chainMax uint64, digest uint32, ok bool) {
-	a := s.act
-	if a == nil || len(a.sw.Blocks()) == 0 {
-		return 0, 0, 0, false
-	}
-	return a.hdr.Seq, chainMaxOf(a.hdr.Link, a.sw.Blocks()), a.hdr.CRC, true
-}
-
-func (s *appendStore) published() {
-	for _, a := range append(s.full, s.act) {
-		if a != nil {
-			a.pubSize, a.pubBlocks = a.syncedSize, a.syncedBlocks
-		}
-	}
 }
 
 // doomed closes and returns the open segments whose seq the fence leaves
@@ -138,15 +165,10 @@ func (s *appendStore) appendFrame(t *blockTask) error {
 	if err := s.prepareFor(t); err != nil {
 		return err
 	}
-	if err := s.write(t); err != nil {
-		return err
-	}
-	// Bound the frames kept for a redo: a huge flush is made durable piece
-	// by piece.
-	if s.unsyncedBytes >= s.c.w.o.FlushBytes {
-		return s.syncActive()
-	}
-	return nil
+	// The flush's frames stay in memory until its one sync: a failed sync
+	// writes them again (repair), and syncing piece by piece would cost
+	// syncs the flush did not ask for.
+	return s.write(t)
 }
 
 // prepareFor makes the active segment ready to take t. It rotates when t
@@ -226,82 +248,6 @@ func (s *appendStore) openActive() error {
 	return nil
 }
 
-// syncAndPublish makes the active segment durable and publishes the
-// flush's progress. The fdatasync of the segment and the staging of the
-// progress object (on local disk: a temporary file and its fsync) run at
-// once, and the progress becomes visible only once the sync succeeded
-// (blob.PutOptions.BeforeCommit), so it never covers data that is not
-// durable: a flush costs about two sync latencies instead of three. When
-// the sync fails, the publication is abandoned and the two steps run one
-// after the other with retries, as they would on their own.
-func (s *appendStore) syncAndPublish(ts uint64, spans []meta.SpanTs) error {
-	a := s.act
-	if s.broken || a == nil || a.syncedSize == a.sw.Offset() || s.c.w.o.Sync != SyncEveryFlush {
-		if err := s.c.retry(s.syncActive); err != nil {
-			return err
-		}
-		return s.c.retry(func() error { return s.c.publish(ts, spans, nil) })
-	}
-	done := make(chan error, 1)
-	go func() {
-		start := time.Now()
-		err := a.af.Sync()
-		s.c.w.stats.fsync.since(start)
-		done <- err
-	}()
-	var syncErr error
-	synced := false
-	collect := func() {
-		if !synced {
-			syncErr, synced = <-done, true
-			if syncErr != nil {
-				s.broken = true
-			} else {
-				s.markSynced(a)
-			}
-		}
-	}
-	pubErr := s.c.publish(ts, spans, func(ctx context.Context) error {
-		if !synced {
-			select {
-			case err := <-done:
-				done <- err // collect takes it below
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			collect()
-		}
-		return syncErr
-	})
-	// The sync owns the active segment until it returns.
-	collect()
-	if syncErr != nil {
-		first := true
-		err := s.c.retry(func() error {
-			if first {
-				first = false
-				return syncErr
-			}
-			return s.syncActive()
-		})
-		if err != nil {
-			return err
-		}
-		return s.c.retry(func() error { return s.c.publish(ts, spans, nil) })
-	}
-	if pubErr == nil {
-		return nil
-	}
-	first := true
-	return s.c.retry(func() error {
-		if first {
-			first = false
-			return pubErr
-		}
-		return s.c.publish(ts, spans, nil)
-	})
-}
-
 // syncActive makes everything appended to the active segment durable.
 func (s *appendStore) syncActive() error {
 	if err := s.repair(); err != nil {
@@ -328,9 +274,10 @@ func (s *appendStore) syncActive() error {
 func (s *appendStore) markSynced(a *activeSeg) {
 	a.syncedSize = a.sw.Offset()
 	a.syncedBlocks = len(a.sw.Blocks())
-	if a.syncedBlocks > 0 {
-		s.c.lastSeq, s.c.hasData = a.hdr.Seq, true
-		s.c.lastChainMax, s.c.lastDigest = chainMaxOf(a.hdr.Link, a.sw.Blocks()[:a.syncedBlocks]), a.hdr.CRC
+	a.syncedProg = len(a.sw.Progress())
+	if p := s.prog; p != nil && p.seg == a {
+		s.c.recorded(a.hdr, p.info)
+		s.prog = nil
 	}
 	for _, t := range s.unsynced {
 		t.release()
@@ -340,8 +287,9 @@ func (s *appendStore) markSynced(a *activeSeg) {
 	s.unsyncedBytes = 0
 }
 
-// sealFull seals the segments set aside at rotation. It runs after a
-// publication, which covers every block they hold.
+// sealFull seals the segments set aside at rotation. It runs once the
+// flush's progress frame is durable in a later segment: it covers every
+// block they hold.
 func (s *appendStore) sealFull() error {
 	for len(s.full) > 0 {
 		if err := s.seal(s.full[0]); err != nil {
@@ -355,7 +303,10 @@ func (s *appendStore) sealFull() error {
 }
 
 // sealActive seals the active segment (at Close, or when it is old), after
-// syncing it. Its blocks must all be published.
+// syncing it. Every block in it is covered by its last progress frame, and
+// that frame is published first: the next epoch reads progress frames only
+// in active segments and in seqs above the published one, so a sealed
+// segment's newest frame must not be newer than the state object.
 func (s *appendStore) sealActive() error {
 	if err := s.syncActive(); err != nil {
 		return err
@@ -364,10 +315,15 @@ func (s *appendStore) sealActive() error {
 	if a == nil {
 		return nil
 	}
+	if a.syncedProg > 0 {
+		if err := s.c.publishNow(); err != nil {
+			return err
+		}
+	}
 	if err := s.seal(a); err != nil {
 		return err
 	}
-	if a.syncedBlocks == 0 {
+	if a.syncedBlocks == 0 && a.syncedProg == 0 {
 		s.c.unuse(a.hdr.Seq) // deleted
 	} else if !a.linked {
 		a.footerCRC, a.linked = s.c.extend(a.hdr, a.sw.Blocks()[:a.syncedBlocks]), true
@@ -387,7 +343,7 @@ func (s *appendStore) seal(a *activeSeg) error {
 	if a.af == nil {
 		return nil // abandoned
 	}
-	if a.syncedBlocks == 0 {
+	if a.syncedBlocks == 0 && a.syncedProg == 0 {
 		a.af.Close()
 		a.af = nil
 		return w.b.Delete(s.c.ctx, a.key)
@@ -422,7 +378,7 @@ func (s *appendStore) rewind(a *activeSeg) error {
 	if err := a.af.Truncate(a.syncedSize); err != nil {
 		return err
 	}
-	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
+	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], a.sw.Progress()[:a.syncedProg], a.syncedSize, nil)
 	if err != nil {
 		return err
 	}
@@ -450,7 +406,7 @@ func (s *appendStore) repair() error {
 	}
 	w := s.c.w
 	if a := s.act; a != nil {
-		if a.syncedBlocks == 0 {
+		if a.syncedBlocks == 0 && a.syncedProg == 0 {
 			// Nothing durable: drop the segment; the frames go to a new
 			// one under the next seq.
 			a.af.Close()
@@ -474,6 +430,9 @@ func (s *appendStore) repair() error {
 		}
 	}
 	s.broken = false
+	if s.prog != nil {
+		s.prog.seg = nil // written again below
+	}
 	redo := s.unsynced
 	s.unsynced = nil
 	s.unsyncedBytes = 0
@@ -494,6 +453,16 @@ func (s *appendStore) repair() error {
 			return err
 		}
 	}
+	if s.prog != nil {
+		if s.act == nil {
+			if err := s.openActive(); err != nil {
+				s.prog.seg = nil
+				s.broken = true
+				return err
+			}
+		}
+		return s.writeProgress()
+	}
 	return nil
 }
 
@@ -512,4 +481,5 @@ func (s *appendStore) abandon() {
 		t.release()
 	}
 	s.unsynced = nil
+	s.prog = nil
 }

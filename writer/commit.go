@@ -20,25 +20,17 @@ type committer struct {
 	ctx     context.Context
 	nextSeq uint64
 
-	// What is published, and what the next publication will say.
-	pubTs, pubSeq uint64
-	pubHasSeq     bool
-	pubSpans      []meta.SpanTs
-	lastSeq       uint64 // highest seq holding durable data of this epoch
-	hasData       bool
+	// dur is the newest durable progress: what the last progress frame (or
+	// urgent publication) made durable, and what the next publication says.
+	dur meta.Progress
+	pub *publisher
 
 	// The completeness chain (segment.Link). chain is the link the epoch's
 	// next new segment carries: it names the last segment whose blocks are
 	// final (PrevSeq 0 before the first), so seqs never skip within the
-	// epoch. lastChainMax and lastDigest are the chain max ts through
-	// lastSeq and its header CRC; pubChainMax and pubDigest what the
-	// published progress says.
-	chain        segment.Link
-	firstSeq     uint64 // the epoch's first seq: what a segment with PrevSeq 0 must have
-	lastChainMax uint64
-	lastDigest   uint32
-	pubChainMax  uint64
-	pubDigest    uint32
+	// epoch.
+	chain    segment.Link
+	firstSeq uint64 // the epoch's first seq: what a segment with PrevSeq 0 must have
 
 	// store is what differs between backends: how a flush's blocks
 	// become durable and what is sealed after its publication.
@@ -57,23 +49,22 @@ type store interface {
 	// through committer.retry until it succeeds; a call after a failure
 	// repairs what the failure left first.
 	add(t *blockTask) error
-	// persist makes every frame added durable, then publishes the
-	// flush's progress (committer.publish), retrying each step itself.
-	persist(ts uint64, spans []meta.SpanTs) error
-	// settle runs once a publication covers every frame added: what may
-	// be sealed only then is (final: Close's flush, the active segment
-	// too).
+	// canRecord reports whether a progress frame can go where the flush's
+	// frames went (a segment is open for them).
+	canRecord() bool
+	// record adds the flush's progress frame after its blocks. It is
+	// retried like add.
+	record(ts uint64, spans []segment.SpanTs) error
+	// persist makes every frame added durable, retrying each step itself,
+	// and then sets committer.dur from the progress frame recorded.
+	persist() error
+	// settle runs once the flush's progress frame is durable: what may be
+	// sealed only then is (final: Close's flush, the active segment too).
 	settle(final bool) error
 	// age fires when the store wants aged called between flushes (nil:
 	// never).
 	age() <-chan time.Time
 	aged() error
-	// pendingEnd is the chain end (seq, chain max ts, header CRC) that
-	// the sync pending in a publication's ready hook makes durable; ok is
-	// false when the sync adds no block.
-	pendingEnd() (seq, chainMax uint64, digest uint32, ok bool)
-	// published records that a publication covers what is durable.
-	published()
 	// doomed returns the keys of the segments stored in this epoch whose
 	// seq is above a fence's lastSeq, letting go of any it holds open.
 	doomed(epoch, lastSeq uint64) []string
@@ -86,8 +77,8 @@ type store interface {
 func newCommitter(w *Writer, nextSeq uint64, st meta.WriterState) *committer {
 	c := &committer{
 		w: w, ctx: w.ctx, nextSeq: nextSeq, firstSeq: nextSeq,
-		pubTs: st.FlushedTs, pubSeq: st.Seq, pubHasSeq: st.HasSeq, pubSpans: st.Spans,
-		pubChainMax: st.ChainMaxTs, pubDigest: st.Digest,
+		dur: meta.Progress{FlushedTs: st.FlushedTs, Seq: st.Seq, ChainMaxTs: st.ChainMaxTs, Digest: st.Digest, Spans: st.Spans},
+		pub: newPublisher(w, st),
 	}
 	if w.append {
 		c.store = &appendStore{c: c}
@@ -112,12 +103,14 @@ func (c *committer) run() {
 				continue
 			}
 			if err := c.commit(j); err != nil {
-				if c.ctx.Err() == nil || w.Err() != nil {
-					w.fail(err)
+				if c.ctx.Err() == nil || w.Err() != nil || errors.Is(err, meta.ErrFenced) {
+					w.fail(c.fenced(err))
 				}
 				// else: Close gave up; the writer is not broken.
 				c.drop(j, err)
 			}
+		case err := <-c.pub.failed:
+			w.fail(c.fenced(err))
 		case <-c.store.age():
 			// Idle between flushes: every block is published.
 			if w.Err() != nil {
@@ -191,13 +184,49 @@ func (c *committer) commit(j *job) error {
 	// catches up (meta.Lease.PublishProgress; the coordinator keeps the
 	// global watermark from falling).
 	ts := j.resolved
-	if err := c.store.persist(ts, j.spans); err != nil {
-		return err
+	spans := c.withRemoved(j.spans)
+	switch {
+	case blocks == 0 && ts == c.dur.FlushedTs && slices.Equal(spans, c.dur.Spans):
+		// Nothing new to make durable.
+	case c.store.canRecord():
+		// The progress goes into the segment, after the flush's blocks,
+		// and the one sync (or put) that makes them durable makes it
+		// durable too. The state object follows lazily.
+		segSpans := make([]segment.SpanTs, len(spans))
+		for i, s := range spans {
+			segSpans[i] = segment.SpanTs{Span: uint64(s.Span), Ts: s.Ts}
+		}
+		if err := c.retry(func() error { return c.store.record(ts, segSpans) }); err != nil {
+			return err
+		}
+		if err := c.store.persist(); err != nil {
+			return err
+		}
+		c.dur.Spans = spans
+		c.pub.request(c.dur, false)
+	case blocks > 0:
+		return permanent{fmt.Errorf("writer %s/%s epoch %d: a flush stored %d blocks but no segment is open for its progress frame", w.o.LogID, w.o.WriterID, w.epoch, blocks)}
+	default:
+		// No segment is open to hold the progress (a flush with no
+		// blocks after the active segment was sealed, or on an object
+		// store): the state object is its durable record, and the flush
+		// waits for it.
+		p := c.dur
+		p.FlushedTs, p.Spans = ts, spans
+		if err := c.pub.wait(c.ctx, c.pub.request(p, true)); err != nil {
+			return err
+		}
+		c.dur = p
 	}
-	// Durable and published. The memory can go.
+	// Durable. The memory can go.
 	c.release(j)
 	if err := c.store.settle(j.final); err != nil {
 		return err
+	}
+	if j.final {
+		if err := c.publishNow(); err != nil {
+			return err
+		}
 	}
 	w.flushed.Store(ts)
 	w.stats.events.Add(j.records)
@@ -273,7 +302,7 @@ func (c *committer) withRemoved(spans []meta.SpanTs) []meta.SpanTs {
 		top = max(top, s.Ts)
 		have[s.Span] = true
 	}
-	for _, s := range c.pubSpans {
+	for _, s := range c.dur.Spans {
 		if !have[s.Span] && s.Ts > top {
 			out = append(out, s)
 		}
@@ -337,67 +366,31 @@ func chainMaxOf(l segment.Link, blocks []segment.BlockInfo) uint64 {
 	return m
 }
 
-// chainThrough returns the chain max ts through segment seq and its header
-// CRC, for a progress that publishes seq: of the last segment holding
-// durable data, or of what is published already. Any other seq is a bug
-// that the progress must not cover with a guess.
-func (c *committer) chainThrough(seq uint64, hasData bool) (uint64, uint32, error) {
-	if !hasData && seq == c.pubSeq {
-		return c.pubChainMax, c.pubDigest, nil
-	}
-	if hasData && seq == c.lastSeq {
-		return c.lastChainMax, c.lastDigest, nil
-	}
-	return 0, 0, permanent{fmt.Errorf("writer %s/%s epoch %d: progress for seq %d, whose chain end is unknown (last durable seq %d, published %d)",
-		c.w.o.LogID, c.w.o.WriterID, c.w.epoch, seq, c.lastSeq, c.pubSeq)}
+// recorded sets the durable progress from a progress frame made durable
+// in the segment with header hdr.
+func (c *committer) recorded(hdr segment.Header, p segment.ProgressInfo) {
+	c.dur.FlushedTs, c.dur.Seq, c.dur.ChainMaxTs, c.dur.Digest = p.FlushedTs, hdr.Seq, p.ChainMaxTs, hdr.CRC
 }
 
-// publish records the progress in the lease when it changed. ready, when
-// not nil, is the sync of the active segment: it runs before the progress
-// can become visible (meta.Lease.PublishProgressAfter), and the progress is
-// what the segment holds once it succeeds.
-func (c *committer) publish(ts uint64, spans []meta.SpanTs, ready func(context.Context) error) error {
-	seq, hasData := c.lastSeq, c.hasData
-	var chainMax uint64
-	var digest uint32
-	pending := false
-	if ready != nil {
-		var pseq uint64
-		if pseq, chainMax, digest, pending = c.store.pendingEnd(); pending {
-			seq, hasData = pseq, true
-		}
+// publishNow publishes the newest durable progress and waits for it: before
+// a seal that would leave the newest progress frame in a sealed segment (the
+// next epoch trusts the state object over the frames of a sealed segment at
+// its published seq), and at Close.
+func (c *committer) publishNow() error {
+	return c.pub.wait(c.ctx, c.pub.request(c.dur, true))
+}
+
+// fenced turns a fence into the error the writer stops with, after
+// deleting what the fence leaves out (retract). Other errors pass.
+func (c *committer) fenced(err error) error {
+	if !errors.Is(err, meta.ErrFenced) {
+		return err
 	}
-	if !hasData {
-		seq = c.pubSeq
+	if rerr := c.retract(err); rerr != nil {
+		// Still fenced (errors.Is), and saying what was left behind.
+		return fmt.Errorf("%w; %w", err, rerr)
 	}
-	spans = c.withRemoved(spans)
-	if !pending {
-		var err error
-		if chainMax, digest, err = c.chainThrough(seq, hasData); err != nil {
-			return err
-		}
-	}
-	if ts != c.pubTs || seq != c.pubSeq || chainMax != c.pubChainMax || digest != c.pubDigest || !c.pubHasSeq && hasData || !slices.Equal(spans, c.pubSpans) {
-		err := c.w.lease.PublishProgressAfter(c.ctx, meta.Progress{FlushedTs: ts, Seq: seq, ChainMaxTs: chainMax, Digest: digest, Spans: spans}, ready)
-		if err != nil {
-			if errors.Is(err, meta.ErrFenced) {
-				if rerr := c.retract(err); rerr != nil {
-					// Still fenced (errors.Is), and saying what was
-					// left behind.
-					err = fmt.Errorf("%w; %w", err, rerr)
-				}
-			}
-			return err
-		}
-		c.pubTs, c.pubSeq, c.pubHasSeq, c.pubSpans = ts, seq, true, spans
-		c.pubChainMax, c.pubDigest = chainMax, digest
-	} else if ready != nil {
-		if err := ready(c.ctx); err != nil {
-			return err
-		}
-	}
-	c.store.published()
-	return nil
+	return err
 }
 
 // retract removes, best effort, the segments this writer stored that the

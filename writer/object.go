@@ -20,13 +20,15 @@ import (
 // a goroutine of its own, while the committer assembles the next one; at
 // most MaxUploads objects are launched and not yet durable at once, and the
 // committer waits for a slot before it launches another. A flush's last
-// object is launched at its end, and the flush waits for every upload before
-// it publishes (persist: putObject, then publish), so the progress never
-// covers an object that is not durable, and no upload outlives a flush that
-// succeeds. When a flush fails for good (or Close gives up) the writer
-// cancels the uploads still under way and waits for them as it stops; what
-// they stored is above the epoch's published seq, which the next epoch's
-// fence leaves out.
+// object ends with the flush's progress frame and is launched at its end,
+// and the flush is reported only once every upload is durable (persist), so
+// the progress never covers an object that is not stored, and no upload
+// outlives a flush that succeeds. The state object is published later, by
+// the publisher, while the next flush's objects upload. When a flush fails
+// for good (or Close gives up) the writer cancels the uploads still under
+// way and waits for them as it stops; what they stored holds no durable
+// progress frame the next epoch can find after an unbroken chain, so its
+// fence leaves it out.
 //
 // An upload makes one attempt per launch. A failed attempt's error goes to
 // the committer's retry loop (the next addToObject or putObject returns it),
@@ -35,11 +37,18 @@ import (
 type objectStore struct {
 	c *committer
 
-	obj         *objectSeg
-	uploads     []*upload       // segment objects launched and not known durable yet, in seq order
-	finished    chan *upload    // upload attempts that returned; capacity MaxUploads
-	segBufs     []*bytes.Buffer // free segment buffers
-	unpublished []string        // objects put since the last publication
+	obj      *objectSeg
+	uploads  []*upload       // segment objects launched and not known durable yet, in seq order
+	finished chan *upload    // upload attempts that returned; capacity MaxUploads
+	segBufs  []*bytes.Buffer // free segment buffers
+	stored   []upload        // objects put since the last publication known (those a fence may leave out)
+	prog     *objectProgress // the flush's progress frame, in an object not yet durable
+}
+
+// objectProgress is the progress frame recorded in a segment object.
+type objectProgress struct {
+	hdr  segment.Header
+	info segment.ProgressInfo
 }
 
 // objectSeg is the segment object being assembled.
@@ -53,14 +62,31 @@ type objectSeg struct {
 
 func (s *objectStore) add(t *blockTask) error { return s.addToObject(t) }
 
-// persist waits for every object of the flush before it publishes: the
-// progress must never cover an object that is not stored, whatever order the
-// uploads finish in.
-func (s *objectStore) persist(ts uint64, spans []meta.SpanTs) error {
+func (s *objectStore) canRecord() bool { return s.obj != nil && !s.obj.sealed }
+
+// record ends the flush's last object with its progress frame.
+func (s *objectStore) record(ts uint64, spans []segment.SpanTs) error {
+	o := s.obj
+	info, err := o.sw.AppendProgress(ts, spans)
+	if err != nil {
+		return err
+	}
+	s.prog = &objectProgress{hdr: o.hdr, info: info}
+	return nil
+}
+
+// persist launches the flush's last object and waits for every object of
+// the flush: the progress must never be reported while an object it covers
+// is not stored, whatever order the uploads finish in.
+func (s *objectStore) persist() error {
 	if err := s.c.retry(s.putObject); err != nil {
 		return err
 	}
-	return s.c.retry(func() error { return s.c.publish(ts, spans, nil) })
+	if p := s.prog; p != nil {
+		s.c.recorded(p.hdr, p.info)
+		s.prog = nil
+	}
+	return nil
 }
 
 // settle has nothing to do: each object was sealed before its upload.
@@ -69,23 +95,16 @@ func (s *objectStore) settle(final bool) error { return nil }
 func (s *objectStore) age() <-chan time.Time { return nil }
 func (s *objectStore) aged() error           { return nil }
 
-// pendingEnd is never asked for: the object path publishes without a
-// pending sync.
-func (s *objectStore) pendingEnd() (uint64, uint64, uint32, bool) { return 0, 0, 0, false }
-
-func (s *objectStore) published() { s.unpublished = s.unpublished[:0] }
-
-// doomed returns the objects stored since the last publication whose seq the
-// fence leaves out. Objects published before are covered by a fence at or
-// above their seq, so only these can be above it.
+// doomed returns the objects stored in this epoch whose seq the fence
+// leaves out.
 func (s *objectStore) doomed(epoch, lastSeq uint64) []string {
 	var out []string
-	for _, key := range s.unpublished {
-		if n, err := segment.ParseName(key); err == nil && n.Epoch == epoch && n.Seq > lastSeq {
-			out = append(out, key)
+	for _, u := range s.stored {
+		if s.c.w.epoch == epoch && u.seq > lastSeq {
+			out = append(out, u.key)
 		}
 	}
-	s.unpublished = nil
+	s.stored = nil
 	return out
 }
 
@@ -290,13 +309,11 @@ func (s *objectStore) uploaded(u *upload) error {
 	n := int64(u.buf.Len())
 	w.stats.stored.Add(n)
 	w.stats.segments.Add(1)
-	// Uploads land in any order; the progress publishes the highest seq
-	// once all below it landed too (putObject waits for every one).
-	if !s.c.hasData || u.seq > s.c.lastSeq {
-		s.c.lastSeq, s.c.lastChainMax, s.c.lastDigest = u.seq, u.chainMax, u.digest
-	}
-	s.c.hasData = true
-	s.unpublished = append(s.unpublished, u.key)
+	// Objects at or below the published seq are below any fence (a fence
+	// is at least what its epoch published): only the others are kept.
+	pub := s.c.pub.publishedSeq()
+	s.stored = slices.DeleteFunc(s.stored, func(x upload) bool { return x.seq <= pub })
+	s.stored = append(s.stored, upload{key: u.key, seq: u.seq})
 	s.uploads = slices.DeleteFunc(s.uploads, func(x *upload) bool { return x == u })
 	s.segBufs = append(s.segBufs, u.buf)
 	u.buf = nil

@@ -56,6 +56,7 @@ const (
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultRetryMaxBackoff = 10 * time.Second
 	DefaultRetractTimeout  = 30 * time.Second
+	DefaultPublishInterval = 200 * time.Millisecond
 )
 
 // minSegmentBytes is the smallest MaxSegmentBytes: a header, a small block
@@ -124,6 +125,15 @@ type Options struct {
 	Owner string
 	// Logger receives the writer's log records. Default: discard.
 	Logger *slog.Logger
+	// PublishInterval is the least time between two publications of the
+	// writer's progress to its state object (meta.Lease.PublishProgress).
+	// A flush is durable, and Flush returns, before its progress is
+	// published: the state object follows lazily, at most one publication
+	// in flight, the ones in between coalesced. What it delays is the
+	// global resolved ts the coordinator derives from the states (and so
+	// what readers may read), not the durability of flushed data.
+	// Writer.Publish waits for it.
+	PublishInterval time.Duration
 	// RetractTimeout bounds the deletes of a fenced writer (see the
 	// package doc's Fencing section): the store may hang, and the writer
 	// must still stop and report. Default 30 s.
@@ -227,6 +237,12 @@ func (o *Options) withDefaults() (Options, error) {
 		r.RetryMaxBackoff = max(DefaultRetryMaxBackoff, r.RetryBackoff)
 	case r.RetryMaxBackoff < r.RetryBackoff:
 		return bad("RetryMaxBackoff %v is below RetryBackoff %v", r.RetryMaxBackoff, r.RetryBackoff)
+	}
+	switch {
+	case r.PublishInterval == 0:
+		r.PublishInterval = DefaultPublishInterval
+	case r.PublishInterval < 0:
+		return bad("PublishInterval %v is negative", r.PublishInterval)
 	}
 	switch {
 	case r.RetractTimeout == 0:

@@ -70,13 +70,14 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 //   - one that is still open elsewhere (a zombie holds its lock) is left
 //     alone: readers read it as an active segment, and the zombie's
 //     appends are beyond its fence anyway;
-//   - otherwise its torn tail is cut at the last whole block, and for the
-//     previous epoch so are the blocks above that epoch's published
-//     flushed ts (they were never reported, and the new epoch writes those
-//     events again: keeping them would only make duplicates); what is left
-//     is sealed under the segment's own (old-epoch) name. Nothing left is an
-//     error: the fence accepts the segment, so it held published blocks, and
-//     deleting it would hide that they are gone;
+//   - otherwise its torn tail is cut at the last whole frame, and for the
+//     previous epoch so are the blocks after its last progress frame (or,
+//     in a segment of format version 2, above the epoch's published
+//     flushed ts): they were never reported, and the new epoch writes
+//     those events again, so keeping them would only make duplicates. What
+//     is left is sealed under the segment's own (old-epoch) name. Nothing
+//     left is an error: the fence accepts the segment, so it held reported
+//     blocks, and deleting it would hide that they are gone;
 //   - but when succ, the key of the segment with the next seq of the same
 //     epoch, is accepted by the fences, its link decides: the segment keeps
 //     exactly the blocks whose footer the link names (those it had when its
@@ -145,16 +146,36 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 	}
 	keep := len(rec.Blocks)
 	if prev != nil && n.Epoch == prev.Epoch {
-		// Above the highest ts the epoch published, for the writer or any
-		// span, nothing was reported.
-		cut := prev.FlushedTs
-		for _, s := range prev.Spans {
-			cut = max(cut, s.Ts)
-		}
-		for i, b := range rec.Blocks {
-			if b.MaxTs > cut {
-				keep = i
-				break
+		if len(rec.Progress) > 0 {
+			// The fence took the epoch's last durable progress frame
+			// (durableProgress); the blocks after it belong to a flush
+			// never reported (or reported by a zombie after the fence was
+			// taken, which counts for nothing).
+			var fenceMax uint64
+			for _, f := range st.Fences {
+				if f.Epoch == n.Epoch {
+					fenceMax = f.MaxTs
+				}
+			}
+			keep = 0
+			for _, p := range rec.Progress {
+				if p.ChainMaxTs <= fenceMax {
+					keep = p.Blocks
+				}
+			}
+		} else {
+			// A segment without progress frames (format version 2):
+			// above the highest ts the epoch published, for the writer
+			// or any span, nothing was reported.
+			cut := prev.FlushedTs
+			for _, s := range prev.Spans {
+				cut = max(cut, s.Ts)
+			}
+			for i, b := range rec.Blocks {
+				if b.MaxTs > cut {
+					keep = i
+					break
+				}
 			}
 		}
 	}
@@ -164,19 +185,29 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 			return err
 		}
 		if k != keep {
-			log.Info("the successor's link decides which blocks the segment keeps", "successor", succ, "blocks", k, "below_published", keep)
+			log.Info("the successor's link decides which blocks the segment keeps", "successor", succ, "blocks", k, "below_progress", keep)
 		}
 		keep = k
-	} else if keep == 0 {
-		// The fence accepts it, so its epoch published a seq at or above
-		// it, and every segment up to that seq held published blocks,
-		// which are at or below the cut: none left means they are gone, and
-		// deleting the segment would turn that into a silent gap.
-		return fmt.Errorf("writer: recover %s: its epoch's fence accepts it, but it holds no whole block at or below the published progress (%d whole blocks): %w",
-			key, len(rec.Blocks), segment.ErrCorrupt)
+	}
+	// The progress frames before the first block cut stay with the blocks
+	// they follow.
+	progress := rec.Progress
+	for i, p := range progress {
+		if p.Blocks > keep {
+			progress = progress[:i]
+			break
+		}
+	}
+	if succ == "" && keep == 0 && len(progress) == 0 {
+		// The fence accepts it, so its epoch made a seq at or above it
+		// durable, and every segment up to that seq held reported blocks
+		// or progress: none left means they are gone, and deleting the
+		// segment would turn that into a silent gap.
+		return fmt.Errorf("writer: recover %s: its epoch's fence accepts it, but it holds no whole block or progress frame of what its epoch reported (%d whole blocks, %d progress frames): %w",
+			key, len(rec.Blocks), len(rec.Progress), segment.ErrCorrupt)
 	}
 	var minTs, maxTs uint64
-	if rec.Sealed && keep == len(rec.Blocks) {
+	if rec.Sealed && keep == len(rec.Blocks) && len(progress) == len(rec.Progress) {
 		// The footer was written but the rename did not happen.
 		minTs, maxTs = rec.Footer.MinTs, rec.Footer.MaxTs
 	} else {
@@ -184,10 +215,13 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		if keep > 0 {
 			end = rec.Blocks[keep-1].End()
 		}
+		if k := len(progress); k > 0 {
+			end = max(end, progress[k-1].End())
+		}
 		if err := af.Truncate(end); err != nil {
 			return fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
 		}
-		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], nil)
+		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], progress, end, nil)
 		if err != nil {
 			return fmt.Errorf("writer: recover %s: %w", key, err)
 		}

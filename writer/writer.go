@@ -67,6 +67,7 @@ type Writer struct {
 	pools   *pools
 	depth   int           // blocks that may wait compressed for the committer, per job
 	flushed atomic.Uint64 // the flushed resolved ts reported so far
+	pub     *publisher
 	stats   counters
 
 	// The writer's fatal error, set once: fenced, or a flush that failed
@@ -113,7 +114,11 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease, err := meta.AcquireWriter(ctx, b, o.LogID, o.WriterID, &meta.AcquireOptions{Owner: o.Owner})
+	appendable := b.CanAppend()
+	lease, err := meta.AcquireWriter(ctx, b, o.LogID, o.WriterID, &meta.AcquireOptions{Owner: o.Owner,
+		Durable: func(ctx context.Context, prev *meta.WriterState) (*meta.Progress, error) {
+			return durableProgress(ctx, b, prev, appendable, o.Logger)
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("writer %s/%s: take the lease: %w", o.LogID, o.WriterID, err)
 	}
@@ -121,7 +126,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	w := &Writer{
 		b: b, o: o, comp: o.Compression.segment(), lease: lease, epoch: st.Epoch,
 		log:     o.Logger.With("log", o.LogID, "writer", o.WriterID, "epoch", st.Epoch),
-		append:  b.CanAppend(),
+		append:  appendable,
 		spans:   map[SpanID]*spanBuf{},
 		quota:   newQuota(o.MemoryQuota),
 		chunks:  newChunkCache(o.MemoryQuota),
@@ -148,6 +153,8 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	c := newCommitter(w, nextSeq, st)
+	w.pub = c.pub
+	go c.pub.run()
 	for range o.Workers {
 		w.workers.Add(1)
 		go w.worker()
@@ -550,15 +557,39 @@ func checkOrder(span SpanID, i int, ts, lastTs uint64, written bool, resolved ui
 }
 
 // Flush flushes every buffered event at or below the writer's resolved ts
-// now, waits until they are durable and the progress is published, and
-// returns the flushed resolved ts. If ctx ends first, Flush returns its error
-// and the flush goes on.
+// now, waits until they and the flush's progress frame are durable, and
+// returns the flushed resolved ts. The state object that publishes the
+// progress to the coordinator and readers follows within PublishInterval;
+// Publish waits for it. If ctx ends first, Flush returns its error and the
+// flush goes on.
 func (w *Writer) Flush(ctx context.Context) (uint64, error) {
 	if err := w.usable(); err != nil {
 		return 0, err
 	}
 	return w.request(ctx, false)
 }
+
+// Publish flushes as Flush does and then waits until the writer's state
+// object publishes that flush's progress, for callers that need the global
+// resolved ts to include it. It returns the published flushed resolved ts.
+func (w *Writer) Publish(ctx context.Context) (uint64, error) {
+	ts, err := w.Flush(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p := w.pub
+	p.mu.Lock()
+	n := p.wantN
+	p.mu.Unlock()
+	if err := p.wait(ctx, n); err != nil {
+		return 0, err
+	}
+	return p.publishedTs(), nil
+}
+
+// PublishedTs returns the flushed resolved ts the writer's state object
+// publishes, as far as this writer knows: at most FlushedTs.
+func (w *Writer) PublishedTs() uint64 { return w.pub.publishedTs() }
 
 func (w *Writer) request(ctx context.Context, final bool) (uint64, error) {
 	req := &flushReq{final: final, done: make(chan flushResult, 1)}
@@ -609,6 +640,7 @@ func (w *Writer) close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	w.cancel()
+	<-w.pub.finished
 	if ctx.Err() != nil && w.Err() == nil {
 		// Aborted. A sync or put in progress cannot be interrupted: the
 		// pipeline ends on its own when it returns, closing the active
@@ -648,6 +680,10 @@ type Stats struct {
 	Flushes     int64 // flushes that completed
 	Segments    int64 // segments completed: sealed, or put as objects
 	Retries     int64 // failed storage or publication attempts that were retried
+	// Publications counts the writes of the writer's state object that
+	// published progress (lazily, at most one per PublishInterval unless a
+	// seal or Close needs one at once).
+	Publications int64
 	// BufferedBytes are held in memory now (quota bytes), flushing or not.
 	BufferedBytes int64
 	// Backpressure is the time Writes spent blocked on the memory quota;
@@ -658,20 +694,26 @@ type Stats struct {
 	// events no flush could take (see the package doc).
 	QuotaOvercommits int64
 	FlushedTs        uint64
+	// PublishedTs is the flushed resolved ts the state object publishes
+	// (at most FlushedTs; it follows within PublishInterval).
+	PublishedTs uint64
 	// FlushDuration is the time from the start of a flush to its durable,
-	// published end; SyncDuration that of an fdatasync or seal of a local
-	// segment; UploadDuration that of one segment object put.
-	FlushDuration  Latency
-	SyncDuration   Latency
-	UploadDuration Latency
+	// durable end (its data and progress frame synced or put);
+	// SyncDuration that of an fdatasync or seal of a local segment;
+	// UploadDuration that of one segment object put; PublishDuration that
+	// of one publication of the state object.
+	FlushDuration   Latency
+	SyncDuration    Latency
+	UploadDuration  Latency
+	PublishDuration Latency
 }
 
 type counters struct {
 	writtenEvents, writtenBytes                       atomic.Int64
 	events, rows, ddls, payload, stored, blocks       atomic.Int64
 	flushes, segments, retries, backpressure, blocked atomic.Int64
-	overcommits                                       atomic.Int64
-	flush, fsync, upload                              latency
+	overcommits, publications                         atomic.Int64
+	flush, fsync, upload, publish                     latency
 }
 
 // Stats returns the writer's counters.
@@ -684,8 +726,10 @@ func (w *Writer) Stats() Stats {
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
 		BlockedWrites: c.blocked.Load(), QuotaOvercommits: c.overcommits.Load(),
-		FlushedTs:     w.FlushedTs(),
+		FlushedTs: w.FlushedTs(), PublishedTs: w.PublishedTs(),
+		Publications:  c.publications.Load(),
 		FlushDuration: c.flush.snapshot(), SyncDuration: c.fsync.snapshot(), UploadDuration: c.upload.snapshot(),
+		PublishDuration: c.publish.snapshot(),
 	}
 }
 

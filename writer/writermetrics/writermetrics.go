@@ -21,8 +21,11 @@
 //	redokit_writer_quota_overcommits_total         Writes let through over a quota full of unflushable events
 //	redokit_writer_buffered_bytes                  bytes of events in memory, from Write until durable
 //	redokit_writer_blocked_writes                  Writes blocked on the memory quota now
-//	redokit_writer_flushed_resolved_ts             the flushed resolved ts
-//	redokit_writer_flush_duration_seconds          histogram: flush start to durable, published end
+//	redokit_writer_flushed_resolved_ts             the flushed resolved ts (durable)
+//	redokit_writer_published_resolved_ts           the flushed resolved ts the state object publishes
+//	redokit_writer_publications_total              writes of the state object that published progress
+//	redokit_writer_flush_duration_seconds          histogram: flush start to durable end (data and progress frame)
+//	redokit_writer_publish_duration_seconds        histogram: one publication of the state object
 //	redokit_writer_fsync_duration_seconds          histogram: fdatasync or seal of a local segment
 //	redokit_writer_upload_duration_seconds         histogram: one segment object put
 package writermetrics
@@ -92,12 +95,15 @@ var (
 	descBuffered     = desc("buffered_bytes", "Bytes of events held in memory, from Write until durable.")
 	descBlocked      = desc("blocked_writes", "Write calls blocked on the memory quota now.")
 	descFlushedTs    = desc("flushed_resolved_ts", "The writer's flushed resolved ts.")
-	descFlush        = desc("flush_duration_seconds", "Time from the start of a flush to its durable, published end.")
+	descPublishedTs  = desc("published_resolved_ts", "The flushed resolved ts the writer's state object publishes.")
+	descPubs         = desc("publications_total", "Writes of the writer's state object that published progress.")
+	descFlush        = desc("flush_duration_seconds", "Time from the start of a flush to its durable end (data and progress frame).")
+	descPublish      = desc("publish_duration_seconds", "Time of one publication of the writer's state object.")
 	descFsync        = desc("fsync_duration_seconds", "Time of an fdatasync (or seal) of a local segment.")
 	descUpload       = desc("upload_duration_seconds", "Time of one segment object put.")
 
 	allDescs = []*prometheus.Desc{descEvents, descPayload, descStored, descSegments, descRetries, descBackpressure,
-		descOvercommits, descBuffered, descBlocked, descFlushedTs, descFlush, descFsync, descUpload}
+		descOvercommits, descBuffered, descBlocked, descFlushedTs, descPublishedTs, descPubs, descFlush, descFsync, descUpload, descPublish}
 )
 
 // Describe implements prometheus.Collector.
@@ -147,9 +153,12 @@ func collect(ch chan<- prometheus.Metric, s writer.Stats, lv ...string) {
 	gauge(descBuffered, float64(s.BufferedBytes))
 	gauge(descBlocked, float64(s.BlockedWrites))
 	gauge(descFlushedTs, float64(s.FlushedTs))
+	gauge(descPublishedTs, float64(s.PublishedTs))
+	counter(descPubs, float64(s.Publications))
 	histogram(ch, descFlush, s.FlushDuration, lv)
 	histogram(ch, descFsync, s.SyncDuration, lv)
 	histogram(ch, descUpload, s.UploadDuration, lv)
+	histogram(ch, descPublish, s.PublishDuration, lv)
 }
 
 var bounds = writer.LatencyBounds()
