@@ -422,7 +422,12 @@ func (s *appendStore) rewind(a *activeSeg) error {
 	if err := a.af.Truncate(a.syncedSize); err != nil {
 		return err
 	}
-	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], nil)
+	blocks := a.sw.Blocks()[:a.syncedBlocks]
+	end := int64(segment.HeaderSize)
+	if n := len(blocks); n > 0 {
+		end = blocks[n-1].End()
+	}
+	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, blocks, nil, end, nil)
 	if err != nil {
 		return err
 	}

@@ -187,7 +187,7 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		if err := af.Truncate(end); err != nil {
 			return fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
 		}
-		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], nil)
+		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], nil, end, nil)
 		if err != nil {
 			return fmt.Errorf("writer: recover %s: %w", key, err)
 		}
