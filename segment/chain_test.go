@@ -152,7 +152,7 @@ func TestFooterCRCBeforeSeal(t *testing.T) {
 				t.Fatalf("FooterCRC of the recovered blocks %#x, want %#x", FooterCRC(rc.Blocks), before)
 			}
 			out := bytes.NewBuffer(bytes.Clone(unsealed))
-			rw, err := ResumeWriter(out, rc.Header, rc.Blocks, nil)
+			rw, err := ResumeWriter(out, rc.Header, rc.Blocks, rc.Progress, rc.ValidSize, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestResumeWriterHeaderCRC(t *testing.T) {
 	}
 	h := rc.Header
 	h.CRC ^= 1
-	if _, err := ResumeWriter(io.Discard, h, rc.Blocks, nil); err == nil {
+	if _, err := ResumeWriter(io.Discard, h, rc.Blocks, rc.Progress, rc.ValidSize, nil); err == nil {
 		t.Fatal("resumed with a header CRC that is not the header's")
 	}
 }

@@ -30,7 +30,7 @@ var (
 type CorruptionError struct {
 	Object string // the segment's name, when the caller gave one in the options
 	Offset int64  // offset in the segment of the structure that failed
-	Part   string // "header", "block", "footer", "trailer" or "segment"
+	Part   string // "header", "block", "progress", "footer", "trailer" or "segment"
 	Detail string // what failed
 }
 
@@ -50,8 +50,8 @@ type VersionError struct {
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("segment%s: unsupported format version %d at offset %d (this build reads version %d)",
-		object(e.Object), e.Version, e.Offset, FormatVersion)
+	return fmt.Sprintf("segment%s: unsupported format version %d at offset %d (this build reads versions %d to %d)",
+		object(e.Object), e.Version, e.Offset, MinReadVersion, FormatVersion)
 }
 
 // Is makes errors.Is(err, ErrUnsupportedVersion) true.

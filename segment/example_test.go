@@ -77,7 +77,7 @@ func ExampleRecover() {
 	fmt.Printf("valid %d bytes, torn tail %d bytes, %d block(s)\n", rc.ValidSize, rc.TornBytes, len(rc.Blocks))
 
 	file.Truncate(int(rc.ValidSize))
-	w, err = segment.ResumeWriter(&file, rc.Header, rc.Blocks, nil)
+	w, err = segment.ResumeWriter(&file, rc.Header, rc.Blocks, rc.Progress, rc.ValidSize, nil)
 	if err != nil {
 		panic(err)
 	}

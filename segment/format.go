@@ -7,11 +7,19 @@ import (
 	"time"
 )
 
-// FormatVersion is the only segment format version this package writes and
-// reads. Any change an older reader could misread bumps it. Version 2 added
-// the chain link to the header; version 1 was never released and is refused
-// with a *VersionError like any other unknown version.
-const FormatVersion = 2
+// FormatVersion is the segment format version this package writes. Any
+// change an older reader could misread bumps it. Version 3 added the
+// progress frame; version 2 added the chain link to the header. Readers read
+// versions MinReadVersion to FormatVersion (a version-2 segment is one without
+// progress frames); version 1 was never released and is refused with a
+// *VersionError like any other unknown version.
+const FormatVersion = 3
+
+// MinReadVersion is the oldest format version this package reads.
+const MinReadVersion = 2
+
+// versionSupported reports whether this package reads version v.
+func versionSupported(v uint16) bool { return v >= MinReadVersion && v <= FormatVersion }
 
 // Sizes of the fixed parts of a segment.
 const (
@@ -53,10 +61,11 @@ var (
 )
 
 // Frame types: the first byte of every frame after the header, so a streaming
-// reader knows whether a block or the footer comes next.
+// reader knows whether a block, a progress frame or the footer comes next.
 const (
-	frameBlock  = 1
-	frameFooter = 2
+	frameBlock    = 1
+	frameFooter   = 2
+	frameProgress = 3 // format version 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -112,8 +121,9 @@ func (k Kind) valid() bool { return k == KindRow || k == KindDDL }
 // Header is the segment header: who wrote the segment and how its blocks are
 // compressed. It is written once, at offset 0, before any block.
 type Header struct {
-	// Version is the format version. Readers fill it in; writers accept 0
-	// (meaning FormatVersion) or FormatVersion.
+	// Version is the format version. Readers fill it in; NewWriter accepts
+	// 0 (meaning FormatVersion) or FormatVersion, and ResumeWriter also
+	// MinReadVersion, to finish a segment an older build started.
 	Version     uint16
 	LogID       string // the log (changefeed) the segment belongs to; see ValidateID
 	WriterID    string // the writer that wrote it; see ValidateID
@@ -182,9 +192,10 @@ var (
 	maxCreated = time.Unix(0, 1<<63-1)
 )
 
-// validate reports why h cannot be written, or nil.
-func (h *Header) validate() error {
-	if h.Version != 0 && h.Version != FormatVersion {
+// validate reports why h cannot be written, or nil. A resumed segment may
+// keep an older version it was started with.
+func (h *Header) validate(resume bool) error {
+	if h.Version != 0 && h.Version != FormatVersion && !(resume && versionSupported(h.Version)) {
 		return fmt.Errorf("segment: header: cannot write format version %d (this build writes %d)", h.Version, FormatVersion)
 	}
 	if err := ValidateID(h.LogID); err != nil {
@@ -248,7 +259,11 @@ func encodeHeader(b []byte, h *Header) {
 	b = b[:HeaderSize]
 	clear(b)
 	copy(b[hMagic:], headerMagic[:])
-	le.PutUint16(b[hVersion:], FormatVersion)
+	version := h.Version
+	if version == 0 {
+		version = FormatVersion
+	}
+	le.PutUint16(b[hVersion:], version)
 	b[hCompress] = byte(h.Compression)
 	b[hLogLen] = byte(len(h.LogID))
 	b[hWriteLen] = byte(len(h.WriterID))
@@ -269,15 +284,15 @@ func encodeHeader(b []byte, h *Header) {
 // HeaderSize bytes from offset 0 of the segment named object (used in
 // errors only). A header that is not whole, not a segment's or fails its CRC
 // is a *CorruptionError, as is one whose CRC holds but whose fields break the
-// format (a link that does not point at seq - 1, for one); a header of
-// another format version is a *VersionError. It does not tell a torn tail
+// format (a link that does not point at seq - 1, for one); a header of a
+// format version this package does not read is a *VersionError. It does not tell a torn tail
 // from corruption: that takes the rest of the segment (see Scanner).
 func DecodeHeader(b []byte, object string) (Header, error) {
 	h, version, p := decodeHeader(b)
 	if p != nil {
 		return Header{}, p.err(object)
 	}
-	if version != FormatVersion {
+	if !versionSupported(version) {
 		return Header{}, &VersionError{Object: object, Version: version}
 	}
 	return h, nil
@@ -288,7 +303,7 @@ func DecodeHeader(b []byte, object string) (Header, error) {
 // writer wrote and cannot be a torn write; a soft one (a failed CRC, a length
 // out of range, a short read) may be the torn tail of an unsealed segment.
 type problem struct {
-	part   string // "header", "block", "footer", "trailer", "segment"
+	part   string // "header", "block", "progress", "footer", "trailer", "segment"
 	off    int64  // offset of the structure in the segment
 	detail string
 	hard   bool
@@ -314,7 +329,7 @@ func decodeHeader(b []byte) (h Header, version uint16, p *problem) {
 		return h, 0, soft("header", 0, "bad magic %x: not a segment", b[hMagic:hMagic+8])
 	}
 	version = le.Uint16(b[hVersion:])
-	if version != FormatVersion {
+	if !versionSupported(version) {
 		return h, version, nil
 	}
 	if got, want := le.Uint32(b[hCRC:]), crc(b[:hCRC]); got != want {
@@ -575,10 +590,12 @@ func footerBlockCount(b []byte, off int64) (int, *problem) {
 	return int(le.Uint32(b[fBlocks:])), nil
 }
 
-// decodeFooter parses and checks a whole footer found at off: its CRC, then
-// that its index describes contiguous blocks from the end of the header to
-// off, in commit-ts order, and that its totals agree with the index.
-func decodeFooter(b []byte, off int64) (Footer, *problem) {
+// decodeFooter parses and checks a whole footer found at off in a segment of
+// the given format version: its CRC, then that its index describes blocks in
+// commit-ts order between the end of the header and off (contiguous in
+// version 2; in version 3 the gaps hold progress frames, which the index does
+// not describe), and that its totals agree with the index.
+func decodeFooter(b []byte, off int64, version uint16) (Footer, *problem) {
 	var f Footer
 	n, p := footerBlockCount(b, off)
 	if p != nil {
@@ -608,9 +625,10 @@ func decodeFooter(b []byte, off int64) (Footer, *problem) {
 		}
 		e = e[IndexEntrySize:]
 	}
-	if blocksEnd, msg := checkIndex(f.Blocks); msg != "" {
+	gaps := version >= 3
+	if blocksEnd, msg := checkIndex(f.Blocks, gaps, off); msg != "" {
 		return f, hard("footer", off, "index: %s", msg)
-	} else if blocksEnd != off {
+	} else if !gaps && blocksEnd != off {
 		return f, hard("footer", off, "index ends at offset %d, not at the footer", blocksEnd)
 	}
 	want := footerFor(f.Blocks)
@@ -635,16 +653,22 @@ func decodeFooter(b []byte, off int64) (Footer, *problem) {
 
 // checkIndex checks that blocks could have been written by a Writer: each one
 // plausible, the first right after the header, each next one right after the
-// previous, commit ts never going down. It returns where the last block ends,
-// or a description of the first violation.
-func checkIndex(blocks []BlockInfo) (end int64, msg string) {
+// previous (or, when gaps are allowed, at or after it: progress frames fill
+// the gaps), the last ending at or before limit, commit ts never going down.
+// It returns where the last block ends, or a description of the first
+// violation.
+func checkIndex(blocks []BlockInfo, gaps bool, limit int64) (end int64, msg string) {
 	end = HeaderSize
 	var prevMax uint64
 	for i, b := range blocks {
 		stored := b.Length - BlockHeaderSize
 		switch {
-		case b.Offset != end:
+		case !gaps && b.Offset != end:
 			return 0, fmt.Sprintf("block %d is at offset %d, expected %d", i, b.Offset, end)
+		case gaps && b.Offset < end:
+			return 0, fmt.Sprintf("block %d is at offset %d, before %d where the previous frame ends", i, b.Offset, end)
+		case b.Length < 0 || b.Offset > limit-int64(b.Length):
+			return 0, fmt.Sprintf("block %d at offset %d with frame length %d ends past %d", i, b.Offset, b.Length, limit)
 		case b.Uncompressed < 0 || b.Uncompressed > MaxBlockSize:
 			return 0, fmt.Sprintf("block %d at offset %d: uncompressed length %d exceeds the limit %d", i, b.Offset, b.Uncompressed, MaxBlockSize)
 		case stored < 1 || stored > b.Uncompressed:
@@ -674,12 +698,12 @@ const (
 	tMagic     = 20
 )
 
-func encodeTrailer(b []byte, footerOff int64, footerLen int) {
+func encodeTrailer(b []byte, footerOff int64, footerLen int, version uint16) {
 	b = b[:TrailerSize]
 	clear(b)
 	le.PutUint64(b[tFooterOff:], uint64(footerOff))
 	le.PutUint32(b[tFooterLen:], uint32(footerLen))
-	le.PutUint16(b[tVersion:], FormatVersion)
+	le.PutUint16(b[tVersion:], version)
 	le.PutUint32(b[tCRC:], crc(b[:tCRC]))
 	copy(b[tMagic:], trailerMagic[:])
 }
@@ -695,7 +719,7 @@ func decodeTrailer(b []byte, off int64) (footerOff int64, footerLen int, version
 		return 0, 0, 0, soft("trailer", off, "bad magic %x: the segment is not sealed, or is truncated", b[tMagic:tMagic+8])
 	}
 	version = le.Uint16(b[tVersion:])
-	if version != FormatVersion {
+	if !versionSupported(version) {
 		return 0, 0, version, nil
 	}
 	if got, want := le.Uint32(b[tCRC:]), crc(b[:tCRC]); got != want {

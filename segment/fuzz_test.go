@@ -12,7 +12,7 @@ import (
 // seedSegments adds the golden files, small segments of each kind and a few
 // damaged ones to a fuzz corpus.
 func seedSegments(f *testing.F) {
-	for _, name := range []string{"sealed.seg", "unsealed-torn.seg"} {
+	for _, name := range []string{"sealed.seg", "sealed-v2.seg", "unsealed-torn.seg"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -115,7 +115,7 @@ func checkScan(t *testing.T, data []byte) {
 			t.Fatal(err)
 		}
 		if rc.HasHeader {
-			if _, err := ResumeWriter(io.Discard, rc.Header, rc.Blocks, nil); err != nil {
+			if _, err := ResumeWriter(io.Discard, rc.Header, rc.Blocks, rc.Progress, rc.ValidSize, nil); err != nil {
 				t.Fatalf("cannot resume after recovery: %v", err)
 			}
 		}

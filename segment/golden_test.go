@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,10 +68,68 @@ func goldenHeader(c Compression) Header {
 	return h
 }
 
+// goldenProgress is where the golden segments hold progress frames: before
+// the record of each index, in order (so that two at one index follow one
+// another), with these flushed ts and spans.
+type goldenProgress struct {
+	before    int
+	flushedTs uint64
+	spans     []SpanTs
+}
+
+// goldenSealedProgress: a progress frame right after the header, one between
+// blocks and two in a row before the raw block's successor.
+var goldenSealedProgress = []goldenProgress{
+	{0, 400_000_000_000_000_700, nil},
+	{9, 400_000_000_000_000_757, []SpanTs{{101, 400_000_000_000_000_757}, {204, 400_000_000_000_000_748}}},
+	{21, 400_000_000_000_000_776, []SpanTs{{101, 400_000_000_000_000_777}}},
+	{21, 400_000_000_000_000_777, []SpanTs{{101, 400_000_000_000_000_777}, {204, 400_000_000_000_000_777}, {212, 400_000_000_000_000_777}}},
+}
+
+// goldenUnsealedProgress: one progress frame between blocks.
+var goldenUnsealedProgress = []goldenProgress{
+	{18, 400_000_000_000_000_772, []SpanTs{{101, 400_000_000_000_000_772}, {212, 400_000_000_000_000_764}, {213, 400_000_000_000_000_767}}},
+}
+
+// writeGolden writes recs as writeSegment does, with progress frames.
+func writeGolden(t testing.TB, hdr Header, opts *WriterOptions, recs []rec, progress []goldenProgress, seal bool, flushAt ...int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, hdr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if slices.Contains(flushAt, i) {
+			if err := w.FlushBlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range progress {
+			if p.before == i {
+				if _, err := w.AppendProgress(p.flushedTs, p.spans); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := w.Append(r.ts, r.kind, r.payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seal {
+		if _, err := w.Seal(); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := w.FlushBlock(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // goldenSealed is a small sealed lz4 segment: header, blocks (one of them
-// raw), footer, trailer.
+// raw) with progress frames among them, footer, trailer.
 func goldenSealed(t testing.TB) []byte {
-	return writeSegment(t, goldenHeader(CompressionLZ4), &WriterOptions{BlockSize: 900}, goldenRecords(), true, 20, 21)
+	return writeGolden(t, goldenHeader(CompressionLZ4), &WriterOptions{BlockSize: 900}, goldenRecords(), goldenSealedProgress, true, 20, 21)
 }
 
 // goldenUnsealed is an unsealed segment without compression whose last block
@@ -78,7 +137,7 @@ func goldenSealed(t testing.TB) []byte {
 // and how many records are in its whole blocks.
 func goldenUnsealed(t testing.TB) ([]byte, int) {
 	recs := goldenRecords()
-	data := writeSegment(t, goldenHeader(CompressionNone), &WriterOptions{BlockSize: 700}, recs, false)
+	data := writeGolden(t, goldenHeader(CompressionNone), &WriterOptions{BlockSize: 700}, recs, goldenUnsealedProgress, false)
 	rc, err := Recover(bytes.NewReader(data), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +180,25 @@ func TestGolden(t *testing.T) {
 	checkGolden(t, "unsealed-torn.seg", unsealed)
 	checkGolden(t, "unsealed-torn.txt", []byte(dump(t, unsealed)))
 
+	// sealed-v2.seg was written by the last version-2 build (it is the
+	// version-2 sealed.seg): version-2 segments, without progress frames,
+	// must still read, through both paths.
+	v2, err := os.ReadFile(filepath.Join("testdata", "sealed-v2.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "sealed-v2.txt", []byte(dump(t, v2)))
+	if got, r, err := readAll(v2); err != nil || r.Header().Version != 2 {
+		t.Fatalf("sealed-v2.seg: Reader: %v", err)
+	} else {
+		requireRecs(t, "sealed-v2.seg", got, goldenRecords())
+	}
+	if got, s, err := scanAll(v2, &ScannerOptions{RequireSealed: true}); err != nil || len(s.Progress()) != 0 {
+		t.Fatalf("sealed-v2.seg: Scanner: %v", err)
+	} else {
+		requireRecs(t, "sealed-v2.seg (scanned)", got, goldenRecords())
+	}
+
 	// The files on disk, not just today's writer, must read back: this is
 	// what catches a reader that stops understanding old segments.
 	want := goldenRecords()
@@ -146,16 +224,33 @@ func TestGolden(t *testing.T) {
 	if raw == 0 || raw == len(r.Footer().Blocks) {
 		t.Fatalf("sealed.seg has %d raw blocks of %d: want both kinds", raw, len(r.Footer().Blocks))
 	}
+	_, s, err := scanAll(file, &ScannerOptions{RequireSealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := s.Progress(); len(ps) != len(goldenSealedProgress) {
+		t.Fatalf("sealed.seg: %d progress frames, want %d", len(ps), len(goldenSealedProgress))
+	} else {
+		for i, p := range ps {
+			g := goldenSealedProgress[i]
+			if p.FlushedTs != g.flushedTs || !slices.Equal(p.Spans, g.spans) {
+				t.Fatalf("sealed.seg: progress frame %d is %+v, want %+v", i, p, g)
+			}
+		}
+	}
 
 	file, err = os.ReadFile(filepath.Join("testdata", "unsealed-torn.seg"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, s, err := scanAll(file, nil)
+	got, s, err = scanAll(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	requireRecs(t, "unsealed-torn.seg", got, want[:whole])
+	if len(s.Progress()) != len(goldenUnsealedProgress) {
+		t.Fatalf("unsealed-torn.seg: %d progress frames, want %d", len(s.Progress()), len(goldenUnsealedProgress))
+	}
 	if !s.Torn() || s.Sealed() || s.ValidSize() >= int64(len(file)) || s.ValidSize() != boundaries(s.Blocks())[len(s.Blocks())] {
 		t.Fatalf("unsealed-torn.seg: torn %v sealed %v valid size %d of %d", s.Torn(), s.Sealed(), s.ValidSize(), len(file))
 	}
@@ -175,8 +270,21 @@ func dump(t testing.TB, data []byte) string {
 	fmt.Fprintf(&b, "  link @%d: prev seq %d, prev chain max ts %d, prev header CRC %#08x, prev footer CRC %#08x\n",
 		hPrevSeq, h.Link.PrevSeq, h.Link.PrevMaxTs, h.Link.PrevHeaderCRC, h.Link.PrevFooterCRC)
 	fmt.Fprintf(&b, "  header CRC @%d: %#08x (the segment's digest)\n", hCRC, h.CRC)
+	shown := 0
+	showProgress := func() {
+		for _, p := range s.Progress()[shown:] {
+			fmt.Fprintf(&b, "progress @%d (%d bytes, after %d blocks): flushed ts %d, chain max ts %d, %d spans\n",
+				p.Offset, p.Length, p.Blocks, p.FlushedTs, p.ChainMaxTs, len(p.Spans))
+			for _, sp := range p.Spans {
+				fmt.Fprintf(&b, "  span %d: ts %d\n", sp.Span, sp.Ts)
+			}
+			fmt.Fprintf(&b, "  progress CRC @%d: %#08x\n", p.End()-progressCRCSize, le.Uint32(data[p.End()-progressCRCSize:]))
+		}
+		shown = len(s.Progress())
+	}
 	for {
 		blk, err := s.NextBlock()
+		showProgress()
 		if err != nil {
 			if err != io.EOF {
 				t.Fatal(err)
@@ -197,7 +305,7 @@ func dump(t testing.TB, data []byte) string {
 			end-int64(footerSize(len(f.Blocks))), footerSize(len(f.Blocks)), len(f.Blocks), f.Records, f.Rows, f.DDLs, f.MinTs, f.MaxTs, f.Uncompressed)
 		fmt.Fprintf(&b, "  footer CRC @%d: %#08x (a successor's prev footer CRC)\n", end-footerCRCSize, f.CRC)
 		fmt.Fprintf(&b, "trailer @%d (%d bytes): footer at %d, %d bytes, version %d\n", end, TrailerSize,
-			end-int64(footerSize(len(f.Blocks))), footerSize(len(f.Blocks)), FormatVersion)
+			end-int64(footerSize(len(f.Blocks))), footerSize(len(f.Blocks)), h.Version)
 	} else {
 		fmt.Fprintf(&b, "unsealed: valid size %d, torn tail of %d bytes\n", s.ValidSize(), s.TornBytes())
 	}
@@ -205,18 +313,35 @@ func dump(t testing.TB, data []byte) string {
 }
 
 // TestBitFlips flips every bit of the sealed golden segment, one at a time.
-// Each flip must be detected: an error from the ReaderAt path and from a
-// scan that requires a seal, and from a plain scan either an error or a
-// segment that no longer reads as sealed and holds a prefix of the records.
-// Nothing may ever read back as different records.
+// Each flip must be detected: an error from the ReaderAt path (except in a
+// progress frame, which that path does not read: there it must read the
+// records unchanged) and from a scan that requires a seal, and from a plain
+// scan either an error or a segment that no longer reads as sealed and holds
+// a prefix of the records. Nothing may ever read back as different records.
 func TestBitFlips(t *testing.T) {
 	data := goldenSealed(t)
 	want := goldenRecords()
+	rc, err := Recover(bytes.NewReader(data), nil)
+	if err != nil || len(rc.Progress) == 0 {
+		t.Fatalf("golden: %v, %d progress frames", err, len(rc.Progress))
+	}
+	inProgress := func(i int) bool {
+		for _, p := range rc.Progress {
+			if int64(i) >= p.Offset && int64(i) < p.End() {
+				return true
+			}
+		}
+		return false
+	}
 	bad := bytes.Clone(data)
 	for bit := range len(data) * 8 {
 		i, mask := bit/8, byte(1)<<(bit%8)
 		bad[i] ^= mask
-		if _, _, err := readAll(bad); !detected(err) {
+		if got, _, err := readAll(bad); inProgress(i) {
+			if err != nil || !equalRecs(got, want) {
+				t.Fatalf("flip of bit %d (byte %d, in a progress frame): Reader: %v, %d records", bit, i, err, len(got))
+			}
+		} else if !detected(err) {
 			t.Fatalf("flip of bit %d (byte %d): Reader: %v", bit, i, err)
 		}
 		if _, _, err := scanAll(bad, &ScannerOptions{RequireSealed: true}); !detected(err) {

@@ -20,7 +20,10 @@ const tailRead = 64 << 10
 // Reader reads a sealed segment through an io.ReaderAt: the trailer, then the
 // footer it points to, then blocks by index. Every block's CRC is checked as it
 // is read, and any failure is a *CorruptionError: a sealed segment has no
-// legitimate torn tail. Use a Scanner for unsealed segments.
+// legitimate torn tail. Use a Scanner for unsealed segments. The progress
+// frames between indexed blocks are not read (their offsets are only checked
+// to lie in order within [HeaderSize, footer offset]): a Scanner reads and
+// checks them.
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
@@ -92,7 +95,7 @@ func (r *Reader) open() error {
 	if p != nil {
 		return r.corrupt(p)
 	}
-	if version != FormatVersion {
+	if !versionSupported(version) {
 		return &VersionError{Object: r.obj, Offset: trOff, Version: version}
 	}
 	if fOff < HeaderSize || fLen < minFooterSize || fOff+int64(fLen) != trOff {
@@ -108,7 +111,7 @@ func (r *Reader) open() error {
 			return err
 		}
 	}
-	f, p := decodeFooter(fbuf, fOff)
+	f, p := decodeFooter(fbuf, fOff, version)
 	if p != nil {
 		return r.corrupt(p)
 	}
@@ -122,12 +125,15 @@ func (r *Reader) open() error {
 			return err
 		}
 	}
-	h, version, p := decodeHeader(hbuf)
-	if p == nil && version != FormatVersion {
-		return &VersionError{Object: r.obj, Version: version}
+	h, hversion, p := decodeHeader(hbuf)
+	if p == nil && !versionSupported(hversion) {
+		return &VersionError{Object: r.obj, Version: hversion}
 	}
 	if p != nil {
 		return r.corrupt(p)
+	}
+	if hversion != version {
+		return r.corrupt(hard("header", 0, "format version %d, but the trailer's is %d", hversion, version))
 	}
 	r.hdr, r.footer = h, f
 	return nil

@@ -19,7 +19,8 @@ type ScannerOptions struct {
 
 // Scanner reads a segment front to back from an io.Reader: an unsealed
 // segment (the active file of a writer, perhaps after a crash) or a sealed one
-// read in one pass. Every block's CRC is checked.
+// read in one pass. Every frame's CRC is checked. Progress frames are checked
+// and collected (Progress) as they are passed; Next and NextBlock skip them.
 //
 // When a frame is damaged (a short read, an implausible header, a CRC that
 // fails) the Scanner reads the rest of the stream and looks for any valid frame
@@ -41,6 +42,7 @@ type Scanner struct {
 	hdr       Header
 	hasHeader bool
 	blocks    []BlockInfo
+	progress  []ProgressInfo
 	buf       []byte // the frame being read; len(buf) is its capacity
 	dec       blockDecoder
 	blk       *Block // block Next is reading, nil when none
@@ -117,27 +119,72 @@ func (s *Scanner) NextBlock() (*Block, error) {
 	if s.state == scanDone {
 		return nil, io.EOF
 	}
-	at := s.off
-	n, err := io.ReadFull(s.r, s.ensure(BlockHeaderSize)[:BlockHeaderSize])
+	for {
+		// Every frame is at least MinProgressSize bytes long (a progress
+		// frame without spans is the smallest), so that much can be read
+		// before the frame type is known.
+		at := s.off
+		n, err := io.ReadFull(s.r, s.ensure(BlockHeaderSize)[:MinProgressSize])
+		switch {
+		case err == io.EOF:
+			return nil, s.finish()
+		case err == io.ErrUnexpectedEOF:
+			return nil, s.damaged(soft("block", at, "stream ends %d bytes into a frame header", n), at, s.buf[:n])
+		case err != nil:
+			return nil, s.fail(ioErr(s.obj, "read", at, err))
+		}
+		switch s.buf[0] {
+		case frameBlock:
+			if have, err := s.fill(MinProgressSize, BlockHeaderSize); err != nil {
+				return nil, s.shortFrame("block", at, have, BlockHeaderSize, err)
+			}
+			return s.readBlock(at)
+		case frameFooter:
+			return nil, s.readFooter(at)
+		case frameProgress:
+			if err := s.readProgress(at); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, s.damaged(soft("block", at, "frame type %d is neither a block (%d), a progress frame (%d) nor a footer (%d)", s.buf[0], frameBlock, frameProgress, frameFooter), at, s.buf[:MinProgressSize])
+	}
+}
+
+// readProgress reads and checks the progress frame that starts at, whose
+// first MinProgressSize bytes are in s.buf.
+func (s *Scanner) readProgress(at int64) error {
+	n, p := progressSpanCount(s.buf[:MinProgressSize], at)
+	if p != nil {
+		return s.damaged(p, at, s.buf[:MinProgressSize])
+	}
+	total := progressSize(n)
+	if have, err := s.fill(MinProgressSize, total); err != nil {
+		return s.shortFrame("progress", at, have, total, err)
+	}
+	pr, _, p := decodeProgress(s.buf[:total], at)
 	switch {
-	case err == io.EOF:
-		return nil, s.finish()
-	case err == io.ErrUnexpectedEOF:
-		return nil, s.damaged(soft("block", at, "stream ends %d bytes into a frame header", n), at, s.buf[:n])
-	case err != nil:
-		return nil, s.fail(ioErr(s.obj, "read", at, err))
+	case p != nil && p.hard:
+		return s.fail(p.err(s.obj))
+	case p != nil:
+		return s.damaged(p, at, s.buf[:total])
+	case s.hdr.Version < 3:
+		return s.fail(hard("progress", at, "a progress frame in a version-%d segment", s.hdr.Version).err(s.obj))
 	}
-	switch s.buf[0] {
-	case frameBlock:
-		return s.readBlock(at)
-	case frameFooter:
-		return nil, s.readFooter(at)
+	if want := chainMaxTs(s.hdr.Link.PrevMaxTs, s.blocks); pr.ChainMaxTs != want {
+		return s.fail(hard("progress", at, "chain max ts %d, but the header link and the %d blocks before it give %d", pr.ChainMaxTs, len(s.blocks), want).err(s.obj))
 	}
-	return nil, s.damaged(soft("block", at, "frame type %d is neither a block (%d) nor a footer (%d)", s.buf[0], frameBlock, frameFooter), at, s.buf[:BlockHeaderSize])
+	s.progress = append(s.progress, ProgressInfo{Offset: at, Length: total, Blocks: len(s.blocks), Progress: pr})
+	s.off = at + int64(total)
+	return nil
 }
 
 // Blocks returns the blocks read so far. The slice belongs to the Scanner.
 func (s *Scanner) Blocks() []BlockInfo { return s.blocks }
+
+// Progress returns the progress frames read so far, in order. The slice
+// belongs to the Scanner.
+func (s *Scanner) Progress() []ProgressInfo { return s.progress }
 
 // Sealed reports whether the segment ended with a valid footer and trailer.
 // Like Footer, Torn and ValidSize, it is final once Next or NextBlock has
@@ -151,7 +198,7 @@ func (s *Scanner) Footer() Footer { return s.footer }
 func (s *Scanner) Torn() bool { return s.torn }
 
 // ValidSize is the length of the segment's valid prefix: the whole segment
-// when it is sealed or ends cleanly on a block boundary, the offset where the
+// when it is sealed or ends cleanly on a frame boundary, the offset where the
 // torn tail starts when it is torn.
 func (s *Scanner) ValidSize() int64 { return s.validSize }
 
@@ -174,7 +221,7 @@ func (s *Scanner) start() {
 	}
 	h, version, p := decodeHeader(s.buf[:HeaderSize])
 	switch {
-	case p == nil && version != FormatVersion:
+	case p == nil && !versionSupported(version):
 		s.fail(&VersionError{Object: s.obj, Version: version})
 	case p != nil && p.hard:
 		s.fail(p.err(s.obj))
@@ -216,7 +263,7 @@ func (s *Scanner) readBlock(at int64) (*Block, error) {
 // readFooter reads the footer that starts at, the trailer after it, and makes
 // sure nothing follows.
 func (s *Scanner) readFooter(at int64) error {
-	if have, err := s.fill(BlockHeaderSize, FooterFixedSize); err != nil {
+	if have, err := s.fill(MinProgressSize, FooterFixedSize); err != nil {
 		return s.shortFrame("footer", at, have, FooterFixedSize, err)
 	}
 	n, p := footerBlockCount(s.buf[:FooterFixedSize], at)
@@ -231,7 +278,7 @@ func (s *Scanner) readFooter(at int64) error {
 	if have, err := s.fill(FooterFixedSize, total); err != nil {
 		return s.shortFrame("footer", at, have, total, err)
 	}
-	f, p := decodeFooter(s.buf[:flen], at)
+	f, p := decodeFooter(s.buf[:flen], at, s.hdr.Version)
 	switch {
 	case p != nil && p.hard:
 		return s.fail(p.err(s.obj))
@@ -249,8 +296,10 @@ func (s *Scanner) readFooter(at int64) error {
 		// The footer and trailer go out in one write; a crash during it
 		// leaves a whole footer and a torn trailer.
 		return s.damaged(p, at, s.buf[:total])
-	case version != FormatVersion:
+	case !versionSupported(version):
 		return s.fail(&VersionError{Object: s.obj, Offset: trOff, Version: version})
+	case version != s.hdr.Version:
+		return s.fail(hard("trailer", trOff, "format version %d, but the header's is %d", version, s.hdr.Version).err(s.obj))
 	case fOff != at || fLen != flen:
 		return s.fail(hard("trailer", trOff, "points at a footer at offset %d of %d bytes, the footer is at %d with %d bytes", fOff, fLen, at, flen).err(s.obj))
 	}
@@ -348,7 +397,8 @@ func (s *Scanner) fill(have, n int) (int, error) {
 }
 
 // findValidFrame returns the position of the first whole, CRC-valid block,
-// footer or trailer in data after data[0], or -1. It allocates nothing.
+// progress frame, footer or trailer in data after data[0], or -1. It
+// allocates nothing.
 func findValidFrame(data []byte) int {
 	for i := 1; i < len(data); i++ {
 		b := data[i:]
@@ -356,6 +406,8 @@ func findValidFrame(data []byte) int {
 		case b[0] == frameBlock && validBlockAt(b):
 			return i
 		case b[0] == frameFooter && validFooterAt(b):
+			return i
+		case b[0] == frameProgress && validProgressAt(b):
 			return i
 		case validTrailerAt(b):
 			return i
@@ -370,6 +422,8 @@ func frameName(b byte) string {
 		return "block"
 	case frameFooter:
 		return "footer"
+	case frameProgress:
+		return "progress frame"
 	}
 	return "trailer"
 }
@@ -396,10 +450,13 @@ type Recovery struct {
 	Header    Header      // valid when HasHeader
 	HasHeader bool        // false: the segment is empty or torn inside its header
 	Blocks    []BlockInfo // the whole, valid blocks
-	Sealed    bool        // the segment ends with a valid footer and trailer
-	Footer    Footer      // when Sealed
-	ValidSize int64       // length of the valid prefix; truncate to it before resuming
-	TornBytes int64       // length of the torn tail after ValidSize (0 when none)
+	// Progress holds the whole, valid progress frames in the valid prefix,
+	// in order; each one's Blocks counts the blocks before it.
+	Progress  []ProgressInfo
+	Sealed    bool   // the segment ends with a valid footer and trailer
+	Footer    Footer // when Sealed
+	ValidSize int64  // length of the valid prefix; truncate to it before resuming
+	TornBytes int64  // length of the torn tail after ValidSize (0 when none)
 }
 
 // Torn reports whether the segment has a torn tail.
@@ -408,7 +465,7 @@ func (r *Recovery) Torn() bool { return r.TornBytes > 0 }
 // Recover scans a whole segment with a Scanner, checking every block, and
 // reports where its valid prefix ends. A writer reopening its active segment
 // truncates it to ValidSize and continues with ResumeWriter(w, Header, Blocks,
-// opts) (or NewWriter when !HasHeader), or renames it when it is Sealed. Damage
+// Progress, ValidSize, opts) (or NewWriter when !HasHeader), or renames it when it is Sealed. Damage
 // that is not a torn tail is a *CorruptionError.
 func Recover(r io.Reader, opts *ScannerOptions) (*Recovery, error) {
 	s := NewScanner(r, opts)
@@ -422,7 +479,7 @@ func Recover(r io.Reader, opts *ScannerOptions) (*Recovery, error) {
 		}
 	}
 	return &Recovery{
-		Header: s.hdr, HasHeader: s.hasHeader, Blocks: s.blocks,
+		Header: s.hdr, HasHeader: s.hasHeader, Blocks: s.blocks, Progress: s.progress,
 		Sealed: s.sealed, Footer: s.footer,
 		ValidSize: s.validSize, TornBytes: s.tornBytes,
 	}, nil

@@ -360,7 +360,7 @@ func TestTruncateEveryOffset(t *testing.T) {
 				buf.Write(data[:rc.ValidSize])
 				var w *Writer
 				if rc.HasHeader {
-					w, err = ResumeWriter(&buf, rc.Header, rc.Blocks, opts)
+					w, err = ResumeWriter(&buf, rc.Header, rc.Blocks, rc.Progress, rc.ValidSize, opts)
 				} else {
 					buf.Reset()
 					w, err = NewWriter(&buf, testHeader(c), opts)
@@ -481,14 +481,14 @@ func TestDamageBeforeValidData(t *testing.T) {
 func TestUnknownVersion(t *testing.T) {
 	data := writeSegment(t, testHeader(CompressionNone), nil, genRecords(8, 10, true), true)
 	hdr := bytes.Clone(data)
-	le.PutUint16(hdr[hVersion:], 3)
+	le.PutUint16(hdr[hVersion:], FormatVersion+1)
 	le.PutUint32(hdr[hCRC:], crc(hdr[:hCRC]))
 	var ve *VersionError
-	if _, _, err := scanAll(hdr, nil); !errors.As(err, &ve) || ve.Version != 3 || !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "version 3") {
-		t.Fatalf("scanner on a v3 header: %v", err)
+	if _, _, err := scanAll(hdr, nil); !errors.As(err, &ve) || ve.Version != FormatVersion+1 || !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "version 4") {
+		t.Fatalf("scanner on a v4 header: %v", err)
 	}
-	if _, _, err := readAll(hdr); !errors.As(err, &ve) || ve.Version != 3 {
-		t.Fatalf("reader on a v3 header: %v", err)
+	if _, _, err := readAll(hdr); !errors.As(err, &ve) || ve.Version != FormatVersion+1 {
+		t.Fatalf("reader on a v4 header: %v", err)
 	}
 	// Version 1 was never released: its segments are refused like any
 	// unknown version, whatever bytes follow the version field.
@@ -600,7 +600,7 @@ func TestResumeRejectsBadIndex(t *testing.T) {
 	back := append([]BlockInfo(nil), rc.Blocks...)
 	back[1].MinTs, back[1].MaxTs = 0, 0
 	for name, idx := range map[string][]BlockInfo{"gap": gap, "ts regression": back} {
-		if _, err := ResumeWriter(io.Discard, rc.Header, idx, nil); err == nil {
+		if _, err := ResumeWriter(io.Discard, rc.Header, idx, nil, rc.ValidSize, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -3,6 +3,7 @@ package segment
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -44,11 +45,12 @@ type Writer struct {
 	blockSize int
 	enc       *FrameEncoder
 
-	off    int64 // bytes written to w
-	blocks []BlockInfo
-	stats  WriterStats
-	err    error // sticky write error
-	sealed bool
+	off      int64 // bytes written to w
+	blocks   []BlockInfo
+	progress []ProgressInfo
+	stats    WriterStats
+	err      error // sticky write error
+	sealed   bool
 
 	bb       BlockBuilder // the open block
 	lastTs   uint64       // commit ts of the last record appended, in any block
@@ -63,7 +65,7 @@ func NewWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
 	if hdr.Created.IsZero() {
 		hdr.Created = time.Now()
 	}
-	sw, err := newWriter(w, hdr, opts)
+	sw, err := newWriter(w, hdr, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -76,21 +78,40 @@ func NewWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
 }
 
 // ResumeWriter returns a Writer that appends to an unsealed segment whose
-// header is hdr and whose whole blocks are blocks, as Recover reports them;
-// w must be positioned just after the last block (the caller has truncated
-// the torn tail, if any). Nothing is written until the next block, and the
-// footer written by Seal indexes the earlier blocks too. A segment that has
-// not even a whole header is started again with NewWriter.
-func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, opts *WriterOptions) (*Writer, error) {
+// header is hdr, whose whole blocks are blocks and whose whole progress
+// frames are progress, as Recover reports them (a caller may keep a prefix of
+// either). The caller has truncated the segment to end, which is at or after
+// the end of the last block or progress frame given, and w is positioned
+// there: the Writer continues at end. The blocks and progress frames given
+// must follow one another from the end of the header without a gap; any
+// bytes between the last of them and end must be whole progress frames the
+// caller chose not to pass (the footer Seal writes indexes the blocks given,
+// and a reader expects progress frames in its gaps). Nothing is written until the next frame, and the footer
+// written by Seal indexes the earlier blocks too. A segment that has not even
+// a whole header is started again with NewWriter.
+//
+// A segment of format version 2 (hdr.Version 2, started by an older build) is
+// continued as version 2: it holds no progress frames, so progress must be
+// empty and AppendProgress fails.
+func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, progress []ProgressInfo, end int64, opts *WriterOptions) (*Writer, error) {
 	if hdr.Created.IsZero() {
 		return nil, fmt.Errorf("segment: resume: the header has no creation time")
 	}
-	sw, err := newWriter(w, hdr, opts)
+	sw, err := newWriter(w, hdr, opts, true)
 	if err != nil {
 		return nil, err
 	}
-	end, msg := checkIndex(blocks)
-	if msg != "" {
+	if end < HeaderSize {
+		return nil, fmt.Errorf("segment: resume: end offset %d is inside the header", end)
+	}
+	gaps := sw.hdr.Version >= 3
+	if _, msg := checkIndex(blocks, gaps, end); msg != "" {
+		return nil, fmt.Errorf("segment: resume: %s", msg)
+	}
+	if !gaps && len(progress) > 0 {
+		return nil, fmt.Errorf("segment: resume: a version-%d segment holds no progress frames, %d given", sw.hdr.Version, len(progress))
+	}
+	if msg := checkProgressIndex(sw.hdr.Link.PrevMaxTs, blocks, progress, end); msg != "" {
 		return nil, fmt.Errorf("segment: resume: %s", msg)
 	}
 	// The header is encoded again only to learn its CRC: it is already on
@@ -104,6 +125,11 @@ func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, opts *WriterOptio
 	sw.off = end
 	sw.stats.Written = end
 	sw.blocks = append(make([]BlockInfo, 0, len(blocks)+16), blocks...)
+	sw.progress = make([]ProgressInfo, 0, len(progress)+4)
+	for _, p := range progress {
+		p.Spans = slices.Clone(p.Spans)
+		sw.progress = append(sw.progress, p)
+	}
 	for _, b := range blocks {
 		sw.countBlock(b)
 		sw.stats.Records += int64(b.Records)
@@ -117,11 +143,61 @@ func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, opts *WriterOptio
 	return sw, nil
 }
 
-func newWriter(w io.Writer, hdr Header, opts *WriterOptions) (*Writer, error) {
-	if err := hdr.validate(); err != nil {
+// checkProgressIndex checks that blocks (an index already checked) and
+// progress frames could have been written by a Writer: together they fill
+// the segment from the end of the header without gaps or overlaps, up to at
+// most end; each progress frame has the length its spans give, spans in
+// order, its block count the number of blocks before it and its chain max ts
+// what those blocks and prevMax give.
+func checkProgressIndex(prevMax uint64, blocks []BlockInfo, progress []ProgressInfo, end int64) string {
+	pos := int64(HeaderSize) // where the previous frame ends
+	nb := 0
+	nextBlocks := func(upto int) string {
+		for ; nb < upto; nb++ {
+			if b := blocks[nb]; b.Offset != pos {
+				return fmt.Sprintf("block %d is at offset %d, but the frame before it ends at %d", nb, b.Offset, pos)
+			}
+			pos = blocks[nb].End()
+		}
+		return ""
+	}
+	for i, p := range progress {
+		if p.Blocks < nb || p.Blocks > len(blocks) {
+			return fmt.Sprintf("progress frame %d at offset %d follows %d blocks, the frame before it %d of %d", i, p.Offset, p.Blocks, nb, len(blocks))
+		}
+		if msg := nextBlocks(p.Blocks); msg != "" {
+			return msg
+		}
+		if msg := checkSpans(p.Spans); msg != "" {
+			return fmt.Sprintf("progress frame %d at offset %d: %s", i, p.Offset, msg)
+		}
+		if p.Length != progressSize(len(p.Spans)) {
+			return fmt.Sprintf("progress frame %d at offset %d: length %d, but %d spans make %d", i, p.Offset, p.Length, len(p.Spans), progressSize(len(p.Spans)))
+		}
+		if p.Offset != pos {
+			return fmt.Sprintf("progress frame %d is at offset %d, but the frame before it ends at %d", i, p.Offset, pos)
+		}
+		if want := chainMaxTs(prevMax, blocks[:nb]); p.ChainMaxTs != want {
+			return fmt.Sprintf("progress frame %d at offset %d: chain max ts %d, but the blocks before it give %d", i, p.Offset, p.ChainMaxTs, want)
+		}
+		pos = p.End()
+	}
+	if msg := nextBlocks(len(blocks)); msg != "" {
+		return msg
+	}
+	if pos > end {
+		return fmt.Sprintf("the frames given end at offset %d, past the end offset %d", pos, end)
+	}
+	return ""
+}
+
+func newWriter(w io.Writer, hdr Header, opts *WriterOptions, resume bool) (*Writer, error) {
+	if err := hdr.validate(resume); err != nil {
 		return nil, err
 	}
-	hdr.Version = FormatVersion
+	if hdr.Version == 0 {
+		hdr.Version = FormatVersion
+	}
 	var o WriterOptions
 	if opts != nil {
 		o = *opts
@@ -237,7 +313,7 @@ func (w *Writer) Seal() (Footer, error) {
 	buf := appendFooter(w.frame[:0], &f)
 	flen := len(buf)
 	buf = append(buf, make([]byte, TrailerSize)...)
-	encodeTrailer(buf[flen:], w.off, flen)
+	encodeTrailer(buf[flen:], w.off, flen, w.hdr.Version)
 	w.frame = buf
 	if err := w.write(buf); err != nil {
 		return Footer{}, err
@@ -246,6 +322,44 @@ func (w *Writer) Seal() (Footer, error) {
 	f.Blocks = append([]BlockInfo(nil), w.blocks...)
 	return f, nil
 }
+
+// AppendProgress writes the open block, if it holds records, then one
+// progress frame (with one Write call) holding flushedTs and spans, which must
+// be strictly increasing by Span and at most MaxProgressSpans (otherwise it
+// returns an error and writes nothing). The Writer sets the frame's ChainMaxTs:
+// the max of the header link's PrevMaxTs and the blocks' max ts. Not allowed
+// after Seal, nor in a resumed version-2 segment. A failed write is sticky, as
+// for Append. The returned ProgressInfo's Spans are the Writer's copy.
+func (w *Writer) AppendProgress(flushedTs uint64, spans []SpanTs) (ProgressInfo, error) {
+	if err := w.usable(); err != nil {
+		return ProgressInfo{}, err
+	}
+	if w.hdr.Version < 3 {
+		return ProgressInfo{}, fmt.Errorf("segment: append progress: %s is a version-%d segment, which holds no progress frames", w.hdr.ActiveName(), w.hdr.Version)
+	}
+	if msg := checkSpans(spans); msg != "" {
+		return ProgressInfo{}, fmt.Errorf("segment: append progress: %s", msg)
+	}
+	if err := w.closeBlock(); err != nil {
+		return ProgressInfo{}, err
+	}
+	p := Progress{FlushedTs: flushedTs, ChainMaxTs: chainMaxTs(w.hdr.Link.PrevMaxTs, w.blocks)}
+	if len(spans) > 0 {
+		p.Spans = slices.Clone(spans)
+	}
+	buf := AppendProgressFrame(w.frame[:0], p)
+	w.frame = buf
+	info := ProgressInfo{Offset: w.off, Length: len(buf), Blocks: len(w.blocks), Progress: p}
+	if err := w.write(buf); err != nil {
+		return ProgressInfo{}, err
+	}
+	w.progress = append(w.progress, info)
+	return info, nil
+}
+
+// Progress returns the progress frames written or resumed, in order. The
+// slice belongs to the Writer: do not modify it.
+func (w *Writer) Progress() []ProgressInfo { return w.progress }
 
 func (w *Writer) usable() error {
 	if w.err != nil {

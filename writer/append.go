@@ -1,12 +1,10 @@
 package writer
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 

@@ -573,8 +573,7 @@ func (w *Writer) Flush(ctx context.Context) (uint64, error) {
 // object publishes that flush's progress, for callers that need the global
 // resolved ts to include it. It returns the published flushed resolved ts.
 func (w *Writer) Publish(ctx context.Context) (uint64, error) {
-	ts, err := w.Flush(ctx)
-	if err != nil {
+	if _, err := w.Flush(ctx); err != nil {
 		return 0, err
 	}
 	p := w.pub
