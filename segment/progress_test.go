@@ -272,7 +272,8 @@ func TestProgressTornTail(t *testing.T) {
 				t.Fatalf("cut at %d: torn %v, valid %d, torn bytes %d, %d blocks", n, rc.Torn(), rc.ValidSize, rc.TornBytes, len(rc.Blocks))
 			}
 			requireProgress(t, "cut", rc.Progress, ps[:len(ps)-1])
-			if _, _, err := scanAll(data[:n], &ScannerOptions{RequireSealed: true, Object: "x.seg"}); !IsCorrupt(err) {
+			_, _, err = scanAll(data[:n], &ScannerOptions{RequireSealed: true, Object: "x.seg"})
+			if ce := requireCorrupt(t, "cut, requiring a seal", err); ce.Part != "progress" || ce.Offset != lastP.Offset || ce.Object != "x.seg" {
 				t.Fatalf("cut at %d, requiring a seal: %v", n, err)
 			}
 		}
