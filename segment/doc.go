@@ -13,25 +13,29 @@
 //
 // # Layout
 //
-// A segment is a header, blocks, and, once sealed, a footer and a trailer:
+// A segment is a header, blocks and progress frames, and, once sealed, a
+// footer and a trailer:
 //
-//	+--------+---------+---------+-----+-------------+--------+---------+
-//	| header | block 0 | block 1 | ... | block n - 1 | footer | trailer |
-//	+--------+---------+---------+-----+-------------+--------+---------+
-//	0        196                                      F        T    T + 28
+//	+--------+----------+---------+---------+-----+-------------+--------+---------+
+//	| header | progress | block 0 | block 1 | ... | block n - 1 | footer | trailer |
+//	+--------+----------+---------+---------+-----+-------------+--------+---------+
+//	0        196                                                 F        T    T + 28
 //
-// An unsealed segment stops after any block (or after the header). All
+// Frames follow one another without gaps or padding: blocks and progress
+// frames in any order (a progress frame may follow the header, a block or
+// another progress frame), then the footer. An unsealed segment stops after
+// any whole frame (or after the header). All
 // integers are little-endian and unsigned unless noted. Every byte of a sealed
 // segment is covered by a CRC-32C (Castagnoli polynomial, as hash/crc32 with
 // crc32.Castagnoli computes it, no masking; CRC-32C("123456789") is
 // 0xe3069283) or is a magic number that is compared, so any single damaged
-// byte is detected.
+// byte is detected by a front-to-back read (a Reader skips progress frames).
 //
 // # Header, 196 bytes at offset 0
 //
 //	offset size  field
 //	     0    8  magic: 0x89 'R' 'D' 'K' 'S' 'E' 'G' '\n'
-//	     8    2  format version: 2
+//	     8    2  format version: 3 (readers also read 2)
 //	    10    1  compression policy: 0 none, 1 lz4
 //	    11    1  log ID length, 1..64
 //	    12    1  writer ID length, 1..64
@@ -108,6 +112,28 @@
 // across blocks either: a block's min is at least the previous block's max
 // (records of one ts may span blocks). A record is never split across blocks.
 //
+// # Progress frame: 24 + 16 × N + 4 bytes (format version 3)
+//
+// A writer's flush progress, made durable by the same sync or upload as the
+// blocks before it ([Writer.AppendProgress], [AppendProgressFrame]):
+//
+//	offset size  field
+//	     0    1  frame type: 3 (progress)
+//	     1    3  reserved, zero
+//	     4    4  N: span count, at most MaxProgressSpans (1 << 20)
+//	     8    8  flushed ts
+//	    16    8  chain max ts through this frame
+//	    24 16×N  spans: N × (span uint64, ts uint64), strictly increasing by span
+//	24+16N    4  CRC-32C of bytes [0, 24 + 16N)
+//
+// The chain max ts through the frame is the max of the header link's prev
+// chain max ts and the max commit ts of every block before the frame in the
+// segment. A progress frame with no spans, 28 bytes, is the smallest frame.
+// A progress frame is valid when its type and N are in range, its CRC holds,
+// its reserved bytes are zero, its spans are strictly increasing and its
+// chain max ts is what the header and the blocks before it give. Version-2
+// segments have none: a progress frame in one is corruption.
+//
 // # Footer: 56 + 40 × n + 4 bytes at offset F, written when sealing
 //
 //	offset size  field
@@ -134,20 +160,26 @@
 //	    24    8  min commit ts
 //	    32    8  max commit ts
 //
-// The footer's CRC field is what a successor links as prev footer CRC.
+// The footer's CRC field is what a successor links as prev footer CRC. The
+// footer indexes blocks only, never progress frames, and is a function of the
+// index alone ([FooterCRC]).
 //
-// The index must describe the blocks exactly: the first at offset 196, each
-// next one where the previous ends, the last ending at F, with the same
-// fields as the block headers; the totals must be the sums. The first byte of
-// every frame after the header says whether a block or the footer follows, so
-// a reader going front to back knows where the blocks end.
+// The index must describe the blocks exactly: the first at offset 196 or
+// later, each next one at or after where the previous ends, the last ending at
+// or before F, with the same fields as the block headers; the totals must be
+// the sums. The bytes between the header and the first block, between blocks,
+// and between the last block and F are exactly whole, valid progress frames
+// (in a version-2 segment there are none: the blocks are contiguous from 196
+// to F). The first byte of every frame after the header says whether a
+// block, a progress frame or the footer follows, so a reader going front to
+// back knows where the frames end.
 //
 // # Trailer: 28 bytes at offset T = F + footer length, ending the segment
 //
 //	offset size  field
 //	     0    8  F: footer offset
 //	     8    4  footer length
-//	    12    2  format version: 2
+//	    12    2  format version: the header's
 //	    14    2  reserved, zero
 //	    16    4  CRC-32C of trailer bytes [0, 16)
 //	    20    8  magic: 0x89 'R' 'D' 'K' 'E' 'N' 'D' '\n'
@@ -160,26 +192,36 @@
 // # Reading a sealed segment ([Reader])
 //
 // Read the trailer from the end; check its magic, version, CRC and that the
-// footer it points at ends where the trailer starts. Read and check the footer,
-// then the header. Then read blocks through the index: SeekTs(ts) finds the
-// first block whose max commit ts is above ts by binary search. Every block
-// is checked against its CRC and against its index entry. In a sealed segment
-// any failure is a [*CorruptionError], wherever it is.
+// footer it points at ends where the trailer starts. Read and check the footer
+// (its index as far as the index alone allows: entries in order, each at or
+// after the end of the one before, all within [196, F]), then the header,
+// whose version must be the trailer's. Then read blocks through the index,
+// skipping the gaps between them unread: SeekTs(ts) finds the first block
+// whose max commit ts is above ts by binary search. Every block is checked
+// against its CRC and against its index entry. In a sealed segment any
+// failure is a [*CorruptionError], wherever it is. A Reader does not read
+// progress frames, so damage inside one is found only by a [Scanner].
 //
 // # Reading front to back, and recovering an unsealed segment ([Scanner])
 //
-// Read the header, then frames: a block (type 1), or the footer (type 2)
-// followed by the trailer and the end of the stream. The stream may also end
-// cleanly right after a header or a block: an unsealed segment.
+// Read the header, then frames: a block (type 1), a progress frame (type 3;
+// its chain max ts checked against the header and the blocks read), or the
+// footer (type 2; its index must equal the blocks read, at their offsets, so
+// its gaps are the progress frames read) followed by the trailer, whose
+// version must be the header's, and the end of the stream. The stream may
+// also end cleanly right after a header or any whole frame: an unsealed
+// segment. [Scanner.Progress] and [Recovery].Progress report the progress
+// frames; Next and NextBlock pass over them.
 //
 // A frame is damaged when the stream ends inside it, when a header field is
 // out of range (checked before any length is trusted: S and U within the
-// limits above, a record count that fits U, a footer block count equal to the
-// number of blocks read), or when its CRC fails. A writer appends whole frames
-// and syncs at block boundaries, so after a crash only the frames written
-// since the last sync can be damaged, and nothing valid can follow them. The
-// rule is therefore: damage at offset O is a torn tail if no valid frame (a
-// block or footer whose CRC holds, or a trailer whose magic and CRC hold)
+// limits above, a record count that fits U, a progress frame's N at most
+// MaxProgressSpans, a footer block count equal to the number of blocks read),
+// or when its CRC fails. A writer appends whole frames and syncs at frame
+// boundaries, so after a crash only the frames written since the last sync
+// can be damaged, and nothing valid can follow them. The rule is therefore:
+// damage at offset O is a torn tail if no valid frame (a block, progress
+// frame or footer whose CRC holds, or a trailer whose magic and CRC hold)
 // starts anywhere in the bytes after O; the valid segment is then bytes
 // [0, O), and the writer truncates there before it resumes. Damage followed by
 // a valid frame is corruption. A whole footer followed by a damaged trailer
@@ -188,9 +230,12 @@
 // whose CRC holds but whose contents break a rule above was written that way:
 // always corruption. Only what bounds the bytes read is checked before a
 // frame's CRC; everything else after it, so non-zero reserved bytes, a bad
-// link, bad records or a bad index under a good CRC are corruption, never a
-// torn tail. A [*CorruptionError]'s Offset is where the structure starts (0,
-// a block's frame offset, the footer's or the trailer's), and its Detail
+// link, bad records, unordered spans or a wrong chain max ts in a progress
+// frame, or a bad index under a good CRC are corruption, never a torn tail. A
+// [*CorruptionError]'s Part names the structure ("header", "block",
+// "progress", "footer", "trailer" or "segment"), its Offset is where the
+// structure starts (0, a block's or progress frame's offset, the footer's or
+// the trailer's), and its Detail
 // names the count that failed: a block's record count or DDL count, the
 // footer's block count or totals. A segment known to be sealed (every object in an object
 // store) is read with [ScannerOptions].RequireSealed, which turns a torn tail
@@ -216,10 +261,14 @@
 //
 // # Versions
 //
-// The version in the header and trailer is the version of everything in this
-// comment: 2, which added the chain link. Version 1 was never released and is
-// not read: it is rejected like any version this package does not implement,
-// with a [*VersionError] naming it. Reserved bytes are zero, and a reader
+// The version in the header and trailer (they must be equal) is the version
+// of everything in this comment: 3, which added the progress frame and the
+// gaps it leaves in the footer index. Version 2, which added the chain link,
+// is still read (MinReadVersion): a version-2 segment is one without progress
+// frames, with a gapless index. Writers write version 3; [ResumeWriter]
+// finishes an active version-2 segment as version 2. Version 1 was never
+// released and is not read: it is rejected like any version this package does
+// not implement, with a [*VersionError] naming it. Reserved bytes are zero, and a reader
 // rejects any that are not, so they cannot carry meaning silently: any change
 // an older reader would misread (a field, a codec, a record kind, a layout)
 // takes a new version. The payload's own encoding is versioned by the codec
@@ -229,8 +278,12 @@
 //
 // [Writer] appends records to an io.Writer: the same code writes an
 // appendable file (FlushBlock, then fsync, at each flush) and an in-memory
-// object (Seal, then upload). [ResumeWriter] continues an unsealed segment
-// after [Recover] has found its valid prefix. A writer that compresses on
+// object (Seal, then upload). [Writer.AppendProgress] writes a progress
+// frame after the blocks so far (before the sync or the upload that makes
+// them durable); [AppendProgressFrame] and [DecodeProgressFrame] encode and
+// decode one without a Writer. [ResumeWriter] continues an unsealed segment
+// after [Recover] has found its valid prefix, its blocks and its progress
+// frames. A writer that compresses on
 // several goroutines builds blocks with [BlockBuilder], encodes them with one
 // [FrameEncoder] per goroutine and appends them in order with
 // [Writer.AppendFrame]: the bytes are those Append would write. [Reader]

@@ -129,7 +129,11 @@ func (s *Scanner) NextBlock() (*Block, error) {
 		case err == io.EOF:
 			return nil, s.finish()
 		case err == io.ErrUnexpectedEOF:
-			return nil, s.damaged(soft("block", at, "stream ends %d bytes into a frame header", n), at, s.buf[:n])
+			part := "block"
+			if s.buf[0] == frameProgress {
+				part = "progress"
+			}
+			return nil, s.damaged(soft(part, at, "stream ends %d bytes into a frame header", n), at, s.buf[:n])
 		case err != nil:
 			return nil, s.fail(ioErr(s.obj, "read", at, err))
 		}
