@@ -102,74 +102,35 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 90)
 }
 
-// TestProgressWaitsForSync holds the active segment's fdatasync: the flush
-// stages its progress meanwhile (the state object's put reaches its commit
-// point), but the progress must not become visible, nor the put's
-// BeforeCommit return, until the data is durable.
-func TestProgressWaitsForSync(t *testing.T) {
+// TestFlushWaitsForSync holds the active segment's fdatasync: Flush must
+// not return, nor the state object move, until the sync that makes the
+// flush's blocks and its progress frame durable returns.
+func TestFlushWaitsForSync(t *testing.T) {
 	ctx := context.Background()
-	d, err := local.NewDriver(t.TempDir(), nil)
-	must(t, err)
-	spy := &commitSpy{Driver: d, staged: make(chan struct{}, 16)}
-	f := blobtest.NewFaulty(spy)
-	b := f.Bucket()
+	dir := t.TempDir()
+	f, b := faultyLocal(t, dir)
 	w := open(t, b, testOptions("w"))
 	must(t, w.AddSpan(1, 0))
-	writeRange(t, w, 1, 1, 10)
-	must(t, w.AdvanceResolved(1, 10))
-	if ts := mustFlush(t, w); ts != 10 {
-		t.Fatalf("Flush = %d, want 10", ts)
-	}
-	// Forget the first flush, whose sync nothing held.
-	for len(spy.staged) > 0 {
-		<-spy.staged
-	}
-	spy.early.Store(false)
-
-	release := f.Block(blobtest.OpSync)
-	defer release()
-	writeRange(t, w, 1, 11, 20)
-	must(t, w.AdvanceResolved(1, 20))
-	flushed := make(chan uint64, 1)
-	go func() {
-		ts, err := w.Flush(ctx)
-		if err != nil {
-			t.Errorf("Flush: %v", err)
-		}
-		flushed <- ts
-	}()
-	// The progress object is staged and its put is at the commit point; a
-	// writer that did not wait for the sync would not get here (no hook)
-	// or would return from the hook now (caught below).
+	writeFlushed(t, w, 1, 1, 10)
+	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSync, 11, 20)
+	<-reached
 	select {
-	case <-spy.staged:
-	case ts := <-flushed:
-		t.Fatalf("Flush returned %d with the data's fdatasync held, its progress put never at a BeforeCommit", ts)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the progress put never reached a BeforeCommit while the data's fdatasync was held")
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with the data's fdatasync held", err)
+	case <-time.After(50 * time.Millisecond):
 	}
 	st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
 	must(t, err)
 	if st.FlushedTs != 10 {
-		t.Fatalf("the progress shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
+		t.Fatalf("the state object shows flushed ts %d while the data's fdatasync has not returned", st.FlushedTs)
 	}
-	select {
-	case ts := <-flushed:
-		t.Fatalf("Flush returned %d before the data's fdatasync did", ts)
-	default:
+	close(gate)
+	must(t, <-flushed)
+	if w.FlushedTs() != 20 {
+		t.Fatalf("flushed ts %d after the sync, want 20", w.FlushedTs())
 	}
-	spy.synced.Store(true)
-	release()
-	if ts := <-flushed; ts != 20 {
-		t.Fatalf("Flush = %d, want 20", ts)
-	}
-	if spy.early.Load() {
-		t.Fatal("the progress put's BeforeCommit returned while the data's fdatasync was held")
-	}
-	st, _, err = meta.ReadWriterState(ctx, b, testLog, "w")
-	must(t, err)
-	if st.FlushedTs != 20 {
-		t.Fatalf("progress after the flush: flushed ts %d, want 20", st.FlushedTs)
+	if ts, err := w.Publish(ctx); err != nil || ts != 20 {
+		t.Fatalf("Publish = %d, %v; want 20", ts, err)
 	}
 	must(t, w.Close(ctx))
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
@@ -226,11 +187,13 @@ func TestCrashRecoversTornTail(t *testing.T) {
 	}
 }
 
-// TestRecoveryDropsUnpublishedBlocks syncs a flush whose progress is never
-// published, then reopens: the blocks above the published flushed ts are
-// cut from the recovered segment, so the events the CDC system writes again
-// are not duplicated.
-func TestRecoveryDropsUnpublishedBlocks(t *testing.T) {
+// TestRecoveryKeepsDurableProgress reports a flush (its blocks and progress
+// frame durable) whose publication never lands, and reopens: the new epoch's
+// fence comes from the progress frame, so the reported events stay in the
+// log and the new epoch starts where the flush ended. Without reading the
+// frames, the new epoch would start at the published 50 and its recovery
+// would cut the reported events 51..100.
+func TestRecoveryKeepsDurableProgress(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f, b := faultyLocal(t, dir)
@@ -242,14 +205,25 @@ func TestRecoveryDropsUnpublishedBlocks(t *testing.T) {
 	f.FailWhen(blobtest.OpPut, isState, nil)
 	writeRange(t, w, 1, 51, 100)
 	must(t, w.AdvanceResolved(1, 100))
-	if _, err := w.Flush(ctx); err == nil {
-		t.Fatal("Flush succeeded without publishing")
+	if ts, err := w.Flush(ctx); err != nil || ts != 100 {
+		t.Fatalf("Flush = %d, %v: a durable flush is reported before its publication", ts, err)
+	}
+	if _, err := w.Publish(ctx); err == nil {
+		t.Fatal("Publish succeeded with every state put failing")
 	}
 	w.Close(ctx)
 	b2 := localBucket(t, dir)
 	w2 := open(t, b2, o)
+	if w2.FlushedTs() != 100 {
+		t.Fatalf("the new epoch starts at %d, want the reported 100", w2.FlushedTs())
+	}
+	st, _, err := meta.ReadWriterState(ctx, b2, testLog, "w")
+	must(t, err)
+	if len(st.Fences) != 1 || st.Fences[0].MaxTs != 100 {
+		t.Fatalf("fences %+v, want epoch 1's at max ts 100", st.Fences)
+	}
 	must(t, w2.Close(ctx))
-	checkIDs(t, readLog(t, b2, readOpts{}), 1, 50)
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
 }
 
 // TestRecoveryDeletesUnfencedActive leaves an active segment that its epoch
@@ -368,18 +342,22 @@ func TestCloseAbort(t *testing.T) {
 	if n := len(activeFiles(t, dir)); n != 1 {
 		t.Fatalf("%d active segments after an aborted Close", n)
 	}
+	// The held sync returned after Close gave up: the final flush's blocks
+	// and progress frame are durable, so the next epoch starts at 40 (it
+	// would start at 20 had the sync failed).
 	w2 := open(t, localBucket(t, dir), testOptions("w"))
-	if w2.FlushedTs() != 20 {
-		t.Fatalf("reopened at %d", w2.FlushedTs())
+	if w2.FlushedTs() != 40 {
+		t.Fatalf("reopened at %d, want 40", w2.FlushedTs())
 	}
 	must(t, w2.Close(ctx))
-	checkIDs(t, readLog(t, localBucket(t, dir), readOpts{fenced: true}), 1, 20)
+	checkIDs(t, readLog(t, localBucket(t, dir), readOpts{fenced: true}), 1, 40)
 }
 
 // TestAppendStore drives the local path through the store interface: a
 // catch-up frame rotates the active segment, which is synced at once but
-// sealed only by the settle after the publication that covers it; the new
-// active segment is sealed by a final settle.
+// sealed only by the settle after the progress frame that covers it is
+// durable; the new active segment is sealed by a final settle, which
+// publishes the progress first.
 func TestAppendStore(t *testing.T) {
 	b := localBucket(t, t.TempDir())
 	c := newStoreHarness(t, b, testOptions("w"))
@@ -396,11 +374,10 @@ func TestAppendStore(t *testing.T) {
 	if s.full[0].syncedBlocks != 1 || !s.full[0].linked {
 		t.Fatalf("rotated segment not synced and linked: %+v", s.full[0])
 	}
-	must(t, c.store.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
-	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
-	must(t, err)
-	if st.FlushedTs != 20 || st.Seq != 2 {
-		t.Fatalf("published %+v, want ts 20 through seq 2", st)
+	must(t, c.store.record(20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.persist())
+	if d := c.dur; d.FlushedTs != 20 || d.Seq != 2 || d.ChainMaxTs != 20 || d.Digest != s.act.hdr.CRC {
+		t.Fatalf("durable progress %+v, want ts 20 through seq 2 (chain max 20, digest %#x)", d, s.act.hdr.CRC)
 	}
 	sealed := func() (n int) {
 		for _, k := range segmentKeys(t, b) {
@@ -420,6 +397,11 @@ func TestAppendStore(t *testing.T) {
 	must(t, c.store.settle(true))
 	if n := sealed(); n != 2 || s.act != nil {
 		t.Fatalf("final settle left %d sealed segments (active %v)", n, s.act != nil)
+	}
+	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
+	must(t, err)
+	if st.FlushedTs != 20 || st.Seq != 2 {
+		t.Fatalf("published %+v before the seal of the active segment, want ts 20 through seq 2", st)
 	}
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 20)
 }

@@ -261,9 +261,13 @@ func describe(gs []got) string {
 	return sb.String()
 }
 
+// mustFlush flushes and waits for the state object to publish the flush
+// (Writer.Publish), as most tests read the log right after. The lazy
+// publication itself has its own tests (TestRequestsPerFlush,
+// TestRecoveryKeepsDurableProgress, the crash and fault trials).
 func mustFlush(t testing.TB, w *Writer) uint64 {
 	t.Helper()
-	ts, err := w.Flush(context.Background())
+	ts, err := w.Publish(context.Background())
 	if err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
@@ -295,8 +299,14 @@ func newStoreHarness(t *testing.T, b *blob.Bucket, o *Options) *committer {
 	w := &Writer{b: b, o: oo, comp: oo.Compression.segment(), lease: lease, epoch: st.Epoch, log: oo.Logger,
 		append: b.CanAppend(), quota: newQuota(oo.MemoryQuota), pools: &pools{max: 16}}
 	w.ctx, w.cancel = context.WithCancel(ctx)
-	t.Cleanup(w.cancel)
-	return newCommitter(w, 1, st)
+	c := newCommitter(w, 1, st)
+	w.pub = c.pub
+	go c.pub.run()
+	t.Cleanup(func() {
+		w.cancel()
+		<-c.pub.finished
+	})
+	return c
 }
 
 // storedFrame is a finished block of rows of span, one per ts, whose ids

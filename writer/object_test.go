@@ -10,6 +10,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
 )
 
 // TestObjectSplit checks that a flush larger than the segment size limit is
@@ -143,8 +144,8 @@ func TestRetriesExhausted(t *testing.T) {
 
 // TestObjectStore drives the object-store path through the store
 // interface: a catch-up frame seals the object being assembled and starts
-// its upload while the next is assembled; persist waits for both and
-// publishes; settle has nothing left to seal.
+// its upload while the next is assembled; persist waits for both, and the
+// last one holds the progress frame; settle has nothing left to seal.
 func TestObjectStore(t *testing.T) {
 	b := memBucket()
 	c := newStoreHarness(t, b, testOptions("w"))
@@ -158,10 +159,15 @@ func TestObjectStore(t *testing.T) {
 	if len(s.uploads) != 1 || s.obj == nil || s.obj.hdr.Seq != 2 {
 		t.Fatalf("after a catch-up frame: %d uploads, assembling %+v", len(s.uploads), s.obj)
 	}
-	must(t, c.store.persist(20, []meta.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
-	if len(s.uploads) != 0 || s.obj != nil || len(s.unpublished) != 0 {
-		t.Fatalf("after persist: %d uploads, %d unpublished, assembling %v", len(s.uploads), len(s.unpublished), s.obj != nil)
+	must(t, c.store.record(20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.persist())
+	if len(s.uploads) != 0 || s.obj != nil || len(s.stored) != 2 {
+		t.Fatalf("after persist: %d uploads, %d stored, assembling %v", len(s.uploads), len(s.stored), s.obj != nil)
 	}
+	if d := c.dur; d.FlushedTs != 20 || d.Seq != 2 || d.ChainMaxTs != 20 {
+		t.Fatalf("durable progress %+v, want ts 20 through seq 2", d)
+	}
+	must(t, c.publishNow())
 	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
 	must(t, err)
 	if st.FlushedTs != 20 || st.Seq != 2 || st.ChainMaxTs != 20 {
