@@ -402,7 +402,7 @@ func (r *Report) addErr(key string, err error) {
 	case errors.As(err, &ce):
 		r.add(Error, ProblemCorrupt, key, ce.Offset, ce.Part+": "+ce.Detail)
 	case errors.As(err, &ve):
-		r.add(Error, ProblemVersion, key, ve.Offset, fmt.Sprintf("format version %d (this build reads %d)", ve.Version, segment.FormatVersion))
+		r.add(Error, ProblemVersion, key, ve.Offset, fmt.Sprintf("format version %d (this build reads %d to %d)", ve.Version, segment.MinReadVersion, segment.FormatVersion))
 	default:
 		r.add(Error, ProblemUnreadable, key, -1, err.Error())
 	}

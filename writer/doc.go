@@ -19,8 +19,10 @@
 //
 // The flushed resolved ts ([Writer.FlushedTs], returned by [Writer.Flush]) is
 // the largest ts such that every event at or below it, of every span, is
-// durable and the writer's progress (meta.Lease.PublishProgress) says so.
-// Each span's own flushed ts is published too: every event of the span at or
+// durable, and so is a progress frame that says so (segment format: a
+// flush's progress is a frame in the same segment as its data). The
+// writer's state object publishes it later ([Writer.PublishedTs]; see
+// Publication). Each span's own flushed ts is recorded too: every event of the span at or
 // below its resolved ts and below its first event still buffered. A span's
 // flushed ts never goes backwards; the writer's, the minimum, falls when a
 // span is added behind it, and rises again as the span catches up (the
@@ -34,24 +36,55 @@
 // at or below the writer's resolved ts R, in flush order — commit ts, then
 // rows before DDLs of the same ts, then the order the events arrived in —
 // and stores them in blocks of about BlockSize (segment format). Events above
-// R stay buffered. Only when the blocks are durable does the flushed ts move
-// to R, and the writer publishes its progress (flushed ts, highest seq
-// holding flushed data, per-span flushed ts) when any of it changed.
+// R stay buffered. After the blocks comes the flush's progress frame
+// (flushed ts R, per-span flushed ts), and only when the blocks and the
+// frame are durable does the flushed ts move to R and Flush return.
+//
+// A flush costs, on local disk, one fdatasync of the active segment (two
+// when the flush crosses into a new segment: the full one is synced at
+// rotation), and nothing else on its path: no sync inside a flush however
+// large it is (its frames stay in memory until the sync, to be written
+// again if the sync fails), and no write of the state object. A segment
+// rotated out is sealed afterwards (footer, fsync, rename, directory
+// fsync), once per MaxSegmentBytes. On an object store a flush costs one
+// put per segment object (one, unless the flush is larger than
+// MaxSegmentBytes). A flush with no blocks whose resolved ts moved records
+// its progress frame in the active segment when there is one; with none
+// (after a seal, and always on an object store) it publishes the state
+// object instead and waits for it, since that is then its durable record.
+//
+// # Publication
+//
+// The writer's state object (meta.Lease.PublishProgress: flushed ts, the
+// seq, chain max ts and digest of the segment holding the newest progress
+// frame, per-span flushed ts) is what the coordinator derives the global
+// resolved ts from and what readers prove a log's completeness against. It
+// is published off the flush path by a publisher goroutine: at most one
+// publication in flight, at most one per PublishInterval (default 200 ms),
+// each carrying the newest durable progress, so the flushes in between
+// coalesce, and on an object store the publication overlaps the next
+// flush's uploads. It is never ahead of durable data: only progress whose
+// frame is durable is published. [Writer.Publish] flushes and waits for the
+// publication; Close publishes before it returns, and so does a seal of the
+// active segment (below: Restart). A publication that fails past the retry
+// budget, or finds the writer fenced, stops the writer.
 //
 // Durability depends on the backend; the rest of the writer (the pipeline,
 // the chain, retries, publication, fencing) is the same for both:
 //
 //   - one that can append (driver.Appender: local disk) keeps one active
-//     segment, <epoch>-<seq>.active, appends each flush's blocks to it and
-//     fdatasyncs it (SyncEveryFlush); it is sealed — footer, fsync, rename to
-//     its sealed name, directory fsync — when the next block would take it
-//     past MaxSegmentBytes, when it is MaxSegmentAge old, and at Close;
+//     segment, <epoch>-<seq>.active, appends each flush's blocks and
+//     progress frame to it and fdatasyncs it (SyncEveryFlush); it is sealed
+//     — footer, fsync, rename to its sealed name, directory fsync — when the
+//     next block would take it past MaxSegmentBytes (after the flush, once
+//     the flush's progress frame is durable in its successor), when it is
+//     MaxSegmentAge old, and at Close;
 //   - an object store gets one immutable segment object per flush, created
-//     with if-not-exists, split at MaxSegmentBytes. A full object is
-//     uploaded while the next one is assembled, up to MaxUploads objects at
-//     once; the flush waits until every object it made is durable before
-//     it publishes its progress, so the progress never covers an object
-//     that is not stored, whatever order the uploads finish in.
+//     with if-not-exists, split at MaxSegmentBytes, the last one ending with
+//     the flush's progress frame. A full object is uploaded while the next
+//     one is assembled, up to MaxUploads objects at once; the flush is
+//     reported only when every object it made is durable, whatever order
+//     the uploads finish in.
 //
 // Each segment is sorted by commit ts. A span added behind the writer (its
 // start ts below the flushed ts, as when it moves here from a failed writer)
@@ -68,14 +101,12 @@
 // are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
 // in parallel; one committer goroutine appends the finished frames in order,
-// syncs or uploads, and publishes. What differs between the two backends —
-// how the committer makes a flush's blocks durable, what it seals after a
-// publication, what a fenced writer deletes, what it lets go of when it
-// stops — is one small internal interface with two implementations: the
-// append path (append.go) and the object-store path (object.go). On local disk the segment's fdatasync and
-// the staging of the progress object overlap: the progress is renamed into
-// place only once the sync returned (blob.PutOptions.BeforeCommit), so it
-// never covers data that is not durable. While the committer syncs or
+// and syncs or uploads; a publisher goroutine publishes. What differs
+// between the two backends — how the committer makes a flush's blocks and
+// progress frame durable, what it seals after, what a fenced writer
+// deletes, what it lets go of when it stops — is one small internal
+// interface with two implementations: the append path (append.go) and the
+// object-store path (object.go). While the committer syncs or
 // uploads flush N, flush N+1 is merged and compressed: the blocks waiting
 // for the committer are bounded by about FlushBytes, so compression runs
 // ahead of storage without unbounded queues. On an object store the
@@ -128,31 +159,47 @@
 // failed or unanswered compare-and-swap alone never fences). The fence that
 // epoch recorded for ours is the last seq of ours the log keeps: segments
 // above it readers skip, so before it stops a fenced writer deletes those
-// it stored, best effort, within RetractTimeout (no upload is in flight
-// then: a flush publishes only after all of its uploads returned). A delete
+// it stored, best effort, within RetractTimeout. A delete
 // that fails or runs out of time leaves the segments to GC, and the error
 // the writer stops with says so, naming them, besides matching
 // meta.ErrFenced. It cuts
 // and deletes nothing at or below the fence: a publication whose answer was
-// lost may be what the fence covers. Blocks it appended past its last
-// acknowledged publication to a segment the fence accepts stay; the reader
-// drops them as exact duplicates of what the new epoch writes again. Either
-// way no reported event is lost, and a zombie can never publish progress.
+// lost may be what the fence covers. Blocks it appended past the fence to
+// a segment the fence accepts stay; readers leave out the events of a
+// fenced epoch above its fence's max ts. Since publication is lazy, a
+// zombie may still report flushes between the takeover and its next
+// publication attempt (about PublishInterval at most): their frames lie
+// beyond the fence the new epoch took, and count for nothing, as if the
+// zombie had reported them after the takeover; the CDC system's new owner
+// writes those events again from the new epoch's flushed ts. No flush
+// reported before the takeover is lost, and a zombie can never publish
+// progress.
 //
 // # Restart
 //
 // Open takes the writer's lease (meta.AcquireWriter: a new epoch that fences
-// the previous one) and lists the writer's segments. Sequence numbers go on
+// the previous one). The fence comes from what the previous epoch made
+// durable, not only from what it published: before its compare-and-swap,
+// Open walks the previous epoch's chain up from the published seq (seqs
+// consecutive, each linking its predecessor) and takes the newest progress
+// frame it finds — unless that frame is in a sealed segment at the
+// published seq itself, which a publication always covers (the writer
+// publishes before it seals a segment whose last frame is its newest
+// progress). The fence is that frame's seq, chain max ts and segment header
+// CRC, and the new epoch starts at its flushed ts and span ts: every flush
+// the previous epoch reported stays in the log. Then Open lists the
+// writer's segments. Sequence numbers go on
 // from the highest seq of any epoch (a new writer starts at 1; seq 0 is never
 // used). On local disk each active segment an earlier epoch left is:
 // deleted, when the new epoch's fence does not accept it (it was written
 // after the last progress its epoch published, so it holds nothing reported);
 // left alone, when another process still holds it open (a zombie); otherwise
 // recovered with segment.Recover: its torn tail is cut at the last whole
-// block, and — for the previous epoch — so are the whole blocks above the
-// highest ts that epoch published for itself or any span (never reported;
-// the CDC system writes those events again), and the rest is sealed under the segment's own old-epoch
-// name (deleted if empty). When the segment with the next seq of its epoch
+// frame, and — for the previous epoch — so are the blocks after its last
+// progress frame within the fence (never reported; the CDC system writes
+// those events again; a segment of format version 2, without progress
+// frames, is cut above the highest ts its epoch published), and the rest is
+// sealed under the segment's own old-epoch name (deleted if empty). When the segment with the next seq of its epoch
 // is accepted by the fence, that successor's link decides instead: exactly
 // the whole blocks whose footer it names are kept and sealed (even none), and
 // no prefix that matches is an error naming both segments. A segment the fence
@@ -201,8 +248,8 @@
 //
 // # Close
 //
-// Close flushes what is resolved, seals the active segment, publishes the
-// progress and stops the pipeline. It is idempotent. Events above the resolved
+// Close flushes what is resolved, publishes the progress, seals the active
+// segment and stops the pipeline. It is idempotent. Events above the resolved
 // ts at Close are not written: the CDC system's next writer writes them from
 // the flushed ts on.
 package writer

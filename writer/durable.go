@@ -91,6 +91,9 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 			return nil, fmt.Errorf("read %s: %w", l.key, err)
 		}
 		if !rec.HasHeader {
+			if next, ok := segs[seq+1]; ok {
+				return nil, fmt.Errorf("read %s: no whole header, but its successor %s links it: %w", l.key, next.key, segment.ErrCorrupt)
+			}
 			if !l.active || !appendable {
 				return nil, fmt.Errorf("read %s: no whole header: %w", l.key, segment.ErrCorrupt)
 			}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
@@ -120,30 +119,6 @@ func (l *lostAnswer) Put(ctx context.Context, key string, r io.Reader, size int6
 		return blob.Attrs{}, blobtest.ErrInjected
 	}
 	return a, err
-}
-
-// commitSpy wraps the local driver and watches the BeforeCommit hooks of the
-// writer's state puts: it reports each one reached on staged, and notes a
-// hook that returns before the test said the sync is released.
-type commitSpy struct {
-	*local.Driver
-	staged chan struct{}
-	synced atomic.Bool // the test released the held fdatasync
-	early  atomic.Bool // a hook returned before that
-}
-
-func (c *commitSpy) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
-	if hook := opts.BeforeCommit; hook != nil && strings.Contains(key, "/"+layout.WritersDir+"/") {
-		opts.BeforeCommit = func(ctx context.Context) error {
-			c.staged <- struct{}{}
-			err := hook(ctx)
-			if !c.synced.Load() {
-				c.early.Store(true)
-			}
-			return err
-		}
-	}
-	return c.Driver.Put(ctx, key, r, size, opts)
 }
 
 // TestBackpressure fills a tiny quota while the upload that would free it is

@@ -127,7 +127,7 @@ func TestLostProgressAnswer(t *testing.T) {
 					from := i*10 + 1
 					writeRange(t, w, 1, from, from+9)
 					must(t, w.AdvanceResolved(1, from+9))
-					ts, err := w.Flush(ctx)
+					ts, err := w.Publish(ctx)
 					if err != nil || ts != from+9 {
 						t.Fatalf("flush %d: %d, %v (fenced: %v)", i+1, ts, err, errors.Is(err, meta.ErrFenced))
 					}
@@ -199,7 +199,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 			writeFlushed(t, w, 1, 1, 10)
 			writeRange(t, w, 1, 11, 20)
 			must(t, w.AdvanceResolved(1, 20))
-			if _, err := w.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+			if _, err := w.Publish(ctx); !errors.Is(err, meta.ErrFenced) {
 				t.Fatalf("flush across the takeover: %v, want ErrFenced", err)
 			}
 			must(t, takeover)

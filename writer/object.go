@@ -98,8 +98,9 @@ func (s *objectStore) aged() error           { return nil }
 // leaves out.
 func (s *objectStore) doomed(epoch, lastSeq uint64) []string {
 	var out []string
+	pub := s.c.pub.publishedSeq()
 	for _, u := range s.stored {
-		if s.c.w.epoch == epoch && u.seq > lastSeq {
+		if s.c.w.epoch == epoch && u.seq > lastSeq && u.seq > pub {
 			out = append(out, u.key)
 		}
 	}

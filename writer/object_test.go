@@ -207,7 +207,7 @@ func TestRetractHungStore(t *testing.T) {
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := w1.Flush(fctx)
+	_, err := w1.Publish(fctx)
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("fenced flush took %v with RetractTimeout %v", el, o.RetractTimeout)
 	}

@@ -151,8 +151,11 @@ func TestObjectSlowSecondUpload(t *testing.T) {
 	if r := <-done; r.err != nil || r.ts != 80 {
 		t.Fatalf("Flush after the upload went through: %d, %v", r.ts, r.err)
 	}
+	if ts, err := w.Publish(ctx); err != nil || ts != 80 {
+		t.Fatalf("Publish after the flush: %d, %v", ts, err)
+	}
 	if ts := publishedTs(t, b); ts != 80 {
-		t.Fatalf("published %d after the flush", ts)
+		t.Fatalf("published %d after Publish", ts)
 	}
 	must(t, w.Close(ctx))
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 80)
@@ -394,7 +397,7 @@ func TestObjectFenceDuringUploads(t *testing.T) {
 	writeBig(t, w1, 11, 80)
 	done := make(chan error, 1)
 	go func() {
-		_, err := w1.Flush(ctx)
+		_, err := w1.Publish(ctx)
 		done <- err
 	}()
 	<-reached // the second upload is held

@@ -23,8 +23,8 @@ func TestRequestsPerFlush(t *testing.T) {
 		ctx := context.Background()
 		o := testOptions("w")
 		o.BlockSize = 256 << 10
-		o.FlushBytes = 1 << 30
-		o.MemoryQuota = 256 << 20
+		o.FlushBytes = 256 << 20
+		o.MemoryQuota = 512 << 20
 		o.MaxSegmentBytes = 1 << 30
 		o.PublishInterval = time.Hour
 		w, err := Open(ctx, b, o)

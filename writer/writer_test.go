@@ -337,7 +337,7 @@ func TestFenced(t *testing.T) {
 		w2 := open(t, b, testOptions("w"))
 		must(t, w1.Write(ctx, 1, row(1, 130, 2)))
 		must(t, w1.AdvanceResolved(1, 140))
-		if _, err := w1.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+		if _, err := w1.Publish(ctx); !errors.Is(err, meta.ErrFenced) {
 			t.Fatalf("fenced writer's Flush: %v", err)
 		}
 		if err := w1.Write(ctx, 1, row(1, 150, 3)); !errors.Is(err, meta.ErrFenced) {
