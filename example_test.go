@@ -36,7 +36,7 @@ func Example() {
 		Columns: []codec.Column{{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(1)}},
 	}})
 	_ = w.AdvanceResolved(orders, 430)
-	_, _ = w.Flush(ctx)
+	_, _ = w.Publish(ctx)
 	_ = w.Close(ctx)
 	m, _ := coord.Tick(ctx) // the global resolved ts: the downstream may apply up to it
 	fmt.Println("global resolved ts:", m.ResolvedTs)

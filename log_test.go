@@ -51,7 +51,7 @@ func fill(t *testing.T) (*redokit.Log, *meta.Coordinator) {
 		must(t, w.Write(ctx, span, row(ts, int64(ts))))
 	}
 	must(t, w.AdvanceResolved(span, 150))
-	if _, err := w.Flush(ctx); err != nil {
+	if _, err := w.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := coord.Tick(ctx); err != nil || m.ResolvedTs != 150 {

@@ -390,7 +390,7 @@ func (s *scenario) resolve(ts uint64, writers ...*writer.Writer) meta.Meta {
 		}
 	}
 	for _, w := range writers {
-		_, err := w.Flush(s.ctx)
+		_, err := w.Publish(s.ctx)
 		s.must(err)
 	}
 	m, err := s.coord.Tick(s.ctx)
@@ -526,7 +526,7 @@ func runSplitTableDDL(t *testing.T, b *blob.Bucket) {
 			s.must(wb.AdvanceResolved(span, 259))
 		}
 	}
-	if _, err := wb.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+	if _, err := wb.Publish(ctx); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("the fenced writer's flush: %v, want meta.ErrFenced", err)
 	}
 	if st, _, err := meta.ReadWriterState(ctx, b, scnLogID, "B"); err != nil || st.Epoch != fencer.Epoch() || st.FlushedTs > 250 {

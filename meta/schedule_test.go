@@ -238,7 +238,7 @@ func (s *sched) step() error {
 		return nil
 	case n < 60: // a writer flushes
 		ws := pick(s.r, s.writers)
-		ts, err := ws.w.Flush(ctx)
+		ts, err := ws.w.Publish(ctx)
 		if err != nil {
 			return err
 		}
@@ -374,7 +374,7 @@ func (s *sched) kill(ws *wslot) error {
 			return s.fail(fmt.Errorf("zombie resolve: %w", err))
 		}
 	}
-	if _, err := zombie.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+	if _, err := zombie.Publish(ctx); !errors.Is(err, meta.ErrFenced) {
 		return s.fail(fmt.Errorf("invariant 5: a fenced writer's flush returned %v, want meta.ErrFenced", err))
 	}
 	after, _, err := meta.ReadWriterState(ctx, s.b, schedLog, ws.id)
@@ -499,7 +499,7 @@ func (s *sched) finish() error {
 		}
 	}
 	for _, ws := range s.writers {
-		if _, err := ws.w.Flush(s.ctx); err != nil {
+		if _, err := ws.w.Publish(s.ctx); err != nil {
 			return err
 		}
 	}

@@ -194,7 +194,7 @@ func (p *pipeline) route(ctx context.Context, tx *gen.Txn, only int) error {
 // resolved ts the coordinator then computes.
 func (p *pipeline) flushAll(ctx context.Context) (uint64, error) {
 	for _, s := range p.slots {
-		if _, err := s.w.Flush(ctx); err != nil {
+		if _, err := s.w.Publish(ctx); err != nil {
 			return 0, fmt.Errorf("flush writer %s: %w", s.id, err)
 		}
 	}

@@ -312,10 +312,11 @@ func mustDo(t conformance.T, what string, err error) {
 	}
 }
 
-// flush flushes w and returns its flushed ts.
+// flush flushes w, waits for the publication (the reads that follow go
+// through the state objects) and returns its flushed ts.
 func flush(t conformance.T, w *writer.Writer) uint64 {
 	t.Helper()
-	ts, err := w.Flush(t.Context())
+	ts, err := w.Publish(t.Context())
 	mustDo(t, "Flush", err)
 	return ts
 }
@@ -514,7 +515,7 @@ func (r *redoSuite) fencing(t conformance.T) {
 	zombie := &workload{}
 	mustDo(t, "Write", first.Write(ctx, 1, zombie.row(1, 111, 50)))
 	mustDo(t, "AdvanceResolved", first.AdvanceResolved(1, 111))
-	if _, err := first.Flush(ctx); !errors.Is(err, meta.ErrFenced) {
+	if _, err := first.Publish(ctx); !errors.Is(err, meta.ErrFenced) {
 		t.Fatalf("flush of the fenced writer: %v, want an error matching meta.ErrFenced", err)
 	}
 	st, _, err := meta.ReadWriterState(ctx, b, redoLogID, "w")
