@@ -69,6 +69,19 @@ func (p *publisher) request(pr meta.Progress, urgent bool) uint64 {
 	return n
 }
 
+// hurry makes the newest request urgent and returns its number.
+func (p *publisher) hurry() uint64 {
+	p.mu.Lock()
+	n := p.wantN
+	p.urgentN = n
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return n
+}
+
 // wait waits until request n (or a newer one) is published.
 func (p *publisher) wait(ctx context.Context, n uint64) error {
 	for {

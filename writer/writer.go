@@ -577,10 +577,18 @@ func (w *Writer) Publish(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	p := w.pub
-	p.mu.Lock()
-	n := p.wantN
-	p.mu.Unlock()
-	if err := p.wait(ctx, n); err != nil {
+	if err := p.wait(ctx, p.hurry()); err != nil {
+		if errors.Is(err, meta.ErrFenced) {
+			// The committer stops the writer with the fence and what its
+			// retraction left behind: return that.
+			select {
+			case <-w.stopped:
+			case <-ctx.Done():
+			}
+			if werr := w.Err(); werr != nil {
+				return 0, werr
+			}
+		}
 		return 0, err
 	}
 	return p.publishedTs(), nil
