@@ -57,11 +57,15 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		seqs = append(seqs, s)
 	}
 	slices.Sort(seqs)
+	// The walk starts where the published progress is proven: at the
+	// published seq, or right above it when GC took it; at the epoch's first
+	// segment when nothing was published (checked below: it must link
+	// nothing). A gap before the start means nothing above it is proven.
 	start := seqs[0]
 	if prev.HasSeq {
 		i, _ := slices.BinarySearch(seqs, prev.Seq)
-		if i == len(seqs) {
-			return nil, nil // nothing at or above the published seq
+		if i == len(seqs) || seqs[i] > prev.Seq+1 {
+			return nil, nil
 		}
 		start = seqs[i]
 	}
@@ -105,6 +109,11 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		}
 		if !l.active && !rec.Sealed {
 			return nil, fmt.Errorf("read %s: a sealed name without a whole footer and trailer: %w", l.key, segment.ErrCorrupt)
+		}
+		if seq == start && !prev.HasSeq && !h.Link.First() {
+			// The epoch's first segment is missing (its upload failed while a
+			// later one landed): no frame of the epoch is proven reported.
+			return nil, nil
 		}
 		if seq != start {
 			lk := h.Link
