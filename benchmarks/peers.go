@@ -437,7 +437,7 @@ func (p *rawPeer) append(_ context.Context, t *peerTxn) error {
 	return err
 }
 func (p *rawPeer) sync(context.Context, uint64) error { return fdatasync(p.f) }
-func (p *rawPeer) close(context.Context) error       { return p.f.Close() }
+func (p *rawPeer) close(context.Context) error        { return p.f.Close() }
 
 type redokitPeer struct {
 	w       *writer.Writer
@@ -542,7 +542,7 @@ func (p *wlogPeer) append(_ context.Context, t *peerTxn) error {
 	return p.w.Log(t.recs...)
 }
 func (p *wlogPeer) sync(context.Context, uint64) error { return p.w.Sync() }
-func (p *wlogPeer) close(context.Context) error       { return p.w.Close() }
+func (p *wlogPeer) close(context.Context) error        { return p.w.Close() }
 
 type pebblePeer struct {
 	counted
