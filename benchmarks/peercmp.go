@@ -234,39 +234,32 @@ func peerChecks(r *PeerReport) []string {
 				if !has {
 					continue
 				}
+				// Every cell of the workload must agree with the first
+				// value seen, except the TiCDC model's received bytes (it
+				// takes the rows and encodes them with msgp: its bytes are
+				// its own).
+				same := func(first *float64, v float64, what string) {
+					if *first < 0 {
+						*first = v
+					}
+					if v != *first {
+						ok = false
+						bad = append(bad, fmt.Sprintf("%s %s", cr.Cell.ID, what))
+					}
+				}
 				for _, v := range s.Samples {
 					switch k {
 					case "payload_bytes":
-						if payload < 0 {
-							payload = v
-						}
-						if v != payload {
-							ok = false
-							bad = append(bad, fmt.Sprintf("%s payload %.0f", cr.Cell.ID, v))
-						}
+						same(&payload, v, fmt.Sprintf("payload %.0f", v))
 					case "payload_crc32c":
-						if crc < 0 {
-							crc = v
-						}
-						if v != crc {
-							ok = false
-							bad = append(bad, fmt.Sprintf("%s CRC32C %08x", cr.Cell.ID, uint32(v)))
-						}
+						same(&crc, v, fmt.Sprintf("CRC32C %08x", uint32(v)))
 					case "received_bytes":
-						// TiCDC's model takes the rows and encodes them with
-						// msgp: its bytes are its own.
 						if !strings.HasPrefix(cr.Cell.Peer, "ticdc") && v != payload {
 							ok = false
 							bad = append(bad, fmt.Sprintf("%s received %.0f", cr.Cell.ID, v))
 						}
 					case "syncs":
-						if syncs < 0 {
-							syncs = v
-						}
-						if v != syncs {
-							ok = false
-							bad = append(bad, fmt.Sprintf("%s %.0f syncs", cr.Cell.ID, v))
-						}
+						same(&syncs, v, fmt.Sprintf("%.0f syncs", v))
 					}
 				}
 			}
