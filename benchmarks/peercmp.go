@@ -191,6 +191,9 @@ func pairPeerRounds(cells []Cell, results map[string][]*Result) {
 	}
 }
 
+// summarizeCell folds a cell's repetitions into medians and spreads (the
+// main report and the peer report alike); a failed repetition counts only
+// its error.
 func summarizeCell(c Cell, results []*Result) CellReport {
 	cr := CellReport{Cell: c, Metrics: map[string]benchkit.Summary{}}
 	vals := map[string][]float64{}

@@ -69,35 +69,21 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 		r.Backends = append(r.Backends, &cp)
 	}
 	for _, c := range cells {
-		cr := CellReport{Cell: c, Metrics: map[string]benchkit.Summary{}, Pooled: map[string]Pooled{}}
-		vals := map[string][]float64{}
+		cr := summarizeCell(c, results[c.ID])
+		cr.Pooled = map[string]Pooled{}
 		samples := map[string][]float64{}
 		for _, res := range results[c.ID] {
-			cr.Wall = append(cr.Wall, res.Wall)
-			if res.Err != "" {
-				cr.Errors = append(cr.Errors, res.Err)
-				continue
-			}
-			for k, v := range res.Metrics {
-				if !math.IsNaN(v) && !math.IsInf(v, 0) {
-					vals[k] = append(vals[k], v)
+			if res.Err == "" {
+				for k, v := range res.Samples {
+					samples[k] = append(samples[k], v...)
 				}
 			}
-			for k, v := range res.Samples {
-				samples[k] = append(samples[k], v...)
-			}
-		}
-		for k, v := range vals {
-			cr.Metrics[k] = benchkit.Summarize(v).Rounded()
 		}
 		for k, v := range samples {
 			if len(v) > 0 {
 				p50, p99, mx := benchkit.Percentiles(v)
 				cr.Pooled[k] = Pooled{N: len(v), P50: benchkit.Sig(p50), P99: benchkit.Sig(p99), Max: benchkit.Sig(mx)}
 			}
-		}
-		for i, w := range cr.Wall {
-			cr.Wall[i] = benchkit.Sig(w)
 		}
 		r.Cells = append(r.Cells, cr)
 	}
