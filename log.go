@@ -131,7 +131,7 @@ func (l *Log) Meta(ctx context.Context) (*meta.Meta, error) {
 
 // WriterStates reads every writer's state object, by writer ID.
 func (l *Log) WriterStates(ctx context.Context) (map[string]*meta.WriterState, error) {
-	return meta.ListWriterStates(ctx, l.b, l.id)
+	return meta.ListWriterStates(ctx, l.b, l.id, nil)
 }
 
 // Segment is one object listed under the log's segment prefix: its attributes

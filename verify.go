@@ -52,7 +52,9 @@ func (l *Log) verifyMeta(ctx context.Context, rep *reader.Report) ([]reader.Prob
 	case err != nil && !reported(rep, metaKey):
 		add(reader.Error, metaKey, "the meta object cannot be read: %v", err)
 	}
-	states, err := meta.ListWriterStates(ctx, b, l.id)
+	// reader.Verify reports the keys under the states that are not writer
+	// IDs, each by name: here they are passed by.
+	states, err := meta.ListWriterStates(ctx, b, l.id, &meta.ListOptions{SkipBadName: func(string, error) {}})
 	if err != nil {
 		// A state that does not decode makes the whole listing fail; it is a
 		// finding about the log, not a reason to stop. reader.Verify names

@@ -97,7 +97,13 @@ func Open(ctx context.Context, uri string, opts *SinkOptions) (Sink, error) {
 		return nil, BadURI(uri, "unknown scheme %q: want one of %s (a sink package registers its schemes when imported)",
 			scheme, strings.Join(Schemes(), ", "))
 	}
-	return open(ctx, uri, opts)
+	s, err := open(ctx, uri, opts)
+	if err != nil {
+		// A sink package's Open returns its own pointer type: a failure
+		// would reach the caller as a typed nil, a Sink that is not nil.
+		return nil, err
+	}
+	return s, nil
 }
 
 // ErrBadURI is wrapped by the error of a sink URI that does not parse. The

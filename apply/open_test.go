@@ -45,6 +45,16 @@ func TestRegister(t *testing.T) {
 			t.Errorf("%q: %v", uri, err)
 		}
 	}
+	// An OpenFunc that fails with its own nil pointer (as a sink
+	// package's Open does) must not hand the caller a non-nil Sink.
+	type fakeSink struct{ Sink }
+	Register("test-typed-nil", func(context.Context, string, *SinkOptions) (Sink, error) {
+		var s *fakeSink
+		return s, errors.New("refused")
+	})
+	if s, err := Open(context.Background(), "test-typed-nil://h", nil); err == nil || s != nil {
+		t.Errorf("a failed open: sink %#v (non-nil: %v), error %v", s, s != nil, err)
+	}
 	defer func() {
 		if recover() == nil {
 			t.Error("a second Register of a scheme did not panic")

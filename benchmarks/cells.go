@@ -25,10 +25,18 @@ type Cell struct {
 	LatencySeconds float64 `json:"latency_seconds,omitempty"`
 	// QuotaMiB is the writers' memory quota; 0 means the writer's default.
 	QuotaMiB int `json:"quota_mib,omitempty"`
-	// Peers: the library, how many records, a sync every SyncEvery records.
+	// Peers: the log, its workload (W1, W2, W1-long; "" in the main
+	// matrix), how many records, a sync every SyncEvery records or, with
+	// SyncBytes, every SyncBytes of payload; Cols, the columns of a row (1,
+	// or 10 for the comparison with the model of TiCDC's writer); Procs, the
+	// child's GOMAXPROCS (0: inherited).
 	Peer      string `json:"peer,omitempty"`
+	Workload  string `json:"workload,omitempty"`
 	Records   int    `json:"records,omitempty"`
 	SyncEvery int    `json:"sync_every,omitempty"`
+	SyncBytes int64  `json:"sync_bytes,omitempty"`
+	Cols      int    `json:"cols,omitempty"`
+	Procs     int    `json:"gomaxprocs,omitempty"`
 	// Pipeline: the redo gate on or off; Rate rows/s in the latency phase.
 	Gate string `json:"gate,omitempty"`
 	Rate int    `json:"rate,omitempty"`
@@ -144,13 +152,15 @@ func buildMatrix(o matrixOpts) []Cell {
 	}
 
 	// WAL libraries on the same local workload.
-	records, syncEvery := 400_000, 1024
+	// (The full comparison, every workload at GOMAXPROCS 1 and 2, is
+	// go run ./benchmarks -peers; see peercmp.go.)
+	records := 400_000
 	if o.quick {
 		records = 60_000
 	}
 	for _, p := range peerNames {
 		cells = append(cells, Cell{ID: "peer/" + p, Kind: "peer", Backend: "local-fsync", Peer: p,
-			RowSize: 512, Records: records, SyncEvery: syncEvery})
+			RowSize: peerRowSize, Records: records, SyncEvery: peerTxnRows, Cols: 1})
 	}
 
 	// The cost of consistency: the toy pipeline, gate off and on.

@@ -106,6 +106,9 @@ func runChild(ctx context.Context, in childInput, stderr io.Writer) *Result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-child")
 	cmd.Stdin = bytes.NewReader(body)
+	if in.Cell.Procs > 0 {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", in.Cell.Procs))
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = stderr

@@ -5,6 +5,7 @@
 //	go run ./benchmarks -quick                  # from the repository root
 //	go run ./benchmarks -out /tmp/bench         # the full matrix
 //	go run ./benchmarks -storage 's3://b/p?…'   # add a store of your own
+//	go run ./benchmarks -peers -quick           # only the logs side by side
 //
 // Start the local S3, GCS and Azure servers first to include them
 // (source scripts/emulators.sh && emulators_start s3 gcs azure); without them
@@ -41,6 +42,7 @@ func main() {
 		dir      = flag.String("dir", os.TempDir(), "folder on the disk the local backends and WAL libraries write to")
 		filter   = flag.String("cells", "", "keep only cells whose ID contains one of these comma-separated strings")
 		render   = flag.String("render", "", "re-render the report, charts and snippet from a results.json (into -out, default its folder)")
+		peers    = flag.Bool("peers", false, "run only the side-by-side comparison of logs (workloads W1, W2, W1-long and the ten-column variant, GOMAXPROCS 1 and 2); output in benchmarks/results/peers by default")
 		storages stringList
 	)
 	flag.Var(&storages, "storage", "a blob URL to benchmark as well (repeatable); the bucket must exist")
@@ -58,11 +60,21 @@ func main() {
 		}
 		return
 	}
-	if *out == "" {
-		*out = defaultOut()
-	}
 	if *reps < 1 {
 		*reps = 1
+	}
+	if *peers {
+		if *out == "" {
+			*out = filepath.Join(filepath.Dir(defaultOut()), "peers")
+		}
+		if err := runPeers(*quick, *out, *reps, *dir, *filter); err != nil {
+			fmt.Fprintln(os.Stderr, "benchmarks:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *out == "" {
+		*out = defaultOut()
 	}
 	if err := run(*quick, *out, *reps, *dir, *filter, storages); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmarks:", err)

@@ -69,35 +69,21 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 		r.Backends = append(r.Backends, &cp)
 	}
 	for _, c := range cells {
-		cr := CellReport{Cell: c, Metrics: map[string]benchkit.Summary{}, Pooled: map[string]Pooled{}}
-		vals := map[string][]float64{}
+		cr := summarizeCell(c, results[c.ID])
+		cr.Pooled = map[string]Pooled{}
 		samples := map[string][]float64{}
 		for _, res := range results[c.ID] {
-			cr.Wall = append(cr.Wall, res.Wall)
-			if res.Err != "" {
-				cr.Errors = append(cr.Errors, res.Err)
-				continue
-			}
-			for k, v := range res.Metrics {
-				if !math.IsNaN(v) && !math.IsInf(v, 0) {
-					vals[k] = append(vals[k], v)
+			if res.Err == "" {
+				for k, v := range res.Samples {
+					samples[k] = append(samples[k], v...)
 				}
 			}
-			for k, v := range res.Samples {
-				samples[k] = append(samples[k], v...)
-			}
-		}
-		for k, v := range vals {
-			cr.Metrics[k] = benchkit.Summarize(v).Rounded()
 		}
 		for k, v := range samples {
 			if len(v) > 0 {
 				p50, p99, mx := benchkit.Percentiles(v)
 				cr.Pooled[k] = Pooled{N: len(v), P50: benchkit.Sig(p50), P99: benchkit.Sig(p99), Max: benchkit.Sig(mx)}
 			}
-		}
-		for i, w := range cr.Wall {
-			cr.Wall[i] = benchkit.Sig(w)
 		}
 		r.Cells = append(r.Cells, cr)
 	}
@@ -461,8 +447,8 @@ func renderMarkdown(r *Report, charts []string) string {
 	peers := r.cell(func(c Cell) bool { return c.Kind == "peer" })
 	if len(peers) > 0 {
 		c0 := peers[0].Cell
-		p("## Against other WAL libraries\n\nThe same %d encoded events (%d B rows), appended in batches of %d with one durable sync per batch, to a fresh directory on the local disk. redokit's writer does more per batch than the others: it sorts by commit ts up to the resolved ts, compresses (lz4) and checksums per block, and publishes its progress with a conditional write (tmp file, fsync, rename, directory fsync).\n\n", c0.Records, c0.RowSize, c0.SyncEvery)
-		p("| library | rows/s | MiB/s | × raw append | batch p50 / p99 / max ms | on disk MiB | peak RSS MiB | what |\n|---|---|---|---|---|---|---|---|\n")
+		p("## Against other WAL libraries\n\nThe same %d encoded events (%d B rows: an id and a BLOB), handed over in transactions of %d records with one durable sync per transaction, to a fresh directory on the local disk, at the inherited GOMAXPROCS: workload W1 of the fuller comparison `go run ./benchmarks -peers` (both GOMAXPROCS 1 and 2, more workloads, ratios paired per round, and the model of TiCDC's writer; see benchmarks/README.md). redokit's writer does more per sync than the others: it sorts by commit ts up to the resolved ts, compresses (lz4) and checksums per block, and publishes its progress with a conditional write (tmp file, fsync, rename, directory fsync).\n\n", c0.Records, c0.RowSize, c0.SyncEvery)
+		p("| library | rows/s | MiB/s | × raw append | CPU s/GiB | batch p50 / p99 / max ms | on disk MiB | peak RSS MiB | what |\n|---|---|---|---|---|---|---|---|---|\n")
 		var raw float64 = math.NaN()
 		for _, cr := range peers {
 			if cr.Cell.Peer == "raw-append" {
@@ -470,8 +456,8 @@ func renderMarkdown(r *Report, charts []string) string {
 			}
 		}
 		for _, cr := range peers {
-			p("| %s%s | %s | %s | %.2f× | %s / %s / %s | %s | %s | %s |\n", cr.Cell.Peer, cr.errNote(), cr.f("rows_s"), cr.f("mib_s"), cr.m("mib_s")/raw,
-				cr.f("batch_p50_ms"), cr.f("batch_p99_ms"), cr.f("batch_max_ms"), human(cr.m("disk_mib")), cr.f("rss_mib"), peerDesc[cr.Cell.Peer])
+			p("| %s%s | %s | %s | %.2f× | %s | %s / %s / %s | %s | %s | %s |\n", cr.Cell.Peer, cr.errNote(), cr.f("rows_s"), cr.f("mib_s"), cr.m("mib_s")/raw,
+				cr.f("cpu_s_per_gib"), cr.f("batch_p50_ms"), cr.f("batch_p99_ms"), cr.f("batch_max_ms"), human(cr.m("disk_mib")), cr.f("rss_mib"), peerDesc[cr.Cell.Peer])
 		}
 		p("\n")
 	}

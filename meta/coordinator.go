@@ -323,7 +323,7 @@ func (c *Coordinator) ReleaseBarrier(ctx context.Context, id string) error {
 // flushed ts, recomputes the global resolved ts, and persists the meta object
 // if anything changed. It returns the meta object after the tick.
 func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
-	states, err := ListWriterStates(ctx, c.b, c.logID)
+	states, err := ListWriterStates(ctx, c.b, c.logID, nil)
 	if err != nil {
 		return Meta{}, err
 	}

@@ -178,7 +178,7 @@ func TestBrokenRuleIsCaught(t *testing.T) {
 	// Bypass the never-backwards max to model a coordinator without it.
 	publish(t, w, 2, map[SpanID]uint64{1: 40})
 	err := c.update(ctx, func(m *Meta) error {
-		states, _ := ListWriterStates(ctx, b, "log")
+		states, _ := ListWriterStates(ctx, b, "log", nil)
 		m.ResolvedTs = resolvedRule(m, states)
 		return nil
 	})

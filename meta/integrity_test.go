@@ -528,7 +528,7 @@ func stateReaders(b *blob.Bucket) map[string]func() error {
 	return map[string]func() error{
 		"ReadWriterState": func() error { _, _, err := ReadWriterState(ctx, b, "log", "w"); return err },
 		"ListWriterStates": func() error {
-			_, err := ListWriterStates(ctx, b, "log")
+			_, err := ListWriterStates(ctx, b, "log", nil)
 			return err
 		},
 	}

@@ -185,23 +185,54 @@ func encodeWriterState(st *WriterState) []byte {
 	return seal(body)
 }
 
+// ListOptions configure ListWriterStates. Nil means defaults.
+type ListOptions struct {
+	// SkipBadName, when set, is told of each key under the writer states
+	// that is not a writer ID, and the listing goes on past it. When nil,
+	// such a key is an error naming it: a state whose name was damaged
+	// would leave its writer unfenced and its chain unproven.
+	SkipBadName func(key string, err error)
+}
+
+// ErrStateGone matches the error of a writer state that a listing returned
+// and a read then did not find while the log is not being deleted. Writer
+// states are removed only with their log (after its delete marker), so the
+// store's listing and reads disagree, or a state was removed by hand; its
+// writer would read as one that never took a lease (unfenced), which is not
+// something to pass by.
+var ErrStateGone = errors.New("meta: a writer state listed is gone")
+
 // ListWriterStates reads the state of every writer of a log, by writer ID.
 // It reads each body once (no ETag): it is for readers and the coordinator,
-// which never write the objects back.
-func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string) (map[string]*WriterState, error) {
+// which never write the objects back. A key that is not a writer ID is an
+// error naming it (see ListOptions.SkipBadName); a state listed and gone
+// when read is ErrDeleting when the log's delete marker is there, and
+// ErrStateGone naming the key otherwise.
+func ListWriterStates(ctx context.Context, b *blob.Bucket, logID string, opts *ListOptions) (map[string]*WriterState, error) {
+	var o ListOptions
+	if opts != nil {
+		o = *opts
+	}
 	out := map[string]*WriterState{}
 	prefix := layout.Writers(logID)
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("meta: list the writer states of log %q: %w", logID, err)
 		}
 		id := a.Key[len(prefix):]
-		if segment.ValidateID(id) != nil {
-			continue // not ours
+		if err := segment.ValidateID(id); err != nil {
+			if o.SkipBadName == nil {
+				return nil, fmt.Errorf("meta: key %q under the writer states is not a writer's state (a damaged name?): %w", a.Key, err)
+			}
+			o.SkipBadName(a.Key, err)
+			continue
 		}
 		st, _, err := readWriterState(ctx, b, logID, id, false)
 		if blob.IsNotExist(err) {
-			continue // removed between list and read
+			if derr := checkNotDeleting(ctx, b, logID); derr != nil {
+				return nil, derr
+			}
+			return nil, fmt.Errorf("%w: %s was listed, and reading it finds nothing (the log has no delete marker)", ErrStateGone, a.Key)
 		}
 		if err != nil {
 			return nil, err

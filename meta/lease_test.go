@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
@@ -134,5 +136,57 @@ func TestBadIDsAndVersions(t *testing.T) {
 	}
 	if _, err := AcquireWriter(ctx, b, "log", "w", nil); err == nil {
 		t.Fatal("acquired over an unreadable state object")
+	}
+}
+
+// TestListWriterStatesRefusesWhatItCannotProve: the listing of writer states
+// is what readers apply the fence rule with, so a state it would leave out
+// must be an error naming its key. A store whose listing shows a state that
+// a read then does not find (lagging, or lying) gives ErrStateGone, or
+// ErrDeleting while the log's delete marker is there; a key under the states
+// that is not a writer ID is an error unless the caller asks to skip it.
+// Passing these by, as the listing once did, made the writer read as one
+// that never took a lease: every segment of its fenced zombies accepted.
+func TestListWriterStatesRefusesWhatItCannotProve(t *testing.T) {
+	ctx := context.Background()
+	f := blobtest.NewFaulty(mem.NewDriver())
+	b := f.Bucket()
+	for _, id := range []string{"w1", "w2"} {
+		if _, err := AcquireWriter(ctx, b, "log", id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if states, err := ListWriterStates(ctx, b, "log", nil); err != nil || len(states) != 2 {
+		t.Fatalf("ListWriterStates = %v, %v; want both states", states, err)
+	}
+
+	gone := layout.WriterState("log", "w2")
+	lie := f.Add(blobtest.Rule{Op: blobtest.OpRead, Match: func(c blobtest.Call) bool { return c.Key == gone }, Err: blob.ErrNotExist})
+	_, err := ListWriterStates(ctx, b, "log", nil)
+	if !errors.Is(err, ErrStateGone) || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("a listed state that reads as missing: %v, want ErrStateGone naming %s", err, gone)
+	}
+	if _, err := b.Put(ctx, layout.DeleteMarker("log"), []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListWriterStates(ctx, b, "log", nil); !errors.Is(err, ErrDeleting) {
+		t.Fatalf("a state gone while the log is being deleted: %v, want ErrDeleting", err)
+	}
+	lie()
+	if err := b.Delete(ctx, layout.DeleteMarker("log")); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := layout.Writers("log") + "w 3"
+	if _, err := b.Put(ctx, bad, []byte("{}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListWriterStates(ctx, b, "log", nil); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("a key that is not a writer ID: %v, want an error naming %q", err, bad)
+	}
+	var skipped []string
+	states, err := ListWriterStates(ctx, b, "log", &ListOptions{SkipBadName: func(key string, _ error) { skipped = append(skipped, key) }})
+	if err != nil || len(states) != 2 || len(skipped) != 1 || skipped[0] != bad {
+		t.Fatalf("with SkipBadName: %d states, %v, skipped %v", len(states), err, skipped)
 	}
 }

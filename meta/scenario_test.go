@@ -210,7 +210,7 @@ func (c *checker) afterTick(ctx context.Context, m meta.Meta) error {
 // flushedReadable is invariant 1: every event at or below a flushed ts a
 // writer published for a span, and above the checkpoint, is readable.
 func (c *checker) flushedReadable(ctx context.Context, cp uint64) error {
-	states, err := meta.ListWriterStates(ctx, c.b, c.logID)
+	states, err := meta.ListWriterStates(ctx, c.b, c.logID, nil)
 	if err != nil {
 		return err
 	}

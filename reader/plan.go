@@ -75,31 +75,15 @@ type fences map[string]*meta.WriterState
 // that is not a writer ID stops it (unless SkipBadNames), as a bad segment
 // name does.
 func readFences(ctx context.Context, b *blob.Bucket, c *config) (fences, error) {
-	logID := c.LogID
-	prefix := layout.Writers(logID)
-	st := fences{}
-	for a, err := range b.List(ctx, prefix) {
-		if err != nil {
-			return nil, fmt.Errorf("reader: list the writer states of log %q: %w", logID, err)
-		}
-		id := a.Key[len(prefix):]
-		if err := segment.ValidateID(id); err != nil {
-			// A state whose name was damaged would leave its writer
-			// unfenced and its chain unproven: not something to pass by.
-			if !c.SkipBadNames {
-				return nil, fmt.Errorf("reader: key %q under the writer states is not a writer's state (a damaged name? set SkipBadNames to read past it): %w", a.Key, err)
-			}
-			c.Logger.Warn("reader: skipping a key that is not a writer state", "key", a.Key, "err", err)
-			continue
-		}
-		s, _, err := meta.ReadWriterState(ctx, b, logID, id)
-		if blob.IsNotExist(err) {
-			continue // removed between list and read
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reader: read writer states of log %q: %w", logID, err)
-		}
-		st[id] = s
+	var o *meta.ListOptions
+	if c.SkipBadNames {
+		o = &meta.ListOptions{SkipBadName: func(key string, err error) {
+			c.Logger.Warn("reader: skipping a key that is not a writer state", "key", key, "err", err)
+		}}
+	}
+	st, err := meta.ListWriterStates(ctx, b, c.LogID, o)
+	if err != nil {
+		return nil, fmt.Errorf("reader: read the writer states of log %q (set SkipBadNames to read past a key that is not one): %w", c.LogID, err)
 	}
 	return st, nil
 }

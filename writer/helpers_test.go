@@ -139,7 +139,7 @@ func readLog(t testing.TB, b *blob.Bucket, ro readOpts) []got {
 	var states map[string]*meta.WriterState
 	if ro.fenced {
 		var err error
-		if states, err = meta.ListWriterStates(ctx, b, testLog); err != nil {
+		if states, err = meta.ListWriterStates(ctx, b, testLog, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

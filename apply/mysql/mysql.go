@@ -28,12 +28,7 @@ type Sink = sqlsink.SQLSink
 var Schemes = []string{"mysql", "mariadb", "tidb"}
 
 func init() {
-	sqlsink.Register(sqlsink.MySQL, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied})
-	for _, s := range Schemes {
-		apply.Register(s, func(ctx context.Context, uri string, opts *apply.SinkOptions) (apply.Sink, error) {
-			return Open(ctx, uri, opts)
-		})
-	}
+	sqlsink.Register(sqlsink.MySQL, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:

@@ -25,12 +25,7 @@ type Sink = sqlsink.SQLSink
 var Schemes = []string{"sqlite", "sqlite3"}
 
 func init() {
-	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied})
-	for _, s := range Schemes {
-		apply.Register(s, func(ctx context.Context, uri string, opts *apply.SinkOptions) (apply.Sink, error) {
-			return Open(ctx, uri, opts)
-		})
-	}
+	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:

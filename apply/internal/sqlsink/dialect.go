@@ -156,13 +156,19 @@ type Driver struct {
 
 var drivers [SQLite + 1]*Driver
 
-// Register makes d's driver known. It is called from the init of the
+// Register makes d's driver known and registers open under each of the
+// sink's URI schemes with apply.Open. It is called from the init of the
 // dialect's sink package.
-func Register(d Dialect, drv *Driver) {
+func Register(d Dialect, drv *Driver, schemes []string, open func(ctx context.Context, uri string, opts *apply.SinkOptions) (*SQLSink, error)) {
 	if d != MySQL && d != SQLite {
 		panic("sqlsink: Register of an unknown dialect")
 	}
 	drivers[d] = drv
+	for _, s := range schemes {
+		apply.Register(s, func(ctx context.Context, uri string, opts *apply.SinkOptions) (apply.Sink, error) {
+			return open(ctx, uri, opts)
+		})
+	}
 }
 
 // classify marks errors worth retrying with apply.Transient.

@@ -33,75 +33,11 @@ func benchRow() *codec.Event {
 	}}
 }
 
-// toMsgp converts ev into the TiCDC-shaped msgp record, the way TiCDC turns
-// datums into msgpack values: integers and floats as themselves, character
-// and binary data as []byte, decimals, dates and JSON as text.
-func toMsgp(ev *codec.Event) *RedoLog {
-	r := &ev.Row
-	meta := func(cols []codec.Column) []*ColumnMeta {
-		out := make([]*ColumnMeta, len(cols))
-		for i, c := range cols {
-			out[i] = &ColumnMeta{Name: c.Name, Type: byte(c.Type), Charset: c.Charset, Collation: c.Collation}
-		}
-		return out
-	}
-	values := func(cols []codec.Column) []ColumnValue {
-		out := make([]ColumnValue, len(cols))
-		for i, c := range cols {
-			v := c.Value
-			out[i].Flag = uint64(c.Flags)
-			switch v.Kind() {
-			case codec.KindNull:
-			case codec.KindInt:
-				out[i].Value = v.Int()
-			case codec.KindUint, codec.KindBit, codec.KindEnum, codec.KindSet:
-				out[i].Value = v.Uint()
-			case codec.KindFloat32:
-				out[i].Value = v.Float32()
-			case codec.KindFloat64:
-				out[i].Value = v.Float64()
-			case codec.KindYear:
-				out[i].Value = int64(v.Year())
-			case codec.KindString, codec.KindBytes:
-				out[i].Value = v.Bytes()
-				out[i].ValueIsEmptyBytes = len(v.Bytes()) == 0
-			case codec.KindDate:
-				out[i].Value = v.DateTime().String()[:10]
-			case codec.KindDatetime, codec.KindTimestamp:
-				out[i].Value = v.DateTime().String()
-			case codec.KindDuration:
-				out[i].Value = v.Duration().String()
-			default:
-				out[i].Value = v.Text()
-			}
-		}
-		return out
-	}
-	return &RedoLog{
-		Type: 1,
-		RedoRow: RedoRowEvent{
-			Row: &RowInRedoLog{
-				StartTs: r.StartTs, CommitTs: r.CommitTs,
-				Table:   &TableName{Schema: r.Table.Schema, Table: r.Table.Name, TableID: r.Table.PhysicalID, IsPartition: r.Table.IsPartition},
-				Columns: meta(r.Columns), PreColumns: meta(r.PreColumns),
-			},
-			Columns:    values(r.Columns),
-			PreColumns: values(r.PreColumns),
-		},
-	}
-}
+func toMsgp(ev *codec.Event) *RedoLog { return FromEvent(ev) }
 
-// TiCDC frames a msgp record with 0xff 0xff and a big-endian uint16 version.
-var msgpPrefix = []byte{0xff, 0xff, 0x00, 0x02}
+var msgpPrefix = Prefix
 
-func msgpEncode(dst []byte, rl *RedoLog) []byte {
-	dst = append(dst, msgpPrefix...)
-	dst, err := rl.MarshalMsg(dst)
-	if err != nil {
-		panic(err)
-	}
-	return dst
-}
+func msgpEncode(dst []byte, rl *RedoLog) []byte { return Append(dst, rl) }
 
 func TestMsgpMirrorRoundTrips(t *testing.T) {
 	rl := toMsgp(benchRow())
