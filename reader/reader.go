@@ -267,6 +267,12 @@ func (r *Reader) Next(ctx context.Context) (*Event, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
+	// The producers read ahead, so the next event may be in memory and no
+	// wait would notice an ended ctx: check it here, or a cancelled read
+	// could run on to its end.
+	if err := ctx.Err(); err != nil {
+		return nil, r.fail(ctx, err)
+	}
 	ev, err := r.step(ctx, true)
 	if err != nil {
 		return nil, r.fail(ctx, err)
@@ -282,6 +288,9 @@ func (r *Reader) Next(ctx context.Context) (*Event, error) {
 func (r *Reader) NextBatch(ctx context.Context, n int) ([]*Event, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, r.fail(ctx, err) // as in Next
 	}
 	n = max(n, 1)
 	r.batch = r.batch[:0]

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 )
 
@@ -65,5 +66,56 @@ func TestCodecEvents(t *testing.T) {
 	}
 	if !errors.Is(last, context.Canceled) || seen != 1 {
 		t.Errorf("cancelled: %d pairs, last error %v", seen, last)
+	}
+}
+
+// TestNextHonoursAnEndedContext: a ctx that has ended is Next's error even
+// when the next event is decoded and waiting in memory (the producers read
+// ahead), and it does not break the reader: the next call with a live ctx
+// goes on where the read stood. Before, a read under a cancelled ctx could
+// run to its end and report io.EOF, as TestCodecEvents met now and then.
+func TestNextHonoursAnEndedContext(t *testing.T) {
+	b := newMem(t)
+	evs := rows(10, 10, 5, "a", 1)
+	(seg{writer: "w1", epoch: 1, seq: 1, events: evs}).write(t, b)
+	ctx := context.Background()
+	r, err := Open(ctx, b, &Options{LogID: testLog, StartTs: 0, EndTs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	first, err := r.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstTs := first.Event.CommitTs()
+	// The one segment is read and decoded ahead by now: what follows is in
+	// memory, and no wait would notice the ctx.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 3 {
+		if ev, err := r.Next(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next under an ended ctx: %v, %v; want context.Canceled", ev, err)
+		}
+		if evs, err := r.NextBatch(cctx, 4); !errors.Is(err, context.Canceled) {
+			t.Fatalf("NextBatch under an ended ctx: %d events, %v; want context.Canceled", len(evs), err)
+		}
+	}
+	n := 1
+	for {
+		ev, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Event.CommitTs() < firstTs {
+			t.Fatalf("after the ended ctx the read went back to ts %d", ev.Event.CommitTs())
+		}
+		n++
+	}
+	if n != len(evs) {
+		t.Fatalf("read %d events in all, want %d", n, len(evs))
 	}
 }
