@@ -282,6 +282,7 @@ func (w *Writer) build(j *job) {
 	w.pools.putBuilder(bb)
 	// The records are in blocks now. The chunks the cut retired hold only
 	// records of this job and of earlier ones, all built: reuse them.
+	w.chunks.recs.recycle(j.runs)
 	j.runs = nil
 	w.chunks.recycle(j.retired)
 	j.retired = nil
