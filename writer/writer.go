@@ -372,18 +372,10 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	if err != nil {
 		return err
 	}
-	if err := checkEvents(span, events, lastTs, written, resolved); err != nil {
-		return err
-	}
 	sc := getScratch()
 	defer putScratch(sc)
-	// Sized first, the events are encoded straight into the span's buffer:
-	// each payload byte is copied once on its way there instead of twice.
-	for i := range events {
-		ev := &events[i]
-		if err := sc.add(span, i, codec.EncodedLen(ev), ev.CommitTs(), ev.Kind); err != nil {
-			return err
-		}
+	if err := checkEvents(span, events, lastTs, written, resolved, sc); err != nil {
+		return err
 	}
 	return w.buffer(ctx, span, s, sc, func(room []byte) {
 		dst := room[:0]
@@ -558,8 +550,12 @@ func (w *Writer) stuck() bool {
 	return w.changes == w.cutChanges && w.quota.inUse() == w.pending
 }
 
-// checkEvents checks events and their order against the span's state.
-func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64) error {
+// checkEvents checks events and their order against the span's state, and
+// adds each to sc with the length of its encoding. Sized first, the events
+// are encoded straight into the span's buffer: each payload byte is copied
+// once on its way there instead of twice. The one pass touches each event
+// once before encoding, which is what a batch of cold events costs most.
+func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64, sc *scratch) error {
 	for i := range events {
 		ev := &events[i]
 		if ev.Kind != codec.RowEvent && ev.Kind != codec.DDLEvent {
@@ -575,6 +571,9 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 			return err
 		}
 		lastTs, written = ts, true
+		if err := sc.add(span, i, codec.EncodedLen(ev), ts, ev.Kind); err != nil {
+			return err
+		}
 	}
 	return nil
 }
