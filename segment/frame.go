@@ -105,9 +105,7 @@ func (f *Frame) Info() BlockInfo { return f.bh.info(0) }
 
 // FrameEncoder compresses blocks into frames. It keeps the compressor's state
 // between calls, so each goroutine that encodes should own one. It is not
-// safe for concurrent use. A nil *FrameEncoder encodes CompressionNone only:
-// a raw frame needs no compressor state, so a goroutine that never
-// compresses need not carry one.
+// safe for concurrent use.
 type FrameEncoder struct {
 	lz lz4.Compressor
 }
@@ -129,9 +127,6 @@ func (e *FrameEncoder) Encode(dst []byte, b *BlockBuilder, c Compression) (Frame
 	bh := blockHeader{
 		codec: CompressionNone, stored: len(raw), uncompressed: len(raw),
 		records: b.nrec, ddls: b.nddl, minTs: b.minTs, maxTs: b.lastTs,
-	}
-	if c == CompressionLZ4 && e == nil {
-		return Frame{}, fmt.Errorf("segment: encode: a nil FrameEncoder cannot compress")
 	}
 	if c == CompressionLZ4 && len(raw) > 1 {
 		n := BlockHeaderSize + len(raw) - 1

@@ -178,7 +178,13 @@ type recsCache struct {
 	free [][]rec
 }
 
-const maxFreeRecs = 64
+// The cache holds up to maxFreeRecs slices of at most maxRecsCap records
+// (10 MiB in all): a burst's huge slices go to the garbage collector rather
+// than stay for good.
+const (
+	maxFreeRecs = 16
+	maxRecsCap  = 16 << 10
+)
 
 func (rc *recsCache) get() []rec {
 	rc.mu.Lock()
@@ -197,7 +203,7 @@ func (rc *recsCache) recycle(runs []run) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for i := range runs {
-		if r := runs[i].recs; cap(r) > 0 && len(rc.free) < maxFreeRecs {
+		if r := runs[i].recs; cap(r) > 0 && cap(r) <= maxRecsCap && len(rc.free) < maxFreeRecs {
 			rc.free = append(rc.free, r[:0])
 		}
 	}

@@ -69,8 +69,7 @@
 // reader could decode, whoever encoded it, and a record's commit ts and kind
 // are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
-// in parallel (with compression off, the loop checksums each block itself:
-// a handoff would cost more than the CRC); one committer goroutine appends the finished frames in order,
+// in parallel; one committer goroutine appends the finished frames in order,
 // syncs or uploads, and publishes. What differs between the two backends —
 // how the committer makes a flush's blocks durable, what it seals after a
 // publication, what a fenced writer deletes, what it lets go of when it

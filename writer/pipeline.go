@@ -243,24 +243,12 @@ func (w *Writer) build(j *job) {
 	defer close(j.tasks)
 	bb := w.pools.getBuilder()
 	emit := func() bool {
-		var t *blockTask
-		if w.comp == segment.CompressionNone {
-			// A raw frame costs one CRC pass over data this goroutine
-			// just wrote: cheaper here than two channel handoffs and a
-			// worker's wakeup, per block.
-			t = &blockTask{done: closedDone, pools: w.pools}
-			t.frame, t.err = (*segment.FrameEncoder)(nil).Encode(w.pools.getFrame(), bb, w.comp)
-		} else {
-			t = &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools}
-			bb = w.pools.getBuilder()
-		}
+		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools}
+		bb = w.pools.getBuilder()
 		select {
 		case j.tasks <- t:
 		case <-w.ctx.Done():
 			return false
-		}
-		if t.bb == nil {
-			return true
 		}
 		select {
 		case w.tasks <- t:
@@ -299,13 +287,6 @@ func (w *Writer) build(j *job) {
 	w.chunks.recycle(j.retired)
 	j.retired = nil
 }
-
-// closedDone is the done channel of a block built already when it is queued.
-var closedDone = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // sortRun puts a span's run in flush order. It is in commit-ts order
 // already; only a DDL followed by rows of its own ts needs moving.
