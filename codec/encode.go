@@ -131,3 +131,70 @@ func appendUvarint(dst []byte, v uint64) []byte {
 func appendVarint(dst []byte, v int64) []byte {
 	return appendUvarint(dst, uint64(v<<1)^uint64(v>>63))
 }
+
+// EncodedLen returns len(AppendEvent(nil, ev)) without encoding: a writer
+// that sizes its buffer first can encode in place, with no copy. It panics
+// where AppendEvent does.
+func EncodedLen(ev *Event) int {
+	switch ev.Kind {
+	case RowEvent:
+		r := &ev.Row
+		n := headerLen + uvarintLen(r.CommitTs-r.StartTs) + tableLen(&r.Table) +
+			uvarintLen(uint64(len(r.Columns))) + uvarintLen(uint64(len(r.PreColumns)))
+		for i := range r.Columns {
+			n += columnLen(&r.Columns[i])
+		}
+		for i := range r.PreColumns {
+			n += columnLen(&r.PreColumns[i])
+		}
+		return n
+	case DDLEvent:
+		d := &ev.DDL
+		n := headerLen + uvarintLen(d.CommitTs-d.StartTs) + tableLen(&d.Table) + 1 +
+			strLen(d.Query) + uvarintLen(uint64(len(d.Tables)))
+		for i := range d.Tables {
+			n += tableLen(&d.Tables[i].TableName) + 1
+		}
+		return n
+	}
+	panic("codec: EncodedLen of an event of kind " + strconv.Itoa(int(ev.Kind)))
+}
+
+func tableLen(t *TableName) int {
+	return strLen(t.Schema) + strLen(t.Name) + uvarintLen(uint64(t.PhysicalID<<1)^uint64(t.PhysicalID>>63)) + 1
+}
+
+func columnLen(c *Column) int {
+	n := strLen(c.Name) + 3
+	if c.Charset != "" {
+		n += strLen(c.Charset)
+	}
+	if c.Collation != "" {
+		n += strLen(c.Collation)
+	}
+	v := &c.Value
+	switch v.kind {
+	case KindInt, KindDuration:
+		n += uvarintLen(v.num<<1 ^ uint64(int64(v.num)>>63))
+	case KindUint, KindYear, KindBit, KindEnum, KindSet:
+		n += uvarintLen(v.num)
+	case KindFloat32:
+		n += 4
+	case KindFloat64, KindDate, KindDatetime, KindTimestamp:
+		n += 8
+	case KindDecimal, KindString, KindBytes, KindJSON:
+		n += uvarintLen(uint64(len(v.b))) + len(v.b)
+	}
+	return n
+}
+
+func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

@@ -57,6 +57,8 @@ type chunkCache struct {
 	mu   sync.Mutex
 	free [][]byte
 	max  int
+
+	recs recsCache
 }
 
 func newChunkCache(quota int64) *chunkCache {
@@ -103,6 +105,7 @@ type spanBuf struct {
 	chunks   []*chunk // chunks[i] is chunk number base+i
 	base     uint32
 	next     int // size of the next chunk
+	inflight int // reservations not yet published or abandoned
 }
 
 // run is the records a flush took from one span, with the chunks that hold
@@ -118,16 +121,20 @@ func (r *run) data(i int) []byte {
 	return r.chunks[x.chunk-r.base][x.off : x.off+x.n : x.off+x.n]
 }
 
-// store copies encoded events (enc, split at ends) into the arena and appends
-// their records.
-func (s *spanBuf) store(cc *chunkCache, enc []byte, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
+// reserve makes room for n bytes of encodings at the end of the span's last
+// chunk and returns it, with where it is. The caller fills it without the
+// writer's lock, then publishes or abandons it: until then the span keeps
+// every chunk (take retires none), so the room cannot be recycled under it.
+// Room that is never published is lost to the chunk, which is harmless: no
+// record points into it.
+func (s *spanBuf) reserve(cc *chunkCache, n int) (room []byte, num, off uint32) {
 	var c *chunk
-	if n := len(s.chunks); n > 0 {
-		c = s.chunks[n-1]
+	if k := len(s.chunks); k > 0 {
+		c = s.chunks[k-1]
 	}
-	if c == nil || cap(c.b)-len(c.b) < len(enc) {
+	if c == nil || cap(c.b)-len(c.b) < n {
 		s.next = min(max(s.next, minChunk), maxChunk)
-		size := max(s.next, len(enc))
+		size := max(s.next, n)
 		if size == maxChunk {
 			c = &chunk{b: cc.get()}
 		} else {
@@ -136,18 +143,70 @@ func (s *spanBuf) store(cc *chunkCache, enc []byte, ends []int, ts []uint64, kin
 		s.chunks = append(s.chunks, c)
 		s.next *= 2
 	}
-	num := s.base + uint32(len(s.chunks)-1)
-	base := len(c.b)
-	c.b = append(c.b, enc...)
+	num = s.base + uint32(len(s.chunks)-1)
+	start := len(c.b)
+	c.b = c.b[:start+n]
+	s.inflight++
+	return c.b[start : start+n : start+n], num, uint32(start)
+}
+
+// publish appends the records of a reservation that has been filled with
+// encodings ending at ends. The caller checked their order.
+func (s *spanBuf) publish(cc *chunkCache, num, off uint32, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
+	s.inflight--
+	if s.recs == nil {
+		s.recs = cc.recs.get()
+	}
+	s.recs = slices.Grow(s.recs, len(ends))
 	start := 0
 	for i, end := range ends {
 		s.recs = append(s.recs, rec{
 			ts: ts[i], arrival: arrival + uint64(i), kind: kinds[i],
-			off: uint32(base + start), n: uint32(end - start), chunk: num,
+			off: off + uint32(start), n: uint32(end - start), chunk: num,
 		})
 		start = end
 	}
 	s.lastTs, s.written = ts[len(ts)-1], true
+}
+
+// recsCache keeps the record slices that flushes are done with. A span
+// whose every record is taken starts its next slice from nothing, and at
+// a thousand records a flush, growing it again was most of the writer's
+// allocation.
+type recsCache struct {
+	mu   sync.Mutex
+	free [][]rec
+}
+
+// The cache holds up to maxFreeRecs slices of at most maxRecsCap records
+// (10 MiB in all): a burst's huge slices go to the garbage collector rather
+// than stay for good.
+const (
+	maxFreeRecs = 16
+	maxRecsCap  = 16 << 10
+)
+
+func (rc *recsCache) get() []rec {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if n := len(rc.free); n > 0 {
+		r := rc.free[n-1]
+		rc.free[n-1] = nil
+		rc.free = rc.free[:n-1]
+		return r
+	}
+	return nil
+}
+
+// recycle takes back the record slices of runs that have been built.
+func (rc *recsCache) recycle(runs []run) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for i := range runs {
+		if r := runs[i].recs; cap(r) > 0 && cap(r) <= maxRecsCap && len(rc.free) < maxFreeRecs {
+			rc.free = append(rc.free, r[:0])
+		}
+	}
 }
 
 // take detaches the records with commit ts <= ts. It also returns the chunks
@@ -175,6 +234,12 @@ func (s *spanBuf) take(ts uint64) (r run, bytes int64, retired []*chunk) {
 		s.recs = slices.Clone(s.recs[i:])
 	} else {
 		s.recs = nil
+	}
+	if s.inflight > 0 {
+		// A Write is filling room that a concurrent one may have left
+		// behind in a chunk the records taken here have passed: retire
+		// nothing until a later cut.
+		keep = 0
 	}
 	if keep > 0 {
 		retired = slices.Clone(s.chunks[:keep])

@@ -93,9 +93,11 @@
 //
 // # Pipeline
 //
-// Write encodes events (codec) on the caller's goroutine into per-span
-// buffers, so the caller may reuse its events and the quota counts exact
-// bytes. WriteEncoded copies events encoded already, after decoding each one
+// Write encodes events (codec) on the caller's goroutine straight into
+// per-span buffers (sized first, filled outside the writer's lock), so the
+// caller may reuse its events and the quota counts exact bytes; that and
+// copying is all the caller's goroutine does. WriteEncoded copies events
+// encoded already, after decoding each one
 // on the caller's goroutine: the writer never acknowledges an event no
 // reader could decode, whoever encoded it, and a record's commit ts and kind
 // are always its event's. A flush loop cuts jobs and merges each job's per-span runs into

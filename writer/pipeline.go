@@ -168,14 +168,6 @@ func (w *Writer) flushOnce(force bool, waiters []chan flushResult, final bool) {
 		return
 	}
 	j.waiters, j.final = waiters, final
-	select {
-	case w.jobs <- j:
-	case <-w.ctx.Done():
-		for _, c := range waiters {
-			c <- flushResult{err: w.stoppedErr()}
-		}
-		return
-	}
 	w.build(j)
 }
 
@@ -237,14 +229,39 @@ func (w *Writer) cut(force bool) *job {
 	return j
 }
 
-// build merges the job's runs in flush order into blocks and hands each to
-// the workers and, in order, to the committer.
+// build merges the job's runs in flush order into blocks, hands each to the
+// workers and, in order, to the committer, and hands the job to the
+// committer: once its blocks are all queued, or as soon as its queue is full.
+// A committer handed a job of a few blocks before they are built parks and
+// is woken for each; one handed the job after finds them queued, which on a
+// busy writer saves context switches worth more than the overlap of its
+// first write with the build.
 func (w *Writer) build(j *job) {
 	defer close(j.tasks)
+	handed := false
+	hand := func() bool {
+		if handed {
+			return true
+		}
+		handed = true
+		select {
+		case w.jobs <- j:
+			return true
+		case <-w.ctx.Done():
+			for _, c := range j.waiters {
+				c <- flushResult{err: w.stoppedErr()}
+			}
+			return false
+		}
+	}
+	defer hand()
 	bb := w.pools.getBuilder()
 	emit := func() bool {
 		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools}
 		bb = w.pools.getBuilder()
+		if len(j.tasks) == cap(j.tasks) && !hand() {
+			return false
+		}
 		select {
 		case j.tasks <- t:
 		case <-w.ctx.Done():
@@ -282,6 +299,7 @@ func (w *Writer) build(j *job) {
 	w.pools.putBuilder(bb)
 	// The records are in blocks now. The chunks the cut retired hold only
 	// records of this job and of earlier ones, all built: reuse them.
+	w.chunks.recs.recycle(j.runs)
 	j.runs = nil
 	w.chunks.recycle(j.retired)
 	j.retired = nil

@@ -313,9 +313,9 @@ func (w *Writer) poke() {
 	}
 }
 
-// scratch is a Write's encoding buffer.
+// scratch is what a Write knows of its events before it buffers them: where
+// each one's encoding will end, its commit ts and its kind.
 type scratch struct {
-	enc   []byte
 	ends  []int
 	ts    []uint64
 	kinds []segment.Kind
@@ -331,17 +331,25 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{dec: codec.Decoder
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(sc *scratch) {
-	sc.enc, sc.ends, sc.ts, sc.kinds = sc.enc[:0], sc.ends[:0], sc.ts[:0], sc.kinds[:0]
+	sc.ends, sc.ts, sc.kinds = sc.ends[:0], sc.ts[:0], sc.kinds[:0]
 	scratchPool.Put(sc)
 }
 
-// add records the event that ends sc.enc now.
-func (sc *scratch) add(span SpanID, i int, start int, ts uint64, kind codec.EventKind) error {
-	if n := len(sc.enc) - start; n > segment.MaxRecordSize {
+// size is the length of the encodings added so far.
+func (sc *scratch) size() int {
+	if len(sc.ends) == 0 {
+		return 0
+	}
+	return sc.ends[len(sc.ends)-1]
+}
+
+// add records the next event, whose encoding is n bytes.
+func (sc *scratch) add(span SpanID, i int, n int, ts uint64, kind codec.EventKind) error {
+	if n > segment.MaxRecordSize {
 		return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
 			span, i, ts, n, segment.MaxRecordSize)
 	}
-	sc.ends = append(sc.ends, len(sc.enc))
+	sc.ends = append(sc.ends, sc.size()+n)
 	sc.ts = append(sc.ts, ts)
 	if kind == codec.DDLEvent {
 		sc.kinds = append(sc.kinds, segment.KindDDL)
@@ -371,20 +379,23 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	if err != nil {
 		return err
 	}
-	if err := checkEvents(span, events, lastTs, written, resolved); err != nil {
-		return err
-	}
 	sc := getScratch()
 	defer putScratch(sc)
-	for i := range events {
-		ev := &events[i]
-		start := len(sc.enc)
-		sc.enc = codec.AppendEvent(sc.enc, ev)
-		if err := sc.add(span, i, start, ev.CommitTs(), ev.Kind); err != nil {
-			return err
-		}
+	if err := checkEvents(span, events, lastTs, written, resolved, sc); err != nil {
+		return err
 	}
-	return w.buffer(ctx, span, s, sc)
+	return w.buffer(ctx, span, s, sc, func(room []byte) {
+		dst := room[:0]
+		for i := range events {
+			start := len(dst)
+			// Past the room, append would move dst off the span's buffer:
+			// any length but the one reserved is a codec bug.
+			dst = codec.AppendEvent(dst, &events[i])
+			if len(dst) != sc.ends[i] {
+				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.EncodedLen said %d", i, len(dst)-start, sc.ends[i]-start))
+			}
+		}
+	})
 }
 
 // WriteEncoded buffers events of one span that the caller has encoded
@@ -424,13 +435,16 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 			return err
 		}
 		lastTs, written = ts, true
-		start := len(sc.enc)
-		sc.enc = append(sc.enc, src...)
-		if err := sc.add(span, i, start, ts, sc.ev.Kind); err != nil {
+		if err := sc.add(span, i, len(src), ts, sc.ev.Kind); err != nil {
 			return err
 		}
 	}
-	return w.buffer(ctx, span, s, sc)
+	return w.buffer(ctx, span, s, sc, func(room []byte) {
+		dst := room[:0]
+		for _, src := range events {
+			dst = append(dst, src...)
+		}
+	})
 }
 
 // spanState returns a span's buffer and what Write checks against.
@@ -444,11 +458,15 @@ func (w *Writer) spanState(span SpanID) (s *spanBuf, lastTs uint64, written bool
 	return s, s.lastTs, s.written, s.resolved, nil
 }
 
-// buffer takes quota for the checked, encoded events in sc and stores them
-// in span's buffer s.
-func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch) error {
+// buffer takes quota for the checked events that sc describes and stores
+// them in span's buffer s: fill writes their encodings, back to back, into
+// the room it is given, which is exactly sc.size() bytes of the span's
+// buffer. fill runs without the writer's lock, so that producers of
+// different spans encode at once.
+func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch, fill func(room []byte)) error {
 	count := len(sc.ends)
-	n := int64(len(sc.enc)) + int64(count)*recOverhead
+	size := sc.size()
+	n := int64(size) + int64(count)*recOverhead
 
 	blocked := false
 	waited, forced, err := w.quota.acquire(ctx, w.stopped, n, func() {
@@ -475,25 +493,41 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 		return err
 	}
 
-	w.mu.Lock()
-	cur, ok := w.spans[span]
-	switch {
-	case w.closing:
-		err = ErrClosed
-	case !ok || cur != s:
-		// Removed (and perhaps added again) while we waited.
-		err = fmt.Errorf("%w: span %d was removed", ErrUnknownSpan, span)
-	default:
-		// Another goroutine may have written or resolved the span while
-		// we waited; the first event decides, the rest were checked.
-		err = checkOrder(span, 0, sc.ts[0], s.lastTs, s.written, s.resolved)
+	// check is what the span must still allow, first when the room is
+	// taken and again when the events are published: another goroutine
+	// may have written or resolved the span meanwhile (the first event
+	// decides, the rest were checked), removed it (and perhaps added it
+	// again), or begun Close.
+	check := func() error {
+		cur, ok := w.spans[span]
+		switch {
+		case w.closing:
+			return ErrClosed
+		case !ok || cur != s:
+			return fmt.Errorf("%w: span %d was removed", ErrUnknownSpan, span)
+		}
+		return checkOrder(span, 0, sc.ts[0], s.lastTs, s.written, s.resolved)
 	}
-	if err != nil {
+	fail := func(err error) error {
 		w.mu.Unlock()
 		w.quota.release(n)
 		return err
 	}
-	s.store(w.chunks, sc.enc, sc.ends, sc.ts, sc.kinds, w.arrival)
+	w.mu.Lock()
+	if err := check(); err != nil {
+		return fail(err)
+	}
+	room, num, off := s.reserve(w.chunks, size)
+	w.mu.Unlock()
+
+	fill(room)
+
+	w.mu.Lock()
+	if err := check(); err != nil {
+		s.inflight--
+		return fail(err)
+	}
+	s.publish(w.chunks, num, off, sc.ends, sc.ts, sc.kinds, w.arrival)
 	w.arrival += uint64(count)
 	w.pending += n
 	w.sinceCut += n
@@ -505,7 +539,7 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 		w.quota.wake()
 	}
 	w.stats.writtenEvents.Add(int64(count))
-	w.stats.writtenBytes.Add(int64(len(sc.enc)))
+	w.stats.writtenBytes.Add(int64(size))
 	if due {
 		w.poke()
 	}
@@ -523,8 +557,12 @@ func (w *Writer) stuck() bool {
 	return w.changes == w.cutChanges && w.quota.inUse() == w.pending
 }
 
-// checkEvents checks events and their order against the span's state.
-func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64) error {
+// checkEvents checks events and their order against the span's state, and
+// adds each to sc with the length of its encoding. Sized first, the events
+// are encoded straight into the span's buffer: each payload byte is copied
+// once on its way there instead of twice. The one pass touches each event
+// once before encoding, which is what a batch of cold events costs most.
+func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool, resolved uint64, sc *scratch) error {
 	for i := range events {
 		ev := &events[i]
 		if ev.Kind != codec.RowEvent && ev.Kind != codec.DDLEvent {
@@ -540,6 +578,9 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 			return err
 		}
 		lastTs, written = ts, true
+		if err := sc.add(span, i, codec.EncodedLen(ev), ts, ev.Kind); err != nil {
+			return err
+		}
 	}
 	return nil
 }
