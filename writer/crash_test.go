@@ -122,7 +122,10 @@ func TestWriterCrashChild(t *testing.T) {
 }
 
 // crashChild writes the workload. In "kill" mode it writes until killed (or
-// for a long while), printing "F <ts>" after each Flush; in "resume" mode it
+// for a long while), printing "F <ts>" after each Flush and "P <ts>" with the
+// flushed ts its state object is known to publish (every fifth flush waits
+// for the publication, the others take what the lazy publisher has done); in
+// "resume" mode it
 // reopens the writer, writes on from its flushed ts for a while, closes, and
 // prints the final flushed ts and "DONE".
 func crashChild(mode, dir string, seed uint64) error {
@@ -184,6 +187,13 @@ func crashChild(mode, dir string, seed uint64) error {
 				return false
 			}
 			fmt.Fprintln(os.Stdout, "F", f)
+			if ts%100 == 0 {
+				if _, err := w.Publish(ctx); err != nil {
+					werr = err
+					return false
+				}
+			}
+			fmt.Fprintln(os.Stdout, "P", w.PublishedTs())
 		}
 		return true
 	})
@@ -232,10 +242,13 @@ type childRun struct {
 	lines chan string
 	done  chan struct{}
 	last  uint64 // last flushed ts printed
-	from  uint64 // the flushed ts the writer reopened at
-	ready bool
-	fin   bool
-	out   []string
+	// published is the last flushed ts printed as published: the global
+	// resolved ts must cover it even before a next epoch reads the chain.
+	published uint64
+	from      uint64 // the flushed ts the writer reopened at
+	ready     bool
+	fin       bool
+	out       []string
 }
 
 func startChild(t *testing.T, mode, dir string, seed uint64) *childRun {
@@ -299,6 +312,13 @@ func (c *childRun) handle(t *testing.T, line string) {
 				t.Fatalf("child printed flushed ts %d after %d", ts, c.last)
 			}
 			c.last = ts
+		case strings.HasPrefix(line, "P "):
+			ts, err := strconv.ParseUint(line[2:], 10, 64)
+			must(t, err)
+			if ts < c.published || ts > c.last {
+				t.Fatalf("child printed published ts %d after %d, with flushed ts %d", ts, c.published, c.last)
+			}
+			c.published = ts
 		case strings.HasPrefix(line, "READY "):
 			from, err := strconv.ParseUint(line[len("READY "):], 10, 64)
 			must(t, err)
