@@ -369,11 +369,8 @@ func (sc *scratch) add(span SpanID, i int, n int, ts uint64, kind codec.EventKin
 // When the memory quota is full it blocks until a flush frees memory or ctx
 // ends (back-pressure).
 func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
 	if len(events) == 0 {
-		return nil
+		return w.usable()
 	}
 	s, lastTs, written, resolved, err := w.spanState(span)
 	if err != nil {
@@ -411,11 +408,8 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 // that fails is an error naming the span, the event's index and the offset
 // of the bad field (codec.DecodeError), and nothing of the call is written.
 func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
 	if len(events) == 0 {
-		return nil
+		return w.usable()
 	}
 	s, lastTs, written, resolved, err := w.spanState(span)
 	if err != nil {
@@ -447,8 +441,12 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 	})
 }
 
-// spanState returns a span's buffer and what Write checks against.
+// spanState returns a span's buffer and what Write checks against, or why
+// the writer takes no writes.
 func (w *Writer) spanState(span SpanID) (s *spanBuf, lastTs uint64, written bool, resolved uint64, err error) {
+	if err := w.usable(); err != nil {
+		return nil, 0, false, 0, err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s, ok := w.spans[span]
