@@ -520,9 +520,24 @@ func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 			fmt.Sprintf("the footer's ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, ob.name.MinTs, ob.name.MaxTs))
 	}
 	if n := len(f.Blocks); n > 0 {
-		ra.window(f.Blocks[0].Offset, f.Blocks[n-1].End())
+		ra.window(segment.HeaderSize, f.Blocks[n-1].End())
 	}
-	for i := range f.Blocks {
+	// Every byte is checked, in order: the progress frames before each
+	// block (a ranged read of the blocks alone passes them by), the block,
+	// and at the end those before the footer.
+	for i := 0; i <= len(f.Blocks); i++ {
+		if _, err := sr.ProgressBefore(i); err != nil {
+			if ctx.Err() != nil {
+				return rep
+			}
+			rep.addErr(ob.key, err)
+			if !segment.IsCorrupt(err) {
+				return rep
+			}
+		}
+		if i == len(f.Blocks) {
+			break
+		}
 		blk, err := sr.ReadBlock(i)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -21,9 +21,10 @@ const tailRead = 64 << 10
 // footer it points to, then blocks by index. Every block's CRC is checked as it
 // is read, and any failure is a *CorruptionError: a sealed segment has no
 // legitimate torn tail. Use a Scanner for unsealed segments. The progress
-// frames between indexed blocks are not read (their offsets are only checked
-// to lie in order within [HeaderSize, footer offset]): a Scanner reads and
-// checks them.
+// frames between indexed blocks are not read by Next or ReadBlock (the
+// index's offsets are only checked to lie in order within [HeaderSize,
+// footer offset]): a verifier reads and checks them with ProgressBefore, or
+// a Scanner does.
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
@@ -32,6 +33,7 @@ type Reader struct {
 	obj    string
 	hdr    Header
 	footer Footer
+	fOff   int64 // the footer's offset
 
 	tail  []byte // the end of the segment, read at open
 	frame []byte
@@ -135,7 +137,7 @@ func (r *Reader) open() error {
 	if hversion != version {
 		return r.corrupt(hard("header", 0, "format version %d, but the trailer's is %d", hversion, version))
 	}
-	r.hdr, r.footer = h, f
+	r.hdr, r.footer, r.fOff = h, f, fOff
 	return nil
 }
 
@@ -174,6 +176,55 @@ func (r *Reader) ReadBlock(i int) (*Block, error) {
 	}
 	r.blk, r.cur, r.skip = b, i+1, false
 	return b, nil
+}
+
+// ProgressBefore reads and checks what lies before block i of the index and
+// after the block before it (or the header): i == len(Footer().Blocks) is
+// what lies between the last block (or the header) and the footer. Those
+// bytes must be exactly whole, valid progress frames (none in a version-2
+// segment), each with the chain max ts of the header's link and the blocks
+// before it. A verifier that reads every block calls it for every i in order,
+// so that every byte of the segment is checked: a flip inside a progress
+// frame is invisible to a ranged read of the blocks. A failure is a
+// *CorruptionError naming the offset; it does not stop Next or ReadBlock.
+func (r *Reader) ProgressBefore(i int) ([]ProgressInfo, error) {
+	blocks := r.footer.Blocks
+	if i < 0 || i > len(blocks) {
+		return nil, fmt.Errorf("segment%s: progress before block %d out of range [0, %d]", object(r.obj), i, len(blocks))
+	}
+	start, end := int64(HeaderSize), r.fOff
+	if i > 0 {
+		start = blocks[i-1].End()
+	}
+	if i < len(blocks) {
+		end = blocks[i].Offset
+	}
+	if end <= start {
+		return nil, nil
+	}
+	if r.hdr.Version < 3 {
+		return nil, hard("progress", start, "%d bytes between frames in a version-%d segment", end-start, r.hdr.Version).err(r.obj)
+	}
+	r.frame = growBuf(r.frame, int(end-start))
+	gap := r.frame[:end-start]
+	if err := r.readAt(gap, start); err != nil {
+		return nil, err
+	}
+	want := chainMaxTs(r.hdr.Link.PrevMaxTs, blocks[:i])
+	var out []ProgressInfo
+	for off := 0; off < len(gap); {
+		at := start + int64(off)
+		pr, n, p := decodeProgress(gap[off:], at)
+		if p != nil {
+			return nil, p.err(r.obj)
+		}
+		if pr.ChainMaxTs != want {
+			return nil, hard("progress", at, "chain max ts %d, but the header link and the %d blocks before it give %d", pr.ChainMaxTs, i, want).err(r.obj)
+		}
+		out = append(out, ProgressInfo{Offset: at, Length: n, Blocks: i, Progress: pr})
+		off += n
+	}
+	return out, nil
 }
 
 // SeekTs positions Next at the first record with commit ts > ts: in the first
