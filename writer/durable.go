@@ -41,7 +41,12 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
 		n, err := segment.ParseName(a.Key)
-		if err != nil || n.Epoch != prev.Epoch {
+		if err != nil {
+			// A damaged name could be a segment of the chain: passing it by
+			// would end the walk early and reopen below a reported flush.
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if n.Epoch != prev.Epoch {
 			continue
 		}
 		if old, ok := segs[n.Seq]; ok && !old.active {

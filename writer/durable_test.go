@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,36 @@ func TestDurableWalkNeedsTheEpochsFirstSegment(t *testing.T) {
 	mustFlush(t, w2)
 	must(t, w2.Close(ctx))
 	readIDs(t, b2, 80, 1, 80)
+}
+
+// TestDurableWalkRefusesABadName: a key under the writer's segments that is
+// not a segment name could be a damaged segment of the chain; a walk that
+// passed it by would end early and reopen the writer below a flush it
+// reported. The next epoch refuses to open, naming the key.
+func TestDurableWalkRefusesABadName(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, b := faultyLocal(t, dir)
+	o := testOptions("w")
+	o.RetryAttempts = 1
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	writeFlushed(t, w, 1, 1, 50)
+	f.FailWhen(blobtest.OpPut, isState, nil)
+	writeRange(t, w, 1, 51, 100)
+	must(t, w.AdvanceResolved(1, 100))
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Close(ctx)
+
+	b2 := localBucket(t, dir)
+	bad := layout.WriterSegments(testLog, "w") + "00000000000000000001-0000000000000000000x.seg"
+	if _, err := b2.Put(ctx, bad, []byte("?"), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(ctx, b2, o)
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("Open with %q under the writer's segments: %v, want an error naming it", bad, err)
+	}
 }
