@@ -61,6 +61,12 @@ type pools struct {
 	builders []*segment.BlockBuilder
 	frames   [][]byte
 	max      int
+	// frameCap is the capacity of a new frame buffer: a block's bytes
+	// and more. A raw block's buffer becomes its frame and the builder
+	// goes on in the buffer it is given, so a smaller one would grow by
+	// doubling, copying the block over and over (a flush larger than the
+	// pool, or the first ones, would pay that for every block).
+	frameCap int
 }
 
 func (p *pools) getBuilder() *segment.BlockBuilder {
@@ -93,7 +99,7 @@ func (p *pools) getFrame() []byte {
 		p.frames = p.frames[:n-1]
 		return b
 	}
-	return nil
+	return make([]byte, 0, p.frameCap)
 }
 
 func (p *pools) putFrame(b []byte) {
