@@ -54,37 +54,28 @@ const (
 // allocation rate would throw the chunks away about as fast as they come
 // back; it holds at most what the memory quota allows.
 type chunkCache struct {
-	mu   sync.Mutex
-	free [][]byte
-	max  int
-
+	free freeList[[]byte]
 	recs recsCache
 }
 
 func newChunkCache(quota int64) *chunkCache {
-	return &chunkCache{max: int(min(quota/maxChunk+1, 4096))}
+	cc := &chunkCache{free: freeList[[]byte]{max: int(min(quota/maxChunk+1, 4096))}}
+	cc.recs.free.max = maxFreeRecs
+	return cc
 }
 
 func (cc *chunkCache) get() []byte {
-	cc.mu.Lock()
-	if n := len(cc.free); n > 0 {
-		b := cc.free[n-1]
-		cc.free[n-1] = nil
-		cc.free = cc.free[:n-1]
-		cc.mu.Unlock()
+	if b, ok := cc.free.pop(); ok {
 		return b
 	}
-	cc.mu.Unlock()
 	return make([]byte, 0, maxChunk)
 }
 
 // recycle takes back the chunks of the maximum size.
 func (cc *chunkCache) recycle(chunks []*chunk) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	for _, c := range chunks {
-		if cap(c.b) == maxChunk && len(cc.free) < cc.max {
-			cc.free = append(cc.free, c.b[:0])
+		if cap(c.b) == maxChunk {
+			cc.free.push(c.b[:0])
 		}
 		c.b = nil
 	}
@@ -173,10 +164,7 @@ func (s *spanBuf) publish(cc *chunkCache, num, off uint32, ends []int, ts []uint
 // whose every record is taken starts its next slice from nothing, and at
 // a thousand records a flush, growing it again was most of the writer's
 // allocation.
-type recsCache struct {
-	mu   sync.Mutex
-	free [][]rec
-}
+type recsCache struct{ free freeList[[]rec] }
 
 // The cache holds up to maxFreeRecs slices of at most maxRecsCap records
 // (10 MiB in all): a burst's huge slices go to the garbage collector rather
@@ -187,24 +175,15 @@ const (
 )
 
 func (rc *recsCache) get() []rec {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if n := len(rc.free); n > 0 {
-		r := rc.free[n-1]
-		rc.free[n-1] = nil
-		rc.free = rc.free[:n-1]
-		return r
-	}
-	return nil
+	r, _ := rc.free.pop()
+	return r
 }
 
 // recycle takes back the record slices of runs that have been built.
 func (rc *recsCache) recycle(runs []run) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	for i := range runs {
-		if r := runs[i].recs; cap(r) > 0 && cap(r) <= maxRecsCap && len(rc.free) < maxFreeRecs {
-			rc.free = append(rc.free, r[:0])
+		if r := runs[i].recs; cap(r) > 0 && cap(r) <= maxRecsCap {
+			rc.free.push(r[:0])
 		}
 	}
 }

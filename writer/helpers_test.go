@@ -297,7 +297,7 @@ func newStoreHarness(t *testing.T, b *blob.Bucket, o *Options) *committer {
 	must(t, err)
 	st := lease.State()
 	w := &Writer{b: b, o: oo, comp: oo.Compression.segment(), lease: lease, epoch: st.Epoch, log: oo.Logger,
-		append: b.CanAppend(), quota: newQuota(oo.MemoryQuota), pools: &pools{max: 16}}
+		append: b.CanAppend(), quota: newQuota(oo.MemoryQuota), pools: newPools(16, 0)}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	c := newCommitter(w, 1, st)
 	w.pub = c.pub

@@ -57,10 +57,8 @@ func (t *blockTask) release() {
 // collections, which at the writer's rate would make every block a fresh,
 // zeroed allocation.
 type pools struct {
-	mu       sync.Mutex
-	builders []*segment.BlockBuilder
-	frames   [][]byte
-	max      int
+	builders freeList[*segment.BlockBuilder]
+	frames   freeList[[]byte]
 	// frameCap is the capacity of a new frame buffer: a block's bytes
 	// and more. A raw block's buffer becomes its frame and the builder
 	// goes on in the buffer it is given, so a smaller one would grow by
@@ -69,13 +67,12 @@ type pools struct {
 	frameCap int
 }
 
+func newPools(max, frameCap int) *pools {
+	return &pools{builders: freeList[*segment.BlockBuilder]{max: max}, frames: freeList[[]byte]{max: max}, frameCap: frameCap}
+}
+
 func (p *pools) getBuilder() *segment.BlockBuilder {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.builders); n > 0 {
-		b := p.builders[n-1]
-		p.builders[n-1] = nil
-		p.builders = p.builders[:n-1]
+	if b, ok := p.builders.pop(); ok {
 		return b
 	}
 	return new(segment.BlockBuilder)
@@ -83,30 +80,45 @@ func (p *pools) getBuilder() *segment.BlockBuilder {
 
 func (p *pools) putBuilder(b *segment.BlockBuilder) {
 	b.Reset()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.builders) < p.max {
-		p.builders = append(p.builders, b)
-	}
+	p.builders.push(b)
 }
 
 func (p *pools) getFrame() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.frames); n > 0 {
-		b := p.frames[n-1]
-		p.frames[n-1] = nil
-		p.frames = p.frames[:n-1]
+	if b, ok := p.frames.pop(); ok {
 		return b
 	}
 	return make([]byte, 0, p.frameCap)
 }
 
-func (p *pools) putFrame(b []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.frames) < p.max {
-		p.frames = append(p.frames, b[:0])
+func (p *pools) putFrame(b []byte) { p.frames.push(b[:0]) }
+
+// freeList is a bounded stack of values to reuse, safe for concurrent use.
+type freeList[T any] struct {
+	mu    sync.Mutex
+	items []T
+	max   int
+}
+
+func (f *freeList[T]) pop() (v T, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.items)
+	if n == 0 {
+		return v, false
+	}
+	v = f.items[n-1]
+	var zero T
+	f.items[n-1] = zero // no stale reference in the backing array
+	f.items = f.items[:n-1]
+	return v, true
+}
+
+// push keeps v unless the list is full.
+func (f *freeList[T]) push(v T) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.items) < f.max {
+		f.items = append(f.items, v)
 	}
 }
 

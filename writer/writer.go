@@ -144,7 +144,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	w.depth = min(max(2*o.Workers, int(o.FlushBytes/int64(o.BlockSize))), 1024)
 	// Blocks alive at once: a job's queue, the next job's, the workers',
 	// and the frames the committer keeps until they are durable.
-	w.pools = &pools{max: 3*w.depth + 2*o.Workers, frameCap: segment.BlockHeaderSize + o.BlockSize + o.BlockSize/8}
+	w.pools = newPools(3*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
 	w.maxResolved = st.FlushedTs
 	w.flushed.Store(st.FlushedTs)
 	nextSeq, err := w.restart(ctx, lease)
