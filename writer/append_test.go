@@ -196,6 +196,27 @@ func TestCrashRecoversTornTail(t *testing.T) {
 func TestRecoveryKeepsDurableProgress(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	o := flushUnpublished(t, dir)
+	b2 := localBucket(t, dir)
+	w2 := open(t, b2, o)
+	if w2.FlushedTs() != 100 {
+		t.Fatalf("the new epoch starts at %d, want the reported 100", w2.FlushedTs())
+	}
+	st, _, err := meta.ReadWriterState(ctx, b2, testLog, "w")
+	must(t, err)
+	if len(st.Fences) != 1 || st.Fences[0].MaxTs != 100 {
+		t.Fatalf("fences %+v, want epoch 1's at max ts 100", st.Fences)
+	}
+	must(t, w2.Close(ctx))
+	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
+}
+
+// flushUnpublished leaves in dir a writer "w" whose epoch published events
+// 1..50 and reported the flush of 51..100, whose publication failed: the
+// options to reopen it with.
+func flushUnpublished(t *testing.T, dir string) *Options {
+	t.Helper()
+	ctx := context.Background()
 	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
@@ -212,18 +233,7 @@ func TestRecoveryKeepsDurableProgress(t *testing.T) {
 		t.Fatal("Publish succeeded with every state put failing")
 	}
 	w.Close(ctx)
-	b2 := localBucket(t, dir)
-	w2 := open(t, b2, o)
-	if w2.FlushedTs() != 100 {
-		t.Fatalf("the new epoch starts at %d, want the reported 100", w2.FlushedTs())
-	}
-	st, _, err := meta.ReadWriterState(ctx, b2, testLog, "w")
-	must(t, err)
-	if len(st.Fences) != 1 || st.Fences[0].MaxTs != 100 {
-		t.Fatalf("fences %+v, want epoch 1's at max ts 100", st.Fences)
-	}
-	must(t, w2.Close(ctx))
-	checkIDs(t, readLog(t, b2, readOpts{fenced: true}), 1, 100)
+	return o
 }
 
 // TestRecoveryDeletesUnfencedActive leaves an active segment that its epoch

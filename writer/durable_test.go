@@ -71,20 +71,7 @@ func TestDurableWalkNeedsTheEpochsFirstSegment(t *testing.T) {
 func TestDurableWalkRefusesABadName(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	f, b := faultyLocal(t, dir)
-	o := testOptions("w")
-	o.RetryAttempts = 1
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
-	writeFlushed(t, w, 1, 1, 50)
-	f.FailWhen(blobtest.OpPut, isState, nil)
-	writeRange(t, w, 1, 51, 100)
-	must(t, w.AdvanceResolved(1, 100))
-	if _, err := w.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w.Close(ctx)
-
+	o := flushUnpublished(t, dir)
 	b2 := localBucket(t, dir)
 	bad := layout.WriterSegments(testLog, "w") + "00000000000000000001-0000000000000000000x.seg"
 	if _, err := b2.Put(ctx, bad, []byte("?"), nil); err != nil {
