@@ -165,7 +165,8 @@ func judgeTargets(r *Report) []Target {
 		add("reader merge (raw) ≥ 0.8× lz4 decompression ceiling (1 thread, stored blocks)"+size, 0.8, "ratio_read_raw_ceiling", cr, "merge, CRC and lz4 without the codec")
 		add("reader merge (decoded) ≥ 0.8× lz4 decompression ceiling (1 thread, stored blocks)"+size, 0.8, "ratio_read_ceiling", cr, "with codec.DecodeEvent of every event")
 		add("reader (decoded) ≥ 20× the sort-then-merge reader (TiCDC redo apply model)"+size, 20, "ratio_read_sortmerge", cr,
-			fmt.Sprintf("same log, same child; peak RSS %s MiB reader, %s MiB sort-then-merge (%s)", cr.f("read_rss_mib"), cr.f("sortmerge_rss_mib"), cr.ratio("ratio_rss_sortmerge_read")))
+			fmt.Sprintf("same log, same child; peak RSS (medians) %s MiB reader, %s MiB sort-then-merge (%.1f×)",
+				human(cr.m("read_rss_mib")), human(cr.m("sortmerge_rss_mib")), cr.m("ratio_rss_sortmerge_read")))
 	}
 	if len(reads) >= 2 {
 		small, large := reads[0], reads[0]
