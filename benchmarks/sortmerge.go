@@ -310,21 +310,12 @@ type eventDigest struct {
 }
 
 func (d *eventDigest) add(ev *codec.Event) {
-	ts := ev.CommitTs()
-	if ts < d.lastTs {
-		d.outOfOrder++
-	}
-	d.lastTs = ts
-	d.tsSeq = mix64(d.tsSeq ^ ts)
-	d.events++
 	// An event's identity: its ts, table and, for a row, its first column
 	// (the generated rows' unique id), or a DDL's query length.
 	var key uint64
 	if ev.IsDDL() {
-		d.ddls++
 		key = uint64(len(ev.DDL.Query))
 	} else {
-		d.rows++
 		cols := ev.Row.Columns
 		if len(cols) == 0 {
 			cols = ev.Row.PreColumns
@@ -333,8 +324,24 @@ func (d *eventDigest) add(ev *codec.Event) {
 			key = uint64(cols[0].Value.Int())
 		}
 	}
-	t := ev.TableName()
-	d.idSum += mix64(ts ^ mix64(ev.StartTs()^mix64(uint64(t.PhysicalID)^mix64(key))))
+	d.addID(ev.CommitTs(), ev.StartTs(), ev.TableName().PhysicalID, key, ev.IsDDL())
+}
+
+// addID folds one event, given by its identity, into the digest: add's
+// work, shared with addRedoLog (an event in TiCDC's msgp shape).
+func (d *eventDigest) addID(ts, startTs uint64, tableID int64, key uint64, ddl bool) {
+	if ts < d.lastTs {
+		d.outOfOrder++
+	}
+	d.lastTs = ts
+	d.tsSeq = mix64(d.tsSeq ^ ts)
+	d.events++
+	if ddl {
+		d.ddls++
+	} else {
+		d.rows++
+	}
+	d.idSum += mix64(ts ^ mix64(startTs^mix64(uint64(tableID)^mix64(key))))
 }
 
 // mix64 is SplitMix64's finalizer: a cheap 64-bit hash.
