@@ -32,10 +32,12 @@ func readCell(writers, logMiB int) Cell {
 
 // runReadCell builds a log of Writers × LogMiB MiB of payload on local disk
 // (writers in parallel, flat out, without fsync: the log is only read
-// back), then reads it whole three times, raw and decoded with redokit's
-// reader and with the sort-then-merge baseline (sortmerge.go), each read
-// after freeing what the process can and resetting its peak RSS, and last
-// decompresses the stored lz4 blocks on one thread: the ceiling.
+// back), then reads it whole four times, raw and decoded with redokit's
+// reader, with the sort-then-merge baseline (sortmerge.go) and with the
+// same baseline on TiCDC-format files of the same events (ticdcmerge.go,
+// converted untimed), each read after freeing what the process can and
+// resetting its peak RSS, and last decompresses the stored lz4 blocks on
+// one thread: the ceiling.
 func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	c, be := in.Cell, in.Backend
 	if be.Kind != "local" {
@@ -120,6 +122,47 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	m["ratio_read_sortmerge"] = m["read_rows_s"] / m["sortmerge_rows_s"]
 	m["ratio_rss_sortmerge_read"] = m["sortmerge_rss_mib"] / m["read_rss_mib"]
 	if err := os.RemoveAll(filepath.Join(dir, "sortmerge")); err != nil {
+		return err
+	}
+
+	// The same model on TiCDC-format files of the same events (the closer
+	// model: msgp records, lz4 files, ticdcmerge.go), converted before the
+	// clock starts into a folder beside the log.
+	tdir := filepath.Join(dir, "ticdc")
+	t2 := time.Now()
+	tf, err := convertToTicdc(ctx, b, logID, lw.maxTs, tdir)
+	if err != nil {
+		return fmt.Errorf("convert to TiCDC's format: %w", err)
+	}
+	if tf.rows != lw.rows {
+		return fmt.Errorf("convert to TiCDC's format: %d rows, the writers made %d", tf.rows, lw.rows)
+	}
+	m["ticdc_convert_s"] = time.Since(t2).Seconds()
+	m["ticdc_files"] = float64(tf.files)
+	m["ticdc_msgp_mib"] = float64(tf.msgpBytes) / mib
+	m["ticdc_stored_mib"] = float64(tf.stored) / mib
+	var tgot *eventDigest
+	var tm sortMergeStats
+	d, err = measureRead(res, "ticdcmerge", func() (err error) {
+		tgot, tm, err = ticdcSortMergeRead(tdir, 0, lw.maxTs, filepath.Join(dir, "ticdcmerge"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := tgot.sameAs(want); err != nil {
+		return fmt.Errorf("ticdcmerge: %w", err)
+	}
+	m["ticdcmerge_rows_s"] = float64(tgot.events) / d
+	m["ticdcmerge_mib_s"] = float64(lw.payload) / mib / d
+	m["ticdcmerge_s"] = d
+	m["ticdcmerge_sort_s"] = tm.sortPhase.Seconds()
+	m["ticdcmerge_merge_s"] = tm.mergePhase.Seconds()
+	m["ticdcmerge_sorted_mib"] = float64(tm.sortedBytes) / mib
+	m["ticdcmerge_objects"] = float64(tm.objects)
+	m["ratio_read_ticdcmerge"] = m["read_rows_s"] / m["ticdcmerge_rows_s"]
+	m["ratio_rss_ticdcmerge_read"] = m["ticdcmerge_rss_mib"] / m["read_rss_mib"]
+	if err := errors.Join(os.RemoveAll(tdir), os.RemoveAll(filepath.Join(dir, "ticdcmerge"))); err != nil {
 		return err
 	}
 

@@ -165,3 +165,24 @@ func TestTicdcFrameRoundTrips(t *testing.T) {
 		t.Fatal("a torn last frame read as the end of the file")
 	}
 }
+
+// A read cell (a tiny one) runs both sort-then-merge variants on its log,
+// checks them and reports their figures beside redokit's.
+func TestReadCellRunsBothBaselines(t *testing.T) {
+	dir := t.TempDir()
+	in := childInput{Cell: readCell(2, 1), Backend: &Backend{Name: "local-nosync", Kind: "local", NoSync: true}, Dir: dir}
+	res := newResult()
+	if err := runReadCell(context.Background(), in, res); err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics
+	for _, k := range []string{"read_rows_s", "sortmerge_rows_s", "ticdcmerge_rows_s", "ratio_read_sortmerge", "ratio_read_ticdcmerge",
+		"sortmerge_rss_mib", "ticdcmerge_rss_mib", "ratio_rss_ticdcmerge_read", "ticdc_files", "ticdc_stored_mib", "ticdcmerge_sorted_mib"} {
+		if !(m[k] > 0) {
+			t.Errorf("%s = %v", k, m[k])
+		}
+	}
+	if m["ticdc_msgp_mib"] <= m["ticdc_stored_mib"] {
+		t.Errorf("TiCDC-format files: %v MiB of records stored in %v MiB (lz4)", m["ticdc_msgp_mib"], m["ticdc_stored_mib"])
+	}
+}
