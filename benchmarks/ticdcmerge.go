@@ -26,9 +26,9 @@ import (
 )
 
 // The sort-then-merge baseline on TiCDC-format files: the same model of
-// TiCDC's `redo apply` reader as sortmerge.go (TiCDC's
-// cdc/redo/reader/file.go: sortAndWriteFile, then a heap merge of the
-// sorted files), but over the files TiCDC's writer would have made of the
+// TiCDC's `redo apply` reader as sortmerge.go (pkg/redo/reader/file.go in
+// ticdc, cdc/redo/reader/file.go in tiflow: sortAndWriteFile, then a heap
+// merge of the sorted files), but over the files TiCDC's writer would have made of the
 // same events, decoded with msgp into TiCDC's RedoLog shape, as TiCDC
 // does, instead of redokit's segments and codec. Before the clock starts,
 // convertToTicdc reads the log with redokit's reader and writes its events
