@@ -173,8 +173,10 @@ func headline(c Cell, r *Result) string {
 		return fmt.Sprintf("%.0f rows/s %.1f MiB/s, flush p50 %.1f ms, read %.0f rows/s, ×raw %.2f",
 			m["write_rows_s"], m["write_mib_s"], m["flush_p50_ms"], m["read_rows_s"], m["ratio_raw"])
 	case "read":
-		return fmt.Sprintf("built %.0f MiB at %.0f MiB/s; raw %.0f rows/s %.0f MiB RSS, decoded %.0f rows/s %.0f MiB RSS; ceiling %.0f rows/s",
-			m["payload_mib"], m["build_mib_s"], m["read_raw_rows_s"], m["read_raw_rss_mib"], m["read_rows_s"], m["read_rss_mib"], m["ceiling_rows_s"])
+		return fmt.Sprintf("built %.0f MiB at %.0f MiB/s; raw %.0f rows/s %.0f MiB RSS, decoded %.0f rows/s %.0f MiB RSS; sort-then-merge on TiCDC files %.0f rows/s %.0f MiB RSS (decoded ×%.1f), on redokit's codec %.0f rows/s %.0f MiB RSS (×%.1f); ceiling %.0f rows/s",
+			m["payload_mib"], m["build_mib_s"], m["read_raw_rows_s"], m["read_raw_rss_mib"], m["read_rows_s"], m["read_rss_mib"],
+			m["ticdcmerge_rows_s"], m["ticdcmerge_rss_mib"], m["ratio_read_ticdcmerge"],
+			m["sortmerge_rows_s"], m["sortmerge_rss_mib"], m["ratio_read_sortmerge"], m["ceiling_rows_s"])
 	case "peer":
 		return fmt.Sprintf("%.0f rows/s %.1f MiB/s", m["rows_s"], m["mib_s"])
 	case "pipeline":

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -699,16 +698,8 @@ func (p *ticdcPeer) rotate(final bool) error {
 func (p *ticdcPeer) append(_ context.Context, t *peerTxn) error {
 	for _, rl := range t.rls {
 		// The frame: length word, msgp record, zero padding to 8 bytes.
-		b := append(p.buf[:0], make([]byte, 8)...)
-		b = msgpbench.Append(b, rl)
-		n := len(b) - 8
+		b, n := appendTicdcFrame(p.buf[:0], rl)
 		p.n += int64(n)
-		word := uint64(n)
-		if pad := (8 - n%8) % 8; pad > 0 {
-			b = append(b, make([]byte, pad)...)
-			word |= uint64(0x80|pad) << 56
-		}
-		binary.LittleEndian.PutUint64(b, word)
 		p.buf = b
 		if p.size > 0 && p.size+int64(len(b)) > ticdcMaxLogSize {
 			if err := p.rotate(false); err != nil {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
 	"github.com/redokit/redokit/writer"
 )
@@ -29,15 +32,18 @@ func readCell(writers, logMiB int) Cell {
 
 // runReadCell builds a log of Writers × LogMiB MiB of payload on local disk
 // (writers in parallel, flat out, without fsync: the log is only read
-// back), then reads it whole twice, raw and decoded, each read after
-// freeing what the process can and resetting its peak RSS, and last
-// decompresses the stored lz4 blocks on one thread: the ceiling.
+// back), then reads it whole four times, raw and decoded with redokit's
+// reader, with the sort-then-merge baseline (sortmerge.go) and with the
+// same baseline on TiCDC-format files of the same events (ticdcmerge.go,
+// converted untimed), each read after freeing what the process can and
+// resetting its peak RSS, and last decompresses the stored lz4 blocks on
+// one thread: the ceiling.
 func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	c, be := in.Cell, in.Backend
 	if be.Kind != "local" {
 		return fmt.Errorf("read cells run on a local backend, not %s", be.Name)
 	}
-	b, _, done, err := openBucket(ctx, be, in.Dir)
+	b, dir, done, err := openBucket(ctx, be, in.Dir)
 	if err != nil {
 		return err
 	}
@@ -61,43 +67,103 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	}
 	m["rss_build_mib"] = float64(peakRSS()) / mib
 
+	// What redokit's decoded read yielded, for the sort-then-merge
+	// baseline to be checked against.
+	var want *eventDigest
 	for _, raw := range []bool{true, false} {
 		name := "read"
 		if raw {
 			name = "read_raw"
 		}
-		freeMemory()
-		how, err := resetPeakRSS()
+		var rows, ddls int64
+		d, err := measureRead(res, name, func() (err error) {
+			if raw {
+				rows, ddls, err = benchkit.ReadAll(ctx, b, logID, lw.maxTs, true)
+				return err
+			}
+			want, err = readDecoded(ctx, b, logID, lw.maxTs)
+			if want != nil {
+				rows, ddls = want.rows, want.ddls
+			}
+			return err
+		})
 		if err != nil {
-			res.Info["rss_reset"] = "could not reset VmHWM (" + err.Error() + "): the peak RSS is sampled every 2 ms instead"
-			m["rss_hwm_reset"] = 0
-		} else {
-			res.Info["rss_reset"] = how
-			m["rss_hwm_reset"] = 1
-		}
-		m[name+"_rss_start_mib"] = float64(currentRSS()) / mib
-		var smp *rssSampler
-		if err != nil {
-			smp = sampleRSS(2 * time.Millisecond)
-		}
-		t0 := time.Now()
-		rows, ddls, err := benchkit.ReadAll(ctx, b, logID, lw.maxTs, raw)
-		d := time.Since(t0).Seconds()
-		if smp != nil {
-			m[name+"_rss_mib"] = float64(smp.stop()) / mib
-		} else {
-			m[name+"_rss_mib"] = float64(peakRSS()) / mib
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err
 		}
 		if rows != lw.rows || ddls != 0 {
 			return fmt.Errorf("%s: %d rows and %d DDLs read back, the writers made %d rows durable", name, rows, ddls, lw.rows)
 		}
-		m[name+"_rss_grow_mib"] = m[name+"_rss_mib"] - m[name+"_rss_start_mib"]
 		m[name+"_rows_s"] = float64(rows) / d
 		m[name+"_mib_s"] = float64(lw.payload) / mib / d
 		m[name+"_s"] = d
+	}
+
+	// The sort-then-merge baseline (a model of TiCDC's redo apply reader)
+	// on the same log and range, with its sorted files beside the log.
+	var got *eventDigest
+	var sm sortMergeStats
+	d, err := measureRead(res, "sortmerge", func() (err error) {
+		got, sm, err = sortMergeRead(ctx, b, logID, 0, lw.maxTs, filepath.Join(dir, "sortmerge"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := got.sameAs(want); err != nil {
+		return fmt.Errorf("sortmerge: %w", err)
+	}
+	m["sortmerge_rows_s"] = float64(got.events) / d
+	m["sortmerge_mib_s"] = float64(lw.payload) / mib / d
+	m["sortmerge_s"] = d
+	m["sortmerge_sort_s"] = sm.sortPhase.Seconds()
+	m["sortmerge_merge_s"] = sm.mergePhase.Seconds()
+	m["sortmerge_sorted_mib"] = float64(sm.sortedBytes) / mib
+	m["sortmerge_objects"] = float64(sm.objects)
+	m["ratio_read_sortmerge"] = m["read_rows_s"] / m["sortmerge_rows_s"]
+	m["ratio_rss_sortmerge_read"] = m["sortmerge_rss_mib"] / m["read_rss_mib"]
+	if err := os.RemoveAll(filepath.Join(dir, "sortmerge")); err != nil {
+		return err
+	}
+
+	// The same model on TiCDC-format files of the same events (the closer
+	// model: msgp records, lz4 files, ticdcmerge.go), converted before the
+	// clock starts into a folder beside the log.
+	tdir := filepath.Join(dir, "ticdc")
+	t2 := time.Now()
+	tf, err := convertToTicdc(ctx, b, logID, lw.maxTs, tdir)
+	if err != nil {
+		return fmt.Errorf("convert to TiCDC's format: %w", err)
+	}
+	if tf.rows != lw.rows {
+		return fmt.Errorf("convert to TiCDC's format: %d rows, the writers made %d", tf.rows, lw.rows)
+	}
+	m["ticdc_convert_s"] = time.Since(t2).Seconds()
+	m["ticdc_files"] = float64(tf.files)
+	m["ticdc_msgp_mib"] = float64(tf.msgpBytes) / mib
+	m["ticdc_stored_mib"] = float64(tf.stored) / mib
+	var tgot *eventDigest
+	var tm sortMergeStats
+	d, err = measureRead(res, "ticdcmerge", func() (err error) {
+		tgot, tm, err = ticdcSortMergeRead(tdir, 0, lw.maxTs, filepath.Join(dir, "ticdcmerge"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := tgot.sameAs(want); err != nil {
+		return fmt.Errorf("ticdcmerge: %w", err)
+	}
+	m["ticdcmerge_rows_s"] = float64(tgot.events) / d
+	m["ticdcmerge_mib_s"] = float64(lw.payload) / mib / d
+	m["ticdcmerge_s"] = d
+	m["ticdcmerge_sort_s"] = tm.sortPhase.Seconds()
+	m["ticdcmerge_merge_s"] = tm.mergePhase.Seconds()
+	m["ticdcmerge_sorted_mib"] = float64(tm.sortedBytes) / mib
+	m["ticdcmerge_objects"] = float64(tm.objects)
+	m["ratio_read_ticdcmerge"] = m["read_rows_s"] / m["ticdcmerge_rows_s"]
+	m["ratio_rss_ticdcmerge_read"] = m["ticdcmerge_rss_mib"] / m["read_rss_mib"]
+	if err := errors.Join(os.RemoveAll(tdir), os.RemoveAll(filepath.Join(dir, "ticdcmerge"))); err != nil {
+		return err
 	}
 
 	// The ceiling: the stored blocks, decompressed on one thread, one
@@ -115,6 +181,66 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	m["ratio_read_raw_ceiling"] = m["read_raw_rows_s"] / m["ceiling_rows_s"]
 	m["ratio_read_ceiling"] = m["read_rows_s"] / m["ceiling_rows_s"]
 	return nil
+}
+
+// measureRead runs read, named name in the metrics, after freeing what the
+// process can and resetting its peak RSS, and records the read's peak RSS,
+// the RSS at its start and the growth above it. It returns the read's
+// seconds.
+func measureRead(res *Result, name string, read func() error) (float64, error) {
+	m := res.Metrics
+	freeMemory()
+	how, err := resetPeakRSS()
+	if err != nil {
+		res.Info["rss_reset"] = "could not reset VmHWM (" + err.Error() + "): the peak RSS is sampled every 2 ms instead"
+		m["rss_hwm_reset"] = 0
+	} else {
+		res.Info["rss_reset"] = how
+		m["rss_hwm_reset"] = 1
+	}
+	m[name+"_rss_start_mib"] = float64(currentRSS()) / mib
+	var smp *rssSampler
+	if err != nil {
+		smp = sampleRSS(2 * time.Millisecond)
+	}
+	t0 := time.Now()
+	err = read()
+	d := time.Since(t0).Seconds()
+	if smp != nil {
+		m[name+"_rss_mib"] = float64(smp.stop()) / mib
+	} else {
+		m[name+"_rss_mib"] = float64(peakRSS()) / mib
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	m[name+"_rss_grow_mib"] = m[name+"_rss_mib"] - m[name+"_rss_start_mib"]
+	return d, nil
+}
+
+// readDecoded is benchkit.ReadAll's decoded read, folding every event into
+// a digest as it goes (a few multiplications per event), so that the
+// sort-then-merge baseline can be checked to read the same events in the
+// same commit-ts order.
+func readDecoded(ctx context.Context, b *blob.Bucket, logID string, maxTs uint64) (*eventDigest, error) {
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, StartTs: 0, EndTs: maxTs})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	d := &eventDigest{}
+	for {
+		evs, err := r.NextBatch(ctx, 1024)
+		if err == io.EOF {
+			return d, nil
+		}
+		if err != nil {
+			return d, err
+		}
+		for _, ev := range evs {
+			d.add(&ev.Event)
+		}
+	}
 }
 
 type builtLog struct {
