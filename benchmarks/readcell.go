@@ -100,27 +100,11 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 
 	// The sort-then-merge baseline (a model of TiCDC's redo apply reader)
 	// on the same log and range, with its sorted files beside the log.
-	var got *eventDigest
-	var sm sortMergeStats
-	d, err := measureRead(res, "sortmerge", func() (err error) {
-		got, sm, err = sortMergeRead(ctx, b, logID, 0, lw.maxTs, filepath.Join(dir, "sortmerge"))
-		return err
-	})
-	if err != nil {
+	if err := runBaseline(res, "sortmerge", lw.payload, want, func() (*eventDigest, sortMergeStats, error) {
+		return sortMergeRead(ctx, b, logID, 0, lw.maxTs, filepath.Join(dir, "sortmerge"))
+	}); err != nil {
 		return err
 	}
-	if err := got.sameAs(want); err != nil {
-		return fmt.Errorf("sortmerge: %w", err)
-	}
-	m["sortmerge_rows_s"] = float64(got.events) / d
-	m["sortmerge_mib_s"] = float64(lw.payload) / mib / d
-	m["sortmerge_s"] = d
-	m["sortmerge_sort_s"] = sm.sortPhase.Seconds()
-	m["sortmerge_merge_s"] = sm.mergePhase.Seconds()
-	m["sortmerge_sorted_mib"] = float64(sm.sortedBytes) / mib
-	m["sortmerge_objects"] = float64(sm.objects)
-	m["ratio_read_sortmerge"] = m["read_rows_s"] / m["sortmerge_rows_s"]
-	m["ratio_rss_sortmerge_read"] = m["sortmerge_rss_mib"] / m["read_rss_mib"]
 	if err := os.RemoveAll(filepath.Join(dir, "sortmerge")); err != nil {
 		return err
 	}
@@ -141,27 +125,11 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 	m["ticdc_files"] = float64(tf.files)
 	m["ticdc_msgp_mib"] = float64(tf.msgpBytes) / mib
 	m["ticdc_stored_mib"] = float64(tf.stored) / mib
-	var tgot *eventDigest
-	var tm sortMergeStats
-	d, err = measureRead(res, "ticdcmerge", func() (err error) {
-		tgot, tm, err = ticdcSortMergeRead(tdir, 0, lw.maxTs, filepath.Join(dir, "ticdcmerge"))
-		return err
-	})
-	if err != nil {
+	if err := runBaseline(res, "ticdcmerge", lw.payload, want, func() (*eventDigest, sortMergeStats, error) {
+		return ticdcSortMergeRead(tdir, 0, lw.maxTs, filepath.Join(dir, "ticdcmerge"))
+	}); err != nil {
 		return err
 	}
-	if err := tgot.sameAs(want); err != nil {
-		return fmt.Errorf("ticdcmerge: %w", err)
-	}
-	m["ticdcmerge_rows_s"] = float64(tgot.events) / d
-	m["ticdcmerge_mib_s"] = float64(lw.payload) / mib / d
-	m["ticdcmerge_s"] = d
-	m["ticdcmerge_sort_s"] = tm.sortPhase.Seconds()
-	m["ticdcmerge_merge_s"] = tm.mergePhase.Seconds()
-	m["ticdcmerge_sorted_mib"] = float64(tm.sortedBytes) / mib
-	m["ticdcmerge_objects"] = float64(tm.objects)
-	m["ratio_read_ticdcmerge"] = m["read_rows_s"] / m["ticdcmerge_rows_s"]
-	m["ratio_rss_ticdcmerge_read"] = m["ticdcmerge_rss_mib"] / m["read_rss_mib"]
 	if err := errors.Join(os.RemoveAll(tdir), os.RemoveAll(filepath.Join(dir, "ticdcmerge"))); err != nil {
 		return err
 	}
@@ -216,6 +184,37 @@ func measureRead(res *Result, name string, read func() error) (float64, error) {
 	}
 	m[name+"_rss_grow_mib"] = m[name+"_rss_mib"] - m[name+"_rss_start_mib"]
 	return d, nil
+}
+
+// runBaseline measures one sort-then-merge baseline's read (read), named
+// name in the metrics (sortmerge, ticdcmerge), checks that it yielded the
+// events redokit's decoded read did (want), and records its rate over the
+// log's payload bytes, its phases and its ratios to redokit's decoded read:
+// the same measurement and metric names for both models.
+func runBaseline(res *Result, name string, payload int64, want *eventDigest, read func() (*eventDigest, sortMergeStats, error)) error {
+	m := res.Metrics
+	var got *eventDigest
+	var st sortMergeStats
+	d, err := measureRead(res, name, func() (err error) {
+		got, st, err = read()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := got.sameAs(want); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	m[name+"_rows_s"] = float64(got.events) / d
+	m[name+"_mib_s"] = float64(payload) / mib / d
+	m[name+"_s"] = d
+	m[name+"_sort_s"] = st.sortPhase.Seconds()
+	m[name+"_merge_s"] = st.mergePhase.Seconds()
+	m[name+"_sorted_mib"] = float64(st.sortedBytes) / mib
+	m[name+"_objects"] = float64(st.objects)
+	m["ratio_read_"+name] = m["read_rows_s"] / m[name+"_rows_s"]
+	m["ratio_rss_"+name+"_read"] = m[name+"_rss_mib"] / m["read_rss_mib"]
+	return nil
 }
 
 // readDecoded is benchkit.ReadAll's decoded read, folding every event into

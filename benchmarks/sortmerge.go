@@ -66,27 +66,42 @@ type sortMergeStats struct {
 // the way TiCDC's redo apply does (see above), writing its sorted files
 // under tmpDir, and folds every event it yields, in order, into the digest.
 func sortMergeRead(ctx context.Context, b *blob.Bucket, logID string, start, end uint64, tmpDir string) (*eventDigest, sortMergeStats, error) {
+	return sortThenMerge(tmpDir,
+		func() ([]string, error) { return sortMergeObjects(ctx, b, logID, start) },
+		func(key, file string) (int64, error) { return sortObject(ctx, b, key, start, end, file) },
+		func(files []string) (*eventDigest, error) { return mergeSortedFiles(files, start, end) })
+}
+
+// sortThenMerge is the skeleton both sort-then-merge models share
+// (sortMergeRead on redokit's objects, ticdcSortMergeRead on TiCDC-format
+// files), so that they differ only in what they list, decode, order and
+// frame: list the sources, then a pool of sortMergeWorkers workers turns
+// each source into a sorted file of its own under tmpDir (sortOne returns
+// the bytes it wrote), then merge reads the sorted files back in order.
+// The sort phase is timed from before the listing, as TiCDC's reader lists
+// before it downloads.
+func sortThenMerge(tmpDir string, list func() ([]string, error), sortOne func(src, file string) (int64, error), merge func(files []string) (*eventDigest, error)) (*eventDigest, sortMergeStats, error) {
 	var st sortMergeStats
 	t0 := time.Now()
-	keys, err := sortMergeObjects(ctx, b, logID, start)
+	srcs, err := list()
 	if err != nil {
 		return nil, st, err
 	}
 	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
 		return nil, st, err
 	}
-	st.objects = len(keys)
-	files := make([]string, len(keys))
-	sizes := make([]int64, len(keys))
-	errs := make([]error, len(keys))
+	st.objects = len(srcs)
+	files := make([]string, len(srcs))
+	sizes := make([]int64, len(srcs))
+	errs := make([]error, len(srcs))
 	limit := make(chan struct{}, sortMergeWorkers)
 	var wg sync.WaitGroup
-	for i, key := range keys {
+	for i, src := range srcs {
 		limit <- struct{}{}
 		files[i] = filepath.Join(tmpDir, fmt.Sprintf("%06d.sort", i))
 		wg.Go(func() {
 			defer func() { <-limit }()
-			sizes[i], errs[i] = sortObject(ctx, b, key, start, end, files[i])
+			sizes[i], errs[i] = sortOne(src, files[i])
 		})
 	}
 	wg.Wait()
@@ -99,7 +114,7 @@ func sortMergeRead(ctx context.Context, b *blob.Bucket, logID string, start, end
 	st.sortPhase = time.Since(t0)
 
 	t1 := time.Now()
-	d, err := mergeSortedFiles(files, start, end)
+	d, err := merge(files)
 	st.mergePhase = time.Since(t1)
 	return d, st, err
 }
@@ -157,7 +172,26 @@ func sortObject(ctx context.Context, b *blob.Bucket, key string, start, end uint
 		}
 		evs = append(evs, ev)
 	}
-	slices.SortFunc(evs, compareRedoOrder)
+	return sortAndWriteFile(path, evs, compareRedoOrder, (*codec.Event).CommitTs, start, end, appendSortMergeFrame)
+}
+
+// appendSortMergeFrame appends ev to dst in the sorted files' framing: its
+// encoded length (sortMergeFrameSize bytes, little-endian), then
+// codec.AppendEvent's encoding.
+func appendSortMergeFrame(dst []byte, ev *codec.Event) []byte {
+	at := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = codec.AppendEvent(dst, ev)
+	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at-sortMergeFrameSize))
+	return dst
+}
+
+// sortAndWriteFile is the end of a sort worker's job in both models (TiCDC's
+// sortAndWriteFile): sort the decoded records by compare, then write those
+// whose commit ts is in (start, end] to path, each framed by appendFrame,
+// through a sortMergeWriteBuf buffer. It returns the bytes written.
+func sortAndWriteFile[T any](path string, recs []*T, compare func(a, b *T) int, commitTs func(*T) uint64, start, end uint64, appendFrame func(dst []byte, rec *T) []byte) (int64, error) {
+	slices.SortFunc(recs, compare)
 
 	f, err := os.Create(path)
 	if err != nil {
@@ -167,17 +201,15 @@ func sortObject(ctx context.Context, b *blob.Bucket, key string, start, end uint
 	w := bufio.NewWriterSize(f, sortMergeWriteBuf)
 	var buf []byte
 	var n int64
-	for _, ev := range evs {
-		ts := ev.CommitTs()
+	for _, rec := range recs {
+		ts := commitTs(rec)
 		if ts > end {
 			break // sorted: the rest are above the range too
 		}
 		if ts <= start {
 			continue
 		}
-		buf = binary.LittleEndian.AppendUint32(buf[:0], 0)
-		buf = codec.AppendEvent(buf, ev)
-		binary.LittleEndian.PutUint32(buf, uint32(len(buf)-sortMergeFrameSize))
+		buf = appendFrame(buf[:0], rec)
 		if _, err := w.Write(buf); err != nil {
 			return 0, err
 		}
@@ -216,17 +248,18 @@ func opRank(ev *codec.Event) int {
 	}
 }
 
-// sortedCursor is one sorted file in the merge: its reader and the event
-// at its head, decoded.
-type sortedCursor struct {
+// sortedCursor is one sorted file in a merge: its reader and the record
+// at its head, decoded (a codec.Event here, a RedoLog in ticdcmerge.go).
+type sortedCursor[T any] struct {
 	f   *os.File
 	r   *bufio.Reader
 	buf []byte
-	ev  codec.Event
+	rec T
 }
 
-// next decodes the file's next event into c.ev; io.EOF at the end.
-func (c *sortedCursor) next(dec *codec.Decoder) error {
+// nextSortedEvent decodes c's next framed event (appendSortMergeFrame) into
+// c.rec; io.EOF at the end.
+func nextSortedEvent(c *sortedCursor[codec.Event], dec *codec.Decoder) error {
 	var hdr [sortMergeFrameSize]byte
 	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
 		return err // io.EOF exactly at a frame boundary: the end
@@ -236,64 +269,84 @@ func (c *sortedCursor) next(dec *codec.Decoder) error {
 	if _, err := io.ReadFull(c.r, c.buf); err != nil {
 		return fmt.Errorf("%s: torn frame: %w", c.f.Name(), err)
 	}
-	return dec.Decode(c.buf, &c.ev)
+	return dec.Decode(c.buf, &c.rec)
 }
 
-// cursorHeap orders the cursors by their head events (compareRedoOrder).
-type cursorHeap []*sortedCursor
+// cursorHeap orders the cursors by their head records (compare).
+type cursorHeap[T any] struct {
+	cs      []*sortedCursor[T]
+	compare func(a, b *T) int
+}
 
-func (h cursorHeap) Len() int           { return len(h) }
-func (h cursorHeap) Less(i, j int) bool { return compareRedoOrder(&h[i].ev, &h[j].ev) < 0 }
-func (h cursorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *cursorHeap) Push(x any)        { *h = append(*h, x.(*sortedCursor)) }
-func (h *cursorHeap) Pop() any {
-	old := *h
+func (h *cursorHeap[T]) Len() int           { return len(h.cs) }
+func (h *cursorHeap[T]) Less(i, j int) bool { return h.compare(&h.cs[i].rec, &h.cs[j].rec) < 0 }
+func (h *cursorHeap[T]) Swap(i, j int)      { h.cs[i], h.cs[j] = h.cs[j], h.cs[i] }
+func (h *cursorHeap[T]) Push(x any)         { h.cs = append(h.cs, x.(*sortedCursor[T])) }
+func (h *cursorHeap[T]) Pop() any {
+	old := h.cs
 	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+	h.cs = old[:len(old)-1]
 	return x
 }
 
-// mergeSortedFiles is the k-way heap merge of the sorted files: it folds
-// each event in (start, end], in order, into the digest it returns.
-func mergeSortedFiles(paths []string, start, end uint64) (*eventDigest, error) {
-	var dec codec.Decoder
-	h := make(cursorHeap, 0, len(paths))
+// mergeSorted is the k-way heap merge of the sorted files both models
+// share: each file is read through a sortMergeReadBuf bufio.Reader, next
+// decodes a file's next record into its cursor (io.EOF at the end), and
+// every record goes, in compare's order, to yield.
+func mergeSorted[T any](paths []string, next func(c *sortedCursor[T]) error, compare func(a, b *T) int, yield func(rec *T)) error {
+	h := &cursorHeap[T]{cs: make([]*sortedCursor[T], 0, len(paths)), compare: compare}
 	defer func() {
-		for _, c := range h {
+		for _, c := range h.cs {
 			c.f.Close()
 		}
 	}()
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c := &sortedCursor{f: f, r: bufio.NewReaderSize(f, sortMergeReadBuf)}
-		if err := c.next(&dec); err == io.EOF {
+		c := &sortedCursor[T]{f: f, r: bufio.NewReaderSize(f, sortMergeReadBuf)}
+		if err := next(c); err == io.EOF {
 			f.Close()
 			continue
 		} else if err != nil {
 			f.Close()
-			return nil, err
+			return err
 		}
-		h = append(h, c)
+		h.cs = append(h.cs, c)
 	}
-	heap.Init(&h)
-	d := &eventDigest{}
-	for len(h) > 0 {
-		c := h[0]
-		if ts := c.ev.CommitTs(); ts > start && ts <= end {
-			d.add(&c.ev)
-		}
-		switch err := c.next(&dec); err {
+	heap.Init(h)
+	for len(h.cs) > 0 {
+		c := h.cs[0]
+		yield(&c.rec)
+		switch err := next(c); err {
 		case nil:
-			heap.Fix(&h, 0)
+			heap.Fix(h, 0)
 		case io.EOF:
 			c.f.Close()
-			heap.Pop(&h)
+			heap.Pop(h)
 		default:
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// mergeSortedFiles merges the sorted files of redokit's events: it folds
+// each event in (start, end], in order, into the digest it returns.
+func mergeSortedFiles(paths []string, start, end uint64) (*eventDigest, error) {
+	var dec codec.Decoder
+	d := &eventDigest{}
+	err := mergeSorted(paths,
+		func(c *sortedCursor[codec.Event]) error { return nextSortedEvent(c, &dec) },
+		compareRedoOrder,
+		func(ev *codec.Event) {
+			if ts := ev.CommitTs(); ts > start && ts <= end {
+				d.add(ev)
+			}
+		})
+	if err != nil {
+		return nil, err
 	}
 	return d, nil
 }

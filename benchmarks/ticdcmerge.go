@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/pierrec/lz4/v4"
 
@@ -140,42 +135,10 @@ func convertToTicdc(ctx context.Context, b *blob.Bucket, logID string, maxTs uin
 // above), writing its sorted files under tmpDir, and folds every event it
 // yields, in order, into the digest.
 func ticdcSortMergeRead(dir string, start, end uint64, tmpDir string) (*eventDigest, sortMergeStats, error) {
-	var st sortMergeStats
-	t0 := time.Now()
-	paths, err := ticdcObjects(dir, start)
-	if err != nil {
-		return nil, st, err
-	}
-	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
-		return nil, st, err
-	}
-	st.objects = len(paths)
-	files := make([]string, len(paths))
-	sizes := make([]int64, len(paths))
-	errs := make([]error, len(paths))
-	limit := make(chan struct{}, sortMergeWorkers)
-	var wg sync.WaitGroup
-	for i, path := range paths {
-		limit <- struct{}{}
-		files[i] = filepath.Join(tmpDir, fmt.Sprintf("%06d.sort", i))
-		wg.Go(func() {
-			defer func() { <-limit }()
-			sizes[i], errs[i] = sortTicdcFile(path, start, end, files[i])
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, st, err
-	}
-	for _, n := range sizes {
-		st.sortedBytes += n
-	}
-	st.sortPhase = time.Since(t0)
-
-	t1 := time.Now()
-	d, err := mergeTicdcSorted(files, start, end)
-	st.mergePhase = time.Since(t1)
-	return d, st, err
+	return sortThenMerge(tmpDir,
+		func() ([]string, error) { return ticdcObjects(dir, start) },
+		func(src, file string) (int64, error) { return sortTicdcFile(src, start, end, file) },
+		func(files []string) (*eventDigest, error) { return mergeTicdcSorted(files, start, end) })
 }
 
 // ticdcObjects lists the TiCDC-format files under dir whose name's commit
@@ -245,34 +208,16 @@ func sortTicdcFile(src string, start, end uint64, path string) (int64, error) {
 		}
 		logs = append(logs, rl)
 	}
-	slices.SortFunc(logs, compareTicdcOrder)
+	return sortAndWriteFile(path, logs, compareTicdcOrder, ticdcCommitTs, start, end, func(dst []byte, rl *msgpbench.RedoLog) []byte {
+		dst, _ = appendTicdcFrame(dst, rl)
+		return dst
+	})
+}
 
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, sortMergeWriteBuf)
-	var buf []byte
-	var n int64
-	for _, rl := range logs {
-		ts, _ := ticdcTs(rl)
-		if ts > end {
-			break // sorted: the rest are above the range too
-		}
-		if ts <= start {
-			continue
-		}
-		buf, _ = appendTicdcFrame(buf[:0], rl)
-		if _, err := w.Write(buf); err != nil {
-			return 0, err
-		}
-		n += int64(len(buf))
-	}
-	if err := w.Flush(); err != nil {
-		return 0, err
-	}
-	return n, f.Close()
+// ticdcCommitTs is a record's commit ts (ticdcTs's first half).
+func ticdcCommitTs(rl *msgpbench.RedoLog) uint64 {
+	ts, _ := ticdcTs(rl)
+	return ts
 }
 
 // ticdcTs is a record's commit ts and start ts.
@@ -352,17 +297,9 @@ func (d *eventDigest) addRedoLog(rl *msgpbench.RedoLog) {
 	d.addID(ts, startTs, table, key, false)
 }
 
-// ticdcCursor is one sorted file in the merge: its reader and the record
-// at its head, decoded.
-type ticdcCursor struct {
-	f   *os.File
-	r   *bufio.Reader
-	buf []byte
-	rl  msgpbench.RedoLog
-}
-
-// next decodes the file's next record into c.rl; io.EOF at the end.
-func (c *ticdcCursor) next() error {
+// nextTicdcSorted decodes c's next frame (TiCDC's framing, a msgp record)
+// into c.rec; io.EOF at the end.
+func nextTicdcSorted(c *sortedCursor[msgpbench.RedoLog]) error {
 	var rec []byte
 	var err error
 	c.buf, rec, err = readTicdcFrame(c.r, c.buf)
@@ -372,67 +309,23 @@ func (c *ticdcCursor) next() error {
 		}
 		return fmt.Errorf("%s: %w", c.f.Name(), err)
 	}
-	if err := unmarshalTicdcRecord(rec, &c.rl); err != nil {
+	if err := unmarshalTicdcRecord(rec, &c.rec); err != nil {
 		return fmt.Errorf("%s: %w", c.f.Name(), err)
 	}
 	return nil
 }
 
-// ticdcCursorHeap orders the cursors by their head records
-// (compareTicdcOrder).
-type ticdcCursorHeap []*ticdcCursor
-
-func (h ticdcCursorHeap) Len() int           { return len(h) }
-func (h ticdcCursorHeap) Less(i, j int) bool { return compareTicdcOrder(&h[i].rl, &h[j].rl) < 0 }
-func (h ticdcCursorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *ticdcCursorHeap) Push(x any)        { *h = append(*h, x.(*ticdcCursor)) }
-func (h *ticdcCursorHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// mergeTicdcSorted is the k-way heap merge of the sorted files: it folds
+// mergeTicdcSorted merges the sorted files of TiCDC's records: it folds
 // each record in (start, end], in order, into the digest it returns.
 func mergeTicdcSorted(paths []string, start, end uint64) (*eventDigest, error) {
-	h := make(ticdcCursorHeap, 0, len(paths))
-	defer func() {
-		for _, c := range h {
-			c.f.Close()
-		}
-	}()
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		c := &ticdcCursor{f: f, r: bufio.NewReaderSize(f, sortMergeReadBuf)}
-		if err := c.next(); err == io.EOF {
-			f.Close()
-			continue
-		} else if err != nil {
-			f.Close()
-			return nil, err
-		}
-		h = append(h, c)
-	}
-	heap.Init(&h)
 	d := &eventDigest{}
-	for len(h) > 0 {
-		c := h[0]
-		if ts, _ := ticdcTs(&c.rl); ts > start && ts <= end {
-			d.addRedoLog(&c.rl)
+	err := mergeSorted(paths, nextTicdcSorted, compareTicdcOrder, func(rl *msgpbench.RedoLog) {
+		if ts, _ := ticdcTs(rl); ts > start && ts <= end {
+			d.addRedoLog(rl)
 		}
-		switch err := c.next(); err {
-		case nil:
-			heap.Fix(&h, 0)
-		case io.EOF:
-			c.f.Close()
-			heap.Pop(&h)
-		default:
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return d, nil
 }
