@@ -49,6 +49,9 @@ export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
 step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES)"
 go test -race -count=1 -timeout 30m ./...
 
+step "go test ./benchmarks/... (the benchmark program's own checks: its baselines read what the reader reads)"
+go test -count=1 -timeout 10m ./benchmarks/...
+
 step "fuzz (${REDOKIT_FUZZTIME:-8s} per target)"
 # Every Fuzz* function in the tree, each run alone for a bounded time.
 while IFS=: read -r file target; do
