@@ -62,10 +62,7 @@ func (p *publisher) request(pr meta.Progress, urgent bool) uint64 {
 		p.urgentN = n
 	}
 	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.wake()
 	return n
 }
 
@@ -75,11 +72,16 @@ func (p *publisher) hurry() uint64 {
 	n := p.wantN
 	p.urgentN = n
 	p.mu.Unlock()
+	p.wake()
+	return n
+}
+
+// wake tells run that there is a request; a wake already pending will do.
+func (p *publisher) wake() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
-	return n
 }
 
 // wait waits until request n (or a newer one) is published.
