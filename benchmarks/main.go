@@ -123,23 +123,10 @@ func run(quick bool, out string, reps int, dir, filter string, storages []string
 	cells := buildMatrix(matrixOpts{quick: quick, backends: backends, filter: filter})
 	fmt.Fprintf(os.Stderr, "%d cells × %d repetitions, interleaved\n", len(cells), reps)
 
-	results := make(map[string][]*Result, len(cells))
-	for rep := range reps {
-		// Rotate the order each round, so that no cell always runs first
-		// or right after the same neighbour.
-		off := 0
-		if len(cells) > 0 {
-			off = (rep * (len(cells)/reps + 1)) % len(cells)
-		}
-		for i := range cells {
-			c := cells[(i+off)%len(cells)]
-			be := byName[c.Backend]
-			in := childInput{Cell: c, Backend: be, Dir: absDir, Rep: rep, Quick: quick}
-			r := runChild(ctx, in, os.Stderr)
-			results[c.ID] = append(results[c.ID], r)
-			fmt.Fprintf(os.Stderr, "[%d/%d %4.0fs] %-58s %5.1fs %s\n", rep+1, reps, time.Since(start).Seconds(), c.ID, r.Wall, headline(c, r))
-		}
-	}
+	results := runRounds(cells, reps, start, func(c Cell, rep int) (*Result, string) {
+		r := runChild(ctx, childInput{Cell: c, Backend: byName[c.Backend], Dir: absDir, Rep: rep, Quick: quick}, os.Stderr)
+		return r, fmt.Sprintf("%-58s %5.1fs %s", c.ID, r.Wall, headline(c, r))
+	})
 	mach.LoadEnd = loadavg()
 	rep := buildReport(mach, backends, cells, results, quick, reps, time.Since(start))
 	if err := writeReport(out, rep); err != nil {
@@ -147,6 +134,27 @@ func run(quick bool, out string, reps int, dir, filter string, storages []string
 	}
 	fmt.Fprintf(os.Stderr, "report written to %s (%.0f s)\n", out, time.Since(start).Seconds())
 	return nil
+}
+
+// runRounds runs every cell once per round, reps rounds, in an order rotated
+// each round so that no cell always runs first or right after the same
+// neighbour, printing a progress line (run returns the result and the
+// line's text). It returns each cell's results by ID, in round order.
+func runRounds(cells []Cell, reps int, start time.Time, run func(c Cell, rep int) (*Result, string)) map[string][]*Result {
+	results := make(map[string][]*Result, len(cells))
+	for rep := range reps {
+		off := 0
+		if len(cells) > 0 {
+			off = (rep * (len(cells)/reps + 1)) % len(cells)
+		}
+		for i := range cells {
+			c := cells[(i+off)%len(cells)]
+			r, line := run(c, rep)
+			results[c.ID] = append(results[c.ID], r)
+			fmt.Fprintf(os.Stderr, "[%d/%d %4.0fs] %s\n", rep+1, reps, time.Since(start).Seconds(), line)
+		}
+	}
+	return results
 }
 
 // rerender writes the report of a results.json again.

@@ -116,19 +116,10 @@ func runPeers(quick bool, out string, reps int, dir, filter string) error {
 	mach := readMachine(absDir)
 	cells := buildPeerMatrix(quick, filter)
 	fmt.Fprintf(os.Stderr, "peer comparison: %d cells × %d rounds, interleaved, in %s\n", len(cells), reps, absDir)
-	results := make(map[string][]*Result, len(cells))
-	for rep := range reps {
-		off := 0
-		if len(cells) > 0 {
-			off = (rep * (len(cells)/reps + 1)) % len(cells)
-		}
-		for i := range cells {
-			c := cells[(i+off)%len(cells)]
-			r := runChild(ctx, childInput{Cell: c, Dir: absDir, Rep: rep, Quick: quick}, os.Stderr)
-			results[c.ID] = append(results[c.ID], r)
-			fmt.Fprintf(os.Stderr, "[%d/%d %4.0fs] %-40s %5.1fs %s\n", rep+1, reps, time.Since(start).Seconds(), c.ID, r.Wall, peerHeadline(r))
-		}
-	}
+	results := runRounds(cells, reps, start, func(c Cell, rep int) (*Result, string) {
+		r := runChild(ctx, childInput{Cell: c, Dir: absDir, Rep: rep, Quick: quick}, os.Stderr)
+		return r, fmt.Sprintf("%-40s %5.1fs %s", c.ID, r.Wall, peerHeadline(r))
+	})
 	pairPeerRounds(cells, results)
 	mach.LoadEnd = loadavg()
 	r := &PeerReport{Tool: "github.com/redokit/redokit/benchmarks -peers", Machine: mach, Quick: quick, Reps: reps,
