@@ -69,7 +69,17 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 	start := seqs[0]
 	if prev.HasSeq {
 		i, _ := slices.BinarySearch(seqs, prev.Seq)
-		if i == len(seqs) || seqs[i] > prev.Seq+1 {
+		if i == len(seqs) {
+			return nil, nil
+		}
+		if seqs[i] > prev.Seq+1 {
+			// An upload that failed while a later one landed leaves this
+			// gap, and then no flush past it was reported; so would a
+			// segment deleted after its flush was reported, which no
+			// listing can tell apart. The fence leaves them out either
+			// way: say so, naming them.
+			log.Warn("segments of the previous epoch lie past a gap above its published seq: fenced out, not read", "epoch", prev.Epoch,
+				"published_seq", prev.Seq, "first_after_gap", segs[seqs[i]].key)
 			return nil, nil
 		}
 		start = seqs[i]
@@ -118,6 +128,7 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		if seq == start && !prev.HasSeq && !h.Link.First() {
 			// The epoch's first segment is missing (its upload failed while a
 			// later one landed): no frame of the epoch is proven reported.
+			log.Warn("the previous epoch's first segment is missing: its later segments are fenced out, not read", "epoch", prev.Epoch, "first_found", l.key)
 			return nil, nil
 		}
 		if seq != start {
