@@ -461,34 +461,18 @@ func (l *Lease) Epoch() uint64 {
 // up; the coordinator keeps the global watermark from falling. Publishing
 // what is already published writes nothing.
 func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
-	return l.PublishProgressAfter(ctx, p, nil)
-}
-
-// PublishProgressAfter is PublishProgress with a precondition: ready is
-// called once before the new progress can become visible (see
-// blob.PutOptions.BeforeCommit), and its error abandons the publication.
-// A writer passes the wait for the fsync of the data the progress covers,
-// so that the state object is staged while the data syncs, yet never
-// visible before the data is durable. ready is called even when nothing
-// is written (the progress is already published or the lease is lost), so
-// the caller can rely on it having run when this returns; it may not run
-// when ctx ends first.
-func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func(context.Context) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ready == nil {
-		ready = func(context.Context) error { return nil }
-	}
 	if l.fenced != nil {
-		return errors.Join(ready(ctx), l.fenced)
+		return l.fenced
 	}
 	if len(l.pending) > 0 {
 		if _, err := l.settle(ctx); err != nil {
-			return errors.Join(ready(ctx), err)
+			return err
 		}
 	}
 	if l.st.HasSeq && p.Seq < l.st.Seq {
-		return errors.Join(ready(ctx), fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq))
+		return fmt.Errorf("meta: writer %s: segment seq %d is below the published %d", l.st.WriterID, p.Seq, l.st.Seq)
 	}
 	spans := l.st.Spans
 	if p.Spans != nil {
@@ -496,7 +480,7 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 		slices.SortFunc(spans, func(a, b SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
 	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
-		return ready(ctx)
+		return nil
 	}
 	next := l.st
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
@@ -506,24 +490,13 @@ func (l *Lease) PublishProgressAfter(ctx context.Context, p Progress, ready func
 		l.pending = map[string]bool{}
 	}
 	l.pending[next.Token] = true
-	called := false
-	var readyErr error
-	attrs, err := l.b.Put(ctx, l.key, encodeWriterState(&next), &blob.PutOptions{IfMatch: l.etag, BeforeCommit: func(ctx context.Context) error {
-		called = true
-		readyErr = ready(ctx)
-		return readyErr
-	}})
+	attrs, err := l.b.Put(ctx, l.key, encodeWriterState(&next), &blob.PutOptions{IfMatch: l.etag})
 	if err == nil {
 		l.st, l.etag, l.pending = next, attrs.ETag, nil
 		return nil
 	}
-	if !called && ctx.Err() == nil {
-		// The put failed before its commit point (a lost lease among
-		// others): ready still runs, as promised.
-		err = errors.Join(err, ready(ctx))
-	}
-	if called && readyErr != nil || definitive(err) {
-		// Abandoned before anything could become visible.
+	if definitive(err) {
+		// Refused: nothing became visible.
 		delete(l.pending, next.Token)
 		return err
 	}
