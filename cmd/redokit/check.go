@@ -58,7 +58,7 @@ var ruleWhy = map[string]string{
 	"BatchDelete":       "GC deletes segments in batches of up to 1,000",
 	"ConditionalCreate": "writer leases and segment names rely on exactly one create-if-absent winner",
 	"CompareAndSwap":    "progress, fences and the meta object are updated by compare-and-swap",
-	"BeforeCommit":      "a writer's progress must never be visible before the data it covers is durable",
+	"BeforeCommit":      "an object staged behind a hook must never be visible before the hook succeeds (the blob contract's Stager promise)",
 	"Context":           "a stuck call must end when its deadline does",
 	"Closed":            "a closed bucket must refuse calls",
 	"Append":            "a local writer appends and fsyncs one active segment",
