@@ -31,6 +31,27 @@ type SinkOptions struct {
 	StrictDDL bool
 	// Logger receives tolerated DDL errors. nil discards.
 	Logger *slog.Logger
+	// LogID is the ID of the log being applied (meta.Meta.ID): the progress
+	// rows are kept per log, so that two logs applied into one downstream
+	// keep apart. "" is a log without an ID (events held in memory).
+	LogID string
+	// SinkName tells apart several applies of one log into one downstream
+	// (for instance each with its own table filter): their progress is kept
+	// apart too. "" is the default name.
+	SinkName string
+	// AnotherLog allows applying a log into a downstream that already holds
+	// another log's progress. Without it that is an error: a downstream
+	// normally mirrors one upstream, and a second log there is more often a
+	// wrong URL than a plan.
+	AnotherLog bool
+	// ForeignKeyChecks keeps the downstream's foreign-key checks on during
+	// the apply. By default they are off for the apply's sessions (MySQL's
+	// foreign_key_checks=0, PostgreSQL's session_replication_role=replica;
+	// SQLite's are off unless a connection enables them), as replication
+	// tools do: the log holds every change the upstream's own cascades
+	// made, so a cascade or a check downstream can only delete or refuse
+	// what the log says is there.
+	ForeignKeyChecks bool
 }
 
 // Defaults for zero SinkOptions fields.

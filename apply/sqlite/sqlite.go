@@ -11,6 +11,7 @@ import (
 	modernc "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqliteddl"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
@@ -25,7 +26,7 @@ type Sink = sqlsink.SQLSink
 var Schemes = []string{"sqlite", "sqlite3"}
 
 func init() {
-	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied}, Schemes, Open)
+	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied, Rewrite: rewrite}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:
@@ -122,6 +123,11 @@ func parseURI(uri string) (string, error) {
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode(), nil
+}
+
+// rewrite turns a logged MySQL DDL into SQLite statements.
+func rewrite(_ context.Context, _ sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
+	return sqliteddl.Rewrite(ddl)
 }
 
 func transient(err error) bool {

@@ -2,6 +2,7 @@ package sqlsink
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math"
 	"strconv"
@@ -15,8 +16,9 @@ type Dialect uint8
 
 // Dialects.
 const (
-	MySQL  Dialect = 1 // MySQL, MariaDB, TiDB (package apply/mysql)
-	SQLite Dialect = 2 // SQLite (package apply/sqlite)
+	MySQL    Dialect = 1 // MySQL, MariaDB, TiDB (package apply/mysql)
+	SQLite   Dialect = 2 // SQLite (package apply/sqlite)
+	Postgres Dialect = 3 // PostgreSQL (package apply/postgres)
 )
 
 func (d Dialect) String() string {
@@ -25,6 +27,8 @@ func (d Dialect) String() string {
 		return "mysql"
 	case SQLite:
 		return "sqlite"
+	case Postgres:
+		return "postgres"
 	}
 	return "dialect(" + strconv.Itoa(int(d)) + ")"
 }
@@ -48,10 +52,11 @@ func (d Dialect) quote(b []byte, name string) []byte {
 // Quote returns an identifier quoted for d.
 func (d Dialect) Quote(name string) string { return string(d.quote(nil, name)) }
 
-// table appends the downstream name of t: `schema`.`name` for MySQL, and
-// "name" alone for SQLite, which has one namespace per file.
+// table appends the downstream name of t: `schema`.`name` for MySQL,
+// "schema"."name" for PostgreSQL, and "name" alone for SQLite, which has one
+// namespace per file.
 func (d Dialect) table(b []byte, t apply.Table) []byte {
-	if d == MySQL && t.Schema != "" {
+	if d != SQLite && t.Schema != "" {
 		b = d.quote(b, t.Schema)
 		b = append(b, '.')
 	}
@@ -152,15 +157,26 @@ type Driver struct {
 	// succeeded just before a crash is not recorded (its implicit commit
 	// cannot include the progress row).
 	AlreadyApplied func(err error, action codec.ActionType) bool
+	// Rewrite turns a logged (MySQL) DDL into the statements the dialect
+	// runs, in one transaction with the DDL's progress row; q queries that
+	// transaction (a rewrite may read the catalog). nil means the dialect
+	// runs the DDL as logged (MySQL, which commits a DDL implicitly). A DDL
+	// it cannot translate is an error wrapping apply.ErrUnsupportedDDL.
+	Rewrite func(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error)
 }
 
-var drivers [SQLite + 1]*Driver
+// Queryer reads inside the transaction a DDL runs in.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+var drivers [Postgres + 1]*Driver
 
 // Register makes d's driver known and registers open under each of the
 // sink's URI schemes with apply.Open. It is called from the init of the
 // dialect's sink package.
 func Register(d Dialect, drv *Driver, schemes []string, open func(ctx context.Context, uri string, opts *apply.SinkOptions) (*SQLSink, error)) {
-	if d != MySQL && d != SQLite {
+	if d != MySQL && d != SQLite && d != Postgres {
 		panic("sqlsink: Register of an unknown dialect")
 	}
 	drivers[d] = drv

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/redokit/redokit/apply"
-	"github.com/redokit/redokit/apply/internal/sqliteddl"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -287,35 +286,8 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}
-	if s.d == SQLite {
-		stmts, err := sqliteddl.Rewrite(ddl)
-		if err != nil {
-			return derr("", err)
-		}
-		if err := s.lite.begin(ctx); err != nil {
-			return derr("", s.d.classify(err))
-		}
-		// The schema changes: statements prepared before may no longer
-		// compile.
-		s.lite.forget()
-		for _, st := range stmts {
-			if _, err := s.lite.conn.ExecContext(ctx, st); err != nil {
-				if !s.tolerate(ddl, err) {
-					s.lite.end(ctx, false)
-					return derr(st, s.d.classify(err))
-				}
-				// SQLite has undone nothing but the statement (an
-				// error at prepare): the transaction goes on.
-			}
-		}
-		if err := s.writeMarks(ctx, s.lite.conn, nil, record); err != nil {
-			s.lite.end(ctx, false)
-			return err
-		}
-		if err := s.lite.end(ctx, true); err != nil {
-			return derr("COMMIT", s.d.classify(err))
-		}
-		return nil
+	if rewrite := drivers[s.d].Rewrite; rewrite != nil {
+		return s.applyRewritten(ctx, ddl, record, rewrite, derr)
 	}
 
 	conn, err := s.db.Conn(ctx)
@@ -337,6 +309,65 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		return derr("", s.d.classify(err))
 	}
 	return s.writeMarks(ctx, conn, nil, record)
+}
+
+// applyRewritten runs the statements a dialect rewrites ddl into and records
+// the mark, all in one transaction: on the SQLite session, or in a database
+// transaction (PostgreSQL runs DDL transactionally).
+func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *apply.DDLMark,
+	rewrite func(context.Context, Queryer, *codec.DDL) ([]string, error), derr func(string, error) error) error {
+	var ex interface {
+		execer
+		Queryer
+	}
+	var commit func(ok bool) error
+	if s.lite != nil {
+		if err := s.lite.begin(ctx); err != nil {
+			return derr("", s.d.classify(err))
+		}
+		// The schema changes: statements prepared before may no longer
+		// compile.
+		s.lite.forget()
+		ex = s.lite.conn
+		commit = func(ok bool) error { return s.lite.end(ctx, ok) }
+	} else {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return derr("", s.d.classify(err))
+		}
+		ex = tx
+		commit = func(ok bool) error {
+			if !ok {
+				return tx.Rollback()
+			}
+			return tx.Commit()
+		}
+	}
+	stmts, err := rewrite(ctx, ex, ddl)
+	if err != nil {
+		commit(false)
+		return derr("", s.d.classify(err))
+	}
+	for _, st := range stmts {
+		if _, err := ex.ExecContext(ctx, st); err != nil {
+			if s.d != SQLite || !s.tolerate(ddl, err) {
+				commit(false)
+				return derr(st, s.d.classify(err))
+			}
+			// SQLite has undone nothing but the statement (an error at
+			// prepare): the transaction goes on. PostgreSQL aborts the
+			// whole transaction on an error; its rewrite makes the
+			// statements idempotent instead (IF [NOT] EXISTS).
+		}
+	}
+	if err := s.writeMarks(ctx, ex, nil, record); err != nil {
+		commit(false)
+		return err
+	}
+	if err := commit(true); err != nil {
+		return derr("COMMIT", s.d.classify(err))
+	}
+	return nil
 }
 
 // tolerate reports whether a DDL error is one that says the DDL's effect is
