@@ -66,6 +66,9 @@ func (o *Options) withDefaults(sink Sink) Options {
 			c.Workers = n
 		}
 	}
+	if co, ok := sink.(CommitOrderer); ok && co.NeedsCommitOrder() {
+		c.Workers = 1
+	}
 	if c.BatchRows <= 0 {
 		c.BatchRows = DefaultBatchRows
 	}
@@ -158,6 +161,8 @@ type runner struct {
 	prog   Progress
 
 	tables   map[Table]*tableBuf
+	order    []*tableBuf // tables holding rows, in the order of their first row held
+	ordered  bool        // hand out every commit ts whole, in order (CommitOrderer)
 	ready    []*tableBuf // tables holding ≥ BatchRows rows
 	buffered int         // rows in all tableBufs
 	drainAll bool        // hand out every table at the next commit ts
@@ -180,6 +185,9 @@ func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Pro
 	cctx, cancel := context.WithCancelCause(ctx)
 	r := &runner{ctx: cctx, cancel: cancel, sink: sink, o: o, res: res, prog: prog,
 		tables: map[Table]*tableBuf{}, seed: maphash.MakeSeed()}
+	if co, ok := sink.(CommitOrderer); ok && co.NeedsCommitOrder() {
+		r.ordered = true
+	}
 	for i := 0; i < o.Workers; i++ {
 		w := &worker{r: r, id: i, in: make(chan workItem, 4)}
 		r.workers = append(r.workers, w)
@@ -288,6 +296,9 @@ func (r *runner) row(ev *codec.Event) error {
 		r.tables[t] = b
 	}
 	c := ev.Clone()
+	if len(b.rows) == 0 {
+		r.order = append(r.order, b)
+	}
 	b.rows = append(b.rows, &c.Row)
 	r.buffered++
 	if len(b.rows) >= r.o.BatchRows && !b.ready {
@@ -315,7 +326,7 @@ func (r *runner) workerOf(t Table) int {
 // advance is called when the commit ts moves on: every row held is then a
 // whole commit ts of its table, and may be handed out.
 func (r *runner) advance() error {
-	if r.drainAll {
+	if r.drainAll || r.ordered {
 		r.drainAll = false
 		return r.dispatchAll()
 	}
@@ -330,14 +341,19 @@ func (r *runner) advance() error {
 	return nil
 }
 
+// dispatchAll hands out every table's rows, in the order their first rows
+// came: in ordered mode, the order of the upstream transaction's tables.
 func (r *runner) dispatchAll() error {
 	r.ready = r.ready[:0]
-	for _, b := range r.tables {
+	for i, b := range r.order {
 		b.ready = false
 		if err := r.dispatch(b); err != nil {
+			r.order = r.order[i+1:]
 			return err
 		}
 	}
+	clear(r.order)
+	r.order = r.order[:0]
 	return nil
 }
 

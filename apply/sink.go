@@ -141,6 +141,19 @@ type ConflictReporter interface {
 	Conflicts() Conflicts
 }
 
+// CommitOrderer is implemented by a sink that must receive row changes in
+// commit-ts order across tables: one whose downstream checks foreign keys
+// during the apply (SinkOptions.ForeignKeyChecks), where a child written
+// before its parent fails. When NeedsCommitOrder reports true, Run uses one
+// worker and hands out each commit ts whole before the next, its tables in
+// the order their first rows came from the source (the order of the
+// upstream transaction, as the log keeps it). This is slower than the
+// parallel default; a transaction whose rows of two tables must interleave
+// to satisfy the checks still fails, naming the statement.
+type CommitOrderer interface {
+	NeedsCommitOrder() bool
+}
+
 // TxLimiter is implemented by a sink that cannot hold more than
 // MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
 // most that many workers. 0 means no limit.

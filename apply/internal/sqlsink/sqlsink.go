@@ -46,6 +46,7 @@ var (
 	_ apply.TxLimiter = (*SQLSink)(nil)
 
 	_ apply.ConflictReporter = (*SQLSink)(nil)
+	_ apply.CommitOrderer    = (*SQLSink)(nil)
 )
 
 // Conflicts returns what the committed transactions met downstream.
@@ -130,6 +131,17 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOpti
 			return nil, fmt.Errorf("apply: connect to %s: %w", name, err)
 		}
 		s.lite = l
+		// SQLite checks foreign keys only on a connection that asks; the
+		// sink's one connection asks when told to keep the checks on, and
+		// otherwise makes sure they are off, whatever the URI's pragmas.
+		pragma := "PRAGMA foreign_keys = OFF"
+		if s.o.ForeignKeyChecks {
+			pragma = "PRAGMA foreign_keys = ON"
+		}
+		if _, err := l.conn.ExecContext(ctx, pragma); err != nil {
+			l.close()
+			return nil, fmt.Errorf("apply: %s: %s: %w", name, pragma, err)
+		}
 	}
 	if d == MySQL {
 		var v string
@@ -237,6 +249,11 @@ func (s *SQLSink) Dialect() Dialect { return s.d }
 // IgnoredDDLs counts the DDLs whose effect was found already there (see
 // apply.SinkOptions.StrictDDL).
 func (s *SQLSink) IgnoredDDLs() int64 { return s.ignoredDDLs.Load() }
+
+// NeedsCommitOrder reports whether the downstream checks foreign keys during
+// the apply (SinkOptions.ForeignKeyChecks): Run then keeps commit-ts order
+// across tables (apply.CommitOrderer).
+func (s *SQLSink) NeedsCommitOrder() bool { return s.o.ForeignKeyChecks }
 
 // MaxOpenTxs is 1 for SQLite (one writer) and unlimited for MySQL.
 func (s *SQLSink) MaxOpenTxs() int {
