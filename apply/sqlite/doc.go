@@ -82,14 +82,15 @@
 //     '…', ON UPDATE CURRENT_TIMESTAMP and the precision of
 //     CURRENT_TIMESTAMP(n) are dropped; a one-column primary key of a signed
 //     integer type (or an unsigned one of up to 32 bits) becomes INTEGER,
-//     SQLite's rowid; KEY/INDEX, UNIQUE KEY, FULLTEXT and SPATIAL elements,
-//     and UNIQUE or SERIAL columns, become CREATE [UNIQUE] INDEX statements
-//     (FULLTEXT and SPATIAL as plain indexes), an index without a name
-//     taking MySQL's (its first column's, then _2, _3, …).
+//     SQLite's rowid; KEY/INDEX, UNIQUE KEY, CONSTRAINT … UNIQUE, FULLTEXT
+//     and SPATIAL elements, and UNIQUE or SERIAL columns, become CREATE
+//     [UNIQUE] INDEX statements (FULLTEXT and SPATIAL as plain indexes).
 //   - ALTER TABLE t with ADD [COLUMN] def (no FIRST/AFTER), DROP [COLUMN] c,
-//     ADD [UNIQUE|FULLTEXT|SPATIAL] INDEX|KEY, DROP INDEX|KEY, RENAME [TO|AS]
-//     u, RENAME COLUMN a TO b, several comma-separated: one SQLite statement
-//     each, a RENAME last (the others name the table by its old name).
+//     ADD [UNIQUE|FULLTEXT|SPATIAL] INDEX|KEY, ADD CONSTRAINT … UNIQUE, DROP
+//     INDEX|KEY, RENAME INDEX|KEY a TO b, RENAME [TO|AS] u, RENAME COLUMN a
+//     TO b, several comma-separated: one SQLite statement each (RENAME INDEX
+//     two), a RENAME of the table last (the others name the table by its old
+//     name).
 //   - CREATE [UNIQUE|FULLTEXT|SPATIAL] INDEX i ON t (cols) (prefix lengths
 //     dropped), DROP INDEX i ON t.
 //   - DROP TABLE|VIEW [IF EXISTS] a, b (one statement per table), TRUNCATE
@@ -99,7 +100,10 @@
 //   - Anything else runs as logged.
 //
 // Index names are per table in MySQL and per file in SQLite, so index i of
-// table t is named "t.i". SQLite renames no index, so a rename of a table
+// table t is named "t.i", and an index without a name in the DDL takes the
+// name MySQL gives it (its first column's, or the first of _2, _3, … the
+// table lacks), so that a later DROP INDEX finds it. SQLite renames no
+// index: RENAME INDEX drops the index and creates it again, and a rename of a table
 // (RENAME TABLE, ALTER TABLE … RENAME) also drops each of its "old.i"
 // indexes and creates it again as "new.i" from its SQL in sqlite_master, in
 // the same transaction (the rename first, so the index SQL already names

@@ -292,3 +292,32 @@ func TestDropMissingIndex(t *testing.T) {
 		t.Errorf("IgnoredDDLs = %d, want 1 (the index of the missing table)", n)
 	}
 }
+
+// TestIndexNames: indexes without a name take MySQL's names, and RENAME
+// INDEX renames, so that later drops find them.
+func TestIndexNames(t *testing.T) {
+	sink, db, err := run(t, []codec.Event{
+		ddl(10, "t", codec.ActionCreateTable, "CREATE TABLE t (id INT PRIMARY KEY, c INT, d INT, KEY (c))"),
+		ddl(11, "t", codec.ActionAddIndex, "ALTER TABLE t ADD INDEX (c, d)"),
+		ddl(12, "t", codec.ActionAddIndex, "ALTER TABLE t ADD UNIQUE (c), ADD KEY (d)"),
+		ddl(13, "t", codec.ActionDropIndex, "DROP INDEX c_2 ON t"),
+		ddl(14, "t", codec.ActionType(58), "ALTER TABLE t RENAME INDEX c_3 TO uc"),
+		ddl(15, "t", codec.ActionDropIndex, "ALTER TABLE t DROP INDEX d"),
+		insert(16, "t", intCol("id", 1, pk), intCol("c", 5, codec.FlagNullable), intCol("d", 0, codec.FlagNullable)),
+		insert(17, "t", intCol("id", 2, pk), intCol("c", 5, codec.FlagNullable), intCol("d", 0, codec.FlagNullable)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`CREATE INDEX "t.c" ON "t" ("c")`, `CREATE UNIQUE INDEX "t.uc" ON "t" ("c")`}
+	if got := texts(t, db, "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 't' ORDER BY name"); !slices.Equal(got, want) {
+		t.Errorf("indexes %q, want %q", got, want)
+	}
+	// uc is unique: row 2 replaced row 1.
+	if got := texts(t, db, "SELECT id FROM t"); !slices.Equal(got, []string{"2"}) {
+		t.Errorf("rows %q", got)
+	}
+	if n := sink.IgnoredDDLs(); n != 0 {
+		t.Errorf("%d DDLs taken as already applied", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	modernc "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -154,6 +155,18 @@ func rewrite(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, 
 			if err != nil {
 				return nil, err
 			}
+			if st.Auto != "" {
+				// MySQL's name for an index without one: the first
+				// column's, or the first of _2, _3, … the table lacks.
+				name := sqliteddl.IndexName(st.Table, st.Auto)
+				for n := 2; t.index(name) >= 0; n++ {
+					name = sqliteddl.IndexName(st.Table, st.Auto+"_"+strconv.Itoa(n))
+				}
+				if st.SQL, err = sqliteddl.RecreateIndex(st.SQL, name, st.Table); err != nil {
+					return nil, err
+				}
+				st.Index = name
+			}
 			if t.index(st.Index) < 0 {
 				t.indexes = append(t.indexes, liteIndex{name: st.Index, sql: st.SQL})
 			}
@@ -173,6 +186,25 @@ func rewrite(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, 
 			if i >= 0 {
 				t.indexes = slices.Delete(t.indexes, i, i+1)
 			}
+		case sqliteddl.OpRenameIndex:
+			t, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			i := t.index(st.Index)
+			if i < 0 {
+				return nil, fmt.Errorf("apply: table %q has no index %q in SQLite", st.Table, st.Index)
+			}
+			if t.index(st.To) >= 0 {
+				return nil, fmt.Errorf("apply: table %q has an index %q already", st.Table, st.To)
+			}
+			sql, err := sqliteddl.RecreateIndex(t.indexes[i].sql, st.To, st.Table)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, "DROP INDEX "+sqliteddl.Quote(st.Index), sql)
+			t.indexes[i] = liteIndex{name: st.To, sql: sql}
+			continue
 		case sqliteddl.OpRenameTable:
 			from, err := c.table(st.Table)
 			if err != nil {
@@ -242,15 +274,15 @@ func (c *catalog) table(name string) (*liteTable, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var typ, iname string
-		var sql sql.NullString
-		if err := rows.Scan(&typ, &iname, &sql); err != nil {
+		var text sql.NullString
+		if err := rows.Scan(&typ, &iname, &text); err != nil {
 			return nil, fmt.Errorf("apply: reading the catalog of table %q: %w", name, err)
 		}
 		switch {
 		case typ != "index":
 			t.exists = true
-		case sql.Valid: // not an automatic index of a UNIQUE or PRIMARY KEY constraint
-			t.indexes = append(t.indexes, liteIndex{name: iname, sql: sql.String})
+		case text.Valid: // not an automatic index of a UNIQUE or PRIMARY KEY constraint
+			t.indexes = append(t.indexes, liteIndex{name: iname, sql: text.String})
 		}
 	}
 	if err := rows.Err(); err != nil {

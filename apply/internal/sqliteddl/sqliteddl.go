@@ -247,6 +247,7 @@ const (
 	OpRenameTable    // renames Table to To; its indexes keep their names
 	OpCreateIndex    // creates index Index (its SQLite name) on Table
 	OpDropIndex      // drops index Index (its SQLite name) of Table
+	OpRenameIndex    // renames index Index of Table to To (SQLite names); no SQL: the caller's
 )
 
 // Stmt is one SQLite statement of a rewritten DDL.
@@ -254,8 +255,12 @@ type Stmt struct {
 	SQL   string
 	Op    Op
 	Table string // the table it acts on, unquoted
-	To    string // OpRenameTable: the new name
-	Index string // OpCreateIndex, OpDropIndex: the index's SQLite name, unquoted
+	To    string // OpRenameTable, OpRenameIndex: the new name
+	Index string // OpCreateIndex, OpDropIndex, OpRenameIndex: the index's SQLite name, unquoted
+	// Auto (OpCreateIndex) is the first column of an index that had no
+	// name in the DDL: MySQL names it so, or adds _2, _3, … when the table
+	// has an index of that name already, which the caller knows.
+	Auto string
 }
 
 func other(sql string) Stmt { return Stmt{SQL: sql} }
@@ -482,6 +487,10 @@ func sqliteCreateTable(toks []token) ([]Stmt, error) {
 			if err := index("", rest); err != nil {
 				return nil, err
 			}
+		case el[0].word() == "CONSTRAINT" && constraintUnique(el) != nil:
+			if err := index("UNIQUE ", constraintUnique(el)); err != nil {
+				return nil, err
+			}
 		case el[0].word() == "PRIMARY" || el[0].word() == "CONSTRAINT" || el[0].word() == "CHECK" || el[0].word() == "FOREIGN":
 			elems = append(elems, spaced(cleanConstraint(el)))
 		default:
@@ -595,6 +604,29 @@ func inlineIndex(table, unique, ifNot string, toks []token, names map[string]boo
 	}
 	names[strings.ToLower(name)] = true
 	return createIndex(unique, ifNot, table, name, cols), nil
+}
+
+// constraintUnique returns "[name] (cols) …" of CONSTRAINT [sym] UNIQUE
+// [KEY|INDEX] [name] (cols), the index named by name, else by sym; nil for
+// other constraints.
+func constraintUnique(el []token) []token {
+	i := 1
+	var sym []token
+	if i < len(el) && el[i].isName() && el[i].word() != "UNIQUE" {
+		sym = el[i : i+1]
+		i++
+	}
+	if i >= len(el) || el[i].word() != "UNIQUE" {
+		return nil
+	}
+	rest := el[i+1:]
+	if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+		rest = rest[1:]
+	}
+	if len(rest) > 0 && rest[0].is('(') && sym != nil {
+		rest = append(sym[:1:1], rest...)
+	}
+	return rest
 }
 
 // cleanConstraint drops "USING BTREE|HASH" and the KEY/INDEX word of a
@@ -738,6 +770,11 @@ func sqliteAlterTable(toks []token) ([]Stmt, error) {
 				rest = rest[1:]
 			}
 			s, err := inlineIndex(table, unique, "", rest, names)
+			// An index without a name takes one MySQL picks among the
+			// table's indexes, which the caller knows.
+			if len(rest) > 1 && rest[0].is('(') {
+				s.Auto = rest[1].name()
+			}
 			out = append(out, s)
 			return err
 		}
@@ -748,6 +785,10 @@ func sqliteAlterTable(toks []token) ([]Stmt, error) {
 			}
 		case w == "ADD" && len(rest) > 0 && rest[0].word() == "UNIQUE":
 			if err := index("UNIQUE ", rest[1:]); err != nil {
+				return nil, err
+			}
+		case w == "ADD" && len(rest) > 0 && rest[0].word() == "CONSTRAINT" && constraintUnique(rest) != nil:
+			if err := index("UNIQUE ", constraintUnique(rest)); err != nil {
 				return nil, err
 			}
 		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "FULLTEXT" || rest[0].word() == "SPATIAL"):
@@ -789,6 +830,14 @@ func sqliteAlterTable(toks []token) ([]Stmt, error) {
 			out = append(out, other(prefix+"DROP COLUMN "+quote(rest[len(rest)-1].name())))
 		case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
 			out = append(out, other(prefix+"RENAME COLUMN "+quote(rest[1].name())+" TO "+quote(rest[3].name())))
+		case w == "RENAME" && len(rest) == 4 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName() &&
+			rest[2].word() == "TO" && rest[3].isName():
+			if strings.EqualFold(rest[1].name(), "PRIMARY") || strings.EqualFold(rest[3].name(), "PRIMARY") {
+				return nil, fmt.Errorf("%w: renaming an index to or from PRIMARY", apply.ErrUnsupportedDDL)
+			}
+			// SQLite renames no index: the caller drops it and creates it
+			// again under the new name.
+			out = append(out, Stmt{Op: OpRenameIndex, Table: table, Index: IndexName(table, rest[1].name()), To: IndexName(table, rest[3].name())})
 		case w == "RENAME" && len(rest) >= 1 && rest[0].word() != "INDEX" && rest[0].word() != "KEY":
 			if rest[0].word() == "TO" || rest[0].word() == "AS" {
 				rest = rest[1:]

@@ -163,6 +163,14 @@ func TestIndexStmts(t *testing.T) {
 		{"ALTER TABLE t ADD COLUMN s SERIAL", []Stmt{
 			{SQL: `ALTER TABLE "t" ADD COLUMN "s" TEXT NOT NULL`},
 			{SQL: `CREATE UNIQUE INDEX "t.s" ON "t" ("s")`, Op: OpCreateIndex, Table: "t", Index: "t.s"}}},
+		{"CREATE TABLE t (a INT, b INT, CONSTRAINT c1 UNIQUE (a), CONSTRAINT c2 UNIQUE KEY u2 (b), CONSTRAINT fk FOREIGN KEY (b) REFERENCES p (id))", []Stmt{
+			{SQL: `CREATE TABLE "t" ("a" INT, "b" INT, CONSTRAINT fk FOREIGN KEY (b) REFERENCES p (id))`, Op: OpCreateTable, Table: "t"},
+			{SQL: `CREATE UNIQUE INDEX IF NOT EXISTS "t.c1" ON "t" ("a")`, Op: OpCreateIndex, Table: "t", Index: "t.c1"},
+			{SQL: `CREATE UNIQUE INDEX IF NOT EXISTS "t.u2" ON "t" ("b")`, Op: OpCreateIndex, Table: "t", Index: "t.u2"}}},
+		{"ALTER TABLE t ADD INDEX (c, d), ADD CONSTRAINT cu UNIQUE (d), RENAME INDEX a TO b", []Stmt{
+			{SQL: `CREATE INDEX "t.c" ON "t" ("c", "d")`, Op: OpCreateIndex, Table: "t", Index: "t.c", Auto: "c"},
+			{SQL: `CREATE UNIQUE INDEX "t.cu" ON "t" ("d")`, Op: OpCreateIndex, Table: "t", Index: "t.cu"},
+			{Op: OpRenameIndex, Table: "t", Index: "t.a", To: "t.b"}}},
 		{"DROP TABLE a, b", []Stmt{{SQL: `DROP TABLE "a"`, Op: OpDropTable, Table: "a"}, {SQL: `DROP TABLE "b"`, Op: OpDropTable, Table: "b"}}},
 	}
 	for _, c := range cases {
