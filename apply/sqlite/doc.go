@@ -103,12 +103,13 @@
 // table t is named "t.i", and an index without a name in the DDL takes the
 // name MySQL gives it (its first column's, or the first of _2, _3, … the
 // table lacks), so that a later DROP INDEX finds it. SQLite renames no
-// index: RENAME INDEX drops the index and creates it again, and a rename of a table
-// (RENAME TABLE, ALTER TABLE … RENAME) also drops each of its "old.i"
-// indexes and creates it again as "new.i" from its SQL in sqlite_master, in
-// the same transaction (the rename first, so the index SQL already names
-// the new table); several renames in one DDL (a TO b, b TO c; swaps through
-// a third name) each move the indexes the table holds at that point.
+// index: RENAME INDEX drops the index and creates it again, and a rename of
+// a table (RENAME TABLE, ALTER TABLE … RENAME) also drops each of its
+// "old.i" indexes and creates it again as "new.i" from its SQL in
+// sqlite_master, in the same transaction (the rename first, so the index
+// SQL already names the new table); several renames in one DDL (a TO b, b
+// TO c; swaps through a third name) each move the indexes the table holds
+// at that point.
 //
 // DROP DATABASE, ALTER TABLE … MODIFY/CHANGE/ALTER COLUMN, ADD or DROP
 // PRIMARY KEY (DROP INDEX `PRIMARY`) and other forms SQLite has no statement
