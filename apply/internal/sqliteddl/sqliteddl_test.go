@@ -78,6 +78,7 @@ func TestTypes(t *testing.T) {
 		{"c DEC(4,1) DEFAULT -0.01", `"c" TEXT DEFAULT '0.0'`},
 		{"c FIXED(10) DEFAULT 99.5", `"c" TEXT DEFAULT '100'`},
 		{"c DECIMAL DEFAULT +7", `"c" TEXT DEFAULT '7'`},
+		{"c DECIMAL(3,2) DEFAULT .5", `"c" TEXT DEFAULT '0.50'`},
 		{"c BIT(64) DEFAULT b'1111111111111111111111111111111111111111111111111111111111111111'", `"c" TEXT DEFAULT '18446744073709551615'`},
 		{"c JSON", `"c" TEXT`},
 		{"c LONG", `"c" TEXT`},
@@ -115,6 +116,7 @@ func TestTypes(t *testing.T) {
 		"c DECIMAL(5,2) DEFAULT 1e3",
 		"c BIGINT UNSIGNED DEFAULT 'x'",
 		"c VARCHAR(3) DEFAULT 'a\\0b'",
+		"c VARCHAR(3) DEFAULT 0x41",
 	} {
 		if _, err := Rewrite(&codec.DDL{Query: "ALTER TABLE t ADD COLUMN " + def}); !errors.Is(err, apply.ErrUnsupportedDDL) {
 			t.Errorf("%s: err = %v, want ErrUnsupportedDDL", def, err)

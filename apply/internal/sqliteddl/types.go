@@ -185,12 +185,16 @@ func (ct colType) defaultValue(toks []token) ([]token, int, error) {
 			base = 2
 		}
 		u, err := strconv.ParseUint(t.text[2:], base, 64)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: DEFAULT %s", apply.ErrUnsupportedDDL, t.text)
+		if err != nil || ct.class != bitInt && (ct.class != textNum || ct.members != nil) {
+			// (For a string column it is a string, for an integer a
+			// number: the rewrite does not tell them apart.)
+			return nil, 0, fmt.Errorf("%w: DEFAULT %s for a %s column", apply.ErrUnsupportedDDL, t.text, spaced(ct.decl))
 		}
 		lit, isNumber = strconv.FormatUint(u, 10), true
 	case t.kind == tokWord && isDigit(t.text[0]):
 		lit, isNumber = t.text, true
+	case t.is('.') && len(toks) > 1 && toks[1].kind == tokWord && isDigit(toks[1].text[0]):
+		lit, n, isNumber = "0."+toks[1].text, 2, true
 	case t.kind == tokWord && (t.text[0] == '_' || strings.EqualFold(t.text, "N")) && len(toks) > 1 && toks[1].kind == tokString:
 		// A charset introducer: _utf8mb4'x', N'x'.
 		s, err := mysqlString(toks[1].text)
