@@ -31,40 +31,99 @@
 // few shapes recur. Row statements are INSERT OR REPLACE and DELETE. A DDL
 // and its progress row are one transaction.
 //
+// # Values
+//
+// SQLite derives a column's affinity from its declared type, and a numeric
+// affinity converts what is stored: text that reads as a number becomes an
+// INTEGER or a REAL (which keeps 15 digits), and a REAL column stores an
+// integral value as an integer, losing the sign of -0. So the DDL rewrite
+// declares each column with a type whose affinity keeps the value the sink
+// binds (apply's doc, "Values"), and SQLite holds every value exactly:
+//
+//	MySQL type                         declared     affinity  stored as
+//	BIGINT UNSIGNED, SERIAL            TEXT         TEXT      decimal text ('18446744073709551615', '7')
+//	DECIMAL, NUMERIC, DEC, FIXED       TEXT         TEXT      the exact text, scale kept ('1.50')
+//	BIT(64); SET of 64 members         TEXT         TEXT      decimal text of the bits
+//	JSON                               TEXT         TEXT      the JSON text ('12' stays text)
+//	LONG (MEDIUMTEXT)                  TEXT         TEXT      TEXT
+//	FLOAT, FLOAT4                      FLOAT BLOB   BLOB      REAL, -0 kept
+//	DOUBLE [PRECISION], REAL, FLOAT8   DOUBLE BLOB  BLOB      REAL, -0 kept
+//	BINARY, VARBINARY, LONG VARBINARY  BLOB         BLOB      BLOB
+//	ENUM; SET of up to 63 members      INTEGER      INTEGER   the index; the bitmap
+//	BIT(n), n < 64                     BIT(n)       NUMERIC   INTEGER
+//	other integers                     as is        INTEGER   INTEGER (a signed whole key: the rowid)
+//	DATE, DATETIME, TIMESTAMP, TIME    as is        NUMERIC   TEXT, never read as a number
+//	YEAR                               as is        NUMERIC   INTEGER
+//	CHAR, VARCHAR, TEXT…, BLOB…        as is        TEXT/BLOB TEXT/BLOB
+//
+// Dates and times are bound as text with '-' or ':' between the digits
+// ('2038-01-19 03:14:07.999999', '-838:59:59'), which never reads as a
+// number, so NUMERIC affinity leaves it alone.
+//
+// A TEXT key compares as text: a bound integer is made text before it is
+// compared (a parameter takes the column's TEXT affinity), so keys match and
+// never collide; but ORDER BY sorts those columns as text. Only a signed
+// integer (or unsigned of up to 32 bits) that is the whole primary key
+// becomes the rowid (INTEGER PRIMARY KEY); a TEXT key never does. A DEFAULT
+// is converted to what MySQL stores (ADD COLUMN gives it to every existing
+// row): 1.5 of a DECIMAL(5,2) is '1.50', an ENUM's member its index, a SET's
+// members their bitmap, b'…' and 0x… their number, a MySQL string (with
+// backslash escapes) the same string. Tables made by an older redokit keep
+// the types they were declared with.
+//
 // # DDL
 //
 // SQLite runs MySQL's DDL text rewritten at the token level (not parsed):
 //
 //   - CREATE TABLE [IF NOT EXISTS] t (…): table options (ENGINE=, CHARSET=,
-//     COMMENT=, …) are dropped; in columns, UNSIGNED, SIGNED, ZEROFILL,
-//     AUTO_INCREMENT, AUTO_RANDOM, CHARACTER SET/CHARSET, COLLATE (but BINARY,
-//     NOCASE, RTRIM), COMMENT '…', ON UPDATE CURRENT_TIMESTAMP and the
-//     precision of CURRENT_TIMESTAMP(n) are dropped; ENUM(…) and SET(…)
-//     become INTEGER; a one-column primary key of a signed integer type (or
-//     an unsigned one of up to 32 bits) becomes INTEGER, SQLite's rowid;
-//     KEY/INDEX and UNIQUE KEY elements become CREATE [UNIQUE] INDEX
-//     statements; FULLTEXT and SPATIAL ones are dropped. Types are otherwise
-//     kept: SQLite takes any type name and derives an affinity from it.
+//     COMMENT=, …) are dropped; columns are declared as in "Values"; in
+//     columns, UNSIGNED, SIGNED, ZEROFILL, AUTO_INCREMENT, AUTO_RANDOM,
+//     CHARACTER SET/CHARSET, COLLATE (but BINARY, NOCASE, RTRIM), COMMENT
+//     '…', ON UPDATE CURRENT_TIMESTAMP and the precision of
+//     CURRENT_TIMESTAMP(n) are dropped; a one-column primary key of a signed
+//     integer type (or an unsigned one of up to 32 bits) becomes INTEGER,
+//     SQLite's rowid; KEY/INDEX, UNIQUE KEY, CONSTRAINT … UNIQUE, FULLTEXT
+//     and SPATIAL elements, and UNIQUE or SERIAL columns, become CREATE
+//     [UNIQUE] INDEX statements (FULLTEXT and SPATIAL as plain indexes).
 //   - ALTER TABLE t with ADD [COLUMN] def (no FIRST/AFTER), DROP [COLUMN] c,
-//     ADD [UNIQUE] INDEX|KEY, DROP INDEX|KEY, RENAME [TO|AS] u, RENAME COLUMN
-//     a TO b, several comma-separated: one SQLite statement each.
-//   - CREATE [UNIQUE] INDEX i ON t (cols) (prefix lengths dropped), DROP INDEX
-//     i ON t. Index names are per table in MySQL and per file in SQLite, so
-//     index i of table t is named "t.i".
+//     ADD [UNIQUE|FULLTEXT|SPATIAL] INDEX|KEY, ADD CONSTRAINT … UNIQUE, DROP
+//     INDEX|KEY, RENAME INDEX|KEY a TO b, RENAME [TO|AS] u, RENAME COLUMN a
+//     TO b, several comma-separated: one SQLite statement each (RENAME INDEX
+//     two), a RENAME of the table last (the others name the table by its old
+//     name).
+//   - CREATE [UNIQUE|FULLTEXT|SPATIAL] INDEX i ON t (cols) (prefix lengths
+//     dropped), DROP INDEX i ON t.
 //   - DROP TABLE|VIEW [IF EXISTS] a, b (one statement per table), TRUNCATE
 //     [TABLE] t (as DELETE FROM t), RENAME TABLE a TO b[, c TO d].
 //   - CREATE DATABASE|SCHEMA: nothing to do.
 //   - "schema." qualifiers of the DDL's schemas are dropped everywhere.
 //   - Anything else runs as logged.
 //
-// DROP DATABASE, ALTER TABLE … MODIFY/CHANGE/ALTER COLUMN, ADD PRIMARY KEY
-// and other forms SQLite has no statement for fail with apply.ErrUnsupportedDDL
-// in a *apply.DDLError naming the DDL; so does any DDL SQLite refuses.
+// Index names are per table in MySQL and per file in SQLite, so index i of
+// table t is named "t.i", and an index without a name in the DDL takes the
+// name MySQL gives it (its first column's, or the first of _2, _3, … the
+// table lacks), so that a later DROP INDEX finds it. SQLite renames no
+// index: RENAME INDEX drops the index and creates it again, and a rename of
+// a table (RENAME TABLE, ALTER TABLE … RENAME) also drops each of its
+// "old.i" indexes and creates it again as "new.i" from its SQL in
+// sqlite_master, in the same transaction (the rename first, so the index
+// SQL already names the new table); several renames in one DDL (a TO b, b
+// TO c; swaps through a third name) each move the indexes the table holds
+// at that point.
+//
+// DROP DATABASE, ALTER TABLE … MODIFY/CHANGE/ALTER COLUMN, ADD or DROP
+// PRIMARY KEY (DROP INDEX `PRIMARY`) and other forms SQLite has no statement
+// for fail with apply.ErrUnsupportedDDL in a *apply.DDLError naming the DDL;
+// so does a DEFAULT the rewrite cannot convert exactly, and any DDL SQLite
+// refuses.
 //
 // # Errors
 //
 // SQLITE_BUSY and SQLITE_LOCKED are transient (retried by Run). A DDL failing
 // with "already exists" or "duplicate column name", or a drop failing with
 // "no such table/index/column", had its effect already, and is counted as
-// applied unless StrictDDL.
+// applied unless StrictDDL — except a DROP INDEX of an index its table does
+// not have: SQLite commits a DDL with its progress row, so with the table
+// there the drop cannot have run; it fails with an error naming the index
+// (the rewrite reads the catalog to tell).
 package sqlite

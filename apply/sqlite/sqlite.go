@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	modernc "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -126,9 +128,188 @@ func parseURI(uri string) (string, error) {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode(), nil
 }
 
-// rewrite turns a logged MySQL DDL into SQLite statements.
-func rewrite(_ context.Context, _ sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
-	return sqliteddl.Rewrite(ddl)
+// rewrite turns a logged MySQL DDL into SQLite statements. It reads the
+// catalog (in the DDL's transaction, before any of them runs) for what
+// SQLite's per-file index names need: a renamed table's indexes are dropped
+// and created again under the new table's prefix, and dropping an index that
+// is not there while its table is fails rather than pass for "already
+// applied".
+func rewrite(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
+	stmts, err := sqliteddl.Rewrite(ddl)
+	if err != nil {
+		return nil, err
+	}
+	c := catalog{ctx: ctx, q: q, tables: map[string]*liteTable{}}
+	var out []string
+	for _, st := range stmts {
+		switch st.Op {
+		case sqliteddl.OpCreateTable:
+			t, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			t.exists = true
+		case sqliteddl.OpDropTable:
+			c.tables[fold(st.Table)] = &liteTable{}
+		case sqliteddl.OpCreateIndex:
+			t, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			if st.Auto != "" {
+				// MySQL's name for an index without one: the first
+				// column's, or the first of _2, _3, … the table lacks.
+				name := sqliteddl.IndexName(st.Table, st.Auto)
+				for n := 2; t.index(name) >= 0; n++ {
+					name = sqliteddl.IndexName(st.Table, st.Auto+"_"+strconv.Itoa(n))
+				}
+				if st.SQL, err = sqliteddl.RecreateIndex(st.SQL, name, st.Table); err != nil {
+					return nil, err
+				}
+				st.Index = name
+			}
+			if t.index(st.Index) < 0 {
+				t.indexes = append(t.indexes, liteIndex{name: st.Index, sql: st.SQL})
+			}
+		case sqliteddl.OpDropIndex:
+			t, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			i := t.index(st.Index)
+			if i < 0 && t.exists {
+				// Its table is there, so the DROP has not run (SQLite runs
+				// a DDL and its progress in one transaction): the index
+				// was never made, or is under a name this rewrite does
+				// not know. Either way, not something to skip quietly.
+				return nil, fmt.Errorf("apply: table %q has no index %q in SQLite", st.Table, st.Index)
+			}
+			if i >= 0 {
+				t.indexes = slices.Delete(t.indexes, i, i+1)
+			}
+		case sqliteddl.OpRenameIndex:
+			t, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			i := t.index(st.Index)
+			if i < 0 {
+				return nil, fmt.Errorf("apply: table %q has no index %q in SQLite", st.Table, st.Index)
+			}
+			if t.index(st.To) >= 0 {
+				return nil, fmt.Errorf("apply: table %q has an index %q already", st.Table, st.To)
+			}
+			sql, err := sqliteddl.RecreateIndex(t.indexes[i].sql, st.To, st.Table)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, "DROP INDEX "+sqliteddl.Quote(st.Index), sql)
+			t.indexes[i] = liteIndex{name: st.To, sql: sql}
+			continue
+		case sqliteddl.OpRenameTable:
+			from, err := c.table(st.Table)
+			if err != nil {
+				return nil, err
+			}
+			// The rename first: SQLite then rewrites each index's ON
+			// clause, and the index is recreated from its table's new
+			// name.
+			out = append(out, st.SQL)
+			moved := &liteTable{exists: from.exists}
+			for _, ix := range from.indexes {
+				suffix, ok := cutFold(ix.name, st.Table+".")
+				if !ok {
+					// Not a name of this sink's making: SQLite renames
+					// nothing, and neither do we.
+					moved.indexes = append(moved.indexes, ix)
+					continue
+				}
+				name := sqliteddl.IndexName(st.To, suffix)
+				sql, err := sqliteddl.RecreateIndex(ix.sql, name, st.To)
+				if err != nil {
+					return nil, fmt.Errorf("apply: rename of table %q: %w", st.Table, err)
+				}
+				out = append(out, "DROP INDEX "+sqliteddl.Quote(ix.name), sql)
+				moved.indexes = append(moved.indexes, liteIndex{name: name, sql: sql})
+			}
+			c.tables[fold(st.Table)] = &liteTable{}
+			c.tables[fold(st.To)] = moved
+			continue
+		}
+		out = append(out, st.SQL)
+	}
+	return out, nil
+}
+
+// catalog is the tables and indexes of the SQLite database as a DDL's
+// statements leave them: read from sqlite_master the first time a table is
+// named, then changed as each statement would.
+type catalog struct {
+	ctx    context.Context
+	q      sqlsink.Queryer
+	tables map[string]*liteTable // by fold(name)
+}
+
+type liteTable struct {
+	exists  bool
+	indexes []liteIndex
+}
+
+type liteIndex struct{ name, sql string }
+
+func (t *liteTable) index(name string) int {
+	return slices.IndexFunc(t.indexes, func(ix liteIndex) bool { return fold(ix.name) == fold(name) })
+}
+
+// table returns what the catalog holds of table name. SQLite's names are
+// case-insensitive in ASCII, as COLLATE NOCASE and fold are.
+func (c *catalog) table(name string) (*liteTable, error) {
+	if t := c.tables[fold(name)]; t != nil {
+		return t, nil
+	}
+	t := &liteTable{}
+	rows, err := c.q.QueryContext(c.ctx, "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND type IN ('table', 'view', 'index')", name)
+	if err != nil {
+		return nil, fmt.Errorf("apply: reading the catalog of table %q: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ, iname string
+		var text sql.NullString
+		if err := rows.Scan(&typ, &iname, &text); err != nil {
+			return nil, fmt.Errorf("apply: reading the catalog of table %q: %w", name, err)
+		}
+		switch {
+		case typ != "index":
+			t.exists = true
+		case text.Valid: // not an automatic index of a UNIQUE or PRIMARY KEY constraint
+			t.indexes = append(t.indexes, liteIndex{name: iname, sql: text.String})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("apply: reading the catalog of table %q: %w", name, err)
+	}
+	c.tables[fold(name)] = t
+	return t, nil
+}
+
+// fold folds ASCII letters to lower case, as SQLite compares names.
+func fold(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// cutFold cuts prefix off s, comparing as SQLite compares names.
+func cutFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || fold(s[:len(prefix)]) != fold(prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }
 
 // duplicateKey: SQLITE_CONSTRAINT_UNIQUE (2067) or _PRIMARYKEY (1555).

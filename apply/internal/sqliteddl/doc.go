@@ -1,7 +1,12 @@
 // Package sqliteddl rewrites the MySQL DDL of a redo log into statements
 // SQLite can run, for the SQLite sink (see package
-// github.com/redokit/redokit/apply/sqlite for the forms it takes). It is a
-// token-level rewrite, not a parser, and imports no database driver.
+// github.com/redokit/redokit/apply/sqlite, "Values" and "DDL", for the
+// column types it declares and the forms it takes). It is a token-level
+// rewrite, not a parser, and imports no database driver: it reads no
+// catalog. Each statement says what it does to tables and indexes (Stmt.Op),
+// so that its caller, which can read the catalog, renames a table's indexes
+// with the table (RecreateIndex) and checks an index exists before dropping
+// it.
 package sqliteddl
 
 // quote quotes an identifier for SQLite.

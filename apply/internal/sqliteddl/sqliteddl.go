@@ -2,6 +2,7 @@ package sqliteddl
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redokit/redokit/apply"
@@ -222,16 +223,51 @@ func unqualify(toks []token, schemas map[string]bool) []token {
 	return out
 }
 
-// sqliteIndexName is the SQLite name of a MySQL index: index names are
-// per table in MySQL and per database in SQLite, so they are prefixed with
-// the table.
-func sqliteIndexName(table, index string) string {
-	return quote(table + "." + index)
+// IndexName is the SQLite name of a MySQL index: index names are per table
+// in MySQL and per database in SQLite, so they are prefixed with the table:
+// index i of table t is "t.i".
+func IndexName(table, index string) string { return table + "." + index }
+
+func sqliteIndexName(table, index string) string { return quote(IndexName(table, index)) }
+
+// Quote quotes an identifier for SQLite.
+func Quote(name string) string { return quote(name) }
+
+// Op is what a statement of a rewrite does to the tables and indexes, where
+// its caller must know: SQLite has no ALTER INDEX, so the caller renames a
+// table's indexes with the table, and checks an index exists before it
+// drops it.
+type Op uint8
+
+// Ops.
+const (
+	OpOther       Op = iota
+	OpCreateTable    // creates Table
+	OpDropTable      // drops Table (or a view)
+	OpRenameTable    // renames Table to To; its indexes keep their names
+	OpCreateIndex    // creates index Index (its SQLite name) on Table
+	OpDropIndex      // drops index Index (its SQLite name) of Table
+	OpRenameIndex    // renames index Index of Table to To (SQLite names); no SQL: the caller's
+)
+
+// Stmt is one SQLite statement of a rewritten DDL.
+type Stmt struct {
+	SQL   string
+	Op    Op
+	Table string // the table it acts on, unquoted
+	To    string // OpRenameTable, OpRenameIndex: the new name
+	Index string // OpCreateIndex, OpDropIndex, OpRenameIndex: the index's SQLite name, unquoted
+	// Auto (OpCreateIndex) is the first column of an index that had no
+	// name in the DDL: MySQL names it so, or adds _2, _3, … when the table
+	// has an index of that name already, which the caller knows.
+	Auto string
 }
+
+func other(sql string) Stmt { return Stmt{SQL: sql} }
 
 // Rewrite rewrites a MySQL DDL into the SQLite statements that do the same,
 // or fails with apply.ErrUnsupportedDDL. No statements means nothing to do.
-func Rewrite(ddl *codec.DDL) ([]string, error) {
+func Rewrite(ddl *codec.DDL) ([]Stmt, error) {
 	all, err := tokenize(ddl.Query)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", apply.ErrUnsupportedDDL, err)
@@ -246,7 +282,7 @@ func Rewrite(ddl *codec.DDL) ([]string, error) {
 		}
 	}
 	toks := unqualify(solid(all), schemas)
-	unsupported := func(why string) ([]string, error) {
+	unsupported := func(why string) ([]Stmt, error) {
 		return nil, fmt.Errorf("%w: %s", apply.ErrUnsupportedDDL, why)
 	}
 	switch {
@@ -264,14 +300,14 @@ func Rewrite(ddl *codec.DDL) ([]string, error) {
 		if len(rest) != 1 || !rest[0].isName() {
 			return unsupported("TRUNCATE of anything but one table")
 		}
-		return []string{"DELETE FROM " + quote(rest[0].name())}, nil
+		return []Stmt{other("DELETE FROM " + quote(rest[0].name()))}, nil
 	case words(toks, "RENAME", "TABLE"):
-		var out []string
+		var out []Stmt
 		for _, pair := range splitTop(toks[2:]) {
 			if len(pair) != 3 || !pair[0].isName() || pair[1].word() != "TO" || !pair[2].isName() {
 				return unsupported("RENAME TABLE form")
 			}
-			out = append(out, "ALTER TABLE "+quote(pair[0].name())+" RENAME TO "+quote(pair[2].name()))
+			out = append(out, renameTable(pair[0].name(), pair[2].name()))
 		}
 		return out, nil
 	case words(toks, "DROP", "TABLE"), words(toks, "DROP", "VIEW"):
@@ -283,12 +319,12 @@ func Rewrite(ddl *codec.DDL) ([]string, error) {
 		for len(rest) > 0 && (rest[len(rest)-1].word() == "CASCADE" || rest[len(rest)-1].word() == "RESTRICT") {
 			rest = rest[:len(rest)-1]
 		}
-		var out []string
+		var out []Stmt
 		for _, t := range splitTop(rest) {
 			if len(t) != 1 || !t[0].isName() {
 				return unsupported("DROP form")
 			}
-			out = append(out, "DROP "+toks[1].word()+" "+ifExists+quote(t[0].name()))
+			out = append(out, Stmt{SQL: "DROP " + toks[1].word() + " " + ifExists + quote(t[0].name()), Op: OpDropTable, Table: t[0].name()})
 		}
 		return out, nil
 	case words(toks, "DROP", "INDEX"):
@@ -296,8 +332,13 @@ func Rewrite(ddl *codec.DDL) ([]string, error) {
 		if len(toks) < 5 || !toks[2].isName() || toks[3].word() != "ON" || !toks[4].isName() {
 			return unsupported("DROP INDEX form")
 		}
-		return []string{"DROP INDEX " + sqliteIndexName(toks[4].name(), toks[2].name())}, nil
-	case words(toks, "CREATE", "INDEX"), words(toks, "CREATE", "UNIQUE", "INDEX"):
+		s, err := dropIndex(toks[4].name(), toks[2].name())
+		if err != nil {
+			return nil, err
+		}
+		return []Stmt{s}, nil
+	case words(toks, "CREATE", "INDEX"), words(toks, "CREATE", "UNIQUE", "INDEX"),
+		words(toks, "CREATE", "FULLTEXT", "INDEX"), words(toks, "CREATE", "SPATIAL", "INDEX"):
 		return sqliteCreateIndex(toks)
 	case words(toks, "CREATE", "TABLE"):
 		return sqliteCreateTable(toks)
@@ -306,15 +347,40 @@ func Rewrite(ddl *codec.DDL) ([]string, error) {
 	}
 	// Anything else (CREATE VIEW, …) runs as logged; SQLite's error, if
 	// any, names the problem.
-	return []string{join(all)}, nil
+	return []Stmt{other(join(all))}, nil
+}
+
+// renameTable renames a table; the caller renames its indexes.
+func renameTable(from, to string) Stmt {
+	return Stmt{SQL: "ALTER TABLE " + quote(from) + " RENAME TO " + quote(to), Op: OpRenameTable, Table: from, To: to}
+}
+
+// dropIndex drops index of table. MySQL's PRIMARY is the primary key, which
+// SQLite cannot drop.
+func dropIndex(table, index string) (Stmt, error) {
+	if strings.EqualFold(index, "PRIMARY") {
+		return Stmt{}, fmt.Errorf("%w: dropping a primary key (SQLite cannot)", apply.ErrUnsupportedDDL)
+	}
+	return Stmt{SQL: "DROP INDEX " + sqliteIndexName(table, index), Op: OpDropIndex, Table: table, Index: IndexName(table, index)}, nil
+}
+
+// createIndex is the statement creating index name on table.
+func createIndex(unique, ifNot, table, name, cols string) Stmt {
+	return Stmt{SQL: "CREATE " + unique + "INDEX " + ifNot + sqliteIndexName(table, name) + " ON " + quote(table) + " (" + cols + ")",
+		Op: OpCreateIndex, Table: table, Index: IndexName(table, name)}
 }
 
 // sqliteCreateIndex: CREATE [UNIQUE] INDEX i ON t (cols) [USING …] [options].
-func sqliteCreateIndex(toks []token) ([]string, error) {
+func sqliteCreateIndex(toks []token) ([]Stmt, error) {
 	i := 1
 	unique := ""
-	if toks[i].word() == "UNIQUE" {
+	switch toks[i].word() {
+	case "UNIQUE":
 		unique = "UNIQUE "
+		i++
+	case "FULLTEXT", "SPATIAL":
+		// A plain index: it changes no result, and a later DROP INDEX
+		// finds it.
 		i++
 	}
 	i++ // INDEX
@@ -335,7 +401,7 @@ func sqliteCreateIndex(toks []token) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{"CREATE " + unique + "INDEX " + ifNot + sqliteIndexName(table, idx) + " ON " + quote(table) + " (" + cols + ")"}, nil
+	return []Stmt{createIndex(unique, ifNot, table, idx, cols)}, nil
 }
 
 // indexColumns renders an index's column list, dropping MySQL prefix lengths
@@ -366,7 +432,7 @@ func indexColumns(toks []token) (string, error) {
 // sqliteCreateTable: CREATE TABLE [IF NOT EXISTS] t (elements) [options]. The
 // table options are dropped, column definitions lose MySQL-only attributes,
 // and inline KEY/INDEX elements become CREATE INDEX statements.
-func sqliteCreateTable(toks []token) ([]string, error) {
+func sqliteCreateTable(toks []token) ([]Stmt, error) {
 	i := 2
 	ifNot := ""
 	if words(toks[i:], "IF", "NOT", "EXISTS") {
@@ -384,46 +450,68 @@ func sqliteCreateTable(toks []token) ([]string, error) {
 	if end < 0 {
 		return nil, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
-	var elems, after []string
+	var elems []string
+	var after []Stmt
+	names := map[string]bool{}
 	parts := splitTop(toks[i+2 : end])
 	rowid := rowidColumn(parts)
+	index := func(unique string, el []token) error {
+		s, err := inlineIndex(table, unique, "IF NOT EXISTS ", el, names)
+		after = append(after, s)
+		return err
+	}
 	for _, el := range parts {
 		if len(el) == 0 {
 			continue
 		}
 		switch {
 		case el[0].word() == "KEY" || el[0].word() == "INDEX":
-			s, err := inlineIndex(table, "", el[1:])
-			if err != nil {
+			if err := index("", el[1:]); err != nil {
 				return nil, err
 			}
-			after = append(after, s)
 		case el[0].word() == "UNIQUE":
 			rest := el[1:]
 			if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
 				rest = rest[1:]
 			}
-			s, err := inlineIndex(table, "UNIQUE ", rest)
-			if err != nil {
+			if err := index("UNIQUE ", rest); err != nil {
 				return nil, err
 			}
-			after = append(after, s)
 		case el[0].word() == "FULLTEXT" || el[0].word() == "SPATIAL":
-			continue // no equivalent; an index changes no result
+			// A plain index: it changes no result, and a later DROP INDEX
+			// finds it.
+			rest := el[1:]
+			if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+				rest = rest[1:]
+			}
+			if err := index("", rest); err != nil {
+				return nil, err
+			}
+		case el[0].word() == "CONSTRAINT" && constraintUnique(el) != nil:
+			if err := index("UNIQUE ", constraintUnique(el)); err != nil {
+				return nil, err
+			}
 		case el[0].word() == "PRIMARY" || el[0].word() == "CONSTRAINT" || el[0].word() == "CHECK" || el[0].word() == "FOREIGN":
 			elems = append(elems, spaced(cleanConstraint(el)))
 		default:
 			if el[0].isName() && el[0].name() == rowid {
 				el = asInteger(el)
 			}
-			s, err := columnDef(el)
+			s, unique, err := columnDef(el)
 			if err != nil {
 				return nil, err
 			}
 			elems = append(elems, s)
+			if unique {
+				// MySQL names the index of a UNIQUE (or SERIAL) column
+				// after it, taking the name in the order of the text.
+				c := el[0].name()
+				names[strings.ToLower(c)] = true
+				after = append(after, createIndex("UNIQUE ", "IF NOT EXISTS ", table, c, quote(c)))
+			}
 		}
 	}
-	out := []string{"CREATE TABLE " + ifNot + quote(table) + " (" + strings.Join(elems, ", ") + ")"}
+	out := []Stmt{{SQL: "CREATE TABLE " + ifNot + quote(table) + " (" + strings.Join(elems, ", ") + ")", Op: OpCreateTable, Table: table}}
 	return append(out, after...), nil
 }
 
@@ -488,28 +576,57 @@ func asInteger(el []token) []token {
 	return out
 }
 
-// inlineIndex turns "[name] (cols) [USING …]" of a CREATE TABLE into a
-// CREATE INDEX.
-func inlineIndex(table, unique string, toks []token) (string, error) {
+// inlineIndex turns "[name] (cols) [USING …]" of a CREATE or ALTER TABLE
+// into a CREATE INDEX. An index without a name gets MySQL's: its first
+// column's, with _2, _3, … when names (lower-case, of the table's indexes
+// so far) has it; names records the name taken.
+func inlineIndex(table, unique, ifNot string, toks []token, names map[string]bool) (Stmt, error) {
 	name := ""
 	if len(toks) > 0 && toks[0].isName() {
 		name, toks = toks[0].name(), toks[1:]
 	}
 	if len(toks) == 0 || !toks[0].is('(') {
-		return "", fmt.Errorf("%w: index definition", apply.ErrUnsupportedDDL)
+		return Stmt{}, fmt.Errorf("%w: index definition", apply.ErrUnsupportedDDL)
 	}
 	end := closing(toks, 0)
 	if end < 0 {
-		return "", fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
+		return Stmt{}, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
 	cols, err := indexColumns(toks[1:end])
 	if err != nil {
-		return "", err
+		return Stmt{}, err
 	}
 	if name == "" {
-		name = strings.ReplaceAll(strings.ReplaceAll(cols, `"`, ""), ", ", "_")
+		name = toks[1].name()
+		for n := 2; names[strings.ToLower(name)]; n++ {
+			name = toks[1].name() + "_" + strconv.Itoa(n)
+		}
 	}
-	return "CREATE " + unique + "INDEX IF NOT EXISTS " + sqliteIndexName(table, name) + " ON " + quote(table) + " (" + cols + ")", nil
+	names[strings.ToLower(name)] = true
+	return createIndex(unique, ifNot, table, name, cols), nil
+}
+
+// constraintUnique returns "[name] (cols) …" of CONSTRAINT [sym] UNIQUE
+// [KEY|INDEX] [name] (cols), the index named by name, else by sym; nil for
+// other constraints.
+func constraintUnique(el []token) []token {
+	i := 1
+	var sym []token
+	if i < len(el) && el[i].isName() && el[i].word() != "UNIQUE" {
+		sym = el[i : i+1]
+		i++
+	}
+	if i >= len(el) || el[i].word() != "UNIQUE" {
+		return nil
+	}
+	rest := el[i+1:]
+	if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+		rest = rest[1:]
+	}
+	if len(rest) > 0 && rest[0].is('(') && sym != nil {
+		rest = append(sym[:1:1], rest...)
+	}
+	return rest
 }
 
 // cleanConstraint drops "USING BTREE|HASH" and the KEY/INDEX word of a
@@ -534,28 +651,40 @@ func cleanConstraint(el []token) []token {
 	return out
 }
 
-// columnDef cleans one column definition: ENUM(…) and SET(…) become INTEGER
-// (the sink stores their numbers), and the attributes SQLite lacks are
-// dropped: UNSIGNED, SIGNED, ZEROFILL, AUTO_INCREMENT, CHARACTER SET x,
+// columnDef cleans one column definition: the type is declared so that
+// SQLite keeps the values the sink binds exactly (see types.go), DEFAULT
+// values are converted to what MySQL stores, and the attributes SQLite lacks
+// are dropped: UNSIGNED, SIGNED, ZEROFILL, AUTO_INCREMENT, CHARACTER SET x,
 // CHARSET x, COLLATE x (but SQLite's BINARY, NOCASE, RTRIM), COMMENT '…',
 // ON UPDATE CURRENT_TIMESTAMP, and the precision of CURRENT_TIMESTAMP(n).
-func columnDef(el []token) (string, error) {
+// unique reports a SERIAL or UNIQUE column, whose UNIQUE index the caller
+// creates.
+func columnDef(el []token) (def string, unique bool, err error) {
 	if !el[0].isName() {
-		return "", fmt.Errorf("%w: column definition %q", apply.ErrUnsupportedDDL, spaced(el))
+		return "", false, fmt.Errorf("%w: column definition %q", apply.ErrUnsupportedDDL, spaced(el))
 	}
-	out := []token{{tokIdent, quote(el[0].name())}}
-	for i := 1; i < len(el); i++ {
+	ct, err := parseType(el)
+	if err != nil {
+		return "", false, err
+	}
+	out := append([]token{{tokIdent, quote(el[0].name())}}, ct.decl...)
+	if ct.class == serial {
+		out = append(out, token{tokWord, "NOT"}, token{tokWord, "NULL"})
+	}
+	uniqueAttr := false
+	for i := ct.end; i < len(el); i++ {
 		w := el[i].word()
 		switch {
-		case i == 1 && (w == "ENUM" || w == "SET"):
-			out = append(out, token{tokWord, "INTEGER"})
-			if i+1 < len(el) && el[i+1].is('(') {
-				if e := closing(el, i+1); e >= 0 {
-					i = e
-				}
+		case w == "UNIQUE":
+			// A UNIQUE index named after the column, made by the caller:
+			// SQLite's own for a UNIQUE column would have another name.
+			uniqueAttr = true
+			if i+1 < len(el) && el[i+1].word() == "KEY" {
+				i++
 			}
 			continue
-		case w == "UNSIGNED" || w == "SIGNED" || w == "ZEROFILL" || w == "AUTO_INCREMENT" || w == "AUTO_RANDOM":
+		case w == "UNSIGNED" || w == "SIGNED" || w == "ZEROFILL" || w == "AUTO_INCREMENT" || w == "AUTO_RANDOM" ||
+			w == "BINARY" && i == ct.end: // CHAR(n) BINARY: a _bin collation
 			if i+1 < len(el) && el[i+1].is('(') { // AUTO_RANDOM(5)
 				if e := closing(el, i+1); e >= 0 {
 					i = e
@@ -578,6 +707,16 @@ func columnDef(el []token) (string, error) {
 		case w == "COMMENT" && i+1 < len(el) && el[i+1].kind == tokString:
 			i++
 			continue
+		case w == "DEFAULT":
+			v, n, err := ct.defaultValue(el[i+1:])
+			if err != nil {
+				return "", false, fmt.Errorf("column %s: %w", el[0].name(), err)
+			}
+			if n > 0 {
+				out = append(append(out, el[i]), v...)
+				i += n
+				continue
+			}
 		case w == "ON" && i+2 < len(el) && el[i+1].word() == "UPDATE":
 			i += 2
 			if i+1 < len(el) && el[i+1].is('(') {
@@ -594,79 +733,160 @@ func columnDef(el []token) (string, error) {
 				}
 			}
 			continue
+		case el[i].kind == tokString:
+			// A MySQL string (backslash escapes) as a SQLite one.
+			v, err := mysqlString(el[i].text)
+			if err != nil {
+				return "", false, err
+			}
+			out = append(out, token{tokString, sqliteString(v)})
+			continue
 		}
 		out = append(out, el[i])
 	}
-	return spaced(out), nil
+	return spaced(out), ct.class == serial || uniqueAttr, nil
 }
 
 // sqliteAlterTable: ALTER TABLE t spec[, spec…], one SQLite statement per
 // spec. Supported specs: ADD [COLUMN] def, ADD [UNIQUE] INDEX|KEY …, DROP
 // [COLUMN] c, DROP INDEX|KEY i, RENAME [TO|AS] u, RENAME COLUMN a TO b.
-func sqliteAlterTable(toks []token) ([]string, error) {
+func sqliteAlterTable(toks []token) ([]Stmt, error) {
 	if len(toks) < 4 || !toks[2].isName() {
 		return nil, fmt.Errorf("%w: ALTER TABLE form", apply.ErrUnsupportedDDL)
 	}
 	table := toks[2].name()
 	prefix := "ALTER TABLE " + quote(table) + " "
-	var out []string
+	var out []Stmt
+	var rename *Stmt
+	names := map[string]bool{}
 	for _, spec := range splitTop(toks[3:]) {
 		if len(spec) == 0 {
 			continue
 		}
 		w := spec[0].word()
 		rest := spec[1:]
-		switch {
-		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY"):
-			s, err := inlineIndex(table, "", rest[1:])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, strings.Replace(s, " IF NOT EXISTS", "", 1))
-		case w == "ADD" && len(rest) > 0 && rest[0].word() == "UNIQUE":
-			rest = rest[1:]
+		index := func(unique string, rest []token) error {
 			if len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") {
 				rest = rest[1:]
 			}
-			s, err := inlineIndex(table, "UNIQUE ", rest)
-			if err != nil {
+			s, err := inlineIndex(table, unique, "", rest, names)
+			// An index without a name takes one MySQL picks among the
+			// table's indexes, which the caller knows.
+			if len(rest) > 1 && rest[0].is('(') {
+				s.Auto = rest[1].name()
+			}
+			out = append(out, s)
+			return err
+		}
+		switch {
+		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY"):
+			if err := index("", rest); err != nil {
 				return nil, err
 			}
-			out = append(out, strings.Replace(s, " IF NOT EXISTS", "", 1))
+		case w == "ADD" && len(rest) > 0 && rest[0].word() == "UNIQUE":
+			if err := index("UNIQUE ", rest[1:]); err != nil {
+				return nil, err
+			}
+		case w == "ADD" && len(rest) > 0 && rest[0].word() == "CONSTRAINT" && constraintUnique(rest) != nil:
+			if err := index("UNIQUE ", constraintUnique(rest)); err != nil {
+				return nil, err
+			}
+		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "FULLTEXT" || rest[0].word() == "SPATIAL"):
+			// A plain index, as in CREATE TABLE.
+			if err := index("", rest[1:]); err != nil {
+				return nil, err
+			}
 		case w == "ADD":
 			if len(rest) > 0 && rest[0].word() == "COLUMN" {
 				rest = rest[1:]
 			}
 			if len(rest) == 0 || rest[0].is('(') || words(rest, "PRIMARY") || words(rest, "CONSTRAINT") || words(rest, "FOREIGN") ||
-				words(rest, "FULLTEXT") || words(rest, "SPATIAL") || words(rest, "PARTITION") || words(rest, "CHECK") {
+				words(rest, "PARTITION") || words(rest, "CHECK") {
 				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", apply.ErrUnsupportedDDL, spaced(rest))
 			}
 			if n := len(rest); n >= 2 && (rest[n-2].word() == "AFTER") || n >= 1 && rest[n-1].word() == "FIRST" {
 				return nil, fmt.Errorf("%w: column position (FIRST, AFTER): SQLite only appends columns", apply.ErrUnsupportedDDL)
 			}
-			def, err := columnDef(rest)
+			def, unique, err := columnDef(rest)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, prefix+"ADD COLUMN "+def)
+			out = append(out, other(prefix+"ADD COLUMN "+def))
+			if unique {
+				// SQLite adds no UNIQUE column; MySQL names the index
+				// after the column.
+				c := rest[0].name()
+				names[strings.ToLower(c)] = true
+				out = append(out, createIndex("UNIQUE ", "", table, c, quote(c)))
+			}
 		case w == "DROP" && len(rest) == 2 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName():
-			out = append(out, "DROP INDEX "+sqliteIndexName(table, rest[1].name()))
+			s, err := dropIndex(table, rest[1].name())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
 		case w == "DROP" && len(rest) == 2 && rest[0].word() == "COLUMN" && rest[1].isName(),
 			w == "DROP" && len(rest) == 1 && rest[0].isName() && rest[0].word() != "PRIMARY":
-			out = append(out, prefix+"DROP COLUMN "+quote(rest[len(rest)-1].name()))
+			out = append(out, other(prefix+"DROP COLUMN "+quote(rest[len(rest)-1].name())))
 		case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
-			out = append(out, prefix+"RENAME COLUMN "+quote(rest[1].name())+" TO "+quote(rest[3].name()))
-		case w == "RENAME" && len(rest) >= 1:
+			out = append(out, other(prefix+"RENAME COLUMN "+quote(rest[1].name())+" TO "+quote(rest[3].name())))
+		case w == "RENAME" && len(rest) == 4 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName() &&
+			rest[2].word() == "TO" && rest[3].isName():
+			if strings.EqualFold(rest[1].name(), "PRIMARY") || strings.EqualFold(rest[3].name(), "PRIMARY") {
+				return nil, fmt.Errorf("%w: renaming an index to or from PRIMARY", apply.ErrUnsupportedDDL)
+			}
+			// SQLite renames no index: the caller drops it and creates it
+			// again under the new name.
+			out = append(out, Stmt{Op: OpRenameIndex, Table: table, Index: IndexName(table, rest[1].name()), To: IndexName(table, rest[3].name())})
+		case w == "RENAME" && len(rest) >= 1 && rest[0].word() != "INDEX" && rest[0].word() != "KEY":
 			if rest[0].word() == "TO" || rest[0].word() == "AS" {
 				rest = rest[1:]
 			}
-			if len(rest) != 1 || !rest[0].isName() {
+			if len(rest) != 1 || !rest[0].isName() || rename != nil {
 				return nil, fmt.Errorf("%w: ALTER TABLE RENAME form", apply.ErrUnsupportedDDL)
 			}
-			out = append(out, prefix+"RENAME TO "+quote(rest[0].name()))
+			r := renameTable(table, rest[0].name())
+			rename = &r
 		default:
 			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", apply.ErrUnsupportedDDL, spaced(spec))
 		}
 	}
+	// The other specs name the table by its old name: MySQL renames it
+	// after them.
+	if rename != nil {
+		out = append(out, *rename)
+	}
 	return out, nil
+}
+
+// RecreateIndex rewrites the SQL of an index as sqlite_master holds it
+// (CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON table …) to create it
+// under another name on another table, the rest kept as it is.
+func RecreateIndex(sql, name, table string) (string, error) {
+	all, err := tokenize(sql)
+	if err != nil {
+		return "", fmt.Errorf("index SQL %q: %v", sql, err)
+	}
+	var out []token
+	state := 0 // 0: before the index name, 1: before ON, 2: before the table, 3: the rest
+	for _, t := range all {
+		switch {
+		case t.kind == tokSpace || state == 3:
+		case state == 0 && t.isName() && t.word() != "CREATE" && t.word() != "UNIQUE" && t.word() != "INDEX" &&
+			t.word() != "IF" && t.word() != "NOT" && t.word() != "EXISTS":
+			t, state = token{tokIdent, quote(name)}, 1
+		case state == 1 && t.word() == "ON":
+			state = 2
+		case state == 2 && t.isName():
+			t, state = token{tokIdent, quote(table)}, 3
+		case state == 0:
+		default:
+			return "", fmt.Errorf("index SQL %q: not CREATE INDEX name ON table", sql)
+		}
+		out = append(out, t)
+	}
+	if state != 3 || !words(solid(all), "CREATE") {
+		return "", fmt.Errorf("index SQL %q: not CREATE INDEX name ON table", sql)
+	}
+	return join(out), nil
 }
