@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -52,6 +53,11 @@ type SinkOptions struct {
 	// made, so a cascade or a check downstream can only delete or refuse
 	// what the log says is there.
 	ForeignKeyChecks bool
+	// DryRun, when set, receives the statements the sink would run, one
+	// per line with its values, and the sink runs none: nothing downstream
+	// changes, the progress table is neither created nor written (a
+	// missing one reads as no progress).
+	DryRun io.Writer
 }
 
 // Defaults for zero SinkOptions fields.

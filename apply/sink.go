@@ -122,6 +122,25 @@ type Tx interface {
 	Rollback() error
 }
 
+// Conflicts counts what an apply found downstream that the log did not lead
+// it to expect: rows the replay overlapped. Both are normal where the
+// downstream ran past the log's checkpoint before the disaster, and a sign
+// of divergence elsewhere.
+type Conflicts struct {
+	// Replaced counts rows written by deleting other rows that held one of
+	// their unique keys (see the SQL sinks' upsert).
+	Replaced int64 `json:"replaced"`
+	// DeletesMissed counts deletes (and the old images of updates that
+	// moved a row's key) that matched no row.
+	DeletesMissed int64 `json:"deletes_missed"`
+}
+
+// ConflictReporter is implemented by a sink that counts Conflicts over the
+// transactions it committed.
+type ConflictReporter interface {
+	Conflicts() Conflicts
+}
+
 // TxLimiter is implemented by a sink that cannot hold more than
 // MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
 // most that many workers. 0 means no limit.
@@ -194,6 +213,10 @@ func (e *DDLError) Unwrap() error { return e.Err }
 // ErrUnsupportedDDL is wrapped by the DDLError of a DDL the sink's dialect
 // cannot run.
 var ErrUnsupportedDDL = errors.New("DDL not supported by this sink")
+
+// ErrAnotherLog is wrapped by the error of a sink whose downstream holds
+// another log's progress, unless SinkOptions.AnotherLog allows it.
+var ErrAnotherLog = errors.New("apply: the downstream holds another log's progress")
 
 // ErrOrder is wrapped by Run's error when the source delivers an event below
 // one already delivered, or a row change after a DDL of the same commit ts.

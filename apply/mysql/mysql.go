@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -28,7 +29,8 @@ type Sink = sqlsink.SQLSink
 var Schemes = []string{"mysql", "mariadb", "tidb"}
 
 func init() {
-	sqlsink.Register(sqlsink.MySQL, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied}, Schemes, Open)
+	sqlsink.Register(sqlsink.MySQL, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied,
+		DuplicateKey: mysqlError(1062, 1586), NoSuchTable: mysqlError(1146)}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:
@@ -157,6 +159,16 @@ func transient(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne)
+}
+
+// mysqlError returns a test for server errors of the given numbers:
+// ER_DUP_ENTRY (1062), ER_DUP_ENTRY_WITH_KEY_NAME (1586), ER_NO_SUCH_TABLE
+// (1146).
+func mysqlError(numbers ...uint16) func(error) bool {
+	return func(err error) bool {
+		var me *gomysql.MySQLError
+		return errors.As(err, &me) && slices.Contains(numbers, me.Number)
+	}
 }
 
 func alreadyApplied(err error, _ codec.ActionType) bool {

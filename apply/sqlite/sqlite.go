@@ -26,7 +26,8 @@ type Sink = sqlsink.SQLSink
 var Schemes = []string{"sqlite", "sqlite3"}
 
 func init() {
-	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied, Rewrite: rewrite}, Schemes, Open)
+	sqlsink.Register(sqlsink.SQLite, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied, Rewrite: rewrite,
+		DuplicateKey: duplicateKey, NoSuchTable: noSuchTable}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:
@@ -128,6 +129,17 @@ func parseURI(uri string) (string, error) {
 // rewrite turns a logged MySQL DDL into SQLite statements.
 func rewrite(_ context.Context, _ sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
 	return sqliteddl.Rewrite(ddl)
+}
+
+// duplicateKey: SQLITE_CONSTRAINT_UNIQUE (2067) or _PRIMARYKEY (1555).
+func duplicateKey(err error) bool {
+	var se *modernc.Error
+	return errors.As(err, &se) && (se.Code() == 2067 || se.Code() == 1555)
+}
+
+func noSuchTable(err error) bool {
+	var se *modernc.Error
+	return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
 }
 
 func transient(err error) bool {

@@ -49,6 +49,47 @@ func (d Dialect) quote(b []byte, name string) []byte {
 	return append(b, q)
 }
 
+// param appends the placeholder of the n-th (from 1) argument of a
+// statement: ? for MySQL and SQLite, $n for PostgreSQL.
+func (d Dialect) param(b []byte, n int) []byte {
+	if d == Postgres {
+		return strconv.AppendInt(append(b, '$'), int64(n), 10)
+	}
+	return append(b, '?')
+}
+
+// params appends n comma-separated placeholders, the first for argument
+// number from (from 1).
+func (d Dialect) params(b []byte, from, n int) []byte {
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = d.param(b, from+i)
+	}
+	return b
+}
+
+// schemaWord is what the dialect calls a namespace of tables.
+func (d Dialect) schemaWord() string {
+	if d == Postgres {
+		return "SCHEMA"
+	}
+	return "DATABASE"
+}
+
+// duplicateKey reports whether err is a unique-key violation.
+func (d Dialect) duplicateKey(err error) bool {
+	drv := drivers[d]
+	return drv != nil && drv.DuplicateKey != nil && drv.DuplicateKey(err)
+}
+
+// noSuchTable reports whether err says a table does not exist.
+func (d Dialect) noSuchTable(err error) bool {
+	drv := drivers[d]
+	return drv != nil && drv.NoSuchTable != nil && drv.NoSuchTable(err)
+}
+
 // Quote returns an identifier quoted for d.
 func (d Dialect) Quote(name string) string { return string(d.quote(nil, name)) }
 
@@ -163,6 +204,11 @@ type Driver struct {
 	// runs the DDL as logged (MySQL, which commits a DDL implicitly). A DDL
 	// it cannot translate is an error wrapping apply.ErrUnsupportedDDL.
 	Rewrite func(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error)
+	// DuplicateKey reports whether err is a unique-key violation: an
+	// upsert met a second row on another unique key (see sqlTx.upsert).
+	DuplicateKey func(err error) bool
+	// NoSuchTable reports whether err says a table does not exist.
+	NoSuchTable func(err error) bool
 }
 
 // Queryer reads inside the transaction a DDL runs in.

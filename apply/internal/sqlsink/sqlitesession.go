@@ -111,6 +111,9 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		return fmt.Errorf("apply: commit of a finished transaction")
 	}
 	t.done = true
+	if t.s.o.DryRun != nil {
+		return t.l.end(ctx, false)
+	}
 	if err := t.s.writeMarks(ctx, t.l.conn, marks, nil); err != nil {
 		t.l.end(ctx, false)
 		return err
@@ -118,6 +121,7 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	if err := t.l.end(ctx, true); err != nil {
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
+	t.s.addConflicts(t.conflicts)
 	return nil
 }
 

@@ -4,9 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redokit/redokit/apply"
@@ -30,12 +35,58 @@ type SQLSink struct {
 	lite     *sqliteSession // SQLite: the one writer
 
 	ignoredDDLs atomic.Int64
+	mariaDB     bool // MySQL dialect: the server is MariaDB, whose JSON is text
+
+	replaced, deletesMissed atomic.Int64
+	dryMu                   sync.Mutex
 }
 
 var (
 	_ apply.Sink      = (*SQLSink)(nil)
 	_ apply.TxLimiter = (*SQLSink)(nil)
+
+	_ apply.ConflictReporter = (*SQLSink)(nil)
 )
+
+// Conflicts returns what the committed transactions met downstream.
+func (s *SQLSink) Conflicts() apply.Conflicts {
+	return apply.Conflicts{Replaced: s.replaced.Load(), DeletesMissed: s.deletesMissed.Load()}
+}
+
+func (s *SQLSink) addConflicts(c apply.Conflicts) {
+	s.replaced.Add(c.Replaced)
+	s.deletesMissed.Add(c.DeletesMissed)
+}
+
+// dryRun writes a statement and its arguments to w, for SinkOptions.DryRun.
+func (s *SQLSink) dryRun(w io.Writer, stmt string, args []any) error {
+	s.dryMu.Lock()
+	defer s.dryMu.Unlock()
+	var b strings.Builder
+	b.WriteString(stmt)
+	b.WriteString(";")
+	if len(args) > 0 {
+		b.WriteString(" -- args:")
+		for _, a := range args {
+			b.WriteByte(' ')
+			switch v := a.(type) {
+			case nil:
+				b.WriteString("NULL")
+			case string:
+				b.WriteString(strconv.Quote(v))
+			case []byte:
+				fmt.Fprintf(&b, "x'%x'", v)
+			default:
+				fmt.Fprint(&b, v)
+			}
+		}
+	}
+	b.WriteByte('\n')
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("apply: dry run: %w", err)
+	}
+	return nil
+}
 
 // New makes a SQL sink of dialect d over db, named name in errors (a
 // redacted URI). When ownDB, Close closes db too. It connects, and creates
@@ -81,43 +132,100 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOpti
 		s.lite = l
 	}
 	if d == MySQL {
+		var v string
+		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+			return nil, fmt.Errorf("apply: %s: %w", name, err)
+		}
+		s.mariaDB = strings.Contains(strings.ToLower(v), "mariadb")
+	}
+	if err := s.createProgress(ctx); err != nil {
+		if s.lite != nil {
+			s.lite.close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// progressColumns are the progress table's columns, in the order writeMarks
+// binds them. A row is one table's (or, with empty names, the DDLs') progress
+// of one log (log_id) applied by one apply (sink_name).
+const progressColumns = "log_id, sink_name, schema_name, table_name, commit_ts, ddl_count"
+
+// createProgress creates the progress table if it is missing, and refuses one
+// written by a redokit that kept no log ID: its rows belong to a log nobody
+// can name, so neither skipping by them nor ignoring them is safe.
+func (s *SQLSink) createProgress(ctx context.Context) error {
+	var ddl string
+	switch s.d {
+	case MySQL:
 		if s.o.ProgressSchema == "" {
 			var cur sql.NullString
-			if err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&cur); err != nil {
-				return nil, fmt.Errorf("apply: %s: %w", name, err)
+			if err := s.db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&cur); err != nil {
+				return fmt.Errorf("apply: %s: %w", s.name, err)
 			}
 			s.o.ProgressSchema = cur.String
 		}
 		if s.o.ProgressSchema == "" {
 			s.o.ProgressSchema = "redokit"
 		}
-		s.progress = s.d.table(nil, apply.Table{Schema: s.o.ProgressSchema, Name: s.o.ProgressTable})
-		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+d.Quote(s.o.ProgressSchema)); err != nil {
-			return nil, fmt.Errorf("apply: %s: create the progress database: %w", name, err)
-		}
-		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
+		ddl = ` (
+	log_id      VARCHAR(64) NOT NULL,
+	sink_name   VARCHAR(64) NOT NULL,
 	schema_name VARCHAR(128) NOT NULL,
 	table_name  VARCHAR(128) NOT NULL,
 	commit_ts   BIGINT UNSIGNED NOT NULL,
 	ddl_count   INT UNSIGNED NOT NULL DEFAULT 0,
-	PRIMARY KEY (schema_name, table_name)
-) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`); err != nil {
-			return nil, fmt.Errorf("apply: %s: create the progress table: %w", name, err)
+	PRIMARY KEY (log_id, sink_name, schema_name, table_name)
+) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+	case Postgres:
+		if s.o.ProgressSchema == "" {
+			s.o.ProgressSchema = "public"
 		}
-	} else {
-		s.progress = s.d.quote(nil, s.o.ProgressTable)
-		if _, err := s.lite.conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+` (
+		ddl = ` (
+	log_id      text NOT NULL,
+	sink_name   text NOT NULL,
+	schema_name text NOT NULL,
+	table_name  text NOT NULL,
+	commit_ts   bigint NOT NULL,
+	ddl_count   integer NOT NULL DEFAULT 0,
+	PRIMARY KEY (log_id, sink_name, schema_name, table_name)
+)`
+	default:
+		s.o.ProgressSchema = ""
+		ddl = ` (
+	log_id      TEXT NOT NULL,
+	sink_name   TEXT NOT NULL,
 	schema_name TEXT NOT NULL,
 	table_name  TEXT NOT NULL,
 	commit_ts   INTEGER NOT NULL,
 	ddl_count   INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (schema_name, table_name)
-)`); err != nil {
-			s.lite.close()
-			return nil, fmt.Errorf("apply: %s: create the progress table: %w", name, err)
+	PRIMARY KEY (log_id, sink_name, schema_name, table_name)
+)`
+	}
+	s.progress = s.d.table(nil, apply.Table{Schema: s.o.ProgressSchema, Name: s.o.ProgressTable})
+	var ex execer = s.db
+	if s.lite != nil {
+		ex = s.lite.conn
+	}
+	if s.o.DryRun != nil {
+		// A dry run changes nothing downstream; a missing table reads as
+		// no progress.
+		return nil
+	}
+	if s.d != SQLite {
+		if _, err := ex.ExecContext(ctx, "CREATE "+s.d.schemaWord()+" IF NOT EXISTS "+s.d.Quote(s.o.ProgressSchema)); err != nil {
+			return fmt.Errorf("apply: %s: create the progress %s %s: %w", s.name, s.d.schemaWord(), s.o.ProgressSchema, err)
 		}
 	}
-	return s, nil
+	if _, err := ex.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+string(s.progress)+ddl); err != nil {
+		return fmt.Errorf("apply: %s: create the progress table %s: %w", s.name, s.progress, err)
+	}
+	if _, err := ex.ExecContext(ctx, "SELECT log_id, sink_name FROM "+string(s.progress)+" WHERE 1 = 0"); err != nil {
+		return fmt.Errorf("apply: %s: the progress table %s has no log_id or sink_name column: it was written by a redokit older than per-log progress, and its rows name no log; "+
+			"use another progress table (SinkOptions.ProgressTable, --progress-table), or drop it to apply from the start: %w", s.name, s.progress, err)
+	}
+	return nil
 }
 
 // DB returns the sink's database.
@@ -153,11 +261,12 @@ func (s *SQLSink) Close() error {
 	return err
 }
 
-// Progress reads the progress table. The DDL mark is the row with an empty
-// schema and table name.
+// Progress reads the progress rows of this log and sink name. The DDL mark is
+// the row with an empty schema and table name. It fails when the table holds
+// another log's progress and SinkOptions.AnotherLog is not set.
 func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
 	p := apply.Progress{Tables: map[apply.Table]uint64{}}
-	q := "SELECT schema_name, table_name, commit_ts, ddl_count FROM " + string(s.progress)
+	q := "SELECT log_id, sink_name, schema_name, table_name, commit_ts, ddl_count FROM " + string(s.progress)
 	var rows *sql.Rows
 	var err error
 	if s.lite != nil {
@@ -168,22 +277,37 @@ func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
 		rows, err = s.db.QueryContext(ctx, q)
 	}
 	if err != nil {
+		if s.o.DryRun != nil && s.d.noSuchTable(err) {
+			return p, nil
+		}
 		return p, s.d.classify(err)
 	}
 	defer rows.Close()
+	var other string
 	for rows.Next() {
+		var logID, sinkName string
 		var t apply.Table
 		var ts uint64
 		var n int64
-		if s.d == SQLite {
-			var its int64
-			err = rows.Scan(&t.Schema, &t.Name, &its, &n)
-			ts = uint64(its)
+		if s.d == MySQL {
+			err = rows.Scan(&logID, &sinkName, &t.Schema, &t.Name, &ts, &n)
 		} else {
-			err = rows.Scan(&t.Schema, &t.Name, &ts, &n)
+			var its int64
+			err = rows.Scan(&logID, &sinkName, &t.Schema, &t.Name, &its, &n)
+			if its < 0 {
+				err = fmt.Errorf("apply: %s: progress row of %s holds commit ts %d", s.name, t, its)
+			}
+			ts = uint64(its)
 		}
 		if err != nil {
 			return p, err
+		}
+		if logID != s.o.LogID {
+			other = logID
+			continue
+		}
+		if sinkName != s.o.SinkName {
+			continue
 		}
 		if t == (apply.Table{}) {
 			p.DDL = apply.DDLMark{CommitTs: ts, Count: int(n)}
@@ -191,7 +315,15 @@ func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
 			p.Tables[t] = ts
 		}
 	}
-	return p, s.d.classify(rows.Err())
+	if err := rows.Err(); err != nil {
+		return p, s.d.classify(err)
+	}
+	if other != "" && !s.o.AnotherLog {
+		return p, fmt.Errorf("%w: %s holds the progress of log %q in %s, and this is log %q: a downstream normally mirrors one log; "+
+			"set SinkOptions.AnotherLog (--another-log) to apply this one too (its progress is kept apart)",
+			apply.ErrAnotherLog, s.name, other, s.progress, s.o.LogID)
+	}
+	return p, nil
 }
 
 // tsArg binds a commit ts: SQLite integers are signed 64-bit.
@@ -200,7 +332,7 @@ func (s *SQLSink) tsArg(ts uint64) (any, error) {
 		return ts, nil
 	}
 	if ts > math.MaxInt64 {
-		return nil, fmt.Errorf("apply: commit ts %d does not fit SQLite's signed integers", ts)
+		return nil, fmt.Errorf("apply: commit ts %d does not fit %v's signed 64-bit integers", ts, s.d)
 	}
 	return int64(ts), nil
 }
@@ -213,12 +345,12 @@ type execer interface {
 // writeMarks upserts the progress rows of marks. A table's commit ts never
 // goes down; the DDL row is set as given.
 func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []apply.Mark, ddl *apply.DDLMark) error {
-	if len(marks) == 0 && ddl == nil {
+	if len(marks) == 0 && ddl == nil || s.o.DryRun != nil {
 		return nil
 	}
 	b := append([]byte("INSERT INTO "), s.progress...)
-	b = append(b, " (schema_name, table_name, commit_ts, ddl_count) VALUES "...)
-	args := make([]any, 0, 4*(len(marks)+1))
+	b = append(b, " ("+progressColumns+") VALUES "...)
+	args := make([]any, 0, 6*(len(marks)+1))
 	add := func(t apply.Table, ts uint64, n int) error {
 		a, err := s.tsArg(ts)
 		if err != nil {
@@ -227,8 +359,10 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []apply.Mark,
 		if len(args) > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, "(?,?,?,?)"...)
-		args = append(args, t.Schema, t.Name, a, int64(n))
+		b = append(b, '(')
+		b = s.d.params(b, len(args)+1, 6)
+		b = append(b, ')')
+		args = append(args, s.o.LogID, s.o.SinkName, t.Schema, t.Name, a, int64(n))
 		return nil
 	}
 	for _, m := range marks {
@@ -249,7 +383,15 @@ func (s *SQLSink) writeMarks(ctx context.Context, ex execer, marks []apply.Mark,
 	if s.d == MySQL {
 		b = append(b, " ON DUPLICATE KEY UPDATE commit_ts = IF(table_name = '', VALUES(commit_ts), GREATEST(commit_ts, VALUES(commit_ts))), ddl_count = VALUES(ddl_count)"...)
 	} else {
-		b = append(b, " ON CONFLICT (schema_name, table_name) DO UPDATE SET commit_ts = CASE WHEN table_name = '' THEN excluded.commit_ts ELSE max(commit_ts, excluded.commit_ts) END, ddl_count = excluded.ddl_count"...)
+		greatest := "max"
+		if s.d == Postgres {
+			greatest = "GREATEST"
+		}
+		b = append(b, " ON CONFLICT (log_id, sink_name, schema_name, table_name) DO UPDATE SET commit_ts = CASE WHEN "...)
+		b = append(b, s.progress...)
+		b = append(b, ".table_name = '' THEN excluded.commit_ts ELSE "+greatest+"("...)
+		b = append(b, s.progress...)
+		b = append(b, ".commit_ts, excluded.commit_ts) END, ddl_count = excluded.ddl_count"...)
 	}
 	_, err := ex.ExecContext(ctx, string(b), args...)
 	if err != nil {
@@ -270,7 +412,27 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 	}
+	if err := s.session(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
 	return &sqlTx{s: s, tx: tx, ex: tx}, nil
+}
+
+// session sets what the apply's MySQL sessions need on the connection of ex:
+// foreign-key checks off unless SinkOptions.ForeignKeyChecks (see there). It
+// runs in every transaction, since database/sql may hand any pooled
+// connection to the next one; one statement per transaction of thousands of
+// rows costs nothing that shows. PostgreSQL's sessions get theirs from the
+// connection parameters (package apply/postgres), SQLite's need none.
+func (s *SQLSink) session(ctx context.Context, ex execer) error {
+	if s.d != MySQL || s.o.ForeignKeyChecks || s.o.DryRun != nil {
+		return nil
+	}
+	if _, err := ex.ExecContext(ctx, "SET SESSION foreign_key_checks = 0"); err != nil {
+		return fmt.Errorf("apply: %s: turn foreign-key checks off for the apply (SinkOptions.ForeignKeyChecks keeps them on): %w", s.name, s.d.classify(err))
+	}
+	return nil
 }
 
 // ApplyDDL runs a DDL. MySQL runs the query as logged on one connection after
@@ -286,6 +448,24 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}
+	if w := s.o.DryRun; w != nil {
+		stmts := []string{ddl.Query}
+		if ddl.Table.Schema != "" && s.d == MySQL {
+			stmts = []string{"USE " + s.d.Quote(ddl.Table.Schema), ddl.Query}
+		}
+		if rewrite := drivers[s.d].Rewrite; rewrite != nil {
+			var err error
+			if stmts, err = rewrite(ctx, nopQueryer{}, ddl); err != nil {
+				return derr("", err)
+			}
+		}
+		for _, st := range stmts {
+			if err := s.dryRun(w, st, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if rewrite := drivers[s.d].Rewrite; rewrite != nil {
 		return s.applyRewritten(ctx, ddl, record, rewrite, derr)
 	}
@@ -300,6 +480,9 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn.Close()
 	}()
+	if err := s.session(ctx, conn); err != nil {
+		return derr("", err)
+	}
 	if ddl.Table.Schema != "" && ddl.Type != codec.ActionCreateSchema && ddl.Type != codec.ActionDropSchema {
 		if _, err := conn.ExecContext(ctx, "USE "+s.d.Quote(ddl.Table.Schema)); err != nil {
 			return derr("USE "+s.d.Quote(ddl.Table.Schema), s.d.classify(err))
@@ -369,6 +552,16 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 	}
 	return nil
 }
+
+// nopQueryer is the catalog of a dry run: a rewrite that reads it learns
+// nothing (it is not an error: a dry run shows what would run).
+type nopQueryer struct{}
+
+func (nopQueryer) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, errDryRunCatalog
+}
+
+var errDryRunCatalog = errors.New("apply: a dry run does not read the downstream's catalog")
 
 // tolerate reports whether a DDL error is one that says the DDL's effect is
 // already there, and logs it.

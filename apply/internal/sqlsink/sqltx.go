@@ -25,6 +25,9 @@ type sqlTx struct {
 	args []any
 	last map[string]int // collapse: key → index of its last op
 	kb   []byte
+
+	collapsed bool            // the ops hold at most one op per key
+	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 }
 
 // rowOp is one statement's worth of a row change: a delete of an image, or an
@@ -120,7 +123,8 @@ func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
 // (or unknown) collation, a float or a NULL in a key, or a table without a
 // key leaves the ops as they are.
 func (t *sqlTx) collapse() {
-	if len(t.ops) < 2 {
+	t.collapsed = len(t.ops) < 2
+	if t.collapsed {
 		return
 	}
 	key0 := keyOf(t.ops[0].img)
@@ -154,6 +158,7 @@ func (t *sqlTx) collapse() {
 	}
 	clear(t.ops)
 	t.ops = append(t.ops[:0], out...)
+	t.collapsed = true
 }
 
 // keyBytes appends an exact encoding of img's key (the columns at the
@@ -250,6 +255,12 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 				!ops[0].del && !sameUpsertShape(ops[0].img, ops[n].img) {
 				break
 			}
+			// PostgreSQL refuses an upsert that meets one row twice: unless
+			// collapse left one op per key, a statement holds one commit ts,
+			// where a key changes at most once.
+			if t.s.d == Postgres && !t.collapsed && ops[n].ts != ops[0].ts {
+				break
+			}
 			n++
 		}
 		var err error
@@ -268,44 +279,77 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 }
 
 // exec runs the statement in t.buf with t.args, naming the table, the ts
-// range and the SQL (as shown by shown) when it fails.
-func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown func() string) error {
+// range and the SQL (as shown by shown) when it fails. It returns the rows
+// the statement affected; a dry run prints the statement and affects none.
+func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown func() string) (int64, error) {
+	if w := t.s.o.DryRun; w != nil {
+		return 0, t.s.dryRun(w, string(t.buf), t.args)
+	}
+	var res sql.Result
 	var err error
 	if t.lite != nil {
 		var st *sql.Stmt
 		if st, err = t.lite.stmt(ctx, string(t.buf)); err == nil {
-			_, err = st.ExecContext(ctx, t.args...)
+			res, err = st.ExecContext(ctx, t.args...)
 		}
 	} else {
-		_, err = t.ex.ExecContext(ctx, string(t.buf), t.args...)
+		res, err = t.ex.ExecContext(ctx, string(t.buf), t.args...)
 	}
 	if err != nil {
 		first, last := ops[0].ts, ops[0].ts
 		for _, op := range ops {
 			first, last = min(first, op.ts), max(last, op.ts)
 		}
-		return &apply.StatementError{Table: table, FirstTs: first, LastTs: last, SQL: shown(), Err: t.s.d.classify(err)}
+		return 0, &apply.StatementError{Table: table, FirstTs: first, LastTs: last, SQL: shown(), Err: t.s.d.classify(err)}
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("apply: table %s: rows affected: %w", table, err)
+	}
+	return n, nil
 }
 
 // upsert writes a prefix of ops (all upserts of one shape) as one statement
-// and returns how many it wrote.
+// and returns how many it wrote. Each row is inserted, or, where a row holds
+// its key (or another unique key) already, that row is updated in place:
 //
-//	MySQL:  REPLACE INTO `s`.`t` (`a`,`b`) VALUES (?,?),(?,?)
-//	SQLite: INSERT OR REPLACE INTO "t" ("a","b") VALUES (?,?),(?,?)
+//	MySQL:      INSERT INTO `s`.`t` (`a`,`b`) VALUES (?,?),(?,?) ON DUPLICATE KEY UPDATE `a`=VALUES(`a`),`b`=VALUES(`b`)
+//	SQLite:     INSERT INTO "t" ("a","b") VALUES (?,?),(?,?) ON CONFLICT DO UPDATE SET "a"=excluded."a","b"=excluded."b"
+//	PostgreSQL: INSERT INTO "s"."t" ("a","b") VALUES ($1,$2),($3,$4) ON CONFLICT ("a") DO UPDATE SET "a"=EXCLUDED."a","b"=EXCLUDED."b"
 //
-// Both delete every row that conflicts with the new one on any unique key
-// and insert it, which is what replaying a row's final image needs: an
-// upsert on the primary key alone would fail on a unique key that an older
-// image of another row still holds. Generated columns are left out.
+// An update in place deletes nothing, so no ON DELETE action of a foreign
+// key fires (REPLACE, a delete and an insert, would cascade into the
+// children of a parent whose other columns changed). A row whose new image
+// meets two rows at once — its own key held by one, another unique key by a
+// stale one, which happens only where the replay overlaps changes already
+// downstream — fails with a duplicate-key error: MySQL and SQLite then write
+// the statement again as REPLACE (MySQL) or INSERT OR REPLACE (SQLite),
+// which deletes both rows first, and count its rows as replaced
+// (Conflicts.Replaced). That delete fires no foreign-key action while the
+// checks are off (the default); with SinkOptions.ForeignKeyChecks the error
+// stands, as it does on PostgreSQL, where a failed statement aborts the
+// transaction. Generated columns are left out.
 func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
+	n, err := t.writeUpsert(ctx, table, ops, false)
+	if err == nil || t.s.d == Postgres || t.s.o.ForeignKeyChecks || !t.s.d.duplicateKey(err) {
+		return n, err
+	}
+	if n, err = t.writeUpsert(ctx, table, ops[:n], true); err == nil {
+		t.conflicts.Replaced += int64(n)
+	}
+	return n, err
+}
+
+func (t *sqlTx) writeUpsert(ctx context.Context, table apply.Table, ops []rowOp, replace bool) (int, error) {
 	d := t.s.d
 	img := ops[0].img
-	if d == MySQL {
+	switch {
+	case replace && d == MySQL:
 		t.buf = append(t.buf[:0], "REPLACE INTO "...)
-	} else {
+	case replace:
 		t.buf = append(t.buf[:0], "INSERT OR REPLACE INTO "...)
+	default:
+		t.buf = append(t.buf[:0], "INSERT INTO "...)
 	}
 	t.buf = d.table(t.buf, table)
 	t.buf = append(t.buf, " ("...)
@@ -344,19 +388,69 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 			if k > 0 {
 				t.buf = append(t.buf, ',')
 			}
-			t.buf = append(t.buf, '?')
 			a := d.arg(c.Value)
 			size += argSize(a)
 			t.args = append(t.args, a)
+			t.buf = d.param(t.buf, len(t.args))
 			k++
 		}
 		t.buf = append(t.buf, ')')
 		n++
 	}
-	err := t.exec(ctx, table, ops[:n], func() string {
+	if !replace {
+		t.buf = t.onConflict(t.buf, img)
+	}
+	_, err := t.exec(ctx, table, ops[:n], func() string {
 		return shownRows(t.buf, head, n)
 	})
 	return n, err
+}
+
+// onConflict appends the clause that turns an INSERT into an update in place
+// of the row it conflicts with (see upsert).
+func (t *sqlTx) onConflict(b []byte, img []codec.Column) []byte {
+	d := t.s.d
+	switch d {
+	case MySQL:
+		b = append(b, " ON DUPLICATE KEY UPDATE "...)
+	case SQLite:
+		// With no conflict target, SQLite (3.35 and later) updates the row
+		// that conflicts on whichever unique key.
+		b = append(b, " ON CONFLICT DO UPDATE SET "...)
+	case Postgres:
+		key := keyOf(img)
+		if key == nil {
+			return b // a table without a key: nothing to conflict on
+		}
+		b = append(b, " ON CONFLICT ("...)
+		for i, k := range key {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = d.quote(b, img[k].Name)
+		}
+		b = append(b, ") DO UPDATE SET "...)
+	}
+	k := 0
+	for i := range img {
+		if img[i].Flags.Has(codec.FlagGenerated) {
+			continue
+		}
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = d.quote(b, img[i].Name)
+		if d == MySQL {
+			b = append(b, "=VALUES("...)
+			b = d.quote(b, img[i].Name)
+			b = append(b, ')')
+		} else {
+			b = append(b, "=excluded."...)
+			b = d.quote(b, img[i].Name)
+		}
+		k++
+	}
+	return b
 }
 
 // statementRows is how many of n rows the next statement takes, at most
@@ -387,12 +481,14 @@ func shownRows(b []byte, head, n int) string {
 }
 
 // delete deletes a prefix of ops (all deletes of one key shape) with one
-// statement and returns how many it deleted.
+// statement and returns how many it deleted. A delete that matched no row
+// is counted (Conflicts.DeletesMissed).
 //
 //	one key column:   DELETE FROM t WHERE `k` IN (?,?,?)
 //	several:          DELETE FROM t WHERE (`a` = ? AND `b` = ?) OR (`a` = ? AND `b` = ?)
 //	no key (one row): DELETE FROM t WHERE `a` = ? AND `b` IS NULL LIMIT 1 (MySQL)
 //	                  DELETE FROM "t" WHERE rowid = (SELECT rowid FROM "t" WHERE … LIMIT 1) (SQLite)
+//	                  DELETE FROM "s"."t" WHERE ctid = (SELECT ctid FROM "s"."t" WHERE … LIMIT 1) (PostgreSQL)
 //
 // A NULL key value matches with IS NULL.
 func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
@@ -403,18 +499,24 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 	t.args = t.args[:0]
 	key := keyOf(ops[0].img)
 	if key == nil {
-		// Without a key, match every column that compares exactly, and
-		// delete one row: identical rows are interchangeable.
-		if d == SQLite {
+		// Without a key, match every column exactly (floats and JSON too:
+		// rows may differ in nothing else), and delete one row: identical
+		// rows are interchangeable. Generated columns are functions of the
+		// others and add nothing.
+		switch d {
+		case SQLite:
 			t.buf = append(t.buf, "rowid = (SELECT rowid FROM "...)
+		case Postgres:
+			t.buf = append(t.buf, "ctid = (SELECT ctid FROM "...)
+		}
+		if d != MySQL {
 			t.buf = d.table(t.buf, table)
 			t.buf = append(t.buf, " WHERE "...)
 		}
 		n := 0
 		for i := range ops[0].img {
 			c := &ops[0].img[i]
-			switch c.Value.Kind() {
-			case codec.KindFloat32, codec.KindFloat64, codec.KindJSON:
+			if c.Flags.Has(codec.FlagGenerated) {
 				continue
 			}
 			if n > 0 {
@@ -427,10 +529,13 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 			t.buf = append(t.buf, "1 = 1"...)
 		}
 		t.buf = append(t.buf, " LIMIT 1"...)
-		if d == SQLite {
+		if d != MySQL {
 			t.buf = append(t.buf, ')')
 		}
-		err := t.exec(ctx, table, ops[:1], func() string { return string(t.buf) })
+		deleted, err := t.exec(ctx, table, ops[:1], func() string { return string(t.buf) })
+		if err == nil && deleted == 0 && t.s.o.DryRun == nil {
+			t.conflicts.DeletesMissed++
+		}
 		return 1, err
 	}
 	n := t.statementRows(len(ops), max(1, d.maxParams()/len(key)))
@@ -449,8 +554,8 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 			if i > 0 {
 				t.buf = append(t.buf, ',')
 			}
-			t.buf = append(t.buf, '?')
 			t.args = append(t.args, d.arg(op.img[key[0]].Value))
+			t.buf = d.param(t.buf, len(t.args))
 		}
 		t.buf = append(t.buf, ')')
 	} else {
@@ -469,9 +574,9 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 			t.buf = append(t.buf, ')')
 		}
 	}
-	err := t.exec(ctx, table, ops[:n], func() string {
+	deleted, err := t.exec(ctx, table, ops[:n], func() string {
 		if single {
-			s := string(t.buf[:head]) + "?)"
+			s := string(t.buf[:head]) + string(d.param(nil, 1)) + ")"
 			if n > 1 {
 				s += " /* " + strconv.Itoa(n) + " rows */"
 			}
@@ -479,27 +584,49 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 		}
 		return shownRows(t.buf, head, n)
 	})
+	if err == nil && deleted < int64(n) && t.s.o.DryRun == nil {
+		t.conflicts.DeletesMissed += int64(n) - deleted
+	}
 	return n, err
 }
 
-// cond appends `c` = ? (binding c's value) or `c` IS NULL.
+// cond appends a condition that c's column holds exactly c's value: `c` = ?
+// (binding the value) or `c` IS NULL. A JSON value compares as JSON on MySQL
+// (CAST(? AS JSON)) and by its text on PostgreSQL, whose json type has no
+// equality; MariaDB's JSON is text, compared by bytes.
 func (t *sqlTx) cond(b []byte, c *codec.Column) []byte {
-	b = t.s.d.quote(b, c.Name)
+	d := t.s.d
+	b = d.quote(b, c.Name)
 	if c.Value.IsNull() {
 		return append(b, " IS NULL"...)
 	}
-	t.args = append(t.args, t.s.d.arg(c.Value))
-	return append(b, " = ?"...)
+	json := c.Value.Kind() == codec.KindJSON
+	if json && d == Postgres {
+		b = append(b, "::text"...)
+	}
+	b = append(b, " = "...)
+	t.args = append(t.args, d.arg(c.Value))
+	if json && d == MySQL && !t.s.mariaDB {
+		b = append(b, "CAST("...)
+		b = d.param(b, len(t.args))
+		return append(b, " AS JSON)"...)
+	}
+	return d.param(b, len(t.args))
 }
 
-// Commit records marks in the progress table and commits.
+// Commit records marks in the progress table and commits. A dry run rolls
+// back: it wrote nothing.
 func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
+	if t.s.o.DryRun != nil {
+		return t.tx.Rollback()
+	}
 	if err := t.s.writeMarks(ctx, t.tx, marks, nil); err != nil {
 		return err
 	}
 	if err := t.tx.Commit(); err != nil {
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
+	t.s.addConflicts(t.conflicts)
 	return nil
 }
 
