@@ -136,6 +136,7 @@ func TestNoPasswordInErrors(t *testing.T) {
 		"postgres://u@h/db?password=" + url.QueryEscape(raw) + "&sslmode=bogus",
 		"postgres://u@h/db?sslpassword=" + url.QueryEscape(raw) + "&sslmode=bogus",
 		"postgres://u@h/db?password=" + url.QueryEscape(raw) + "&port=x",
+		"postgres://u@h/db?PASSWORD=" + url.QueryEscape(raw) + "&sslmode=bogus", // pgx's redaction misses it
 		"mysql://u:" + pw + "@h/db",
 	} {
 		_, _, _, err := parseURI(uri, false)
