@@ -8,8 +8,9 @@
 #   Azure Blob  Azurite 3.37.0                              npm
 #   faults      toxiproxy v2.5.0 server, proxies s3/gcs/azure in front of the above
 #   MySQL sink  MariaDB from Debian (mariadb-server-core)   apt
-#   PostgreSQL sink  PostgreSQL from Debian (postgresql)  apt, unless its
-#               binaries are in PATH or /usr/lib/postgresql/*/bin
+#   PG sink     PostgreSQL from Debian (postgresql)        apt, unless found in
+#               PATH or /usr/lib/postgresql/*/bin; as root it runs as the
+#               postgres user (it refuses root)
 #
 # Use from a script (this is what scripts/test.sh does):
 #
@@ -46,9 +47,9 @@
 #   PostgreSQL: REDOKIT_POSTGRES_DSN
 #          (postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable, the
 #          superuser), REDOKIT_POSTGRES_ADDR (127.0.0.1:PORT). Every role logs
-#          in without a password (trust) except one named redokit_pw, which
+#          in without a password (trust) but one named redokit_pw, which
 #          must give its password (scram-sha-256): tests create that role to
-#          see a failed login's error. UTF8, C collation.
+#          see a failed login's error. UTF8, C collation, no TLS.
 #   REDOKIT_EMULATORS=1 when every requested server started.
 #   REDOKIT_EMU_DIR: the state folder.
 
