@@ -532,3 +532,56 @@ func TestDDLTransaction(t *testing.T) {
 
 // The pgx database/sql driver is registered by stdlib's import.
 var _ = stdlib.OpenDB
+
+// TestForeignKeys: through Run, a child row whose parent the log writes
+// later (another table, so another transaction) goes in with the triggers
+// off, and is refused with ForeignKeyChecks — the session setting reaches
+// the sink's own writes.
+func TestForeignKeys(t *testing.T) {
+	s := newServer(t)
+	s.exec("CREATE SCHEMA " + s.schema)
+	s.exec("CREATE TABLE " + s.schema + ".parent (id bigint PRIMARY KEY)")
+	s.exec("CREATE TABLE " + s.schema + ".child (id bigint PRIMARY KEY, parent_id bigint REFERENCES " + s.schema + ".parent (id))")
+	const pk = codec.FlagPrimaryKey | codec.FlagHandleKey
+	col := func(name string, v int64, flags codec.ColumnFlag) codec.Column {
+		return codec.Column{Name: name, Type: codec.TypeLonglong, Flags: flags, Value: codec.IntValue(v)}
+	}
+	row := func(ts uint64, table string, cols ...codec.Column) codec.Event {
+		return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{StartTs: ts - 1, CommitTs: ts,
+			Table: codec.TableName{Schema: s.schema, Name: table}, Columns: cols}}
+	}
+	events := []codec.Event{
+		row(10, "child", col("id", 1, pk), col("parent_id", 7, codec.FlagNullable)),
+		row(20, "parent", col("id", 7, pk)),
+	}
+	count := func() (n int) {
+		if err := s.admin.QueryRow("SELECT count(*) FROM " + s.schema + ".child").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	fk, err := s.open(s.dsn, apply.SinkOptions{ForeignKeyChecks: true, ProgressTable: "with_fk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = apply.Run(context.Background(), apply.SliceSource(events), fk, &apply.Options{Workers: 1, TxnRows: 1, BatchRows: 1})
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23503" {
+		t.Errorf("ForeignKeyChecks: a child before its parent: %v, want a foreign_key_violation", err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("ForeignKeyChecks: %d child rows", n)
+	}
+
+	sink, err := s.open(s.dsn, apply.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply.Run(context.Background(), apply.SliceSource(events), sink, &apply.Options{Workers: 1, TxnRows: 1, BatchRows: 1}); err != nil {
+		t.Fatalf("foreign-key triggers off: %v", err)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d child rows, want 1", n)
+	}
+}
