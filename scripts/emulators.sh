@@ -8,6 +8,9 @@
 #   Azure Blob  Azurite 3.37.0                              npm
 #   faults      toxiproxy v2.5.0 server, proxies s3/gcs/azure in front of the above
 #   MySQL sink  MariaDB from Debian (mariadb-server-core)   apt
+#   PG sink     PostgreSQL from Debian (postgresql)        apt, unless found in
+#               PATH or /usr/lib/postgresql/*/bin; as root it runs as the
+#               postgres user (it refuses root)
 #
 # Use from a script (this is what scripts/test.sh does):
 #
@@ -41,6 +44,12 @@
 #          AZURE_STORAGE_PROTOCOL, AZURE_STORAGE_IS_LOCAL_EMULATOR
 #   toxiproxy: TOXIPROXY_ADDR
 #   MariaDB:   REDOKIT_MYSQL_DSN, REDOKIT_MYSQL_ADDR
+#   PostgreSQL: REDOKIT_POSTGRES_DSN
+#          (postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable, the
+#          superuser), REDOKIT_POSTGRES_ADDR (127.0.0.1:PORT). Every role logs
+#          in without a password (trust) but one named redokit_pw, which
+#          must give its password (scram-sha-256): tests create that role to
+#          see a failed login's error. UTF8, C collation, no TLS.
 #   REDOKIT_EMULATORS=1 when every requested server started.
 #   REDOKIT_EMU_DIR: the state folder.
 
@@ -63,7 +72,7 @@ _EMU_AZ_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZ
 _EMU_S3_KEY=redokit-test
 _EMU_S3_SECRET=redokit-test-secret
 
-_EMU_ALL=(s3 gcs azure toxiproxy mariadb)
+_EMU_ALL=(s3 gcs azure toxiproxy mariadb postgres)
 # How long a server may take to answer after launch.
 _EMU_READY_TIMEOUT=${REDOKIT_EMU_READY_TIMEOUT:-60}
 
@@ -142,17 +151,48 @@ _emu_mariadbd() {
 	return 1
 }
 
-_emu_apt_install_mariadb() {
-	_emu_mariadbd >/dev/null && return 0
-	command -v apt-get >/dev/null || { _emu_log "mariadbd is missing and there is no apt-get"; return 1; }
-	local sudo=
+# _emu_pg_bin NAME: the path of PostgreSQL program NAME (postgres, initdb,
+# pg_isready, psql): beside the postgres in PATH, else in the newest
+# /usr/lib/postgresql/*/bin (Debian keeps the server programs out of PATH).
+_emu_pg_bin() {
+	local p dir
+	if p=$(command -v postgres 2>/dev/null); then
+		dir=$(dirname "$(readlink -f "$p")")
+		[[ -x $dir/$1 ]] && { echo "$dir/$1"; return 0; }
+	fi
+	for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV); do
+		[[ -x $dir/postgres && -x $dir/$1 ]] && { echo "$dir/$1"; return 0; }
+	done
+	[[ $1 != postgres && $1 != initdb ]] && command -v "$1" 2>/dev/null && return 0
+	return 1
+}
+
+# _emu_apt_install NAME...: apt-get install the Debian packages of the named
+# servers whose programs are missing, in one apt run (two at once would
+# contend for apt's locks).
+_emu_apt_install() {
+	local pkgs=() n sudo= log
+	for n in "$@"; do
+		case $n in
+		mariadb) _emu_mariadbd >/dev/null || pkgs+=(mariadb-server-core mariadb-client-core) ;;
+		postgres) { _emu_pg_bin postgres && _emu_pg_bin initdb && _emu_pg_bin pg_isready; } >/dev/null || pkgs+=(postgresql) ;;
+		esac
+	done
+	((${#pkgs[@]})) || return 0
+	command -v apt-get >/dev/null || { _emu_log "${pkgs[*]} missing and there is no apt-get"; return 1; }
 	[[ $(id -u) == 0 ]] || sudo=sudo
-	_emu_log "installing mariadb-server-core (apt)"
-	local log
+	if [[ " ${pkgs[*]} " == *" postgresql "* && ! -e /etc/postgresql-common/createcluster.conf ]]; then
+		# Debian's postgresql-common makes and starts a "main" cluster on
+		# port 5432 when installed; the tests start their own, so ask it not
+		# to (its createcluster.conf reads this folder).
+		$sudo mkdir -p /etc/postgresql-common/createcluster.d &&
+			echo 'create_main_cluster = false' | $sudo tee /etc/postgresql-common/createcluster.d/redokit.conf >/dev/null || true
+	fi
+	_emu_log "installing ${pkgs[*]} (apt)"
 	log=$(mktemp "${TMPDIR:-/tmp}/redokit-apt.XXXXXX")
 	if ! { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq &&
-		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends mariadb-server-core mariadb-client-core; } >"$log" 2>&1; then
-		_emu_log "apt-get install mariadb failed:"
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${pkgs[@]}"; } >"$log" 2>&1; then
+		_emu_log "apt-get install ${pkgs[*]} failed:"
 		tail -n 30 "$log" >&2
 		rm -f "$log"
 		return 1
@@ -169,18 +209,18 @@ emulators_install() {
 	tools=$(_emu_tools)
 	mkdir -p "$tools/bin"
 	_emu_lock "$tools" || return 1
-	for n in "${want[@]}"; do
-		case $n in
-		azure) _emu_npm_install_azurite & npm_pid=$! ;;
-		mariadb) _emu_apt_install_mariadb & apt_pid=$! ;;
-		esac
-	done
+	case " ${want[*]} " in
+	*" azure "*) _emu_npm_install_azurite & npm_pid=$! ;;
+	esac
+	case " ${want[*]} " in
+	*" mariadb "* | *" postgres "*) _emu_apt_install "${want[@]}" & apt_pid=$! ;;
+	esac
 	for n in "${want[@]}"; do
 		case $n in
 		s3) _emu_go_install versitygw "github.com/versity/versitygw/cmd/versitygw@$REDOKIT_VERSITYGW_VERSION" versitygw || rc=1 ;;
 		gcs) _emu_go_install fake-gcs-server "github.com/fsouza/fake-gcs-server@$REDOKIT_FAKEGCS_VERSION" fake-gcs-server || rc=1 ;;
 		toxiproxy) _emu_go_install toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@$REDOKIT_TOXIPROXY_VERSION" server || rc=1 ;;
-		azure | mariadb) ;;
+		azure | mariadb | postgres) ;;
 		*) _emu_log "unknown server '$n' (known: ${_EMU_ALL[*]})"; rc=1 ;;
 		esac
 	done
@@ -335,6 +375,32 @@ _emu_cmd_mariadb() {
 		--socket="$2/mysqld.sock" --pid-file="$2/mysqld.pid" --log-error="$2/error.log" --skip-name-resolve \
 		--skip-log-bin --innodb-buffer-pool-size=64M --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0
 }
+_emu_cmd_postgres() {
+	# Durability stays as shipped (fsync, synchronous_commit and full-page
+	# writes on): the PostgreSQL sink's commits are few and large, so it
+	# costs the tests little, and the server behaves as a real one does.
+	# -k puts the Unix socket in the state folder, not /var/run/postgresql.
+	local as=() u
+	u=$(_emu_pg_user) || exit 1
+	[[ -z $u ]] || as=(setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups --)
+	exec "${as[@]}" "$(_emu_pg_bin postgres)" -D "$2/data" -p "$1" -k "$2" -c listen_addresses=127.0.0.1 \
+		-c shared_buffers=64MB -c max_connections=200
+}
+
+# _emu_pg_user: the user PostgreSQL runs as when this script runs as root
+# (postgres refuses root: REDOKIT_PG_OS_USER, default postgres, which
+# Debian's package creates); nothing otherwise, as the server then runs as
+# the caller.
+_emu_pg_user() {
+	[[ $(id -u) == 0 ]] || return 0
+	local u=${REDOKIT_PG_OS_USER:-postgres}
+	if ! id -u "$u" >/dev/null 2>&1; then
+		_emu_log "postgres refuses to run as root, and there is no user '$u' to run it as: create one (useradd --system $u) or set REDOKIT_PG_OS_USER"
+		return 1
+	fi
+	command -v setpriv >/dev/null || { _emu_log "setpriv (util-linux) is missing: cannot run postgres as '$u'"; return 1; }
+	printf '%s' "$u"
+}
 
 _emu_version() {
 	case $1 in
@@ -343,6 +409,7 @@ _emu_version() {
 	azure) echo "azurite $REDOKIT_AZURITE_VERSION" ;;
 	toxiproxy) echo "toxiproxy $REDOKIT_TOXIPROXY_VERSION" ;;
 	mariadb) echo "mariadb $("$(_emu_mariadbd)" --version 2>/dev/null | sed -n 's/.*Ver \([0-9.]*\).*/\1/p')" ;;
+	postgres) echo "postgres $(_emu_pg_version)" ;;
 	esac
 }
 
@@ -355,6 +422,7 @@ _emu_ready() {
 	azure) code=$(_emu_http GET "$2" "/$_EMU_AZ_ACCOUNT?comp=list") && [[ -n $code ]] ;; # any answer (403)
 	toxiproxy) [[ $(_emu_http GET "$2" /version) == 200 ]] ;;
 	mariadb) mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$2" -uroot -e 'SELECT 1' >/dev/null 2>&1 ;;
+	postgres) "$(_emu_pg_bin pg_isready)" -q -h 127.0.0.1 -p "$2" -U postgres -d postgres -t 2 ;;
 	esac
 }
 
@@ -362,6 +430,7 @@ _emu_ready() {
 _emu_prepare() {
 	case $1 in
 	mariadb) _emu_mariadb_datadir "$2/data" ;;
+	postgres) _emu_postgres_datadir "$2" ;;
 	s3 | azure) _emu_memdir "$2" ;;
 	*) mkdir -p "$2" ;;
 	esac
@@ -403,11 +472,62 @@ _emu_mariadb_datadir() {
 			return 1
 		fi
 		rm -f "$tmp.log"
-		mv "$tmp/data" "$tmpl" 2>/dev/null || true # another run may have won
+		mv -T "$tmp/data" "$tmpl" 2>/dev/null || true # another run may have won
 		rm -rf "$tmp"
 	fi
 	mkdir -p "$(dirname "$dest")"
 	cp -a "$tmpl" "$dest"
+}
+
+_emu_pg_version() { "$(_emu_pg_bin postgres)" --version 2>/dev/null | sed -n 's/.*PostgreSQL) \([0-9.]*\).*/\1/p'; }
+
+# _emu_postgres_datadir DIR: DIR/data, a copy of a pristine cluster made
+# once per PostgreSQL version into the tool cache (initdb takes seconds, a
+# copy a fraction), with this script's pg_hba.conf. DIR is the socket
+# folder. As root, the cluster and DIR belong to the user the server runs
+# as, and the state folder becomes traversable (711) so that it reaches DIR.
+_emu_postgres_datadir() {
+	local dir=$1 u tools ver tmpl tmp
+	u=$(_emu_pg_user) || return 1
+	tools=$(_emu_tools)
+	ver=$(_emu_pg_version)
+	tmpl="$tools/postgres-datadir-${ver:-unknown}"
+	if [[ ! -d $tmpl ]]; then
+		# Made outside the tool cache: as root, initdb runs as $u, who may
+		# not reach $HOME.
+		tmp=$(mktemp -d "${TMPDIR:-/tmp}/redokit-pginit.XXXXXX")
+		[[ -z $u ]] || chown "$u:" "$tmp"
+		# UTF8 with the C collation: encoding checked, ordering by bytes
+		# (the same on every machine, no locale to install). The superuser
+		# is "postgres" whoever runs it.
+		if ! (
+			as=()
+			[[ -z $u ]] || as=(setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups --)
+			cd / && "${as[@]}" "$(_emu_pg_bin initdb)" -D "$tmp/data" --username=postgres --encoding=UTF8 --no-locale --auth=trust
+		) >"$tmp.log" 2>&1; then
+			_emu_log "initdb failed:"
+			tail -n 30 "$tmp.log" >&2
+			rm -rf "$tmp" "$tmp.log"
+			return 1
+		fi
+		rm -f "$tmp.log"
+		mv -T "$tmp/data" "$tmpl" 2>/dev/null || true # another run may have won
+		rm -rf "$tmp"
+	fi
+	mkdir -p "$dir"
+	cp -a "$tmpl" "$dir/data"
+	# Only 127.0.0.1 listens (and the socket in DIR). Rules match in order.
+	cat >"$dir/data/pg_hba.conf" <<-'HBA'
+		# TYPE  DATABASE  USER        ADDRESS       METHOD
+		local   all       all                       trust
+		host    all       redokit_pw  127.0.0.1/32  scram-sha-256
+		host    all       all         127.0.0.1/32  trust
+	HBA
+	if [[ -n $u ]]; then
+		chown -R "$u:" "$dir"
+		chmod 700 "$dir/data"
+		chmod 711 "$REDOKIT_EMU_DIR"
+	fi
 }
 
 # _emu_launch NAME: start one server in the background on a free port.
@@ -475,14 +595,17 @@ _emu_forget() {
 # _emu_kill NAME PID: stop one server we started: TERM, wait up to 10 s,
 # then KILL.
 _emu_kill() {
-	local pid=$2 i
+	local pid=$2 i sig=TERM
+	# PostgreSQL's TERM waits for every client to disconnect; INT is its
+	# fast shutdown (clients cut off, a clean checkpoint).
+	[[ $1 != postgres ]] || sig=INT
 	kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
+	kill -"$sig" "$pid" 2>/dev/null || return 0
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$pid" 2>/dev/null || return 0
 		sleep 0.1
 	done
-	_emu_log "$1 (pid $pid) ignored SIGTERM for 10s; killing it"
+	_emu_log "$1 (pid $pid) ignored SIG$sig for 10s; killing it"
 	kill -KILL "$pid" 2>/dev/null || true
 }
 
@@ -542,6 +665,10 @@ _emu_export() {
 		_emu_set REDOKIT_MYSQL_ADDR "127.0.0.1:$port"
 		_emu_set REDOKIT_MYSQL_DSN "root@tcp(127.0.0.1:$port)/redokit_test?multiStatements=true&parseTime=true"
 		;;
+	postgres)
+		_emu_set REDOKIT_POSTGRES_ADDR "127.0.0.1:$port"
+		_emu_set REDOKIT_POSTGRES_DSN "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+		;;
 	esac
 }
 
@@ -565,7 +692,7 @@ _emu_proxies() {
 }
 
 # emulators_start [names...]: install what is missing, start the named
-# servers (default: all of s3 gcs azure toxiproxy mariadb), wait until each
+# servers (default: all of s3 gcs azure toxiproxy mariadb postgres), wait until each
 # answers, and export their variables. Returns non-zero if any failed (the
 # others keep running; call emulators_stop in any case).
 emulators_start() {
@@ -683,7 +810,7 @@ _emu_main() {
 		emulators_install "$@"
 		;;
 	*)
-		echo "usage: $0 start [s3] [gcs] [azure] [toxiproxy] [mariadb] | stop | env | env-file | install [names...]" >&2
+		echo "usage: $0 start [s3] [gcs] [azure] [toxiproxy] [mariadb] [postgres] | stop | env | env-file | install [names...]" >&2
 		echo "       or: source $0; emulators_start [names...]; trap emulators_stop EXIT" >&2
 		return 2
 		;;

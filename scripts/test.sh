@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one test command: static checks, the local servers the tests talk to,
+# The one test command: static checks, the local servers the tests talk to
+# (scripts/emulators.sh: S3, GCS, Azure, toxiproxy, MariaDB, PostgreSQL),
 # every test under the race detector, and a bounded run of every fuzz target.
 #
 #   scripts/test.sh                 everything (what CI runs)

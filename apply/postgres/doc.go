@@ -1,0 +1,91 @@
+// Package postgres is the apply sink for PostgreSQL, over
+// github.com/jackc/pgx/v5 (its database/sql driver). Importing it registers
+// the postgres: and postgresql: schemes with apply.Open:
+//
+//	import _ "github.com/redokit/redokit/apply/postgres"
+//
+//	sink, err := apply.Open(ctx, "postgres://user:password@host:5432/shop", nil)
+//
+// or [Open] and [New] give the [*Sink] itself. What it writes — upserts that
+// replace whole rows, deletes by key, its progress table, how each codec value
+// is bound — is the SQL sinks' spec in package apply's doc; this doc gives
+// what is PostgreSQL's own.
+//
+// # The URI
+//
+//	postgres://user:password@host[:port]/database[?param=value&...]
+//	postgres:///database?host=/var/run/postgresql      (a Unix socket)
+//
+// (postgresql:// too). The port defaults to 5432. Params are libpq's
+// connection parameters as pgx reads them (sslmode, sslrootcert,
+// connect_timeout, application_name, target_session_attrs, …, and pgx's own
+// such as default_query_exec_mode), and any other param is a session
+// parameter sent at connect (search_path, lock_timeout, …). As with libpq,
+// the environment (PGPASSWORD, PGPASSFILE and ~/.pgpass, PGHOST, …) fills
+// what the URI leaves out — except sslmode, below. Errors never show a
+// password, of the user info or of the password and sslpassword params.
+//
+// TLS: pgx and libpq default to sslmode=prefer, which tries TLS without
+// checking the server's certificate and silently goes on in plaintext when
+// the server offers none. The sink instead uses sslmode=verify-full when the
+// URI sets no sslmode (PGSSLMODE is not consulted): TLS is required, and the
+// certificate is checked against the system's roots (or sslrootcert) and the
+// host name. Set sslmode=require for TLS without that check, and
+// sslmode=disable (or allow, prefer) to connect in plaintext, to a server on
+// 127.0.0.1 say. A Unix socket never uses TLS.
+//
+// # The session
+//
+// Every connection of the sink starts with:
+//
+//   - TimeZone=UTC, the zone producers write TIMESTAMP values in (see
+//     codec.TimestampValue), unless the URI sets TimeZone;
+//   - session_replication_role=replica unless
+//     apply.SinkOptions.ForeignKeyChecks: triggers, and so the foreign-key
+//     checks and cascades, do not fire for the apply's writes, as for
+//     logical replication (the log holds every change the upstream's own
+//     cascades made). Setting it takes a superuser, or on PostgreSQL 15 and
+//     later a role granted SET ON PARAMETER session_replication_role; Open
+//     fails naming the role and the option otherwise. The URI may not set
+//     it. With ForeignKeyChecks, Open checks the session is "origin" (a
+//     role or database default could say otherwise). Note that replica
+//     mode also silences the downstream's ordinary triggers, unless they
+//     are ENABLE REPLICA or ENABLE ALWAYS.
+//
+// # Statements
+//
+// A MySQL database of the log is a PostgreSQL schema in the URI's database:
+// tables are named "schema"."table". A DDL runs translated, in one
+// transaction with its progress row (PostgreSQL's DDL is transactional), so
+// a crash never leaves a DDL run and unrecorded. The sink opens as many
+// transactions as Run has workers.
+//
+// # DDL and types
+//
+// TODO(lead): the translation of MySQL DDL and the type mapping, from
+// package apply/internal/pgddl's doc. Until pgddl is wired in, every DDL
+// fails with apply.ErrUnsupportedDDL.
+//
+// # Errors
+//
+// Transient (retried by Run): SQLSTATE 40001 (serialization failure),
+// 40P01 (deadlock), class 08 (connection exceptions), 57P01, 57P02, 57P03
+// (shutdown, crash, starting up), 53300 (too many connections) and 55P03
+// (lock not available), and lost connections and network errors.
+//
+// No DDL error counts as already applied (apply.SinkOptions.StrictDDL
+// changes nothing here): PostgreSQL aborts a transaction at its first
+// error, so the sink cannot step over one; the translated statements say
+// IF [NOT] EXISTS where the effect may already be there instead, and any
+// other failure is an *apply.DDLError.
+//
+// # Not supported
+//
+//   - DDLs the translator cannot express: an error naming the DDL, never a
+//     skip.
+//   - Identifiers longer than 63 bytes (PostgreSQL's limit; it would
+//     truncate them, and two names could become one).
+//   - PgBouncer in transaction or statement pooling mode: the session
+//     parameters above, and pgx's cached prepared statements, need a
+//     session of their own (session pooling works).
+package postgres
