@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -471,8 +470,15 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 			stmts = []string{"USE " + s.d.Quote(ddl.Table.Schema), ddl.Query}
 		}
 		if rewrite := drivers[s.d].Rewrite; rewrite != nil {
+			// The rewrite may read the catalog; reading changes nothing.
+			var q Queryer = s.db
+			if s.lite != nil {
+				s.lite.mu.Lock()
+				defer s.lite.mu.Unlock()
+				q = s.lite.conn
+			}
 			var err error
-			if stmts, err = rewrite(ctx, nopQueryer{}, ddl); err != nil {
+			if stmts, err = rewrite(ctx, q, ddl); err != nil {
 				return derr("", err)
 			}
 		}
@@ -569,16 +575,6 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 	}
 	return nil
 }
-
-// nopQueryer is the catalog of a dry run: a rewrite that reads it learns
-// nothing (it is not an error: a dry run shows what would run).
-type nopQueryer struct{}
-
-func (nopQueryer) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
-	return nil, errDryRunCatalog
-}
-
-var errDryRunCatalog = errors.New("apply: a dry run does not read the downstream's catalog")
 
 // tolerate reports whether a DDL error is one that says the DDL's effect is
 // already there, and logs it.
