@@ -17,6 +17,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	_ "github.com/redokit/redokit/apply/mysql"
+	_ "github.com/redokit/redokit/apply/postgres"
 	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
 )
@@ -67,13 +68,27 @@ func newEnv(t testing.TB, d sqlsink.Dialect) *env {
 		}
 		t.Cleanup(func() { db.Close() })
 		e.admin = db
+	case sqlsink.Postgres:
+		dsn := postgresDSN(t)
+		e.schema = testSchemaName(t)
+		e.uri = dsn
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if _, err := db.Exec("CREATE SCHEMA " + d.Quote(e.schema)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := db.Exec("DROP SCHEMA IF EXISTS " + d.Quote(e.schema) + " CASCADE"); err != nil {
+				t.Errorf("drop test schema: %v", err)
+			}
+		})
+		e.admin = db
 	case sqlsink.MySQL:
 		cfg := mysqlDSN(t)
-		name := nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_")
-		if len(name) > 40 {
-			name = name[len(name)-40:]
-		}
-		e.schema = fmt.Sprintf("rk%d_%d_%s", os.Getpid()%100000, schemaSeq.Add(1), strings.Trim(name, "_"))
+		e.schema = testSchemaName(t)
 		u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + e.schema}
 		if cfg.Passwd != "" {
 			u.User = url.UserPassword(cfg.User, cfg.Passwd)
@@ -108,15 +123,53 @@ func newEnv(t testing.TB, d sqlsink.Dialect) *env {
 	return e
 }
 
-// forEachDialect runs f against SQLite and MariaDB.
+// testSchemaName is a fresh schema name for a test on a shared server.
+func testSchemaName(t testing.TB) string {
+	name := nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return fmt.Sprintf("rk%d_%d_%s", os.Getpid()%100000, schemaSeq.Add(1), strings.Trim(name, "_"))
+}
+
+// postgresDSN returns REDOKIT_POSTGRES_DSN, or skips the test (fails it when
+// CI=true).
+func postgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("REDOKIT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("REDOKIT_POSTGRES_DSN is not set, and CI=true: the PostgreSQL tests must run (scripts/emulators.sh starts PostgreSQL)")
+		}
+		t.Skip("REDOKIT_POSTGRES_DSN is not set: skipping the PostgreSQL test (source scripts/emulators.sh && emulators_start postgres)")
+	}
+	return dsn
+}
+
+// allDialects are the sinks the shared tests run against.
+var allDialects = []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL, sqlsink.Postgres}
+
+// forEachDialect runs f against SQLite, MariaDB and PostgreSQL.
 func forEachDialect(t *testing.T, f func(t *testing.T, e *env)) {
-	for _, d := range []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL} {
+	for _, d := range allDialects {
 		t.Run(d.String(), func(t *testing.T) { f(t, newEnv(t, d)) })
 	}
 }
 
 func (e *env) open(opts *apply.SinkOptions) *sqlsink.SQLSink {
 	e.t.Helper()
+	if e.dialect == sqlsink.Postgres {
+		// The tests share one database: each keeps its progress in its
+		// own schema.
+		var o apply.SinkOptions
+		if opts != nil {
+			o = *opts
+		}
+		if o.ProgressSchema == "" {
+			o.ProgressSchema = e.schema
+		}
+		opts = &o
+	}
 	s, err := apply.Open(context.Background(), e.uri, opts)
 	if err != nil {
 		e.t.Fatal(err)
