@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -52,6 +53,10 @@ type SinkOptions struct {
 	// made, so a cascade or a check downstream can only delete or refuse
 	// what the log says is there.
 	ForeignKeyChecks bool
+	// DryRun, when not nil, makes the sink a dry run: the sink writes the
+	// statements it would run, with their values, to DryRun and runs none;
+	// the progress table is not written.
+	DryRun io.Writer
 }
 
 // Defaults for zero SinkOptions fields.
