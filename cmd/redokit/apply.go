@@ -366,9 +366,9 @@ stdout, and runs none (nor writes the progress table).`,
 	f.IntVar(&workers, "workers", 0, "transactions applying rows at once (default 4; SQLite uses 1)")
 	f.IntVar(&batch, "batch-rows", 0, "rows of a table per multi-row statement batch (default 256)")
 	f.StringVar(&progress, "progress-table", "", "table the sink records its progress in (default redokit_apply_progress; two logs applied into one downstream need two)")
-	f.StringArrayVar(&include, "table", nil, "apply only the tables matching this schema.table pattern (shell globs: shop.*, *.orders); repeat for several")
-	f.StringArrayVar(&exclude, "exclude-table", nil, "do not apply the tables matching this schema.table pattern; repeat for several")
-	f.StringArrayVar(&mapSchema, "map-schema", nil, "apply the log's schema FROM into the downstream schema TO, as FROM=TO; repeat for several")
+	f.StringArrayVar(&include, "table", nil, "apply only the tables matching this schema.table `PATTERN` (shell globs: shop.*, *.orders); repeat for several")
+	f.StringArrayVar(&exclude, "exclude-table", nil, "do not apply the tables matching this schema.table `PATTERN`; repeat for several")
+	f.StringArrayVar(&mapSchema, "map-schema", nil, "apply the log's schema FROM into the downstream schema TO, as `FROM=TO`; repeat for several")
 	f.BoolVar(&dryRun, "dry-run", false, "print the statements the sink would run, with their values, and run none")
 	return cmd
 }
