@@ -38,7 +38,7 @@ type applySummary struct {
 	RowsPerSec   float64 `json:"rows_per_second"`
 
 	// The operator's controls, as given.
-	Tables        []string          `json:"tables,omitempty"`         // --table patterns
+	Tables        []string          `json:"include_tables,omitempty"` // --table patterns
 	ExcludeTables []string          `json:"exclude_tables,omitempty"` // --exclude-table patterns
 	MapSchema     map[string]string `json:"map_schema,omitempty"`     // --map-schema from → to
 	DryRun        bool              `json:"dry_run,omitempty"`

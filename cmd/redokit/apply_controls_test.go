@@ -200,10 +200,14 @@ func TestApplyTableFilter(t *testing.T) {
 	if sum.Rows != 15 || sum.DDLs != 2 || sum.Filtered != 33 || sum.Applied == nil || sum.Conflicts != nil {
 		t.Fatalf("summary %+v\n%s", sum, r.stdout)
 	}
-	mustContain(t, "json", r.stdout, `"conflicts": null`, `"tables": [`, `"shop.*"`)
+	mustContain(t, "json", r.stdout, `"conflicts": null`, `"include_tables": [`, `"shop.*"`)
 	if got, want := reported(sum.Applied), sqliteProgress(t, path); !equalMaps(got, want) {
 		t.Fatalf("reported %v, the progress table holds %v", got, want)
 	}
+
+	r = cli(t, append(args, "--end-ts", fmt.Sprint(tsAt(20)))...)
+	wantCode(t, r, 0)
+	mustContain(t, "text", r.stdout, "shop.*; excluded *.items, *.*_old (33 events filtered out)", "applied the redo log successfully")
 
 	// On to the end: the RENAME carries shop.orders out of the filter, so
 	// the apply stops there, naming it, and says where it stopped.
