@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,17 @@ type Result struct {
 	Transactions int64 // row transactions committed
 	Retries      int64 // transactions and DDLs retried after a transient error
 	Duration     time.Duration
+
+	// Applied is the progress after the run, per table: the sink's
+	// recorded progress when Run started, raised by every mark Run
+	// committed since. After an error it says where the apply stopped:
+	// every row change of a table at or below its ts is in the downstream
+	// (a table absent has none), none above it that this run applied.
+	// It is nil when Run could not read the progress.
+	Applied map[Table]uint64
+	// AppliedDDL is the DDL progress after the run, the same way: the
+	// recorded DDL mark, or the mark of the last DDL Run applied.
+	AppliedDDL DDLMark
 }
 
 // RowsPerSecond is Rows divided by Duration.
@@ -126,6 +138,10 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	if prog.Tables == nil {
 		prog.Tables = map[Table]uint64{}
 	}
+	// A copy: r.prog is read by the loop alone, applied is written by
+	// every worker.
+	res.Applied = maps.Clone(prog.Tables)
+	res.AppliedDDL = prog.DDL
 	r := newRunner(ctx, sink, &o, res, prog)
 	if err := r.loop(src); err != nil {
 		// A worker's failure cancels the loop, which may then fail on
@@ -137,6 +153,7 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	res.Rows = r.rows.Load()
 	res.Transactions = r.txns.Load()
 	res.Retries += r.retries.Load()
+	// Every worker has stopped: res.Applied is no longer written.
 	res.Duration = time.Since(start)
 	o.Logger.Info("apply: done", "events", res.Events, "rows", res.Rows, "ddls", res.DDLs,
 		"skipped", res.Skipped, "transactions", res.Transactions, "retries", res.Retries,
@@ -179,6 +196,10 @@ type runner struct {
 	rows, txns, retries atomic.Int64
 	errMu               sync.Mutex
 	err                 error
+
+	// appliedMu guards res.Applied, which the workers raise as their
+	// commits succeed.
+	appliedMu sync.Mutex
 }
 
 func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Progress) *runner {
@@ -412,6 +433,7 @@ func (r *runner) ddl(d *codec.DDL, mark DDLMark) error {
 		return err
 	}
 	r.prog.DDL = mark
+	r.res.AppliedDDL = mark // no worker runs during a DDL, nor reads it
 	r.res.DDLs++
 	return nil
 }
@@ -574,12 +596,25 @@ func (w *worker) commit() error {
 	if err != nil {
 		return err
 	}
+	w.r.recordApplied(marks)
 	w.r.rows.Add(int64(w.txRows))
 	w.r.txns.Add(1)
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0
 	return nil
+}
+
+// recordApplied raises Result.Applied to the marks of a committed
+// transaction.
+func (r *runner) recordApplied(marks []Mark) {
+	r.appliedMu.Lock()
+	defer r.appliedMu.Unlock()
+	for _, m := range marks {
+		if m.CommitTs > r.res.Applied[m.Table] {
+			r.res.Applied[m.Table] = m.CommitTs
+		}
+	}
 }
 
 // landed reports whether the sink recorded every mark: only this worker

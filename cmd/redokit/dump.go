@@ -27,8 +27,8 @@ type rangeFlags struct {
 
 func (r *rangeFlags) register(cmd *cobra.Command, what string) {
 	f := cmd.Flags()
-	f.Uint64Var(&r.start, "start-ts", 0, what+" events with commit ts above this (default: the checkpoint ts)")
-	f.Uint64Var(&r.end, "end-ts", 0, what+" events with commit ts up to and including this (default: the global resolved ts)")
+	f.Var(tsValue{&r.start}, "start-ts", what+" events with commit ts above this, a ts or an RFC 3339 time (default: the checkpoint ts)")
+	f.Var(tsValue{&r.end}, "end-ts", what+" events with commit ts up to and including this, a ts or an RFC 3339 time (default: the global resolved ts)")
 	f.BoolVar(&r.force, "force", false, "allow --end-ts or --start-ts above the global resolved ts (events there may be incomplete)")
 }
 
