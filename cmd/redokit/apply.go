@@ -13,8 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit/apply"
-	_ "github.com/redokit/redokit/apply/mysql"  // mysql:, mariadb:, tidb: sinks
-	_ "github.com/redokit/redokit/apply/sqlite" // sqlite: sinks
+	_ "github.com/redokit/redokit/apply/mysql"    // mysql:, mariadb:, tidb: sinks
+	_ "github.com/redokit/redokit/apply/postgres" // postgres:, postgresql: sinks
+	_ "github.com/redokit/redokit/apply/sqlite"   // sqlite: sinks
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/reader"
@@ -50,9 +51,10 @@ type applySummary struct {
 	// where the apply stopped; nil when the apply never started, and in a
 	// dry run (whose commits wrote nothing).
 	Applied *appliedJSON `json:"applied,omitempty"`
-	// Conflicts will report what the sink's upserts replaced and the
-	// deletes that matched no row; null until the sinks count them.
-	Conflicts *struct{} `json:"conflicts"`
+	// Conflicts is what the replay met downstream that the log did not
+	// lead it to expect (see apply.Conflicts); null for a sink that does
+	// not count them.
+	Conflicts *apply.Conflicts `json:"conflicts"`
 	// Error is why the apply stopped, when it did.
 	Error string `json:"error,omitempty"`
 }
@@ -114,7 +116,15 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		ctl = &applyControls{}
 	}
 	sum.Tables, sum.ExcludeTables, sum.MapSchema = ctl.include, ctl.exclude, ctl.mapSchema
-	sink, err := apply.Open(ctx, sinkURI, sopts)
+	o := apply.SinkOptions{}
+	if sopts != nil {
+		o = *sopts
+	}
+	if o.LogID == "" {
+		// The progress is kept per log: its rows name this one.
+		o.LogID = a.logID
+	}
+	sink, err := apply.Open(ctx, sinkURI, &o)
 	if err != nil {
 		if errors.Is(err, apply.ErrBadURI) {
 			return sum, &exitErr{code: exitUsage, err: fmt.Errorf("--sink: %w", err)}
@@ -185,6 +195,10 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		}
 	}
 	sum.Filtered = read - passed
+	if cr, ok := sink.(apply.ConflictReporter); ok && !sum.DryRun {
+		c := cr.Conflicts()
+		sum.Conflicts = &c
+	}
 	st := r.Stats()
 	sum.Segments, sum.Duplicates = st.SegmentsSelected, st.Duplicates
 	if res != nil {
@@ -242,6 +256,9 @@ func (a *app) applyCmd() *cobra.Command {
 		exclude   []string
 		mapSchema []string
 		dryRun    bool
+		another   bool
+		sinkName  string
+		fkChecks  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
@@ -300,7 +317,7 @@ stdout, and runs none (nor writes the progress table).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if sinkURI == "" {
-				return usageErrorf("apply needs --sink URI (mysql://user:password@host:port/db or sqlite:///path.db)")
+				return usageErrorf("apply needs --sink URI (mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db)")
 			}
 			for _, f := range []struct {
 				flag string
@@ -336,7 +353,8 @@ stdout, and runs none (nor writes the progress table).`,
 				fmt.Fprintf(a.stderr, "redokit: nothing to apply: the range (%d, %d] is empty\n", start, end)
 				return nil
 			}
-			sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger()}
+			sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger(),
+				LogID: m.LogID, SinkName: sinkName, AnotherLog: another, ForeignKeyChecks: fkChecks}
 			if dryRun {
 				sopts.DryRun = a.stdout
 			}
@@ -362,7 +380,7 @@ stdout, and runs none (nor writes the progress table).`,
 	}
 	rf.register(cmd, "apply")
 	f := cmd.Flags()
-	f.StringVar(&sinkURI, "sink", "", "downstream: mysql://user:password@host:port/db or sqlite:///path.db (required)")
+	f.StringVar(&sinkURI, "sink", "", "downstream: mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db (required)")
 	f.IntVar(&workers, "workers", 0, "transactions applying rows at once (default 4; SQLite uses 1)")
 	f.IntVar(&batch, "batch-rows", 0, "rows of a table per multi-row statement batch (default 256)")
 	f.StringVar(&progress, "progress-table", "", "table the sink records its progress in (default redokit_apply_progress; two logs applied into one downstream need two)")
@@ -370,6 +388,9 @@ stdout, and runs none (nor writes the progress table).`,
 	f.StringArrayVar(&exclude, "exclude-table", nil, "do not apply the tables matching this schema.table `PATTERN`; repeat for several")
 	f.StringArrayVar(&mapSchema, "map-schema", nil, "apply the log's schema FROM into the downstream schema TO, as `FROM=TO`; repeat for several")
 	f.BoolVar(&dryRun, "dry-run", false, "print the statements the sink would run, with their values, and run none")
+	f.BoolVar(&another, "another-log", false, "apply this log into a downstream that holds another log's progress (kept apart per log)")
+	f.StringVar(&sinkName, "sink-name", "", "name this apply's progress apart from other applies of the same log into the same downstream (e.g. one per table filter)")
+	f.BoolVar(&fkChecks, "foreign-key-checks", false, "keep the downstream's foreign-key checks on (default off for the apply's sessions, as replication does; on makes the apply keep commit order with one worker)")
 	return cmd
 }
 
@@ -409,6 +430,9 @@ func (a *app) printApply(s *applySummary) {
 	fmt.Fprintf(tw, "events\t%d (%d rows, %d DDLs applied; %d skipped as already applied; %d duplicates dropped)\n", s.Events, s.Rows, s.DDLs, s.Skipped, s.Duplicates)
 	fmt.Fprintf(tw, "transactions\t%d (%d retries)\n", s.Transactions, s.Retries)
 	fmt.Fprintf(tw, "time\t%.2fs (%.0f rows/s)\n", s.Seconds, s.RowsPerSec)
+	if c := s.Conflicts; c != nil {
+		fmt.Fprintf(tw, "conflicts\t%d rows replaced over a stale unique key; %d deletes matched no row\n", c.Replaced, c.DeletesMissed)
+	}
 	tw.Flush()
 	if s.DryRun {
 		fmt.Fprintln(a.stdout, "dry run: nothing was applied")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/gen"
@@ -197,10 +198,10 @@ func TestApplyTableFilter(t *testing.T) {
 		t.Fatalf("tables %v, want orders with 15 rows", got)
 	}
 	// 15 rows each of items and users, their CREATE TABLEs and CREATE DATABASE crm.
-	if sum.Rows != 15 || sum.DDLs != 2 || sum.Filtered != 33 || sum.Applied == nil || sum.Conflicts != nil {
+	if sum.Rows != 15 || sum.DDLs != 2 || sum.Filtered != 33 || sum.Applied == nil || sum.Conflicts == nil || *sum.Conflicts != (apply.Conflicts{}) {
 		t.Fatalf("summary %+v\n%s", sum, r.stdout)
 	}
-	mustContain(t, "json", r.stdout, `"conflicts": null`, `"include_tables": [`, `"shop.*"`)
+	mustContain(t, "json", r.stdout, `"conflicts": {`, `"include_tables": [`, `"shop.*"`)
 	if got, want := reported(sum.Applied), sqliteProgress(t, path); !equalMaps(got, want) {
 		t.Fatalf("reported %v, the progress table holds %v", got, want)
 	}
