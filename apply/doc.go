@@ -12,6 +12,7 @@
 //
 //	github.com/redokit/redokit/apply/sqlite   sqlite:, sqlite3:             (modernc.org/sqlite)
 //	github.com/redokit/redokit/apply/mysql    mysql:, mariadb:, tidb:       (github.com/go-sql-driver/mysql)
+//	github.com/redokit/redokit/apply/postgres postgres:, postgresql:        (github.com/jackc/pgx/v5)
 //
 // Other sinks implement the small [Sink] and [Tx] interfaces, and may
 // register a scheme too. sinkgate.ApplyTo replays the batches a sink gate
@@ -65,31 +66,63 @@
 // downstream's own sink ran past the checkpoint before the disaster; an
 // apply was interrupted; failover wrote events twice) must end in the same
 // state. So every insert, and the new image of every update, is an upsert
-// that replaces the row whole — REPLACE INTO (MySQL) and INSERT OR REPLACE
-// (SQLite), which both delete any row conflicting on any unique key before
-// inserting (an upsert on the primary key alone would fail on a unique key
-// that a stale row still holds). A delete finds its row by the columns
-// flagged handle key, else by those flagged primary key; an update that
-// changes them is a delete of the old row and an upsert of the new one.
-// Generated columns are never written.
+// that updates a row already there in place, and inserts it otherwise:
+// INSERT … ON DUPLICATE KEY UPDATE (MySQL), INSERT … ON CONFLICT DO UPDATE
+// (SQLite: on whichever unique key conflicts; PostgreSQL: on the key). An
+// update in place deletes nothing, so an ON DELETE CASCADE of a foreign key
+// never fires on a parent whose other columns changed. A delete finds its
+// row by the columns flagged handle key, else by those flagged primary key;
+// an update that changes them is a delete of the old row and an upsert of
+// the new one. Generated columns are never written.
 //
-// A table with neither has no key: a delete then matches every column of
-// the old image (NULLs by IS NULL; floating-point and JSON columns, which do
-// not compare exactly, are left out) and deletes one row (LIMIT 1), and
-// every update is a delete and an insert. Identical rows of such a table
-// cannot be told apart, so an insert replayed twice is two rows: Run's
-// progress keeps a resumed apply exactly-once for them, and copies that
-// failover wrote are the reader's to drop (it does, by default).
+// Where the replay overlaps changes already downstream, a new image can meet
+// two rows at once: its key held by one, another unique key by a stale one.
+// MySQL and SQLite then write that statement again as REPLACE (a delete of
+// both rows and an insert) and count its rows (Conflicts.Replaced); with the
+// foreign-key checks off, that delete fires nothing. With
+// SinkOptions.ForeignKeyChecks, and always on PostgreSQL (where a failed
+// statement aborts its transaction), the duplicate-key error stops Run,
+// naming the table, rather than delete a parent row. Deletes that match no
+// row are counted too (Conflicts.DeletesMissed); [ConflictReporter] gives
+// both.
+//
+// # Foreign keys
+//
+// A log holds every change the upstream made, its own cascades included, so
+// a cascade or a check run again downstream can only delete or refuse what
+// the log says is there. The sinks therefore turn the checks off for the
+// apply's sessions by default, as replication does: MySQL's
+// foreign_key_checks=0 (set in every transaction), PostgreSQL's
+// session_replication_role=replica (a connection parameter; it needs a
+// superuser, or PostgreSQL 15's GRANT SET ON PARAMETER), and SQLite's
+// foreign_keys pragma off. SinkOptions.ForeignKeyChecks keeps them on: the
+// sink then reports [CommitOrderer], and Run applies with one worker, each
+// commit ts whole and in order, its tables in the order their first rows
+// came (the order of the upstream transaction), so that a parent is written
+// before its children and deleted after them.
+//
+// A table with no key: a delete then matches every column of the old image
+// exactly — NULLs by IS NULL, floating-point values by their exact binary
+// value, JSON as JSON on MySQL, as text on MariaDB (where JSON is text) and
+// PostgreSQL (whose json type has no equality) — leaving out only generated
+// columns, and deletes one row (LIMIT 1, through rowid on SQLite and ctid on
+// PostgreSQL); every update is a delete and an insert. Identical rows of
+// such a table cannot be told apart, so an insert replayed twice is two
+// rows: Run's progress keeps a resumed apply exactly-once for them, and
+// copies that failover wrote are the reader's to drop (it does, by default).
 //
 // # Progress and resuming
 //
 // The SQL sinks record their progress in a table of the downstream,
 // redokit_apply_progress (SinkOptions.ProgressTable; for MySQL in the URI's
-// database, or "redokit"):
+// database, or "redokit"; for PostgreSQL in schema public, or
+// SinkOptions.ProgressSchema). Its rows belong to one log
+// (SinkOptions.LogID; the CLI gives the log's ID) and one apply of it
+// (SinkOptions.SinkName, "" by default):
 //
-//	schema_name  table_name  commit_ts  ddl_count
-//	'shop'       'orders'    4471       0          rows of shop.orders with commit ts ≤ 4471 are applied
-//	''           ''          4460       1          the first DDL at 4460, and all DDLs before, are applied
+//	log_id  sink_name  schema_name  table_name  commit_ts  ddl_count
+//	'shop'  ''         'shop'       'orders'    4471       0          rows of shop.orders with commit ts ≤ 4471 are applied
+//	'shop'  ''         ''           ''          4460       1          the first DDL at 4460, and all DDLs before, are applied
 //
 // A transaction writes the progress rows of its tables (the commit ts of
 // each table's last row in it) in the same transaction as the rows, so the
@@ -107,16 +140,25 @@
 // transaction that did commit would double the rows of a keyless table.
 //
 // MySQL commits a DDL implicitly, so its progress row is written just after
-// it, and a crash in between runs it again on resume. SQLite runs the DDL and
-// its progress row in one transaction. Either way, and for DDLs the
-// downstream ran past the log's checkpoint before the disaster, a DDL whose
-// effect is already there — MySQL errors 1007, 1008, 1050, 1051, 1060, 1061,
-// 1068, 1091; SQLite "already exists", "duplicate column name", and "no such
-// table/index/column" for drops — is logged and counted as applied
-// (the sink's IgnoredDDLs); SinkOptions.StrictDDL makes it an error.
+// it, and a crash in between runs it again on resume. SQLite and PostgreSQL
+// run the DDL (as their rewrite translates it) and its progress row in one
+// transaction. Either way, and for DDLs the downstream ran past the log's
+// checkpoint before the disaster, a DDL whose effect is already there —
+// MySQL errors 1007, 1008, 1050, 1051, 1060, 1061, 1068, 1091; SQLite
+// "already exists", "duplicate column name", and "no such table/index/column"
+// for drops, except a DROP INDEX of an index its existing table lacks, which
+// is an error — is logged and counted as applied (the sink's IgnoredDDLs);
+// SinkOptions.StrictDDL makes it an error. PostgreSQL aborts a transaction
+// at its first error, so its rewrite makes each statement idempotent instead
+// (IF [NOT] EXISTS), and StrictDDL changes nothing there.
 //
-// The progress belongs to one log: applying another log into the same
-// downstream needs another progress table.
+// A downstream normally mirrors one log, and a second log there is more
+// often a wrong URL than a plan: Progress fails with [ErrAnotherLog], naming
+// both logs, when the table holds another log's rows, unless
+// SinkOptions.AnotherLog allows it; the two logs' progress then stays apart
+// (and so does that of applies of one log with different SinkNames, e.g. one
+// per table filter). A progress table written by a redokit that kept no log
+// ID is refused, naming it: its rows belong to a log nobody can name.
 //
 // # Errors and retries
 //
@@ -135,33 +177,38 @@
 //
 // # Values
 //
-// The SQL sinks bind each codec value as:
+// The SQL sinks bind each codec value as (and the DDL rewrites of SQLite
+// and PostgreSQL declare the column as):
 //
-//	kind            MySQL                         SQLite
-//	null            NULL                          NULL
-//	int             int64                         INTEGER
-//	uint            uint64 (all 64 bits)          INTEGER; above 2^63-1 its decimal TEXT
-//	float32/64      DOUBLE (exact for float32)    REAL
-//	decimal         its text                      its text (a DECIMAL column makes it a number)
-//	string          text                          TEXT
-//	bytes           binary (never NULL if empty)  BLOB
-//	date            'YYYY-MM-DD'                  TEXT
-//	datetime, ts    'YYYY-MM-DD hh:mm:ss[.f]'     TEXT, f with the value's fsp digits
-//	duration        '[-]hh:mm:ss[.f]'             TEXT
-//	year            integer                       INTEGER
-//	bit, set        unsigned integer              INTEGER; above 2^63-1 its decimal TEXT
-//	enum            the 1-based index             INTEGER, the index
-//	json            text                          TEXT
+//	kind          MySQL                         SQLite                         PostgreSQL
+//	null          NULL                          NULL                           NULL
+//	int           int64                         INTEGER                        smallint/integer/bigint
+//	uint          uint64 (all 64 bits)          TEXT column for BIGINT         bigint; BIGINT UNSIGNED numeric(20,0)
+//	                                            UNSIGNED (exact to 2^64-1)
+//	float32/64    DOUBLE (exact for float32)    REAL in a BLOB-affinity        real / double precision (-0 kept)
+//	                                            column (-0 kept)
+//	decimal       its text                      TEXT, exact (scale kept)       numeric(p,s)
+//	string        text                          TEXT                           varchar(n) / text (no NUL: an error)
+//	bytes         binary (never NULL if empty)  BLOB                           bytea
+//	date          'YYYY-MM-DD'                  TEXT                           date (no zero date: an error)
+//	datetime, ts  'YYYY-MM-DD hh:mm:ss[.f]'     TEXT, f with the fsp digits    timestamp / timestamptz (session UTC)
+//	duration      '[-]hh:mm:ss[.f]'             TEXT                           interval (holds ±838:59:59)
+//	year          integer                       INTEGER                        smallint
+//	bit, set      unsigned integer              INTEGER; BIT(64) and 64-member bigint; 64 bits numeric(20,0)
+//	                                            SET as TEXT
+//	enum          the 1-based index             INTEGER, the index             smallint, the index
+//	json          text                          TEXT                           json (the text as given)
 //
 // MySQL converts each to the column's type, exactly (an ENUM or SET column
 // takes the number as the member index or bitmap, a BIT column the number).
 // TIMESTAMP values are read in the session time zone, which the sink sets to
 // UTC (time_zone='+00:00', the zone producers write; override it in the
-// URI). SQLite keeps values as bound, except that a column of numeric
-// affinity (DECIMAL, BIGINT UNSIGNED, BIT, JSON…) turns text that looks like
-// a number into one: an unsigned value above 2^63-1 and a DECIMAL of more
-// than 15 digits become REAL there, which is not exact — use MySQL, or TEXT
-// columns, where that matters.
+// URI); PostgreSQL's sessions are UTC too. MariaDB stores a DOUBLE or FLOAT
+// -0 as 0: it has no negative zero to keep. SQLite keeps every value as
+// bound: its sink declares each column with a type whose affinity leaves it
+// alone (see package apply/sqlite, "Values"). A value a sink cannot hold (a
+// zero date or a NUL in text on PostgreSQL) fails its statement, naming the
+// table: it is never changed silently.
 //
 // # Opening a sink by URI
 //
@@ -169,12 +216,14 @@
 // package is enough); the packages' docs give their URIs and parameters:
 //
 //	mysql://user:password@host[:port]/[database][?param=value&...]
+//	postgres://user:password@host[:port]/database[?sslmode=...&param=value...]
 //	sqlite:///absolute/path.db[?param=value&...]   or   sqlite:relative/path.db
 //
 // A URI that does not parse, or whose scheme nobody registered, fails with
 // [ErrBadURI]. The password is never shown: errors and logs use [Redact]ed
-// URIs. [SinkOptions] carry what the SQL sinks take (the progress table, the
-// statement size, StrictDDL); another sink ignores what it has no use for.
+// URIs. [SinkOptions] carry what the SQL sinks take (the progress table and
+// its log, the statement size, StrictDDL, foreign-key checks, a dry run);
+// another sink ignores what it has no use for.
 //
 // # Writing a sink
 //
