@@ -14,6 +14,8 @@
 #                                   ~10 s)
 #   REDOKIT_FAULT_SCHEDULES=1000 .. seeded fault schedules on mem and local disk
 #                                   (default 100, ~1.5 min under -race)
+#   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
+#                                   MariaDB, PostgreSQL; default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -47,7 +49,8 @@ export REDOKIT_CRASH_TRIALS="${REDOKIT_CRASH_TRIALS:-50}"
 export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
 export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
 export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
-step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES)"
+export REDOKIT_APPLY_KILL_TRIALS="${REDOKIT_APPLY_KILL_TRIALS:-20}"
+step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES; apply kills per sink: $REDOKIT_APPLY_KILL_TRIALS)"
 go test -race -count=1 -timeout 30m ./...
 
 step "go test ./benchmarks/... (the benchmark program's own checks: its baselines read what the reader reads)"

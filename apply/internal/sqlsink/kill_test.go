@@ -1,0 +1,219 @@
+package sqlsink_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
+	"github.com/redokit/redokit/codec"
+)
+
+// The apply's crash test: a child process applies a log into a downstream and
+// is killed with SIGKILL at random moments (one to three times); a last run
+// then completes it, and the downstream must end identical, row for row, to
+// that of one uninterrupted run — on each sink. REDOKIT_APPLY_KILL_TRIALS sets
+// the trials per sink (scripts/test.sh runs 20; plain `go test` 3).
+
+const killRows = 4000
+
+// killOptions make many small transactions, so a kill lands between and
+// inside commits alike.
+var killOptions = apply.Options{TxnRows: 150, BatchRows: 40, RetryBackoff: time.Millisecond}
+
+// killEvents is benchEvents with a keyless table beside it: rows that only a
+// full-row match can delete, and that a replayed insert would double.
+func killEvents(schema string) []*codec.Event {
+	evs := benchEvents(schema, killRows)
+	out := make([]*codec.Event, 0, len(evs)+len(evs)/4)
+	var live [][]codec.Column
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i, ev := range evs {
+		out = append(out, ev)
+		if ev.IsDDL() {
+			if i+1 < len(evs) && !evs[i+1].IsDDL() || i+1 == len(evs) {
+				out = append(out, ddlEv(ev.CommitTs(), schema, "audit", codec.ActionCreateTable,
+					"CREATE TABLE audit (who VARCHAR(32), amount DOUBLE, doc JSON)"))
+			}
+			continue
+		}
+		if i+1 < len(evs) && evs[i+1].CommitTs() == ev.CommitTs() || rng.IntN(3) != 0 {
+			continue // add at most one audit change per commit ts, after its rows
+		}
+		ts := ev.CommitTs()
+		if len(live) > 4 && rng.IntN(4) == 0 {
+			k := rng.IntN(len(live))
+			out = append(out, rowEv(ts, schema, "audit", live[k], nil))
+			live = slices.Delete(live, k, k+1)
+			continue
+		}
+		img := []codec.Column{scol("who", fmt.Sprintf("u%d", rng.IntN(3))),
+			{Name: "amount", Type: codec.TypeDouble, Flags: codec.FlagNullable, Value: codec.Float64Value(float64(rng.IntN(4)) / 10)},
+			{Name: "doc", Type: codec.TypeJSON, Flags: codec.FlagNullable, Value: codec.JSONValue(fmt.Sprintf(`{"n": %d}`, rng.IntN(3)))}}
+		live = append(live, img)
+		out = append(out, rowEv(ts, schema, "audit", nil, img))
+	}
+	return out
+}
+
+// The child's side: when the test binary runs with REDOKIT_APPLY_KILL_CHILD
+// set, it applies killEvents into the sink named by the environment and
+// exits, before any test runs.
+func init() {
+	if os.Getenv("REDOKIT_APPLY_KILL_CHILD") == "" {
+		return
+	}
+	schema := os.Getenv("REDOKIT_APPLY_KILL_SCHEMA")
+	opts := &apply.SinkOptions{ProgressSchema: os.Getenv("REDOKIT_APPLY_KILL_PROGRESS_SCHEMA")}
+	ctx := context.Background()
+	s, err := apply.Open(ctx, os.Getenv("REDOKIT_APPLY_KILL_URI"), opts)
+	if err == nil {
+		// The parent's clock starts here: a kill before the sink is open
+		// would prove nothing.
+		fmt.Println("applying")
+		o := killOptions
+		_, err = apply.Run(ctx, sliceSource(killEvents(schema)), s, &o)
+		s.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func TestApplySurvivesSIGKILL(t *testing.T) {
+	trials := 3
+	if v := os.Getenv("REDOKIT_APPLY_KILL_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("REDOKIT_APPLY_KILL_TRIALS=%q: want a positive number", v)
+		}
+		trials = n
+	}
+	for _, d := range allDialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ref := newEnv(t, d)
+			evs := killEvents(ref.schema)
+			start := time.Now()
+			ref.run(evs, &killOptions)
+			full := time.Since(start)
+			tables := []string{"orders", "items", "users", "events", "audit"}
+			want := ref.dumpAll(tables...)
+			if len(want["audit"]) == 0 || len(want["orders"]) == 0 {
+				t.Fatalf("the reference run left empty tables: %d audit, %d orders rows", len(want["audit"]), len(want["orders"]))
+			}
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+			killed := 0
+			for trial := range trials {
+				e := newEnv(t, d)
+				// The events name their schema: the trial's downstream must
+				// be applied under the reference's names to compare.
+				kills := 1 + rng.IntN(3)
+				for range kills {
+					// Kill anywhere in the apply's run, or a little after.
+					delay := time.Duration(rng.Int64N(int64(full + full/4)))
+					done, err := runKillChild(t, e, delay)
+					if err != nil {
+						t.Fatalf("trial %d: child: %v", trial, err)
+					}
+					if !done {
+						killed++
+					}
+				}
+				s := e.open(nil)
+				if _, err := apply.Run(context.Background(), sliceSource(killEvents(e.schema)), s, &killOptions); err != nil {
+					t.Fatalf("trial %d: the run after %d kills: %v", trial, kills, err)
+				}
+				got := e.dumpAll(tables...)
+				for _, tb := range tables {
+					if !slices.Equal(got[tb], want[tb]) {
+						t.Errorf("trial %d (%d kills): table %s differs from the uninterrupted run: %d rows, want %d\n%s",
+							trial, kills, tb, len(got[tb]), len(want[tb]), firstDiff(got[tb], want[tb]))
+					}
+				}
+			}
+			t.Logf("%d trials, %d children killed mid-apply (the others had finished); an uninterrupted run takes %v", trials, killed, full)
+			if killed < trials/2+1 {
+				t.Errorf("only %d of %d trials killed a child before it finished: the trials proved little", killed, trials)
+			}
+		})
+	}
+}
+
+// runKillChild runs the child applying into e's downstream and kills it
+// after delay; done reports that it finished first.
+func runKillChild(t *testing.T, e *env, delay time.Duration) (done bool, err error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REDOKIT_APPLY_KILL_CHILD=1", "REDOKIT_APPLY_KILL_URI="+e.uri,
+		"REDOKIT_APPLY_KILL_SCHEMA="+e.schema)
+	if e.dialect == sqlsink.Postgres {
+		cmd.Env = append(cmd.Env, "REDOKIT_APPLY_KILL_PROGRESS_SCHEMA="+e.schema)
+	}
+	// Read only after Wait, which waits for the copying too.
+	out := &bytes.Buffer{}
+	cmd.Stderr = out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return false, err
+	}
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	exited := make(chan error, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		if line != "applying\n" {
+			// The child failed before it opened the sink: Wait says why.
+			exited <- cmd.Wait()
+			return
+		}
+		t := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() })
+		_, _ = io.Copy(io.Discard, stdout)
+		err := cmd.Wait()
+		if t.Stop() {
+			exited <- err // it finished before the kill
+			return
+		}
+		exited <- errKilled
+	}()
+	err = <-exited
+	switch {
+	case err == errKilled:
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("%v: %s", err, out.String())
+	}
+	return true, nil
+}
+
+var errKilled = errors.New("killed")
+
+// firstDiff shows the first rows where two sorted dumps part.
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("first difference at row %d: got %q, want %q", i, g, w)
+		}
+	}
+	return ""
+}
