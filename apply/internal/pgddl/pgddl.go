@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -353,7 +354,23 @@ func (r *rewriter) dropIndex(t qname, idx string, ifExists bool) error {
 			raise(fmt.Sprintf("index %s of table %s (PostgreSQL index %s) does not exist", idx, t, pg)) + " END IF;"))
 	}
 	r.emit("DROP INDEX IF EXISTS " + t.in(pg))
+	r.noteIndex(t, idx, false)
 	return nil
+}
+
+// noteIndex keeps the catalog read for this DDL up to date with an index
+// it adds or drops, for the unnamed indexes of later clauses.
+func (r *rewriter) noteIndex(t qname, idx string, add bool) {
+	s, ok := r.tables[t]
+	if !ok {
+		return
+	}
+	pg := objectName(t.name, idx)
+	s.indexes = slices.DeleteFunc(s.indexes, func(ix pgIndex) bool { return ix.pg == pg })
+	if add {
+		s.exists = true
+		s.indexes = append(s.indexes, pgIndex{pg: pg, mysql: idx})
+	}
 }
 
 func (r *rewriter) dropPrimary(t qname, ifExists bool) error {
@@ -913,6 +930,7 @@ func (r *rewriter) createKey(t qname, k *key) error {
 		}
 		r.emit("CREATE " + unique + "INDEX IF NOT EXISTS " + quote(objectName(t.name, k.name)) + " ON " + t.sql() + " (" + k.parts + ")")
 		r.indexComment(t, k.name)
+		r.noteIndex(t, k.name, true)
 		return nil
 	case "CHECK":
 		return nil // see the package doc

@@ -394,7 +394,7 @@ func translateDefault(ct *colType, v []token) (defaultVal, error) {
 	dropped := func(why string) (defaultVal, error) { return defaultVal{mode: defDropped, why: why}, nil }
 	exact := func(s string) (defaultVal, error) { return defaultVal{sql: s}, nil }
 	if len(v) == 1 && v[0].word() == "NULL" {
-		return exact("NULL")
+		return exact("") // no default is NULL
 	}
 	if v[0].is('(') {
 		return dropped("is an expression " + text + ", which is not translated")
