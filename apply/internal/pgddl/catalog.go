@@ -103,6 +103,9 @@ func (r *rewriter) rename(from, to qname) error {
 	if err != nil {
 		return err
 	}
+	if from == to {
+		return nil
+	}
 	switch {
 	case !src.exists && dst.exists:
 		return nil // already renamed
@@ -110,8 +113,6 @@ func (r *rewriter) rename(from, to qname) error {
 		return fmt.Errorf("pgddl: RENAME of table %s to %s: neither exists downstream", from, to)
 	case dst.exists:
 		return fmt.Errorf("pgddl: RENAME of table %s to %s: both exist downstream", from, to)
-	case from == to:
-		return nil
 	}
 	alter := "ALTER TABLE "
 	if src.kind == "v" || src.kind == "m" {

@@ -15,14 +15,15 @@
 // truncate it silently), except index names, which are made up:
 //
 //   - index i of table t is "t.i" (MySQL names indexes per table,
-//     PostgreSQL per schema); the primary key is the constraint "t.PRIMARY"
-//     (its index has the same name). A name over 63 bytes is cut at a
+//     PostgreSQL per schema), i lower-cased (MySQL compares index names
+//     ignoring case); the primary key is the constraint "t.PRIMARY" (its
+//     index has the same name). A name over 63 bytes is cut at a
 //     character boundary and ends with "~" and 12 hex digits of the hash of
 //     both names; such an index carries "mysql index: i" in its comment.
 //   - an unnamed index is named as MySQL does: after its first column, then
 //     col_2, col_3…; an unnamed foreign key of a CREATE TABLE as TiDB does:
-//     fk_1, fk_2… A foreign key keeps its MySQL name (PostgreSQL's
-//     constraint names are per table already); a CREATE TABLE gives each
+//     fk_1, fk_2… A foreign key keeps its MySQL name, lower-cased
+//     (PostgreSQL's constraint names are per table already); a CREATE TABLE gives each
 //     foreign key an index named after it unless an index starts with its
 //     columns, as TiDB does.
 //   - renaming a table renames its indexes (found in pg_index, their MySQL

@@ -43,8 +43,20 @@ func literal(s string) string {
 // prefix and appends a hash of both names, so that it stays unique and
 // deterministic. A hashed name's index carries the MySQL name in its comment
 // (indexComment), for renames to find.
+//
+// MySQL compares index names ignoring case, so the index part is lower-cased
+// (but PRIMARY, which no other index may be called): DROP INDEX IDX finds the
+// index CREATE INDEX idx made.
 func objectName(table, obj string) string {
+	obj = foldName(obj)
 	return fit(table+"."+obj, table+"\x00"+obj)
+}
+
+func foldName(obj string) string {
+	if strings.EqualFold(obj, primaryName) {
+		return primaryName
+	}
+	return strings.ToLower(obj)
 }
 
 // fit returns s, or when s is longer than maxIdent bytes, a prefix of it
@@ -63,7 +75,7 @@ func fit(s, key string) string {
 }
 
 // hashedName reports whether objectName had to hash.
-func hashedName(table, obj string) bool { return len(table)+1+len(obj) > maxIdent }
+func hashedName(table, obj string) bool { return len(table)+1+len(foldName(obj)) > maxIdent }
 
 // indexCommentPrefix starts the comment of an index whose name is hashed;
 // the MySQL index name follows.

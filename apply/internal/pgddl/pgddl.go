@@ -383,7 +383,13 @@ func (r *rewriter) dropPrimary(t qname, ifExists bool) error {
 	return nil
 }
 
-func fkName(name string) string { return fit(name, "fk\x00"+name) }
+// fkName is the PostgreSQL name of foreign key name: its MySQL name, lower
+// case (MySQL compares them ignoring case); PostgreSQL's constraint names
+// are per table, like MySQL's.
+func fkName(name string) string {
+	name = strings.ToLower(name)
+	return fit(name, "fk\x00"+name)
+}
 
 func (r *rewriter) dropForeignKey(t qname, name string, ifExists bool) error {
 	fk := fkName(name)

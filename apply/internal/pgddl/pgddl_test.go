@@ -89,6 +89,10 @@ func TestRewrite(t *testing.T) {
 			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.ix"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: index ix of table db.t (PostgreSQL index t.ix) does not exist'; END IF; END$redokit$`,
 			`DROP INDEX IF EXISTS "db"."t.ix"`}},
 		{"DROP INDEX IF EXISTS ix ON t", []string{`DROP INDEX IF EXISTS "db"."t.ix"`}},
+		// MySQL index and foreign key names ignore case.
+		{"DROP INDEX IF EXISTS IX ON t", []string{`DROP INDEX IF EXISTS "db"."t.ix"`}},
+		{"CREATE INDEX Ix_A ON T (a)", []string{`CREATE INDEX IF NOT EXISTS "T.ix_a" ON "db"."T" ("a")`}},
+		{"ALTER TABLE t DROP FOREIGN KEY IF EXISTS FK_a", []string{`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "fk_a"`}},
 		{"DROP INDEX `PRIMARY` ON t", []string{
 			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "t.PRIMARY"`}},

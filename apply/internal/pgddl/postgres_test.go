@@ -236,6 +236,11 @@ WHERE table_schema = $1 AND table_name = 'ux2' AND column_name IN ('c', 'c3', 'y
 	e.ddl(b, "CREATE TABLE cp LIKE ux3")
 	wantList(t, "indexes of the LIKE copy", e.indexes(b, "cp"), []string{"cp.PRIMARY", "cp.c", "cp.c_2", "cp.fk_par", "cp.k_c2"})
 	wantList(t, "foreign keys of the LIKE copy", e.foreignKeys(b, "cp"), nil)
+	// MySQL index names ignore case.
+	if err := e.run(b, "DROP INDEX K_C2 ON cp"); err != nil {
+		t.Fatal(err)
+	}
+	wantList(t, "indexes of the LIKE copy after DROP INDEX K_C2", e.indexes(b, "cp"), []string{"cp.PRIMARY", "cp.c", "cp.c_2", "cp.fk_par"})
 	if err := e.run(b, "ALTER TABLE ux3 DROP FOREIGN KEY fk_par"); err != nil {
 		t.Fatal(err)
 	}
