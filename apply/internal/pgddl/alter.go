@@ -134,7 +134,13 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 		if err := checkName(rest[0].name()); err != nil {
 			return err
 		}
-		r.emit(alter + "DROP COLUMN IF EXISTS " + quote(rest[0].name()))
+		c := rest[0].name()
+		// MySQL compares column names ignoring case: a name the table
+		// has in another case is not "already dropped".
+		r.emit(doBlock("IF NOT " + hasColumn(t, c) + " AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = " + regclass(t.sql()) +
+			" AND lower(attname) = lower(" + literal(c) + ") AND attnum > 0 AND NOT attisdropped) THEN " +
+			raise(fmt.Sprintf("column %s of table %s is there in another case: the DDL's names must match the downstream's", c, t)) + " END IF;"))
+		r.emit(alter + "DROP COLUMN IF EXISTS " + quote(c))
 		return nil
 	case w == "MODIFY" || w == "CHANGE":
 		if len(rest) > 0 && rest[0].word() == "COLUMN" {

@@ -155,10 +155,21 @@
 // CHARACTER SET binary, views beyond the above, triggers, procedures,
 // functions, events, and any statement not listed.
 //
-// Known gaps: MySQL column and table names are case-insensitive, the
-// translation keeps the case the DDL spells (a DDL spelling a name in
-// another case than the CREATE fails, or a DROP COLUMN IF EXISTS does
-// nothing); dropping a column that is part of a multi-column index drops the
-// index in PostgreSQL, where MySQL narrows it; ALTER TABLE … ADD FOREIGN
-// KEY does not add the index TiDB adds.
+// Case: TiDB compares table and column names ignoring case, PostgreSQL's
+// quoted names do not. A table the query spells in another case than the
+// DDL's table list (codec.DDL.Table and Tables, which name tables as TiDB
+// keeps them, like the row events) is written as the list spells it. A
+// column spelled in another case than the downstream's makes the statement
+// fail (DROP COLUMN checks first, so that it is not taken for "already
+// dropped").
+//
+// Replays that cannot be told apart, as in MySQL: an ADD INDEX without a
+// name adds one more index (c_2, c_3…), a RENAME TABLE that swaps names
+// swaps them back.
+//
+// Known gaps: dropping a column that is part of a multi-column index drops
+// the index in PostgreSQL, where MySQL narrows it (a later DROP INDEX of it
+// then fails); ALTER TABLE … ADD FOREIGN KEY does not add the index TiDB
+// adds; tables the query names outside the DDL's table list keep the case
+// the query spells.
 package pgddl

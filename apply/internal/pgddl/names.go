@@ -15,6 +15,7 @@ const maxIdent = 63
 // qname is a schema-qualified table (or view) name.
 type qname struct{ schema, name string }
 
+func (q qname) folded() qname  { return qname{strings.ToLower(q.schema), strings.ToLower(q.name)} }
 func (q qname) sql() string    { return quote(q.schema) + "." + quote(q.name) }
 func (q qname) String() string { return q.schema + "." + q.name }
 

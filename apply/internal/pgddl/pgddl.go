@@ -46,6 +46,7 @@ type rewriter struct {
 	q      Queryer
 	schema string // of unqualified names
 	out    []string
+	canon  map[qname]qname // the DDL's tables, by their lower-cased names
 	// tables is the catalog as the statements so far leave it, for the
 	// renames of one DDL (RENAME TABLE a TO t, b TO a, t TO b).
 	tables map[qname]*tableState
@@ -56,7 +57,21 @@ func rewrite(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error) {
 	if err != nil {
 		return nil, unsupported("%v", err)
 	}
-	r := &rewriter{ctx: ctx, q: q, schema: ddl.Table.Schema, tables: map[qname]*tableState{}}
+	r := &rewriter{ctx: ctx, q: q, schema: ddl.Table.Schema, tables: map[qname]*tableState{}, canon: map[qname]qname{}}
+	// TiDB compares table names ignoring case, and the query may spell
+	// them otherwise than the CREATE did; the DDL's table list has them
+	// as TiDB keeps them, which is how the row events (and so the
+	// downstream) name them.
+	known := []codec.TableName{ddl.Table}
+	for _, t := range ddl.Tables {
+		known = append(known, t.TableName)
+	}
+	for _, t := range known {
+		if t.Schema != "" && t.Name != "" {
+			c := qname{t.Schema, t.Name}
+			r.canon[c.folded()] = c
+		}
+	}
 	if err := r.statement(solid(all)); err != nil {
 		return nil, err
 	}
@@ -99,6 +114,9 @@ func (r *rewriter) tableRef(toks []token, i int) (qname, int, error) {
 	}
 	if t.schema == "" {
 		return qname{}, 0, unsupported("table %q without a schema, in a DDL without one", t.name)
+	}
+	if c, ok := r.canon[t.folded()]; ok {
+		t = c
 	}
 	return t, i, checkName(t.schema, t.name)
 }

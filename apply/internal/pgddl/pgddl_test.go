@@ -91,7 +91,9 @@ func TestRewrite(t *testing.T) {
 		{"DROP INDEX IF EXISTS ix ON t", []string{`DROP INDEX IF EXISTS "db"."t.ix"`}},
 		// MySQL index and foreign key names ignore case.
 		{"DROP INDEX IF EXISTS IX ON t", []string{`DROP INDEX IF EXISTS "db"."t.ix"`}},
-		{"CREATE INDEX Ix_A ON T (a)", []string{`CREATE INDEX IF NOT EXISTS "T.ix_a" ON "db"."T" ("a")`}},
+		// Table names too, resolved by the DDL's table list (db.t).
+		{"CREATE INDEX Ix_A ON T (a)", []string{`CREATE INDEX IF NOT EXISTS "t.ix_a" ON "db"."t" ("a")`}},
+		{"CREATE INDEX Ix_A ON U (a)", []string{`CREATE INDEX IF NOT EXISTS "U.ix_a" ON "db"."U" ("a")`}},
 		{"ALTER TABLE t DROP FOREIGN KEY IF EXISTS FK_a", []string{`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "fk_a"`}},
 		{"DROP INDEX `PRIMARY` ON t", []string{
 			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
@@ -112,7 +114,7 @@ func TestRewrite(t *testing.T) {
 			`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = 'ts' AND attnum > 0 AND NOT attisdropped) AND EXISTS (SELECT 1 FROM "db"."t") THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: cannot add column ts to table db.t, which has rows: its DEFAULT is CURRENT_TIMESTAMP: the rows there get the time of the DDL upstream, which the log does not carry'; END IF; END$redokit$`,
 			`ALTER TABLE "db"."t" ADD COLUMN IF NOT EXISTS "ts" timestamp(0) without time zone NOT NULL DEFAULT CURRENT_TIMESTAMP`}},
 		{"ALTER TABLE t DROP COLUMN d, DROP e, DROP INDEX IF EXISTS ix, DROP KEY `k`, RENAME COLUMN x TO y, ALTER COLUMN z DROP DEFAULT, ENGINE=InnoDB",
-			[]string{`ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "d"`, `ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "e"`,
+			[]string{dropColumnGuard("d"), `ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "d"`, dropColumnGuard("e"), `ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "e"`,
 				`DROP INDEX IF EXISTS "db"."t.ix"`,
 				`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.k"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: index k of table db.t (PostgreSQL index t.k) does not exist'; END IF; END$redokit$`,
 				`DROP INDEX IF EXISTS "db"."t.k"`,
@@ -147,6 +149,13 @@ func TestRewrite(t *testing.T) {
 			}
 		}
 	}
+}
+
+func dropColumnGuard(c string) string {
+	return `DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = '` + c +
+		`' AND attnum > 0 AND NOT attisdropped) AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND lower(attname) = lower('` + c +
+		`') AND attnum > 0 AND NOT attisdropped) THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: column ` + c +
+		` of table db.t is there in another case: the DDL''s names must match the downstream''s'; END IF; END$redokit$`
 }
 
 func TestRewriteUnsupported(t *testing.T) {

@@ -211,6 +211,10 @@ func TestPostgres(t *testing.T) {
 		}
 	}
 	e.ddl(a, "DROP INDEX IF EXISTS uu ON ux2")
+	// A column named in another case is not "already dropped".
+	if err := e.run(a, "ALTER TABLE ux2 DROP COLUMN E2"); err == nil || !strings.Contains(err.Error(), "column E2 of table "+a+".ux2 is there in another case") {
+		t.Errorf("DROP COLUMN E2: %v", err)
+	}
 
 	e.ddl(a, "ALTER TABLE ux2 MODIFY c BIGINT NULL, CHANGE COLUMN c2 c3 VARCHAR(10) NOT NULL DEFAULT 'q', MODIFY e ENUM('x','y','z') NOT NULL DEFAULT 'z', "+
 		"MODIFY u VARBINARY(10), ALTER COLUMN y SET DEFAULT 69, ALTER d SET DEFAULT 2")
