@@ -72,8 +72,17 @@ func rewrite(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error) {
 			r.canon[c.folded()] = c
 		}
 	}
-	if err := r.statement(solid(all)); err != nil {
-		return nil, err
+	// A query may hold several statements (a batch of CREATE TABLEs).
+	toks := solid(all)
+	start := 0
+	for i := 0; i <= len(toks); i++ {
+		if i < len(toks) && !toks[i].is(';') {
+			continue
+		}
+		if err := r.statement(toks[start:i]); err != nil {
+			return nil, err
+		}
+		start = i + 1
 	}
 	return r.out, nil
 }

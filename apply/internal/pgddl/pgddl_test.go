@@ -78,6 +78,21 @@ func TestRewrite(t *testing.T) {
 				`CREATE INDEX IF NOT EXISTS "c.fp" ON "db"."c" ("p")`,
 				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fp') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fp" FOREIGN KEY ("p") REFERENCES "db"."par" ("id") ON DELETE CASCADE ON UPDATE SET NULL; END IF; END$redokit$`,
 				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fk_2') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fk_2" FOREIGN KEY ("q") REFERENCES "db2"."other" ("id") ON DELETE NO ACTION; END IF; END$redokit$`}},
+		{"CREATE TABLE a (x INT); CREATE TABLE b (y INT);", []string{`CREATE TABLE IF NOT EXISTS "db"."a" ("x" integer)`, `CREATE TABLE IF NOT EXISTS "db"."b" ("y" integer)`}},
+		// MySQL's string escapes and introducers.
+		{`CREATE TABLE s (a VARCHAR(9) DEFAULT 'x\\y\'z', b VARCHAR(9) DEFAULT _utf8mb4'q', c VARCHAR(9) DEFAULT N'r', d BINARY(2) DEFAULT 'a', ` +
+			`e ENUM('', 'v') NOT NULL DEFAULT '', f SET('a','b') DEFAULT '', g INT DEFAULT '-7', h BIT(3) DEFAULT 5, i YEAR DEFAULT 0, j YEAR DEFAULT '0')`,
+			[]string{`CREATE TABLE IF NOT EXISTS "db"."s" ("a" varchar(9) DEFAULT E'x\\y''z', "b" varchar(9) DEFAULT 'q', "c" varchar(9) DEFAULT 'r', "d" bytea DEFAULT E'\\x6100'::bytea, ` +
+				`"e" smallint NOT NULL DEFAULT 1, "f" bigint DEFAULT 0, "g" integer DEFAULT -7, "h" bigint DEFAULT 5, "i" smallint DEFAULT 0, "j" smallint DEFAULT 2000)`,
+				`COMMENT ON COLUMN "db"."s"."e" IS 'mysql type: ENUM ('''', ''v'')'`,
+				`COMMENT ON COLUMN "db"."s"."f" IS 'mysql type: SET (''a'', ''b'')'`,
+				`COMMENT ON COLUMN "db"."s"."h" IS 'mysql type: BIT (3)'`,
+				`COMMENT ON COLUMN "db"."s"."i" IS 'mysql type: YEAR'`,
+				`COMMENT ON COLUMN "db"."s"."j" IS 'mysql type: YEAR'`}},
+		// Defaults PostgreSQL cannot give as MySQL does are left out of a
+		// CREATE TABLE (the log's rows carry every value).
+		{"CREATE TABLE z (a DATE DEFAULT '0000-00-00', b DATETIME DEFAULT '2020-00-01 00:00:00', c TIMESTAMP DEFAULT '2020-01-01 00:00:00', d JSON DEFAULT ('{}'), e VARCHAR(3) DEFAULT (UUID()))",
+			[]string{`CREATE TABLE IF NOT EXISTS "db"."z" ("a" date, "b" timestamp(0) without time zone, "c" timestamptz(0), "d" json, "e" varchar(3))`}},
 		{"DROP TABLE IF EXISTS t1, `db2`.t2", []string{`DROP TABLE IF EXISTS "db"."t1", "db2"."t2"`}},
 		{"DROP TABLE t1", []string{`DROP TABLE IF EXISTS "db"."t1"`}},
 		{"DROP VIEW v CASCADE", []string{`DROP VIEW IF EXISTS "db"."v"`}},
