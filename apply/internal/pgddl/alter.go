@@ -61,6 +61,9 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 			if k.name == "" {
 				return unsupported("ADD FOREIGN KEY without a name (TiDB's generated name depends on the table's history)")
 			}
+			if err := r.fkIndex(t, k); err != nil {
+				return err
+			}
 			return r.addForeignKey(t, k)
 		case "UNIQUE", "INDEX":
 			if k.name == "" {

@@ -23,9 +23,9 @@
 //   - an unnamed index is named as MySQL does: after its first column, then
 //     col_2, col_3…; an unnamed foreign key of a CREATE TABLE as TiDB does:
 //     fk_1, fk_2… A foreign key keeps its MySQL name, lower-cased
-//     (PostgreSQL's constraint names are per table already); a CREATE TABLE gives each
-//     foreign key an index named after it unless an index starts with its
-//     columns, as TiDB does.
+//     (PostgreSQL's constraint names are per table already), and gets an
+//     index named after it unless an index starts with its columns, as TiDB
+//     does.
 //   - renaming a table renames its indexes (found in pg_index, their MySQL
 //     names read back from the "t." prefix or the comment), so that DROP
 //     INDEX i ON the new name finds "new.i"; across schemas through a
@@ -91,7 +91,10 @@
 //     the columns and the primary key, then CREATE [UNIQUE] INDEX IF NOT
 //     EXISTS for each key, then each FOREIGN KEY … REFERENCES … [ON DELETE|ON
 //     UPDATE CASCADE|RESTRICT|SET NULL|SET DEFAULT|NO ACTION] as ALTER TABLE
-//     ADD CONSTRAINT unless the constraint is there (MATCH is dropped). CHECK
+//     ADD CONSTRAINT … NOT VALID unless the constraint is there (MATCH is
+//     dropped). NOT VALID: the rows there are not checked, as MySQL does not
+//     with foreign_key_checks off (the apply's default); the log holds the
+//     rows the upstream accepted. CHECK
 //     constraints are dropped: a check can only refuse a row, and the log
 //     holds the rows the upstream accepted (TiDB ignores them by default).
 //     Prefix lengths of key parts are dropped.
@@ -169,7 +172,6 @@
 //
 // Known gaps: dropping a column that is part of a multi-column index drops
 // the index in PostgreSQL, where MySQL narrows it (a later DROP INDEX of it
-// then fails); ALTER TABLE … ADD FOREIGN KEY does not add the index TiDB
-// adds; tables the query names outside the DDL's table list keep the case
+// then fails); tables the query names outside the DDL's table list keep the case
 // the query spells.
 package pgddl

@@ -971,13 +971,36 @@ func (r *rewriter) createKey(t qname, k *key) error {
 	return unsupported("%s key", k.kind)
 }
 
+// addForeignKey adds foreign key k to t, NOT VALID: the existing rows are
+// not checked, as MySQL does not with foreign_key_checks off (the apply's
+// default); the log holds the rows the upstream accepted.
 func (r *rewriter) addForeignKey(t qname, k *key) error {
 	if err := checkName(k.name); err != nil {
 		return err
 	}
 	fk := fkName(k.name)
 	r.emit(doBlock("IF NOT " + hasConstraint(t, fk) + " THEN ALTER TABLE " + t.sql() + " ADD CONSTRAINT " + quote(fk) +
-		" FOREIGN KEY (" + k.parts + ") " + k.ref + "; END IF;"))
+		" FOREIGN KEY (" + k.parts + ") " + k.ref + " NOT VALID; END IF;"))
+	return nil
+}
+
+// fkIndex gives the foreign key k of an ALTER TABLE an index named after it,
+// unless an index of t starts with its columns, as TiDB does. (CREATE TABLE
+// sees its indexes and decides itself.)
+func (r *rewriter) fkIndex(t qname, k *key) error {
+	if err := checkName(k.name); err != nil {
+		return err
+	}
+	cols := make([]string, len(k.cols))
+	for i, c := range k.cols {
+		cols[i] = literal(c)
+	}
+	r.emit(doBlock("IF NOT EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = " + regclass(t.sql()) +
+		" AND ARRAY(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum" +
+		" WHERE k.n <= " + strconv.Itoa(len(cols)) + " ORDER BY k.n) = ARRAY[" + strings.Join(cols, ", ") + "]::text[]) THEN CREATE INDEX IF NOT EXISTS " +
+		quote(objectName(t.name, k.name)) + " ON " + t.sql() + " (" + k.parts + "); END IF;"))
+	r.indexComment(t, k.name)
+	r.noteIndex(t, k.name, true)
 	return nil
 }
 

@@ -76,8 +76,8 @@ func TestRewrite(t *testing.T) {
 			[]string{`CREATE TABLE IF NOT EXISTS "db"."c" ("id" integer NOT NULL, "p" integer, "q" integer, CONSTRAINT "c.PRIMARY" PRIMARY KEY ("id"))`,
 				`CREATE INDEX IF NOT EXISTS "c.kq" ON "db"."c" ("q", "p")`,
 				`CREATE INDEX IF NOT EXISTS "c.fp" ON "db"."c" ("p")`,
-				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fp') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fp" FOREIGN KEY ("p") REFERENCES "db"."par" ("id") ON DELETE CASCADE ON UPDATE SET NULL; END IF; END$redokit$`,
-				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fk_2') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fk_2" FOREIGN KEY ("q") REFERENCES "db2"."other" ("id") ON DELETE NO ACTION; END IF; END$redokit$`}},
+				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fp') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fp" FOREIGN KEY ("p") REFERENCES "db"."par" ("id") ON DELETE CASCADE ON UPDATE SET NULL NOT VALID; END IF; END$redokit$`,
+				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."c"') AND conname = 'fk_2') THEN ALTER TABLE "db"."c" ADD CONSTRAINT "fk_2" FOREIGN KEY ("q") REFERENCES "db2"."other" ("id") ON DELETE NO ACTION NOT VALID; END IF; END$redokit$`}},
 		{"CREATE TABLE a (x INT); CREATE TABLE b (y INT);", []string{`CREATE TABLE IF NOT EXISTS "db"."a" ("x" integer)`, `CREATE TABLE IF NOT EXISTS "db"."b" ("y" integer)`}},
 		// MySQL's string escapes and introducers.
 		{`CREATE TABLE s (a VARCHAR(9) DEFAULT 'x\\y\'z', b VARCHAR(9) DEFAULT _utf8mb4'q', c VARCHAR(9) DEFAULT N'r', d BINARY(2) DEFAULT 'a', ` +
@@ -140,7 +140,9 @@ func TestRewrite(t *testing.T) {
 				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN ALTER TABLE "db"."t" ADD CONSTRAINT "t.PRIMARY" PRIMARY KEY ("a", "b"); END IF; END$redokit$`,
 				`CREATE UNIQUE INDEX IF NOT EXISTS "t.u" ON "db"."t" ("c")`,
 				`CREATE UNIQUE INDEX IF NOT EXISTS "t.cu" ON "db"."t" ("d")`,
-				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 'f') THEN ALTER TABLE "db"."t" ADD CONSTRAINT "f" FOREIGN KEY ("e") REFERENCES "db"."p" ("id") ON DELETE RESTRICT; END IF; END$redokit$`}},
+				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = to_regclass('"db"."t"') AND ARRAY(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) ` +
+					`JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum WHERE k.n <= 1 ORDER BY k.n) = ARRAY['e']::text[]) THEN CREATE INDEX IF NOT EXISTS "t.f" ON "db"."t" ("e"); END IF; END$redokit$`,
+				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 'f') THEN ALTER TABLE "db"."t" ADD CONSTRAINT "f" FOREIGN KEY ("e") REFERENCES "db"."p" ("id") ON DELETE RESTRICT NOT VALID; END IF; END$redokit$`}},
 		{"ALTER TABLE t DROP PRIMARY KEY, DROP FOREIGN KEY f, ALTER INDEX i INVISIBLE, DROP CHECK ck", []string{
 			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "t.PRIMARY"`,

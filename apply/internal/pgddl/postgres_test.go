@@ -250,6 +250,15 @@ WHERE table_schema = $1 AND table_name = 'ux2' AND column_name IN ('c', 'c3', 'y
 	}
 	e.ddl(b, "ALTER TABLE ux3 ADD CONSTRAINT fk2 FOREIGN KEY (pid) REFERENCES `"+a+"`.par (id) ON DELETE SET NULL ON UPDATE RESTRICT")
 	wantList(t, "foreign keys of ux3", e.foreignKeys(b, "ux3"), []string{"fk2 -> " + a + ".par SET NULL"})
+	// The index TiDB gives a foreign key: none for fk2, fk3 and fk4,
+	// whose columns an index starts with (fk_par, c, k_c2); one for FK5.
+	// Existing rows are not checked (NOT VALID), as MySQL with
+	// foreign_key_checks off: ux3's c is 0, which par has not.
+	e.ddl(b, "ALTER TABLE ux3 ADD CONSTRAINT fk3 FOREIGN KEY (c) REFERENCES `"+a+"`.par (id)")
+	wantList(t, "indexes of ux3 after ADD FOREIGN KEY", e.indexes(b, "ux3"), []string{"ux3.PRIMARY", "ux3.c", "ux3.c_2", "ux3.fk_par", "ux3.k_c2"})
+	e.ddl(b, "ALTER TABLE ux3 ADD CONSTRAINT fk4 FOREIGN KEY (c3) REFERENCES `"+a+"`.par (name)")
+	e.ddl(b, "ALTER TABLE ux3 ADD CONSTRAINT FK5 FOREIGN KEY (b) REFERENCES `"+a+"`.par (id)")
+	wantList(t, "indexes of ux3 after ADD FOREIGN KEY fk4, FK5", e.indexes(b, "ux3"), []string{"ux3.PRIMARY", "ux3.c", "ux3.c_2", "ux3.fk5", "ux3.fk_par", "ux3.k_c2"})
 	e.ddl(b, "ALTER TABLE ux3 DROP PRIMARY KEY, ADD PRIMARY KEY (id, c3)")
 	wantList(t, "primary key of ux3", e.strings(`SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'`,
 		`"`+b+`"."ux3"`), []string{"ux3.PRIMARY PRIMARY KEY (id, c3)"})
