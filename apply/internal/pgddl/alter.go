@@ -142,7 +142,7 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 		// has in another case is not "already dropped".
 		r.emit(doBlock("IF NOT " + hasColumn(t, c) + " AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = " + regclass(t.sql()) +
 			" AND lower(attname) = lower(" + literal(c) + ") AND attnum > 0 AND NOT attisdropped) THEN " +
-			raise(fmt.Sprintf("column %s of table %s is there in another case: the DDL's names must match the downstream's", c, t)) + " END IF;"))
+			raise(codeUndefinedColumn, fmt.Sprintf("column %s of table %s is there in another case: the DDL's names must match the downstream's", c, t)) + " END IF;"))
 		r.emit(alter + "DROP COLUMN IF EXISTS " + quote(c))
 		return nil
 	case w == "MODIFY" || w == "CHANGE":
@@ -244,7 +244,7 @@ func (r *rewriter) addColumn(t qname, def []token) error {
 	}
 	if why != "" {
 		r.emit(doBlock("IF NOT " + hasColumn(t, c.name) + " AND EXISTS (SELECT 1 FROM " + t.sql() + ") THEN " +
-			raise(fmt.Sprintf("cannot add column %s to table %s, which has rows: %s", c.name, t, why)) + " END IF;"))
+			raise(codeNotSupported, fmt.Sprintf("cannot add column %s to table %s, which has rows: %s", c.name, t, why)) + " END IF;"))
 	}
 	s := c.sql()
 	if implicit != "" {

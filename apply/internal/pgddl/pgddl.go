@@ -331,9 +331,17 @@ func doBlock(body string) string {
 	return "DO " + tag + "BEGIN " + body + " END" + tag
 }
 
-// raise is a plpgsql RAISE of msg.
-func raise(msg string) string {
-	return "RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = " + literal("redokit: "+msg) + ";"
+// The SQLSTATEs of the checks' errors: none is a class a sink may take for
+// transient (a retry would fail the same way).
+const (
+	codeUndefinedObject = "undefined_object"      // 42704: an index or constraint to drop is not there
+	codeUndefinedColumn = "undefined_column"      // 42703: a column is there in another case
+	codeNotSupported    = "feature_not_supported" // 0A000: rows cannot get the added column's value
+)
+
+// raise is a plpgsql RAISE of msg with the condition code.
+func raise(code, msg string) string {
+	return "RAISE EXCEPTION USING ERRCODE = '" + code + "', MESSAGE = " + literal("redokit: "+msg) + ";"
 }
 
 func regclass(s string) string { return "to_regclass(" + literal(s) + ")" }
@@ -378,7 +386,7 @@ func (r *rewriter) dropIndex(t qname, idx string, ifExists bool) error {
 	pg := objectName(t.name, idx)
 	if !ifExists {
 		r.emit(doBlock("IF " + regclass(t.sql()) + " IS NOT NULL AND " + regclass(t.in(pg)) + " IS NULL THEN " +
-			raise(fmt.Sprintf("index %s of table %s (PostgreSQL index %s) does not exist", idx, t, pg)) + " END IF;"))
+			raise(codeUndefinedObject, fmt.Sprintf("index %s of table %s (PostgreSQL index %s) does not exist", idx, t, pg)) + " END IF;"))
 	}
 	r.emit("DROP INDEX IF EXISTS " + t.in(pg))
 	r.noteIndex(t, idx, false)
@@ -404,7 +412,7 @@ func (r *rewriter) dropPrimary(t qname, ifExists bool) error {
 	pk := objectName(t.name, primaryName)
 	if !ifExists {
 		r.emit(doBlock("IF " + regclass(t.sql()) + " IS NOT NULL AND NOT " + hasConstraint(t, pk) + " THEN " +
-			raise(fmt.Sprintf("the primary key of table %s (PostgreSQL constraint %s) does not exist", t, pk)) + " END IF;"))
+			raise(codeUndefinedObject, fmt.Sprintf("the primary key of table %s (PostgreSQL constraint %s) does not exist", t, pk)) + " END IF;"))
 	}
 	r.emit("ALTER TABLE IF EXISTS " + t.sql() + " DROP CONSTRAINT IF EXISTS " + quote(pk))
 	return nil
@@ -422,7 +430,7 @@ func (r *rewriter) dropForeignKey(t qname, name string, ifExists bool) error {
 	fk := fkName(name)
 	if !ifExists {
 		r.emit(doBlock("IF " + regclass(t.sql()) + " IS NOT NULL AND NOT " + hasConstraint(t, fk) + " THEN " +
-			raise(fmt.Sprintf("foreign key %s of table %s does not exist", name, t)) + " END IF;"))
+			raise(codeUndefinedObject, fmt.Sprintf("foreign key %s of table %s does not exist", name, t)) + " END IF;"))
 	}
 	r.emit("ALTER TABLE IF EXISTS " + t.sql() + " DROP CONSTRAINT IF EXISTS " + quote(fk))
 	return nil

@@ -101,7 +101,7 @@ func TestRewrite(t *testing.T) {
 		{"CREATE UNIQUE INDEX ix ON t (a, b(3)) ALGORITHM=INPLACE", []string{`CREATE UNIQUE INDEX IF NOT EXISTS "t.ix" ON "db"."t" ("a", "b")`}},
 		{"CREATE INDEX ix USING BTREE ON db2.t (a DESC) COMMENT 'c' INVISIBLE", []string{`CREATE INDEX IF NOT EXISTS "t.ix" ON "db2"."t" ("a" DESC)`}},
 		{"DROP INDEX ix ON t", []string{
-			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.ix"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: index ix of table db.t (PostgreSQL index t.ix) does not exist'; END IF; END$redokit$`,
+			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.ix"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: index ix of table db.t (PostgreSQL index t.ix) does not exist'; END IF; END$redokit$`,
 			`DROP INDEX IF EXISTS "db"."t.ix"`}},
 		{"DROP INDEX IF EXISTS ix ON t", []string{`DROP INDEX IF EXISTS "db"."t.ix"`}},
 		// MySQL index and foreign key names ignore case.
@@ -111,7 +111,7 @@ func TestRewrite(t *testing.T) {
 		{"CREATE INDEX Ix_A ON U (a)", []string{`CREATE INDEX IF NOT EXISTS "U.ix_a" ON "db"."U" ("a")`}},
 		{"ALTER TABLE t DROP FOREIGN KEY IF EXISTS FK_a", []string{`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "fk_a"`}},
 		{"DROP INDEX `PRIMARY` ON t", []string{
-			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
+			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "t.PRIMARY"`}},
 		{"ALTER TABLE t ADD COLUMN c INT UNSIGNED NULL DEFAULT 0 COMMENT 'c' AFTER b", []string{`ALTER TABLE "db"."t" ADD COLUMN IF NOT EXISTS "c" bigint DEFAULT 0`}},
 		// NOT NULL without a default: MySQL's implicit default for the
@@ -126,12 +126,12 @@ func TestRewrite(t *testing.T) {
 			`COMMENT ON COLUMN "db"."t"."e" IS 'mysql type: ENUM (''x'', ''y'')'`}},
 		// A default the rows cannot get exactly: refused on a table with rows.
 		{"ALTER TABLE t ADD COLUMN ts DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP", []string{
-			`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = 'ts' AND attnum > 0 AND NOT attisdropped) AND EXISTS (SELECT 1 FROM "db"."t") THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: cannot add column ts to table db.t, which has rows: its DEFAULT is CURRENT_TIMESTAMP: the rows there get the time of the DDL upstream, which the log does not carry'; END IF; END$redokit$`,
+			`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = 'ts' AND attnum > 0 AND NOT attisdropped) AND EXISTS (SELECT 1 FROM "db"."t") THEN RAISE EXCEPTION USING ERRCODE = 'feature_not_supported', MESSAGE = 'redokit: cannot add column ts to table db.t, which has rows: its DEFAULT is CURRENT_TIMESTAMP: the rows there get the time of the DDL upstream, which the log does not carry'; END IF; END$redokit$`,
 			`ALTER TABLE "db"."t" ADD COLUMN IF NOT EXISTS "ts" timestamp(0) without time zone NOT NULL DEFAULT CURRENT_TIMESTAMP`}},
 		{"ALTER TABLE t DROP COLUMN d, DROP e, DROP INDEX IF EXISTS ix, DROP KEY `k`, RENAME COLUMN x TO y, ALTER COLUMN z DROP DEFAULT, ENGINE=InnoDB",
 			[]string{dropColumnGuard("d"), `ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "d"`, dropColumnGuard("e"), `ALTER TABLE "db"."t" DROP COLUMN IF EXISTS "e"`,
 				`DROP INDEX IF EXISTS "db"."t.ix"`,
-				`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.k"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: index k of table db.t (PostgreSQL index t.k) does not exist'; END IF; END$redokit$`,
+				`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND to_regclass('"db"."t.k"') IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: index k of table db.t (PostgreSQL index t.k) does not exist'; END IF; END$redokit$`,
 				`DROP INDEX IF EXISTS "db"."t.k"`,
 				`DO $redokit$BEGIN IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = 'x' AND attnum > 0 AND NOT attisdropped) OR NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = 'y' AND attnum > 0 AND NOT attisdropped) THEN ALTER TABLE "db"."t" RENAME COLUMN "x" TO "y"; END IF; END$redokit$`,
 				`ALTER TABLE "db"."t" ALTER COLUMN "z" DROP DEFAULT`}},
@@ -144,9 +144,9 @@ func TestRewrite(t *testing.T) {
 					`JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum WHERE k.n <= 1 ORDER BY k.n) = ARRAY['e']::text[]) THEN CREATE INDEX IF NOT EXISTS "t.f" ON "db"."t" ("e"); END IF; END$redokit$`,
 				`DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 'f') THEN ALTER TABLE "db"."t" ADD CONSTRAINT "f" FOREIGN KEY ("e") REFERENCES "db"."p" ("id") ON DELETE RESTRICT NOT VALID; END IF; END$redokit$`}},
 		{"ALTER TABLE t DROP PRIMARY KEY, DROP FOREIGN KEY f, ALTER INDEX i INVISIBLE, DROP CHECK ck", []string{
-			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
+			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "t.PRIMARY"`,
-			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 'f') THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: foreign key f of table db.t does not exist'; END IF; END$redokit$`,
+			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 'f') THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: foreign key f of table db.t does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "f"`}},
 		{"ALTER TABLE t RENAME INDEX a TO b", []string{
 			`DO $redokit$BEGIN IF to_regclass('"db"."t.a"') IS NOT NULL OR to_regclass('"db"."t.b"') IS NULL THEN ALTER INDEX "db"."t.a" RENAME TO "t.b"; END IF; END$redokit$`}},
@@ -171,7 +171,7 @@ func TestRewrite(t *testing.T) {
 func dropColumnGuard(c string) string {
 	return `DO $redokit$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND attname = '` + c +
 		`' AND attnum > 0 AND NOT attisdropped) AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('"db"."t"') AND lower(attname) = lower('` + c +
-		`') AND attnum > 0 AND NOT attisdropped) THEN RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state', MESSAGE = 'redokit: column ` + c +
+		`') AND attnum > 0 AND NOT attisdropped) THEN RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'redokit: column ` + c +
 		` of table db.t is there in another case: the DDL''s names must match the downstream''s'; END IF; END$redokit$`
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/pgddl"
@@ -209,6 +210,11 @@ func TestPostgres(t *testing.T) {
 		if err := e.run(a, q); err == nil || !strings.Contains(err.Error(), "nope") && !strings.Contains(err.Error(), "index uu of table "+a+".ux2") {
 			t.Errorf("%s: %v, want an error naming the index", q, err)
 		}
+	}
+	// …with an SQLSTATE no sink takes for transient.
+	var pgErr *pgconn.PgError
+	if err := e.run(a, "DROP INDEX uu ON ux2"); !errors.As(err, &pgErr) || pgErr.Code != "42704" {
+		t.Errorf("DROP INDEX of a missing index: %v, want SQLSTATE 42704", err)
 	}
 	e.ddl(a, "DROP INDEX IF EXISTS uu ON ux2")
 	// A column named in another case is not "already dropped".
