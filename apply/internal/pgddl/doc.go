@@ -148,6 +148,11 @@
 // and later turned an upsert into a delete — or a downstream changed by
 // hand. Either way, not something to step over.
 //
+// The checks' errors carry SQLSTATE 42704 (undefined_object: an index or
+// constraint to drop), 42703 (undefined_column: a column in another case)
+// or 0A000 (feature_not_supported: an added column's value for the rows
+// there), and a message starting "redokit: " that names the object.
+//
 // # Unsupported
 //
 // Partitioning (PARTITION BY, ADD/DROP/… PARTITION), generated columns,
