@@ -62,9 +62,35 @@
 //
 // # DDL and types
 //
-// TODO(lead): the translation of MySQL DDL and the type mapping, from
-// package apply/internal/pgddl's doc. Until pgddl is wired in, every DDL
-// fails with apply.ErrUnsupportedDDL.
+// The log's DDLs are MySQL's. The sink translates each into PostgreSQL
+// statements (package apply/internal/pgddl has the whole rule) and runs them
+// with the DDL's progress row in one transaction. A MySQL database is a
+// schema; index i of table t is "t.i" (MySQL names indexes per table), and
+// a rename carries its indexes along; statements say IF [NOT] EXISTS where
+// a replay may find their effect there, but a DROP INDEX of an index its
+// existing table lacks is an error. A form the translator does not know
+// (partitions, spatial and fulltext indexes, triggers, procedures, a MODIFY
+// whose conversion PostgreSQL would do differently…) is an
+// *apply.DDLError wrapping apply.ErrUnsupportedDDL, naming the clause.
+//
+// Types (and so the values the sink binds):
+//
+//	MySQL                                   PostgreSQL
+//	TINYINT [UNSIGNED], SMALLINT, BOOL      smallint
+//	SMALLINT UNSIGNED, MEDIUMINT, INT       integer
+//	INT UNSIGNED, BIGINT                    bigint
+//	BIGINT UNSIGNED                         numeric(20,0)
+//	BIT(n)                                  bigint (n ≤ 63), numeric(20,0) (n = 64)
+//	FLOAT / DOUBLE                          real / double precision (-0 kept)
+//	DECIMAL(p,s)                            numeric(p,s)
+//	CHAR(n), VARCHAR(n) / TEXT types        varchar(n) / text (a NUL fails the statement)
+//	BINARY, VARBINARY, BLOB types           bytea
+//	DATE                                    date (a zero date fails the statement)
+//	DATETIME(f) / TIMESTAMP(f)              timestamp(f) / timestamptz(f) (the session is UTC)
+//	TIME(f)                                 interval (±838:59:59)
+//	YEAR                                    smallint
+//	ENUM / SET                              smallint, the member number / bigint, the bitmap
+//	JSON                                    json (the text as given)
 //
 // # Errors
 //

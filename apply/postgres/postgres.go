@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/pgddl"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
@@ -42,15 +43,12 @@ func init() {
 	}, Schemes, Open)
 }
 
-// rewrite translates a logged MySQL DDL into PostgreSQL statements.
-//
-// TODO(lead): point this at the translator of package apply/internal/pgddl
-// when it is merged (pgddl.Rewrite(ddl), or its catalog-aware form given q).
-// Until then every DDL is refused, naming itself in the sink's DDLError,
-// rather than run as MySQL text PostgreSQL would misread.
-var rewrite = func(_ context.Context, _ sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
-	return nil, fmt.Errorf("%w: the MySQL-to-PostgreSQL DDL translator (apply/internal/pgddl) is not wired in",
-		apply.ErrUnsupportedDDL)
+// rewrite translates a logged MySQL DDL into PostgreSQL statements, reading
+// the catalog in the DDL's transaction where a translation needs it
+// (renames carry their indexes along). A variable, so a test can put
+// statements of its own in its place.
+var rewrite = func(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
+	return pgddl.RewriteWith(ctx, q, ddl)
 }
 
 // Open opens the sink a URI names:

@@ -480,12 +480,13 @@ func TestDDLTransaction(t *testing.T) {
 	ddl := &codec.DDL{CommitTs: 100, Table: codec.TableName{Schema: s.schema, Name: "t"}, Type: codec.ActionCreateTable,
 		Query: "CREATE TABLE t (id INT PRIMARY KEY)"}
 
-	// Until the translator is wired in, every DDL is refused.
-	// TODO(lead): drop this part when rewrite calls pgddl.
-	err = sink.ApplyDDL(ctx, ddl, apply.DDLMark{CommitTs: 100, Count: 1})
+	// A DDL the translator refuses names itself.
+	unsupported := &codec.DDL{CommitTs: 100, Table: codec.TableName{Schema: s.schema, Name: "t"}, Type: codec.ActionCreateTable,
+		Query: "CREATE TABLE t (id INT PRIMARY KEY) PARTITION BY HASH (id) PARTITIONS 4"}
+	err = sink.ApplyDDL(ctx, unsupported, apply.DDLMark{CommitTs: 100, Count: 1})
 	var de *apply.DDLError
-	if !errors.Is(err, apply.ErrUnsupportedDDL) || !errors.As(err, &de) || de.Query != ddl.Query {
-		t.Errorf("a DDL without the translator: %v", err)
+	if !errors.Is(err, apply.ErrUnsupportedDDL) || !errors.As(err, &de) || de.Query != unsupported.Query {
+		t.Errorf("a DDL the translator cannot run: %v", err)
 	}
 
 	var mu sync.Mutex

@@ -3,11 +3,13 @@ package sqlsink_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -32,6 +34,15 @@ func TestUpsertMeetsTwoRows(t *testing.T) {
 			rowEv(10, e.schema, "u", nil, row(1, "x")),
 			rowEv(11, e.schema, "u", row(7, "z"), nil),
 		}), s, nil)
+		if e.dialect == sqlsink.Postgres {
+			// A failed statement aborts a PostgreSQL transaction: no
+			// fallback, the duplicate key stops the apply, naming the table.
+			var se *apply.StatementError
+			if !errors.As(err, &se) || se.Table.Name != "u" || !strings.Contains(err.Error(), "23505") {
+				t.Fatalf("Run on PostgreSQL: %v, want a duplicate-key StatementError naming u", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}

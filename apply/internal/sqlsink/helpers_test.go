@@ -208,7 +208,11 @@ func (e *env) exists(name string) bool {
 	if e.dialect == sqlsink.SQLite {
 		err = e.admin.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
 	} else {
-		err = e.admin.QueryRow("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", e.schema, name).Scan(&n)
+		q := "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?"
+		if e.dialect == sqlsink.Postgres {
+			q = "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2"
+		}
+		err = e.admin.QueryRow(q, e.schema, name).Scan(&n)
 	}
 	if err != nil {
 		e.t.Fatal(err)

@@ -256,9 +256,10 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 				break
 			}
 			// PostgreSQL refuses an upsert that meets one row twice: unless
-			// collapse left one op per key, a statement holds one commit ts,
-			// where a key changes at most once.
-			if t.s.d == Postgres && !t.collapsed && ops[n].ts != ops[0].ts {
+			// collapse left one op per key, a statement ends before a key
+			// it holds comes again (a row changed at two commit ts, or a
+			// change the log holds twice).
+			if t.s.d == Postgres && !t.collapsed && !ops[0].del && t.seenKey(ops[n], n == 1, ops[0]) {
 				break
 			}
 			n++
@@ -276,6 +277,41 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 	}
 	clear(t.ops) // drop the references to Run's rows
 	return nil
+}
+
+// seenKey reports whether op's key is one the statement being grouped holds
+// already; first starts a new statement, whose first op is op0. Keys compare
+// by their values' text: PostgreSQL's deterministic collations compare text
+// by bytes, and a key that is equal only by the server's rules (1.5 and 1.50
+// in a numeric key) fails the statement loudly rather than silently.
+func (t *sqlTx) seenKey(op rowOp, first bool, op0 rowOp) bool {
+	if first {
+		if t.last == nil {
+			t.last = map[string]int{}
+		}
+		clear(t.last)
+		t.last[t.keyText(op0.img)] = 0
+	}
+	k := t.keyText(op.img)
+	if _, ok := t.last[k]; ok {
+		return true
+	}
+	t.last[k] = 0
+	return false
+}
+
+// keyText is the text of img's key values, NUL-separated with each value's
+// kind.
+func (t *sqlTx) keyText(img []codec.Column) string {
+	b := t.kb[:0]
+	for _, i := range keyOf(img) {
+		v := img[i].Value
+		b = append(b, byte(v.Kind()))
+		b = append(b, v.String()...)
+		b = append(b, 0)
+	}
+	t.kb = b
+	return string(b)
 }
 
 // exec runs the statement in t.buf with t.args, naming the table, the ts

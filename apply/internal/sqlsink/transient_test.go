@@ -94,6 +94,27 @@ func TestRealTransientErrors(t *testing.T) {
 			}
 			h.tx = tx
 			events = []*codec.Event{row}
+		case sqlsink.Postgres:
+			s, err := apply.Open(ctx, e.uri+"&lock_timeout=1000", &apply.SinkOptions{ProgressSchema: e.schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			sink = s.(*sqlsink.SQLSink)
+			e.ddl("CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+			e.exec("INSERT INTO " + e.table("a") + " VALUES (1, 'before')")
+			tx, err := e.admin.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.Exec("SELECT * FROM " + e.table("a") + " WHERE id = 1 FOR UPDATE"); err != nil {
+				t.Fatal(err)
+			}
+			h.tx = tx
+			events = []*codec.Event{row}
+		default:
+			t.Fatalf("no lock holder for %v", e.dialect)
 		}
 		var warnings []string
 		logger := slog.New(onWarn{func(msg string) {

@@ -15,7 +15,7 @@ func TestBadURIs(t *testing.T) {
 	for _, uri := range []string{
 		"",
 		"localhost:3306",
-		"postgres://u:s3cr3t@h/db",
+		"oracle://u:s3cr3t@h/db",
 		"mysql://u:s3cr3t@h:notaport/db",
 		"mysql://u:s3cr3t@/db",
 		"mysql://u:s3cr3t@h/db/extra",
