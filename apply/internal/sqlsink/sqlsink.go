@@ -224,7 +224,18 @@ func (s *SQLSink) createProgress(ctx context.Context) error {
 		// no progress.
 		return nil
 	}
-	if s.d != SQLite {
+	exists := false
+	if s.d == Postgres {
+		// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+		// database even when the schema is there: a role that may write
+		// only its own schema would be refused for nothing.
+		var n int
+		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", s.o.ProgressSchema).Scan(&n); err != nil {
+			return fmt.Errorf("apply: %s: look for the progress schema %s: %w", s.name, s.o.ProgressSchema, err)
+		}
+		exists = n > 0
+	}
+	if s.d != SQLite && !exists {
 		if _, err := ex.ExecContext(ctx, "CREATE "+s.d.schemaWord()+" IF NOT EXISTS "+s.d.Quote(s.o.ProgressSchema)); err != nil {
 			return fmt.Errorf("apply: %s: create the progress %s %s: %w", s.name, s.d.schemaWord(), s.o.ProgressSchema, err)
 		}
