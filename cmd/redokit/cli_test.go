@@ -234,7 +234,7 @@ func TestApply(t *testing.T) {
 func TestBadSinkURI(t *testing.T) {
 	store := memName(t)
 	genLog(t, store, "s")
-	for _, sink := range []string{"postgres://admin:hunter2secret@db.example/app", "mysql://admin:hunter2secret@host:notaport/app", "sqlite:"} {
+	for _, sink := range []string{"oracle://admin:hunter2secret@db.example/app", "mysql://admin:hunter2secret@host:notaport/app", "sqlite:"} {
 		r := cli(t, "apply", "--storage", store, "--log", "s", "--sink", sink)
 		wantCode(t, r, 2)
 		mustContain(t, "stderr", r.stderr, "--sink", "bad sink URI")
