@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/sqlite"
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/reader"
+)
+
+// TestNaiveMatchesApply checks that the benchmark's naive baseline is a
+// correct replay, not a strawman: over a small gen log (inserts, updates,
+// deletes, and DDLs that add columns, truncate, create and drop tables) it
+// leaves in SQLite the same tables with the same rows, value for value and
+// type for type, as apply.Run does, and as many rows as the upstream holds.
+func TestNaiveMatchesApply(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := local.New(t.TempDir(), &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg := genConfig(4000, "")
+	cfg.DDLRate = 0.03 // DDLs of every kind in a short log
+	l, err := writeGenLog(ctx, b, "t", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ddls < 10 {
+		t.Fatalf("the log has %d DDLs; the test wants DDLs of every kind", l.ddls)
+	}
+	var ops [3]int
+	var actions = map[codec.ActionType]bool{}
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range r.CodecEvents(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == codec.DDLEvent {
+			actions[ev.DDL.Type] = true
+			continue
+		}
+		switch ev.Row.Op() {
+		case codec.OpInsert:
+			ops[0]++
+		case codec.OpUpdate:
+			ops[1]++
+		case codec.OpDelete:
+			ops[2]++
+		}
+	}
+	r.Close()
+	if ops[0] == 0 || ops[1] == 0 || ops[2] == 0 || !actions[codec.ActionTruncateTable] || !actions[codec.ActionDropTable] || !actions[codec.ActionAddColumn] {
+		t.Fatalf("the log lacks some change: inserts/updates/deletes %v, DDL actions %v", ops, actions)
+	}
+
+	// apply.Run.
+	as, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "apply.db"), &apply.SinkOptions{LogID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer as.Close()
+	r, err = reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply.Run(ctx, r.CodecEvents(ctx), as, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+
+	// The naive replay, of the whole log.
+	ns, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "naive.db"), &apply.SinkOptions{LogID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	r, err = reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	nv, err := newNaive(ctx, ns, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := nv.replay(ctx, r, 1<<62)
+	nv.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != l.rows {
+		t.Fatalf("naive replayed %d row changes of %d", n, l.rows)
+	}
+
+	got, want := dumpSQLite(t, ns.DB()), dumpSQLite(t, as.DB())
+	if len(want) == 0 {
+		t.Fatal("apply.Run left no table")
+	}
+	var total int64
+	for name, rows := range want {
+		if name != "sqlite_master" {
+			total += int64(len(rows))
+		}
+	}
+	if m := modelRows(l.model); total != m {
+		t.Fatalf("apply.Run left %d rows, the upstream holds %d", total, m)
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("table %s: apply.Run has it, the naive replay does not", name)
+			continue
+		}
+		if !slices.Equal(g, w) {
+			t.Errorf("table %s: the naive replay left %d rows, apply.Run %d; first difference:\n%s", name, len(g), len(w), firstDiff(g, w))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("table %s: the naive replay has it, apply.Run does not", name)
+		}
+	}
+}
+
+// dumpSQLite returns every table but the progress table, each as its rows
+// (every column's storage class and value) in rowid order, and the schema
+// as the rows of "sqlite_master".
+func dumpSQLite(t *testing.T, db *sql.DB) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rows, err := db.Query(`SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name != ? ORDER BY name`, apply.DefaultProgressTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var name, ddl string
+		if err := rows.Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		out["sqlite_master"] = append(out["sqlite_master"], ddl)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		rows, err := db.Query(fmt.Sprintf(`SELECT * FROM "%s" ORDER BY 1`, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		out[name] = []string{}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			var sb strings.Builder
+			for i, v := range vals {
+				fmt.Fprintf(&sb, "%s=%T:%v ", cols[i], v, v)
+			}
+			out[name] = append(out[name], sb.String())
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("row %d:\n  naive: %.300s\n  apply: %.300s", i, g, w)
+		}
+	}
+	return "(none)"
+}
