@@ -201,3 +201,47 @@ func firstDiff(got, want []string) string {
 	}
 	return "(none)"
 }
+
+// TestApplyReport checks the apply rows of the report and the README
+// snippet: both sinks, the naive baseline, the ratio against the 5× target,
+// and an unreachable sink marked not available with its reason.
+func TestApplyReport(t *testing.T) {
+	cells := buildMatrix(matrixOpts{quick: true, filter: "apply/"})
+	if len(cells) != 2 {
+		t.Fatalf("-quick -cells apply/ keeps %d cells, want apply/sqlite and apply/mariadb", len(cells))
+	}
+	ok := func(apply, naive float64) *Result {
+		res := newResult()
+		res.Metrics["apply_rows_s"], res.Metrics["naive_rows_s"] = apply, naive
+		res.Metrics["ratio_apply_naive"] = apply / naive
+		res.Metrics["naive_rows"] = 5000
+		return res
+	}
+	gone := newResult()
+	gone.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set"
+	results := map[string][]*Result{
+		"apply/sqlite":  {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
+		"apply/mariadb": {gone, gone, gone},
+	}
+	r := buildReport(Machine{}, nil, cells, results, true, 3, 0)
+	verdicts := map[string]string{}
+	for _, tg := range r.Targets {
+		verdicts[tg.Cell] = tg.Verdict + " / " + tg.Note
+	}
+	if v := verdicts["apply/sqlite"]; !strings.HasPrefix(v, "met") || !strings.Contains(v, "spread crosses") {
+		t.Errorf("apply/sqlite: verdict %q, want met with the spread crossing the line (3×–6×)", v)
+	}
+	if v := verdicts["apply/mariadb"]; v != "not measured / not available: REDOKIT_MYSQL_DSN is not set" {
+		t.Errorf("apply/mariadb: verdict %q", v)
+	}
+	snip := renderSnippet(r)
+	for _, want := range []string{"| SQLite, WAL, synchronous=NORMAL | 60.0k | 10.0k (first 5.00k rows) | 6.0× (3.0–6.0) | ≥ 5× | met |",
+		"| mariadb | – | – | – | ≥ 5× | not available: REDOKIT_MYSQL_DSN is not set |"} {
+		if !strings.Contains(snip, want) {
+			t.Errorf("the snippet lacks %q:\n%s", want, snip)
+		}
+	}
+	if md := renderMarkdown(r, nil); !strings.Contains(md, "## Apply against a naive replay") {
+		t.Error("the report has no apply section")
+	}
+}
