@@ -148,7 +148,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	case applySQLite:
 		env, err = newSQLiteEnv(in.Dir)
 	case applyMariaDB:
-		env, err = newMariaDBEnv(ctx, in, res)
+		env, err = newMariaDBEnv(ctx, in, res, true)
 	default:
 		return fmt.Errorf("apply cell %s: unknown sink %q", c.ID, c.Sink)
 	}
@@ -249,6 +249,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 type applyEnv struct {
 	schema string // the gen workload's schema ("" for gen's default)
 	mysql  bool
+	admin  *sql.DB // MariaDB: a connection pool with no default database
 	open   func(ctx context.Context, name, logID string) (*mysql.Sink, error)
 	// reset drops what the apply wrote, before the naive replay.
 	reset func(ctx context.Context) error
@@ -292,9 +293,10 @@ func countModelRows(ctx context.Context, db *sql.DB, m *gen.Model, table func(st
 // workload in a fresh database (the gen schema) and the progress in another,
 // both dropped after. It sets innodb_flush_log_at_trx_commit=1 (and
 // sync_binlog=1 when the binary log is on) for the measurement, records the
-// values measured with, and restores the old ones at close. A nil env with
-// a nil error means the server is not available (res.Info says why).
-func newMariaDBEnv(ctx context.Context, in childInput, res *Result) (*applyEnv, error) {
+// values measured with, and restores the old ones at close (unless
+// durable is false: the tests leave the server as it is). A nil env with a
+// nil error means the server is not available (res.Info says why).
+func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool) (*applyEnv, error) {
 	dsn := os.Getenv("REDOKIT_MYSQL_DSN")
 	if dsn == "" {
 		res.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set (scripts/emulators.sh start mariadb, then source its env file)"
@@ -343,9 +345,14 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result) (*applyEnv, 
 			}
 		}
 	}
-	set := []string{"SET GLOBAL innodb_flush_log_at_trx_commit=1"}
-	if logBin {
-		set = append(set, "SET GLOBAL sync_binlog=1")
+	var set []string
+	if durable {
+		set = append(set, "SET GLOBAL innodb_flush_log_at_trx_commit=1")
+		if logBin {
+			set = append(set, "SET GLOBAL sync_binlog=1")
+		}
+	} else {
+		restore = func() {}
 	}
 	for _, q := range set {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
@@ -360,7 +367,7 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result) (*applyEnv, 
 		admin.Close()
 		return nil, err
 	}
-	if mflush != 1 {
+	if durable && mflush != 1 {
 		restore()
 		admin.Close()
 		return nil, fmt.Errorf("MariaDB at %s: innodb_flush_log_at_trx_commit is %d after setting it to 1", cfg.Addr, mflush)
@@ -389,6 +396,7 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result) (*applyEnv, 
 	}
 	var dbs []*sql.DB
 	return &applyEnv{
+		admin:  admin,
 		schema: schema,
 		mysql:  true,
 		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {

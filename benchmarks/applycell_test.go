@@ -4,13 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/apply"
-	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/reader"
@@ -22,14 +21,44 @@ import (
 // leaves in SQLite the same tables with the same rows, value for value and
 // type for type, as apply.Run does, and as many rows as the upstream holds.
 func TestNaiveMatchesApply(t *testing.T) {
+	env, err := newSQLiteEnv(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpSQLite(t, db) })
+}
+
+// TestNaiveMatchesApplyMariaDB is the same on MariaDB (REDOKIT_MYSQL_DSN),
+// in fresh databases, dropped after; the server's durability settings are
+// left as they are.
+func TestNaiveMatchesApplyMariaDB(t *testing.T) {
+	if os.Getenv("REDOKIT_MYSQL_DSN") == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("REDOKIT_MYSQL_DSN is not set, and CI=true: the MariaDB test must run (scripts/emulators.sh starts MariaDB)")
+		}
+		t.Skip("REDOKIT_MYSQL_DSN is not set: skipping the MariaDB test (scripts/emulators.sh start mariadb, then source its env file)")
+	}
+	res := newResult()
+	env, err := newMariaDBEnv(context.Background(), childInput{Rep: 900 + os.Getpid()%100}, res, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env == nil {
+		t.Fatal(res.Info[applyUnavailable])
+	}
+	defer env.close()
+	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpMySQL(t, env.admin, env.schema) })
+}
+
+func naiveVersusApply(t *testing.T, env *applyEnv, dump func(*sql.DB) map[string][]string) {
 	ctx := context.Background()
-	dir := t.TempDir()
 	b, err := local.New(t.TempDir(), &local.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	cfg := genConfig(4000, "")
+	cfg := genConfig(4000, env.schema)
 	cfg.DDLRate = 0.03 // DDLs of every kind in a short log
 	l, err := writeGenLog(ctx, b, "t", cfg)
 	if err != nil {
@@ -67,11 +96,10 @@ func TestNaiveMatchesApply(t *testing.T) {
 	}
 
 	// apply.Run.
-	as, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "apply.db"), &apply.SinkOptions{LogID: "t"})
+	as, err := env.open(ctx, "apply", "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer as.Close()
 	r, err = reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +108,14 @@ func TestNaiveMatchesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
+	want := dump(as.DB())
+	as.Close()
+	if err := env.reset(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// The naive replay, of the whole log.
-	ns, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "naive.db"), &apply.SinkOptions{LogID: "t"})
+	ns, err := env.open(ctx, "naive", "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +125,7 @@ func TestNaiveMatchesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	nv, err := newNaive(ctx, ns, false)
+	nv, err := newNaive(ctx, ns, env.mysql)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +137,14 @@ func TestNaiveMatchesApply(t *testing.T) {
 	if n != l.rows {
 		t.Fatalf("naive replayed %d row changes of %d", n, l.rows)
 	}
+	got := dump(ns.DB())
 
-	got, want := dumpSQLite(t, ns.DB()), dumpSQLite(t, as.DB())
 	if len(want) == 0 {
 		t.Fatal("apply.Run left no table")
 	}
 	var total int64
 	for name, rows := range want {
-		if name != "sqlite_master" {
+		if name != schemaKey {
 			total += int64(len(rows))
 		}
 	}
@@ -135,9 +168,76 @@ func TestNaiveMatchesApply(t *testing.T) {
 	}
 }
 
+// schemaKey is the key of a dump's table definitions.
+const schemaKey = "(schema)"
+
+// dumpMySQL is dumpSQLite for a MySQL database: SHOW CREATE TABLE, and the
+// rows of every table in key order.
+func dumpMySQL(t *testing.T, db *sql.DB, schema string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		var tn, ddl string
+		if err := db.QueryRow(fmt.Sprintf("SHOW CREATE TABLE `%s`.`%s`", schema, name)).Scan(&tn, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		out[schemaKey] = append(out[schemaKey], ddl)
+		out[name] = dumpRows(t, db, fmt.Sprintf("SELECT * FROM `%s`.`%s` ORDER BY 1", schema, name))
+	}
+	return out
+}
+
+func dumpRows(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	out := []string{}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				v = string(b)
+			}
+			fmt.Fprintf(&sb, "%s=%T:%v ", cols[i], v, v)
+		}
+		out = append(out, sb.String())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // dumpSQLite returns every table but the progress table, each as its rows
-// (every column's storage class and value) in rowid order, and the schema
-// as the rows of "sqlite_master".
+// (every column's storage class and value) in key order, and the table
+// definitions under schemaKey.
 func dumpSQLite(t *testing.T, db *sql.DB) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -152,36 +252,13 @@ func dumpSQLite(t *testing.T, db *sql.DB) map[string][]string {
 			t.Fatal(err)
 		}
 		names = append(names, name)
-		out["sqlite_master"] = append(out["sqlite_master"], ddl)
+		out[schemaKey] = append(out[schemaKey], ddl)
 	}
 	if err := rows.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range names {
-		rows, err := db.Query(fmt.Sprintf(`SELECT * FROM "%s" ORDER BY 1`, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		out[name] = []string{}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var sb strings.Builder
-			for i, v := range vals {
-				fmt.Fprintf(&sb, "%s=%T:%v ", cols[i], v, v)
-			}
-			out[name] = append(out[name], sb.String())
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		out[name] = dumpRows(t, db, fmt.Sprintf(`SELECT * FROM "%s" ORDER BY 1`, name))
 	}
 	return out
 }
