@@ -7,152 +7,709 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/mysql"
 	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/writer"
 )
 
-// sqliteSchema is the downstream schema of the generator's tables, for apply
-// and for the naive replay alike.
-func sqliteSchema(db *sql.DB, tables int) error {
-	for s := range tables {
-		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS "%s" (id INTEGER NOT NULL PRIMARY KEY, acct INTEGER, status INTEGER, created TEXT, note TEXT)`, benchkit.Table(s).Name)
-		if _, err := db.Exec(q); err != nil {
-			return err
-		}
-	}
-	return nil
+// The apply cells measure `redokit apply` (apply.Run over the real reader,
+// default options) against a naive replay of the same log, into SQLite and
+// into MariaDB, on the workload of `redokit gen` with the CLI's defaults.
+
+// Apply sinks: the Cell.Sink of an apply cell.
+const (
+	applySQLite  = "sqlite"
+	applyMariaDB = "mariadb"
+)
+
+// applyUnavailable is the Info key of an apply cell whose sink could not be
+// reached: the reason. Such a repetition has no metrics and no error.
+const applyUnavailable = "unavailable"
+
+// genConfig is the workload `redokit gen --rows rows` writes with every
+// other flag at its default (4 tables, 200 B text, up to 8 rows per
+// transaction, 0.5% DDLs, the first table split in 3 spans, seed 1); schema
+// "" is gen's default, "demo".
+func genConfig(rows int, schema string) gen.Config {
+	return gen.Config{Schema: schema, Tables: 4, Rows: rows, RowSize: 200, TxnRows: 8, DDLRate: 0.005,
+		SplitSpans: 3, Seed: 1}.Normalize()
 }
 
-// runApplyCell writes a log of Rows rows (untimed), then replays it into a
-// fresh SQLite file with apply.Run (timed from reader.Open to the last
-// commit), and replays its first NaiveRows rows naively: one INSERT per row,
-// each its own transaction, on a SQLite file with the same settings.
+// genLog is a log written from a gen workload.
+type genLog struct {
+	cfg    gen.Config
+	lastTs uint64
+	rows   int64 // row changes written
+	ddls   int64
+	model  *gen.Model // the upstream state at lastTs
+}
+
+// writeGenLog writes cfg's whole workload into log logID through one redo
+// writer (the CLI's writer options), spans added and removed as the DDLs
+// create and drop tables, every span resolved after each transaction.
+func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Config) (*genLog, error) {
+	w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: "w1", FlushInterval: 200 * time.Millisecond,
+		FlushBytes: 4 << 20, MaxSegmentBytes: 16 << 20, BlockSize: 64 << 10, MemoryQuota: 128 << 20})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close(context.Background())
+	spans := map[uint64]bool{gen.DDLSpan: true}
+	if err := w.AddSpan(writer.SpanID(gen.DDLSpan), cfg.StartTs); err != nil {
+		return nil, err
+	}
+	g := gen.New(cfg)
+	l := &genLog{cfg: g.Config(), lastTs: cfg.StartTs}
+	var order []uint64
+	bySpan := map[uint64][]codec.Event{}
+	for {
+		tx, ok := g.Next()
+		if !ok {
+			break
+		}
+		order = order[:0]
+		clear(bySpan)
+		for _, ch := range tx.Changes {
+			if _, ok := bySpan[ch.Span]; !ok {
+				order = append(order, ch.Span)
+			}
+			bySpan[ch.Span] = append(bySpan[ch.Span], ch.Event)
+		}
+		for _, span := range order {
+			if err := w.Write(ctx, writer.SpanID(span), bySpan[span]...); err != nil {
+				return nil, fmt.Errorf("write span %d at %d: %w", span, tx.CommitTs, err)
+			}
+		}
+		for _, span := range tx.DroppedSpans {
+			if !spans[span] {
+				continue
+			}
+			if err := w.AdvanceResolved(writer.SpanID(span), tx.CommitTs); err != nil {
+				return nil, err
+			}
+			if err := w.RemoveSpan(writer.SpanID(span)); err != nil {
+				return nil, err
+			}
+			delete(spans, span)
+		}
+		for _, span := range tx.NewSpans {
+			if err := w.AddSpan(writer.SpanID(span), tx.CommitTs); err != nil {
+				return nil, fmt.Errorf("add span %d at %d: %w", span, tx.CommitTs, err)
+			}
+			spans[span] = true
+		}
+		for span := range spans {
+			if err := w.AdvanceResolved(writer.SpanID(span), tx.CommitTs); err != nil {
+				return nil, err
+			}
+		}
+		l.lastTs = tx.CommitTs
+		if tx.DDL {
+			l.ddls++
+		} else {
+			l.rows += int64(len(tx.Changes))
+		}
+	}
+	l.model = g.Model()
+	return l, w.Close(ctx)
+}
+
+// modelRows is the number of rows the upstream holds at the end.
+func modelRows(m *gen.Model) int64 {
+	var n int64
+	for _, t := range m.Tables {
+		n += int64(len(t.Rows))
+	}
+	return n
+}
+
+// runApplyCell writes the gen log (untimed), replays it whole with apply.Run
+// into a fresh downstream (timed from reader.Open to Run's return), checks
+// the downstream holds the upstream's rows, then replays its first NaiveRows
+// row changes (and the DDLs among them) naively into another fresh
+// downstream of the same sink and settings (timed likewise).
 func runApplyCell(ctx context.Context, in childInput, res *Result) error {
-	c, be := in.Cell, in.Backend
-	b, _, done, err := openBucket(ctx, be, in.Dir)
+	c := in.Cell
+	var (
+		env *applyEnv
+		err error
+	)
+	switch c.Sink {
+	case applySQLite:
+		env, err = newSQLiteEnv(in.Dir)
+	case applyMariaDB:
+		env, err = newMariaDBEnv(ctx, in, res, true)
+	default:
+		return fmt.Errorf("apply cell %s: unknown sink %q", c.ID, c.Sink)
+	}
+	if err != nil {
+		return err
+	}
+	if env == nil {
+		return nil // not available: res.Info says why
+	}
+	defer env.close()
+
+	b, _, done, err := openBucket(ctx, in.Backend, in.Dir)
 	if err != nil {
 		return err
 	}
 	defer done()
 	const logID = "apply"
-	maxTs, err := writeLog(ctx, b, logID, c)
-	if err != nil {
-		return fmt.Errorf("write the log: %w", err)
-	}
-	dir, err := os.MkdirTemp(in.Dir, "redokit-apply-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
-	// apply.Run.
-	sink, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(dir, "apply.db"), nil)
-	if err != nil {
-		return err
-	}
-	defer sink.Close()
-	if err := sqliteSchema(sink.DB(), benchkit.Spans); err != nil {
-		return err
-	}
 	t0 := time.Now()
-	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: maxTs})
+	l, err := writeGenLog(ctx, b, logID, genConfig(c.Rows, env.schema))
 	if err != nil {
+		return fmt.Errorf("write the gen log: %w", err)
+	}
+	res.Metrics["log_rows"] = float64(l.rows)
+	res.Metrics["log_ddls"] = float64(l.ddls)
+	res.Metrics["log_write_s"] = time.Since(t0).Seconds()
+	res.Metrics["gomaxprocs"] = float64(runtime.GOMAXPROCS(0))
+
+	// apply.Run, as `redokit apply` runs it.
+	sink, err := env.open(ctx, "apply", logID)
+	if err != nil {
+		return err
+	}
+	cpu0, t0 := cpuSeconds(), time.Now()
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: l.lastTs})
+	if err != nil {
+		sink.Close()
 		return err
 	}
 	ar, err := apply.Run(ctx, r.CodecEvents(ctx), sink, nil)
 	r.Close()
+	el, cpu := time.Since(t0), cpuSeconds()-cpu0
 	if err != nil {
+		sink.Close()
 		return fmt.Errorf("apply.Run: %w", err)
 	}
-	el := time.Since(t0)
-	if ar.Rows != int64(c.Rows) {
-		return fmt.Errorf("apply.Run applied %d rows of %d", ar.Rows, c.Rows)
+	if ar.Rows != l.rows {
+		sink.Close()
+		return fmt.Errorf("apply.Run applied %d row changes of the log's %d", ar.Rows, l.rows)
+	}
+	got, err := env.countRows(ctx, sink.DB(), l.model)
+	sink.Close()
+	if err != nil {
+		return fmt.Errorf("count the rows apply left: %w", err)
+	}
+	if want := modelRows(l.model); got != want {
+		return fmt.Errorf("apply.Run left %d rows downstream, the upstream holds %d", got, want)
 	}
 	res.Metrics["apply_rows_s"] = float64(ar.Rows) / el.Seconds()
+	res.Metrics["apply_s"] = el.Seconds()
+	res.Metrics["apply_cpu_s"] = cpu
 	res.Metrics["apply_txns"] = float64(ar.Transactions)
 	res.Metrics["rss_mib"] = float64(peakRSS()) / mib
+	if err := env.reset(ctx); err != nil {
+		return err
+	}
 
-	// The naive replay.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "naive.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	// The naive replay of the log's first NaiveRows row changes.
+	nsink, err := env.open(ctx, "naive", logID)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if err := sqliteSchema(db, benchkit.Spans); err != nil {
-		return err
-	}
-	t0 = time.Now()
-	r, err = reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: maxTs})
+	defer nsink.Close()
+	r, err = reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: l.lastTs})
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	n := 0
-	for n < c.NaiveRows {
+	nv, err := newNaive(ctx, nsink, env.mysql)
+	if err != nil {
+		return err
+	}
+	defer nv.close()
+	cpu0, t0 = cpuSeconds(), time.Now()
+	n, err := nv.replay(ctx, r, int64(c.NaiveRows))
+	nel, ncpu := time.Since(t0), cpuSeconds()-cpu0
+	if err != nil {
+		return fmt.Errorf("naive replay: %w", err)
+	}
+	res.Metrics["naive_rows"] = float64(n)
+	res.Metrics["naive_rows_s"] = float64(n) / nel.Seconds()
+	res.Metrics["naive_s"] = nel.Seconds()
+	res.Metrics["naive_cpu_s"] = ncpu
+	res.Metrics["ratio_apply_naive"] = res.Metrics["apply_rows_s"] / res.Metrics["naive_rows_s"]
+	return nil
+}
+
+// applyEnv is a downstream server (or folder) the cell makes fresh sinks in.
+type applyEnv struct {
+	schema string // the gen workload's schema ("" for gen's default)
+	mysql  bool
+	admin  *sql.DB // MariaDB: a connection pool with no default database
+	open   func(ctx context.Context, name, logID string) (*mysql.Sink, error)
+	// reset drops what the apply wrote, before the naive replay.
+	reset func(ctx context.Context) error
+	close func()
+	// countRows counts the rows of the model's tables downstream.
+	countRows func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error)
+}
+
+// newSQLiteEnv makes sinks on fresh files in a temporary folder, with the
+// SQLite sink's defaults (WAL, synchronous=NORMAL, busy_timeout).
+func newSQLiteEnv(dir string) (*applyEnv, error) {
+	d, err := os.MkdirTemp(dir, "redokit-apply-")
+	if err != nil {
+		return nil, err
+	}
+	return &applyEnv{
+		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
+			return sqlite.Open(ctx, "sqlite://"+filepath.Join(d, name+".db"), &apply.SinkOptions{LogID: logID})
+		},
+		reset: func(context.Context) error { return nil }, // the naive replay has a file of its own
+		close: func() { os.RemoveAll(d) },
+		countRows: func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error) {
+			return countModelRows(ctx, db, m, func(t string) string { return `"` + t + `"` })
+		},
+	}, nil
+}
+
+func countModelRows(ctx context.Context, db *sql.DB, m *gen.Model, table func(string) string) (int64, error) {
+	var total int64
+	for name := range m.Tables {
+		var n int64
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table(name)).Scan(&n); err != nil {
+			return 0, fmt.Errorf("table %s: %w", name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// newMariaDBEnv makes sinks on the server of REDOKIT_MYSQL_DSN: the
+// workload in a fresh database (the gen schema) and the progress in another,
+// both dropped after. It sets innodb_flush_log_at_trx_commit=1 (and
+// sync_binlog=1 when the binary log is on) for the measurement, records the
+// values measured with, and restores the old ones at close (unless
+// durable is false: the tests leave the server as it is). A nil env with a
+// nil error means the server is not available (res.Info says why).
+func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool) (*applyEnv, error) {
+	dsn := os.Getenv("REDOKIT_MYSQL_DSN")
+	if dsn == "" {
+		res.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set (scripts/emulators.sh start mariadb, then source its env file)"
+		return nil, nil
+	}
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's parse errors do not quote the DSN, password included.
+		return nil, fmt.Errorf("REDOKIT_MYSQL_DSN: %w", err)
+	}
+	// As mysql.Open configures it: interpolated parameters, UTC sessions.
+	cfg.DBName = ""
+	cfg.InterpolateParams = true
+	cfg.MultiStatements = false
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("REDOKIT_MYSQL_DSN: %w", err)
+	}
+	admin := sql.OpenDB(conn)
+	if err := admin.PingContext(ctx); err != nil {
+		admin.Close()
+		res.Info[applyUnavailable] = fmt.Sprintf("MariaDB at %s does not answer: %v", cfg.Addr, err)
+		return nil, nil
+	}
+	var version string
+	var flush, syncBinlog int64
+	var logBin bool
+	if err := admin.QueryRowContext(ctx, "SELECT VERSION(), @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.sync_binlog, @@GLOBAL.log_bin").
+		Scan(&version, &flush, &syncBinlog, &logBin); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("MariaDB at %s: read the durability settings: %w", cfg.Addr, err)
+	}
+	restore := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(rctx, fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit=%d", flush)); err != nil {
+			fmt.Fprintf(os.Stderr, "apply/mariadb: restore innodb_flush_log_at_trx_commit=%d: %v\n", flush, err)
+		}
+		if logBin {
+			if _, err := admin.ExecContext(rctx, fmt.Sprintf("SET GLOBAL sync_binlog=%d", syncBinlog)); err != nil {
+				fmt.Fprintf(os.Stderr, "apply/mariadb: restore sync_binlog=%d: %v\n", syncBinlog, err)
+			}
+		}
+	}
+	var set []string
+	if durable {
+		set = append(set, "SET GLOBAL innodb_flush_log_at_trx_commit=1")
+		if logBin {
+			set = append(set, "SET GLOBAL sync_binlog=1")
+		}
+	} else {
+		restore = func() {}
+	}
+	for _, q := range set {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			restore()
+			admin.Close()
+			return nil, fmt.Errorf("MariaDB at %s: %s: %w", cfg.Addr, q, err)
+		}
+	}
+	var mflush, msync int64
+	if err := admin.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.sync_binlog").Scan(&mflush, &msync); err != nil {
+		restore()
+		admin.Close()
+		return nil, err
+	}
+	if durable && mflush != 1 {
+		restore()
+		admin.Close()
+		return nil, fmt.Errorf("MariaDB at %s: innodb_flush_log_at_trx_commit is %d after setting it to 1", cfg.Addr, mflush)
+	}
+	res.Info["server"] = version
+	res.Info["innodb_flush_log_at_trx_commit"] = fmt.Sprint(mflush)
+	res.Info["log_bin"] = fmt.Sprint(logBin)
+	res.Info["sync_binlog"] = fmt.Sprint(msync)
+	res.Info["innodb_flush_log_at_trx_commit_before"] = fmt.Sprint(flush)
+	res.Metrics["innodb_flush_log_at_trx_commit"] = float64(mflush)
+
+	schema := fmt.Sprintf("rkbench_%d_%d", os.Getpid(), in.Rep)
+	progress := schema + "_progress"
+	drop := func(ctx context.Context) error {
+		for _, s := range []string{schema, progress} {
+			if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+s+"`"); err != nil {
+				return fmt.Errorf("MariaDB: drop database %s: %w", s, err)
+			}
+		}
+		return nil
+	}
+	if err := drop(ctx); err != nil {
+		restore()
+		admin.Close()
+		return nil, err
+	}
+	var dbs []*sql.DB
+	return &applyEnv{
+		admin:  admin,
+		schema: schema,
+		mysql:  true,
+		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
+			db := sql.OpenDB(conn)
+			dbs = append(dbs, db)
+			return mysql.New(ctx, db, &apply.SinkOptions{LogID: logID, ProgressSchema: progress})
+		},
+		reset: drop,
+		close: func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := drop(dctx); err != nil {
+				fmt.Fprintln(os.Stderr, "apply/mariadb:", err)
+			}
+			for _, db := range dbs {
+				db.Close()
+			}
+			restore()
+			admin.Close()
+		},
+		countRows: func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error) {
+			return countModelRows(ctx, db, m, func(t string) string { return "`" + schema + "`.`" + t + "`" })
+		},
+	}, nil
+}
+
+// naive is the baseline: one statement per row change in autocommit, on one
+// connection, no batching, no progress table, each DDL through the sink's
+// ApplyDDL with a zero mark (which records nothing) so the schema follows
+// the log. Inserts and updates are upserts of the new image (INSERT … ON
+// CONFLICT DO UPDATE on SQLite, INSERT … ON DUPLICATE KEY UPDATE on MySQL),
+// deletes (and the old image of an update that moves the key) a DELETE by
+// key, or by every column with one row's limit on a table without a key.
+// Values are bound as the SQL sink binds them. On SQLite each statement
+// shape stays prepared, so the baseline pays for the commits and not for
+// parsing SQL; MySQL interpolates the values, one round trip a statement,
+// as the sink does.
+//
+// The row changes run in log order: a commit ts of a gen log holds one
+// transaction that touches each row once and never moves a key, so that
+// order gives the upstream's rows (TestNaiveMatchesApply checks it).
+type naive struct {
+	sink  *mysql.Sink
+	conn  *sql.Conn
+	my    bool
+	stmts map[string]*sql.Stmt
+	buf   []byte
+	args  []any
+}
+
+func newNaive(ctx context.Context, sink *mysql.Sink, my bool) (*naive, error) {
+	if my {
+		sink.DB().SetMaxOpenConns(2) // the connection below, and the sink's DDLs
+	}
+	conn, err := sink.DB().Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &naive{sink: sink, conn: conn, my: my, stmts: map[string]*sql.Stmt{}}, nil
+}
+
+func (n *naive) close() {
+	n.forget()
+	n.conn.Close()
+}
+
+func (n *naive) forget() {
+	for q, st := range n.stmts {
+		st.Close()
+		delete(n.stmts, q)
+	}
+}
+
+// replay applies the reader's events until limit row changes are applied
+// (or the log ends) and returns how many were.
+func (n *naive) replay(ctx context.Context, r *reader.Reader, limit int64) (int64, error) {
+	var rows int64
+	for rows < limit {
 		ev, err := r.Next(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
+			return rows, err
 		}
-		if ev.Kind != codec.RowEvent {
-			continue
+		if err := n.event(ctx, &ev.Event); err != nil {
+			return rows, err
 		}
-		cols := ev.Row.Columns
-		q := fmt.Sprintf(`INSERT OR REPLACE INTO "%s" (id, acct, status, created, note) VALUES (?, ?, ?, ?, ?)`, ev.Row.Table.Name)
-		if _, err := db.ExecContext(ctx, q, cols[0].Value.Int(), int64(cols[1].Value.Uint()), cols[2].Value.Int(),
-			cols[3].Value.DateTime().String(), cols[4].Value.Text()); err != nil {
-			return fmt.Errorf("naive insert: %w", err)
+		if ev.Kind == codec.RowEvent {
+			rows++
 		}
-		n++
 	}
-	nel := time.Since(t0)
-	res.Metrics["naive_rows_s"] = float64(n) / nel.Seconds()
-	res.Metrics["ratio_apply_naive"] = res.Metrics["apply_rows_s"] / res.Metrics["naive_rows_s"]
+	return rows, nil
+}
+
+// event applies one event.
+func (n *naive) event(ctx context.Context, ev *codec.Event) error {
+	if ev.Kind == codec.DDLEvent {
+		n.forget() // the tables' shapes may have changed
+		return n.sink.ApplyDDL(ctx, &ev.DDL, apply.DDLMark{})
+	}
+	row := &ev.Row
+	table := apply.TableOf(row.Table)
+	switch row.Op() {
+	case codec.OpDelete:
+		return n.delete(ctx, table, row.PreColumns)
+	case codec.OpUpdate:
+		if naiveKeyChanged(row.PreColumns, row.Columns) {
+			if err := n.delete(ctx, table, row.PreColumns); err != nil {
+				return err
+			}
+		}
+	}
+	return n.upsert(ctx, table, row.Columns)
+}
+
+func (n *naive) quote(b []byte, name string) []byte {
+	q := byte('"')
+	if n.my {
+		q = '`'
+	}
+	b = append(b, q)
+	for i := 0; i < len(name); i++ {
+		if name[i] == q {
+			b = append(b, q)
+		}
+		b = append(b, name[i])
+	}
+	return append(b, q)
+}
+
+func (n *naive) table(b []byte, t apply.Table) []byte {
+	if n.my {
+		b = n.quote(b, t.Schema)
+		b = append(b, '.')
+	}
+	return n.quote(b, t.Name)
+}
+
+func (n *naive) exec(ctx context.Context) error {
+	q := string(n.buf)
+	if n.my {
+		_, err := n.conn.ExecContext(ctx, q, n.args...)
+		return err
+	}
+	st := n.stmts[q]
+	if st == nil {
+		var err error
+		if st, err = n.conn.PrepareContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+		n.stmts[q] = st
+	}
+	if _, err := st.ExecContext(ctx, n.args...); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
 	return nil
 }
 
-// writeLog writes c.Rows rows of the generator into a log, flat out.
-func writeLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (uint64, error) {
-	w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: "w0", FlushInterval: 100 * time.Millisecond})
-	if err != nil {
-		return 0, err
+func (n *naive) upsert(ctx context.Context, t apply.Table, img []codec.Column) error {
+	n.buf = append(n.buf[:0], "INSERT INTO "...)
+	n.buf = n.table(n.buf, t)
+	n.buf = append(n.buf, " ("...)
+	n.args = n.args[:0]
+	k := 0
+	for i := range img {
+		if img[i].Flags.Has(codec.FlagGenerated) {
+			continue
+		}
+		if k > 0 {
+			n.buf = append(n.buf, ',')
+		}
+		n.buf = n.quote(n.buf, img[i].Name)
+		n.args = append(n.args, naiveArg(n.my, img[i].Value))
+		k++
 	}
-	defer w.Close(context.Background())
-	for s := range benchkit.Spans {
-		if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
-			return 0, err
+	n.buf = append(n.buf, ") VALUES ("...)
+	for i := range k {
+		if i > 0 {
+			n.buf = append(n.buf, ',')
+		}
+		n.buf = append(n.buf, '?')
+	}
+	if n.my {
+		n.buf = append(n.buf, ") ON DUPLICATE KEY UPDATE "...)
+	} else {
+		n.buf = append(n.buf, ") ON CONFLICT DO UPDATE SET "...)
+	}
+	k = 0
+	for i := range img {
+		if img[i].Flags.Has(codec.FlagGenerated) {
+			continue
+		}
+		if k > 0 {
+			n.buf = append(n.buf, ',')
+		}
+		n.buf = n.quote(n.buf, img[i].Name)
+		if n.my {
+			n.buf = append(n.buf, "=VALUES("...)
+			n.buf = n.quote(n.buf, img[i].Name)
+			n.buf = append(n.buf, ')')
+		} else {
+			n.buf = append(n.buf, "=excluded."...)
+			n.buf = n.quote(n.buf, img[i].Name)
+		}
+		k++
+	}
+	return n.exec(ctx)
+}
+
+func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) error {
+	n.buf = append(n.buf[:0], "DELETE FROM "...)
+	n.buf = n.table(n.buf, t)
+	n.buf = append(n.buf, " WHERE "...)
+	n.args = n.args[:0]
+	key := naiveKeyOf(img)
+	if key == nil {
+		if !n.my {
+			n.buf = append(n.buf, "rowid = (SELECT rowid FROM "...)
+			n.buf = n.table(n.buf, t)
+			n.buf = append(n.buf, " WHERE "...)
+		}
+		for i := range img {
+			if !img[i].Flags.Has(codec.FlagGenerated) {
+				key = append(key, i)
+			}
 		}
 	}
-	g := benchkit.NewGen(1, c.RowSize, "rows")
-	ts := benchkit.TsBase
-	for rows := 0; rows < c.Rows; rows += benchkit.TxnRows {
-		ts++
-		span := int(ts % benchkit.Spans)
-		evs := g.Next(span, ts)
-		if k := c.Rows - rows; k < len(evs) {
-			evs = evs[:k]
+	for j, i := range key {
+		if j > 0 {
+			n.buf = append(n.buf, " AND "...)
 		}
-		if err := w.Write(ctx, writer.SpanID(span), evs...); err != nil {
-			return 0, err
+		n.buf = n.quote(n.buf, img[i].Name)
+		if img[i].Value.IsNull() {
+			n.buf = append(n.buf, " IS NULL"...)
+			continue
 		}
-		if err := w.AdvanceResolved(writer.SpanID(span), ts); err != nil {
-			return 0, err
+		n.buf = append(n.buf, " = ?"...)
+		n.args = append(n.args, naiveArg(n.my, img[i].Value))
+	}
+	if naiveKeyOf(img) == nil {
+		n.buf = append(n.buf, " LIMIT 1"...)
+		if !n.my {
+			n.buf = append(n.buf, ')')
 		}
 	}
-	for s := range benchkit.Spans {
-		if err := w.AdvanceResolved(writer.SpanID(s), ts); err != nil {
-			return 0, err
+	return n.exec(ctx)
+}
+
+// naiveKeyOf returns the indexes of img's key columns: those flagged handle
+// key, else those flagged primary key; nil when there are none (the SQL
+// sink's rule).
+func naiveKeyOf(img []codec.Column) []int {
+	for _, f := range []codec.ColumnFlag{codec.FlagHandleKey, codec.FlagPrimaryKey} {
+		var key []int
+		for i := range img {
+			if img[i].Flags.Has(f) {
+				key = append(key, i)
+			}
+		}
+		if key != nil {
+			return key
 		}
 	}
-	return ts, w.Close(ctx)
+	return nil
+}
+
+func naiveKeyChanged(pre, post []codec.Column) bool {
+	kp, kq := naiveKeyOf(pre), naiveKeyOf(post)
+	if kp == nil || len(kp) != len(kq) {
+		return true
+	}
+	for i := range kp {
+		if pre[kp[i]].Name != post[kq[i]].Name || !pre[kp[i]].Value.Equal(post[kq[i]].Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// naiveArg binds a value as the SQL sink does (its Dialect.arg): MySQL takes
+// unsigned values whole; SQLite takes those above 2^63-1 as decimal text.
+func naiveArg(my bool, v codec.Value) any {
+	switch v.Kind() {
+	case codec.KindNull:
+		return nil
+	case codec.KindInt:
+		return v.Int()
+	case codec.KindUint, codec.KindBit, codec.KindEnum, codec.KindSet:
+		u := v.Uint()
+		if my {
+			return u
+		}
+		if u > 1<<63-1 {
+			return fmt.Sprint(u)
+		}
+		return int64(u)
+	case codec.KindFloat32:
+		return float64(v.Float32())
+	case codec.KindFloat64:
+		return v.Float64()
+	case codec.KindDecimal, codec.KindString, codec.KindJSON:
+		return string(v.Bytes())
+	case codec.KindBytes:
+		return append(make([]byte, 0, max(len(v.Bytes()), 1)), v.Bytes()...)
+	case codec.KindDate:
+		return v.DateTime().String()[:10]
+	case codec.KindDatetime, codec.KindTimestamp:
+		return v.DateTime().String()
+	case codec.KindDuration:
+		return v.Duration().String()
+	case codec.KindYear:
+		return int64(v.Year())
+	}
+	return v.String()
 }

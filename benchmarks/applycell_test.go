@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/reader"
+)
+
+// TestNaiveMatchesApply checks that the benchmark's naive baseline is a
+// correct replay, not a strawman: over a small gen log (inserts, updates,
+// deletes, and DDLs that add columns, truncate, create and drop tables) it
+// leaves in SQLite the same tables with the same rows, value for value and
+// type for type, as apply.Run does, and as many rows as the upstream holds.
+func TestNaiveMatchesApply(t *testing.T) {
+	env, err := newSQLiteEnv(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpSQLite(t, db) })
+}
+
+// TestNaiveMatchesApplyMariaDB is the same on MariaDB (REDOKIT_MYSQL_DSN),
+// in fresh databases, dropped after; the server's durability settings are
+// left as they are.
+func TestNaiveMatchesApplyMariaDB(t *testing.T) {
+	if os.Getenv("REDOKIT_MYSQL_DSN") == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("REDOKIT_MYSQL_DSN is not set, and CI=true: the MariaDB test must run (scripts/emulators.sh starts MariaDB)")
+		}
+		t.Skip("REDOKIT_MYSQL_DSN is not set: skipping the MariaDB test (scripts/emulators.sh start mariadb, then source its env file)")
+	}
+	res := newResult()
+	env, err := newMariaDBEnv(context.Background(), childInput{Rep: 900 + os.Getpid()%100}, res, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env == nil {
+		t.Fatal(res.Info[applyUnavailable])
+	}
+	defer env.close()
+	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpMySQL(t, env.admin, env.schema) })
+}
+
+func naiveVersusApply(t *testing.T, env *applyEnv, dump func(*sql.DB) map[string][]string) {
+	ctx := context.Background()
+	b, err := local.New(t.TempDir(), &local.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg := genConfig(4000, env.schema)
+	cfg.DDLRate = 0.03 // DDLs of every kind in a short log
+	l, err := writeGenLog(ctx, b, "t", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ddls < 10 {
+		t.Fatalf("the log has %d DDLs; the test wants DDLs of every kind", l.ddls)
+	}
+	var ops [3]int
+	var actions = map[codec.ActionType]bool{}
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range r.CodecEvents(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == codec.DDLEvent {
+			actions[ev.DDL.Type] = true
+			continue
+		}
+		switch ev.Row.Op() {
+		case codec.OpInsert:
+			ops[0]++
+		case codec.OpUpdate:
+			ops[1]++
+		case codec.OpDelete:
+			ops[2]++
+		}
+	}
+	r.Close()
+	if ops[0] == 0 || ops[1] == 0 || ops[2] == 0 || !actions[codec.ActionTruncateTable] || !actions[codec.ActionDropTable] || !actions[codec.ActionAddColumn] {
+		t.Fatalf("the log lacks some change: inserts/updates/deletes %v, DDL actions %v", ops, actions)
+	}
+
+	// apply.Run.
+	as, err := env.open(ctx, "apply", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply.Run(ctx, r.CodecEvents(ctx), as, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	want := dump(as.DB())
+	as.Close()
+	if err := env.reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The naive replay, of the whole log.
+	ns, err := env.open(ctx, "naive", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	r, err = reader.Open(ctx, b, &reader.Options{LogID: "t", EndTs: l.lastTs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	nv, err := newNaive(ctx, ns, env.mysql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := nv.replay(ctx, r, 1<<62)
+	nv.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != l.rows {
+		t.Fatalf("naive replayed %d row changes of %d", n, l.rows)
+	}
+	got := dump(ns.DB())
+
+	if len(want) == 0 {
+		t.Fatal("apply.Run left no table")
+	}
+	var total int64
+	for name, rows := range want {
+		if name != schemaKey {
+			total += int64(len(rows))
+		}
+	}
+	if m := modelRows(l.model); total != m {
+		t.Fatalf("apply.Run left %d rows, the upstream holds %d", total, m)
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("table %s: apply.Run has it, the naive replay does not", name)
+			continue
+		}
+		if !slices.Equal(g, w) {
+			t.Errorf("table %s: the naive replay left %d rows, apply.Run %d; first difference:\n%s", name, len(g), len(w), firstDiff(g, w))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("table %s: the naive replay has it, apply.Run does not", name)
+		}
+	}
+}
+
+// schemaKey is the key of a dump's table definitions.
+const schemaKey = "(schema)"
+
+// dumpMySQL is dumpSQLite for a MySQL database: SHOW CREATE TABLE, and the
+// rows of every table in key order.
+func dumpMySQL(t *testing.T, db *sql.DB, schema string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		var tn, ddl string
+		if err := db.QueryRow(fmt.Sprintf("SHOW CREATE TABLE `%s`.`%s`", schema, name)).Scan(&tn, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		out[schemaKey] = append(out[schemaKey], ddl)
+		out[name] = dumpRows(t, db, fmt.Sprintf("SELECT * FROM `%s`.`%s` ORDER BY 1", schema, name))
+	}
+	return out
+}
+
+func dumpRows(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	out := []string{}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				v = string(b)
+			}
+			fmt.Fprintf(&sb, "%s=%T:%v ", cols[i], v, v)
+		}
+		out = append(out, sb.String())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dumpSQLite returns every table but the progress table, each as its rows
+// (every column's storage class and value) in key order, and the table
+// definitions under schemaKey.
+func dumpSQLite(t *testing.T, db *sql.DB) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rows, err := db.Query(`SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name != ? ORDER BY name`, apply.DefaultProgressTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var name, ddl string
+		if err := rows.Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		out[schemaKey] = append(out[schemaKey], ddl)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		out[name] = dumpRows(t, db, fmt.Sprintf(`SELECT * FROM "%s" ORDER BY 1`, name))
+	}
+	return out
+}
+
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("row %d:\n  naive: %.300s\n  apply: %.300s", i, g, w)
+		}
+	}
+	return "(none)"
+}
+
+// TestApplyReport checks the apply rows of the report and the README
+// snippet: both sinks, the naive baseline, the ratio against the 5× target,
+// and an unreachable sink marked not available with its reason.
+func TestApplyReport(t *testing.T) {
+	cells := buildMatrix(matrixOpts{quick: true, filter: "apply/"})
+	if len(cells) != 2 {
+		t.Fatalf("-quick -cells apply/ keeps %d cells, want apply/sqlite and apply/mariadb", len(cells))
+	}
+	ok := func(apply, naive float64) *Result {
+		res := newResult()
+		res.Metrics["apply_rows_s"], res.Metrics["naive_rows_s"] = apply, naive
+		res.Metrics["ratio_apply_naive"] = apply / naive
+		res.Metrics["naive_rows"] = 5000
+		return res
+	}
+	gone := newResult()
+	gone.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set"
+	results := map[string][]*Result{
+		"apply/sqlite":  {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
+		"apply/mariadb": {gone, gone, gone},
+	}
+	r := buildReport(Machine{}, nil, cells, results, true, 3, 0)
+	verdicts := map[string]string{}
+	for _, tg := range r.Targets {
+		verdicts[tg.Cell] = tg.Verdict + " / " + tg.Note
+	}
+	if v := verdicts["apply/sqlite"]; !strings.HasPrefix(v, "met") || !strings.Contains(v, "spread crosses") {
+		t.Errorf("apply/sqlite: verdict %q, want met with the spread crossing the line (3×–6×)", v)
+	}
+	if v := verdicts["apply/mariadb"]; v != "not measured / not available: REDOKIT_MYSQL_DSN is not set" {
+		t.Errorf("apply/mariadb: verdict %q", v)
+	}
+	snip := renderSnippet(r)
+	for _, want := range []string{"| SQLite, WAL, synchronous=NORMAL | 60.0k | 10.0k (first 5.00k rows) | 6.0× (3.0–6.0) | ≥ 5× | met |",
+		"| mariadb | – | – | – | ≥ 5× | not available: REDOKIT_MYSQL_DSN is not set |"} {
+		if !strings.Contains(snip, want) {
+			t.Errorf("the snippet lacks %q:\n%s", want, snip)
+		}
+	}
+	if md := renderMarkdown(r, nil); !strings.Contains(md, "## Apply against a naive replay") {
+		t.Error("the report has no apply section")
+	}
+}
