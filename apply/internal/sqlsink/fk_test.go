@@ -369,9 +369,15 @@ func fkRandom(l *fkLog, seed uint64, txns int) {
 // Rows at or below commit ts seed are not applied by Run: the test inserts
 // them first, in log order, as rows the downstream already holds (after a
 // first Run of the DDLs alone), so that what Run then does to them shows.
-func checkFK(t *testing.T, d sqlsink.Dialect, l func(schema string) *fkLog, seed uint64, so *apply.SinkOptions, o *apply.Options) {
+func checkFK(t *testing.T, d sqlsink.Dialect, l func(schema string) *fkLog, seed uint64, so *apply.SinkOptions, uriFK bool, o *apply.Options) {
 	t.Helper()
+	if uriFK && d != sqlsink.SQLite {
+		t.Skip("the URI pragma is SQLite's")
+	}
 	e := newEnv(t, d)
+	if uriFK {
+		e.uri += "?_pragma=foreign_keys(1)"
+	}
 	log := l(e.schema)
 	events := log.events
 	if seed > 0 {
@@ -394,8 +400,8 @@ func checkFK(t *testing.T, d sqlsink.Dialect, l func(schema string) *fkLog, seed
 	}
 	_, err := e.applyWith(so, events, o)
 	if err != nil {
-		if so != nil && so.ForeignKeyChecks {
-			t.Logf("with ForeignKeyChecks the apply failed (allowed, it is loud): %v", err)
+		if so != nil && so.ForeignKeyChecks || uriFK {
+			t.Logf("with the foreign-key checks on the apply failed (allowed, it is loud): %v", err)
 			return
 		}
 		t.Fatalf("Run: %v", err)
@@ -427,12 +433,18 @@ func fkDiff(got, want map[string][]string) string {
 	return b.String()
 }
 
+// fkOptions are the sink settings each FK test runs with. uriFK (SQLite
+// only) opens the sink with a URI that turns SQLite's foreign keys on for
+// its connection, as a user may: then, as with ForeignKeyChecks, the apply
+// may fail loudly but must not cascade silently.
 var fkOptions = []struct {
-	name string
-	so   *apply.SinkOptions
+	name  string
+	so    *apply.SinkOptions
+	uriFK bool
 }{
-	{"default", nil},
-	{"fk-checks-on", &apply.SinkOptions{ForeignKeyChecks: true}},
+	{"default", nil, false},
+	{"fk-checks-on", &apply.SinkOptions{ForeignKeyChecks: true}, false},
+	{"uri-foreign-keys-on", nil, true},
 }
 
 var fkRunOptions = []struct {
@@ -453,7 +465,7 @@ func TestForeignKeys(t *testing.T) {
 							l := newFKLog(schema)
 							sc.build(l)
 							return l
-						}, sc.seed, so.so, ro.o)
+						}, sc.seed, so.so, so.uriFK, ro.o)
 					})
 				}
 			}
@@ -474,7 +486,7 @@ func TestForeignKeysFreshApply(t *testing.T) {
 							l := newFKLog(schema)
 							fkRandom(l, uint64(run+1), 120)
 							return l
-						}, 0, so.so, &apply.Options{Workers: 4, BatchRows: 8, TxnRows: 32})
+						}, 0, so.so, so.uriFK, &apply.Options{Workers: 4, BatchRows: 8, TxnRows: 32})
 					})
 				}
 			})
