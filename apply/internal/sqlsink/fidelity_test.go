@@ -91,7 +91,7 @@ type fidTable struct {
 }
 
 // cells for the common cases.
-func nul() fidCell                          { return fidCell{} }
+func cNull() fidCell                        { return fidCell{} }
 func cInt(v int64) fidCell                  { return fidCell{codec.IntValue(v), strconv.FormatInt(v, 10), v} }
 func cUint(v uint64) fidCell                { return fidCell{codec.UintValue(v), strconv.FormatUint(v, 10), int64(v)} }
 func cBigU(v uint64, d string) fidCell      { return fidCell{codec.UintValue(v), d, liteIntOrText(d)} }
@@ -103,20 +103,20 @@ func cF64(f float64) fidCell                { return fidCell{codec.Float64Value(
 func cF32(f float32) fidCell                { return fidCell{codec.Float32Value(f), float64(f), float64(f)} }
 func cText(v codec.Value, s string) fidCell { return fidCell{v, s, s} }
 
-var negZero = math.Copysign(0, -1)
+var fidNegZero = math.Copysign(0, -1)
 
-// negZeroCell is a -0 of a FLOAT (f32) or DOUBLE column, as each sink can
+// fidNegZeroCell is a -0 of a FLOAT (f32) or DOUBLE column, as each sink can
 // hold it.
-func negZeroCell(f32 bool) fidCell {
-	c := fidCell{v: codec.Float64Value(negZero), my: 0.0, lite: 0.0}
+func fidNegZeroCell(f32 bool) fidCell {
+	c := fidCell{v: codec.Float64Value(fidNegZero), my: 0.0, lite: 0.0}
 	if f32 {
-		c.v = codec.Float32Value(float32(negZero))
+		c.v = codec.Float32Value(float32(fidNegZero))
 	}
 	if mariadbKeepsNegZero {
-		c.my = negZero
+		c.my = fidNegZero
 	}
 	if sqliteKeepsNegZero {
-		c.lite = negZero
+		c.lite = fidNegZero
 	}
 	return c
 }
@@ -133,9 +133,9 @@ func fidTime(neg bool, h, m, s int64, us int64) codec.Value {
 	return codec.DurationValue(codec.Duration{Micros: micros, Fsp: 6})
 }
 
-// bigBlob is the 200 KiB BLOB: every byte value, in a pattern that a
+// fidBigBlob is the 200 KiB BLOB: every byte value, in a pattern that a
 // truncation or an offset shows.
-var bigBlob = func() []byte {
+var fidBigBlob = func() []byte {
 	b := make([]byte, 200<<10)
 	for i := range b {
 		b[i] = byte(i*7 + i>>8)
@@ -143,9 +143,9 @@ var bigBlob = func() []byte {
 	return b
 }()
 
-// setMembers is the SET of 64 members m0…m63, and setNames the text MariaDB
+// fidSetMembers is the SET of 64 members m0…m63, and setNames the text MariaDB
 // returns for a bitmap.
-var setMembers = func() string {
+var fidSetMembers = func() string {
 	var p []string
 	for i := range 64 {
 		p = append(p, fmt.Sprintf("'m%d'", i))
@@ -153,7 +153,7 @@ var setMembers = func() string {
 	return strings.Join(p, ",")
 }()
 
-func setNames(bits ...int) string {
+func fidSetNames(bits ...int) string {
 	var p []string
 	for _, b := range bits {
 		p = append(p, "m"+strconv.Itoa(b))
@@ -161,7 +161,7 @@ func setNames(bits ...int) string {
 	return strings.Join(p, ",")
 }
 
-func allBits() []int {
+func fidAllBits() []int {
 	var b []int
 	for i := range 64 {
 		b = append(b, i)
@@ -175,7 +175,7 @@ const (
 	dec65Eps = "0.000000000000000000000000000001"
 )
 
-var unsignedFlag = codec.FlagNullable | codec.FlagUnsigned
+var fidUnsigned = codec.FlagNullable | codec.FlagUnsigned
 
 var fidTables = []fidTable{
 	{
@@ -184,11 +184,11 @@ var fidTables = []fidTable{
 			"mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED, y YEAR)",
 		key: "id",
 		cols: []fidCol{
-			{name: "ti", typ: codec.TypeTiny, flags: codec.FlagNullable}, {name: "tu", typ: codec.TypeTiny, flags: unsignedFlag},
-			{name: "si", typ: codec.TypeShort, flags: codec.FlagNullable}, {name: "su", typ: codec.TypeShort, flags: unsignedFlag},
-			{name: "mi", typ: codec.TypeInt24, flags: codec.FlagNullable}, {name: "mu", typ: codec.TypeInt24, flags: unsignedFlag},
-			{name: "i", typ: codec.TypeLong, flags: codec.FlagNullable}, {name: "iu", typ: codec.TypeLong, flags: unsignedFlag},
-			{name: "bi", typ: codec.TypeLonglong, flags: codec.FlagNullable}, {name: "bu", typ: codec.TypeLonglong, flags: unsignedFlag},
+			{name: "ti", typ: codec.TypeTiny, flags: codec.FlagNullable}, {name: "tu", typ: codec.TypeTiny, flags: fidUnsigned},
+			{name: "si", typ: codec.TypeShort, flags: codec.FlagNullable}, {name: "su", typ: codec.TypeShort, flags: fidUnsigned},
+			{name: "mi", typ: codec.TypeInt24, flags: codec.FlagNullable}, {name: "mu", typ: codec.TypeInt24, flags: fidUnsigned},
+			{name: "i", typ: codec.TypeLong, flags: codec.FlagNullable}, {name: "iu", typ: codec.TypeLong, flags: fidUnsigned},
+			{name: "bi", typ: codec.TypeLonglong, flags: codec.FlagNullable}, {name: "bu", typ: codec.TypeLonglong, flags: fidUnsigned},
 			{name: "y", typ: codec.TypeYear, flags: codec.FlagNullable},
 		},
 		rows: []fidRow{
@@ -199,8 +199,8 @@ var fidTables = []fidTable{
 			{3, []fidCell{cInt(-1), cUint(1), cInt(-1), cUint(1), cInt(-1), cUint(1), cInt(-1), cUint(1),
 				cInt(-1), cBigU(1<<63, "9223372036854775808"), {codec.YearValue(0), "0", int64(0)}}},
 			{4, []fidCell{cInt(0), cUint(0), cInt(0), cUint(0), cInt(0), cUint(0), cInt(0), cUint(0),
-				cInt(0), cBigU(math.MaxInt64, "9223372036854775807"), nul()}},
-			{5, []fidCell{nul(), nul(), nul(), nul(), nul(), nul(), nul(), nul(), nul(), nul(), nul()}},
+				cInt(0), cBigU(math.MaxInt64, "9223372036854775807"), cNull()}},
+			{5, []fidCell{cNull(), cNull(), cNull(), cNull(), cNull(), cNull(), cNull(), cNull(), cNull(), cNull(), cNull()}},
 		},
 	},
 	{
@@ -216,8 +216,8 @@ var fidTables = []fidTable{
 			{2, []fidCell{cDec(dec65Min), cDec("-0.01"), cDec("-12345678901234567890"), cDec("-0.0001")}},
 			{3, []fidCell{cDec(dec65Eps), cDec("999.99"), cDec("0"), cDec("100.0000")}},
 			{4, []fidCell{cDec("-" + dec65Eps), cDec("-999.99"), cDec("1"), cDec("0.1000")}},
-			{5, []fidCell{cDec("0.000000000000000000000000000000"), cDec("0.00"), nul(), cDec("0.0000")}},
-			{6, []fidCell{nul(), nul(), nul(), nul()}},
+			{5, []fidCell{cDec("0.000000000000000000000000000000"), cDec("0.00"), cNull(), cDec("0.0000")}},
+			{6, []fidCell{cNull(), cNull(), cNull(), cNull()}},
 		},
 	},
 	{
@@ -234,12 +234,12 @@ var fidTables = []fidTable{
 			{1, []fidCell{cF32(math.SmallestNonzeroFloat32), cF64(math.SmallestNonzeroFloat64)}}, // denormals
 			{2, []fidCell{cF32(math.MaxFloat32), cF64(math.MaxFloat64)}},
 			{3, []fidCell{cF32(-math.MaxFloat32), cF64(-math.MaxFloat64)}},
-			{4, []fidCell{negZeroCell(true), negZeroCell(false)}},
+			{4, []fidCell{fidNegZeroCell(true), fidNegZeroCell(false)}},
 			{5, []fidCell{cF32(0.1), cF64(0.30000000000000004)}},
 			{6, []fidCell{cF32(1.17549435e-38), cF64(2.2250738585072014e-308)}}, // the smallest normals
 			{7, []fidCell{cF32(-1.5), cF64(0.1)}},
 			{8, []fidCell{cF32(0), cF64(0)}},
-			{9, []fidCell{nul(), nul()}},
+			{9, []fidCell{cNull(), cNull()}},
 		},
 	},
 	{
@@ -268,7 +268,7 @@ var fidTables = []fidTable{
 				cText(codec.DatetimeValue(fidDT(1000, 1, 1, 0, 0, 0, 1)), "1000-01-01 00:00:00.000001"),
 				cText(codec.TimestampValue(fidDT(2000, 2, 29, 12, 0, 0, 500000)), "2000-02-29 12:00:00.500000"),
 				cText(fidTime(true, 0, 0, 0, 1), "-00:00:00.000001")}},
-			{4, []fidCell{nul(), nul(), nul(), cText(fidTime(false, 0, 0, 0, 0), "00:00:00.000000")}},
+			{4, []fidCell{cNull(), cNull(), cNull(), cText(fidTime(false, 0, 0, 0, 0), "00:00:00.000000")}},
 		},
 	},
 	{
@@ -285,17 +285,17 @@ var fidTables = []fidTable{
 		},
 		rows: []fidRow{
 			{1, []fidCell{cStr("😀é"), cStr("emoji 😀🎉 and ünïcödé"), cStr("a\x00b"),
-				cBytes([]byte{0xff, 0xfe, 0x80, 0xc3, 0x28, 0x00, 0xed, 0xa0, 0x80}), cBytes(bigBlob)}},
+				cBytes([]byte{0xff, 0xfe, 0x80, 0xc3, 0x28, 0x00, 0xed, 0xa0, 0x80}), cBytes(fidBigBlob)}},
 			// Empty is not NULL.
 			{2, []fidCell{cStr(""), cStr(""), cStr(""), cBytes([]byte{}), cBytes([]byte{})}},
-			{3, []fidCell{nul(), nul(), nul(), nul(), nul()}},
+			{3, []fidCell{cNull(), cNull(), cNull(), cNull(), cNull()}},
 			// Text and bytes that look like numbers stay text and bytes.
 			{4, []fidCell{cStr("12"), cStr("a\x00"), cStr("1.50"), cBytes([]byte("12")), cBytes([]byte{0})}},
 		},
 	},
 	{
 		name: "fid_enum",
-		ddl:  "CREATE TABLE fid_enum (id INT NOT NULL PRIMARY KEY, e ENUM('a','b','c'), s SET(" + setMembers + "))",
+		ddl:  "CREATE TABLE fid_enum (id INT NOT NULL PRIMARY KEY, e ENUM('a','b','c'), s SET(" + fidSetMembers + "))",
 		key:  "id",
 		cols: []fidCol{{name: "e", typ: codec.TypeEnum, flags: codec.FlagNullable}, {name: "s", typ: codec.TypeSet, flags: codec.FlagNullable}},
 		// MariaDB returns the members' names; SQLite holds the index
@@ -303,9 +303,9 @@ var fidTables = []fidTable{
 		rows: []fidRow{
 			{1, []fidCell{{codec.EnumValue(1), "a", int64(1)}, {codec.SetValue(0), "", liteIntOrText("0")}}},
 			{2, []fidCell{{codec.EnumValue(3), "c", int64(3)}, {codec.SetValue(1 << 63), "m63", liteIntOrText("9223372036854775808")}}},
-			{3, []fidCell{{codec.EnumValue(2), "b", int64(2)}, {codec.SetValue(1<<63 | 5), setNames(0, 2, 63), liteIntOrText("9223372036854775813")}}},
-			{4, []fidCell{nul(), {codec.SetValue(math.MaxUint64), setNames(allBits()...), liteIntOrText("18446744073709551615")}}},
-			{5, []fidCell{nul(), {codec.SetValue(1<<62 | 2), setNames(1, 62), liteIntOrText("4611686018427387906")}}},
+			{3, []fidCell{{codec.EnumValue(2), "b", int64(2)}, {codec.SetValue(1<<63 | 5), fidSetNames(0, 2, 63), liteIntOrText("9223372036854775813")}}},
+			{4, []fidCell{cNull(), {codec.SetValue(math.MaxUint64), fidSetNames(fidAllBits()...), liteIntOrText("18446744073709551615")}}},
+			{5, []fidCell{cNull(), {codec.SetValue(1<<62 | 2), fidSetNames(1, 62), liteIntOrText("4611686018427387906")}}},
 		},
 	},
 	{
@@ -319,7 +319,7 @@ var fidTables = []fidTable{
 			{3, []fidCell{cJSON(`12`)}}, // a bare number is a document, not a number
 			{4, []fidCell{cJSON(`"str"`)}},
 			{5, []fidCell{cJSON(`null`)}}, // the JSON null is not SQL NULL
-			{6, []fidCell{nul()}},
+			{6, []fidCell{cNull()}},
 			{7, []fidCell{cJSON(`1.50`)}},
 			{8, []fidCell{cJSON(`123456789012345678901234567890`)}},
 			{9, []fidCell{cJSON(`true`)}},
@@ -339,9 +339,9 @@ var fidTables = []fidTable{
 				{codec.BitValue(math.MaxUint64), "18446744073709551615", liteIntOrText("18446744073709551615")}}},
 			{2, []fidCell{{codec.BitValue(0), "0", liteIntOrText("0")}, {codec.BitValue(0), "0", liteIntOrText("0")},
 				{codec.BitValue(0), "0", liteIntOrText("0")}}},
-			{3, []fidCell{nul(), {codec.BitValue(128), "128", liteIntOrText("128")},
+			{3, []fidCell{cNull(), {codec.BitValue(128), "128", liteIntOrText("128")},
 				{codec.BitValue(1 << 63), "9223372036854775808", liteIntOrText("9223372036854775808")}}},
-			{4, []fidCell{nul(), nul(), nul()}},
+			{4, []fidCell{cNull(), cNull(), cNull()}},
 		},
 	},
 	{
@@ -421,7 +421,7 @@ func TestTypeFidelity(t *testing.T) {
 // model, and every row missing or extra.
 func checkFidTable(t *testing.T, e *env, ft *fidTable) {
 	exprs := []string{}
-	for _, name := range append([]string{ft.key}, colNames(ft.cols)...) {
+	for _, name := range append([]string{ft.key}, fidColNames(ft.cols)...) {
 		exprs = append(exprs, e.dialect.Quote(name))
 	}
 	if e.dialect == sqlsink.SQLite {
@@ -504,13 +504,13 @@ func checkFidTable(t *testing.T, e *env, ft *fidTable) {
 			var ok bool
 			if e.dialect == sqlsink.SQLite {
 				want = r.cells[i].lite
-				ok = liteMatch(want, g[i])
+				ok = fidLiteMatch(want, g[i])
 			} else {
 				want = r.cells[i].my
-				ok = myMatch(want, g[i], c.myF)
+				ok = fidMyMatch(want, g[i], c.myF)
 			}
 			if !ok {
-				t.Errorf("%s %s=%d column %s: want %s, got %s", ft.name, ft.key, r.key, c.name, showCell(want), showCell(g[i]))
+				t.Errorf("%s %s=%d column %s: want %s, got %s", ft.name, ft.key, r.key, c.name, fidShow(want), fidShow(g[i]))
 			}
 		}
 	}
@@ -519,7 +519,7 @@ func checkFidTable(t *testing.T, e *env, ft *fidTable) {
 	}
 }
 
-func colNames(cols []fidCol) []string {
+func fidColNames(cols []fidCol) []string {
 	var s []string
 	for _, c := range cols {
 		s = append(s, c.name)
@@ -528,7 +528,7 @@ func colNames(cols []fidCol) []string {
 }
 
 // myMatch compares what MariaDB returned (nil or []byte) with the model.
-func myMatch(want, got any, float bool) bool {
+func fidMyMatch(want, got any, float bool) bool {
 	if want == nil || got == nil {
 		return want == nil && got == nil
 	}
@@ -546,7 +546,7 @@ func myMatch(want, got any, float bool) bool {
 }
 
 // liteMatch compares what modernc's driver returned with the model.
-func liteMatch(want, got any) bool {
+func fidLiteMatch(want, got any) bool {
 	switch w := want.(type) {
 	case nil:
 		return got == nil
@@ -576,7 +576,7 @@ func liteMatch(want, got any) bool {
 
 // showCell prints a cell with its Go type (SQLite's storage class), long
 // values cut.
-func showCell(v any) string {
+func fidShow(v any) string {
 	var s string
 	switch x := v.(type) {
 	case nil:

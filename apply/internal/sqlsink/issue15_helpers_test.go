@@ -9,7 +9,7 @@ import (
 
 // applyWith applies events into a fresh sink of e opened with so, and
 // returns Run's result and error (the tests of issue 15 check both).
-func (e *env) applyWith(so *apply.SinkOptions, events []*codec.Event, o *apply.Options) (*apply.Result, error) {
+func (e *env) i15Apply(so *apply.SinkOptions, events []*codec.Event, o *apply.Options) (*apply.Result, error) {
 	e.t.Helper()
 	s := e.open(so)
 	defer s.Close()
@@ -17,17 +17,11 @@ func (e *env) applyWith(so *apply.SinkOptions, events []*codec.Event, o *apply.O
 }
 
 // mustApply is applyWith that fails the test on error.
-func (e *env) mustApply(so *apply.SinkOptions, events []*codec.Event, o *apply.Options) *apply.Result {
+func (e *env) i15MustApply(so *apply.SinkOptions, events []*codec.Event, o *apply.Options) *apply.Result {
 	e.t.Helper()
-	res, err := e.applyWith(so, events, o)
+	res, err := e.i15Apply(so, events, o)
 	if err != nil {
 		e.t.Fatalf("Run: %v", err)
 	}
 	return res
-}
-
-// withCol returns img with the column named like c replaced (a copy).
-func withCol(img []codec.Column, c codec.Column) []codec.Column {
-	out := append([]codec.Column(nil), img...)
-	return setCol(out, c)
 }

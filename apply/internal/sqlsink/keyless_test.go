@@ -17,21 +17,21 @@ import (
 // log changes is the second one inserted, so that "the first match" is the
 // wrong one.
 
-func dcol(name string, f float64) codec.Column {
+func klDouble(name string, f float64) codec.Column {
 	return codec.Column{Name: name, Type: codec.TypeDouble, Flags: codec.FlagNullable, Value: codec.Float64Value(f)}
 }
 
-func fcol(name string, f float32) codec.Column {
+func klFloat(name string, f float32) codec.Column {
 	return codec.Column{Name: name, Type: codec.TypeFloat, Flags: codec.FlagNullable, Value: codec.Float32Value(f)}
 }
 
-func jcol(name, doc string) codec.Column {
+func klJSON(name, doc string) codec.Column {
 	return codec.Column{Name: name, Type: codec.TypeJSON, Flags: codec.FlagNullable, Value: codec.JSONValue(doc)}
 }
 
-func icolN(name string, v int64) codec.Column { return icol(name, v, codec.FlagNullable) }
+func klInt(name string, v int64) codec.Column { return icol(name, v, codec.FlagNullable) }
 
-func row(cols ...codec.Column) []codec.Column { return cols }
+func klRow(cols ...codec.Column) []codec.Column { return cols }
 
 type keylessCase struct {
 	name string
@@ -52,41 +52,41 @@ var keylessCases = []keylessCase{
 		name: "double-delete",
 		ddl:  "CREATE TABLE kl (d DOUBLE, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(dcol("d", 0.1), scol("v", "x")),
-			row(dcol("d", 0.30000000000000004), scol("v", "x")),
-			row(dcol("d", 0.3), scol("v", "x")),
+			klRow(klDouble("d", 0.1), scol("v", "x")),
+			klRow(klDouble("d", 0.30000000000000004), scol("v", "x")),
+			klRow(klDouble("d", 0.3), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(dcol("d", 0.30000000000000004), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(klDouble("d", 0.30000000000000004), scol("v", "x")), nil}},
 		want:    []string{"0.1|x", "0.3|x"},
 	},
 	{
 		name: "double-update",
 		ddl:  "CREATE TABLE kl (d DOUBLE, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(dcol("d", 0.1), scol("v", "x")),
-			row(dcol("d", 0.30000000000000004), scol("v", "x")),
+			klRow(klDouble("d", 0.1), scol("v", "x")),
+			klRow(klDouble("d", 0.30000000000000004), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(dcol("d", 0.30000000000000004), scol("v", "x")), row(dcol("d", 0.30000000000000004), scol("v", "y"))}},
+		changes: [][2][]codec.Column{{klRow(klDouble("d", 0.30000000000000004), scol("v", "x")), klRow(klDouble("d", 0.30000000000000004), scol("v", "y"))}},
 		want:    []string{"0.1|x", "0.30000000000000004|y"},
 	},
 	{
 		name: "float-delete",
 		ddl:  "CREATE TABLE kl (f FLOAT, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(fcol("f", 0.5), scol("v", "x")),
-			row(fcol("f", 0.1), scol("v", "x")),
+			klRow(klFloat("f", 0.5), scol("v", "x")),
+			klRow(klFloat("f", 0.1), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(fcol("f", 0.1), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(klFloat("f", 0.1), scol("v", "x")), nil}},
 		want:    []string{"0.5|x"},
 	},
 	{
 		name: "float-update",
 		ddl:  "CREATE TABLE kl (f FLOAT, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(fcol("f", 0.5), scol("v", "x")),
-			row(fcol("f", 0.1), scol("v", "x")),
+			klRow(klFloat("f", 0.5), scol("v", "x")),
+			klRow(klFloat("f", 0.1), scol("v", "x")),
 		},
-		changes:    [][2][]codec.Column{{row(fcol("f", 0.1), scol("v", "x")), row(fcol("f", 0.1), scol("v", "y"))}},
+		changes:    [][2][]codec.Column{{klRow(klFloat("f", 0.1), scol("v", "x")), klRow(klFloat("f", 0.1), scol("v", "y"))}},
 		want:       []string{"0.1|y", "0.5|x"},
 		wantSQLite: []string{"0.10000000149011612|y", "0.5|x"},
 	},
@@ -94,21 +94,21 @@ var keylessCases = []keylessCase{
 		name: "json-delete",
 		ddl:  "CREATE TABLE kl (j JSON, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(jcol("j", `{"a": 1}`), scol("v", "x")),
-			row(jcol("j", `{"a": 2}`), scol("v", "x")),
-			row(jcol("j", `12`), scol("v", "x")),
+			klRow(klJSON("j", `{"a": 1}`), scol("v", "x")),
+			klRow(klJSON("j", `{"a": 2}`), scol("v", "x")),
+			klRow(klJSON("j", `12`), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(jcol("j", `{"a": 2}`), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(klJSON("j", `{"a": 2}`), scol("v", "x")), nil}},
 		want:    []string{`12|x`, `{"a": 1}|x`},
 	},
 	{
 		name: "json-update",
 		ddl:  "CREATE TABLE kl (j JSON, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(jcol("j", `[1]`), scol("v", "x")),
-			row(jcol("j", `[2]`), scol("v", "x")),
+			klRow(klJSON("j", `[1]`), scol("v", "x")),
+			klRow(klJSON("j", `[2]`), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(jcol("j", `[2]`), scol("v", "x")), row(jcol("j", `[2]`), scol("v", "y"))}},
+		changes: [][2][]codec.Column{{klRow(klJSON("j", `[2]`), scol("v", "x")), klRow(klJSON("j", `[2]`), scol("v", "y"))}},
 		want:    []string{`[1]|x`, `[2]|y`},
 	},
 	{
@@ -116,20 +116,20 @@ var keylessCases = []keylessCase{
 		name: "null-double-delete",
 		ddl:  "CREATE TABLE kl (a INT, d DOUBLE, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(nullCol("a", codec.TypeLong), dcol("d", 0.5), scol("v", "x")),
-			row(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")),
+			klRow(nullCol("a", codec.TypeLong), klDouble("d", 0.5), scol("v", "x")),
+			klRow(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")), nil}},
 		want:    []string{"NULL|0.5|x"},
 	},
 	{
 		name: "double-not-null-delete",
 		ddl:  "CREATE TABLE kl (a INT, d DOUBLE, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")),
-			row(nullCol("a", codec.TypeLong), dcol("d", 0.5), scol("v", "x")),
+			klRow(nullCol("a", codec.TypeLong), nullCol("d", codec.TypeDouble), scol("v", "x")),
+			klRow(nullCol("a", codec.TypeLong), klDouble("d", 0.5), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(nullCol("a", codec.TypeLong), dcol("d", 0.5), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(nullCol("a", codec.TypeLong), klDouble("d", 0.5), scol("v", "x")), nil}},
 		want:    []string{"NULL|NULL|x"},
 	},
 	{
@@ -137,20 +137,20 @@ var keylessCases = []keylessCase{
 		name: "json-null-literal-delete",
 		ddl:  "CREATE TABLE kl (j JSON, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(nullCol("j", codec.TypeJSON), scol("v", "x")),
-			row(jcol("j", `null`), scol("v", "x")),
+			klRow(nullCol("j", codec.TypeJSON), scol("v", "x")),
+			klRow(klJSON("j", `null`), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(jcol("j", `null`), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(klJSON("j", `null`), scol("v", "x")), nil}},
 		want:    []string{"NULL|x"},
 	},
 	{
 		name: "null-json-delete",
 		ddl:  "CREATE TABLE kl (j JSON, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(jcol("j", `null`), scol("v", "x")),
-			row(nullCol("j", codec.TypeJSON), scol("v", "x")),
+			klRow(klJSON("j", `null`), scol("v", "x")),
+			klRow(nullCol("j", codec.TypeJSON), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(nullCol("j", codec.TypeJSON), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(nullCol("j", codec.TypeJSON), scol("v", "x")), nil}},
 		want:    []string{"null|x"},
 	},
 	{
@@ -158,23 +158,23 @@ var keylessCases = []keylessCase{
 		name: "identical-delete-one",
 		ddl:  "CREATE TABLE kl (a INT, d DOUBLE, j JSON, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(icolN("a", 1), dcol("d", 0.1), jcol("j", `{"k": [1]}`), scol("v", "x")),
-			row(icolN("a", 1), dcol("d", 0.1), jcol("j", `{"k": [1]}`), scol("v", "x")),
+			klRow(klInt("a", 1), klDouble("d", 0.1), klJSON("j", `{"k": [1]}`), scol("v", "x")),
+			klRow(klInt("a", 1), klDouble("d", 0.1), klJSON("j", `{"k": [1]}`), scol("v", "x")),
 		},
-		changes: [][2][]codec.Column{{row(icolN("a", 1), dcol("d", 0.1), jcol("j", `{"k": [1]}`), scol("v", "x")), nil}},
+		changes: [][2][]codec.Column{{klRow(klInt("a", 1), klDouble("d", 0.1), klJSON("j", `{"k": [1]}`), scol("v", "x")), nil}},
 		want:    []string{`1|0.1|{"k": [1]}|x`},
 	},
 	{
 		name: "identical-update-one",
 		ddl:  "CREATE TABLE kl (a INT, d DOUBLE, v VARCHAR(8))",
 		rows: [][]codec.Column{
-			row(icolN("a", 1), dcol("d", 0.1), scol("v", "x")),
-			row(icolN("a", 1), dcol("d", 0.1), scol("v", "x")),
-			row(icolN("a", 1), dcol("d", 0.1), scol("v", "x")),
+			klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "x")),
+			klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "x")),
+			klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "x")),
 		},
 		changes: [][2][]codec.Column{
-			{row(icolN("a", 1), dcol("d", 0.1), scol("v", "x")), row(icolN("a", 1), dcol("d", 0.1), scol("v", "y"))},
-			{row(icolN("a", 1), dcol("d", 0.1), scol("v", "x")), nil},
+			{klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "x")), klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "y"))},
+			{klRow(klInt("a", 1), klDouble("d", 0.1), scol("v", "x")), nil},
 		},
 		want: []string{"1|0.1|x", "1|0.1|y"},
 	},
@@ -203,7 +203,7 @@ func TestKeyless(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					e := newEnv(t, d)
-					e.mustApply(nil, keylessEvents(e.schema, c), o)
+					e.i15MustApply(nil, keylessEvents(e.schema, c), o)
 					want := c.want
 					if d == sqlsink.SQLite && c.wantSQLite != nil {
 						want = c.wantSQLite

@@ -52,7 +52,7 @@ var (
 	twoWantU   = []string{"1|b", "2|b"}
 )
 
-func (e *env) checkDump(table string, want []string) {
+func (e *env) twoCheckDump(table string, want []string) {
 	e.t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	if got := e.dump(table); !slices.Equal(got, want) {
@@ -62,7 +62,7 @@ func (e *env) checkDump(table string, want []string) {
 
 // checkAllSkipped checks that a re-apply skipped every event and wrote
 // nothing.
-func checkAllSkipped(t *testing.T, what string, res *apply.Result, events []*codec.Event) {
+func twoAllSkipped(t *testing.T, what string, res *apply.Result, events []*codec.Event) {
 	t.Helper()
 	if res.Skipped != int64(len(events)) || res.Rows != 0 || res.DDLs != 0 {
 		t.Errorf("%s: %+v, want all %d events skipped", what, res, len(events))
@@ -75,32 +75,32 @@ func TestTwoLogs(t *testing.T) {
 			e := newEnv(t, e0.dialect)
 			a, b := twoLogsAB(e.schema)
 			soA := &apply.SinkOptions{LogID: twoLogA}
-			if res := e.mustApply(soA, a, nil); res.Rows != 5 || res.DDLs != 1 || res.Skipped != 0 {
+			if res := e.i15MustApply(soA, a, nil); res.Rows != 5 || res.DDLs != 1 || res.Skipped != 0 {
 				t.Fatalf("apply A: %+v", res)
 			}
 			// A again, alone in the downstream: exactly once.
-			checkAllSkipped(t, "re-apply A", e.mustApply(soA, a, nil), a)
+			twoAllSkipped(t, "re-apply A", e.i15MustApply(soA, a, nil), a)
 
-			res := e.mustApply(&apply.SinkOptions{LogID: twoLogB, AnotherLog: true}, b, nil)
+			res := e.i15MustApply(&apply.SinkOptions{LogID: twoLogB, AnotherLog: true}, b, nil)
 			if res.Skipped != 0 || res.Rows != 4 || res.DDLs != 1 {
 				t.Errorf("apply B after A: %+v, want 4 rows and 1 DDL applied, none skipped (B's commit ts are below A's, and B is another log)", res)
 			}
-			e.checkDump("t", twoWantTAB)
-			e.checkDump("u", twoWantU)
+			e.twoCheckDump("t", twoWantTAB)
+			e.twoCheckDump("u", twoWantU)
 
 			// Each log's progress is its own: re-applying either skips
 			// all of it.
-			checkAllSkipped(t, "re-apply A after B", e.mustApply(&apply.SinkOptions{LogID: twoLogA, AnotherLog: true}, a, nil), a)
-			checkAllSkipped(t, "re-apply B", e.mustApply(&apply.SinkOptions{LogID: twoLogB, AnotherLog: true}, b, nil), b)
-			e.checkDump("t", twoWantTAB)
-			e.checkDump("u", twoWantU)
+			twoAllSkipped(t, "re-apply A after B", e.i15MustApply(&apply.SinkOptions{LogID: twoLogA, AnotherLog: true}, a, nil), a)
+			twoAllSkipped(t, "re-apply B", e.i15MustApply(&apply.SinkOptions{LogID: twoLogB, AnotherLog: true}, b, nil), b)
+			e.twoCheckDump("t", twoWantTAB)
+			e.twoCheckDump("u", twoWantU)
 		})
 
 		t.Run("another-log-refused", func(t *testing.T) {
 			e := newEnv(t, e0.dialect)
 			a, b := twoLogsAB(e.schema)
-			e.mustApply(&apply.SinkOptions{LogID: twoLogA}, a, nil)
-			res, err := e.applyWith(&apply.SinkOptions{LogID: twoLogB}, b, nil)
+			e.i15MustApply(&apply.SinkOptions{LogID: twoLogA}, a, nil)
+			res, err := e.i15Apply(&apply.SinkOptions{LogID: twoLogB}, b, nil)
 			if err == nil {
 				t.Fatalf("apply of log B into a downstream holding log A without AnotherLog: no error (result %+v)", res)
 			}
@@ -111,11 +111,11 @@ func TestTwoLogs(t *testing.T) {
 				t.Errorf("refused apply wrote: %+v", res)
 			}
 			// Nothing of B is there, and A is whole.
-			e.checkDump("t", twoWantTA)
+			e.twoCheckDump("t", twoWantTA)
 			if e.exists("u") {
 				t.Errorf("table u of the refused log B exists")
 			}
-			checkAllSkipped(t, "re-apply A", e.mustApply(&apply.SinkOptions{LogID: twoLogA}, a, nil), a)
+			twoAllSkipped(t, "re-apply A", e.i15MustApply(&apply.SinkOptions{LogID: twoLogA}, a, nil), a)
 		})
 
 		t.Run("sink-name", func(t *testing.T) {
@@ -141,20 +141,20 @@ func TestTwoLogs(t *testing.T) {
 			}
 			so1 := &apply.SinkOptions{LogID: twoLogC, SinkName: "s1"}
 			so2 := &apply.SinkOptions{LogID: twoLogC, SinkName: "s2"}
-			e.mustApply(so1, s1, nil)
-			res, err := e.applyWith(so2, s2, nil)
+			e.i15MustApply(so1, s1, nil)
+			res, err := e.i15Apply(so2, s2, nil)
 			if err != nil {
 				t.Fatalf("apply as sink s2 after s1: %v", err)
 			}
 			if res.Skipped != 0 || res.Rows != 2 || res.DDLs != 1 {
 				t.Errorf("apply as sink s2 after s1: %+v, want 2 rows and 1 DDL applied, none skipped", res)
 			}
-			e.checkDump("t1", []string{"1|s1"})
-			e.checkDump("t2", []string{"1|s2"})
-			e.checkDump("shared", []string{"1|s1", "2|s2"})
-			checkAllSkipped(t, "re-apply s1", e.mustApply(so1, s1, nil), s1)
-			checkAllSkipped(t, "re-apply s2", e.mustApply(so2, s2, nil), s2)
-			e.checkDump("shared", []string{"1|s1", "2|s2"})
+			e.twoCheckDump("t1", []string{"1|s1"})
+			e.twoCheckDump("t2", []string{"1|s2"})
+			e.twoCheckDump("shared", []string{"1|s1", "2|s2"})
+			twoAllSkipped(t, "re-apply s1", e.i15MustApply(so1, s1, nil), s1)
+			twoAllSkipped(t, "re-apply s2", e.i15MustApply(so2, s2, nil), s2)
+			e.twoCheckDump("shared", []string{"1|s1", "2|s2"})
 		})
 	})
 }
