@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -233,6 +234,7 @@ func (e *env) dump(name string) []string {
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
+	types, _ := rows.ColumnTypes()
 	var out []string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
@@ -247,6 +249,13 @@ func (e *env) dump(name string) []string {
 		for i, v := range vals {
 			if v.Valid {
 				parts[i] = v.String
+				if e.dialect == sqlsink.Postgres && i < len(types) && types[i].DatabaseTypeName() == "FLOAT4" {
+					// pgx hands a real over as the float64 it widens
+					// to: print it as the float32 it is, as MariaDB does.
+					if f, err := strconv.ParseFloat(v.String, 64); err == nil {
+						parts[i] = strconv.FormatFloat(f, 'g', -1, 32)
+					}
+				}
 			} else {
 				parts[i] = "NULL"
 			}

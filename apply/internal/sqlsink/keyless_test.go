@@ -194,7 +194,7 @@ func keylessEvents(schema string, c keylessCase) []*codec.Event {
 }
 
 func TestKeyless(t *testing.T) {
-	for _, d := range []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL} {
+	for _, d := range allDialects {
 		for _, c := range keylessCases {
 			for _, o := range []*apply.Options{nil, {Workers: 1, BatchRows: 1, TxnRows: 1}} {
 				name := d.String() + "/" + c.name + "/defaults"
