@@ -3,21 +3,23 @@ package pgddl
 import (
 	"fmt"
 	"strings"
+
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 )
 
 // alterTable: ALTER TABLE t spec[, spec…], one or more PostgreSQL statements
 // per spec, in order.
-func (r *rewriter) alterTable(toks []token, i int) error {
+func (r *rewriter) alterTable(toks []mysqltok.Token, i int) error {
 	t, i, err := r.tableRef(toks, i)
 	if err != nil {
 		return err
 	}
-	specs := splitTop(toks[i:])
+	specs := mysqltok.SplitTop(toks[i:])
 	for _, spec := range specs {
 		if len(spec) == 0 {
 			return unsupported("ALTER TABLE with an empty clause")
 		}
-		if spec[0].word() == "RENAME" && (len(spec) == 1 || spec[1].word() != "COLUMN" && spec[1].word() != "INDEX" && spec[1].word() != "KEY") {
+		if spec[0].Word() == "RENAME" && (len(spec) == 1 || spec[1].Word() != "COLUMN" && spec[1].Word() != "INDEX" && spec[1].Word() != "KEY") {
 			if len(specs) != 1 {
 				return unsupported("ALTER TABLE … RENAME with other clauses")
 			}
@@ -25,7 +27,7 @@ func (r *rewriter) alterTable(toks []token, i int) error {
 				return err
 			}
 			j := 1
-			if j < len(spec) && (spec[j].word() == "TO" || spec[j].word() == "AS") {
+			if j < len(spec) && (spec[j].Word() == "TO" || spec[j].Word() == "AS") {
 				j++
 			}
 			to, end, err := r.tableRef(spec, j)
@@ -44,12 +46,12 @@ func (r *rewriter) alterTable(toks []token, i int) error {
 	return nil
 }
 
-func (r *rewriter) alterSpec(t qname, spec []token) error {
-	w := spec[0].word()
+func (r *rewriter) alterSpec(t qname, spec []mysqltok.Token) error {
+	w := spec[0].Word()
 	rest := spec[1:]
 	alter := "ALTER TABLE " + t.sql() + " "
 	switch {
-	case w == "ADD" && len(rest) > 0 && (rest[0].word() == "PARTITION"):
+	case w == "ADD" && len(rest) > 0 && (rest[0].Word() == "PARTITION"):
 		return unsupported("ADD PARTITION")
 	case w == "ADD" && len(rest) > 0 && isKey(rest):
 		k, err := r.parseKey(rest)
@@ -79,65 +81,65 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 		}
 		return r.createKey(t, k)
 	case w == "ADD":
-		if len(rest) > 0 && rest[0].word() == "COLUMN" {
+		if len(rest) > 0 && rest[0].Word() == "COLUMN" {
 			rest = rest[1:]
 		}
-		if len(rest) > 0 && rest[0].is('(') {
-			end := closing(rest, 0)
+		if len(rest) > 0 && rest[0].Is('(') {
+			end := mysqltok.Closing(rest, 0)
 			if end != len(rest)-1 {
 				return unsupported("ADD COLUMN (…) form")
 			}
-			for _, def := range splitTop(rest[1:end]) {
+			for _, def := range mysqltok.SplitTop(rest[1:end]) {
 				if err := r.addColumn(t, def); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
-		if words(rest, "IF", "NOT", "EXISTS") {
+		if mysqltok.Words(rest, "IF", "NOT", "EXISTS") {
 			rest = rest[3:]
 		}
 		return r.addColumn(t, rest)
-	case w == "DROP" && len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY"):
+	case w == "DROP" && len(rest) > 0 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY"):
 		rest = rest[1:]
-		ifExists := words(rest, "IF", "EXISTS")
+		ifExists := mysqltok.Words(rest, "IF", "EXISTS")
 		if ifExists {
 			rest = rest[2:]
 		}
-		if len(rest) != 1 || !rest[0].isName() {
+		if len(rest) != 1 || !rest[0].IsName() {
 			return unsupported("DROP INDEX form")
 		}
-		return r.dropIndex(t, rest[0].name(), ifExists)
-	case w == "DROP" && words(rest, "PRIMARY", "KEY") && len(rest) == 2:
+		return r.dropIndex(t, rest[0].Name(), ifExists)
+	case w == "DROP" && mysqltok.Words(rest, "PRIMARY", "KEY") && len(rest) == 2:
 		return r.dropPrimary(t, false)
-	case w == "DROP" && words(rest, "FOREIGN", "KEY"):
+	case w == "DROP" && mysqltok.Words(rest, "FOREIGN", "KEY"):
 		rest = rest[2:]
-		ifExists := words(rest, "IF", "EXISTS")
+		ifExists := mysqltok.Words(rest, "IF", "EXISTS")
 		if ifExists {
 			rest = rest[2:]
 		}
-		if len(rest) != 1 || !rest[0].isName() {
+		if len(rest) != 1 || !rest[0].IsName() {
 			return unsupported("DROP FOREIGN KEY form")
 		}
-		return r.dropForeignKey(t, rest[0].name(), ifExists)
-	case w == "DROP" && len(rest) == 2 && rest[0].word() == "CHECK":
+		return r.dropForeignKey(t, rest[0].Name(), ifExists)
+	case w == "DROP" && len(rest) == 2 && rest[0].Word() == "CHECK":
 		return nil // checks are not translated (see the package doc)
-	case w == "DROP" && len(rest) > 0 && (rest[0].word() == "CONSTRAINT" || rest[0].word() == "PARTITION"):
-		return unsupported("DROP %s", rest[0].word())
+	case w == "DROP" && len(rest) > 0 && (rest[0].Word() == "CONSTRAINT" || rest[0].Word() == "PARTITION"):
+		return unsupported("DROP %s", rest[0].Word())
 	case w == "DROP":
-		if len(rest) > 0 && rest[0].word() == "COLUMN" {
+		if len(rest) > 0 && rest[0].Word() == "COLUMN" {
 			rest = rest[1:]
 		}
-		if words(rest, "IF", "EXISTS") {
+		if mysqltok.Words(rest, "IF", "EXISTS") {
 			rest = rest[2:]
 		}
-		if len(rest) != 1 || !rest[0].isName() {
-			return unsupported("DROP form %q", spaced(spec))
+		if len(rest) != 1 || !rest[0].IsName() {
+			return unsupported("DROP form %q", mysqltok.Spaced(spec))
 		}
-		if err := checkName(rest[0].name()); err != nil {
+		if err := checkName(rest[0].Name()); err != nil {
 			return err
 		}
-		c := rest[0].name()
+		c := rest[0].Name()
 		// MySQL compares column names ignoring case: a name the table
 		// has in another case is not "already dropped".
 		r.emit(doBlock("IF NOT " + hasColumn(t, c) + " AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = " + regclass(t.sql()) +
@@ -146,7 +148,7 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 		r.emit(alter + "DROP COLUMN IF EXISTS " + quote(c))
 		return nil
 	case w == "MODIFY" || w == "CHANGE":
-		if len(rest) > 0 && rest[0].word() == "COLUMN" {
+		if len(rest) > 0 && rest[0].Word() == "COLUMN" {
 			rest = rest[1:]
 		}
 		if err := r.needCatalog(w + " COLUMN"); err != nil {
@@ -154,69 +156,69 @@ func (r *rewriter) alterSpec(t qname, spec []token) error {
 		}
 		old := ""
 		if w == "CHANGE" {
-			if len(rest) == 0 || !rest[0].isName() {
+			if len(rest) == 0 || !rest[0].IsName() {
 				return unsupported("CHANGE COLUMN form")
 			}
-			old, rest = rest[0].name(), rest[1:]
+			old, rest = rest[0].Name(), rest[1:]
 		}
 		return r.modifyColumn(t, old, rest)
-	case w == "ALTER" && len(rest) > 0 && rest[0].word() == "INDEX":
+	case w == "ALTER" && len(rest) > 0 && rest[0].Word() == "INDEX":
 		// ALTER INDEX i VISIBLE|INVISIBLE: visibility is the planner's.
-		if len(rest) == 3 && (rest[2].word() == "VISIBLE" || rest[2].word() == "INVISIBLE") {
+		if len(rest) == 3 && (rest[2].Word() == "VISIBLE" || rest[2].Word() == "INVISIBLE") {
 			return nil
 		}
 		return unsupported("ALTER INDEX form")
 	case w == "ALTER":
-		if len(rest) > 0 && rest[0].word() == "COLUMN" {
+		if len(rest) > 0 && rest[0].Word() == "COLUMN" {
 			rest = rest[1:]
 		}
-		if len(rest) < 2 || !rest[0].isName() {
+		if len(rest) < 2 || !rest[0].IsName() {
 			return unsupported("ALTER COLUMN form")
 		}
-		c := rest[0].name()
+		c := rest[0].Name()
 		switch {
-		case words(rest[1:], "DROP", "DEFAULT") && len(rest) == 3:
+		case mysqltok.Words(rest[1:], "DROP", "DEFAULT") && len(rest) == 3:
 			r.emit(alter + "ALTER COLUMN " + quote(c) + " DROP DEFAULT")
 			return nil
-		case words(rest[1:], "SET", "DEFAULT") && len(rest) > 3:
+		case mysqltok.Words(rest[1:], "SET", "DEFAULT") && len(rest) > 3:
 			return r.setDefault(t, c, rest[3:])
-		case len(rest) == 3 && rest[1].word() == "SET" && (rest[2].word() == "VISIBLE" || rest[2].word() == "INVISIBLE"):
+		case len(rest) == 3 && rest[1].Word() == "SET" && (rest[2].Word() == "VISIBLE" || rest[2].Word() == "INVISIBLE"):
 			return nil
 		}
-		return unsupported("ALTER COLUMN form %q", spaced(spec))
-	case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
-		return r.renameColumn(t, rest[1].name(), rest[3].name())
-	case w == "RENAME" && len(rest) == 4 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
-		return r.renameIndex(t, rest[1].name(), rest[3].name())
+		return unsupported("ALTER COLUMN form %q", mysqltok.Spaced(spec))
+	case w == "RENAME" && len(rest) == 4 && rest[0].Word() == "COLUMN" && rest[1].IsName() && rest[2].Word() == "TO" && rest[3].IsName():
+		return r.renameColumn(t, rest[1].Name(), rest[3].Name())
+	case w == "RENAME" && len(rest) == 4 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY") && rest[1].IsName() && rest[2].Word() == "TO" && rest[3].IsName():
+		return r.renameIndex(t, rest[1].Name(), rest[3].Name())
 	}
 	return r.tableOption(spec)
 }
 
 // tableOption accepts the ALTER TABLE clauses that change nothing
 // PostgreSQL keeps: storage, character set and TiDB options.
-func (r *rewriter) tableOption(spec []token) error {
-	w := spec[0].word()
+func (r *rewriter) tableOption(spec []mysqltok.Token) error {
+	w := spec[0].Word()
 	switch w {
 	case "ENGINE", "AUTO_INCREMENT", "COMMENT", "CHARSET", "COLLATE", "ROW_FORMAT", "KEY_BLOCK_SIZE", "ALGORITHM", "LOCK",
 		"FORCE", "AVG_ROW_LENGTH", "CHECKSUM", "COMPRESSION", "MAX_ROWS", "MIN_ROWS", "PACK_KEYS", "STATS_AUTO_RECALC",
 		"STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "SHARD_ROW_ID_BITS", "PRE_SPLIT_REGIONS", "AUTO_ID_CACHE",
 		"AUTO_RANDOM_BASE", "CACHE", "NOCACHE", "PLACEMENT", "TTL", "TTL_ENABLE", "TTL_JOB_INTERVAL", "REMOVE":
 		if w == "REMOVE" {
-			if words(spec, "REMOVE", "TTL") {
+			if mysqltok.Words(spec, "REMOVE", "TTL") {
 				return nil
 			}
-			return unsupported("%s", spaced(spec))
+			return unsupported("%s", mysqltok.Spaced(spec))
 		}
 		return nil
 	case "DEFAULT", "CHARACTER", "CONVERT":
 		for _, t := range spec {
-			if strings.EqualFold(t.name(), "binary") {
-				return unsupported("%s (text columns would become binary)", spaced(spec))
+			if strings.EqualFold(t.Name(), "binary") {
+				return unsupported("%s (text columns would become binary)", mysqltok.Spaced(spec))
 			}
 		}
 		return nil
 	}
-	return unsupported("ALTER TABLE clause %q", spaced(spec))
+	return unsupported("ALTER TABLE clause %q", mysqltok.Spaced(spec))
 }
 
 // addColumn: ADD [COLUMN] def. Existing rows must get what MySQL gives them,
@@ -225,7 +227,7 @@ func (r *rewriter) tableOption(spec []token) error {
 // a default PostgreSQL cannot give the same (CURRENT_TIMESTAMP, a zero date,
 // an expression) is refused when the table has rows, by a check run with the
 // statements.
-func (r *rewriter) addColumn(t qname, def []token) error {
+func (r *rewriter) addColumn(t qname, def []mysqltok.Token) error {
 	c, err := parseColumn(def)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 )
 
 // This file holds the forms that read the downstream's catalog: renames
@@ -174,7 +176,7 @@ func (r *rewriter) rename(from, to qname) error {
 // createLike: CREATE TABLE t LIKE u. PostgreSQL's LIKE copies the columns,
 // their NOT NULL, defaults and comments; the indexes are created here under
 // t's names, as MySQL's LIKE copies them.
-func (r *rewriter) createLike(t qname, toks []token) error {
+func (r *rewriter) createLike(t qname, toks []mysqltok.Token) error {
 	if err := r.needCatalog("CREATE TABLE … LIKE"); err != nil {
 		return err
 	}
@@ -261,9 +263,9 @@ FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.
 // its comment, or else the class of its PostgreSQL type.
 func typeOf(ci columnInfo) (colType, error) {
 	if m, ok := strings.CutPrefix(ci.comment, columnCommentPrefix); ok {
-		toks, err := tokenize(m)
+		toks, err := mysqltok.Tokenize(m)
 		if err == nil {
-			toks = solid(toks)
+			toks = mysqltok.Solid(toks)
 			ct, n, unsigned, err := parseType(toks)
 			if err == nil && n == len(toks) {
 				if err := ct.finish(unsigned); err == nil {
@@ -371,7 +373,7 @@ func conversion(c string, old, new *colType) (string, error) {
 
 // modifyColumn: MODIFY [COLUMN] def and CHANGE [COLUMN] old def. MySQL
 // replaces the whole definition: type, NULL, DEFAULT.
-func (r *rewriter) modifyColumn(t qname, old string, def []token) error {
+func (r *rewriter) modifyColumn(t qname, old string, def []mysqltok.Token) error {
 	c, err := parseColumn(def)
 	if err != nil {
 		return err
@@ -449,7 +451,7 @@ func firstNonEmpty(a, b string) string {
 // setDefault: ALTER [COLUMN] c SET DEFAULT v. A default PostgreSQL cannot
 // give as MySQL does drops the column's default instead: only rows inserted
 // without the column would take it, and the log's rows carry every column.
-func (r *rewriter) setDefault(t qname, c string, v []token) error {
+func (r *rewriter) setDefault(t qname, c string, v []mysqltok.Token) error {
 	if err := r.needCatalog("ALTER COLUMN … SET DEFAULT"); err != nil {
 		return err
 	}
@@ -458,7 +460,7 @@ func (r *rewriter) setDefault(t qname, c string, v []token) error {
 		return err
 	}
 	if end != len(v) {
-		return unsupported("SET DEFAULT %q", spaced(v))
+		return unsupported("SET DEFAULT %q", mysqltok.Spaced(v))
 	}
 	ci, err := r.column(t, c)
 	if err != nil {

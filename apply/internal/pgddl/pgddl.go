@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -53,7 +54,7 @@ type rewriter struct {
 }
 
 func rewrite(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error) {
-	all, err := tokenize(ddl.Query)
+	all, err := mysqltok.Tokenize(ddl.Query)
 	if err != nil {
 		return nil, unsupported("%v", err)
 	}
@@ -73,10 +74,10 @@ func rewrite(ctx context.Context, q Queryer, ddl *codec.DDL) ([]string, error) {
 		}
 	}
 	// A query may hold several statements (a batch of CREATE TABLEs).
-	toks := solid(all)
+	toks := mysqltok.Solid(all)
 	start := 0
 	for i := 0; i <= len(toks); i++ {
-		if i < len(toks) && !toks[i].is(';') {
+		if i < len(toks) && !toks[i].Is(';') {
 			continue
 		}
 		if err := r.statement(toks[start:i]); err != nil {
@@ -111,14 +112,14 @@ func checkName(names ...string) error {
 
 // tableRef reads a [schema.]name at toks[i]; unqualified names are in the
 // DDL's schema.
-func (r *rewriter) tableRef(toks []token, i int) (qname, int, error) {
-	if i >= len(toks) || !toks[i].isName() {
-		return qname{}, 0, unsupported("expected a table name at %q", spaced(toks[min(i, len(toks)):]))
+func (r *rewriter) tableRef(toks []mysqltok.Token, i int) (qname, int, error) {
+	if i >= len(toks) || !toks[i].IsName() {
+		return qname{}, 0, unsupported("expected a table name at %q", mysqltok.Spaced(toks[min(i, len(toks)):]))
 	}
-	t := qname{r.schema, toks[i].name()}
+	t := qname{r.schema, toks[i].Name()}
 	i++
-	if i+1 < len(toks) && toks[i].is('.') && toks[i+1].isName() {
-		t = qname{t.name, toks[i+1].name()}
+	if i+1 < len(toks) && toks[i].Is('.') && toks[i+1].IsName() {
+		t = qname{t.name, toks[i+1].Name()}
 		i += 2
 	}
 	if t.schema == "" {
@@ -131,14 +132,14 @@ func (r *rewriter) tableRef(toks []token, i int) (qname, int, error) {
 }
 
 // skipDefinerEtc skips ALGORITHM=…, DEFINER=…, SQL SECURITY … before VIEW.
-func skipViewPrefix(toks []token, i int) int {
+func skipViewPrefix(toks []mysqltok.Token, i int) int {
 	for i < len(toks) {
-		switch toks[i].word() {
+		switch toks[i].Word() {
 		case "ALGORITHM":
 			i += 3
 		case "DEFINER":
 			i += 3
-			for i+1 < len(toks) && toks[i].is('@') {
+			for i+1 < len(toks) && toks[i].Is('@') {
 				i += 2
 			}
 		case "SQL":
@@ -150,58 +151,58 @@ func skipViewPrefix(toks []token, i int) int {
 	return i
 }
 
-func (r *rewriter) statement(toks []token) error {
-	first := func(n int) string { return spaced(toks[:min(n, len(toks))]) }
+func (r *rewriter) statement(toks []mysqltok.Token) error {
+	first := func(n int) string { return mysqltok.Spaced(toks[:min(n, len(toks))]) }
 	switch {
 	case len(toks) == 0:
 		return nil
-	case words(toks, "CREATE", "DATABASE"), words(toks, "CREATE", "SCHEMA"):
+	case mysqltok.Words(toks, "CREATE", "DATABASE"), mysqltok.Words(toks, "CREATE", "SCHEMA"):
 		i := 2
-		if words(toks[i:], "IF", "NOT", "EXISTS") {
+		if mysqltok.Words(toks[i:], "IF", "NOT", "EXISTS") {
 			i += 3
 		}
-		if i >= len(toks) || !toks[i].isName() {
+		if i >= len(toks) || !toks[i].IsName() {
 			return unsupported("%s form", first(2))
 		}
-		if err := checkName(toks[i].name()); err != nil {
+		if err := checkName(toks[i].Name()); err != nil {
 			return err
 		}
-		r.emit("CREATE SCHEMA IF NOT EXISTS " + quote(toks[i].name()))
+		r.emit("CREATE SCHEMA IF NOT EXISTS " + quote(toks[i].Name()))
 		return nil
-	case words(toks, "DROP", "DATABASE"), words(toks, "DROP", "SCHEMA"):
+	case mysqltok.Words(toks, "DROP", "DATABASE"), mysqltok.Words(toks, "DROP", "SCHEMA"):
 		i := 2
-		if words(toks[i:], "IF", "EXISTS") {
+		if mysqltok.Words(toks[i:], "IF", "EXISTS") {
 			i += 2
 		}
-		if i+1 != len(toks) || !toks[i].isName() {
+		if i+1 != len(toks) || !toks[i].IsName() {
 			return unsupported("%s form", first(2))
 		}
 		// MySQL drops the database's tables with it.
-		r.emit("DROP SCHEMA IF EXISTS " + quote(toks[i].name()) + " CASCADE")
+		r.emit("DROP SCHEMA IF EXISTS " + quote(toks[i].Name()) + " CASCADE")
 		return nil
-	case words(toks, "ALTER", "DATABASE"), words(toks, "ALTER", "SCHEMA"):
+	case mysqltok.Words(toks, "ALTER", "DATABASE"), mysqltok.Words(toks, "ALTER", "SCHEMA"):
 		// Only character set and collation options: nothing in
 		// PostgreSQL, whose text is one encoding.
 		for _, t := range toks[2:] {
-			switch t.word() {
+			switch t.Word() {
 			case "CHARACTER", "SET", "CHARSET", "COLLATE", "DEFAULT":
 			default:
-				if t.is('=') || t.isName() && t.word() != "ENCRYPTION" && t.word() != "READ" {
+				if t.Is('=') || t.IsName() && t.Word() != "ENCRYPTION" && t.Word() != "READ" {
 					continue
 				}
-				return unsupported("ALTER DATABASE %s", t.text)
+				return unsupported("ALTER DATABASE %s", t.Text)
 			}
 		}
 		return nil
-	case words(toks, "CREATE", "TABLE"):
+	case mysqltok.Words(toks, "CREATE", "TABLE"):
 		return r.createTable(toks)
-	case words(toks, "CREATE", "TEMPORARY"), words(toks, "DROP", "TEMPORARY"):
+	case mysqltok.Words(toks, "CREATE", "TEMPORARY"), mysqltok.Words(toks, "DROP", "TEMPORARY"):
 		return unsupported("temporary table")
-	case words(toks, "DROP", "TABLE"), words(toks, "DROP", "VIEW"):
+	case mysqltok.Words(toks, "DROP", "TABLE"), mysqltok.Words(toks, "DROP", "VIEW"):
 		return r.dropTables(toks)
-	case words(toks, "TRUNCATE"):
+	case mysqltok.Words(toks, "TRUNCATE"):
 		i := 1
-		if words(toks[i:], "TABLE") {
+		if mysqltok.Words(toks[i:], "TABLE") {
 			i++
 		}
 		t, end, err := r.tableRef(toks, i)
@@ -213,16 +214,16 @@ func (r *rewriter) statement(toks []token) error {
 		}
 		r.emit("TRUNCATE TABLE " + t.sql())
 		return nil
-	case words(toks, "RENAME", "TABLE"), words(toks, "RENAME", "TABLES"):
+	case mysqltok.Words(toks, "RENAME", "TABLE"), mysqltok.Words(toks, "RENAME", "TABLES"):
 		if err := r.needCatalog("RENAME TABLE"); err != nil {
 			return err
 		}
-		for _, pair := range splitTop(toks[2:]) {
+		for _, pair := range mysqltok.SplitTop(toks[2:]) {
 			from, i, err := r.tableRef(pair, 0)
 			if err != nil {
 				return err
 			}
-			if i >= len(pair) || pair[i].word() != "TO" {
+			if i >= len(pair) || pair[i].Word() != "TO" {
 				return unsupported("RENAME TABLE form")
 			}
 			to, j, err := r.tableRef(pair, i+1)
@@ -237,17 +238,17 @@ func (r *rewriter) statement(toks []token) error {
 			}
 		}
 		return nil
-	case words(toks, "CREATE", "INDEX"), words(toks, "CREATE", "UNIQUE", "INDEX"):
+	case mysqltok.Words(toks, "CREATE", "INDEX"), mysqltok.Words(toks, "CREATE", "UNIQUE", "INDEX"):
 		return r.createIndex(toks)
-	case words(toks, "CREATE", "FULLTEXT"), words(toks, "CREATE", "SPATIAL"):
-		return unsupported("%s INDEX", toks[1].word())
-	case words(toks, "DROP", "INDEX"):
+	case mysqltok.Words(toks, "CREATE", "FULLTEXT"), mysqltok.Words(toks, "CREATE", "SPATIAL"):
+		return unsupported("%s INDEX", toks[1].Word())
+	case mysqltok.Words(toks, "DROP", "INDEX"):
 		i := 2
-		ifExists := words(toks[i:], "IF", "EXISTS")
+		ifExists := mysqltok.Words(toks[i:], "IF", "EXISTS")
 		if ifExists {
 			i += 2
 		}
-		if i+2 >= len(toks) || !toks[i].isName() || toks[i+1].word() != "ON" {
+		if i+2 >= len(toks) || !toks[i].IsName() || toks[i+1].Word() != "ON" {
 			return unsupported("DROP INDEX form")
 		}
 		t, end, err := r.tableRef(toks, i+2)
@@ -257,21 +258,21 @@ func (r *rewriter) statement(toks []token) error {
 		if err := lockOptions(toks[end:]); err != nil {
 			return err
 		}
-		return r.dropIndex(t, toks[i].name(), ifExists)
-	case words(toks, "ALTER", "TABLE"), words(toks, "ALTER", "IGNORE", "TABLE"):
+		return r.dropIndex(t, toks[i].Name(), ifExists)
+	case mysqltok.Words(toks, "ALTER", "TABLE"), mysqltok.Words(toks, "ALTER", "IGNORE", "TABLE"):
 		i := 2
-		if toks[1].word() == "IGNORE" {
+		if toks[1].Word() == "IGNORE" {
 			i = 3
 		}
 		return r.alterTable(toks, i)
-	case words(toks, "CREATE") || words(toks, "ALTER"):
+	case mysqltok.Words(toks, "CREATE") || mysqltok.Words(toks, "ALTER"):
 		i := 1
-		orReplace := words(toks[i:], "OR", "REPLACE")
+		orReplace := mysqltok.Words(toks[i:], "OR", "REPLACE")
 		if orReplace {
 			i += 2
 		}
 		i = skipViewPrefix(toks, i)
-		if i < len(toks) && toks[i].word() == "VIEW" {
+		if i < len(toks) && toks[i].Word() == "VIEW" {
 			return r.createView(toks, i+1)
 		}
 		return unsupported("%s", first(i+1))
@@ -280,32 +281,32 @@ func (r *rewriter) statement(toks []token) error {
 }
 
 // lockOptions accepts the ALGORITHM= and LOCK= clauses a DDL may end with.
-func lockOptions(toks []token) error {
+func lockOptions(toks []mysqltok.Token) error {
 	for i := 0; i < len(toks); i++ {
-		switch toks[i].word() {
+		switch toks[i].Word() {
 		case "ALGORITHM", "LOCK":
 			i++
-			if i < len(toks) && toks[i].is('=') {
+			if i < len(toks) && toks[i].Is('=') {
 				i++
 			}
 		default:
-			return unsupported("clause %q", spaced(toks[i:]))
+			return unsupported("clause %q", mysqltok.Spaced(toks[i:]))
 		}
 	}
 	return nil
 }
 
-func (r *rewriter) dropTables(toks []token) error {
-	kind := toks[1].word()
+func (r *rewriter) dropTables(toks []mysqltok.Token) error {
+	kind := toks[1].Word()
 	rest := toks[2:]
-	if words(rest, "IF", "EXISTS") {
+	if mysqltok.Words(rest, "IF", "EXISTS") {
 		rest = rest[2:]
 	}
-	for len(rest) > 0 && (rest[len(rest)-1].word() == "CASCADE" || rest[len(rest)-1].word() == "RESTRICT") {
+	for len(rest) > 0 && (rest[len(rest)-1].Word() == "CASCADE" || rest[len(rest)-1].Word() == "RESTRICT") {
 		rest = rest[:len(rest)-1]
 	}
 	var names []string
-	for _, part := range splitTop(rest) {
+	for _, part := range mysqltok.SplitTop(rest) {
 		t, end, err := r.tableRef(part, 0)
 		if err != nil {
 			return err
@@ -447,8 +448,8 @@ type key struct {
 
 // isKey reports whether a table element or ADD spec defines a key rather
 // than a column.
-func isKey(el []token) bool {
-	switch el[0].word() {
+func isKey(el []mysqltok.Token) bool {
+	switch el[0].Word() {
 	case "CONSTRAINT", "PRIMARY", "UNIQUE", "INDEX", "KEY", "FOREIGN", "FULLTEXT", "SPATIAL", "CHECK":
 		// A column may be named like these only when quoted, and then
 		// it is no word.
@@ -458,30 +459,30 @@ func isKey(el []token) bool {
 }
 
 // parseKey reads a key definition (see isKey).
-func (r *rewriter) parseKey(el []token) (*key, error) {
+func (r *rewriter) parseKey(el []mysqltok.Token) (*key, error) {
 	k := &key{}
 	i := 0
 	symbol := ""
-	if el[0].word() == "CONSTRAINT" {
+	if el[0].Word() == "CONSTRAINT" {
 		i++
-		if i < len(el) && el[i].isName() && (el[i].kind == tokIdent || !isKey(el[i:])) {
-			symbol = el[i].name()
+		if i < len(el) && el[i].IsName() && (el[i].Kind == mysqltok.Ident || !isKey(el[i:])) {
+			symbol = el[i].Name()
 			i++
 		}
 	}
 	if i >= len(el) {
-		return nil, unsupported("constraint %q", spaced(el))
+		return nil, unsupported("constraint %q", mysqltok.Spaced(el))
 	}
-	k.kind = el[i].word()
+	k.kind = el[i].Word()
 	i++
 	switch k.kind {
 	case "PRIMARY":
-		if i >= len(el) || el[i].word() != "KEY" {
-			return nil, unsupported("%q", spaced(el))
+		if i >= len(el) || el[i].Word() != "KEY" {
+			return nil, unsupported("%q", mysqltok.Spaced(el))
 		}
 		i++
 	case "UNIQUE", "FOREIGN":
-		if i < len(el) && (el[i].word() == "KEY" || el[i].word() == "INDEX") {
+		if i < len(el) && (el[i].Word() == "KEY" || el[i].Word() == "INDEX") {
 			i++
 		}
 	case "KEY":
@@ -492,19 +493,19 @@ func (r *rewriter) parseKey(el []token) (*key, error) {
 	case "FULLTEXT", "SPATIAL":
 		return nil, unsupported("%s index", k.kind)
 	default:
-		return nil, unsupported("constraint %q", spaced(el))
+		return nil, unsupported("constraint %q", mysqltok.Spaced(el))
 	}
-	if i < len(el) && el[i].isName() && el[i].word() != "USING" {
-		k.name = el[i].name()
+	if i < len(el) && el[i].IsName() && el[i].Word() != "USING" {
+		k.name = el[i].Name()
 		i++
 	}
-	if i+1 < len(el) && el[i].word() == "USING" {
+	if i+1 < len(el) && el[i].Word() == "USING" {
 		i += 2
 	}
-	if i >= len(el) || !el[i].is('(') {
-		return nil, unsupported("key %q", spaced(el))
+	if i >= len(el) || !el[i].Is('(') {
+		return nil, unsupported("key %q", mysqltok.Spaced(el))
 	}
-	end := closing(el, i)
+	end := mysqltok.Closing(el, i)
 	if end < 0 {
 		return nil, unsupported("unbalanced parentheses")
 	}
@@ -539,28 +540,28 @@ func (r *rewriter) parseKey(el []token) (*key, error) {
 // keyParts renders an index's key parts. MySQL's prefix lengths are dropped:
 // the index is on the whole column (a unique one then accepts every row the
 // prefix index did). Functional key parts are not translated.
-func keyParts(toks []token) ([]string, string, error) {
+func keyParts(toks []mysqltok.Token) ([]string, string, error) {
 	var cols, parts []string
-	for _, col := range splitTop(toks) {
-		if len(col) == 0 || !col[0].isName() {
-			return nil, "", unsupported("key part %q (not a column)", spaced(col))
+	for _, col := range mysqltok.SplitTop(toks) {
+		if len(col) == 0 || !col[0].IsName() {
+			return nil, "", unsupported("key part %q (not a column)", mysqltok.Spaced(col))
 		}
-		s := quote(col[0].name())
+		s := quote(col[0].Name())
 		rest := col[1:]
-		if len(rest) > 0 && rest[0].is('(') {
-			if e := closing(rest, 0); e >= 0 {
+		if len(rest) > 0 && rest[0].Is('(') {
+			if e := mysqltok.Closing(rest, 0); e >= 0 {
 				rest = rest[e+1:]
 			}
 		}
-		if len(rest) == 1 && (rest[0].word() == "ASC" || rest[0].word() == "DESC") {
-			s += " " + rest[0].word()
+		if len(rest) == 1 && (rest[0].Word() == "ASC" || rest[0].Word() == "DESC") {
+			s += " " + rest[0].Word()
 		} else if len(rest) > 0 {
-			return nil, "", unsupported("key part %q", spaced(col))
+			return nil, "", unsupported("key part %q", mysqltok.Spaced(col))
 		}
-		if err := checkName(col[0].name()); err != nil {
+		if err := checkName(col[0].Name()); err != nil {
 			return nil, "", err
 		}
-		cols = append(cols, col[0].name())
+		cols = append(cols, col[0].Name())
 		parts = append(parts, s)
 	}
 	return cols, strings.Join(parts, ", "), nil
@@ -568,17 +569,17 @@ func keyParts(toks []token) ([]string, string, error) {
 
 // keyOptions accepts the index options that change nothing PostgreSQL
 // keeps.
-func keyOptions(toks []token) error {
+func keyOptions(toks []mysqltok.Token) error {
 	for i := 0; i < len(toks); i++ {
-		switch toks[i].word() {
+		switch toks[i].Word() {
 		case "USING", "KEY_BLOCK_SIZE", "COMMENT", "ALGORITHM", "LOCK":
 			i++
-			if i < len(toks) && toks[i].is('=') {
+			if i < len(toks) && toks[i].Is('=') {
 				i++
 			}
 		case "VISIBLE", "INVISIBLE", "CLUSTERED", "NONCLUSTERED", "GLOBAL", "LOCAL":
 		default:
-			return unsupported("index option %q", spaced(toks[i:]))
+			return unsupported("index option %q", mysqltok.Spaced(toks[i:]))
 		}
 	}
 	return nil
@@ -586,18 +587,18 @@ func keyOptions(toks []token) error {
 
 // references renders REFERENCES t (cols) [ON DELETE a] [ON UPDATE a]; MATCH is
 // dropped (InnoDB and TiDB ignore it).
-func (r *rewriter) references(toks []token) (string, error) {
-	if len(toks) == 0 || toks[0].word() != "REFERENCES" {
+func (r *rewriter) references(toks []mysqltok.Token) (string, error) {
+	if len(toks) == 0 || toks[0].Word() != "REFERENCES" {
 		return "", unsupported("FOREIGN KEY without REFERENCES")
 	}
 	t, i, err := r.tableRef(toks, 1)
 	if err != nil {
 		return "", err
 	}
-	if i >= len(toks) || !toks[i].is('(') {
+	if i >= len(toks) || !toks[i].Is('(') {
 		return "", unsupported("REFERENCES without columns")
 	}
-	end := closing(toks, i)
+	end := mysqltok.Closing(toks, i)
 	if end < 0 {
 		return "", unsupported("unbalanced parentheses")
 	}
@@ -608,25 +609,25 @@ func (r *rewriter) references(toks []token) (string, error) {
 	s := "REFERENCES " + t.sql() + " (" + parts + ")"
 	for i = end + 1; i < len(toks); i++ {
 		switch {
-		case toks[i].word() == "MATCH" && i+1 < len(toks):
+		case toks[i].Word() == "MATCH" && i+1 < len(toks):
 			i++
-		case toks[i].word() == "ON" && i+2 < len(toks) && (toks[i+1].word() == "DELETE" || toks[i+1].word() == "UPDATE"):
-			on := "ON " + toks[i+1].word() + " "
+		case toks[i].Word() == "ON" && i+2 < len(toks) && (toks[i+1].Word() == "DELETE" || toks[i+1].Word() == "UPDATE"):
+			on := "ON " + toks[i+1].Word() + " "
 			i += 2
 			switch {
-			case toks[i].word() == "CASCADE" || toks[i].word() == "RESTRICT":
-				s += " " + on + toks[i].word()
-			case i+1 < len(toks) && toks[i].word() == "SET" && (toks[i+1].word() == "NULL" || toks[i+1].word() == "DEFAULT"):
-				s += " " + on + "SET " + toks[i+1].word()
+			case toks[i].Word() == "CASCADE" || toks[i].Word() == "RESTRICT":
+				s += " " + on + toks[i].Word()
+			case i+1 < len(toks) && toks[i].Word() == "SET" && (toks[i+1].Word() == "NULL" || toks[i+1].Word() == "DEFAULT"):
+				s += " " + on + "SET " + toks[i+1].Word()
 				i++
-			case i+1 < len(toks) && toks[i].word() == "NO" && toks[i+1].word() == "ACTION":
+			case i+1 < len(toks) && toks[i].Word() == "NO" && toks[i+1].Word() == "ACTION":
 				s += " " + on + "NO ACTION"
 				i++
 			default:
-				return "", unsupported("referential action %q", spaced(toks[i:]))
+				return "", unsupported("referential action %q", mysqltok.Spaced(toks[i:]))
 			}
 		default:
-			return "", unsupported("FOREIGN KEY clause %q", spaced(toks[i:]))
+			return "", unsupported("FOREIGN KEY clause %q", mysqltok.Spaced(toks[i:]))
 		}
 	}
 	return s, nil
@@ -655,11 +656,11 @@ func (c *column) sql() string {
 
 // parseColumn reads a column definition. Column positions (FIRST, AFTER c)
 // are dropped: PostgreSQL appends columns, and the sink names every column.
-func parseColumn(el []token) (*column, error) {
-	if len(el) < 2 || !el[0].isName() {
-		return nil, unsupported("column definition %q", spaced(el))
+func parseColumn(el []mysqltok.Token) (*column, error) {
+	if len(el) < 2 || !el[0].IsName() {
+		return nil, unsupported("column definition %q", mysqltok.Spaced(el))
 	}
-	c := &column{name: el[0].name()}
+	c := &column{name: el[0].Name()}
 	if err := checkName(c.name); err != nil {
 		return nil, err
 	}
@@ -667,19 +668,19 @@ func parseColumn(el []token) (*column, error) {
 	if err != nil {
 		return nil, err
 	}
-	var defToks []token
+	var defToks []mysqltok.Token
 	skipParens := func(i int) int {
-		if i+1 < len(el) && el[i+1].is('(') {
-			if e := closing(el, i+1); e >= 0 {
+		if i+1 < len(el) && el[i+1].Is('(') {
+			if e := mysqltok.Closing(el, i+1); e >= 0 {
 				return e
 			}
 		}
 		return i
 	}
 	for i := 1 + n; i < len(el); i++ {
-		w := el[i].word()
+		w := el[i].Word()
 		switch {
-		case w == "NOT" && i+1 < len(el) && el[i+1].word() == "NULL":
+		case w == "NOT" && i+1 < len(el) && el[i+1].Word() == "NULL":
 			c.notNull = true
 			i++
 		case w == "NULL":
@@ -698,43 +699,43 @@ func parseColumn(el []token) (*column, error) {
 			unsigned = true
 		case w == "SIGNED" || w == "BINARY" || w == "ASCII" || w == "UNICODE" || w == "BYTE" ||
 			w == "VISIBLE" || w == "INVISIBLE" || w == "ENFORCED":
-		case (w == "CHARACTER" && i+2 < len(el) && el[i+1].word() == "SET") || w == "CHARSET" && i+1 < len(el):
+		case (w == "CHARACTER" && i+2 < len(el) && el[i+1].Word() == "SET") || w == "CHARSET" && i+1 < len(el):
 			if w == "CHARACTER" {
 				i++
 			}
 			i++
-			if strings.EqualFold(el[i].name(), "binary") {
+			if strings.EqualFold(el[i].Name(), "binary") {
 				ct.binary = true
 			}
 		case w == "COLLATE" && i+1 < len(el):
 			i++
-			if strings.EqualFold(el[i].name(), "binary") {
+			if strings.EqualFold(el[i].Name(), "binary") {
 				ct.binary = true
 			}
 		case (w == "COMMENT" || w == "COLUMN_FORMAT" || w == "STORAGE") && i+1 < len(el):
 			i++
-		case w == "ON" && i+2 < len(el) && el[i+1].word() == "UPDATE":
+		case w == "ON" && i+2 < len(el) && el[i+1].Word() == "UPDATE":
 			// ON UPDATE CURRENT_TIMESTAMP: the log carries the values.
 			i = skipParens(i + 2)
-		case w == "PRIMARY" && i+1 < len(el) && el[i+1].word() == "KEY":
+		case w == "PRIMARY" && i+1 < len(el) && el[i+1].Word() == "KEY":
 			c.pk = true
 			i++
 		case w == "KEY":
 			c.pk = true
 		case w == "UNIQUE":
 			c.unique = true
-			if i+1 < len(el) && el[i+1].word() == "KEY" {
+			if i+1 < len(el) && el[i+1].Word() == "KEY" {
 				i++
 			}
 		case w == "CONSTRAINT" && i+1 < len(el):
 			// CONSTRAINT [name] CHECK (…): checks are dropped (see the
 			// package doc).
-			if el[i+1].word() != "CHECK" {
+			if el[i+1].Word() != "CHECK" {
 				i++
 			}
 		case w == "CHECK":
 			i = skipParens(i)
-		case w == "NOT" && i+1 < len(el) && el[i+1].word() == "ENFORCED":
+		case w == "NOT" && i+1 < len(el) && el[i+1].Word() == "ENFORCED":
 			i++
 		case w == "REFERENCES":
 			// MySQL parses and ignores a column's REFERENCES.
@@ -749,7 +750,7 @@ func parseColumn(el []token) (*column, error) {
 		case w == "SRID":
 			return nil, unsupported("SRID")
 		default:
-			return nil, unsupported("column %s: clause %q", c.name, spaced(el[i:]))
+			return nil, unsupported("column %s: clause %q", c.name, mysqltok.Spaced(el[i:]))
 		}
 	}
 	if err := ct.finish(unsigned); err != nil {
@@ -771,49 +772,49 @@ func parseColumn(el []token) (*column, error) {
 
 // tableOptions accepts a CREATE TABLE's table options (all dropped) and
 // refuses partitioning and CREATE … SELECT.
-func tableOptions(toks []token) error {
+func tableOptions(toks []mysqltok.Token) error {
 	depth := 0
 	for _, t := range toks {
 		switch {
-		case t.is('('):
+		case t.Is('('):
 			depth++
-		case t.is(')'):
+		case t.Is(')'):
 			depth--
 		case depth == 0:
-			switch t.word() {
+			switch t.Word() {
 			case "PARTITION", "PARTITIONS", "SUBPARTITION":
 				return unsupported("partitioned table")
 			case "SELECT", "AS", "IGNORE", "REPLACE", "TABLE", "WITH":
-				return unsupported("CREATE TABLE … %s", t.word())
+				return unsupported("CREATE TABLE … %s", t.Word())
 			}
 		}
 	}
 	return nil
 }
 
-func (r *rewriter) createTable(toks []token) error {
+func (r *rewriter) createTable(toks []mysqltok.Token) error {
 	i := 2
-	if words(toks[i:], "IF", "NOT", "EXISTS") {
+	if mysqltok.Words(toks[i:], "IF", "NOT", "EXISTS") {
 		i += 3
 	}
 	t, i, err := r.tableRef(toks, i)
 	if err != nil {
 		return err
 	}
-	if i < len(toks) && toks[i].word() == "LIKE" {
+	if i < len(toks) && toks[i].Word() == "LIKE" {
 		return r.createLike(t, toks[i+1:])
 	}
-	if i+1 < len(toks) && toks[i].is('(') && toks[i+1].word() == "LIKE" {
-		end := closing(toks, i)
+	if i+1 < len(toks) && toks[i].Is('(') && toks[i+1].Word() == "LIKE" {
+		end := mysqltok.Closing(toks, i)
 		if end != len(toks)-1 {
 			return unsupported("CREATE TABLE (LIKE …) form")
 		}
 		return r.createLike(t, toks[i+2:end])
 	}
-	if i >= len(toks) || !toks[i].is('(') {
+	if i >= len(toks) || !toks[i].Is('(') {
 		return unsupported("CREATE TABLE without a column list (… SELECT)")
 	}
-	end := closing(toks, i)
+	end := mysqltok.Closing(toks, i)
 	if end < 0 {
 		return unsupported("unbalanced parentheses")
 	}
@@ -828,7 +829,7 @@ func (r *rewriter) createTable(toks []token) error {
 		fks     []*key
 		usedIdx = map[string]bool{}
 	)
-	for _, el := range splitTop(toks[i+1 : end]) {
+	for _, el := range mysqltok.SplitTop(toks[i+1 : end]) {
 		if len(el) == 0 {
 			return unsupported("empty table element")
 		}
@@ -1013,36 +1014,36 @@ func (r *rewriter) fkIndex(t qname, k *key) error {
 }
 
 // createIndex: CREATE [UNIQUE] INDEX [IF NOT EXISTS] i [USING t] ON t (parts) [options].
-func (r *rewriter) createIndex(toks []token) error {
+func (r *rewriter) createIndex(toks []mysqltok.Token) error {
 	i := 1
 	kind := "INDEX"
-	if toks[i].word() == "UNIQUE" {
+	if toks[i].Word() == "UNIQUE" {
 		kind = "UNIQUE"
 		i++
 	}
 	i++ // INDEX
-	if words(toks[i:], "IF", "NOT", "EXISTS") {
+	if mysqltok.Words(toks[i:], "IF", "NOT", "EXISTS") {
 		i += 3
 	}
-	if i >= len(toks) || !toks[i].isName() {
+	if i >= len(toks) || !toks[i].IsName() {
 		return unsupported("CREATE INDEX form")
 	}
-	name := toks[i].name()
+	name := toks[i].Name()
 	i++
-	if i+1 < len(toks) && toks[i].word() == "USING" {
+	if i+1 < len(toks) && toks[i].Word() == "USING" {
 		i += 2
 	}
-	if i >= len(toks) || toks[i].word() != "ON" {
+	if i >= len(toks) || toks[i].Word() != "ON" {
 		return unsupported("CREATE INDEX form")
 	}
 	t, i, err := r.tableRef(toks, i+1)
 	if err != nil {
 		return err
 	}
-	if i >= len(toks) || !toks[i].is('(') {
+	if i >= len(toks) || !toks[i].Is('(') {
 		return unsupported("CREATE INDEX form")
 	}
-	end := closing(toks, i)
+	end := mysqltok.Closing(toks, i)
 	if end < 0 {
 		return unsupported("unbalanced parentheses")
 	}

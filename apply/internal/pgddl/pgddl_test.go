@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -259,8 +260,8 @@ func TestObjectName(t *testing.T) {
 
 func TestConversion(t *testing.T) {
 	typ := func(s string) *colType {
-		toks, _ := tokenize(s)
-		toks = solid(toks)
+		toks, _ := mysqltok.Tokenize(s)
+		toks = mysqltok.Solid(toks)
 		ct, _, unsigned, err := parseType(toks)
 		if err != nil {
 			t.Fatal(err)

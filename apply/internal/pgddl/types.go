@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 )
 
 // class groups PostgreSQL column types by how their values convert.
@@ -58,17 +59,17 @@ func unsupported(format string, a ...any) error {
 // ZEROFILL attributes; it returns the number of tokens read. The
 // translation (pg, class) is left to finish, as a later CHARACTER SET binary
 // changes it.
-func parseType(el []token) (colType, int, bool, error) {
+func parseType(el []mysqltok.Token) (colType, int, bool, error) {
 	var ct colType
-	if len(el) == 0 || el[0].word() == "" {
-		return ct, 0, false, unsupported("column type %q", spaced(el))
+	if len(el) == 0 || el[0].Word() == "" {
+		return ct, 0, false, unsupported("column type %q", mysqltok.Spaced(el))
 	}
 	n := 1
-	ct.base = el[0].word()
+	ct.base = el[0].Word()
 	two := func(next ...string) bool {
 		if n < len(el) {
 			for _, w := range next {
-				if el[n].word() == w {
+				if el[n].Word() == w {
 					n++
 					return true
 				}
@@ -87,9 +88,9 @@ func parseType(el []token) (colType, int, bool, error) {
 		}
 	case "NATIONAL":
 		if !two("CHAR", "CHARACTER", "VARCHAR") {
-			return ct, 0, false, unsupported("column type %q", spaced(el[:1]))
+			return ct, 0, false, unsupported("column type %q", mysqltok.Spaced(el[:1]))
 		}
-		ct.base = el[n-1].word()
+		ct.base = el[n-1].Word()
 		if ct.base == "CHARACTER" {
 			ct.base = "CHAR"
 		}
@@ -112,53 +113,53 @@ func parseType(el []token) (colType, int, bool, error) {
 			ct.base = "MEDIUMTEXT"
 		}
 	}
-	if n < len(el) && el[n].is('(') {
-		end := closing(el, n)
+	if n < len(el) && el[n].Is('(') {
+		end := mysqltok.Closing(el, n)
 		if end < 0 {
 			return ct, 0, false, unsupported("unbalanced parentheses in column type")
 		}
-		for _, part := range splitTop(el[n+1 : end]) {
+		for _, part := range mysqltok.SplitTop(el[n+1 : end]) {
 			switch {
 			case ct.base == "ENUM" || ct.base == "SET":
 				s, ok := stringValue(part)
 				if !ok {
-					return ct, 0, false, unsupported("%s member %q", ct.base, spaced(part))
+					return ct, 0, false, unsupported("%s member %q", ct.base, mysqltok.Spaced(part))
 				}
 				ct.members = append(ct.members, s)
-			case len(part) == 1 && part[0].kind == tokWord && isDigits(part[0].text):
-				ct.args = append(ct.args, part[0].text)
+			case len(part) == 1 && part[0].Kind == mysqltok.Word && isDigits(part[0].Text):
+				ct.args = append(ct.args, part[0].Text)
 			default:
-				return ct, 0, false, unsupported("column type %q", spaced(el[:end+1]))
+				return ct, 0, false, unsupported("column type %q", mysqltok.Spaced(el[:end+1]))
 			}
 		}
 		n = end + 1
 	}
 	unsigned := false
 	for n < len(el) {
-		switch el[n].word() {
+		switch el[n].Word() {
 		case "UNSIGNED", "ZEROFILL":
 			unsigned = true
 		case "SIGNED":
 		default:
-			ct.mysql = spaced(el[:n])
+			ct.mysql = mysqltok.Spaced(el[:n])
 			return ct, n, unsigned, nil
 		}
 		n++
 	}
-	ct.mysql = spaced(el[:n])
+	ct.mysql = mysqltok.Spaced(el[:n])
 	return ct, n, unsigned, nil
 }
 
 // stringValue returns the text of a MySQL string literal (with an optional
 // _charset or N introducer), unescaped.
-func stringValue(toks []token) (string, bool) {
-	if len(toks) == 2 && toks[0].kind == tokWord && (strings.HasPrefix(toks[0].text, "_") || toks[0].word() == "N") {
+func stringValue(toks []mysqltok.Token) (string, bool) {
+	if len(toks) == 2 && toks[0].Kind == mysqltok.Word && (strings.HasPrefix(toks[0].Text, "_") || toks[0].Word() == "N") {
 		toks = toks[1:]
 	}
-	if len(toks) != 1 || toks[0].kind != tokString {
+	if len(toks) != 1 || toks[0].Kind != mysqltok.String {
 		return "", false
 	}
-	return unescape(toks[0].text), true
+	return unescape(toks[0].Text), true
 }
 
 // unescape returns the text of a MySQL 'string' token: ” is ', and the
@@ -335,71 +336,71 @@ var numberRE = regexp.MustCompile(`^[+-]*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
 
 // defaultExtent returns the end (exclusive) of the DEFAULT value starting at
 // el[i].
-func defaultExtent(el []token, i int) (int, error) {
+func defaultExtent(el []mysqltok.Token, i int) (int, error) {
 	if i >= len(el) {
 		return 0, unsupported("DEFAULT without a value")
 	}
 	t := el[i]
 	switch {
-	case t.is('('):
-		if e := closing(el, i); e >= 0 {
+	case t.Is('('):
+		if e := mysqltok.Closing(el, i); e >= 0 {
 			return e + 1, nil
 		}
 		return 0, unsupported("unbalanced parentheses in DEFAULT")
-	case t.kind == tokString:
+	case t.Kind == mysqltok.String:
 		return i + 1, nil
-	case t.kind == tokWord && i+1 < len(el) && el[i+1].kind == tokString &&
-		(strings.HasPrefix(t.text, "_") || t.word() == "N" || t.word() == "X" || t.word() == "B"):
+	case t.Kind == mysqltok.Word && i+1 < len(el) && el[i+1].Kind == mysqltok.String &&
+		(strings.HasPrefix(t.Text, "_") || t.Word() == "N" || t.Word() == "X" || t.Word() == "B"):
 		return i + 2, nil
-	case t.is('-') || t.is('+') || t.is('.') || t.kind == tokWord && t.text[0] >= '0' && t.text[0] <= '9':
+	case t.Is('-') || t.Is('+') || t.Is('.') || t.Kind == mysqltok.Word && t.Text[0] >= '0' && t.Text[0] <= '9':
 		j := i
-		for j < len(el) && (el[j].is('-') || el[j].is('+')) {
+		for j < len(el) && (el[j].Is('-') || el[j].Is('+')) {
 			j++
 		}
 		for j < len(el) {
 			switch {
-			case el[j].kind == tokWord && el[j].text[0] >= '0' && el[j].text[0] <= '9':
-				w := el[j].text
+			case el[j].Kind == mysqltok.Word && el[j].Text[0] >= '0' && el[j].Text[0] <= '9':
+				w := el[j].Text
 				j++
 				if (w[len(w)-1] == 'e' || w[len(w)-1] == 'E') && !strings.HasPrefix(strings.ToLower(w), "0x") &&
-					j+1 < len(el) && (el[j].is('-') || el[j].is('+')) {
+					j+1 < len(el) && (el[j].Is('-') || el[j].Is('+')) {
 					j++ // the exponent's sign; its digits follow
 				}
 				continue
-			case el[j].is('.'):
+			case el[j].Is('.'):
 				j++
 				continue
 			}
 			break
 		}
 		return j, nil
-	case t.kind == tokWord:
+	case t.Kind == mysqltok.Word:
 		j := i + 1
-		if j < len(el) && el[j].is('(') {
-			if e := closing(el, j); e >= 0 {
+		if j < len(el) && el[j].Is('(') {
+			if e := mysqltok.Closing(el, j); e >= 0 {
 				j = e + 1
 			}
 		}
 		return j, nil
 	}
-	return 0, unsupported("DEFAULT %s", t.text)
+	return 0, unsupported("DEFAULT %s", t.Text)
 }
 
 // translateDefault translates the DEFAULT value v for a column of type ct.
-func translateDefault(ct *colType, v []token) (defaultVal, error) {
-	text := spaced(v)
+func translateDefault(ct *colType, v []mysqltok.Token) (defaultVal, error) {
+	text := mysqltok.Spaced(v)
 	bad := func() (defaultVal, error) {
 		return defaultVal{}, unsupported("DEFAULT %s for a %s column", text, ct.mysql)
 	}
 	dropped := func(why string) (defaultVal, error) { return defaultVal{mode: defDropped, why: why}, nil }
 	exact := func(s string) (defaultVal, error) { return defaultVal{sql: s}, nil }
-	if len(v) == 1 && v[0].word() == "NULL" {
+	if len(v) == 1 && v[0].Word() == "NULL" {
 		return exact("") // no default is NULL
 	}
-	if v[0].is('(') {
+	if v[0].Is('(') {
 		return dropped("is an expression " + text + ", which is not translated")
 	}
-	w := v[0].word()
+	w := v[0].Word()
 	switch w {
 	case "CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURRENT_DATE", "CURDATE", "UTC_TIMESTAMP":
 		if ct.class != clDatetime && ct.class != clTimestamp && ct.class != clDate {
@@ -408,8 +409,8 @@ func translateDefault(ct *colType, v []token) (defaultVal, error) {
 		s := "CURRENT_TIMESTAMP"
 		if ct.class == clDate {
 			s = "CURRENT_DATE"
-		} else if len(v) == 4 && v[1].is('(') && v[2].kind == tokWord && isDigits(v[2].text) {
-			s += "(" + v[2].text + ")"
+		} else if len(v) == 4 && v[1].Is('(') && v[2].Kind == mysqltok.Word && isDigits(v[2].Text) {
+			s += "(" + v[2].Text + ")"
 		}
 		if w == "UTC_TIMESTAMP" || w == "CURRENT_DATE" || w == "CURDATE" {
 			return dropped("is " + text + ", which is not translated")
@@ -426,26 +427,26 @@ func translateDefault(ct *colType, v []token) (defaultVal, error) {
 		num = "1"
 	case w == "FALSE":
 		num = "0"
-	case len(v) == 2 && w == "X" && v[1].kind == tokString:
-		h, err := hex.DecodeString(unescape(v[1].text))
+	case len(v) == 2 && w == "X" && v[1].Kind == mysqltok.String:
+		h, err := hex.DecodeString(unescape(v[1].Text))
 		if err != nil {
 			return bad()
 		}
 		b = h
-	case len(v) == 2 && w == "B" && v[1].kind == tokString:
-		bits, ok := bitBytes(unescape(v[1].text))
+	case len(v) == 2 && w == "B" && v[1].Kind == mysqltok.String:
+		bits, ok := bitBytes(unescape(v[1].Text))
 		if !ok {
 			return bad()
 		}
 		b = bits
-	case len(v) == 1 && v[0].kind == tokWord && strings.HasPrefix(strings.ToLower(v[0].text), "0x"):
-		h, err := hex.DecodeString(padEven(v[0].text[2:]))
+	case len(v) == 1 && v[0].Kind == mysqltok.Word && strings.HasPrefix(strings.ToLower(v[0].Text), "0x"):
+		h, err := hex.DecodeString(padEven(v[0].Text[2:]))
 		if err != nil {
 			return bad()
 		}
 		b = h
-	case len(v) == 1 && v[0].kind == tokWord && strings.HasPrefix(strings.ToLower(v[0].text), "0b"):
-		bits, ok := bitBytes(v[0].text[2:])
+	case len(v) == 1 && v[0].Kind == mysqltok.Word && strings.HasPrefix(strings.ToLower(v[0].Text), "0b"):
+		bits, ok := bitBytes(v[0].Text[2:])
 		if !ok {
 			return bad()
 		}
@@ -640,10 +641,10 @@ func padEven(s string) string {
 	return s
 }
 
-func tokTexts(toks []token) []string {
+func tokTexts(toks []mysqltok.Token) []string {
 	out := make([]string, len(toks))
 	for i, t := range toks {
-		out[i] = t.text
+		out[i] = t.Text
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 package pgddl
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/redokit/redokit/apply/internal/mysqltok"
+)
 
 // viewWords are the words a view's body may use to be translated: a SELECT
 // of columns from tables, joined, filtered by comparisons, grouped and
@@ -33,39 +37,39 @@ var viewRefused = map[string]bool{
 // VIEW v [(cols)] AS select [WITH … CHECK OPTION], and ALTER VIEW likewise,
 // as CREATE OR REPLACE VIEW when the body is trivially the same in
 // PostgreSQL: names are quoted, unqualified tables get the DDL's schema.
-func (r *rewriter) createView(toks []token, i int) error {
+func (r *rewriter) createView(toks []mysqltok.Token, i int) error {
 	v, i, err := r.tableRef(toks, i)
 	if err != nil {
 		return err
 	}
 	cols := ""
-	if i < len(toks) && toks[i].is('(') {
-		end := closing(toks, i)
+	if i < len(toks) && toks[i].Is('(') {
+		end := mysqltok.Closing(toks, i)
 		if end < 0 {
 			return unsupported("unbalanced parentheses")
 		}
 		var names []string
-		for _, c := range splitTop(toks[i+1 : end]) {
-			if len(c) != 1 || !c[0].isName() {
+		for _, c := range mysqltok.SplitTop(toks[i+1 : end]) {
+			if len(c) != 1 || !c[0].IsName() {
 				return unsupported("view column list")
 			}
-			names = append(names, quote(c[0].name()))
+			names = append(names, quote(c[0].Name()))
 		}
 		cols = " (" + strings.Join(names, ", ") + ")"
 		i = end + 1
 	}
-	if i >= len(toks) || toks[i].word() != "AS" {
+	if i >= len(toks) || toks[i].Word() != "AS" {
 		return unsupported("CREATE VIEW form")
 	}
 	body := toks[i+1:]
-	if n := len(body); n >= 3 && body[n-1].word() == "OPTION" && body[n-2].word() == "CHECK" {
+	if n := len(body); n >= 3 && body[n-1].Word() == "OPTION" && body[n-2].Word() == "CHECK" {
 		// WITH [CASCADED|LOCAL] CHECK OPTION restricts writes through the
 		// view, which the apply does not make.
 		body = body[:n-2]
-		if n := len(body); n > 0 && (body[n-1].word() == "CASCADED" || body[n-1].word() == "LOCAL") {
+		if n := len(body); n > 0 && (body[n-1].Word() == "CASCADED" || body[n-1].Word() == "LOCAL") {
 			body = body[:n-1]
 		}
-		if n := len(body); n > 0 && body[n-1].word() == "WITH" {
+		if n := len(body); n > 0 && body[n-1].Word() == "WITH" {
 			body = body[:n-1]
 		}
 	}
@@ -77,21 +81,21 @@ func (r *rewriter) createView(toks []token, i int) error {
 	return nil
 }
 
-func (r *rewriter) viewBody(toks []token) (string, error) {
-	if len(toks) == 0 || toks[0].word() != "SELECT" {
+func (r *rewriter) viewBody(toks []mysqltok.Token) (string, error) {
+	if len(toks) == 0 || toks[0].Word() != "SELECT" {
 		return "", unsupported("view body that is not a SELECT")
 	}
 	var out []string
 	inFrom := false // after FROM or JOIN, where names are tables
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
-		w := t.word()
+		w := t.Word()
 		switch {
-		case t.kind == tokWord && t.text[0] >= '0' && t.text[0] <= '9':
-			if !isDigits(t.text) {
-				return "", unsupported("view body literal %s", t.text)
+		case t.Kind == mysqltok.Word && t.Text[0] >= '0' && t.Text[0] <= '9':
+			if !isDigits(t.Text) {
+				return "", unsupported("view body literal %s", t.Text)
 			}
-			out = append(out, t.text)
+			out = append(out, t.Text)
 		case viewWords[w]:
 			out = append(out, w)
 			switch w {
@@ -100,16 +104,16 @@ func (r *rewriter) viewBody(toks []token) (string, error) {
 			case "WHERE", "ON", "GROUP", "ORDER", "HAVING", "UNION", "SELECT":
 				inFrom = false
 			}
-		case viewFuncs[w] && i+1 < len(toks) && toks[i+1].is('('):
+		case viewFuncs[w] && i+1 < len(toks) && toks[i+1].Is('('):
 			out = append(out, w)
-		case viewRefused[w] || t.kind == tokWord && i+1 < len(toks) && toks[i+1].is('('):
-			return "", unsupported("view body %s", t.text)
-		case t.isName():
+		case viewRefused[w] || t.Kind == mysqltok.Word && i+1 < len(toks) && toks[i+1].Is('('):
+			return "", unsupported("view body %s", t.Text)
+		case t.IsName():
 			prev := ""
 			if len(out) > 0 {
 				prev = out[len(out)-1]
 			}
-			qualified := i+1 < len(toks) && toks[i+1].is('.')
+			qualified := i+1 < len(toks) && toks[i+1].Is('.')
 			if inFrom && !qualified && prev != "." && prev != "AS" && (prev == "FROM" || prev == "JOIN" || prev == ",") {
 				tq, _, err := r.tableRef(toks, i)
 				if err != nil {
@@ -118,24 +122,24 @@ func (r *rewriter) viewBody(toks []token) (string, error) {
 				out = append(out, tq.sql())
 				continue
 			}
-			if err := checkName(t.name()); err != nil {
+			if err := checkName(t.Name()); err != nil {
 				return "", err
 			}
-			out = append(out, quote(t.name()))
-		case t.kind == tokString:
-			if strings.ContainsRune(t.text, '\\') {
+			out = append(out, quote(t.Name()))
+		case t.Kind == mysqltok.String:
+			if strings.ContainsRune(t.Text, '\\') {
 				return "", unsupported("view body string with escapes")
 			}
-			out = append(out, literal(unescape(t.text)))
-		case t.kind == tokPunct && strings.ContainsRune(",.()*=<>+-/", rune(t.text[0])):
+			out = append(out, literal(unescape(t.Text)))
+		case t.Kind == mysqltok.Punct && strings.ContainsRune(",.()*=<>+-/", rune(t.Text[0])):
 			// <>, <= and >= come as two tokens.
-			if n := len(out); n > 0 && (t.is('>') || t.is('=')) && (out[n-1] == "<" || out[n-1] == ">") && toks[i-1].kind == tokPunct {
-				out[n-1] += t.text
+			if n := len(out); n > 0 && (t.Is('>') || t.Is('=')) && (out[n-1] == "<" || out[n-1] == ">") && toks[i-1].Kind == mysqltok.Punct {
+				out[n-1] += t.Text
 				continue
 			}
-			out = append(out, t.text)
+			out = append(out, t.Text)
 		default:
-			return "", unsupported("view body token %q", t.text)
+			return "", unsupported("view body token %q", t.Text)
 		}
 	}
 	// Spaces around everything but the dots of qualified names.

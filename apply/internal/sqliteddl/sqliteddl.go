@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -15,206 +16,13 @@ import (
 // apply.ErrUnsupportedDDL on the forms SQLite has no equivalent for, rather
 // than guess.
 
-type tokKind uint8
-
-const (
-	tokSpace  tokKind = iota // white space or a comment
-	tokWord                  // a bare word or number
-	tokIdent                 // a `quoted` or "quoted" identifier
-	tokString                // a 'string'
-	tokPunct                 // one character of punctuation
-)
-
-type token struct {
-	kind tokKind
-	text string
-}
-
-// word returns the upper-cased text of a bare word, "" otherwise.
-func (t token) word() string {
-	if t.kind != tokWord {
-		return ""
-	}
-	return strings.ToUpper(t.text)
-}
-
-// name returns an identifier's name: a bare word as is, a quoted one
-// unquoted.
-func (t token) name() string {
-	switch t.kind {
-	case tokWord:
-		return t.text
-	case tokIdent:
-		q := t.text[0]
-		return strings.ReplaceAll(t.text[1:len(t.text)-1], string([]byte{q, q}), string(q))
-	}
-	return ""
-}
-
-func (t token) isName() bool { return t.kind == tokWord || t.kind == tokIdent }
-
-func (t token) is(p byte) bool { return t.kind == tokPunct && t.text[0] == p }
-
-// tokenize splits MySQL text into tokens. Quoted strings and identifiers end
-// at their closing quote (doubled quotes and backslash escapes stay inside);
-// comments (--, #, /* */) are space.
-func tokenize(s string) ([]token, error) {
-	var toks []token
-	for i := 0; i < len(s); {
-		c := s[i]
-		start := i
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			for i < len(s) && strings.IndexByte(" \t\n\r", s[i]) >= 0 {
-				i++
-			}
-			toks = append(toks, token{tokSpace, s[start:i]})
-		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-			toks = append(toks, token{tokSpace, " "})
-		case c == '/' && strings.HasPrefix(s[i:], "/*"):
-			end := strings.Index(s[i+2:], "*/")
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated comment")
-			}
-			i += end + 4
-			// TiDB writes its extensions as /*T![feature] ... */
-			// comments; SQLite skips them like any comment.
-			toks = append(toks, token{tokSpace, " "})
-		case c == '\'' || c == '"' || c == '`':
-			i++
-			for {
-				if i >= len(s) {
-					return nil, fmt.Errorf("unterminated quote %c", c)
-				}
-				if s[i] == '\\' && c != '`' {
-					i += 2
-					continue
-				}
-				if s[i] == c {
-					if i+1 < len(s) && s[i+1] == c {
-						i += 2
-						continue
-					}
-					i++
-					break
-				}
-				i++
-			}
-			k := tokIdent
-			if c == '\'' {
-				k = tokString
-			}
-			toks = append(toks, token{k, s[start:i]})
-		case isWordByte(c):
-			for i < len(s) && isWordByte(s[i]) {
-				i++
-			}
-			toks = append(toks, token{tokWord, s[start:i]})
-		default:
-			i++
-			toks = append(toks, token{tokPunct, s[start:i]})
-		}
-	}
-	return toks, nil
-}
-
-func isWordByte(c byte) bool {
-	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-}
-
-// join renders tokens back to text.
-func join(toks []token) string {
-	var b strings.Builder
-	for _, t := range toks {
-		b.WriteString(t.text)
-	}
-	return strings.TrimSpace(b.String())
-}
-
-// solid drops space tokens, and a trailing ';'.
-func solid(toks []token) []token {
-	out := make([]token, 0, len(toks))
-	for _, t := range toks {
-		if t.kind != tokSpace {
-			out = append(out, t)
-		}
-	}
-	for len(out) > 0 && out[len(out)-1].is(';') {
-		out = out[:len(out)-1]
-	}
-	return out
-}
-
-// spaced renders solid tokens with a space between words.
-func spaced(toks []token) string {
-	var b strings.Builder
-	for i, t := range toks {
-		if i > 0 && !t.is(',') && !t.is(')') && !t.is('.') && !toks[i-1].is('(') && !toks[i-1].is('.') {
-			b.WriteByte(' ')
-		}
-		b.WriteString(t.text)
-	}
-	return b.String()
-}
-
-// words reports whether toks starts with the given upper-case words.
-func words(toks []token, ws ...string) bool {
-	if len(toks) < len(ws) {
-		return false
-	}
-	for i, w := range ws {
-		if toks[i].word() != w {
-			return false
-		}
-	}
-	return true
-}
-
-// splitTop splits toks at commas outside parentheses.
-func splitTop(toks []token) [][]token {
-	var parts [][]token
-	depth, start := 0, 0
-	for i, t := range toks {
-		switch {
-		case t.is('('):
-			depth++
-		case t.is(')'):
-			depth--
-		case t.is(',') && depth == 0:
-			parts = append(parts, toks[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, toks[start:])
-}
-
-// closing returns the index of the ')' matching the '(' at open, or -1.
-func closing(toks []token, open int) int {
-	depth := 0
-	for i := open; i < len(toks); i++ {
-		switch {
-		case toks[i].is('('):
-			depth++
-		case toks[i].is(')'):
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
 // unqualify drops "schema." before names, for the schemas of the DDL: SQLite
 // has one namespace per file.
-func unqualify(toks []token, schemas map[string]bool) []token {
+func unqualify(toks []mysqltok.Token, schemas map[string]bool) []mysqltok.Token {
 	out := toks[:0:0]
 	for i := 0; i < len(toks); i++ {
-		if toks[i].isName() && schemas[toks[i].name()] && i+2 < len(toks) && toks[i+1].is('.') && toks[i+2].isName() &&
-			(i == 0 || !toks[i-1].is('.')) {
+		if toks[i].IsName() && schemas[toks[i].Name()] && i+2 < len(toks) && toks[i+1].Is('.') && toks[i+2].IsName() &&
+			(i == 0 || !toks[i-1].Is('.')) {
 			i++ // skip the schema and the dot
 			continue
 		}
@@ -268,7 +76,7 @@ func other(sql string) Stmt { return Stmt{SQL: sql} }
 // Rewrite rewrites a MySQL DDL into the SQLite statements that do the same,
 // or fails with apply.ErrUnsupportedDDL. No statements means nothing to do.
 func Rewrite(ddl *codec.DDL) ([]Stmt, error) {
-	all, err := tokenize(ddl.Query)
+	all, err := mysqltok.Tokenize(ddl.Query)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", apply.ErrUnsupportedDDL, err)
 	}
@@ -281,73 +89,73 @@ func Rewrite(ddl *codec.DDL) ([]Stmt, error) {
 			schemas[t.Schema] = true
 		}
 	}
-	toks := unqualify(solid(all), schemas)
+	toks := unqualify(mysqltok.Solid(all), schemas)
 	unsupported := func(why string) ([]Stmt, error) {
 		return nil, fmt.Errorf("%w: %s", apply.ErrUnsupportedDDL, why)
 	}
 	switch {
 	case len(toks) == 0:
 		return nil, nil
-	case words(toks, "CREATE", "DATABASE"), words(toks, "CREATE", "SCHEMA"):
+	case mysqltok.Words(toks, "CREATE", "DATABASE"), mysqltok.Words(toks, "CREATE", "SCHEMA"):
 		return nil, nil // schemas are ignored: every table is in the one file
-	case words(toks, "DROP", "DATABASE"), words(toks, "DROP", "SCHEMA"):
+	case mysqltok.Words(toks, "DROP", "DATABASE"), mysqltok.Words(toks, "DROP", "SCHEMA"):
 		return unsupported("SQLite keeps no schemas, so it cannot drop one")
-	case words(toks, "TRUNCATE"):
+	case mysqltok.Words(toks, "TRUNCATE"):
 		rest := toks[1:]
-		if words(rest, "TABLE") {
+		if mysqltok.Words(rest, "TABLE") {
 			rest = rest[1:]
 		}
-		if len(rest) != 1 || !rest[0].isName() {
+		if len(rest) != 1 || !rest[0].IsName() {
 			return unsupported("TRUNCATE of anything but one table")
 		}
-		return []Stmt{other("DELETE FROM " + quote(rest[0].name()))}, nil
-	case words(toks, "RENAME", "TABLE"):
+		return []Stmt{other("DELETE FROM " + quote(rest[0].Name()))}, nil
+	case mysqltok.Words(toks, "RENAME", "TABLE"):
 		var out []Stmt
-		for _, pair := range splitTop(toks[2:]) {
-			if len(pair) != 3 || !pair[0].isName() || pair[1].word() != "TO" || !pair[2].isName() {
+		for _, pair := range mysqltok.SplitTop(toks[2:]) {
+			if len(pair) != 3 || !pair[0].IsName() || pair[1].Word() != "TO" || !pair[2].IsName() {
 				return unsupported("RENAME TABLE form")
 			}
-			out = append(out, renameTable(pair[0].name(), pair[2].name()))
+			out = append(out, renameTable(pair[0].Name(), pair[2].Name()))
 		}
 		return out, nil
-	case words(toks, "DROP", "TABLE"), words(toks, "DROP", "VIEW"):
+	case mysqltok.Words(toks, "DROP", "TABLE"), mysqltok.Words(toks, "DROP", "VIEW"):
 		// SQLite drops one table per statement.
 		rest, ifExists := toks[2:], ""
-		if words(rest, "IF", "EXISTS") {
+		if mysqltok.Words(rest, "IF", "EXISTS") {
 			rest, ifExists = rest[2:], "IF EXISTS "
 		}
-		for len(rest) > 0 && (rest[len(rest)-1].word() == "CASCADE" || rest[len(rest)-1].word() == "RESTRICT") {
+		for len(rest) > 0 && (rest[len(rest)-1].Word() == "CASCADE" || rest[len(rest)-1].Word() == "RESTRICT") {
 			rest = rest[:len(rest)-1]
 		}
 		var out []Stmt
-		for _, t := range splitTop(rest) {
-			if len(t) != 1 || !t[0].isName() {
+		for _, t := range mysqltok.SplitTop(rest) {
+			if len(t) != 1 || !t[0].IsName() {
 				return unsupported("DROP form")
 			}
-			out = append(out, Stmt{SQL: "DROP " + toks[1].word() + " " + ifExists + quote(t[0].name()), Op: OpDropTable, Table: t[0].name()})
+			out = append(out, Stmt{SQL: "DROP " + toks[1].Word() + " " + ifExists + quote(t[0].Name()), Op: OpDropTable, Table: t[0].Name()})
 		}
 		return out, nil
-	case words(toks, "DROP", "INDEX"):
+	case mysqltok.Words(toks, "DROP", "INDEX"):
 		// DROP INDEX i ON t
-		if len(toks) < 5 || !toks[2].isName() || toks[3].word() != "ON" || !toks[4].isName() {
+		if len(toks) < 5 || !toks[2].IsName() || toks[3].Word() != "ON" || !toks[4].IsName() {
 			return unsupported("DROP INDEX form")
 		}
-		s, err := dropIndex(toks[4].name(), toks[2].name())
+		s, err := dropIndex(toks[4].Name(), toks[2].Name())
 		if err != nil {
 			return nil, err
 		}
 		return []Stmt{s}, nil
-	case words(toks, "CREATE", "INDEX"), words(toks, "CREATE", "UNIQUE", "INDEX"),
-		words(toks, "CREATE", "FULLTEXT", "INDEX"), words(toks, "CREATE", "SPATIAL", "INDEX"):
+	case mysqltok.Words(toks, "CREATE", "INDEX"), mysqltok.Words(toks, "CREATE", "UNIQUE", "INDEX"),
+		mysqltok.Words(toks, "CREATE", "FULLTEXT", "INDEX"), mysqltok.Words(toks, "CREATE", "SPATIAL", "INDEX"):
 		return sqliteCreateIndex(toks)
-	case words(toks, "CREATE", "TABLE"):
+	case mysqltok.Words(toks, "CREATE", "TABLE"):
 		return sqliteCreateTable(toks)
-	case words(toks, "ALTER", "TABLE"):
+	case mysqltok.Words(toks, "ALTER", "TABLE"):
 		return sqliteAlterTable(toks)
 	}
 	// Anything else (CREATE VIEW, …) runs as logged; SQLite's error, if
 	// any, names the problem.
-	return []Stmt{other(join(all))}, nil
+	return []Stmt{other(mysqltok.Join(all))}, nil
 }
 
 // renameTable renames a table; the caller renames its indexes.
@@ -371,10 +179,10 @@ func createIndex(unique, ifNot, table, name, cols string) Stmt {
 }
 
 // sqliteCreateIndex: CREATE [UNIQUE] INDEX i ON t (cols) [USING …] [options].
-func sqliteCreateIndex(toks []token) ([]Stmt, error) {
+func sqliteCreateIndex(toks []mysqltok.Token) ([]Stmt, error) {
 	i := 1
 	unique := ""
-	switch toks[i].word() {
+	switch toks[i].Word() {
 	case "UNIQUE":
 		unique = "UNIQUE "
 		i++
@@ -385,15 +193,15 @@ func sqliteCreateIndex(toks []token) ([]Stmt, error) {
 	}
 	i++ // INDEX
 	ifNot := ""
-	if words(toks[i:], "IF", "NOT", "EXISTS") {
+	if mysqltok.Words(toks[i:], "IF", "NOT", "EXISTS") {
 		ifNot = "IF NOT EXISTS "
 		i += 3
 	}
-	if i+3 >= len(toks) || !toks[i].isName() || toks[i+1].word() != "ON" || !toks[i+2].isName() || !toks[i+3].is('(') {
+	if i+3 >= len(toks) || !toks[i].IsName() || toks[i+1].Word() != "ON" || !toks[i+2].IsName() || !toks[i+3].Is('(') {
 		return nil, fmt.Errorf("%w: CREATE INDEX form", apply.ErrUnsupportedDDL)
 	}
-	idx, table := toks[i].name(), toks[i+2].name()
-	end := closing(toks, i+3)
+	idx, table := toks[i].Name(), toks[i+2].Name()
+	end := mysqltok.Closing(toks, i+3)
 	if end < 0 {
 		return nil, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
@@ -406,23 +214,23 @@ func sqliteCreateIndex(toks []token) ([]Stmt, error) {
 
 // indexColumns renders an index's column list, dropping MySQL prefix lengths
 // (`c`(10)), which SQLite does not have.
-func indexColumns(toks []token) (string, error) {
+func indexColumns(toks []mysqltok.Token) (string, error) {
 	var parts []string
-	for _, col := range splitTop(toks) {
-		if len(col) == 0 || !col[0].isName() {
+	for _, col := range mysqltok.SplitTop(toks) {
+		if len(col) == 0 || !col[0].IsName() {
 			return "", fmt.Errorf("%w: index part that is not a column", apply.ErrUnsupportedDDL)
 		}
-		s := quote(col[0].name())
+		s := quote(col[0].Name())
 		rest := col[1:]
-		if len(rest) > 0 && rest[0].is('(') {
-			if e := closing(rest, 0); e >= 0 {
+		if len(rest) > 0 && rest[0].Is('(') {
+			if e := mysqltok.Closing(rest, 0); e >= 0 {
 				rest = rest[e+1:]
 			}
 		}
-		if len(rest) == 1 && (rest[0].word() == "ASC" || rest[0].word() == "DESC") {
-			s += " " + rest[0].word()
+		if len(rest) == 1 && (rest[0].Word() == "ASC" || rest[0].Word() == "DESC") {
+			s += " " + rest[0].Word()
 		} else if len(rest) > 0 {
-			return "", fmt.Errorf("%w: index part %q", apply.ErrUnsupportedDDL, spaced(col))
+			return "", fmt.Errorf("%w: index part %q", apply.ErrUnsupportedDDL, mysqltok.Spaced(col))
 		}
 		parts = append(parts, s)
 	}
@@ -432,30 +240,30 @@ func indexColumns(toks []token) (string, error) {
 // sqliteCreateTable: CREATE TABLE [IF NOT EXISTS] t (elements) [options]. The
 // table options are dropped, column definitions lose MySQL-only attributes,
 // and inline KEY/INDEX elements become CREATE INDEX statements.
-func sqliteCreateTable(toks []token) ([]Stmt, error) {
+func sqliteCreateTable(toks []mysqltok.Token) ([]Stmt, error) {
 	i := 2
 	ifNot := ""
-	if words(toks[i:], "IF", "NOT", "EXISTS") {
+	if mysqltok.Words(toks[i:], "IF", "NOT", "EXISTS") {
 		ifNot = "IF NOT EXISTS "
 		i += 3
 	}
-	if i+1 >= len(toks) || !toks[i].isName() {
+	if i+1 >= len(toks) || !toks[i].IsName() {
 		return nil, fmt.Errorf("%w: CREATE TABLE form", apply.ErrUnsupportedDDL)
 	}
-	table := toks[i].name()
-	if !toks[i+1].is('(') {
+	table := toks[i].Name()
+	if !toks[i+1].Is('(') {
 		return nil, fmt.Errorf("%w: CREATE TABLE without a column list (LIKE, AS SELECT)", apply.ErrUnsupportedDDL)
 	}
-	end := closing(toks, i+1)
+	end := mysqltok.Closing(toks, i+1)
 	if end < 0 {
 		return nil, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
 	var elems []string
 	var after []Stmt
 	names := map[string]bool{}
-	parts := splitTop(toks[i+2 : end])
+	parts := mysqltok.SplitTop(toks[i+2 : end])
 	rowid := rowidColumn(parts)
-	index := func(unique string, el []token) error {
+	index := func(unique string, el []mysqltok.Token) error {
 		s, err := inlineIndex(table, unique, "IF NOT EXISTS ", el, names)
 		after = append(after, s)
 		return err
@@ -465,36 +273,36 @@ func sqliteCreateTable(toks []token) ([]Stmt, error) {
 			continue
 		}
 		switch {
-		case el[0].word() == "KEY" || el[0].word() == "INDEX":
+		case el[0].Word() == "KEY" || el[0].Word() == "INDEX":
 			if err := index("", el[1:]); err != nil {
 				return nil, err
 			}
-		case el[0].word() == "UNIQUE":
+		case el[0].Word() == "UNIQUE":
 			rest := el[1:]
-			if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+			if len(rest) > 0 && (rest[0].Word() == "KEY" || rest[0].Word() == "INDEX") {
 				rest = rest[1:]
 			}
 			if err := index("UNIQUE ", rest); err != nil {
 				return nil, err
 			}
-		case el[0].word() == "FULLTEXT" || el[0].word() == "SPATIAL":
+		case el[0].Word() == "FULLTEXT" || el[0].Word() == "SPATIAL":
 			// A plain index: it changes no result, and a later DROP INDEX
 			// finds it.
 			rest := el[1:]
-			if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+			if len(rest) > 0 && (rest[0].Word() == "KEY" || rest[0].Word() == "INDEX") {
 				rest = rest[1:]
 			}
 			if err := index("", rest); err != nil {
 				return nil, err
 			}
-		case el[0].word() == "CONSTRAINT" && constraintUnique(el) != nil:
+		case el[0].Word() == "CONSTRAINT" && constraintUnique(el) != nil:
 			if err := index("UNIQUE ", constraintUnique(el)); err != nil {
 				return nil, err
 			}
-		case el[0].word() == "PRIMARY" || el[0].word() == "CONSTRAINT" || el[0].word() == "CHECK" || el[0].word() == "FOREIGN":
-			elems = append(elems, spaced(cleanConstraint(el)))
+		case el[0].Word() == "PRIMARY" || el[0].Word() == "CONSTRAINT" || el[0].Word() == "CHECK" || el[0].Word() == "FOREIGN":
+			elems = append(elems, mysqltok.Spaced(cleanConstraint(el)))
 		default:
-			if el[0].isName() && el[0].name() == rowid {
+			if el[0].IsName() && el[0].Name() == rowid {
 				el = asInteger(el)
 			}
 			s, unique, err := columnDef(el)
@@ -505,7 +313,7 @@ func sqliteCreateTable(toks []token) ([]Stmt, error) {
 			if unique {
 				// MySQL names the index of a UNIQUE (or SERIAL) column
 				// after it, taking the name in the order of the text.
-				c := el[0].name()
+				c := el[0].Name()
 				names[strings.ToLower(c)] = true
 				after = append(after, createIndex("UNIQUE ", "IF NOT EXISTS ", table, c, quote(c)))
 			}
@@ -520,24 +328,24 @@ func sqliteCreateTable(toks []token) ([]Stmt, error) {
 // INTEGER it becomes SQLite's rowid, and the table needs no separate primary
 // key index (every write then costs one b-tree instead of two). A BIGINT
 // UNSIGNED key is left alone: its values above 2^63-1 fit no rowid.
-func rowidColumn(parts [][]token) string {
+func rowidColumn(parts [][]mysqltok.Token) string {
 	var name string
 	n := 0
 	for _, el := range parts {
 		if len(el) == 0 {
 			continue
 		}
-		if words(el, "PRIMARY", "KEY") {
-			if len(el) < 4 || !el[2].is('(') || !el[3].isName() || len(el) < 5 || !el[4].is(')') {
+		if mysqltok.Words(el, "PRIMARY", "KEY") {
+			if len(el) < 4 || !el[2].Is('(') || !el[3].IsName() || len(el) < 5 || !el[4].Is(')') {
 				return "" // several columns, or a prefix or order
 			}
-			name = el[3].name()
+			name = el[3].Name()
 			n++
 			continue
 		}
 		for j := 1; j+1 < len(el); j++ {
-			if el[j].word() == "PRIMARY" && el[j+1].word() == "KEY" && el[0].isName() {
-				name = el[0].name()
+			if el[j].Word() == "PRIMARY" && el[j+1].Word() == "KEY" && el[0].IsName() {
+				name = el[0].Name()
 				n++
 			}
 		}
@@ -546,15 +354,15 @@ func rowidColumn(parts [][]token) string {
 		return ""
 	}
 	for _, el := range parts {
-		if len(el) < 2 || !el[0].isName() || el[0].name() != name {
+		if len(el) < 2 || !el[0].IsName() || el[0].Name() != name {
 			continue
 		}
-		switch el[1].word() {
+		switch el[1].Word() {
 		case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER":
 			return name
 		case "BIGINT":
 			for _, t := range el {
-				if t.word() == "UNSIGNED" {
+				if t.Word() == "UNSIGNED" {
 					return ""
 				}
 			}
@@ -566,10 +374,10 @@ func rowidColumn(parts [][]token) string {
 
 // asInteger gives a column definition the type INTEGER, dropping the
 // display width.
-func asInteger(el []token) []token {
-	out := append([]token{el[0], {tokWord, "INTEGER"}}, el[2:]...)
-	if len(out) > 2 && out[2].is('(') {
-		if e := closing(out, 2); e >= 0 {
+func asInteger(el []mysqltok.Token) []mysqltok.Token {
+	out := append([]mysqltok.Token{el[0], {Kind: mysqltok.Word, Text: "INTEGER"}}, el[2:]...)
+	if len(out) > 2 && out[2].Is('(') {
+		if e := mysqltok.Closing(out, 2); e >= 0 {
 			out = append(out[:2], out[e+1:]...)
 		}
 	}
@@ -580,15 +388,15 @@ func asInteger(el []token) []token {
 // into a CREATE INDEX. An index without a name gets MySQL's: its first
 // column's, with _2, _3, … when names (lower-case, of the table's indexes
 // so far) has it; names records the name taken.
-func inlineIndex(table, unique, ifNot string, toks []token, names map[string]bool) (Stmt, error) {
+func inlineIndex(table, unique, ifNot string, toks []mysqltok.Token, names map[string]bool) (Stmt, error) {
 	name := ""
-	if len(toks) > 0 && toks[0].isName() {
-		name, toks = toks[0].name(), toks[1:]
+	if len(toks) > 0 && toks[0].IsName() {
+		name, toks = toks[0].Name(), toks[1:]
 	}
-	if len(toks) == 0 || !toks[0].is('(') {
+	if len(toks) == 0 || !toks[0].Is('(') {
 		return Stmt{}, fmt.Errorf("%w: index definition", apply.ErrUnsupportedDDL)
 	}
-	end := closing(toks, 0)
+	end := mysqltok.Closing(toks, 0)
 	if end < 0 {
 		return Stmt{}, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 	}
@@ -597,9 +405,9 @@ func inlineIndex(table, unique, ifNot string, toks []token, names map[string]boo
 		return Stmt{}, err
 	}
 	if name == "" {
-		name = toks[1].name()
+		name = toks[1].Name()
 		for n := 2; names[strings.ToLower(name)]; n++ {
-			name = toks[1].name() + "_" + strconv.Itoa(n)
+			name = toks[1].Name() + "_" + strconv.Itoa(n)
 		}
 	}
 	names[strings.ToLower(name)] = true
@@ -609,21 +417,21 @@ func inlineIndex(table, unique, ifNot string, toks []token, names map[string]boo
 // constraintUnique returns "[name] (cols) …" of CONSTRAINT [sym] UNIQUE
 // [KEY|INDEX] [name] (cols), the index named by name, else by sym; nil for
 // other constraints.
-func constraintUnique(el []token) []token {
+func constraintUnique(el []mysqltok.Token) []mysqltok.Token {
 	i := 1
-	var sym []token
-	if i < len(el) && el[i].isName() && el[i].word() != "UNIQUE" {
+	var sym []mysqltok.Token
+	if i < len(el) && el[i].IsName() && el[i].Word() != "UNIQUE" {
 		sym = el[i : i+1]
 		i++
 	}
-	if i >= len(el) || el[i].word() != "UNIQUE" {
+	if i >= len(el) || el[i].Word() != "UNIQUE" {
 		return nil
 	}
 	rest := el[i+1:]
-	if len(rest) > 0 && (rest[0].word() == "KEY" || rest[0].word() == "INDEX") {
+	if len(rest) > 0 && (rest[0].Word() == "KEY" || rest[0].Word() == "INDEX") {
 		rest = rest[1:]
 	}
-	if len(rest) > 0 && rest[0].is('(') && sym != nil {
+	if len(rest) > 0 && rest[0].Is('(') && sym != nil {
 		rest = append(sym[:1:1], rest...)
 	}
 	return rest
@@ -631,17 +439,17 @@ func constraintUnique(el []token) []token {
 
 // cleanConstraint drops "USING BTREE|HASH" and the KEY/INDEX word of a
 // UNIQUE constraint, and the name MySQL allows after UNIQUE KEY.
-func cleanConstraint(el []token) []token {
+func cleanConstraint(el []mysqltok.Token) []mysqltok.Token {
 	out := el[:0:0]
 	for i := 0; i < len(el); i++ {
 		switch {
-		case el[i].word() == "USING" && i+1 < len(el):
+		case el[i].Word() == "USING" && i+1 < len(el):
 			i++
 			continue
-		case el[i].word() == "UNIQUE" && i+1 < len(el) && (el[i+1].word() == "KEY" || el[i+1].word() == "INDEX"):
+		case el[i].Word() == "UNIQUE" && i+1 < len(el) && (el[i+1].Word() == "KEY" || el[i+1].Word() == "INDEX"):
 			out = append(out, el[i])
 			i++
-			if i+1 < len(el) && el[i+1].isName() {
+			if i+1 < len(el) && el[i+1].IsName() {
 				i++
 			}
 			continue
@@ -659,152 +467,152 @@ func cleanConstraint(el []token) []token {
 // ON UPDATE CURRENT_TIMESTAMP, and the precision of CURRENT_TIMESTAMP(n).
 // unique reports a SERIAL or UNIQUE column, whose UNIQUE index the caller
 // creates.
-func columnDef(el []token) (def string, unique bool, err error) {
-	if !el[0].isName() {
-		return "", false, fmt.Errorf("%w: column definition %q", apply.ErrUnsupportedDDL, spaced(el))
+func columnDef(el []mysqltok.Token) (def string, unique bool, err error) {
+	if !el[0].IsName() {
+		return "", false, fmt.Errorf("%w: column definition %q", apply.ErrUnsupportedDDL, mysqltok.Spaced(el))
 	}
 	ct, err := parseType(el)
 	if err != nil {
 		return "", false, err
 	}
-	out := append([]token{{tokIdent, quote(el[0].name())}}, ct.decl...)
+	out := append([]mysqltok.Token{{Kind: mysqltok.Ident, Text: quote(el[0].Name())}}, ct.decl...)
 	if ct.class == serial {
-		out = append(out, token{tokWord, "NOT"}, token{tokWord, "NULL"})
+		out = append(out, mysqltok.Token{Kind: mysqltok.Word, Text: "NOT"}, mysqltok.Token{Kind: mysqltok.Word, Text: "NULL"})
 	}
 	uniqueAttr := false
 	for i := ct.end; i < len(el); i++ {
-		w := el[i].word()
+		w := el[i].Word()
 		switch {
 		case w == "UNIQUE":
 			// A UNIQUE index named after the column, made by the caller:
 			// SQLite's own for a UNIQUE column would have another name.
 			uniqueAttr = true
-			if i+1 < len(el) && el[i+1].word() == "KEY" {
+			if i+1 < len(el) && el[i+1].Word() == "KEY" {
 				i++
 			}
 			continue
 		case w == "UNSIGNED" || w == "SIGNED" || w == "ZEROFILL" || w == "AUTO_INCREMENT" || w == "AUTO_RANDOM" ||
 			w == "BINARY" && i == ct.end: // CHAR(n) BINARY: a _bin collation
-			if i+1 < len(el) && el[i+1].is('(') { // AUTO_RANDOM(5)
-				if e := closing(el, i+1); e >= 0 {
+			if i+1 < len(el) && el[i+1].Is('(') { // AUTO_RANDOM(5)
+				if e := mysqltok.Closing(el, i+1); e >= 0 {
 					i = e
 				}
 			}
 			continue
-		case w == "CHARACTER" && i+2 < len(el) && el[i+1].word() == "SET":
+		case w == "CHARACTER" && i+2 < len(el) && el[i+1].Word() == "SET":
 			i += 2
 			continue
 		case w == "CHARSET" && i+1 < len(el):
 			i++
 			continue
 		case w == "COLLATE" && i+1 < len(el):
-			switch strings.ToUpper(el[i+1].name()) {
+			switch strings.ToUpper(el[i+1].Name()) {
 			case "BINARY", "NOCASE", "RTRIM":
 				out = append(out, el[i], el[i+1])
 			}
 			i++
 			continue
-		case w == "COMMENT" && i+1 < len(el) && el[i+1].kind == tokString:
+		case w == "COMMENT" && i+1 < len(el) && el[i+1].Kind == mysqltok.String:
 			i++
 			continue
 		case w == "DEFAULT":
 			v, n, err := ct.defaultValue(el[i+1:])
 			if err != nil {
-				return "", false, fmt.Errorf("column %s: %w", el[0].name(), err)
+				return "", false, fmt.Errorf("column %s: %w", el[0].Name(), err)
 			}
 			if n > 0 {
 				out = append(append(out, el[i]), v...)
 				i += n
 				continue
 			}
-		case w == "ON" && i+2 < len(el) && el[i+1].word() == "UPDATE":
+		case w == "ON" && i+2 < len(el) && el[i+1].Word() == "UPDATE":
 			i += 2
-			if i+1 < len(el) && el[i+1].is('(') {
-				if e := closing(el, i+1); e >= 0 {
+			if i+1 < len(el) && el[i+1].Is('(') {
+				if e := mysqltok.Closing(el, i+1); e >= 0 {
 					i = e
 				}
 			}
 			continue
 		case w == "CURRENT_TIMESTAMP" || w == "NOW" || w == "LOCALTIMESTAMP":
-			out = append(out, token{tokWord, "CURRENT_TIMESTAMP"})
-			if i+1 < len(el) && el[i+1].is('(') {
-				if e := closing(el, i+1); e >= 0 {
+			out = append(out, mysqltok.Token{Kind: mysqltok.Word, Text: "CURRENT_TIMESTAMP"})
+			if i+1 < len(el) && el[i+1].Is('(') {
+				if e := mysqltok.Closing(el, i+1); e >= 0 {
 					i = e
 				}
 			}
 			continue
-		case el[i].kind == tokString:
+		case el[i].Kind == mysqltok.String:
 			// A MySQL string (backslash escapes) as a SQLite one.
-			v, err := mysqlString(el[i].text)
+			v, err := mysqlString(el[i].Text)
 			if err != nil {
 				return "", false, err
 			}
-			out = append(out, token{tokString, sqliteString(v)})
+			out = append(out, mysqltok.Token{Kind: mysqltok.String, Text: sqliteString(v)})
 			continue
 		}
 		out = append(out, el[i])
 	}
-	return spaced(out), ct.class == serial || uniqueAttr, nil
+	return mysqltok.Spaced(out), ct.class == serial || uniqueAttr, nil
 }
 
 // sqliteAlterTable: ALTER TABLE t spec[, spec…], one SQLite statement per
 // spec. Supported specs: ADD [COLUMN] def, ADD [UNIQUE] INDEX|KEY …, DROP
 // [COLUMN] c, DROP INDEX|KEY i, RENAME [TO|AS] u, RENAME COLUMN a TO b.
-func sqliteAlterTable(toks []token) ([]Stmt, error) {
-	if len(toks) < 4 || !toks[2].isName() {
+func sqliteAlterTable(toks []mysqltok.Token) ([]Stmt, error) {
+	if len(toks) < 4 || !toks[2].IsName() {
 		return nil, fmt.Errorf("%w: ALTER TABLE form", apply.ErrUnsupportedDDL)
 	}
-	table := toks[2].name()
+	table := toks[2].Name()
 	prefix := "ALTER TABLE " + quote(table) + " "
 	var out []Stmt
 	var rename *Stmt
 	names := map[string]bool{}
-	for _, spec := range splitTop(toks[3:]) {
+	for _, spec := range mysqltok.SplitTop(toks[3:]) {
 		if len(spec) == 0 {
 			continue
 		}
-		w := spec[0].word()
+		w := spec[0].Word()
 		rest := spec[1:]
-		index := func(unique string, rest []token) error {
-			if len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") {
+		index := func(unique string, rest []mysqltok.Token) error {
+			if len(rest) > 0 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY") {
 				rest = rest[1:]
 			}
 			s, err := inlineIndex(table, unique, "", rest, names)
 			// An index without a name takes one MySQL picks among the
 			// table's indexes, which the caller knows.
-			if len(rest) > 1 && rest[0].is('(') {
-				s.Auto = rest[1].name()
+			if len(rest) > 1 && rest[0].Is('(') {
+				s.Auto = rest[1].Name()
 			}
 			out = append(out, s)
 			return err
 		}
 		switch {
-		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY"):
+		case w == "ADD" && len(rest) > 0 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY"):
 			if err := index("", rest); err != nil {
 				return nil, err
 			}
-		case w == "ADD" && len(rest) > 0 && rest[0].word() == "UNIQUE":
+		case w == "ADD" && len(rest) > 0 && rest[0].Word() == "UNIQUE":
 			if err := index("UNIQUE ", rest[1:]); err != nil {
 				return nil, err
 			}
-		case w == "ADD" && len(rest) > 0 && rest[0].word() == "CONSTRAINT" && constraintUnique(rest) != nil:
+		case w == "ADD" && len(rest) > 0 && rest[0].Word() == "CONSTRAINT" && constraintUnique(rest) != nil:
 			if err := index("UNIQUE ", constraintUnique(rest)); err != nil {
 				return nil, err
 			}
-		case w == "ADD" && len(rest) > 0 && (rest[0].word() == "FULLTEXT" || rest[0].word() == "SPATIAL"):
+		case w == "ADD" && len(rest) > 0 && (rest[0].Word() == "FULLTEXT" || rest[0].Word() == "SPATIAL"):
 			// A plain index, as in CREATE TABLE.
 			if err := index("", rest[1:]); err != nil {
 				return nil, err
 			}
 		case w == "ADD":
-			if len(rest) > 0 && rest[0].word() == "COLUMN" {
+			if len(rest) > 0 && rest[0].Word() == "COLUMN" {
 				rest = rest[1:]
 			}
-			if len(rest) == 0 || rest[0].is('(') || words(rest, "PRIMARY") || words(rest, "CONSTRAINT") || words(rest, "FOREIGN") ||
-				words(rest, "PARTITION") || words(rest, "CHECK") {
-				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", apply.ErrUnsupportedDDL, spaced(rest))
+			if len(rest) == 0 || rest[0].Is('(') || mysqltok.Words(rest, "PRIMARY") || mysqltok.Words(rest, "CONSTRAINT") || mysqltok.Words(rest, "FOREIGN") ||
+				mysqltok.Words(rest, "PARTITION") || mysqltok.Words(rest, "CHECK") {
+				return nil, fmt.Errorf("%w: ALTER TABLE ADD %s", apply.ErrUnsupportedDDL, mysqltok.Spaced(rest))
 			}
-			if n := len(rest); n >= 2 && (rest[n-2].word() == "AFTER") || n >= 1 && rest[n-1].word() == "FIRST" {
+			if n := len(rest); n >= 2 && (rest[n-2].Word() == "AFTER") || n >= 1 && rest[n-1].Word() == "FIRST" {
 				return nil, fmt.Errorf("%w: column position (FIRST, AFTER): SQLite only appends columns", apply.ErrUnsupportedDDL)
 			}
 			def, unique, err := columnDef(rest)
@@ -815,40 +623,40 @@ func sqliteAlterTable(toks []token) ([]Stmt, error) {
 			if unique {
 				// SQLite adds no UNIQUE column; MySQL names the index
 				// after the column.
-				c := rest[0].name()
+				c := rest[0].Name()
 				names[strings.ToLower(c)] = true
 				out = append(out, createIndex("UNIQUE ", "", table, c, quote(c)))
 			}
-		case w == "DROP" && len(rest) == 2 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName():
-			s, err := dropIndex(table, rest[1].name())
+		case w == "DROP" && len(rest) == 2 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY") && rest[1].IsName():
+			s, err := dropIndex(table, rest[1].Name())
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, s)
-		case w == "DROP" && len(rest) == 2 && rest[0].word() == "COLUMN" && rest[1].isName(),
-			w == "DROP" && len(rest) == 1 && rest[0].isName() && rest[0].word() != "PRIMARY":
-			out = append(out, other(prefix+"DROP COLUMN "+quote(rest[len(rest)-1].name())))
-		case w == "RENAME" && len(rest) == 4 && rest[0].word() == "COLUMN" && rest[1].isName() && rest[2].word() == "TO" && rest[3].isName():
-			out = append(out, other(prefix+"RENAME COLUMN "+quote(rest[1].name())+" TO "+quote(rest[3].name())))
-		case w == "RENAME" && len(rest) == 4 && (rest[0].word() == "INDEX" || rest[0].word() == "KEY") && rest[1].isName() &&
-			rest[2].word() == "TO" && rest[3].isName():
-			if strings.EqualFold(rest[1].name(), "PRIMARY") || strings.EqualFold(rest[3].name(), "PRIMARY") {
+		case w == "DROP" && len(rest) == 2 && rest[0].Word() == "COLUMN" && rest[1].IsName(),
+			w == "DROP" && len(rest) == 1 && rest[0].IsName() && rest[0].Word() != "PRIMARY":
+			out = append(out, other(prefix+"DROP COLUMN "+quote(rest[len(rest)-1].Name())))
+		case w == "RENAME" && len(rest) == 4 && rest[0].Word() == "COLUMN" && rest[1].IsName() && rest[2].Word() == "TO" && rest[3].IsName():
+			out = append(out, other(prefix+"RENAME COLUMN "+quote(rest[1].Name())+" TO "+quote(rest[3].Name())))
+		case w == "RENAME" && len(rest) == 4 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY") && rest[1].IsName() &&
+			rest[2].Word() == "TO" && rest[3].IsName():
+			if strings.EqualFold(rest[1].Name(), "PRIMARY") || strings.EqualFold(rest[3].Name(), "PRIMARY") {
 				return nil, fmt.Errorf("%w: renaming an index to or from PRIMARY", apply.ErrUnsupportedDDL)
 			}
 			// SQLite renames no index: the caller drops it and creates it
 			// again under the new name.
-			out = append(out, Stmt{Op: OpRenameIndex, Table: table, Index: IndexName(table, rest[1].name()), To: IndexName(table, rest[3].name())})
-		case w == "RENAME" && len(rest) >= 1 && rest[0].word() != "INDEX" && rest[0].word() != "KEY":
-			if rest[0].word() == "TO" || rest[0].word() == "AS" {
+			out = append(out, Stmt{Op: OpRenameIndex, Table: table, Index: IndexName(table, rest[1].Name()), To: IndexName(table, rest[3].Name())})
+		case w == "RENAME" && len(rest) >= 1 && rest[0].Word() != "INDEX" && rest[0].Word() != "KEY":
+			if rest[0].Word() == "TO" || rest[0].Word() == "AS" {
 				rest = rest[1:]
 			}
-			if len(rest) != 1 || !rest[0].isName() || rename != nil {
+			if len(rest) != 1 || !rest[0].IsName() || rename != nil {
 				return nil, fmt.Errorf("%w: ALTER TABLE RENAME form", apply.ErrUnsupportedDDL)
 			}
-			r := renameTable(table, rest[0].name())
+			r := renameTable(table, rest[0].Name())
 			rename = &r
 		default:
-			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", apply.ErrUnsupportedDDL, spaced(spec))
+			return nil, fmt.Errorf("%w: ALTER TABLE %s (SQLite alters tables by ADD COLUMN, DROP COLUMN, RENAME only)", apply.ErrUnsupportedDDL, mysqltok.Spaced(spec))
 		}
 	}
 	// The other specs name the table by its old name: MySQL renames it
@@ -863,30 +671,30 @@ func sqliteAlterTable(toks []token) ([]Stmt, error) {
 // (CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON table …) to create it
 // under another name on another table, the rest kept as it is.
 func RecreateIndex(sql, name, table string) (string, error) {
-	all, err := tokenize(sql)
+	all, err := mysqltok.Tokenize(sql)
 	if err != nil {
 		return "", fmt.Errorf("index SQL %q: %v", sql, err)
 	}
-	var out []token
+	var out []mysqltok.Token
 	state := 0 // 0: before the index name, 1: before ON, 2: before the table, 3: the rest
 	for _, t := range all {
 		switch {
-		case t.kind == tokSpace || state == 3:
-		case state == 0 && t.isName() && t.word() != "CREATE" && t.word() != "UNIQUE" && t.word() != "INDEX" &&
-			t.word() != "IF" && t.word() != "NOT" && t.word() != "EXISTS":
-			t, state = token{tokIdent, quote(name)}, 1
-		case state == 1 && t.word() == "ON":
+		case t.Kind == mysqltok.Space || state == 3:
+		case state == 0 && t.IsName() && t.Word() != "CREATE" && t.Word() != "UNIQUE" && t.Word() != "INDEX" &&
+			t.Word() != "IF" && t.Word() != "NOT" && t.Word() != "EXISTS":
+			t, state = mysqltok.Token{Kind: mysqltok.Ident, Text: quote(name)}, 1
+		case state == 1 && t.Word() == "ON":
 			state = 2
-		case state == 2 && t.isName():
-			t, state = token{tokIdent, quote(table)}, 3
+		case state == 2 && t.IsName():
+			t, state = mysqltok.Token{Kind: mysqltok.Ident, Text: quote(table)}, 3
 		case state == 0:
 		default:
 			return "", fmt.Errorf("index SQL %q: not CREATE INDEX name ON table", sql)
 		}
 		out = append(out, t)
 	}
-	if state != 3 || !words(solid(all), "CREATE") {
+	if state != 3 || !mysqltok.Words(mysqltok.Solid(all), "CREATE") {
 		return "", fmt.Errorf("index SQL %q: not CREATE INDEX name ON table", sql)
 	}
-	return join(out), nil
+	return mysqltok.Join(out), nil
 }

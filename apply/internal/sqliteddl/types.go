@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 )
 
 // SQLite derives a column's affinity from its declared type, and the
@@ -36,39 +37,39 @@ const (
 // gets, and what the DEFAULT conversion needs.
 type colType struct {
 	class    class
-	decl     []token  // the declared type for SQLite
-	scale    int      // DECIMAL's scale
-	members  []string // ENUM's or SET's members
-	end      int      // index in the definition after the type
+	decl     []mysqltok.Token // the declared type for SQLite
+	scale    int              // DECIMAL's scale
+	members  []string         // ENUM's or SET's members
+	end      int              // index in the definition after the type
 	unsigned bool
 }
 
 // parseType reads the type of a column definition el (el[0] is the name).
-func parseType(el []token) (colType, error) {
+func parseType(el []mysqltok.Token) (colType, error) {
 	ct := colType{end: 1}
-	if len(el) < 2 || el[1].kind != tokWord {
-		return ct, fmt.Errorf("%w: column definition %q has no type", apply.ErrUnsupportedDDL, spaced(el))
+	if len(el) < 2 || el[1].Kind != mysqltok.Word {
+		return ct, fmt.Errorf("%w: column definition %q has no type", apply.ErrUnsupportedDDL, mysqltok.Spaced(el))
 	}
-	base := el[1].word()
+	base := el[1].Word()
 	ct.end = 2
-	var args [][]token
-	if ct.end < len(el) && base == "DOUBLE" && el[ct.end].word() == "PRECISION" {
+	var args [][]mysqltok.Token
+	if ct.end < len(el) && base == "DOUBLE" && el[ct.end].Word() == "PRECISION" {
 		ct.end++
 	}
-	if ct.end < len(el) && base == "LONG" && (el[ct.end].word() == "VARBINARY" || el[ct.end].word() == "VARCHAR") {
-		base += " " + el[ct.end].word()
+	if ct.end < len(el) && base == "LONG" && (el[ct.end].Word() == "VARBINARY" || el[ct.end].Word() == "VARCHAR") {
+		base += " " + el[ct.end].Word()
 		ct.end++
 	}
-	if ct.end < len(el) && el[ct.end].is('(') {
-		e := closing(el, ct.end)
+	if ct.end < len(el) && el[ct.end].Is('(') {
+		e := mysqltok.Closing(el, ct.end)
 		if e < 0 {
 			return ct, fmt.Errorf("%w: unbalanced parentheses", apply.ErrUnsupportedDDL)
 		}
-		args = splitTop(el[ct.end+1 : e])
+		args = mysqltok.SplitTop(el[ct.end+1 : e])
 		ct.end = e + 1
 	}
 	for _, t := range el[ct.end:] {
-		if t.word() == "UNSIGNED" {
+		if t.Word() == "UNSIGNED" {
 			ct.unsigned = true
 		}
 	}
@@ -78,11 +79,11 @@ func parseType(el []token) (colType, error) {
 			return def, nil
 		}
 		if len(args[i]) != 1 {
-			return 0, fmt.Errorf("%w: %s type argument %q", apply.ErrUnsupportedDDL, base, spaced(args[i]))
+			return 0, fmt.Errorf("%w: %s type argument %q", apply.ErrUnsupportedDDL, base, mysqltok.Spaced(args[i]))
 		}
-		return strconv.Atoi(args[i][0].text)
+		return strconv.Atoi(args[i][0].Text)
 	}
-	text := []token{{tokWord, "TEXT"}}
+	text := []mysqltok.Token{{Kind: mysqltok.Word, Text: "TEXT"}}
 	switch base {
 	case "BIGINT", "INT8":
 		if ct.unsigned {
@@ -109,28 +110,28 @@ func parseType(el []token) (colType, error) {
 	case "BINARY", "VARBINARY", "LONG VARBINARY":
 		// Bytes are bound as BLOBs, which no affinity changes; BLOB
 		// affinity keeps text too, should a producer send one.
-		ct.decl = []token{{tokWord, "BLOB"}}
+		ct.decl = []mysqltok.Token{{Kind: mysqltok.Word, Text: "BLOB"}}
 	case "JSON":
 		ct.class, ct.decl = textJSON, text
 	case "LONG", "LONG VARCHAR":
 		ct.class, ct.decl = textChars, text
 	case "FLOAT", "FLOAT4":
-		ct.class, ct.decl = float, []token{{tokWord, "FLOAT"}, {tokWord, "BLOB"}}
+		ct.class, ct.decl = float, []mysqltok.Token{{Kind: mysqltok.Word, Text: "FLOAT"}, {Kind: mysqltok.Word, Text: "BLOB"}}
 	case "DOUBLE", "REAL", "FLOAT8":
-		ct.class, ct.decl = float, []token{{tokWord, "DOUBLE"}, {tokWord, "BLOB"}}
+		ct.class, ct.decl = float, []mysqltok.Token{{Kind: mysqltok.Word, Text: "DOUBLE"}, {Kind: mysqltok.Word, Text: "BLOB"}}
 	case "ENUM", "SET":
 		for _, a := range args {
-			if len(a) != 1 || a[0].kind != tokString {
-				return ct, fmt.Errorf("%w: %s member %q", apply.ErrUnsupportedDDL, base, spaced(a))
+			if len(a) != 1 || a[0].Kind != mysqltok.String {
+				return ct, fmt.Errorf("%w: %s member %q", apply.ErrUnsupportedDDL, base, mysqltok.Spaced(a))
 			}
-			m, err := mysqlString(a[0].text)
+			m, err := mysqlString(a[0].Text)
 			if err != nil {
 				return ct, err
 			}
 			// MySQL strips trailing spaces from members.
 			ct.members = append(ct.members, strings.TrimRight(m, " "))
 		}
-		ct.class, ct.decl = enumInt, []token{{tokWord, "INTEGER"}}
+		ct.class, ct.decl = enumInt, []mysqltok.Token{{Kind: mysqltok.Word, Text: "INTEGER"}}
 		if base == "SET" {
 			ct.class = setInt
 			if len(ct.members) >= 64 {
@@ -150,7 +151,7 @@ func (ct colType) textual() bool {
 // DEFAULT) into what SQLite must store for MySQL's value, and returns the
 // tokens of that value and how many of toks it took. The default matters:
 // ADD COLUMN gives it to every existing row.
-func (ct colType) defaultValue(toks []token) ([]token, int, error) {
+func (ct colType) defaultValue(toks []mysqltok.Token) ([]mysqltok.Token, int, error) {
 	if len(toks) == 0 {
 		return nil, 0, fmt.Errorf("%w: DEFAULT without a value", apply.ErrUnsupportedDDL)
 	}
@@ -158,52 +159,52 @@ func (ct colType) defaultValue(toks []token) ([]token, int, error) {
 	var lit string // the literal's text as MySQL reads it
 	isString, isNumber := false, false
 	switch t := toks[0]; {
-	case t.is('(') || t.word() == "NULL" || t.word() == "CURRENT_TIMESTAMP" || t.word() == "NOW" || t.word() == "LOCALTIMESTAMP":
+	case t.Is('(') || t.Word() == "NULL" || t.Word() == "CURRENT_TIMESTAMP" || t.Word() == "NOW" || t.Word() == "LOCALTIMESTAMP":
 		return nil, 0, nil // an expression, NULL, or the time: as before
-	case (t.is('-') || t.is('+')) && len(toks) > 1 && toks[1].kind == tokWord && isDigit(toks[1].text[0]) && !strings.HasPrefix(toks[1].text, "0x"):
-		lit, n, isNumber = t.text+toks[1].text, 2, true
-		if t.is('+') {
-			lit = toks[1].text
+	case (t.Is('-') || t.Is('+')) && len(toks) > 1 && toks[1].Kind == mysqltok.Word && isDigit(toks[1].Text[0]) && !strings.HasPrefix(toks[1].Text, "0x"):
+		lit, n, isNumber = t.Text+toks[1].Text, 2, true
+		if t.Is('+') {
+			lit = toks[1].Text
 		}
-	case t.kind == tokWord && (strings.EqualFold(t.text, "b") || strings.EqualFold(t.text, "x")) && len(toks) > 1 && toks[1].kind == tokString:
-		s, err := mysqlString(toks[1].text)
+	case t.Kind == mysqltok.Word && (strings.EqualFold(t.Text, "b") || strings.EqualFold(t.Text, "x")) && len(toks) > 1 && toks[1].Kind == mysqltok.String:
+		s, err := mysqlString(toks[1].Text)
 		if err != nil {
 			return nil, 0, err
 		}
 		base := 2
-		if strings.EqualFold(t.text, "x") {
+		if strings.EqualFold(t.Text, "x") {
 			base = 16
 		}
 		u, err := strconv.ParseUint(s, base, 64)
 		if err != nil || ct.class != bitInt && (ct.class != textNum || ct.members != nil) {
-			return nil, 0, fmt.Errorf("%w: DEFAULT %s%s for a %s column", apply.ErrUnsupportedDDL, t.text, toks[1].text, spaced(ct.decl))
+			return nil, 0, fmt.Errorf("%w: DEFAULT %s%s for a %s column", apply.ErrUnsupportedDDL, t.Text, toks[1].Text, mysqltok.Spaced(ct.decl))
 		}
 		lit, n, isNumber = strconv.FormatUint(u, 10), 2, true
-	case t.kind == tokWord && (strings.HasPrefix(t.text, "0x") || strings.HasPrefix(t.text, "0b")):
+	case t.Kind == mysqltok.Word && (strings.HasPrefix(t.Text, "0x") || strings.HasPrefix(t.Text, "0b")):
 		base := 16
-		if t.text[1] == 'b' {
+		if t.Text[1] == 'b' {
 			base = 2
 		}
-		u, err := strconv.ParseUint(t.text[2:], base, 64)
+		u, err := strconv.ParseUint(t.Text[2:], base, 64)
 		if err != nil || ct.class != bitInt && (ct.class != textNum || ct.members != nil) {
 			// (For a string column it is a string, for an integer a
 			// number: the rewrite does not tell them apart.)
-			return nil, 0, fmt.Errorf("%w: DEFAULT %s for a %s column", apply.ErrUnsupportedDDL, t.text, spaced(ct.decl))
+			return nil, 0, fmt.Errorf("%w: DEFAULT %s for a %s column", apply.ErrUnsupportedDDL, t.Text, mysqltok.Spaced(ct.decl))
 		}
 		lit, isNumber = strconv.FormatUint(u, 10), true
-	case t.kind == tokWord && isDigit(t.text[0]):
-		lit, isNumber = t.text, true
-	case t.is('.') && len(toks) > 1 && toks[1].kind == tokWord && isDigit(toks[1].text[0]):
-		lit, n, isNumber = "0."+toks[1].text, 2, true
-	case t.kind == tokWord && (t.text[0] == '_' || strings.EqualFold(t.text, "N")) && len(toks) > 1 && toks[1].kind == tokString:
+	case t.Kind == mysqltok.Word && isDigit(t.Text[0]):
+		lit, isNumber = t.Text, true
+	case t.Is('.') && len(toks) > 1 && toks[1].Kind == mysqltok.Word && isDigit(toks[1].Text[0]):
+		lit, n, isNumber = "0."+toks[1].Text, 2, true
+	case t.Kind == mysqltok.Word && (t.Text[0] == '_' || strings.EqualFold(t.Text, "N")) && len(toks) > 1 && toks[1].Kind == mysqltok.String:
 		// A charset introducer: _utf8mb4'x', N'x'.
-		s, err := mysqlString(toks[1].text)
+		s, err := mysqlString(toks[1].Text)
 		if err != nil {
 			return nil, 0, err
 		}
 		lit, n, isString = s, 2, true
-	case t.kind == tokString:
-		s, err := mysqlString(t.text)
+	case t.Kind == mysqltok.String:
+		s, err := mysqlString(t.Text)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -213,12 +214,14 @@ func (ct colType) defaultValue(toks []token) ([]token, int, error) {
 	}
 	// The tokenizer splits 1.50 into "1", ".", "50".
 	if isNumber {
-		for n+1 < len(toks) && toks[n].is('.') && toks[n+1].kind == tokWord && isDigit(toks[n+1].text[0]) {
-			lit += "." + toks[n+1].text
+		for n+1 < len(toks) && toks[n].Is('.') && toks[n+1].Kind == mysqltok.Word && isDigit(toks[n+1].Text[0]) {
+			lit += "." + toks[n+1].Text
 			n += 2
 		}
 	}
-	str := func(s string) []token { return []token{{tokString, sqliteString(s)}} }
+	str := func(s string) []mysqltok.Token {
+		return []mysqltok.Token{{Kind: mysqltok.String, Text: sqliteString(s)}}
+	}
 	switch ct.class {
 	case textNum, serial:
 		switch {
@@ -242,11 +245,11 @@ func (ct colType) defaultValue(toks []token) ([]token, int, error) {
 		return str(d), n, nil
 	case enumInt:
 		if isNumber {
-			return []token{{tokWord, lit}}, n, nil
+			return []mysqltok.Token{{Kind: mysqltok.Word, Text: lit}}, n, nil
 		}
 		for i, m := range ct.members {
 			if strings.EqualFold(m, strings.TrimRight(lit, " ")) {
-				return []token{{tokWord, strconv.Itoa(i + 1)}}, n, nil
+				return []mysqltok.Token{{Kind: mysqltok.Word, Text: strconv.Itoa(i + 1)}}, n, nil
 			}
 		}
 		return nil, 0, fmt.Errorf("%w: ENUM DEFAULT %q is no member", apply.ErrUnsupportedDDL, lit)
@@ -255,17 +258,17 @@ func (ct colType) defaultValue(toks []token) ([]token, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		return []token{{tokWord, strconv.FormatUint(u, 10)}}, n, nil
+		return []mysqltok.Token{{Kind: mysqltok.Word, Text: strconv.FormatUint(u, 10)}}, n, nil
 	case bitInt:
 		if isString {
 			return nil, 0, fmt.Errorf("%w: BIT DEFAULT %q", apply.ErrUnsupportedDDL, lit)
 		}
-		return []token{{tokWord, lit}}, n, nil
+		return []mysqltok.Token{{Kind: mysqltok.Word, Text: lit}}, n, nil
 	}
 	if isString {
 		return str(lit), n, nil
 	}
-	return []token{{tokWord, lit}}, n, nil
+	return []mysqltok.Token{{Kind: mysqltok.Word, Text: lit}}, n, nil
 }
 
 func (ct colType) setBits(lit string, isString bool) (uint64, error) {
