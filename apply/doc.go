@@ -97,9 +97,13 @@
 // superuser, or PostgreSQL 15's GRANT SET ON PARAMETER), and SQLite's
 // foreign_keys pragma off. SinkOptions.ForeignKeyChecks keeps them on: the
 // sink then reports [CommitOrderer], and Run applies with one worker, each
-// commit ts whole and in order, its tables in the order their first rows
-// came (the order of the upstream transaction), so that a parent is written
-// before its children and deleted after them.
+// commit ts whole and in order ([GroupApplier]). A log keeps no order of the
+// tables inside a transaction, so the SQL sinks order each one by the
+// foreign keys the downstream's catalog declares: every delete first,
+// children before parents, then every upsert, parents before children. What
+// that cannot order fails on the check, loudly: a cycle of foreign keys, a
+// table referencing itself, a parent whose key moves while children point
+// at it.
 //
 // A table with no key: a delete then matches every column of the old image
 // exactly — NULLs by IS NULL, floating-point values by their exact binary

@@ -366,6 +366,9 @@ func (r *runner) advance() error {
 // came: in ordered mode, the order of the upstream transaction's tables.
 func (r *runner) dispatchAll() error {
 	r.ready = r.ready[:0]
+	if r.ordered {
+		return r.dispatchGroup()
+	}
 	for i, b := range r.order {
 		b.ready = false
 		if err := r.dispatch(b); err != nil {
@@ -376,6 +379,31 @@ func (r *runner) dispatchAll() error {
 	clear(r.order)
 	r.order = r.order[:0]
 	return nil
+}
+
+// dispatchGroup hands every table's rows held (in ordered mode, one commit
+// ts) to the one worker as one item, in the order the tables came.
+func (r *runner) dispatchGroup() error {
+	var item workItem
+	for _, b := range r.order {
+		b.ready = false
+		if len(b.rows) > 0 {
+			item.group = append(item.group, TableRows{Table: b.table, Rows: b.rows})
+			r.buffered -= len(b.rows)
+			b.rows = nil
+		}
+	}
+	clear(r.order)
+	r.order = r.order[:0]
+	if item.group == nil {
+		return nil
+	}
+	select {
+	case r.workers[0].in <- item:
+		return nil
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
 }
 
 func (r *runner) dispatch(b *tableBuf) error {
@@ -463,7 +491,16 @@ func (r *runner) retry(f func() error, onRetry func(attempt int, err error)) err
 type workItem struct {
 	table Table
 	rows  []*codec.RowChange
+	group []TableRows  // ordered mode: every table's rows of one commit ts (table and rows unset)
 	flush chan<- error // a commit request when not nil
+}
+
+// parts returns the tables' rows of an item.
+func (it *workItem) parts() []TableRows {
+	if it.group != nil {
+		return it.group
+	}
+	return []TableRows{{Table: it.table, Rows: it.rows}}
 }
 
 // worker applies the rows of its tables in one transaction at a time.
@@ -524,8 +561,10 @@ func (w *worker) apply(item workItem) error {
 	if w.marks == nil {
 		w.marks = map[Table]uint64{}
 	}
-	w.marks[item.table] = item.rows[len(item.rows)-1].CommitTs
-	w.txRows += len(item.rows)
+	for _, p := range item.parts() {
+		w.marks[p.Table] = p.Rows[len(p.Rows)-1].CommitTs
+		w.txRows += len(p.Rows)
+	}
 	return w.r.retry(func() error {
 		if w.tx == nil {
 			// A new transaction, or one lost to a transient error: begin
@@ -533,7 +572,7 @@ func (w *worker) apply(item workItem) error {
 			return w.replay()
 		}
 		// The usual path: only the new item needs applying.
-		err := w.tx.ApplyRows(w.r.ctx, item.table, item.rows)
+		err := applyItem(w.r.ctx, w.tx, &item)
 		if err != nil {
 			_ = w.tx.Rollback()
 			w.tx = nil
@@ -549,10 +588,26 @@ func (w *worker) replay() error {
 		return err
 	}
 	w.tx = tx
-	for _, it := range w.pending {
-		if err := tx.ApplyRows(w.r.ctx, it.table, it.rows); err != nil {
+	for i := range w.pending {
+		if err := applyItem(w.r.ctx, tx, &w.pending[i]); err != nil {
 			_ = tx.Rollback()
 			w.tx = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// applyItem applies an item's rows in tx: a group through the Tx's
+// GroupApplier when it has one, else table by table in the group's order.
+func applyItem(ctx context.Context, tx Tx, it *workItem) error {
+	if it.group != nil {
+		if ga, ok := tx.(GroupApplier); ok {
+			return ga.ApplyGroup(ctx, it.group)
+		}
+	}
+	for _, p := range it.parts() {
+		if err := tx.ApplyRows(ctx, p.Table, p.Rows); err != nil {
 			return err
 		}
 	}

@@ -145,13 +145,26 @@ type ConflictReporter interface {
 // commit-ts order across tables: one whose downstream checks foreign keys
 // during the apply (SinkOptions.ForeignKeyChecks), where a child written
 // before its parent fails. When NeedsCommitOrder reports true, Run uses one
-// worker and hands out each commit ts whole before the next, its tables in
-// the order their first rows came from the source (the order of the
-// upstream transaction, as the log keeps it). This is slower than the
-// parallel default; a transaction whose rows of two tables must interleave
-// to satisfy the checks still fails, naming the statement.
+// worker and hands out each commit ts whole before the next: through the
+// Tx's [GroupApplier] when it has one (the SQL sinks order the tables by the
+// downstream's foreign keys there), else table by table in the order their
+// first rows came. This is slower than the parallel default.
 type CommitOrderer interface {
 	NeedsCommitOrder() bool
+}
+
+// TableRows are row changes of one table, in commit-ts order.
+type TableRows struct {
+	Table Table
+	Rows  []*codec.RowChange
+}
+
+// GroupApplier is implemented by a Tx that applies the row changes of
+// several tables at one commit ts together, in an order of its own choosing
+// across the tables: in commit order (see [CommitOrderer]), Run hands it each
+// commit ts whole. The same rules as ApplyRows hold for each table's rows.
+type GroupApplier interface {
+	ApplyGroup(ctx context.Context, groups []TableRows) error
 }
 
 // TxLimiter is implemented by a sink that cannot hold more than

@@ -38,6 +38,9 @@ type SQLSink struct {
 
 	replaced, deletesMissed atomic.Int64
 	dryMu                   sync.Mutex
+
+	fkMu sync.Mutex
+	fks  map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
 }
 
 var (
@@ -472,6 +475,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	if mark != (apply.DDLMark{}) {
 		record = &mark
 	}
+	defer s.forgetForeignKeys()
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}
@@ -587,6 +591,60 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 		return derr("COMMIT", s.d.classify(err))
 	}
 	return nil
+}
+
+// foreignKeys returns the downstream's foreign keys as child → parents,
+// read from its catalog through q once, and again after each DDL.
+func (s *SQLSink) foreignKeys(ctx context.Context, ex execer) (map[apply.Table][]apply.Table, error) {
+	s.fkMu.Lock()
+	defer s.fkMu.Unlock()
+	if s.fks != nil {
+		return s.fks, nil
+	}
+	q, ok := ex.(Queryer)
+	if !ok {
+		return nil, fmt.Errorf("apply: %s: no way to read the foreign keys", s.name)
+	}
+	var query string
+	switch s.d {
+	case MySQL:
+		query = "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS"
+	case Postgres:
+		query = `SELECT cn.nspname, c.relname, pn.nspname, p.relname FROM pg_constraint k
+	JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace cn ON cn.oid = c.relnamespace
+	JOIN pg_class p ON p.oid = k.confrelid JOIN pg_namespace pn ON pn.oid = p.relnamespace
+	WHERE k.contype = 'f'`
+	default:
+		query = `SELECT '', m.name, '', f."table" FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("apply: %s: read the foreign keys: %w", s.name, s.d.classify(err))
+	}
+	defer rows.Close()
+	fks := map[apply.Table][]apply.Table{}
+	for rows.Next() {
+		var c, p apply.Table
+		if err := rows.Scan(&c.Schema, &c.Name, &p.Schema, &p.Name); err != nil {
+			return nil, fmt.Errorf("apply: %s: read the foreign keys: %w", s.name, err)
+		}
+		if s.d == SQLite {
+			c.Name, p.Name = strings.ToLower(c.Name), strings.ToLower(p.Name)
+		}
+		fks[c] = append(fks[c], p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("apply: %s: read the foreign keys: %w", s.name, s.d.classify(err))
+	}
+	s.fks = fks
+	return fks, nil
+}
+
+// forgetForeignKeys drops what foreignKeys read: a DDL may have changed it.
+func (s *SQLSink) forgetForeignKeys() {
+	s.fkMu.Lock()
+	s.fks = nil
+	s.fkMu.Unlock()
 }
 
 // tolerate reports whether a DDL error is one that says the DDL's effect is

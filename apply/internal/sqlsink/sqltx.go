@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -247,7 +248,14 @@ func sameKeyShape(a, b []codec.Column) bool {
 func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.RowChange) error {
 	t.ops = plan(t.ops[:0], rows)
 	t.collapse()
-	ops := t.ops
+	err := t.execOps(ctx, table, t.ops, t.collapsed)
+	clear(t.ops) // drop the references to Run's rows
+	return err
+}
+
+// execOps writes ops in order, runs of one kind and shape sharing a
+// statement. collapsed says that ops hold at most one op per key.
+func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) error {
 	for len(ops) > 0 {
 		n := 1
 		for n < len(ops) && n < t.s.o.MaxStatementRows && ops[n].del == ops[0].del {
@@ -259,7 +267,7 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 			// collapse left one op per key, a statement ends before a key
 			// it holds comes again (a row changed at two commit ts, or a
 			// change the log holds twice).
-			if t.s.d == Postgres && !t.collapsed && !ops[0].del && t.seenKey(ops[n], n == 1, ops[0]) {
+			if t.s.d == Postgres && !collapsed && !ops[0].del && t.seenKey(ops[n], n == 1, ops[0]) {
 				break
 			}
 			n++
@@ -275,8 +283,103 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 		}
 		ops = ops[n:]
 	}
-	clear(t.ops) // drop the references to Run's rows
 	return nil
+}
+
+// ApplyGroup applies the row changes of several tables at one commit ts
+// (one upstream transaction), for a downstream that checks foreign keys
+// (apply.GroupApplier): every delete first, children before their parents,
+// then every upsert, parents before their children, by the foreign keys
+// the downstream's catalog declares. A log keeps no order of the tables
+// inside a transaction, so this is the order the checks accept whatever
+// order the rows came in. What it cannot order fails on the check, naming
+// the statement: a cycle of foreign keys, a table referencing itself, and a
+// parent whose key moves while children point at it (its old row is deleted
+// before the children's new images are written).
+func (t *sqlTx) ApplyGroup(ctx context.Context, groups []apply.TableRows) error {
+	graph, err := t.s.foreignKeys(ctx, t.ex)
+	if err != nil {
+		return err
+	}
+	order := parentsFirst(groups, graph, t.s.d == SQLite)
+	type planned struct {
+		table     apply.Table
+		ops       []rowOp
+		collapsed bool
+		split     int // ops[:split] are the deletes
+	}
+	plans := make([]planned, len(order))
+	for i, g := range order {
+		t.ops = plan(t.ops[:0], g.Rows)
+		t.collapse()
+		ops := slices.Clone(t.ops)
+		// Deletes first, each kind in its order: the collapse and the
+		// plan keep each commit ts's deletes before its upserts, and a
+		// group is one commit ts.
+		slices.SortStableFunc(ops, func(a, b rowOp) int {
+			switch {
+			case a.del == b.del:
+				return 0
+			case a.del:
+				return -1
+			}
+			return 1
+		})
+		split := 0
+		for split < len(ops) && ops[split].del {
+			split++
+		}
+		plans[i] = planned{g.Table, ops, t.collapsed, split}
+	}
+	clear(t.ops)
+	for i := len(plans) - 1; i >= 0; i-- { // children first
+		if err := t.execOps(ctx, plans[i].table, plans[i].ops[:plans[i].split], plans[i].collapsed); err != nil {
+			return err
+		}
+	}
+	for _, p := range plans { // parents first
+		if err := t.execOps(ctx, p.table, p.ops[p.split:], p.collapsed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parentsFirst orders groups so that a table comes after every table it
+// references (graph: child → parents), keeping the given order where the
+// keys say nothing; a cycle keeps its tables in the given order. byName
+// matches tables by name alone (SQLite has one namespace).
+func parentsFirst(groups []apply.TableRows, graph map[apply.Table][]apply.Table, byName bool) []apply.TableRows {
+	key := func(t apply.Table) apply.Table {
+		if byName {
+			return apply.Table{Name: strings.ToLower(t.Name)}
+		}
+		return t
+	}
+	index := map[apply.Table]int{}
+	for i, g := range groups {
+		index[key(g.Table)] = i
+	}
+	state := make([]uint8, len(groups)) // 0 new, 1 on the path, 2 placed
+	out := make([]apply.TableRows, 0, len(groups))
+	var visit func(i int)
+	visit = func(i int) {
+		if state[i] != 0 {
+			return // placed, or a cycle: leave it where the path is
+		}
+		state[i] = 1
+		for _, p := range graph[key(groups[i].Table)] {
+			if j, ok := index[key(p)]; ok && j != i {
+				visit(j)
+			}
+		}
+		state[i] = 2
+		out = append(out, groups[i])
+	}
+	for i := range groups {
+		visit(i)
+	}
+	return out
 }
 
 // seenKey reports whether op's key is one the statement being grouped holds
