@@ -40,10 +40,9 @@ func postgres(t *testing.T) *sql.DB {
 }
 
 type pgEnv struct {
-	t       *testing.T
-	db      *sql.DB
-	a, b    string // the test's two schemas (MySQL databases)
-	verbose bool
+	t    *testing.T
+	db   *sql.DB
+	a, b string // the test's two schemas (MySQL databases)
 }
 
 // run translates query (a DDL in schema) with RewriteWith and runs it in

@@ -142,11 +142,6 @@ func parseType(el []mysqltok.Token) (colType, error) {
 	return ct, nil
 }
 
-// textual reports whether the column is declared TEXT for exactness.
-func (ct colType) textual() bool {
-	return ct.class == textNum || ct.class == textJSON || ct.class == textChars || ct.class == serial
-}
-
 // defaultValue converts the DEFAULT value at toks[0] (after the word
 // DEFAULT) into what SQLite must store for MySQL's value, and returns the
 // tokens of that value and how many of toks it took. The default matters:
