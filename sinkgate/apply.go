@@ -16,8 +16,8 @@ import (
 // nothing, and it records none, so the progress a recovery (`redokit apply`,
 // apply.Run over the log) keeps in the same downstream is left as it was.
 // Idempotence comes from the sink's safe mode instead, as in a CDC sink: an
-// insert or update replaces the whole row by its key, a delete deletes by
-// key, and a DDL whose effect is already there (the table exists, the
+// insert or update writes the whole row by its key (updating it in place
+// where it is there), a delete deletes by key, and a DDL whose effect is already there (the table exists, the
 // column was added) counts as applied. So a batch that failed part way and
 // comes again, or a span that catches up behind events already released,
 // or a recovery that replays (checkpoint, global resolved] after the gate
@@ -27,9 +27,9 @@ import (
 // again would undo rows the marks then skip.
 //
 // The cost is a table without a primary or unique key: a row change in a
-// batch that comes again is applied again (an insert twice is two rows).
-// Such tables need the exact matching that package apply's issue list
-// tracks; give them a key.
+// batch that comes again is applied again (an insert twice is two rows; a
+// delete, which matches every column exactly, removes one more of identical
+// rows). Give such tables a key.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
 	return &applyDownstream{sink: noMarks{sink}, opts: opts}
 }
