@@ -30,6 +30,9 @@ fi
 step "go vet"
 go vet ./...
 
+step "the local-only build (-tags redokit_nocloud)"
+go vet -tags redokit_nocloud ./cmd/redokit
+
 step "staticcheck"
 # Pinned; the module cache keeps it between runs.
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... ./benchmarks/...

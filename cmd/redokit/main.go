@@ -25,12 +25,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	_ "github.com/redokit/redokit/backends/azure"
-	_ "github.com/redokit/redokit/backends/gcs"
-	_ "github.com/redokit/redokit/backends/gocloud"
 	_ "github.com/redokit/redokit/backends/local"
 	_ "github.com/redokit/redokit/backends/mem"
-	_ "github.com/redokit/redokit/backends/s3"
 )
 
 func main() {
