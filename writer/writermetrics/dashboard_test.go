@@ -189,26 +189,7 @@ func checkDashboard(raw []byte, ex exports) (map[string]bool, []string) {
 	}
 	use := map[string]bool{}
 	var problems []string
-	check := func(where, expr string) {
-		q, err := scanPromQL(expr)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
-			return
-		}
-		for _, n := range q.names {
-			fam, err := ex.family(n)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", where, err))
-				continue
-			}
-			use[fam] = true
-		}
-		for _, l := range q.labels {
-			if !ex.labels[l] && !targetLabels[l] {
-				problems = append(problems, fmt.Sprintf("%s: label %q is on no exported series (exported: %v)", where, l, keys(ex.labels)))
-			}
-		}
-	}
+	check := func(where, expr string) { problems = append(problems, checkExpr(where, expr, ex, use)...) }
 
 	hasDatasourceVar := false
 	for _, v := range d.Templating.List {
@@ -253,6 +234,30 @@ func checkDashboard(raw []byte, ex exports) (map[string]bool, []string) {
 	}
 	walk(d.Panels)
 	return use, problems
+}
+
+// checkExpr checks one PromQL expression against ex, marking the families
+// it uses in use, and returns its problems.
+func checkExpr(where, expr string, ex exports, use map[string]bool) []string {
+	q, err := scanPromQL(expr)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", where, err)}
+	}
+	var problems []string
+	for _, n := range q.names {
+		fam, err := ex.family(n)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
+			continue
+		}
+		use[fam] = true
+	}
+	for _, l := range q.labels {
+		if !ex.labels[l] && !targetLabels[l] {
+			problems = append(problems, fmt.Sprintf("%s: label %q is on no exported series (exported: %v)", where, l, keys(ex.labels)))
+		}
+	}
+	return problems
 }
 
 type panel struct {
@@ -536,6 +541,43 @@ func TestScanPromQL(t *testing.T) {
 		}
 		if got := strings.Join(q.labels, " "); got != c.labels {
 			t.Errorf("%q: labels %q, want %q", c.expr, got, c.labels)
+		}
+	}
+}
+
+// operationsPath is the operators' guide, whose alert rules and metric
+// tables name the same metrics.
+const operationsPath = "../../docs/OPERATIONS.md"
+
+// notMetrics are the redokit_ names in docs/OPERATIONS.md that are not
+// metrics.
+var notMetrics = map[string]bool{"redokit_apply_progress": true} // the apply's progress table
+
+// TestOperationsDoc holds docs/OPERATIONS.md to the exported metrics as
+// the dashboard is held: every alert rule's expr, and every redokit_ name
+// in its text (where a histogram may go by its family name).
+func TestOperationsDoc(t *testing.T) {
+	ex := exported(t)
+	raw, err := os.ReadFile(operationsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := map[string]bool{}
+	exprs := regexp.MustCompile(`(?m)^\s*expr:\s*(.+)$`).FindAllStringSubmatch(string(raw), -1)
+	if len(exprs) == 0 {
+		t.Fatalf("%s: no alert rule (an expr: line) found", operationsPath)
+	}
+	for _, m := range exprs {
+		for _, p := range checkExpr(operationsPath+" alert rule", m[1], ex, use) {
+			t.Error(p)
+		}
+	}
+	for _, name := range regexp.MustCompile(`\bredokit_[a-z0-9_]+`).FindAllString(string(raw), -1) {
+		if _, ok := ex.families[name]; ok || notMetrics[name] {
+			continue
+		}
+		if _, err := ex.family(name); err != nil {
+			t.Errorf("%s names %s: %v", operationsPath, name, err)
 		}
 	}
 }
