@@ -70,7 +70,7 @@ func TestDashboardCheckerFails(t *testing.T) {
 	ex := exported(t)
 	panel := func(expr string) string {
 		b, _ := json.Marshal(expr)
-		return `{"panels":[{"type":"timeseries","title":"p","datasource":{"type":"prometheus","uid":"${datasource}"},"targets":[{"refId":"A","expr":` + string(b) + `}]}],` +
+		return `{"panels":[{"type":"timeseries","id":1,"title":"p","description":"d","datasource":{"type":"prometheus","uid":"${datasource}"},"targets":[{"refId":"A","expr":` + string(b) + `}]}],` +
 			`"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"}]}}`
 	}
 	ok := panel(`histogram_quantile(0.99, sum by (le, log, writer) (rate(redokit_writer_flush_duration_seconds_bucket{log=~"$log"}[$__rate_interval])))`)
@@ -100,6 +100,8 @@ func TestDashboardCheckerFails(t *testing.T) {
 		{"variable query not understood", `{"panels":[],"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"},{"type":"query","name":"log","query":"query_result(up)"}]}}`, "query_result"},
 		{"fixed datasource", `{"panels":[{"type":"timeseries","title":"p","datasource":{"type":"prometheus","uid":"abc"},"targets":[{"refId":"A","expr":"redokit_writer_buffered_bytes"}]}],"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"}]}}`, "datasource"},
 		{"no datasource variable", `{"panels":[]}`, "datasource variable"},
+		{"no description", `{"panels":[{"type":"timeseries","title":"p","datasource":{"type":"prometheus","uid":"${datasource}"},"targets":[{"refId":"A","expr":"redokit_writer_buffered_bytes"}]}],"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"}]}}`, "no description"},
+		{"duplicate id", `{"panels":[{"type":"text","id":3,"title":"a"},{"type":"text","id":3,"title":"b"}],"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"}]}}`, "share the id 3"},
 		{"nested panel", `{"panels":[{"type":"row","title":"r","panels":[{"type":"timeseries","title":"p","datasource":{"type":"prometheus","uid":"${datasource}"},"targets":[{"refId":"A","expr":"redokit_writer_nope"}]}]}],"templating":{"list":[{"type":"datasource","name":"datasource","query":"prometheus"}]}}`, "redokit_writer_nope"},
 	} {
 		_, problems := checkDashboard([]byte(c.dash), ex)
@@ -217,12 +219,21 @@ func checkDashboard(raw []byte, ex exports) (map[string]bool, []string) {
 		problems = append(problems, `no datasource variable named "datasource" of type prometheus: the dashboard must not be tied to one Prometheus`)
 	}
 
+	ids := map[int]string{}
 	var walk func(ps []panel)
 	walk = func(ps []panel) {
 		for _, p := range ps {
 			walk(p.Panels)
+			if other, dup := ids[p.ID]; dup {
+				problems = append(problems, fmt.Sprintf("panels %q and %q share the id %d: Grafana keeps one", other, p.Title, p.ID))
+			}
+			ids[p.ID] = p.Title
 			if len(p.Targets) == 0 {
 				continue
+			}
+			// The description is where a panel says what to alert on.
+			if strings.TrimSpace(p.Description) == "" {
+				problems = append(problems, fmt.Sprintf("panel %q has no description", p.Title))
 			}
 			if p.Datasource.UID != "${datasource}" {
 				problems = append(problems, fmt.Sprintf("panel %q: datasource uid %q, want ${datasource}", p.Title, p.Datasource.UID))
@@ -261,9 +272,11 @@ func checkExpr(where, expr string, ex exports, use map[string]bool) []string {
 }
 
 type panel struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Datasource struct {
+	Type        string `json:"type"`
+	ID          int    `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Datasource  struct {
 		UID string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
