@@ -279,6 +279,7 @@ which stands for the first TSO of its millisecond (physical milliseconds << 18):
 
 Sinks:
   mysql://user:password@host:3306/db   MySQL, MariaDB, TiDB (also mariadb://, tidb://)
+  postgres://user:password@host:5432/db PostgreSQL (postgresql:// too; TLS unless ?sslmode=disable)
   sqlite:///absolute/path.db           SQLite (sqlite:relative/path.db too)
 
 The database in a mysql:// URI is where the progress table goes, and nothing
