@@ -67,10 +67,23 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	}
 	b, err := o(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("blob: open %s: %w", RedactURL(rawURL), err)
+		return nil, &openError{url: RedactURL(rawURL), err: err}
 	}
 	return b, nil
 }
+
+// openError names the URL an opener refused. Openers' errors often start
+// with "blob: " themselves (ErrInvalidArgument does): it is said once.
+type openError struct {
+	url string
+	err error
+}
+
+func (e *openError) Error() string {
+	return "blob: open " + e.url + ": " + strings.TrimPrefix(e.err.Error(), "blob: ")
+}
+
+func (e *openError) Unwrap() error { return e.err }
 
 // CheckQuery returns an error naming every query parameter of u that is not in
 // allowed.

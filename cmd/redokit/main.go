@@ -8,6 +8,7 @@
 //	redokit dump   --storage --log    events of a range as JSON lines
 //	redokit verify --storage --log    check every block, the order and the meta
 //	redokit apply  --storage --log --sink URI   replay into MySQL or SQLite
+//	redokit checkpoint set TS --storage --log   move the checkpoint (after a manual recovery)
 //	redokit gc     --storage --log    delete segments below the checkpoint
 //	redokit rm     --storage --log    delete a whole log
 //	redokit check  --storage          is this bucket fit to hold a redo log?

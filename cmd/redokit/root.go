@@ -69,6 +69,9 @@ type app struct {
 	// interactive overrides the terminal check of stdin (tests answer
 	// prompts through it); nil means "look at stdin".
 	interactive *bool
+	// printedJSON is set once a command printed its JSON document, so that
+	// an error after it does not print a second one.
+	printedJSON bool
 	// progressTTY overrides the terminal check for progress bars (tests).
 	progressTTY *bool
 }
@@ -105,8 +108,31 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
+	if ctx.Err() != nil && code != exitUsage {
+		// Interrupted: each sink and store words a canceled call its own
+		// way ("context canceled", "interrupted", "invalid connection"),
+		// none of which says what happened. One message does.
+		path := "redokit"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		cause := err
+		err = fmt.Errorf("interrupted: %s stopped before it finished", path)
+		if a.verbose && !errors.Is(cause, errSilent) {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+	}
 	if !errors.Is(err, errSilent) {
 		fmt.Fprintf(a.stderr, "redokit: %v\n", err)
+		// A script that asked for JSON reads stdout as JSON whatever
+		// happened, once: a command that printed its own (verify's report,
+		// apply's summary with where it stopped) said it already.
+		if !a.printedJSON && (a.jsonOut || jsonAsked(args)) {
+			_ = a.printJSON(struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}{err.Error(), code})
+		}
 	}
 	if code == exitUsage {
 		path := "redokit"
@@ -116,6 +142,21 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
 	}
 	return code
+}
+
+// jsonAsked reports whether the command line asks for --json, for errors
+// raised before (or while) cobra parsed the flags, when a.jsonOut may not be
+// set yet.
+func jsonAsked(args []string) bool {
+	for _, arg := range args {
+		switch arg {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -140,7 +181,9 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		// Without this, cobra runs "completion" too; keep the surface small.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: a.preRun,
+		Version:           versionString(),
 	}
+	root.SetVersionTemplate("redokit {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitErr{code: exitUsage, err: err}
 	})
@@ -159,6 +202,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		a.dumpCmd(),
 		a.verifyCmd(),
 		a.applyCmd(),
+		a.checkpointCmd(),
 		a.gcCmd(),
 		a.rmCmd(),
 		a.checkCmd(),
@@ -237,7 +281,18 @@ func withCreateDir(s string) string {
 
 // open opens the --storage bucket.
 func (a *app) open(ctx context.Context) (*blob.Bucket, error) {
-	b, err := blob.Open(ctx, a.storage)
+	return openStorage(ctx, a.storage)
+}
+
+// openStorage opens a bucket by URL. A URL its backend refuses as such (an
+// unknown query parameter, a malformed value) is a mistake in the command
+// line, exit 2, like an unknown scheme; anything else (a missing directory,
+// a store that does not answer) is a failure.
+func openStorage(ctx context.Context, u string) (*blob.Bucket, error) {
+	b, err := blob.Open(ctx, u)
+	if errors.Is(err, blob.ErrInvalidArgument) {
+		return nil, &exitErr{code: exitUsage, err: fmt.Errorf("--storage: %w", err)}
+	}
 	if err != nil {
 		return nil, err // blob.Open names the URL, redacted
 	}
@@ -333,6 +388,7 @@ func (a *app) bar(max int64, desc string, bytes bool) *progressbar.ProgressBar {
 
 // printJSON writes v as indented JSON on stdout.
 func (a *app) printJSON(v any) error {
+	a.printedJSON = true
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -382,4 +438,18 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// plural is "1 writer", "3 writers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// isMemStorage reports a mem:// store, which lives only as long as the
+// process.
+func isMemStorage(storage string) bool {
+	return strings.HasPrefix(storage, "mem:")
 }
