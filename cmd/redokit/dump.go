@@ -159,7 +159,7 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			}
 			defer r.Close()
 			out := bufio.NewWriterSize(a.stdout, 256<<10)
-			bar := a.bar(int64(end-start), "reading", false)
+			bar := a.rangeBar(start, end, "reading")
 			var n int64
 			var line []byte
 			for {
@@ -181,10 +181,10 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 				}
 				n++
 				if n%1024 == 0 {
-					_ = bar.Set64(int64(ev.CommitTs() - start))
+					bar.update(ev.CommitTs(), n)
 				}
 			}
-			_ = bar.Finish()
+			bar.finish()
 			return out.Flush()
 		},
 	}

@@ -362,28 +362,70 @@ func (a *app) answer(prompt string) string {
 // bar returns a progress bar on stderr, invisible unless stderr is a
 // terminal (so pipes, files and CI logs never get one). max < 0 is a spinner.
 func (a *app) bar(max int64, desc string, bytes bool) *progressbar.ProgressBar {
+	if bytes {
+		return a.newBar(max, desc, progressbar.OptionShowBytes(true), progressbar.OptionShowCount())
+	}
+	return a.newBar(max, desc, progressbar.OptionShowCount())
+}
+
+// progressVisible reports whether progress bars show.
+func (a *app) progressVisible() bool {
 	visible := isTerminal(a.stderr)
 	if a.progressTTY != nil {
 		visible = *a.progressTTY
 	}
-	if a.noProgress {
-		visible = false
-	}
+	return visible && !a.noProgress
+}
+
+func (a *app) newBar(max int64, desc string, extra ...progressbar.Option) *progressbar.ProgressBar {
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(a.stderr),
-		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetVisibility(a.progressVisible()),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetPredictTime(true), // [elapsed:left]
 	}
-	if bytes {
-		opts = append(opts, progressbar.OptionShowBytes(true))
-	} else {
-		opts = append(opts, progressbar.OptionShowCount())
+	return progressbar.NewOptions64(max, append(opts, extra...)...)
+}
+
+// rangeBarSteps is the resolution of a rangeBar: per mille of the range.
+const rangeBarSteps = 1000
+
+// rangeBar shows the progress of a read of the commit-ts range (start, end]
+// as the share of the range passed, with the events read so far and the
+// time left: the ts themselves are not quantities a person can read
+// ("67953754572/123112783980"), and the events in the range are not known
+// before they are read.
+type rangeBar struct {
+	bar        *progressbar.ProgressBar
+	start, end uint64
+	desc       string
+}
+
+func (a *app) rangeBar(start, end uint64, desc string) *rangeBar {
+	return &rangeBar{bar: a.newBar(rangeBarSteps, desc), start: start, end: end, desc: desc}
+}
+
+// update records that the read reached commit ts ts after events events.
+func (r *rangeBar) update(ts uint64, events int64) {
+	r.bar.Describe(fmt.Sprintf("%s: %d events", r.desc, events))
+	_ = r.bar.Set64(rangeSteps(r.start, r.end, ts))
+}
+
+func (r *rangeBar) finish() { _ = r.bar.Finish() }
+
+// rangeSteps is how far ts is into (start, end], in rangeBarSteps.
+func rangeSteps(start, end, ts uint64) int64 {
+	if end <= start || ts <= start {
+		return 0
 	}
-	return progressbar.NewOptions64(max, opts...)
+	if ts >= end {
+		return rangeBarSteps
+	}
+	return int64(float64(ts-start) / float64(end-start) * rangeBarSteps)
 }
 
 // printJSON writes v as indented JSON on stdout.
