@@ -72,15 +72,17 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	return b, nil
 }
 
-// openError names the URL an opener refused. Openers' errors often start
-// with "blob: " themselves (ErrInvalidArgument does): it is said once.
+// openError names the URL an opener refused. Openers' errors often carry
+// "blob: " themselves (ErrInvalidArgument's text, after the backend's name
+// or not): it is said once, in front.
 type openError struct {
 	url string
 	err error
 }
 
 func (e *openError) Error() string {
-	return "blob: open " + e.url + ": " + strings.TrimPrefix(e.err.Error(), "blob: ")
+	msg := strings.ReplaceAll(strings.TrimPrefix(e.err.Error(), "blob: "), ": blob: ", ": ")
+	return "blob: open " + e.url + ": " + msg
 }
 
 func (e *openError) Unwrap() error { return e.err }

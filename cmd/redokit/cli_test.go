@@ -394,7 +394,6 @@ func TestRm(t *testing.T) {
 	mustContain(t, "rm", r.stderr, "refusing to delete log doomed", "--yes")
 	wantCode(t, cli(t, "meta", "--storage", store, "--log", "doomed"), 0)
 
-
 	// A prompt that gets the wrong answer deletes nothing.
 	yes := true
 	r = cliIn(t, "doom\n", &yes, "rm", "--storage", store, "--log", "doomed", "--force")

@@ -38,6 +38,8 @@ func TestExitCodes(t *testing.T) {
 		want []string
 	}{
 		{"unknown query parameter", []string{"ls", "--storage", fileURL(dir) + "?bogus=1", "--log", "x"}, []string{"bogus", "create_dir"}},
+		{"unknown query parameter, gcs", []string{"ls", "--storage", "gs://bucket/x?bogus=1", "--log", "x"}, []string{"bogus", "chunk_size"}},
+		{"unknown query parameter, azure", []string{"ls", "--storage", "azblob://container/x?bogus=1", "--log", "x"}, []string{"bogus", "block_size"}},
 		{"negative limit", []string{"dump", "--storage", dir, "--log", "x", "--limit", "-1"}, []string{"--limit -1"}},
 		{"checkpoint set without ts", []string{"checkpoint", "set", "--storage", dir, "--log", "x"}, []string{"accepts 1 arg"}},
 		{"checkpoint set of a bad ts", []string{"checkpoint", "set", "--storage", dir, "--log", "x", "yesterday"}, []string{`"yesterday"`, "RFC 3339"}},
@@ -48,8 +50,8 @@ func TestExitCodes(t *testing.T) {
 			r := cli(t, c.args...)
 			wantCode(t, r, 2)
 			mustContain(t, "stderr", r.stderr, c.want...)
-			if n := strings.Count(r.stderr, "blob:"); n > 1 {
-				t.Fatalf("stderr says \"blob:\" %d times:\n%s", n, r)
+			if n := strings.Count(r.stderr, "blob: "); n > 1 {
+				t.Fatalf("stderr says \"blob: \" %d times:\n%s", n, r)
 			}
 		})
 	}
