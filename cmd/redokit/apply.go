@@ -319,6 +319,13 @@ stdout, and runs none (nor writes the progress table).`,
 			if sinkURI == "" {
 				return usageErrorf("apply needs --sink URI (mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db)")
 			}
+			// 0 is "the default"; below it is a typo, not a setting.
+			if workers < 0 {
+				return usageErrorf("--workers %d: want 1 or more (0: the default)", workers)
+			}
+			if batch < 0 {
+				return usageErrorf("--batch-rows %d: want 1 or more (0: the default)", batch)
+			}
 			for _, f := range []struct {
 				flag string
 				pats []string

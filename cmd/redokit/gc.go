@@ -40,6 +40,9 @@ stdin is not a terminal). --dry-run only shows.`,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if grace < 0 {
+				return usageErrorf("--grace %v: want a duration of 0 or more", grace)
+			}
 			b, err := a.open(ctx)
 			if err != nil {
 				return err
