@@ -67,10 +67,25 @@ func Open(ctx context.Context, rawURL string) (*Bucket, error) {
 	}
 	b, err := o(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("blob: open %s: %w", RedactURL(rawURL), err)
+		return nil, &openError{url: RedactURL(rawURL), err: err}
 	}
 	return b, nil
 }
+
+// openError names the URL an opener refused. Openers' errors often carry
+// "blob: " themselves (ErrInvalidArgument's text, after the backend's name
+// or not): it is said once, in front.
+type openError struct {
+	url string
+	err error
+}
+
+func (e *openError) Error() string {
+	msg := strings.ReplaceAll(strings.TrimPrefix(e.err.Error(), "blob: "), ": blob: ", ": ")
+	return "blob: open " + e.url + ": " + msg
+}
+
+func (e *openError) Unwrap() error { return e.err }
 
 // CheckQuery returns an error naming every query parameter of u that is not in
 // allowed.

@@ -165,6 +165,11 @@ func cloneMeta(m *Meta) Meta {
 // unknown is settled by a re-read (finding its token is success); when the
 // re-read fails, the error is returned and the next update settles first.
 func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error {
+	return c.updateChecked(ctx, fn, checkTransition)
+}
+
+// updateChecked is update with the invariant check to apply.
+func (c *Coordinator) updateChecked(ctx context.Context, fn func(m *Meta) error, check func(prev, next *Meta) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := layout.Meta(c.logID)
@@ -183,7 +188,7 @@ func (c *Coordinator) update(ctx context.Context, fn func(m *Meta) error) error 
 		if err := fn(&next); err != nil {
 			return err
 		}
-		if err := checkTransition(c.m, &next); err != nil {
+		if err := check(c.m, &next); err != nil {
 			return err
 		}
 		next.Updated = c.o.Now().UTC()
@@ -420,6 +425,31 @@ func (c *Coordinator) SetCheckpoint(ctx context.Context, ts uint64) error {
 		}
 		m.CheckpointTs = ts
 		return nil
+	})
+}
+
+// RewindCheckpoint moves the checkpoint back to ts: the operator's step
+// after the downstream was restored to an earlier point (a backup), so that
+// a replay starts from there. It is the one exception to "the checkpoint
+// never goes backwards", and only the checkpoint moves: a ts above the
+// global resolved ts is still ErrCheckpointAhead, since every later update
+// of the meta object would be refused until the resolved ts passed it.
+// Segments GC deleted below the old checkpoint do not come back: a replay
+// from ts fails loudly on the missing chain rather than read short.
+func (c *Coordinator) RewindCheckpoint(ctx context.Context, ts uint64) error {
+	return c.updateChecked(ctx, func(m *Meta) error {
+		if ts > m.ResolvedTs {
+			return fmt.Errorf("%w: checkpoint %d, resolved %d", ErrCheckpointAhead, ts, m.ResolvedTs)
+		}
+		m.CheckpointTs = ts
+		return nil
+	}, func(prev, next *Meta) error {
+		rewound := *next
+		rewound.CheckpointTs = max(next.CheckpointTs, prev.CheckpointTs)
+		if next.CheckpointTs > next.ResolvedTs {
+			return fmt.Errorf("%w: checkpoint %d, resolved %d", ErrCheckpointAhead, next.CheckpointTs, next.ResolvedTs)
+		}
+		return checkTransition(prev, &rewound)
 	})
 }
 

@@ -24,6 +24,12 @@
 // apply.SinkOptions.ProgressSchema, or "redokit" (created if missing). Errors
 // never show the password.
 //
+// The URI's database is not where the log's tables go: each table lands in
+// the schema the log names it in, so mysql://…/replica applies a log of
+// schema shop into shop, and replica receives only the progress table. To
+// apply shop into replica, map it (apply.MapSchemas; redokit apply
+// --map-schema shop=replica).
+//
 // # Statements
 //
 // Tables are named `schema`.`table`, from the log. Row statements are

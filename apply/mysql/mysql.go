@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -46,24 +48,64 @@ func Open(ctx context.Context, uri string, opts *apply.SinkOptions) (*Sink, erro
 	if err != nil {
 		return nil, err
 	}
+	var o apply.SinkOptions
+	if opts != nil {
+		o = *opts
+	}
+	// The driver's default logger prints to stderr on its own ("[mysql] …
+	// packets.go:58 …"); its records go to the sink's logger at debug
+	// instead, and the last one is kept: it is the cause the driver's
+	// "invalid connection" does not say.
+	dl := &driverLogger{log: o.Logger, sink: redacted}
+	cfg.Logger = dl
 	c, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apply: open %s: %w", redacted, err)
 	}
 	db := sql.OpenDB(c)
-	var o apply.SinkOptions
-	if opts != nil {
-		o = *opts
-	}
 	if o.ProgressSchema == "" {
 		o.ProgressSchema = cfg.DBName
 	}
 	s, err := sqlsink.New(ctx, db, sqlsink.MySQL, &o, redacted, true)
 	if err != nil {
 		db.Close()
+		if last := dl.lastRecord(); last != "" && errors.Is(err, gomysql.ErrInvalidConn) {
+			return nil, fmt.Errorf("%w (server %s: %s)", err, cfg.Addr, last)
+		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// driverLogger is a gomysql.Logger that passes the driver's records to a
+// slog.Logger at debug, and remembers the last one.
+type driverLogger struct {
+	log  *slog.Logger
+	sink string // the sink's URI, redacted
+
+	mu   sync.Mutex
+	last string
+}
+
+func (l *driverLogger) Print(v ...any) {
+	msg := strings.TrimSpace(fmt.Sprint(v...))
+	// The driver leads with its source position ("packets.go:58 read tcp
+	// …: connection reset by peer"): the cause is what follows.
+	if pos, rest, ok := strings.Cut(msg, " "); ok && strings.Contains(pos, ".go:") {
+		msg = rest
+	}
+	l.mu.Lock()
+	l.last = msg
+	l.mu.Unlock()
+	if l.log != nil {
+		l.log.Debug("mysql driver: "+msg, "sink", l.sink)
+	}
+}
+
+func (l *driverLogger) lastRecord() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
 
 // New makes a MySQL sink over a database the caller opened (and closes).

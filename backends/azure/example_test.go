@@ -60,5 +60,5 @@ func Example_urlCheck() {
 	_, err := blob.Open(context.Background(), "azblob://redo/changefeed-1?sig=c2VjcmV0&blocksize=8MiB")
 	fmt.Println(err)
 	// Output:
-	// blob: open azblob://redo/changefeed-1?blocksize=8MiB&sig=xxxxx: azure: blob: invalid argument: unknown query parameter(s) blocksize, sig (known: endpoint, put_threshold, block_size, concurrency, try_timeout, max_retries, batch_delete)
+	// blob: open azblob://redo/changefeed-1?blocksize=8MiB&sig=xxxxx: azure: invalid argument: unknown query parameter(s) blocksize, sig (known: endpoint, put_threshold, block_size, concurrency, try_timeout, max_retries, batch_delete)
 }

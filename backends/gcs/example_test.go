@@ -63,5 +63,5 @@ func Example_urlCheck() {
 	_, err := blob.Open(context.Background(), "gs://my-redo-bucket/changefeed-1?chunksize=8MiB")
 	fmt.Println(err)
 	// Output:
-	// blob: open gs://my-redo-bucket/changefeed-1?chunksize=8MiB: gcs: blob: invalid argument: unknown query parameter(s) chunksize (known: chunk_size, resumable_threshold, concurrency, timeout, max_attempts, endpoint, anonymous)
+	// blob: open gs://my-redo-bucket/changefeed-1?chunksize=8MiB: gcs: invalid argument: unknown query parameter(s) chunksize (known: chunk_size, resumable_threshold, concurrency, timeout, max_attempts, endpoint, anonymous)
 }

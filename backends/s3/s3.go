@@ -140,6 +140,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -152,6 +153,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/driver"
@@ -420,6 +422,12 @@ func newClient(ctx context.Context, o Options) (*awss3.Client, error) {
 		}
 	}
 	return awss3.NewFromConfig(cfg, func(so *awss3.Options) {
+		// The SDK's default logger writes every record, DEBUG included,
+		// straight to stderr: one "Response has no supported checksum"
+		// line per object read from a server that sends none. Its records
+		// go to slog instead, at their level, and that one is not made.
+		so.Logger = slogLogger{}
+		so.DisableLogOutputChecksumValidationSkipped = true
 		if endpoint != "" {
 			so.BaseEndpoint = aws.String(endpoint)
 		}
@@ -636,3 +644,18 @@ func (e *DeleteError) Code() blob.Code {
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code { return ErrorCode(err) }
+
+// slogLogger passes the SDK's log records to slog.Default at their level,
+// so that they land where the program's logs go, filtered as they are.
+type slogLogger struct{}
+
+func (slogLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	ctx := context.Background()
+	if l := slog.Default(); l.Enabled(ctx, level) {
+		l.Log(ctx, level, "s3: aws sdk: "+fmt.Sprintf(format, v...))
+	}
+}

@@ -137,14 +137,14 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		return sum, err
 	}
 	defer r.Close()
-	bar := a.bar(int64(end-start), "applying", false)
+	bar := a.rangeBar(start, end, "applying")
 	// The bar observes the stream on its way to Run: every 1024 events.
 	var read, passed int64 // events read, and passed by the filter
 	var src apply.Source = func(yield func(*codec.Event, error) bool) {
 		for ev, err := range r.CodecEvents(ctx) {
 			if err == nil {
 				if read++; read%1024 == 0 {
-					_ = bar.Set64(int64(ev.CommitTs() - start))
+					bar.update(ev.CommitTs(), read)
 				}
 			}
 			if !yield(ev, err) {
@@ -183,7 +183,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 	}
 	started := time.Now()
 	res, err := apply.Run(ctx, src, sink, opts)
-	_ = bar.Finish()
+	bar.finish()
 	if sum.DryRun && err == nil {
 		// A sink that ignores SinkOptions.DryRun applies for real: say so
 		// rather than report a dry run.
@@ -319,6 +319,13 @@ stdout, and runs none (nor writes the progress table).`,
 			ctx := cmd.Context()
 			if sinkURI == "" {
 				return usageErrorf("apply needs --sink URI (mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db)")
+			}
+			// 0 is "the default"; below it is a typo, not a setting.
+			if workers < 0 {
+				return usageErrorf("--workers %d: want 1 or more (0: the default)", workers)
+			}
+			if batch < 0 {
+				return usageErrorf("--batch-rows %d: want 1 or more (0: the default)", batch)
 			}
 			for _, f := range []struct {
 				flag string

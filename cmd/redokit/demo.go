@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,7 +149,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	rep := &demoReport{Dir: dir, Storage: a.storageShown(), Log: a.logID, SQLite: dbPath, Seed: wf.seed, Writers: wf.writers, Tables: wf.tables}
 	sinkURI := (&url.URL{Scheme: "sqlite", Path: dbPath}).String()
 
-	b, err := blob.Open(ctx, withCreateDir(a.storage))
+	b, err := openStorage(ctx, withCreateDir(a.storage))
 	if err != nil {
 		return err
 	}
@@ -164,12 +163,12 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	defer stopCoord()
 
 	where := lookArg
-	if strings.HasPrefix(a.storage, "mem:") {
+	if isMemStorage(a.storage) {
 		where += " (in memory: gone when the demo ends)"
 	}
 	a.say("redokit demo: log %q in %s, downstream SQLite %s", a.logID, where, dbPath)
-	a.say("  [write]    %d row changes over %d tables (t1 split into %d spans), DDL rate %g, seed %d, through %d writers; a coordinator ticks every 100ms",
-		cfg.Rows, cfg.Tables, cfg.SplitSpans, wf.ddlRate, wf.seed, wf.writers)
+	a.say("  [write]    %d row changes over %s (t1 split into %d spans), DDL rate %g, seed %d, through %s; a coordinator ticks every 100ms",
+		cfg.Rows, plural(cfg.Tables, "table"), cfg.SplitSpans, wf.ddlRate, wf.seed, plural(wf.writers, "writer"))
 
 	// Phases trigger on the share of rows written: the sink and GC at 40%,
 	// the downstream running ahead of the checkpoint at 55%, the failover
@@ -291,12 +290,18 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 		if !rep.OK {
 			result = "FAIL"
 		}
-		a.say("%s in %.1fs. Look around:", result, rep.TotalSeconds)
-		storageArg := lookArg
-		a.say("  redokit meta   --storage %s --log %s", storageArg, a.logID)
-		a.say("  redokit ls     --storage %s --log %s", storageArg, a.logID)
-		a.say("  redokit dump   --storage %s --log %s --table %s.t1 --limit 3", storageArg, a.logID, cfg.Schema)
-		a.say("  redokit verify --storage %s --log %s", storageArg, a.logID)
+		if isMemStorage(a.storage) {
+			// Another process cannot see this one's memory: commands to
+			// look at the log would only fail with "no log".
+			a.say("%s in %.1fs. The log was in memory (%s) and is gone now that the demo ends, so there is nothing left to look at with meta, ls, dump or verify; run the demo with --storage DIR (or without --storage) to keep it. The downstream is still there:", result, rep.TotalSeconds, a.storageShown())
+		} else {
+			a.say("%s in %.1fs. Look around:", result, rep.TotalSeconds)
+			storageArg := lookArg
+			a.say("  redokit meta   --storage %s --log %s", storageArg, a.logID)
+			a.say("  redokit ls     --storage %s --log %s", storageArg, a.logID)
+			a.say("  redokit dump   --storage %s --log %s --table %s.t1 --limit 3", storageArg, a.logID, cfg.Schema)
+			a.say("  redokit verify --storage %s --log %s", storageArg, a.logID)
+		}
 		a.say("  sqlite3 %s 'SELECT count(*) FROM t1'", shellQuote(dbPath))
 	}
 	if !rep.OK {

@@ -125,6 +125,9 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if limit < 0 {
+				return usageErrorf("--limit %d: want a number of events, or 0 for no limit", limit)
+			}
 			filter, err := tableFilter(tables)
 			if err != nil {
 				return err
@@ -156,7 +159,7 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			}
 			defer r.Close()
 			out := bufio.NewWriterSize(a.stdout, 256<<10)
-			bar := a.bar(int64(end-start), "reading", false)
+			bar := a.rangeBar(start, end, "reading")
 			var n int64
 			var line []byte
 			for {
@@ -178,10 +181,10 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 				}
 				n++
 				if n%1024 == 0 {
-					_ = bar.Set64(int64(ev.CommitTs() - start))
+					bar.update(ev.CommitTs(), n)
 				}
 			}
-			_ = bar.Finish()
+			bar.finish()
 			return out.Flush()
 		},
 	}
@@ -208,8 +211,7 @@ func appendEventJSON(b []byte, ev *reader.Event, withTypes bool) []byte {
 		b = append(b, `,"op":`...)
 		b = appendString(b, ev.Row.Op().String())
 	}
-	b = append(b, `,"table":`...)
-	b = appendString(b, t.String())
+	b = appendTableName(b, t, true)
 	b = append(b, `,"physical_id":`...)
 	b = strconv.AppendInt(b, t.PhysicalID, 10)
 	if t.IsPartition {
@@ -226,8 +228,8 @@ func appendEventJSON(b []byte, ev *reader.Event, withTypes bool) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"table":`...)
-			b = appendString(b, dt.TableName.String())
+			b = append(b, '{')
+			b = appendTableName(b, dt.TableName, false)
 			b = append(b, `,"physical_id":`...)
 			b = strconv.AppendInt(b, dt.PhysicalID, 10)
 			b = append(b, `,"role":`...)
@@ -250,6 +252,21 @@ func appendEventJSON(b []byte, ev *reader.Event, withTypes bool) []byte {
 		b = appendString(b, ev.Source.Key)
 	}
 	return append(b, '}')
+}
+
+// appendTableName appends `"table":"schema.name"`, or `"schema":"name"`
+// for a DDL of a whole schema (CREATE DATABASE), which names no table:
+// "schema." would read as a table with an empty name.
+func appendTableName(b []byte, t codec.TableName, comma bool) []byte {
+	if comma {
+		b = append(b, ',')
+	}
+	if t.Name == "" {
+		b = append(b, `"schema":`...)
+		return appendString(b, t.Schema)
+	}
+	b = append(b, `"table":`...)
+	return appendString(b, t.String())
 }
 
 func appendColumns(b []byte, cols []codec.Column, withTypes bool) []byte {

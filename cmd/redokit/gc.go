@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 )
@@ -36,6 +40,9 @@ stdin is not a terminal). --dry-run only shows.`,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if grace < 0 {
+				return usageErrorf("--grace %v: want a duration of 0 or more", grace)
+			}
 			b, err := a.open(ctx)
 			if err != nil {
 				return err
@@ -149,14 +156,8 @@ and refuses while a writer published progress in the last 30 seconds unless
 				return fmt.Errorf("no log %q in %s: it has no objects", a.logID, a.storageShown())
 			}
 			if !force {
-				states, err := log.WriterStates(ctx)
-				if err != nil {
-					return fmt.Errorf("read the writer states of log %q (pass --force to delete anyway): %w", a.logID, err)
-				}
-				for id, st := range states {
-					if age := time.Since(st.Updated); age < 30*time.Second {
-						return fmt.Errorf("writer %q of log %s published progress %.1fs ago: stop the writers first, or pass --force", id, a.logID, age.Seconds())
-					}
+				if err := a.refuseLiveWriters(ctx, log); err != nil {
+					return err
 				}
 			}
 			if !yes {
@@ -186,4 +187,35 @@ and refuses while a writer published progress in the last 30 seconds unless
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	cmd.Flags().BoolVar(&force, "force", false, "delete even while writers seem alive")
 	return cmd
+}
+
+// refuseLiveWriters fails while a writer of the log seems alive: it
+// published progress in the last 30 seconds and it was not released. A
+// writer is released when the coordinator removed it from the live writers
+// after its last publication (gen and demo do so once they closed their
+// writers); one that published after its removal is a process still
+// writing, and counts as alive. Without a meta object, every writer counts.
+func (a *app) refuseLiveWriters(ctx context.Context, log *redokit.Log) error {
+	states, err := log.WriterStates(ctx)
+	if err != nil {
+		return fmt.Errorf("read the writer states of log %q (pass --force to delete anyway): %w", a.logID, err)
+	}
+	m, err := log.Meta(ctx)
+	if err != nil && !errors.Is(err, redokit.ErrNoLog) {
+		return fmt.Errorf("read the meta object of log %q (pass --force to delete anyway): %w", a.logID, err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		st := states[id]
+		age := time.Since(st.Updated)
+		if age >= 30*time.Second {
+			continue
+		}
+		if m != nil {
+			if _, live := m.Writers[id]; !live && !st.Updated.After(m.Updated) {
+				continue
+			}
+		}
+		return fmt.Errorf("writer %q of log %s published progress %.1fs ago and was not released: stop the writers first, or pass --force", id, a.logID, age.Seconds())
+	}
+	return nil
 }

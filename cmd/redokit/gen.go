@@ -118,7 +118,7 @@ The log must not exist yet.`,
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := blob.Open(ctx, withCreateDir(a.storage))
+			b, err := openStorage(ctx, withCreateDir(a.storage))
 			if err != nil {
 				return err
 			}

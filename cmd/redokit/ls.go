@@ -94,6 +94,14 @@ excludes it (a zombie wrote it after losing its epoch; readers ignore it).`,
 			if err != nil {
 				return err
 			}
+			if len(segs) == 0 {
+				// No segments is a fact about a log, or a typo in --log or
+				// --storage: with no meta object either, there is no log,
+				// and ls fails like every other command does.
+				if _, err := a.readMeta(ctx, b); err != nil {
+					return err
+				}
+			}
 			if writerFilter != "" {
 				kept := segs[:0]
 				for _, s := range segs {
@@ -183,12 +191,12 @@ func summarize(segs []segInfo) segSum {
 
 func (s segSum) String() string {
 	var parts []string
-	parts = append(parts, fmt.Sprintf("%d segments (%d sealed, %d active", s.Segments, s.Sealed, s.Active))
+	parts = append(parts, fmt.Sprintf("%s (%d sealed, %d active", plural(s.Segments, "segment"), s.Sealed, s.Active))
 	if s.Fenced > 0 {
 		parts[0] += fmt.Sprintf(", %d fenced", s.Fenced)
 	}
 	parts[0] += ")"
-	parts = append(parts, fmt.Sprintf("%d writers", s.Writers), humanBytes(s.Bytes))
+	parts = append(parts, plural(s.Writers, "writer"), humanBytes(s.Bytes))
 	if s.Sealed > 0 {
 		parts = append(parts, fmt.Sprintf("sealed ts range [%d, %d]", s.MinTs, s.MaxTs))
 	}

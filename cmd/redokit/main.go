@@ -8,15 +8,23 @@
 //	redokit dump   --storage --log    events of a range as JSON lines
 //	redokit verify --storage --log    check every block, the order and the meta
 //	redokit apply  --storage --log --sink URI   replay into MySQL or SQLite
+//	redokit checkpoint set TS --storage --log   move the checkpoint (after a manual recovery)
 //	redokit gc     --storage --log    delete segments below the checkpoint
 //	redokit rm     --storage --log    delete a whole log
 //	redokit check  --storage          is this bucket fit to hold a redo log?
 //	redokit torture --storage --duration   kill writers, lose answers: does the log lose anything?
 //
-// Exit codes: 0 success, 1 failure (including a verification that found
-// problems), 2 bad usage (an unknown command or flag, a missing required
-// flag, a malformed flag value). Nothing is ever deleted without --yes or an
-// interactive confirmation.
+// Exit codes: 0 success; 1 failure, whatever the command (a verification
+// that found problems, a log that does not exist, a store or sink that
+// fails, a refusal to delete without --yes, an interrupt); 2 bad usage (an
+// unknown command or flag, a missing required flag or argument, a malformed
+// flag value, a --storage URL of an unknown scheme or with a parameter its
+// backend does not take). With --json, a failure or usage error prints
+// {"error": "...", "exit_code": N} on stdout as well as the text on stderr,
+// unless the command printed its own JSON report first (verify, check,
+// torture, demo; apply's summary of where it stopped). Nothing is ever
+// deleted, and the checkpoint never moved, without --yes or an interactive
+// confirmation.
 package main
 
 import (

@@ -69,6 +69,9 @@ type app struct {
 	// interactive overrides the terminal check of stdin (tests answer
 	// prompts through it); nil means "look at stdin".
 	interactive *bool
+	// printedJSON is set once a command printed its JSON document, so that
+	// an error after it does not print a second one.
+	printedJSON bool
 	// progressTTY overrides the terminal check for progress bars (tests).
 	progressTTY *bool
 }
@@ -105,8 +108,31 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
+	if ctx.Err() != nil && code != exitUsage {
+		// Interrupted: each sink and store words a canceled call its own
+		// way ("context canceled", "interrupted", "invalid connection"),
+		// none of which says what happened. One message does.
+		path := "redokit"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		cause := err
+		err = fmt.Errorf("interrupted: %s stopped before it finished", path)
+		if a.verbose && !errors.Is(cause, errSilent) {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+	}
 	if !errors.Is(err, errSilent) {
 		fmt.Fprintf(a.stderr, "redokit: %v\n", err)
+		// A script that asked for JSON reads stdout as JSON whatever
+		// happened, once: a command that printed its own (verify's report,
+		// apply's summary with where it stopped) said it already.
+		if !a.printedJSON && (a.jsonOut || jsonAsked(args)) {
+			_ = a.printJSON(struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}{err.Error(), code})
+		}
 	}
 	if code == exitUsage {
 		path := "redokit"
@@ -116,6 +142,21 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
 	}
 	return code
+}
+
+// jsonAsked reports whether the command line asks for --json, for errors
+// raised before (or while) cobra parsed the flags, when a.jsonOut may not be
+// set yet.
+func jsonAsked(args []string) bool {
+	for _, arg := range args {
+		switch arg {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -140,7 +181,9 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		// Without this, cobra runs "completion" too; keep the surface small.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: a.preRun,
+		Version:           versionString(),
 	}
+	root.SetVersionTemplate("redokit {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitErr{code: exitUsage, err: err}
 	})
@@ -159,6 +202,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		a.dumpCmd(),
 		a.verifyCmd(),
 		a.applyCmd(),
+		a.checkpointCmd(),
 		a.gcCmd(),
 		a.rmCmd(),
 		a.checkCmd(),
@@ -237,7 +281,18 @@ func withCreateDir(s string) string {
 
 // open opens the --storage bucket.
 func (a *app) open(ctx context.Context) (*blob.Bucket, error) {
-	b, err := blob.Open(ctx, a.storage)
+	return openStorage(ctx, a.storage)
+}
+
+// openStorage opens a bucket by URL. A URL its backend refuses as such (an
+// unknown query parameter, a malformed value) is a mistake in the command
+// line, exit 2, like an unknown scheme; anything else (a missing directory,
+// a store that does not answer) is a failure.
+func openStorage(ctx context.Context, u string) (*blob.Bucket, error) {
+	b, err := blob.Open(ctx, u)
+	if errors.Is(err, blob.ErrInvalidArgument) {
+		return nil, &exitErr{code: exitUsage, err: fmt.Errorf("--storage: %w", err)}
+	}
 	if err != nil {
 		return nil, err // blob.Open names the URL, redacted
 	}
@@ -307,32 +362,75 @@ func (a *app) answer(prompt string) string {
 // bar returns a progress bar on stderr, invisible unless stderr is a
 // terminal (so pipes, files and CI logs never get one). max < 0 is a spinner.
 func (a *app) bar(max int64, desc string, bytes bool) *progressbar.ProgressBar {
+	if bytes {
+		return a.newBar(max, desc, progressbar.OptionShowBytes(true), progressbar.OptionShowCount())
+	}
+	return a.newBar(max, desc, progressbar.OptionShowCount())
+}
+
+// progressVisible reports whether progress bars show.
+func (a *app) progressVisible() bool {
 	visible := isTerminal(a.stderr)
 	if a.progressTTY != nil {
 		visible = *a.progressTTY
 	}
-	if a.noProgress {
-		visible = false
-	}
+	return visible && !a.noProgress
+}
+
+func (a *app) newBar(max int64, desc string, extra ...progressbar.Option) *progressbar.ProgressBar {
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(a.stderr),
-		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetVisibility(a.progressVisible()),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetPredictTime(true), // [elapsed:left]
 	}
-	if bytes {
-		opts = append(opts, progressbar.OptionShowBytes(true))
-	} else {
-		opts = append(opts, progressbar.OptionShowCount())
+	return progressbar.NewOptions64(max, append(opts, extra...)...)
+}
+
+// rangeBarSteps is the resolution of a rangeBar: per mille of the range.
+const rangeBarSteps = 1000
+
+// rangeBar shows the progress of a read of the commit-ts range (start, end]
+// as the share of the range passed, with the events read so far and the
+// time left: the ts themselves are not quantities a person can read
+// ("67953754572/123112783980"), and the events in the range are not known
+// before they are read.
+type rangeBar struct {
+	bar        *progressbar.ProgressBar
+	start, end uint64
+	desc       string
+}
+
+func (a *app) rangeBar(start, end uint64, desc string) *rangeBar {
+	return &rangeBar{bar: a.newBar(rangeBarSteps, desc), start: start, end: end, desc: desc}
+}
+
+// update records that the read reached commit ts ts after events events.
+func (r *rangeBar) update(ts uint64, events int64) {
+	r.bar.Describe(fmt.Sprintf("%s: %d events", r.desc, events))
+	_ = r.bar.Set64(rangeSteps(r.start, r.end, ts))
+}
+
+func (r *rangeBar) finish() { _ = r.bar.Finish() }
+
+// rangeSteps is how far ts is into (start, end], in rangeBarSteps.
+func rangeSteps(start, end, ts uint64) int64 {
+	if end <= start || ts <= start {
+		return 0
 	}
-	return progressbar.NewOptions64(max, opts...)
+	if ts >= end {
+		return rangeBarSteps
+	}
+	return int64(float64(ts-start) / float64(end-start) * rangeBarSteps)
 }
 
 // printJSON writes v as indented JSON on stdout.
 func (a *app) printJSON(v any) error {
+	a.printedJSON = true
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -382,4 +480,18 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// plural is "1 writer", "3 writers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// isMemStorage reports a mem:// store, which lives only as long as the
+// process.
+func isMemStorage(storage string) bool {
+	return strings.HasPrefix(storage, "mem:")
 }

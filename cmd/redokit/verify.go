@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit"
@@ -49,15 +50,15 @@ segment, a zombie's segment a fence excludes) do not fail it.`,
 				return err
 			}
 			defer b.Close()
-			bar := a.bar(-1, "verifying segments", false)
-			var done atomic.Int64
-			logger := slog.New(&countHandler{next: a.logger().Handler(), onCount: func() { _ = bar.Set64(done.Add(1)) }})
 			log, err := redokit.Open(ctx, b, a.logID)
 			if err != nil {
 				return err
 			}
+			onSegment := a.verifyProgress(ctx, log)
+			defer onSegment("")
+			logger := slog.New(&countHandler{next: a.logger().Handler(), onCount: onSegment})
 			rep, err := log.Verify(ctx, &reader.VerifyOptions{Logger: logger})
-			_ = bar.Finish()
+			onSegment("")
 			if err != nil {
 				return fmt.Errorf("verify log %q: %w", a.logID, err)
 			}
@@ -76,11 +77,55 @@ segment, a zombie's segment a fence excludes) do not fail it.`,
 	}
 }
 
+// verifyProgress returns what to call as each segment is verified (with its
+// key; "" ends the bar). When a bar shows, the segments are listed first so
+// that it counts bytes against their total, with the time left; if that
+// listing fails, the bar counts segments without a total.
+func (a *app) verifyProgress(ctx context.Context, log *redokit.Log) func(key string) {
+	if !a.progressVisible() {
+		return func(string) {}
+	}
+	sizes := map[string]int64{}
+	var total int64
+	for seg, err := range log.Segments(ctx) {
+		if err != nil {
+			sizes, total = nil, 0
+			break
+		}
+		sizes[seg.Key] = seg.Size
+		total += seg.Size
+	}
+	var bar *progressbar.ProgressBar
+	if total > 0 {
+		bar = a.bar(total, "verifying", true)
+	} else {
+		bar = a.bar(-1, "verifying segments", false)
+	}
+	var mu sync.Mutex
+	var done int64
+	finished := false
+	return func(key string) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case finished:
+		case key == "":
+			finished = true
+			_ = bar.Finish()
+		case total > 0:
+			_ = bar.Add64(sizes[key])
+		default:
+			done++
+			_ = bar.Set64(done)
+		}
+	}
+}
+
 // countHandler passes records on and counts the per-segment progress
 // records of reader.Verify, which is how verify drives its progress bar.
 type countHandler struct {
 	next    slog.Handler
-	onCount func()
+	onCount func(key string)
 }
 
 func (h *countHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -89,7 +134,17 @@ func (h *countHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h *countHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "reader: verified segment" {
-		h.onCount()
+		key := ""
+		r.Attrs(func(at slog.Attr) bool {
+			if at.Key == "key" {
+				key = at.Value.String()
+				return false
+			}
+			return true
+		})
+		if key != "" {
+			h.onCount(key)
+		}
 	}
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)

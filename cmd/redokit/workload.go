@@ -317,6 +317,15 @@ func (p *pipeline) closeAll(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Release the writers: no process holds them any more, and a writer
+	// the meta object still lists as live makes rm refuse for 30 s. Their
+	// progress stays in their state objects, which readers go by; the
+	// global resolved ts computed above never goes back.
+	for _, s := range p.slots {
+		if err := p.coord.RemoveWriter(ctx, s.id); err != nil {
+			return 0, fmt.Errorf("release writer %s of log %s: %w", s.id, p.logID, err)
+		}
+	}
 	return m.ResolvedTs, nil
 }
 
