@@ -216,7 +216,7 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 		defer close(gateDone)
 		for {
 			err := c.gate.Run(gctx)
-			if gctx.Err() != nil || errors.Is(err, sinkgate.ErrClosed) {
+			if err == nil || gctx.Err() != nil || errors.Is(err, sinkgate.ErrClosed) {
 				return
 			}
 			// The batch stays held; the log keeps growing meanwhile.
@@ -608,10 +608,14 @@ func (c *capturer) ddlRecord(r *relation, td *pglogrepl.TupleData) error {
 	if ts == nil {
 		return fmt.Errorf("DDL %q at LSN %s: table %s is not in -tables", trunc(query), pglogrepl.LSN(c.commitLSN), tn.Name)
 	}
-	if ts.count() > 1 {
+	if ts.count() > 1 && kind != "create" {
 		// Its spans belong to several writers, whose gates release on
-		// their own: the DDL would need a barrier across them.
-		return fmt.Errorf("DDL %q at LSN %s: table %s is split into %d spans; a DDL on a split table is not carried", trunc(query), pglogrepl.LSN(c.commitLSN), tn.Name, ts.count())
+		// their own: the rows of one written before the DDL could reach
+		// the downstream after it, which would need a barrier across
+		// the gates. A CREATE TABLE precedes every row of the table: a
+		// gate that releases one first fails and retries until the
+		// table is there.
+		return fmt.Errorf("DDL %q at LSN %s: table %s is split into %d spans; only CREATE TABLE is carried on a split table", trunc(query), pglogrepl.LSN(c.commitLSN), tn.Name, ts.count())
 	}
 	d := codec.DDL{Table: tn, Query: text}
 	switch kind {

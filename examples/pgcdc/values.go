@@ -97,10 +97,10 @@ func (c colType) toValue(table, name string, text []byte) (codec.Value, error) {
 	}
 	switch c.oid {
 	case oidBool:
-		switch s {
-		case "t":
+		switch s { // pgoutput sends t/f; a ::text cast gives true/false
+		case "t", "true":
 			return codec.IntValue(1), nil
-		case "f":
+		case "f", "false":
 			return codec.IntValue(0), nil
 		}
 		return bad(fmt.Errorf("not a boolean"))
