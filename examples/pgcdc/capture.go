@@ -196,11 +196,10 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 		return fmt.Errorf("slot %s: confirmed flush LSN %q: %w", slot, confirmed, err)
 	}
 	// What the slot had confirmed is at or below the log's global
-	// resolved ts, so the log holds it: the spans restart there, and the
-	// transactions the slot sends again that the log holds already are
-	// written again (the reader drops such copies) or, at or below the
-	// start, skipped.
-	c.start, c.resolved = uint64(lsn), uint64(lsn)
+	// resolved ts, so the log holds it: the transactions the slot sends
+	// again at or below it are skipped, those above written again (the
+	// reader drops such copies).
+	c.start = uint64(lsn)
 
 	w, err := lg.OpenWriter(ctx, c.id, &writer.Options{FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
 	if err != nil {
@@ -237,10 +236,8 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 		stopGate()
 		<-gateDone
 	}()
-	for s := range c.own {
-		if err := c.gate.AddSpan(ctx, s, c.start); err != nil {
-			return err
-		}
+	if err := c.replay(ctx, lg); err != nil {
+		return err
 	}
 
 	// The global resolved ts, read in the background: the slot is
@@ -347,6 +344,84 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 			}
 		}
 	}
+}
+
+// replay adds the owned spans to the gate at the log's checkpoint, where
+// the downstream is known to hold everything, and hands the gate what the
+// log holds of them above it, up to the slot's confirmed LSN: the slot sends
+// nothing below that again, and a dead predecessor's downstream may have
+// applied less than it logged (the downstream may have been down). The
+// events go to the log again too, as copies the reader drops.
+func (c *capturer) replay(ctx context.Context, lg *redokit.Log) error {
+	m, err := lg.Meta(ctx)
+	if err != nil {
+		return fmt.Errorf("read the log's meta object: %w", err)
+	}
+	from := min(m.CheckpointTs, c.start)
+	c.resolved = from
+	for s := range c.own {
+		if err := c.gate.AddSpan(ctx, s, from); err != nil {
+			return err
+		}
+	}
+	if from >= c.start {
+		return nil
+	}
+	r, err := lg.OpenReader(ctx, &redokit.ReadOptions{Start: from, End: c.start})
+	if err != nil {
+		return fmt.Errorf("replay (%d, %d] from the log: %w", from, c.start, err)
+	}
+	defer r.Close()
+	var n int64
+	for ev, err := range r.CodecEvents(ctx) {
+		if err != nil {
+			return fmt.Errorf("replay (%d, %d] from the log: %w", from, c.start, err)
+		}
+		span, err := c.spanOfEvent(ev)
+		if err != nil {
+			return fmt.Errorf("replay from the log: %w", err)
+		}
+		if !c.own[span] {
+			continue
+		}
+		if ts := ev.CommitTs(); ts > c.resolved+1 {
+			// Everything below this commit ts has been handed over.
+			if err := c.resolve(ctx, ts-1); err != nil {
+				return err
+			}
+		}
+		if err := c.gate.Write(ctx, span, *ev.Clone()); err != nil {
+			return err
+		}
+		n++
+	}
+	c.logger.Info("replayed from the log", "writer", c.id, "from", from, "to", c.start, "events", n)
+	return c.resolve(ctx, c.start)
+}
+
+// spanOfEvent finds the span of an event read from the log.
+func (c *capturer) spanOfEvent(ev *codec.Event) (meta.SpanID, error) {
+	tn := ev.TableName()
+	ts := c.spans.tables[tn.Name]
+	if ts == nil {
+		return 0, fmt.Errorf("table %s of the log is not in -tables", tn.Name)
+	}
+	if ev.IsDDL() || ts.keyCol == "" {
+		return ts.first, nil
+	}
+	img := ev.Row.Columns
+	if img == nil {
+		img = ev.Row.PreColumns
+	}
+	for _, col := range img {
+		if col.Name == ts.keyCol {
+			if col.Value.Kind() != codec.KindInt {
+				return 0, fmt.Errorf("table %s: split key %s is %v, not an integer", tn.Name, ts.keyCol, col.Value)
+			}
+			return ts.span(col.Value.Int()), nil
+		}
+	}
+	return 0, fmt.Errorf("table %s: a row without its split key %s", tn.Name, ts.keyCol)
 }
 
 // resolve tells the gate that the owned spans have nothing more at or below

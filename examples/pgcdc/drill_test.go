@@ -175,14 +175,33 @@ func TestDrill(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		c, err := connect(context.Background(), base)
+		// A slot left behind would hold the shared server's WAL forever:
+		// its walsender may outlive the killed capture for a moment.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := connect(ctx, base)
 		if err != nil {
+			t.Errorf("cleanup: %v", err)
 			return
 		}
 		defer c.Close(context.Background())
-		c.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE $1", db+"%")
+		slots := []string{db + "_0", db + "_1"}
+		for {
+			c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = ANY($1) AND active_pid IS NOT NULL", slots)
+			_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ANY($1)", slots)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("cleanup: drop the replication slots %v: %v", slots, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		for _, d := range []string{db, db + "_down", db + "_fresh"} {
-			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+d+" WITH (FORCE)")
+			if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+d+" WITH (FORCE)"); err != nil {
+				t.Errorf("cleanup: drop database %s: %v", d, err)
+			}
 		}
 	})
 	up := withDB(t, base, db)

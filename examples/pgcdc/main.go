@@ -67,9 +67,14 @@
 // A slot is acknowledged (its flush LSN) only up to the log's global resolved
 // ts, read from the log's meta object. A capture that dies (SIGKILL) loses
 // nothing: started again, it takes its writer ID over (fencing the dead
-// process), restarts its spans at the slot's confirmed LSN, which the log
-// holds, and writes again what the slot sends above it; the reader drops the
-// copies.
+// process) and restarts its spans at the log's checkpoint, which its
+// downstream is known to hold. What lies between the checkpoint and the
+// slot's confirmed LSN the slot will not send again, but the log holds it:
+// the capture reads it from the log and hands it to its gate (and to the log
+// again, as copies the reader drops), then writes what the slot sends above
+// the confirmed LSN. A downstream that was down while its capture died thus
+// gets everything; a restart that trusted the slot alone would skip what the
+// dead process logged but never released downstream.
 //
 // # Roles
 //
