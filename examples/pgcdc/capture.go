@@ -410,7 +410,7 @@ func (c *capturer) spanOfEvent(ev *codec.Event) (meta.SpanID, error) {
 		return ts.first, nil
 	}
 	img := ev.Row.Columns
-	if img == nil {
+	if len(img) == 0 { // a delete
 		img = ev.Row.PreColumns
 	}
 	for _, col := range img {
