@@ -106,9 +106,12 @@ func withDB(t *testing.T, dsn, db string) string {
 	return u.String()
 }
 
+// drillChild is a capture process; done is closed when it has exited, with
+// err set, so that every waiter sees it.
 type drillChild struct {
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{}
+	err  error
 }
 
 func startChild(t *testing.T, cfg config, idx int) *drillChild {
@@ -124,8 +127,8 @@ func startChild(t *testing.T, cfg config, idx int) *drillChild {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &drillChild{cmd: cmd, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
+	c := &drillChild{cmd: cmd, done: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); close(c.done) }()
 	return c
 }
 
@@ -400,10 +403,10 @@ func TestDrill(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-children[0].done:
-			t.Fatalf("capture %s exited: %v", writerID(0), err)
-		case err := <-children[1].done:
-			t.Fatalf("capture %s exited: %v", writerID(1), err)
+		case <-children[0].done:
+			t.Fatalf("capture %s exited: %v", writerID(0), children[0].err)
+		case <-children[1].done:
+			t.Fatalf("capture %s exited: %v", writerID(1), children[1].err)
 		case <-ctx.Done():
 			t.Fatalf("the log's global resolved ts stays at %s, below the upstream's last commit (WAL %s)", pglogrepl.LSN(m.ResolvedTs), last)
 		case <-time.After(20 * time.Millisecond):
