@@ -380,11 +380,14 @@ _emu_cmd_postgres() {
 	# writes on): the PostgreSQL sink's commits are few and large, so it
 	# costs the tests little, and the server behaves as a real one does.
 	# -k puts the Unix socket in the state folder, not /var/run/postgresql.
+	# wal_level=logical and the slots and senders are for examples/pgcdc's
+	# drill, which reads the server's changes through logical replication.
 	local as=() u
 	u=$(_emu_pg_user) || exit 1
 	[[ -z $u ]] || as=(setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups --)
 	exec "${as[@]}" "$(_emu_pg_bin postgres)" -D "$2/data" -p "$1" -k "$2" -c listen_addresses=127.0.0.1 \
-		-c shared_buffers=64MB -c max_connections=200
+		-c shared_buffers=64MB -c max_connections=200 \
+		-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20
 }
 
 # _emu_pg_user: the user PostgreSQL runs as when this script runs as root

@@ -16,6 +16,8 @@
 #                                   (default 100, ~1.5 min under -race)
 #   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
 #                                   MariaDB, PostgreSQL; default 20)
+#   REDOKIT_PGCDC_TXNS=20000 ...... transactions of examples/pgcdc's disaster
+#                                   drill (default 3000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
