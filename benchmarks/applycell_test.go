@@ -12,6 +12,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/testenv"
 	"github.com/redokit/redokit/reader"
 )
 
@@ -33,12 +34,7 @@ func TestNaiveMatchesApply(t *testing.T) {
 // in fresh databases, dropped after; the server's durability settings are
 // left as they are.
 func TestNaiveMatchesApplyMariaDB(t *testing.T) {
-	if os.Getenv("REDOKIT_MYSQL_DSN") == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_MYSQL_DSN is not set, and CI=true: the MariaDB test must run (scripts/emulators.sh starts MariaDB)")
-		}
-		t.Skip("REDOKIT_MYSQL_DSN is not set: skipping the MariaDB test (scripts/emulators.sh start mariadb, then source its env file)")
-	}
+	testenv.MySQL(t)
 	res := newResult()
 	env, err := newMariaDBEnv(context.Background(), childInput{Rep: 900 + os.Getpid()%100}, res, false)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/testenv"
 )
 
 func TestParseURI(t *testing.T) {
@@ -199,17 +200,7 @@ func TestTransient(t *testing.T) {
 
 // pgDSN returns REDOKIT_POSTGRES_DSN, or skips the test (fails it when
 // CI=true).
-func pgDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("REDOKIT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_POSTGRES_DSN is not set, and CI=true: the PostgreSQL tests must run (scripts/emulators.sh starts PostgreSQL)")
-		}
-		t.Skip("REDOKIT_POSTGRES_DSN is not set: skipping the PostgreSQL test (source scripts/emulators.sh && emulators_start postgres)")
-	}
-	return dsn
-}
+func pgDSN(t testing.TB) string { return testenv.Postgres(t) }
 
 var seq atomic.Int64
 

@@ -25,6 +25,7 @@ import (
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/testenv"
 )
 
 // The disaster drill: a pgbench-style workload on a real PostgreSQL while two
@@ -84,17 +85,7 @@ func init() {
 	os.Exit(0)
 }
 
-func postgresDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("REDOKIT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_POSTGRES_DSN is not set, and CI=true: the PostgreSQL drill must run (scripts/emulators.sh starts PostgreSQL)")
-		}
-		t.Skip("REDOKIT_POSTGRES_DSN is not set: skipping the PostgreSQL CDC drill (source scripts/emulators.sh && emulators_start postgres)")
-	}
-	return dsn
-}
+func postgresDSN(t *testing.T) string { return testenv.Postgres(t) }
 
 // withDB returns dsn naming database db instead.
 func withDB(t *testing.T, dsn, db string) string {

@@ -15,19 +15,14 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/pgddl"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/testenv"
 )
 
 // postgres returns a connection to the server of REDOKIT_POSTGRES_DSN, or
 // skips the test (fails it when CI=true).
 func postgres(t *testing.T) *sql.DB {
 	t.Helper()
-	dsn := os.Getenv("REDOKIT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_POSTGRES_DSN is not set, and CI=true: the PostgreSQL tests must run")
-		}
-		t.Skip("REDOKIT_POSTGRES_DSN is not set: skipping the PostgreSQL test")
-	}
+	dsn := testenv.Postgres(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatalf("REDOKIT_POSTGRES_DSN: %v", err)

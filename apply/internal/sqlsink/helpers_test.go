@@ -21,6 +21,7 @@ import (
 	_ "github.com/redokit/redokit/apply/postgres"
 	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/testenv"
 )
 
 // env is one downstream for a test: a fresh SQLite file, or fresh databases
@@ -33,16 +34,11 @@ type env struct {
 	admin   *sql.DB // for setup and dumps
 }
 
-// mysqlDSN returns REDOKIT_MYSQL_DSN, or skips the test (fails it when CI=true).
+// mysqlDSN returns REDOKIT_MYSQL_DSN parsed, or skips the test (fails it
+// when CI=true).
 func mysqlDSN(t testing.TB) *mysql.Config {
 	t.Helper()
-	dsn := os.Getenv("REDOKIT_MYSQL_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_MYSQL_DSN is not set, and CI=true: the MariaDB tests must run (scripts/emulators.sh starts MariaDB)")
-		}
-		t.Skip("REDOKIT_MYSQL_DSN is not set: skipping the MariaDB test (source scripts/emulators.sh && emulators_start mariadb)")
-	}
+	dsn := testenv.MySQL(t)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("REDOKIT_MYSQL_DSN: %v", err)
@@ -135,17 +131,7 @@ func testSchemaName(t testing.TB) string {
 
 // postgresDSN returns REDOKIT_POSTGRES_DSN, or skips the test (fails it when
 // CI=true).
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("REDOKIT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("REDOKIT_POSTGRES_DSN is not set, and CI=true: the PostgreSQL tests must run (scripts/emulators.sh starts PostgreSQL)")
-		}
-		t.Skip("REDOKIT_POSTGRES_DSN is not set: skipping the PostgreSQL test (source scripts/emulators.sh && emulators_start postgres)")
-	}
-	return dsn
-}
+func postgresDSN(t testing.TB) string { return testenv.Postgres(t) }
 
 // allDialects are the sinks the shared tests run against.
 var allDialects = []sqlsink.Dialect{sqlsink.SQLite, sqlsink.MySQL, sqlsink.Postgres}

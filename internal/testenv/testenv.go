@@ -1,0 +1,38 @@
+// Package testenv is how a test finds a local server that
+// scripts/emulators.sh started (MariaDB, PostgreSQL): through an environment
+// variable the script exports. A test that needs a server and finds none
+// skips outside CI, saying why, and fails under CI=true, where every server
+// must be there: no skipped test may hide a failure in CI.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Server returns the value of the environment variable envVar, which names
+// a server of kind what ("MariaDB", "PostgreSQL") that scripts/emulators.sh
+// starts as name; when it is unset the test skips, or fails under CI=true.
+func Server(t testing.TB, envVar, what, name string) string {
+	t.Helper()
+	v := os.Getenv(envVar)
+	if v == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set, and CI=true: the %s tests must run (scripts/emulators.sh starts %s)", envVar, what, what)
+		}
+		t.Skipf("%s is not set: skipping the %s test (source scripts/emulators.sh && emulators_start %s)", envVar, what, name)
+	}
+	return v
+}
+
+// Postgres returns REDOKIT_POSTGRES_DSN (see Server).
+func Postgres(t testing.TB) string {
+	t.Helper()
+	return Server(t, "REDOKIT_POSTGRES_DSN", "PostgreSQL", "postgres")
+}
+
+// MySQL returns REDOKIT_MYSQL_DSN (see Server).
+func MySQL(t testing.TB) string {
+	t.Helper()
+	return Server(t, "REDOKIT_MYSQL_DSN", "MariaDB", "mariadb")
+}
