@@ -173,8 +173,8 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 			return perr
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "redokit torture on %s, scratch prefix %s\n%s, %d writers, %v, seed %d\n",
-			rep.Storage, prefix, rep.Mode, o.writers, o.duration, o.seed)
+		fmt.Fprintf(a.stdout, "redokit torture on %s, scratch prefix %s\n%s, %s, %v, seed %d\n",
+			rep.Storage, prefix, rep.Mode, plural(o.writers, "writer"), o.duration, o.seed)
 		if rep.Faults != "" {
 			fmt.Fprintf(a.stdout, "faults injected (coordinator, GC, readers): %s\n", rep.Faults)
 		}
