@@ -158,23 +158,7 @@ func (l *fkLog) delParent(id int64) {
 func (l *fkLog) want() map[string][]string {
 	m := map[string][]string{}
 	for _, t := range fkTables {
-		var out []string
-		for _, img := range l.rows[t] {
-			parts := make([]string, len(img))
-			for i, c := range img {
-				switch c.Value.Kind() {
-				case codec.KindNull:
-					parts[i] = "NULL"
-				case codec.KindInt:
-					parts[i] = strconv.FormatInt(c.Value.Int(), 10)
-				default:
-					parts[i] = c.Value.Text()
-				}
-			}
-			out = append(out, strings.Join(parts, "|"))
-		}
-		slices.Sort(out)
-		m[t] = out
+		m[t] = dumpImages(l.rows[t])
 	}
 	return m
 }

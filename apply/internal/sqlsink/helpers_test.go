@@ -255,6 +255,28 @@ func (e *env) dump(name string) []string {
 	return out
 }
 
+// dumpImages formats row images of integers, text and NULLs as env.dump
+// formats what a table holds, sorted: a model's side of a comparison.
+func dumpImages[K comparable](rows map[K][]codec.Column) []string {
+	var out []string
+	for _, img := range rows {
+		parts := make([]string, len(img))
+		for i, c := range img {
+			switch c.Value.Kind() {
+			case codec.KindNull:
+				parts[i] = "NULL"
+			case codec.KindInt:
+				parts[i] = strconv.FormatInt(c.Value.Int(), 10)
+			default:
+				parts[i] = c.Value.Text()
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // dumpAll dumps the given tables.
 func (e *env) dumpAll(tables ...string) map[string][]string {
 	m := map[string][]string{}

@@ -75,27 +75,14 @@ func TestRealTransientErrors(t *testing.T) {
 			}
 			h.conn, h.q = conn, "COMMIT"
 			events = []*codec.Event{ddlEv(10, e.schema, "a", codec.ActionCreateTable, "CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR(20))"), row}
-		case sqlsink.MySQL:
-			s, err := apply.Open(ctx, e.uri+"?innodb_lock_wait_timeout=1", nil)
-			if err != nil {
-				t.Fatal(err)
+		case sqlsink.MySQL, sqlsink.Postgres:
+			// A short lock wait, so that the held row lock fails the
+			// apply's statement (transient) rather than waiting it out.
+			uri, opts := e.uri+"?innodb_lock_wait_timeout=1", (*apply.SinkOptions)(nil)
+			if e.dialect == sqlsink.Postgres {
+				uri, opts = e.uri+"&lock_timeout=1000", &apply.SinkOptions{ProgressSchema: e.schema}
 			}
-			t.Cleanup(func() { s.Close() })
-			sink = s.(*sqlsink.SQLSink)
-			e.ddl("CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-			e.exec("INSERT INTO " + e.table("a") + " VALUES (1, 'before')")
-			tx, err := e.admin.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			if _, err := tx.Exec("SELECT * FROM " + e.table("a") + " WHERE id = 1 FOR UPDATE"); err != nil {
-				t.Fatal(err)
-			}
-			h.tx = tx
-			events = []*codec.Event{row}
-		case sqlsink.Postgres:
-			s, err := apply.Open(ctx, e.uri+"&lock_timeout=1000", &apply.SinkOptions{ProgressSchema: e.schema})
+			s, err := apply.Open(ctx, uri, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

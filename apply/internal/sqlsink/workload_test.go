@@ -238,23 +238,7 @@ func (w *workload) want() map[string][]string {
 			m[t] = nil
 			continue
 		}
-		var out []string
-		for _, img := range w.rows[t] {
-			parts := make([]string, len(img))
-			for i, c := range img {
-				switch c.Value.Kind() {
-				case codec.KindNull:
-					parts[i] = "NULL"
-				case codec.KindInt:
-					parts[i] = strconv.FormatInt(c.Value.Int(), 10)
-				default:
-					parts[i] = c.Value.Text()
-				}
-			}
-			out = append(out, strings.Join(parts, "|"))
-		}
-		slices.Sort(out)
-		m[t] = out
+		m[t] = dumpImages(w.rows[t])
 	}
 	return m
 }
