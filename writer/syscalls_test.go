@@ -68,8 +68,11 @@ func TestRequestsPerFlush(t *testing.T) {
 		if _, err := w.Publish(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := w.Stats().Publications - pubs; got != 1 {
-			t.Errorf("Publish made %d publications, want 1", got)
+		// The lazy publisher may have published the last flush already
+		// (flushes slower than its interval, on a loaded machine): then
+		// Publish has nothing left to write. It never writes twice.
+		if got := w.Stats().Publications - pubs; got > 1 {
+			t.Errorf("Publish made %d publications, want at most 1", got)
 		}
 		if w.PublishedTs() != w.FlushedTs() {
 			t.Errorf("published ts %d after Publish, flushed %d", w.PublishedTs(), w.FlushedTs())
