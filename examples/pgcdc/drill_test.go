@@ -69,11 +69,11 @@ func init() {
 			// The parent reads what this process did from a file: it may
 			// be killed at any moment.
 			path := filepath.Join(cfg.State, "stats-"+writerID(cfg.Writer))
-			for {
+			tick := time.NewTicker(50 * time.Millisecond)
+			for range tick.C {
 				b := fmt.Sprintf("%d %d\n", st.Events.Load(), st.Txns.Load())
 				os.WriteFile(path+".tmp", []byte(b), 0o644)
 				os.Rename(path+".tmp", path)
-				time.Sleep(50 * time.Millisecond)
 			}
 		}()
 		return runCapture(ctx, &cfg, cfg.Writer, lg, fileCheckpoint(cfg.State, cfg.Writer), &st)
@@ -180,6 +180,10 @@ func TestDrill(t *testing.T) {
 		}
 		defer c.Close(context.Background())
 		slots := []string{db + "_0", db + "_1"}
+		// A slot stays active until its walsender has gone: retry the drop
+		// until it is, within the cleanup's deadline.
+		retry := time.NewTicker(100 * time.Millisecond)
+		defer retry.Stop()
 		for {
 			c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = ANY($1) AND active_pid IS NOT NULL", slots)
 			_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ANY($1)", slots)
@@ -190,7 +194,10 @@ func TestDrill(t *testing.T) {
 				t.Errorf("cleanup: drop the replication slots %v: %v", slots, err)
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-retry.C:
+			case <-ctx.Done():
+			}
 		}
 		for _, d := range []string{db, db + "_down", db + "_fresh"} {
 			if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+d+" WITH (FORCE)"); err != nil {
@@ -257,6 +264,8 @@ func TestDrill(t *testing.T) {
 			return
 		}
 		defer c.Close(context.Background())
+		tick := time.NewTicker(10 * time.Millisecond) // the sampling period
+		defer tick.Stop()
 		for sctx.Err() == nil {
 			var l string
 			if c.QueryRow(sctx, "SELECT pg_current_wal_lsn()::text").Scan(&l) == nil {
@@ -265,7 +274,10 @@ func TestDrill(t *testing.T) {
 				samples = append(samples, sample{time.Now(), uint64(v)})
 				samplesMu.Unlock()
 			}
-			time.Sleep(10 * time.Millisecond)
+			select {
+			case <-tick.C:
+			case <-sctx.Done():
+			}
 		}
 	}()
 
@@ -300,9 +312,11 @@ func TestDrill(t *testing.T) {
 			c, err := connect(ctx, up)
 			if err != nil {
 				workErr.Store(err)
+				txnSignal()
 				return
 			}
 			defer c.Close(context.Background())
+			defer txnSignal() // step sees a client that stopped
 			r := rand.New(rand.NewPCG(uint64(cl), 16))
 			for n := range per {
 				if err := pgbenchTxn(ctx, c, r, &nextAid, &hid); err != nil {
@@ -315,7 +329,10 @@ func TestDrill(t *testing.T) {
 	// The DDLs and the disasters, while the clients run.
 	step := func(frac float64) {
 		for w.txnsDone() < int64(frac*float64(txns)) && workErr.Load() == nil && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-txnDone:
+			case <-ctx.Done():
+			}
 		}
 	}
 	step(0.15)
@@ -361,7 +378,8 @@ func TestDrill(t *testing.T) {
 	samplesMu.Unlock()
 	t.Logf("capture %s SIGKILLed after %d transactions: global resolved ts %s, upstream WAL at %s: RPO %d bytes of WAL, about %v of commits",
 		writerID(1), w.txnsDone(), pglogrepl.LSN(m.ResolvedTs), cur, rpoBytes, rpoTime.Round(time.Millisecond))
-	time.Sleep(300 * time.Millisecond) // down for a while: the slot holds what it misses
+	// Down while the upstream moves on: the slot holds what it misses.
+	step(0.55)
 	children[1] = startChild(t, cfg, 1)
 	restarted = true
 	step(0.7)
@@ -627,10 +645,22 @@ func pgbenchTxn(ctx context.Context, c *pgx.Conn, r *rand.Rand, nextAid, hid *at
 		return err
 	}
 	doneTxns.Add(1)
+	txnSignal()
 	return nil
 }
 
-var doneTxns atomic.Int64
+var (
+	doneTxns atomic.Int64
+	txnDone  = make(chan struct{}, 1) // a transaction ended, or a client stopped
+)
+
+// txnSignal wakes a step waiting on the workload's progress.
+func txnSignal() {
+	select {
+	case txnDone <- struct{}{}:
+	default:
+	}
+}
 
 // workload runs the DDLs and the setup statements on a connection of its
 // own.
