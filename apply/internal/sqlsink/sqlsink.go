@@ -247,8 +247,11 @@ func (s *SQLSink) createProgress(ctx context.Context) error {
 		return fmt.Errorf("apply: %s: create the progress table %s: %w", s.name, s.progress, err)
 	}
 	if _, err := ex.ExecContext(ctx, "SELECT log_id, sink_name FROM "+string(s.progress)+" WHERE 1 = 0"); err != nil {
-		return fmt.Errorf("apply: %s: the progress table %s has no log_id or sink_name column: it was written by a redokit older than per-log progress, and its rows name no log; "+
-			"use another progress table (SinkOptions.ProgressTable, --progress-table), or drop it to apply from the start: %w", s.name, s.progress, err)
+		// Said as what was tried, not as a guess at why: a lost connection
+		// fails here too.
+		return fmt.Errorf("apply: %s: read the log_id and sink_name columns of the progress table %s: %w "+
+			"(a table written by a redokit older than per-log progress has neither, and its rows name no log: "+
+			"use another progress table, SinkOptions.ProgressTable or --progress-table, or drop it to apply from the start)", s.name, s.progress, s.d.classify(err))
 	}
 	return nil
 }
