@@ -3,7 +3,9 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 
@@ -77,5 +79,48 @@ func TestResultApplied(t *testing.T) {
 	// Run must not hand out the sink's own map: it reads it again later.
 	if start.Tables[Table{"s", "a"}] != 8 {
 		t.Errorf("the progress read was modified")
+	}
+}
+
+// badConnSink's ApplyRows cancels the caller's context on the nth call and
+// fails as pgx does when a cancelled query's connection is closed under it.
+type badConnSink struct {
+	progSink
+	cancel context.CancelFunc
+	calls  int
+	n      int
+}
+
+func (s *badConnSink) Begin(context.Context) (Tx, error) { return &badConnTx{progTx{&s.progSink}, s}, nil }
+
+type badConnTx struct {
+	progTx
+	s *badConnSink
+}
+
+func (t *badConnTx) ApplyRows(context.Context, Table, []*codec.RowChange) error {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	if t.s.calls++; t.s.calls == t.s.n {
+		t.s.cancel()
+		return errors.New("driver: bad connection")
+	}
+	return nil
+}
+
+// TestCancelIsTheCause: an error the caller's cancellation provoked is
+// reported as the cancellation (errors.Is context.Canceled), with the
+// sink's error beside it.
+func TestCancelIsTheCause(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &badConnSink{progSink: progSink{marks: map[Table]uint64{}}, cancel: cancel, n: 3}
+	var events []codec.Event
+	for ts := uint64(10); ts < 100; ts++ {
+		events = append(events, rowAt(ts, "s", "a"))
+	}
+	_, err := Run(ctx, SliceSource(events), s, &Options{Workers: 1, BatchRows: 2, TxnRows: 5})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "bad connection") {
+		t.Fatalf("err = %v, want context.Canceled with the sink's error", err)
 	}
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -150,6 +151,12 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	}
 	r.stop()
 	err = r.firstErr()
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The caller's cancellation came first and broke what was in
+		// flight (pgx closes the connection under a cancelled query:
+		// "bad connection"): the cancellation is the cause.
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
 	res.Rows = r.rows.Load()
 	res.Transactions = r.txns.Load()
 	res.Retries += r.retries.Load()
