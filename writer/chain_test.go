@@ -366,7 +366,7 @@ func (h *heldFirst) Put(ctx context.Context, key string, r io.Reader, size int64
 		}
 	}
 	a, err := h.Driver.Put(ctx, key, r, size, opts)
-	if seg && n.Seq != 1 && err == nil {
+	if seg && err == nil {
 		h.done <- key
 	}
 	return a, err
@@ -375,7 +375,9 @@ func (h *heldFirst) Put(ctx context.Context, key string, r io.Reader, size int64
 // TestChainObjectUploadsOutOfOrder: the first object of a split flush lands
 // after the objects behind it; the links were made when each object was
 // sealed in memory, so the chain is right whatever the order, and the
-// progress names its end only once all of it is stored.
+// progress names its end only once all of it is stored. The flush's last
+// object, which holds its progress frame, is stored only after every other:
+// a stored frame proves the chain below it was stored.
 func TestChainObjectUploadsOutOfOrder(t *testing.T) {
 	ctx := context.Background()
 	gate := make(chan struct{})
@@ -389,9 +391,11 @@ func TestChainObjectUploadsOutOfOrder(t *testing.T) {
 		_, err := w.Flush(ctx)
 		flushed <- err
 	}()
-	for range 3 {
+	var order []string
+	for range 2 {
 		select {
-		case <-h.done:
+		case k := <-h.done:
+			order = append(order, k)
 		case err := <-flushed:
 			t.Fatalf("Flush returned (%v) with the first object held", err)
 		}
@@ -402,8 +406,31 @@ func TestChainObjectUploadsOutOfOrder(t *testing.T) {
 	close(gate)
 	must(t, <-flushed)
 	must(t, w.Close(ctx))
-	if chains := checkChains(t, b); len(chains[1]) < 4 {
+	chains := checkChains(t, b)
+	if len(chains[1]) < 4 {
 		t.Fatalf("%d objects; want a split into at least 4", len(chains[1]))
+	}
+	for more := true; more; {
+		select {
+		case k := <-h.done:
+			order = append(order, k)
+		default:
+			more = false
+		}
+	}
+	first, last := -1, -1
+	for i, k := range order {
+		n, err := segment.ParseName(k)
+		must(t, err)
+		switch n.Seq {
+		case 1:
+			first = i
+		case uint64(len(chains[1])):
+			last = i
+		}
+	}
+	if first < 0 || last < first {
+		t.Fatalf("objects stored in the order %v: the last (with the progress frame) before the first", order)
 	}
 }
 

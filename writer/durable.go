@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
@@ -26,9 +27,13 @@ import (
 // was reported stays in the log. A zombie's frames written after this
 // reading are beyond the fence, and count for nothing.
 //
-// A segment that cannot be read, or a chain that breaks where both sides
-// are listed, is an error naming the keys: a guess here could drop reported
-// data or accept a zombie's.
+// A missing seq is read by the rule in gap: segments above it that hold no
+// progress frame are fenced out (an upload that failed in a flush never
+// reported); a frame above it proves the missing segments were durable, and
+// unless GC took them (the bottom of the chain, below the checkpoint) that
+// is an error naming them. A segment that cannot be read, or a chain that
+// breaks where both sides are listed, is an error naming the keys: a guess
+// here could drop reported data or accept a zombie's.
 func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState, appendable bool, log *slog.Logger) (*meta.Progress, error) {
 	prefix := layout.WriterSegments(prev.LogID, prev.WriterID)
 	type listed struct {
@@ -62,27 +67,112 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		seqs = append(seqs, s)
 	}
 	slices.Sort(seqs)
+	recs := map[uint64]*segment.Recovery{}
+	read := func(seq uint64) (*segment.Recovery, error) {
+		if rec := recs[seq]; rec != nil {
+			return rec, nil
+		}
+		key := segs[seq].key
+		rd, err := b.NewReader(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		rec, err := segment.Recover(rd, &segment.ScannerOptions{Object: key})
+		rd.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		recs[seq] = rec
+		return rec, nil
+	}
+	// gap decides about the segments listed from seqs[j] on, above missing
+	// seqs (below seqs[j]; bottom: none of the epoch is listed lower). A
+	// progress frame is stored only once every segment below it in its
+	// epoch is durable (local disk writes segments in order; an object
+	// store launches a flush's last object, the one with its frame, after
+	// the others landed). So with no frame above the gap, the missing
+	// segments are uploads that failed in a flush that was never
+	// reported, and what lies above is fenced out. With a frame above, the
+	// missing ones were durable once: GC takes only the bottom of an
+	// epoch's chain, and only below the checkpoint, which the link of
+	// seqs[j] proves (its PrevMaxTs is the largest commit ts below it); the
+	// walk may then go on from seqs[j]. Anything else is segments the epoch
+	// made durable, gone: an error naming them.
+	gap := func(j int, missing string, bottom bool) (proceed bool, err error) {
+		var framed []string
+		for _, seq := range seqs[j:] {
+			rec, err := read(seq)
+			if err != nil {
+				return false, err
+			}
+			if len(rec.Progress) > 0 {
+				framed = append(framed, segs[seq].key)
+			}
+		}
+		first := segs[seqs[j]].key
+		if len(framed) == 0 {
+			log.Warn("segments of the previous epoch lie above a missing seq and hold no progress frame: nothing in them was reported; fenced out, not read",
+				"epoch", prev.Epoch, "missing", missing, "first_after_gap", first)
+			return false, nil
+		}
+		rec := recs[seqs[j]]
+		var why string
+		switch {
+		case !bottom:
+			why = "segments of the epoch are listed below the gap, and GC only removes the bottom of an epoch's chain"
+		case !rec.HasHeader || rec.Header.Link.First():
+			why = fmt.Sprintf("%s does not link a predecessor", first)
+		default:
+			cp, err := checkpointTs(ctx, b, prev.LogID)
+			if err != nil {
+				return false, err
+			}
+			if rec.Header.Link.PrevMaxTs <= cp {
+				return true, nil // collected below the checkpoint
+			}
+			why = fmt.Sprintf("the largest commit ts below %s is %d, above the checkpoint %d, so GC did not remove them", first, rec.Header.Link.PrevMaxTs, cp)
+		}
+		return false, fmt.Errorf("writer %s epoch %d: %s missing, yet progress frames lie above (in %s), and a frame is stored only after everything below it: segments the epoch made durable are gone (%s): %w",
+			prev.WriterID, prev.Epoch, missing, strings.Join(framed, ", "), why, segment.ErrCorrupt)
+	}
+	missingName := func(from, to uint64) string {
+		if from == to {
+			return fmt.Sprintf("seq %d", from)
+		}
+		return fmt.Sprintf("seqs %d..%d", from, to)
+	}
 	// The walk starts where the published progress is proven: at the
-	// published seq, or right above it when GC took it; at the epoch's first
-	// segment when nothing was published (checked below: it must link
-	// nothing). A gap before the start means nothing above it is proven.
+	// published seq, or at the epoch's first segment when nothing was
+	// published; anything missing below the start goes through gap.
 	start := seqs[0]
-	if prev.HasSeq {
+	// A published seq of 0 names no segment (seq 0 is never used): the
+	// epoch published flushes that wrote none, and its segments, all
+	// above, are walked from its first like those of an epoch that
+	// published nothing.
+	published := prev.HasSeq && prev.Seq != 0
+	if published {
 		i, _ := slices.BinarySearch(seqs, prev.Seq)
 		if i == len(seqs) {
 			return nil, nil
 		}
-		if seqs[i] > prev.Seq+1 {
-			// An upload that failed while a later one landed leaves this
-			// gap, and then no flush past it was reported; so would a
-			// segment deleted after its flush was reported, which no
-			// listing can tell apart. The fence leaves them out either
-			// way: say so, naming them.
-			log.Warn("segments of the previous epoch lie past a gap above its published seq: fenced out, not read", "epoch", prev.Epoch,
-				"published_seq", prev.Seq, "first_after_gap", segs[seqs[i]].key)
-			return nil, nil
+		if seqs[i] != prev.Seq {
+			proceed, err := gap(i, missingName(prev.Seq, seqs[i]-1)+" (the published seq and above)", i == 0)
+			if err != nil || !proceed {
+				return nil, err
+			}
 		}
 		start = seqs[i]
+	} else {
+		rec, err := read(start)
+		if err != nil {
+			return nil, err
+		}
+		if rec.HasHeader && !rec.Header.Link.First() {
+			proceed, err := gap(0, fmt.Sprintf("the epoch's first segments (below seq %d)", start), true)
+			if err != nil || !proceed {
+				return nil, err
+			}
+		}
 	}
 	type found struct {
 		seq    uint64
@@ -98,16 +188,16 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 	for seq := start; ; seq++ {
 		l, ok := segs[seq]
 		if !ok {
+			if j, _ := slices.BinarySearch(seqs, seq); j < len(seqs) {
+				if _, err := gap(j, missingName(seq, seqs[j]-1), false); err != nil {
+					return nil, err
+				}
+			}
 			break
 		}
-		rd, err := b.NewReader(ctx, l.key)
+		rec, err := read(seq)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", l.key, err)
-		}
-		rec, err := segment.Recover(rd, &segment.ScannerOptions{Object: l.key})
-		rd.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", l.key, err)
+			return nil, err
 		}
 		if !rec.HasHeader {
 			if next, ok := segs[seq+1]; ok {
@@ -124,12 +214,6 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		}
 		if !l.active && !rec.Sealed {
 			return nil, fmt.Errorf("read %s: a sealed name without a whole footer and trailer: %w", l.key, segment.ErrCorrupt)
-		}
-		if seq == start && !prev.HasSeq && !h.Link.First() {
-			// The epoch's first segment is missing (its upload failed while a
-			// later one landed): no frame of the epoch is proven reported.
-			log.Warn("the previous epoch's first segment is missing: its later segments are fenced out, not read", "epoch", prev.Epoch, "first_found", l.key)
-			return nil, nil
 		}
 		if seq != start {
 			lk := h.Link
@@ -169,7 +253,7 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		}
 		prevHdr, prevRec, prevActive = h, rec, l.active
 	}
-	if last == nil || prev.HasSeq && last.seq == prev.Seq && !last.active {
+	if last == nil || published && last.seq == prev.Seq && !last.active {
 		return nil, nil
 	}
 	spans := make([]meta.SpanTs, len(last.p.Spans))
@@ -179,4 +263,17 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 	log.Info("the previous epoch made progress durable beyond what it published", "epoch", prev.Epoch,
 		"published_seq", prev.Seq, "published_ts", prev.FlushedTs, "durable_seq", last.seq, "durable_ts", last.p.FlushedTs)
 	return &meta.Progress{FlushedTs: last.p.FlushedTs, Seq: last.seq, ChainMaxTs: last.p.ChainMaxTs, Digest: last.hdr.CRC, Spans: spans}, nil
+}
+
+// checkpointTs is the log's checkpoint (0 without a meta object: then no GC
+// has run).
+func checkpointTs(ctx context.Context, b *blob.Bucket, logID string) (uint64, error) {
+	m, _, err := meta.ReadMeta(ctx, b, logID)
+	switch {
+	case blob.IsNotExist(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the checkpoint: %w", err)
+	}
+	return m.CheckpointTs, nil
 }

@@ -201,8 +201,20 @@ func (s *objectStore) segBuf() *bytes.Buffer {
 
 // putObject launches the flush's last segment object, if any, and waits
 // until every object launched is durable. It is retried until it succeeds.
+//
+// The last object holds the flush's progress frame, and is launched only
+// once every object below it is durable: a stored frame then proves that its
+// whole chain was stored, and the next epoch reads a missing seq below a
+// frame as data lost, never as an upload that failed (see durableProgress).
+// The cost is that a flush of several objects does not overlap its last
+// upload with the others.
 func (s *objectStore) putObject() error {
 	if s.obj != nil {
+		if s.prog != nil && s.prog.hdr.Seq == s.obj.hdr.Seq {
+			if err := s.awaitUploads(0); err != nil {
+				return err
+			}
+		}
 		if err := s.launch(); err != nil {
 			return err
 		}
