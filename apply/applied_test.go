@@ -91,7 +91,9 @@ type badConnSink struct {
 	n      int
 }
 
-func (s *badConnSink) Begin(context.Context) (Tx, error) { return &badConnTx{progTx{&s.progSink}, s}, nil }
+func (s *badConnSink) Begin(context.Context) (Tx, error) {
+	return &badConnTx{progTx{&s.progSink}, s}, nil
+}
 
 type badConnTx struct {
 	progTx
