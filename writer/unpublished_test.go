@@ -31,19 +31,7 @@ func TestReportedAfterEmptyPublication(t *testing.T) {
 	for _, backend := range []string{"mem", "local"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
-			var inner driver.Driver = mem.NewDriver()
-			if backend == "local" {
-				d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-				must(t, err)
-				inner = d
-			}
-			f := blobtest.NewFaulty(inner)
-			b := f.Bucket()
-			defer b.Close()
-
-			o := testOptions("w")
-			o.PublishInterval = time.Hour // only Publish publishes
-			o.RetryAttempts = -1
+			f, b, o := unpublishedStore(t, backend)
 			w := open(t, b, o)
 			must(t, w.AddSpan(1, 0))
 			writeFlushed(t, w, 1, 1, 10)
@@ -71,11 +59,7 @@ func TestReportedAfterEmptyPublication(t *testing.T) {
 			}
 			// The next flush's segment write fails: the writer stops before
 			// it publishes the reported flush.
-			var failing atomic.Bool
-			failing.Store(true)
-			f.Add(blobtest.Rule{Fail: true, Match: func(c blobtest.Call) bool {
-				return failing.Load() && strings.Contains(c.Key, "/seg/") && (c.Op == blobtest.OpPut || c.Op == blobtest.OpSync)
-			}})
+			failing := failSegmentWrites(f)
 			must(t, w.Write(ctx, 1, row(1, 22, 21)))
 			must(t, w.AdvanceResolved(1, 22))
 			if _, err := w.Flush(ctx); err == nil {
@@ -108,18 +92,7 @@ func TestReportedAfterEmptyPublication(t *testing.T) {
 // options and the last flushed ts reported.
 func gapWriter(t *testing.T, backend string, flushes int) (*blobtest.Faulty, *blob.Bucket, *Options, uint64) {
 	ctx := context.Background()
-	var inner driver.Driver = mem.NewDriver()
-	if backend == "local" {
-		d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-		must(t, err)
-		inner = d
-	}
-	f := blobtest.NewFaulty(inner)
-	b := f.Bucket()
-	t.Cleanup(func() { b.Close() })
-	o := testOptions("w")
-	o.PublishInterval = time.Hour
-	o.RetryAttempts = -1
+	f, b, o := unpublishedStore(t, backend)
 	o.MaxSegmentBytes = 6 << 10
 	o.BlockSize = 1 << 10
 	o.MaxUploads = 4
@@ -142,11 +115,7 @@ func gapWriter(t *testing.T, backend string, flushes int) (*blobtest.Faulty, *bl
 		}
 		must(t, err)
 	}
-	var failing atomic.Bool
-	failing.Store(true)
-	f.Add(blobtest.Rule{Fail: true, Match: func(c blobtest.Call) bool {
-		return failing.Load() && strings.Contains(c.Key, "/seg/") && (c.Op == blobtest.OpPut || c.Op == blobtest.OpSync)
-	}})
+	failing := failSegmentWrites(f)
 	must(t, w.Write(ctx, 1, row(1, uint64(10*flushes+1), 0)))
 	must(t, w.AdvanceResolved(1, uint64(10*flushes+1)))
 	if _, err := w.Flush(ctx); err == nil {
@@ -324,4 +293,33 @@ func TestFailedUploadBelowNoFrame(t *testing.T) {
 	}
 	must(t, w.Close(ctx))
 	checkIDs(t, readLog(t, b, readOpts{fenced: true}), 1, 3)
+}
+
+// unpublishedStore is a faulty mem or local store, and writer options with
+// no retries whose lazy publisher waits an hour: only Publish publishes.
+func unpublishedStore(t *testing.T, backend string) (*blobtest.Faulty, *blob.Bucket, *Options) {
+	var inner driver.Driver = mem.NewDriver()
+	if backend == "local" {
+		d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
+		must(t, err)
+		inner = d
+	}
+	f := blobtest.NewFaulty(inner)
+	b := f.Bucket()
+	t.Cleanup(func() { b.Close() })
+	o := testOptions("w")
+	o.PublishInterval = time.Hour
+	o.RetryAttempts = -1
+	return f, b, o
+}
+
+// failSegmentWrites fails every segment put and sync until the flag it
+// returns is cleared.
+func failSegmentWrites(f *blobtest.Faulty) *atomic.Bool {
+	failing := new(atomic.Bool)
+	failing.Store(true)
+	f.Add(blobtest.Rule{Fail: true, Match: func(c blobtest.Call) bool {
+		return failing.Load() && strings.Contains(c.Key, "/seg/") && (c.Op == blobtest.OpPut || c.Op == blobtest.OpSync)
+	}})
+	return failing
 }
