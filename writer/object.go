@@ -63,8 +63,24 @@ func (s *objectStore) add(t *blockTask) error { return s.addToObject(t) }
 
 func (s *objectStore) canRecord() bool { return s.obj != nil && !s.obj.sealed }
 
-// record ends the flush's last object with its progress frame.
+// record ends the flush's last object with its progress frame. The frame
+// may only be stored once every object below it is (see putObject): when
+// earlier objects of the flush are still uploading, the flush's last blocks
+// are launched now in an object of their own, and the frame goes into a
+// small object of its own, launched once they all landed, so that no upload
+// of blocks waits for the others. A flush of one object is one object.
 func (s *objectStore) record(ts uint64, spans []segment.SpanTs) error {
+	if err := s.awaitUploads(len(s.uploads)); err != nil {
+		return err // collects the uploads that landed, without waiting
+	}
+	if o := s.obj; o.sealed || len(s.uploads) > 0 && o.sw.Stats().Blocks > 0 {
+		if err := s.launch(); err != nil {
+			return err // the object stays, sealed: the retry launches it
+		}
+		if err := s.openObject(); err != nil {
+			return err
+		}
+	}
 	o := s.obj
 	info, err := o.sw.AppendProgress(ts, spans)
 	if err != nil {
@@ -152,24 +168,32 @@ func (s *objectStore) addToObject(t *blockTask) error {
 		return err
 	}
 	if s.obj == nil {
-		hdr, err := s.c.nextHeader()
-		if err != nil {
+		if err := s.openObject(); err != nil {
 			return err
 		}
-		buf := s.segBuf()
-		sw, err := segment.NewWriter(buf, hdr, nil)
-		if err != nil {
-			s.segBufs = append(s.segBufs, buf)
-			return err
-		}
-		s.c.nextSeq++
-		s.obj = &objectSeg{hdr: sw.Header(), sw: sw, buf: buf}
 	}
 	// Writing to memory cannot fail.
 	if err := s.obj.sw.AppendFrame(&t.frame); err != nil {
 		return err
 	}
 	t.release()
+	return nil
+}
+
+// openObject starts the next segment object.
+func (s *objectStore) openObject() error {
+	hdr, err := s.c.nextHeader()
+	if err != nil {
+		return err
+	}
+	buf := s.segBuf()
+	sw, err := segment.NewWriter(buf, hdr, nil)
+	if err != nil {
+		s.segBufs = append(s.segBufs, buf)
+		return err
+	}
+	s.c.nextSeq++
+	s.obj = &objectSeg{hdr: sw.Header(), sw: sw, buf: buf}
 	return nil
 }
 
@@ -206,8 +230,8 @@ func (s *objectStore) segBuf() *bytes.Buffer {
 // once every object below it is durable: a stored frame then proves that its
 // whole chain was stored, and the next epoch reads a missing seq below a
 // frame as data lost, never as an upload that failed (see durableProgress).
-// The cost is that a flush of several objects does not overlap its last
-// upload with the others.
+// record keeps that wait short: the object waiting then holds the frame
+// alone.
 func (s *objectStore) putObject() error {
 	if s.obj != nil {
 		if s.prog != nil && s.prog.hdr.Seq == s.obj.hdr.Seq {
