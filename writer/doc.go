@@ -191,8 +191,8 @@
 // CRC, and the new epoch starts at its flushed ts and span ts: every flush
 // the previous epoch reported stays in the log. A missing seq in that walk
 // is proven harmless or is an error: a frame is stored only after every
-// segment below it in its epoch (an object store launches a flush's last
-// object once the others landed), so segments above a gap with no frame
+// segment below it in its epoch (an object store launches the object with
+// a flush's frame once the others landed), so segments above a gap with no frame
 // are a failed, unreported flush and are fenced out, and a frame above a gap
 // means durable segments are gone: accepted only when GC took them (the
 // bottom of the chain, linked below the checkpoint), and otherwise an error

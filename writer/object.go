@@ -20,6 +20,8 @@ import (
 // most MaxUploads objects are launched and not yet durable at once, and the
 // committer waits for a slot before it launches another. A flush's last
 // object ends with the flush's progress frame and is launched at its end,
+// once every other object of the flush is durable (when some are still
+// uploading, the frame goes alone into an object of its own: see record),
 // and the flush is reported only once every upload is durable (persist), so
 // the progress never covers an object that is not stored, and no upload
 // outlives a flush that succeeds. The state object is published later, by
