@@ -111,11 +111,25 @@ func openDriver(ctx context.Context, u *url.URL) (*Driver, error) {
 	}
 	gb, err := mux.OpenBucketURL(ctx, u)
 	if err != nil {
-		return nil, &redactedError{url: u.String(), err: err}
+		err = &redactedError{url: u.String(), err: err}
+		if badQuery(err) {
+			// A mistake in the URL, as an unknown parameter of our own
+			// backends is: the CLI exits 2 on it.
+			return nil, fmt.Errorf("%w: %w", blob.ErrInvalidArgument, err)
+		}
+		return nil, err
 	}
 	// memblob opens a new, empty bucket on every URL, so nothing but this
 	// Driver can write to it: the condition LocalCAS needs.
 	return NewDriver(gb, &Options{LocalCAS: u.Scheme == "mem"})
+}
+
+// badQuery reports whether a gocloud open error refuses a query parameter:
+// its drivers return plain errors with one wording for it (memblob,
+// fileblob, gcsblob, s3blob's "unknown query parameter").
+func badQuery(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "invalid query parameter") || strings.Contains(msg, "unknown query parameter")
 }
 
 // redactedError is a gocloud open error whose text may quote the URL it was
