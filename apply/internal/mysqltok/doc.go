@@ -13,9 +13,10 @@
 //     MySQL or TiDB run, /*!50100 … */ and TiDB's /*T![feature] … */, are
 //     comments here too: what is inside them is dropped. A "/*" with no "*/"
 //     is an error.
-//   - 'text' is a String token, and `text` and "text" are Ident tokens (a
-//     double-quoted text is read as an identifier, as under MySQL's
-//     ANSI_QUOTES). A token's Text keeps its quotes and its escapes as
+//   - 'text' and "text" are String tokens (a double-quoted text is a string,
+//     as under MySQL's and TiDB's default sql_mode, which the DDL of a CDC
+//     log is written in), and `text` is an Ident token; Unquote decodes a
+//     String. A token's Text keeps its quotes and its escapes as
 //     written: a doubled quote character stays inside, and so, between
 //     single or double quotes but not between backquotes, does a backslash
 //     with the byte after it. A quote with no closing quote is an error.

@@ -44,6 +44,44 @@ func (t Token) Name() string {
 	return ""
 }
 
+// Unquote returns the value of a String token ('text' or "text"): a doubled
+// quote character is one, and the backslash escapes of MySQL's default
+// sql_mode are decoded (\0 is a NUL byte; \% and \_ keep their backslash,
+// as MySQL does for LIKE patterns; a backslash before any other byte is
+// that byte).
+func Unquote(tok string) string {
+	q := tok[0]
+	body := tok[1 : len(tok)-1]
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case c == q && i+1 < len(body) && body[i+1] == q:
+			i++
+		case c == '\\' && i+1 < len(body):
+			i++
+			switch c = body[i]; c {
+			case '0':
+				c = 0
+			case 'b':
+				c = '\b'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			case 'Z':
+				c = 0x1a
+			case '%', '_':
+				b.WriteByte('\\')
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
 // IsName reports whether t is a bare word or a quoted identifier.
 func (t Token) IsName() bool { return t.Kind == Word || t.Kind == Ident }
 
@@ -53,7 +91,14 @@ func (t Token) Is(p byte) bool { return t.Kind == Punct && t.Text[0] == p }
 // Tokenize splits MySQL text into tokens by the rules of the package doc.
 // Quoted strings and identifiers end at their closing quote (doubled quotes
 // and backslash escapes stay inside); comments (--, #, /* */) are space.
-func Tokenize(s string) ([]Token, error) {
+func Tokenize(s string) ([]Token, error) { return tokenize(s, false) }
+
+// TokenizeANSI is Tokenize for the SQL of a database that quotes
+// identifiers in double quotes (SQLite's and PostgreSQL's own text, MySQL
+// under ANSI_QUOTES): "text" is an Ident token.
+func TokenizeANSI(s string) ([]Token, error) { return tokenize(s, true) }
+
+func tokenize(s string, ansi bool) ([]Token, error) {
 	var toks []Token
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -99,9 +144,9 @@ func Tokenize(s string) ([]Token, error) {
 				}
 				i++
 			}
-			k := Ident
-			if c == '\'' {
-				k = String
+			k := String
+			if c == '`' || c == '"' && ansi {
+				k = Ident
 			}
 			toks = append(toks, Token{k, s[start:i]})
 		case isWordByte(c):

@@ -18,12 +18,13 @@ func TestTokenize(t *testing.T) {
 	}{
 		{"", nil},
 		{"CREATE  TABLE\tt\r\n(", []Token{w("CREATE"), sp("  "), w("TABLE"), sp("\t"), w("t"), sp("\r\n"), p("(")}},
-		// Quotes: the kind by the quote character, the text as written.
-		{"`a b` \"c\" 'd'", []Token{id("`a b`"), sp(" "), id(`"c"`), sp(" "), str("'d'")}},
+		// Quotes: the kind by the quote character (a double-quoted text is a
+		// string, as in MySQL's default sql_mode), the text as written.
+		{"`a b` \"c\" 'd'", []Token{id("`a b`"), sp(" "), str(`"c"`), sp(" "), str("'d'")}},
 		// Doubled quotes stay inside; a quote of another kind is a plain byte.
-		{"'it''s' `x``y` \"q\"\"r\" 'a\"b`c'", []Token{str("'it''s'"), sp(" "), id("`x``y`"), sp(" "), id(`"q""r"`), sp(" "), str("'a\"b`c'")}},
+		{"'it''s' `x``y` \"q\"\"r\" 'a\"b`c'", []Token{str("'it''s'"), sp(" "), id("`x``y`"), sp(" "), str(`"q""r"`), sp(" "), str("'a\"b`c'")}},
 		// A backslash escapes the next byte in '' and "", not in ``.
-		{`'a\'b' "c\"d" 'e\\'`, []Token{str(`'a\'b'`), sp(" "), id(`"c\"d"`), sp(" "), str(`'e\\'`)}},
+		{`'a\'b' "c\"d" 'e\\'`, []Token{str(`'a\'b'`), sp(" "), str(`"c\"d"`), sp(" "), str(`'e\\'`)}},
 		{"`a\\` b", []Token{id("`a\\`"), sp(" "), w("b")}},
 		// Comments are one space each; the line feed after a line comment
 		// is its own space.
@@ -44,6 +45,34 @@ func TestTokenize(t *testing.T) {
 		got, err := Tokenize(c.in)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("Tokenize(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	// SQLite's and PostgreSQL's own text quotes identifiers in "".
+	in := `CREATE INDEX "a.""q" ON "t" ('x', "c")`
+	got, err := TokenizeANSI(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Solid(got)
+	if s[2].Kind != Ident || s[2].Name() != `a."q` || s[4].Kind != Ident || s[6].Kind != String || s[8].Name() != "c" {
+		t.Errorf("TokenizeANSI(%q) = %q", in, s)
+	}
+}
+
+// TestUnquote: the value of a string token, whichever its quotes.
+func TestUnquote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`''`, ""},
+		{`'it''s'`, "it's"},
+		{`"say ""hi"""`, `say "hi"`},
+		{`'a"b'`, `a"b`},
+		{`"a'b"`, `a'b`},
+		{`'a\'b\"c\\d'`, `a'b"c\d`},
+		{`'\0\b\n\r\t\Z'`, "\x00\b\n\r\t\x1a"},
+		{`'\%\_\q'`, `\%\_q`},
+	} {
+		if got := Unquote(c.in); got != c.want {
+			t.Errorf("Unquote(%s) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -98,10 +127,10 @@ func TestTokenMethods(t *testing.T) {
 	if want := []string{"CREATE", "", "", "", "", "X"}; !reflect.DeepEqual(words, want) {
 		t.Errorf("Word = %q, want %q", words, want)
 	}
-	if want := []string{"create", "a`b", `c"d`, "", "", "x"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"create", "a`b", "", "", "", "x"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("Name = %q, want %q", names, want)
 	}
-	if want := []bool{true, true, true, false, false, true}; !reflect.DeepEqual(isName, want) {
+	if want := []bool{true, true, false, false, false, true}; !reflect.DeepEqual(isName, want) {
 		t.Errorf("IsName = %v, want %v", isName, want)
 	}
 	if !s[4].Is('(') || s[4].Is(')') || s[3].Is('\'') {

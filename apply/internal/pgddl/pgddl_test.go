@@ -115,6 +115,8 @@ func TestRewrite(t *testing.T) {
 			`DO $redokit$BEGIN IF to_regclass('"db"."t"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('"db"."t"') AND conname = 't.PRIMARY') THEN RAISE EXCEPTION USING ERRCODE = 'undefined_object', MESSAGE = 'redokit: the primary key of table db.t (PostgreSQL constraint t.PRIMARY) does not exist'; END IF; END$redokit$`,
 			`ALTER TABLE IF EXISTS "db"."t" DROP CONSTRAINT IF EXISTS "t.PRIMARY"`}},
 		{"ALTER TABLE t ADD COLUMN c INT UNSIGNED NULL DEFAULT 0 COMMENT 'c' AFTER b", []string{`ALTER TABLE "db"."t" ADD COLUMN IF NOT EXISTS "c" bigint DEFAULT 0`}},
+		// A double-quoted text is a string in MySQL's default sql_mode.
+		{`ALTER TABLE t ADD COLUMN c VARCHAR(10) DEFAULT "say ""hi""" COMMENT "c"`, []string{`ALTER TABLE "db"."t" ADD COLUMN IF NOT EXISTS "c" varchar(10) DEFAULT 'say "hi"'`}},
 		// NOT NULL without a default: MySQL's implicit default for the
 		// existing rows.
 		{"ALTER TABLE t ADD c VARCHAR(5) NOT NULL, ADD (d INT NOT NULL, e ENUM('x','y') NOT NULL)", []string{

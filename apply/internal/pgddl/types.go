@@ -159,45 +159,7 @@ func stringValue(toks []mysqltok.Token) (string, bool) {
 	if len(toks) != 1 || toks[0].Kind != mysqltok.String {
 		return "", false
 	}
-	return unescape(toks[0].Text), true
-}
-
-// unescape returns the text of a MySQL 'string' token: ” is ', and the
-// backslash escapes of MySQL's default sql_mode are decoded.
-func unescape(tok string) string {
-	s := tok[1 : len(tok)-1]
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'' && i+1 < len(s) && s[i+1] == '\'':
-			i++
-		case c == '\\' && i+1 < len(s):
-			i++
-			switch s[i] {
-			case '0':
-				c = 0
-			case 'b':
-				c = '\b'
-			case 'n':
-				c = '\n'
-			case 'r':
-				c = '\r'
-			case 't':
-				c = '\t'
-			case 'Z':
-				c = 26
-			case '%', '_':
-				// MySQL keeps the backslash of \% and \_.
-				b.WriteByte('\\')
-				c = s[i]
-			default:
-				c = s[i]
-			}
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
+	return mysqltok.Unquote(toks[0].Text), true
 }
 
 func isDigits(s string) bool {
@@ -428,13 +390,13 @@ func translateDefault(ct *colType, v []mysqltok.Token) (defaultVal, error) {
 	case w == "FALSE":
 		num = "0"
 	case len(v) == 2 && w == "X" && v[1].Kind == mysqltok.String:
-		h, err := hex.DecodeString(unescape(v[1].Text))
+		h, err := hex.DecodeString(mysqltok.Unquote(v[1].Text))
 		if err != nil {
 			return bad()
 		}
 		b = h
 	case len(v) == 2 && w == "B" && v[1].Kind == mysqltok.String:
-		bits, ok := bitBytes(unescape(v[1].Text))
+		bits, ok := bitBytes(mysqltok.Unquote(v[1].Text))
 		if !ok {
 			return bad()
 		}

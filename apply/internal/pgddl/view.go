@@ -130,7 +130,7 @@ func (r *rewriter) viewBody(toks []mysqltok.Token) (string, error) {
 			if strings.ContainsRune(t.Text, '\\') {
 				return "", unsupported("view body string with escapes")
 			}
-			out = append(out, literal(unescape(t.Text)))
+			out = append(out, literal(mysqltok.Unquote(t.Text)))
 		case t.Kind == mysqltok.Punct && strings.ContainsRune(",.()*=<>+-/", rune(t.Text[0])):
 			// <>, <= and >= come as two tokens.
 			if n := len(out); n > 0 && (t.Is('>') || t.Is('=')) && (out[n-1] == "<" || out[n-1] == ">") && toks[i-1].Kind == mysqltok.Punct {

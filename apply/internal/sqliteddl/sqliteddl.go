@@ -671,7 +671,7 @@ func sqliteAlterTable(toks []mysqltok.Token) ([]Stmt, error) {
 // (CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON table …) to create it
 // under another name on another table, the rest kept as it is.
 func RecreateIndex(sql, name, table string) (string, error) {
-	all, err := mysqltok.Tokenize(sql)
+	all, err := mysqltok.TokenizeANSI(sql)
 	if err != nil {
 		return "", fmt.Errorf("index SQL %q: %v", sql, err)
 	}

@@ -30,6 +30,8 @@ func TestSQLiteDDL(t *testing.T) {
 		{"truncate `t`", []string{`DELETE FROM "t"`}, false},
 		{"DROP TABLE IF EXISTS t1, `db`.t2", []string{`DROP TABLE IF EXISTS "t1"`, `DROP TABLE IF EXISTS "t2"`}, false},
 		{"ALTER TABLE t ADD COLUMN c INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'c'", []string{`ALTER TABLE "t" ADD COLUMN "c" INT NOT NULL DEFAULT 0`}, false},
+		// A double-quoted text is a string in MySQL's default sql_mode.
+		{`ALTER TABLE t ADD COLUMN c VARCHAR(10) DEFAULT "it's" COMMENT "c"`, []string{`ALTER TABLE "t" ADD COLUMN "c" VARCHAR (10) DEFAULT 'it''s'`}, false},
 		{"ALTER TABLE t ADD c DECIMAL(10,2), DROP COLUMN d, ADD INDEX ix (c), DROP KEY old, RENAME COLUMN x TO y",
 			[]string{`ALTER TABLE "t" ADD COLUMN "c" TEXT`, `ALTER TABLE "t" DROP COLUMN "d"`, `CREATE INDEX "t.ix" ON "t" ("c")`, `DROP INDEX "t.old"`, `ALTER TABLE "t" RENAME COLUMN "x" TO "y"`}, false},
 		{"ALTER TABLE t RENAME TO u", []string{`ALTER TABLE "t" RENAME TO "u"`}, false},

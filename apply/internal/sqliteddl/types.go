@@ -344,42 +344,14 @@ func formatDecimal(s string, scale int) (string, error) {
 	return out, nil
 }
 
-// mysqlString returns the value of a MySQL 'string' token: doubled quotes
-// and backslash escapes resolved.
+// mysqlString returns the value of a MySQL string token (mysqltok.Unquote),
+// refusing a NUL, which the rewritten DDL could not carry.
 func mysqlString(tok string) (string, error) {
-	q := tok[0]
-	body := tok[1 : len(tok)-1]
-	var b strings.Builder
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case c == q && i+1 < len(body) && body[i+1] == q:
-			i++
-		case c == '\\' && i+1 < len(body):
-			i++
-			switch body[i] {
-			case '0':
-				return "", fmt.Errorf("%w: a NUL in the string %s", apply.ErrUnsupportedDDL, tok)
-			case 'b':
-				c = '\b'
-			case 'n':
-				c = '\n'
-			case 'r':
-				c = '\r'
-			case 't':
-				c = '\t'
-			case 'Z':
-				c = 0x1a
-			case '%', '_':
-				b.WriteByte('\\') // kept, for LIKE
-				c = body[i]
-			default:
-				c = body[i]
-			}
-		}
-		b.WriteByte(c)
+	v := mysqltok.Unquote(tok)
+	if strings.IndexByte(v, 0) >= 0 {
+		return "", fmt.Errorf("%w: a NUL in the string %s", apply.ErrUnsupportedDDL, tok)
 	}
-	return b.String(), nil
+	return v, nil
 }
 
 // sqliteString quotes s as a SQLite string literal (no escapes but ”).
