@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redokit/redokit/apply/internal/mysqltok"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -234,7 +235,7 @@ func (f *tableFilter) keeps(ev *codec.Event) (bool, error) {
 // Unqualified names are in the DDL's schema. A DDL of a rename action whose
 // query yields none is an error: the caller cannot tell what it renames.
 func ddlRenames(d *codec.DDL) ([][2]Table, error) {
-	toks, err := sqlTokens(d.Query)
+	toks, err := mysqltok.Tokenize(d.Query)
 	if err != nil {
 		if isRenameAction(d.Type) {
 			return nil, err
@@ -242,22 +243,22 @@ func ddlRenames(d *codec.DDL) ([][2]Table, error) {
 		// Not a rename, and not our text to judge: the sink will.
 		return nil, nil
 	}
-	s := significant(toks)
+	s := mysqltok.Solid(toks)
 	name := func(i int) (Table, int, bool) {
-		if i >= len(s) || !s[i].isName() {
+		if i >= len(s) || !s[i].IsName() {
 			return Table{}, i, false
 		}
-		if i+2 < len(s) && s[i+1].is('.') && s[i+2].isName() {
-			return Table{Schema: s[i].name(), Name: s[i+2].name()}, i + 3, true
+		if i+2 < len(s) && s[i+1].Is('.') && s[i+2].IsName() {
+			return Table{Schema: s[i].Name(), Name: s[i+2].Name()}, i + 3, true
 		}
-		return Table{Schema: d.Table.Schema, Name: s[i].name()}, i + 1, true
+		return Table{Schema: d.Table.Schema, Name: s[i].Name()}, i + 1, true
 	}
 	var out [][2]Table
 	switch {
-	case len(s) >= 2 && s[0].word() == "RENAME" && (s[1].word() == "TABLE" || s[1].word() == "TABLES"):
+	case len(s) >= 2 && s[0].Word() == "RENAME" && (s[1].Word() == "TABLE" || s[1].Word() == "TABLES"):
 		for i := 2; ; {
 			from, j, ok := name(i)
-			if !ok || j >= len(s) || s[j].word() != "TO" {
+			if !ok || j >= len(s) || s[j].Word() != "TO" {
 				return nil, fmt.Errorf("cannot read the tables it renames")
 			}
 			to, k, ok := name(j + 1)
@@ -265,15 +266,15 @@ func ddlRenames(d *codec.DDL) ([][2]Table, error) {
 				return nil, fmt.Errorf("cannot read the tables it renames")
 			}
 			out = append(out, [2]Table{from, to})
-			if k < len(s) && s[k].is(',') {
+			if k < len(s) && s[k].Is(',') {
 				i = k + 1
 				continue
 			}
 			break
 		}
-	case len(s) >= 2 && s[0].word() == "ALTER" && slices.ContainsFunc(s, func(t sqlToken) bool { return t.word() == "RENAME" }):
+	case len(s) >= 2 && s[0].Word() == "ALTER" && slices.ContainsFunc(s, func(t mysqltok.Token) bool { return t.Word() == "RENAME" }):
 		i := 1
-		for i < len(s) && s[i].word() != "TABLE" {
+		for i < len(s) && s[i].Word() != "TABLE" {
 			i++ // ALTER [ONLINE] [IGNORE] TABLE
 		}
 		from, j, ok := name(i + 1)
@@ -281,15 +282,15 @@ func ddlRenames(d *codec.DDL) ([][2]Table, error) {
 			break
 		}
 		for ; j < len(s); j++ {
-			if s[j].word() != "RENAME" || j+1 >= len(s) {
+			if s[j].Word() != "RENAME" || j+1 >= len(s) {
 				continue
 			}
-			switch s[j+1].word() {
+			switch s[j+1].Word() {
 			case "COLUMN", "INDEX", "KEY":
 				continue
 			}
 			k := j + 1
-			if w := s[k].word(); w == "TO" || w == "AS" {
+			if w := s[k].Word(); w == "TO" || w == "AS" {
 				k++
 			}
 			if to, _, ok := name(k); ok {
@@ -431,35 +432,35 @@ func (m *schemaMap) event(ev *codec.Event, cp *codec.Event) (*codec.Event, error
 
 // query rewrites the mapped schemas in a DDL's text.
 func (m *schemaMap) query(d *codec.DDL) (string, bool, error) {
-	toks, err := sqlTokens(d.Query)
+	toks, err := mysqltok.Tokenize(d.Query)
 	if err != nil {
 		// Text we cannot tokenize may still name a mapped schema:
 		// refuse rather than run it unmapped.
 		return "", false, fmt.Errorf("apply: %w: DDL at commit ts %d %q: %v", ErrSchemaMap, d.CommitTs, d.Query, err)
 	}
-	s := significant(toks)
-	isView := slices.ContainsFunc(s, func(t sqlToken) bool { return t.word() == "VIEW" })
+	s := mysqltok.Solid(toks)
+	isView := slices.ContainsFunc(s, func(t mysqltok.Token) bool { return t.Word() == "VIEW" })
 	replace := map[int]string{} // token offset → new text
 	var others []string         // mapped schema names seen where no schema can be
 	for i, t := range s {
-		if t.kind == tokString && t.text[0] == '"' && (i+1 < len(s) && s[i+1].is('.') || i > 0 && s[i-1].is('.')) {
+		if t.Kind == mysqltok.String && t.Text[0] == '"' && (i+1 < len(s) && s[i+1].Is('.') || i > 0 && s[i-1].Is('.')) {
 			return "", false, fmt.Errorf("apply: %w: DDL at commit ts %d %q: a qualified name in double quotes (ANSI_QUOTES): cannot tell whether it names a mapped schema",
 				ErrSchemaMap, d.CommitTs, d.Query)
 		}
-		if !t.isName() {
+		if !t.IsName() {
 			continue
 		}
-		to, ok := m.from[strings.ToLower(t.name())]
+		to, ok := m.from[strings.ToLower(t.Name())]
 		if !ok {
 			continue
 		}
 		switch {
 		case i > 0 && databaseWord(s, i):
-			replace[t.off] = quoteIdent(to)
-		case i+2 < len(s) && s[i+1].is('.') && (s[i+2].isName() || s[i+2].is('*')) && (i == 0 || !s[i-1].is('.')):
-			replace[t.off] = quoteIdent(to)
+			replace[t.Off] = quoteIdent(to)
+		case i+2 < len(s) && s[i+1].Is('.') && (s[i+2].IsName() || s[i+2].Is('*')) && (i == 0 || !s[i-1].Is('.')):
+			replace[t.Off] = quoteIdent(to)
 		default:
-			others = append(others, t.text)
+			others = append(others, t.Text)
 		}
 	}
 	if len(replace) == 0 {
@@ -469,28 +470,34 @@ func (m *schemaMap) query(d *codec.DDL) (string, bool, error) {
 		return "", false, fmt.Errorf("apply: %w: DDL at commit ts %d %q: names %s both as a schema and as a table, column or alias: cannot tell which to map",
 			ErrSchemaMap, d.CommitTs, d.Query, others[0])
 	}
+	// Rebuilt from the query itself, whose comments the tokens do not
+	// keep.
 	var b strings.Builder
-	for _, t := range toks {
-		if r, ok := replace[t.off]; ok && t.kind != tokSpace {
+	for i, t := range toks {
+		end := len(d.Query)
+		if i+1 < len(toks) {
+			end = toks[i+1].Off
+		}
+		if r, ok := replace[t.Off]; ok && t.Kind != mysqltok.Space {
 			b.WriteString(r)
 			continue
 		}
-		b.WriteString(t.text)
+		b.WriteString(d.Query[t.Off:end])
 	}
 	return b.String(), true, nil
 }
 
 // databaseWord reports whether s[i] is the name after DATABASE or SCHEMA
 // (CREATE DATABASE IF NOT EXISTS x, DROP SCHEMA IF EXISTS x, ALTER DATABASE x).
-func databaseWord(s []sqlToken, i int) bool {
+func databaseWord(s []mysqltok.Token, i int) bool {
 	j := i - 1
 	for j >= 0 {
-		switch s[j].word() {
+		switch s[j].Word() {
 		case "IF", "NOT", "EXISTS":
 			j--
 			continue
 		case "DATABASE", "SCHEMA":
-			return j > 0 && slices.Contains([]string{"CREATE", "DROP", "ALTER"}, s[j-1].word())
+			return j > 0 && slices.Contains([]string{"CREATE", "DROP", "ALTER"}, s[j-1].Word())
 		}
 		return false
 	}
@@ -500,119 +507,4 @@ func databaseWord(s []sqlToken, i int) bool {
 // quoteIdent quotes a MySQL identifier with backquotes.
 func quoteIdent(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
-}
-
-// A small MySQL tokenizer: enough to find names, never to parse.
-
-type sqlTokKind uint8
-
-const (
-	tokSpace  sqlTokKind = iota // white space or a comment
-	tokWord                     // a bare word or number
-	tokIdent                    // a `quoted` identifier
-	tokString                   // a 'string' or "string"
-	tokPunct                    // one byte of punctuation
-)
-
-type sqlToken struct {
-	kind sqlTokKind
-	text string
-	off  int // byte offset in the query
-}
-
-func (t sqlToken) word() string {
-	if t.kind != tokWord {
-		return ""
-	}
-	return strings.ToUpper(t.text)
-}
-
-func (t sqlToken) isName() bool { return t.kind == tokWord || t.kind == tokIdent }
-
-func (t sqlToken) name() string {
-	if t.kind == tokIdent {
-		return strings.ReplaceAll(t.text[1:len(t.text)-1], "``", "`")
-	}
-	return t.text
-}
-
-func (t sqlToken) is(p byte) bool { return t.kind == tokPunct && t.text[0] == p }
-
-func significant(toks []sqlToken) []sqlToken {
-	out := make([]sqlToken, 0, len(toks))
-	for _, t := range toks {
-		if t.kind != tokSpace {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
-}
-
-// sqlTokens splits MySQL text into tokens that concatenate back to it.
-// Strings end at their closing quote (doubled quotes and backslash escapes
-// stay inside), quoted identifiers at their closing backquote; comments
-// (--, #, /* */, TiDB's /*T! … */ too) are space.
-func sqlTokens(s string) ([]sqlToken, error) {
-	var toks []sqlToken
-	for i := 0; i < len(s); {
-		c := s[i]
-		start := i
-		kind := tokPunct
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			for i < len(s) && strings.IndexByte(" \t\n\r", s[i]) >= 0 {
-				i++
-			}
-			kind = tokSpace
-		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-			kind = tokSpace
-		case c == '/' && strings.HasPrefix(s[i:], "/*"):
-			end := strings.Index(s[i+2:], "*/")
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated comment")
-			}
-			i += end + 4
-			kind = tokSpace
-		case c == '\'' || c == '"' || c == '`':
-			i++
-			for {
-				if i >= len(s) {
-					return nil, fmt.Errorf("unterminated quote %c", c)
-				}
-				if s[i] == '\\' && c != '`' {
-					i += 2
-					continue
-				}
-				if s[i] == c {
-					if i+1 < len(s) && s[i+1] == c {
-						i += 2
-						continue
-					}
-					i++
-					break
-				}
-				i++
-			}
-			kind = tokString
-			if c == '`' {
-				kind = tokIdent
-			}
-		case isWordByte(c):
-			for i < len(s) && isWordByte(s[i]) {
-				i++
-			}
-			kind = tokWord
-		default:
-			i++
-		}
-		toks = append(toks, sqlToken{kind: kind, text: s[start:i], off: start})
-	}
-	return toks, nil
 }

@@ -213,7 +213,9 @@ func TestMapSchemaQuery(t *testing.T) {
 		"CREATE DATABASE IF NOT EXISTS `shop`":                                 "CREATE DATABASE IF NOT EXISTS `replica`",
 		"DROP SCHEMA shop":                                                     "DROP SCHEMA `replica`",
 		"CREATE TABLE shopx.a (shop INT) /* shop.a */ -- shop.b\n":             "CREATE TABLE shopx.a (shop INT) /* shop.a */ -- shop.b\n",
-		"CREATE VIEW v AS SELECT o.id FROM shop.orders o":                      "CREATE VIEW v AS SELECT o.id FROM `replica`.orders o",
+		// Comments are kept as written where a name is mapped.
+		"CREATE TABLE shop.a (id INT /*T![auto_rand] AUTO_RANDOM */) # shop.b\n": "CREATE TABLE `replica`.a (id INT /*T![auto_rand] AUTO_RANDOM */) # shop.b\n",
+		"CREATE VIEW v AS SELECT o.id FROM shop.orders o":                        "CREATE VIEW v AS SELECT o.id FROM `replica`.orders o",
 	} {
 		d := &codec.DDL{CommitTs: 5, Table: tname("shop", "t"), Query: in}
 		got, _, err := m.query(d)

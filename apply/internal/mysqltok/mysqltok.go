@@ -20,7 +20,17 @@ const (
 // Token is one token of MySQL text.
 type Token struct {
 	Kind Kind
-	Text string // as written: quotes and escapes kept
+	Text string // as written: quotes and escapes kept (a comment is " ")
+	Off  int    // byte offset of the token in the tokenized text
+}
+
+// String is the token's kind and text, for messages.
+func (t Token) String() string {
+	kinds := [...]string{Space: "space", Word: "word", Ident: "ident", String: "string", Punct: "punct"}
+	if int(t.Kind) < len(kinds) {
+		return kinds[t.Kind] + " " + t.Text
+	}
+	return fmt.Sprintf("kind %d %s", t.Kind, t.Text)
 }
 
 // Word returns the upper-cased text of a bare word, "" otherwise.
@@ -108,12 +118,12 @@ func tokenize(s string, ansi bool) ([]Token, error) {
 			for i < len(s) && strings.IndexByte(" \t\n\r", s[i]) >= 0 {
 				i++
 			}
-			toks = append(toks, Token{Space, s[start:i]})
+			toks = append(toks, Token{Space, s[start:i], start})
 		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
 			for i < len(s) && s[i] != '\n' {
 				i++
 			}
-			toks = append(toks, Token{Space, " "})
+			toks = append(toks, Token{Space, " ", start})
 		case c == '/' && strings.HasPrefix(s[i:], "/*"):
 			end := strings.Index(s[i+2:], "*/")
 			if end < 0 {
@@ -123,7 +133,7 @@ func tokenize(s string, ansi bool) ([]Token, error) {
 			// TiDB writes its extensions as /*T![feature] ... */
 			// comments; the databases we rewrite for have none of
 			// them, so they are skipped like any comment.
-			toks = append(toks, Token{Space, " "})
+			toks = append(toks, Token{Space, " ", start})
 		case c == '\'' || c == '"' || c == '`':
 			i++
 			for {
@@ -148,15 +158,15 @@ func tokenize(s string, ansi bool) ([]Token, error) {
 			if c == '`' || c == '"' && ansi {
 				k = Ident
 			}
-			toks = append(toks, Token{k, s[start:i]})
+			toks = append(toks, Token{k, s[start:i], start})
 		case isWordByte(c):
 			for i < len(s) && isWordByte(s[i]) {
 				i++
 			}
-			toks = append(toks, Token{Word, s[start:i]})
+			toks = append(toks, Token{Word, s[start:i], start})
 		default:
 			i++
-			toks = append(toks, Token{Punct, s[start:i]})
+			toks = append(toks, Token{Punct, s[start:i], start})
 		}
 	}
 	return toks, nil

@@ -43,6 +43,17 @@ func TestTokenize(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := Tokenize(c.in)
+		// Each token's offset is where its text is in the input (a
+		// comment's, where the comment starts), in increasing order.
+		for i, tk := range got {
+			comment := tk.Kind == Space && tk.Text == " " && c.in[tk.Off] != ' '
+			if i > 0 && tk.Off <= got[i-1].Off || !comment && !strings.HasPrefix(c.in[tk.Off:], tk.Text) {
+				t.Errorf("Tokenize(%q): token %d %q at offset %d", c.in, i, tk.Text, tk.Off)
+			}
+		}
+		for i := range got {
+			got[i].Off = 0
+		}
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("Tokenize(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
