@@ -191,13 +191,14 @@
 // CRC, and the new epoch starts at its flushed ts and span ts: every flush
 // the previous epoch reported stays in the log. A missing seq in that walk
 // is proven harmless or is an error: a frame is stored only after every
-// segment below it in its epoch (an object store launches the object with
-// a flush's frame once the others landed), so segments above a gap with no frame
-// are a failed, unreported flush and are fenced out, and a frame above a gap
-// means durable segments are gone: accepted only when GC took them (the
-// bottom of the chain, linked below the checkpoint), and otherwise an error
-// naming them (see docs/FORMAT.md, "Missing seqs"). Then Open lists the
-// writer's segments. Sequence numbers go on
+// segment below it in its epoch (an object store launches the object with a
+// flush's frame once the others landed), so on an object store segments
+// above a gap with no frame are a failed, unreported flush and are fenced
+// out; a frame above a gap (or, on local disk, which never skips a seq, any
+// gap) means segments are gone: accepted only when GC took them (the bottom
+// of the chain, linked below the checkpoint), and otherwise an error naming
+// them (see docs/FORMAT.md, "Missing seqs"). Then Open lists the writer's
+// segments. Sequence numbers go on
 // from the highest seq of any epoch (a new writer starts at 1; seq 0 is never
 // used). On local disk each active segment an earlier epoch left is:
 // deleted, when the new epoch's fence does not accept it (it was written

@@ -97,7 +97,8 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 	// epoch's chain, and only below the checkpoint, which the link of
 	// seqs[j] proves (its PrevMaxTs is the largest commit ts below it); the
 	// walk may then go on from seqs[j]. Anything else is segments the epoch
-	// made durable, gone: an error naming them.
+	// made durable, gone: an error naming them. On local disk, where no
+	// upload can fail out of order, every gap needs that proof.
 	gap := func(j int, missing string, bottom bool) (proceed bool, err error) {
 		var framed []string
 		for _, seq := range seqs[j:] {
@@ -110,7 +111,10 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 			}
 		}
 		first := segs[seqs[j]].key
-		if len(framed) == 0 {
+		// On local disk a seq is never skipped (a segment that fails to be
+		// created gives its seq to the next one), so a missing one was
+		// deleted whatever lies above it: only GC's proof accepts it.
+		if len(framed) == 0 && !appendable {
 			log.Warn("segments of the previous epoch lie above a missing seq and hold no progress frame: nothing in them was reported; fenced out, not read",
 				"epoch", prev.Epoch, "missing", missing, "first_after_gap", first)
 			return false, nil
@@ -131,6 +135,10 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 				return true, nil // collected below the checkpoint
 			}
 			why = fmt.Sprintf("the largest commit ts below %s is %d, above the checkpoint %d, so GC did not remove them", first, rec.Header.Link.PrevMaxTs, cp)
+		}
+		if len(framed) == 0 {
+			return false, fmt.Errorf("writer %s epoch %d: %s missing below %s, on a store that writes an epoch's segments in order: segments the epoch wrote are gone (%s): %w",
+				prev.WriterID, prev.Epoch, missing, first, why, segment.ErrCorrupt)
 		}
 		return false, fmt.Errorf("writer %s epoch %d: %s missing, yet progress frames lie above (in %s), and a frame is stored only after everything below it: segments the epoch made durable are gone (%s): %w",
 			prev.WriterID, prev.Epoch, missing, strings.Join(framed, ", "), why, segment.ErrCorrupt)

@@ -323,3 +323,37 @@ func failSegmentWrites(f *blobtest.Faulty) *atomic.Bool {
 	}})
 	return failing
 }
+
+// TestLocalMissingSegmentBelowNoFrame: on local disk segments are written in
+// order, so a missing seq was deleted even when nothing above it holds a
+// progress frame. Here a framed segment and everything above its frameless
+// successor are deleted: on an object store that listing reads as a failed
+// upload (fenced out), but on local disk it can only be lost data, and
+// Open must refuse, naming the seq. Before, the walk fenced the frameless
+// segment out and the flushes reported in the deleted ones were dropped
+// without an error.
+func TestLocalMissingSegmentBelowNoFrame(t *testing.T) {
+	_, b, o, _ := gapWriter(t, "local", 6)
+	keys, framed := framedSegments(t, b)
+	st, _, err := meta.ReadWriterState(context.Background(), b, testLog, "w")
+	must(t, err)
+	var victim uint64
+	for seq := st.Seq + 1; keys[seq+1] != ""; seq++ {
+		if framed[seq] && !framed[seq+1] {
+			victim = seq
+			break
+		}
+	}
+	if victim == 0 {
+		t.Fatalf("no framed segment with a frameless successor above the published seq %d: %v", st.Seq, framed)
+	}
+	for seq, k := range keys {
+		if seq == victim || seq > victim+1 {
+			must(t, b.Delete(context.Background(), k))
+		}
+	}
+	_, err = Open(context.Background(), b, o)
+	if !errors.Is(err, segment.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d missing", victim)) {
+		t.Fatalf("Open after seq %d and those above %d were deleted: %v; want an error naming the seq", victim, victim+1, err)
+	}
+}
