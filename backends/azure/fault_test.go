@@ -25,6 +25,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/toxinet"
 )
 
 // faultEnv is a container reachable directly and through the proxy.
@@ -84,10 +85,10 @@ func azureProxy(t *testing.T) *toxiproxy.Proxy {
 			t.Fatalf("toxiproxy at %s: no proxy \"azure\" and cannot create it: %v", addr, err)
 		}
 	}
-	if !p.Enabled {
-		if err := p.Enable(); err != nil {
-			t.Fatal(err)
-		}
+	// From a clean proxy: a toxic an earlier test could not remove must
+	// not stall this one.
+	if err := toxinet.Clear(p); err != nil {
+		t.Fatalf("toxiproxy proxy %q: %v", "azure", err)
 	}
 	return p
 }

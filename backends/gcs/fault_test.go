@@ -24,6 +24,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/toxinet"
 )
 
 type faultEnv struct {
@@ -88,10 +89,10 @@ func gcsProxy(t *testing.T) (*toxiproxy.Proxy, string) {
 			t.Fatalf("toxiproxy at %s: no proxy \"gcs\" and cannot create it: %v", addr, err)
 		}
 	}
-	if !p.Enabled {
-		if err := p.Enable(); err != nil {
-			t.Fatal(err)
-		}
+	// From a clean proxy: a toxic an earlier test could not remove must
+	// not stall this one.
+	if err := toxinet.Clear(p); err != nil {
+		t.Fatalf("toxiproxy proxy %q: %v", "gcs", err)
 	}
 	return p, toxi
 }

@@ -5,13 +5,28 @@ package toxinet
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
 )
+
+// The toxiproxy client sends its API requests through http.DefaultTransport.
+// Toxiproxy's API server drops a connection idle for 10 s (its read
+// timeout), and a request that reuses the connection at that moment fails
+// with EOF, which net/http does not retry for a DELETE or a POST: a test
+// that removed a toxic after a 10 s stall failed so in CI, and left the
+// toxic in place for the tests after it. Connections idle for 5 s are
+// closed on this side first.
+func init() {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t.IdleConnTimeout = 5 * time.Second
+	}
+}
 
 type toxic struct {
 	name, kind, stream string
