@@ -15,6 +15,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
+	"github.com/redokit/redokit/internal/testenv"
 	"github.com/redokit/redokit/internal/toxinet"
 )
 
@@ -52,7 +53,7 @@ func TestConformanceURL(t *testing.T) {
 	}
 	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	if os.Getenv(EnvConnectionString) == "" {
-		need(t, EnvConnectionString+" is not set")
+		testenv.Need(t, EnvConnectionString+" is not set")
 	}
 	conformance.RunBucket(t, conformance.Harness{
 		MakeBucket: func(ctx context.Context, st conformance.TB) (*blob.Bucket, error) {

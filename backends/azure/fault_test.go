@@ -25,6 +25,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/testenv"
 	"github.com/redokit/redokit/internal/toxinet"
 )
 
@@ -74,7 +75,7 @@ func azureProxy(t *testing.T) *toxiproxy.Proxy {
 	direct, _, _ := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	toxi, _, _ := endpointEnv(t, "REDOKIT_AZURE_TOXI_ENDPOINT")
 	if addr == "" {
-		need(t, "TOXIPROXY_ADDR is not set: start toxiproxy (scripts/emulators.sh) to run the fault tests")
+		testenv.Need(t, "TOXIPROXY_ADDR is not set: start toxiproxy (scripts/emulators.sh) to run the fault tests")
 	}
 	tc := toxiproxy.NewClient(addr)
 	p, err := tc.Proxy("azure")

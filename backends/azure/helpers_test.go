@@ -15,18 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/testenv"
 )
-
-// need skips the test with reason, or fails it under CI=true, where every
-// emulator must be present.
-func need(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason)
-	}
-	t.Log("skipping: " + reason)
-	t.Skip(reason)
-}
 
 // endpointEnv returns the value of the endpoint variable name (Azurite,
 // directly or through toxiproxy) and the shared key, skipping the test when
@@ -36,7 +26,7 @@ func endpointEnv(t testing.TB, name string) (endpoint, account, key string) {
 	endpoint = os.Getenv(name)
 	account, key = os.Getenv(EnvAccount), os.Getenv(EnvKey)
 	if endpoint == "" || account == "" || key == "" {
-		need(t, name+", "+EnvAccount+" and "+EnvKey+" must be set: start Azurite (scripts/emulators.sh) to run the Azure tests")
+		testenv.Need(t, name+", "+EnvAccount+" and "+EnvKey+" must be set: start Azurite (scripts/emulators.sh) to run the Azure tests")
 	}
 	return strings.TrimSuffix(endpoint, "/"), account, key
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/testenv"
 	"github.com/redokit/redokit/internal/toxinet"
 )
 
@@ -80,7 +81,7 @@ func gcsProxy(t *testing.T) (*toxiproxy.Proxy, string) {
 	direct := emulatorHost(t)
 	addr, toxi := os.Getenv("TOXIPROXY_ADDR"), os.Getenv("REDOKIT_GCS_TOXI_HOST")
 	if addr == "" || toxi == "" {
-		need(t, "TOXIPROXY_ADDR and REDOKIT_GCS_TOXI_HOST must be set: start toxiproxy (scripts/emulators.sh) to run the fault tests")
+		testenv.Need(t, "TOXIPROXY_ADDR and REDOKIT_GCS_TOXI_HOST must be set: start toxiproxy (scripts/emulators.sh) to run the fault tests")
 	}
 	tc := toxiproxy.NewClient(addr)
 	p, err := tc.Proxy("gcs")

@@ -17,18 +17,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/testenv"
 )
-
-// need skips the test with reason, or fails it under CI=true, where every
-// emulator must be present.
-func need(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason)
-	}
-	t.Log("skipping: " + reason)
-	t.Skip(reason)
-}
 
 // emulatorHost returns STORAGE_EMULATOR_HOST (fake-gcs-server), skipping
 // the test when it is unset.
@@ -36,7 +26,7 @@ func emulatorHost(t testing.TB) string {
 	t.Helper()
 	h := os.Getenv("STORAGE_EMULATOR_HOST")
 	if h == "" {
-		need(t, "STORAGE_EMULATOR_HOST is not set: start fake-gcs-server (scripts/emulators.sh) to run the GCS tests")
+		testenv.Need(t, "STORAGE_EMULATOR_HOST is not set: start fake-gcs-server (scripts/emulators.sh) to run the GCS tests")
 	}
 	return h
 }

@@ -6,6 +6,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
@@ -17,12 +18,19 @@ func Server(t testing.TB, envVar, what, name string) string {
 	t.Helper()
 	v := os.Getenv(envVar)
 	if v == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set, and CI=true: the %s tests must run (scripts/emulators.sh starts %s)", envVar, what, what)
-		}
-		t.Skipf("%s is not set: skipping the %s test (source scripts/emulators.sh && emulators_start %s)", envVar, what, name)
+		Need(t, fmt.Sprintf("%s is not set: the %s tests need it (source scripts/emulators.sh && emulators_start %s)", envVar, what, name))
 	}
 	return v
+}
+
+// Need ends a test that cannot run here: it skips, printing reason, or,
+// under CI=true, where every server must be there, fails with it.
+func Need(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(reason + " (CI=true: this test must run)")
+	}
+	t.Skip("skipping: " + reason)
 }
 
 // Postgres returns REDOKIT_POSTGRES_DSN (see Server).
