@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,6 +36,30 @@ import (
 // breaks where both sides are listed, is an error naming the keys: a guess
 // here could drop reported data or accept a zombie's.
 func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState, appendable bool, log *slog.Logger) (*meta.Progress, error) {
+	var missed *listingMissed
+	for range 3 {
+		p, err := durableWalk(ctx, b, prev, appendable, log)
+		if !errors.As(err, &missed) {
+			return p, err
+		}
+		log.Warn("the listing of the previous epoch's segments missed one a narrower listing finds: listing again", "key", missed.key)
+	}
+	return nil, fmt.Errorf("writer %s epoch %d: three listings of %s missed %s, which a narrower listing finds: the store's listing cannot be trusted to show every segment",
+		prev.WriterID, prev.Epoch, layout.WriterSegments(prev.LogID, prev.WriterID), missed.key)
+}
+
+// listingMissed: the listing durableWalk read lacks a segment that a
+// listing of its seq alone finds.
+type listingMissed struct{ key string }
+
+func (e *listingMissed) Error() string { return "the listing missed " + e.key }
+
+// durableWalk is one attempt of durableProgress over one listing. Every
+// conclusion it draws from a seq missing in the listing (a gap, or nothing
+// above the highest seq) is checked first with a listing of that seq alone:
+// a listing that skipped an object (a store that lies, or one racing a
+// rename) is *listingMissed, and the walk starts over.
+func durableWalk(ctx context.Context, b *blob.Bucket, prev *meta.WriterState, appendable bool, log *slog.Logger) (*meta.Progress, error) {
 	prefix := layout.WriterSegments(prev.LogID, prev.WriterID)
 	type listed struct {
 		key    string
@@ -59,14 +84,37 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		}
 		segs[n.Seq] = listed{a.Key, n.Active}
 	}
-	if len(segs) == 0 {
-		return nil, nil
+	// probe lists seq alone: a key there is one the listing above missed.
+	probe := func(seq uint64) error {
+		n := segment.Name{LogID: prev.LogID, WriterID: prev.WriterID, Epoch: prev.Epoch, Seq: seq, Active: true}
+		narrow := strings.TrimSuffix(n.Format(), segment.ActiveExt)
+		for a, err := range b.List(ctx, narrow) {
+			if err != nil {
+				return fmt.Errorf("list %s: %w", narrow, err)
+			}
+			return &listingMissed{key: a.Key}
+		}
+		return nil
 	}
 	seqs := make([]uint64, 0, len(segs))
 	for s := range segs {
 		seqs = append(seqs, s)
 	}
 	slices.Sort(seqs)
+	// Nothing above the highest seq listed, proven.
+	switch {
+	case len(seqs) > 0:
+		if err := probe(seqs[len(seqs)-1] + 1); err != nil {
+			return nil, err
+		}
+	case prev.HasSeq:
+		if err := probe(prev.Seq + 1); err != nil {
+			return nil, err
+		}
+	}
+	if len(segs) == 0 {
+		return nil, nil
+	}
 	recs := map[uint64]*segment.Recovery{}
 	read := func(seq uint64) (*segment.Recovery, error) {
 		if rec := recs[seq]; rec != nil {
@@ -99,7 +147,12 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 	// walk may then go on from seqs[j]. Anything else is segments the epoch
 	// made durable, gone: an error naming them. On local disk, where no
 	// upload can fail out of order, every gap needs that proof.
-	gap := func(j int, missing string, bottom bool) (proceed bool, err error) {
+	gap := func(j int, firstMissing uint64, missing string, bottom bool) (proceed bool, err error) {
+		if firstMissing > 0 {
+			if err := probe(firstMissing); err != nil {
+				return false, err
+			}
+		}
 		var framed []string
 		for _, seq := range seqs[j:] {
 			rec, err := read(seq)
@@ -164,7 +217,7 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 			return nil, nil
 		}
 		if seqs[i] != prev.Seq {
-			proceed, err := gap(i, missingName(prev.Seq, seqs[i]-1)+" (the published seq and above)", i == 0)
+			proceed, err := gap(i, prev.Seq, missingName(prev.Seq, seqs[i]-1)+" (the published seq and above)", i == 0)
 			if err != nil || !proceed {
 				return nil, err
 			}
@@ -176,7 +229,7 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 			return nil, err
 		}
 		if rec.HasHeader && !rec.Header.Link.First() {
-			proceed, err := gap(0, fmt.Sprintf("the epoch's first segments (below seq %d)", start), true)
+			proceed, err := gap(0, start-1, fmt.Sprintf("the epoch's first segments (below seq %d)", start), true)
 			if err != nil || !proceed {
 				return nil, err
 			}
@@ -197,7 +250,7 @@ func durableProgress(ctx context.Context, b *blob.Bucket, prev *meta.WriterState
 		l, ok := segs[seq]
 		if !ok {
 			if j, _ := slices.BinarySearch(seqs, seq); j < len(seqs) {
-				if _, err := gap(j, missingName(seq, seqs[j]-1), false); err != nil {
+				if _, err := gap(j, seq, missingName(seq, seqs[j]-1), false); err != nil {
 					return nil, err
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/blob/driver"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -388,4 +390,67 @@ func (d *failAfterNext) Put(ctx context.Context, key string, r io.Reader, size i
 		return a, err
 	}
 	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+// hidingLister drops key from the first hide listings of exactly prefix, as
+// a store whose listing lags or races a rename would; a listing of a
+// narrower prefix shows it.
+type hidingLister struct {
+	driver.Driver
+	prefix, key string
+	mu          sync.Mutex
+	hide        int
+}
+
+func (h *hidingLister) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := h.Driver.List(ctx, opts)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil || opts.Prefix != h.prefix || h.hide == 0 {
+		return page, err
+	}
+	h.hide--
+	page.Objects = slices.DeleteFunc(slices.Clone(page.Objects), func(a blob.Attrs) bool { return a.Key == h.key })
+	return page, nil
+}
+
+// TestListingMissesReportedSegment: the listing the next epoch reads lacks
+// the segment holding the newest reported progress (the top of the chain,
+// so no gap shows it). The walk proves "nothing above" with a listing of
+// the next seq alone, finds it, and lists again: the new epoch starts at
+// the reported ts. A listing that keeps missing it is an error naming the
+// key. Before, the walk ended below it and the reported flushes were
+// fenced out without an error.
+func TestListingMissesReportedSegment(t *testing.T) {
+	for _, always := range []bool{false, true} {
+		t.Run(fmt.Sprintf("always=%v", always), func(t *testing.T) {
+			f, b0, o, reported := gapWriter(t, "mem", 4)
+			keys, framed := framedSegments(t, b0)
+			var top uint64
+			for seq := range keys {
+				top = max(top, seq)
+			}
+			if !framed[top] {
+				t.Fatalf("the top segment %s holds no frame: %v", keys[top], framed)
+			}
+			// The same objects, behind a lister that hides the top one.
+			h := &hidingLister{Driver: f, prefix: layout.WriterSegments(testLog, "w"), key: keys[top], hide: 1}
+			if always {
+				h.hide = 1 << 30
+			}
+			b := blob.NewBucket(h)
+			w, err := Open(context.Background(), b, o)
+			if always {
+				if err == nil || !strings.Contains(err.Error(), keys[top]) {
+					t.Fatalf("Open with a listing that always misses %s: %v; want an error naming it", keys[top], err)
+				}
+				return
+			}
+			must(t, err)
+			if got := w.FlushedTs(); got != reported {
+				t.Errorf("epoch 2 starts at flushed ts %d, not at the %d epoch 1 reported", got, reported)
+			}
+			must(t, w.Close(context.Background()))
+		})
+	}
 }
