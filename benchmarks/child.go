@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -56,6 +57,18 @@ func childMain() int {
 				defer pprof.StopCPUProfile()
 			}
 		}
+	}
+	if path := os.Getenv("REDOKIT_BENCH_MEMPROFILE"); path != "" {
+		// Every allocation of the child, written at its end: what it
+		// allocated is what it touched fresh (page faults, zeroing).
+		runtime.MemProfileRate = 4096
+		defer func() {
+			if f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, strings.ReplaceAll(in.Cell.ID, "/", "_"), in.Rep)); err == nil {
+				runtime.GC() // the profile shows allocations as of the last collection
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), childTimeout(in))
 	defer cancel()

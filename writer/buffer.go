@@ -124,7 +124,16 @@ func (s *spanBuf) reserve(cc *chunkCache, n int) (room []byte, num, off uint32) 
 		c = s.chunks[k-1]
 	}
 	if c == nil || cap(c.b)-len(c.b) < n {
+		// A span that writes n bytes at once is as busy as one that has
+		// filled chunks of 2n: doubling up from the smallest chunk would
+		// give it a fresh chunk for nearly every batch, each too small to
+		// recycle, and fresh memory is what costs (first touch of a
+		// page, above all on a virtual machine, costs many times the copy
+		// into it).
 		s.next = min(max(s.next, minChunk), maxChunk)
+		for s.next < 2*n && s.next < maxChunk {
+			s.next *= 2
+		}
 		size := max(s.next, n)
 		if size == maxChunk {
 			c = &chunk{b: cc.get()}
@@ -142,18 +151,19 @@ func (s *spanBuf) reserve(cc *chunkCache, n int) (room []byte, num, off uint32) 
 }
 
 // publish appends the records of a reservation that has been filled with
-// encodings ending at ends. The caller checked their order.
-func (s *spanBuf) publish(cc *chunkCache, num, off uint32, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
+// encodings ending at ends, counted from start (where the reservation
+// begins). The caller checked their order.
+func (s *spanBuf) publish(cc *chunkCache, num, off uint32, start int, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
 	s.inflight--
 	if s.recs == nil {
 		s.recs = cc.recs.get()
 	}
 	s.recs = slices.Grow(s.recs, len(ends))
-	start := 0
+	base := start
 	for i, end := range ends {
 		s.recs = append(s.recs, rec{
 			ts: ts[i], arrival: arrival + uint64(i), kind: kinds[i],
-			off: off + uint32(start), n: uint32(end - start), chunk: num,
+			off: off + uint32(start-base), n: uint32(end - start), chunk: num,
 		})
 		start = end
 	}

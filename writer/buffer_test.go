@@ -108,7 +108,7 @@ func TestTakeKeepsChunksOfOpenReservations(t *testing.T) {
 		t.Fatalf("%d chunks, want 2", len(s.chunks))
 	}
 	copy(roomB, "b")
-	s.publish(cc, numB, offB, []int{len(roomB)}, []uint64{5}, []segment.Kind{segment.KindRow}, 0)
+	s.publish(cc, numB, offB, 0, []int{len(roomB)}, []uint64{5}, []segment.Kind{segment.KindRow}, 0)
 	r, _, retired := s.take(5)
 	if len(r.recs) != 1 {
 		t.Fatalf("took %d records, want 1", len(r.recs))
@@ -120,8 +120,98 @@ func TestTakeKeepsChunksOfOpenReservations(t *testing.T) {
 	s.inflight--     // A gives up (buffer does this when its second check fails)
 	roomC, numC, offC := s.reserve(cc, 1)
 	copy(roomC, "c")
-	s.publish(cc, numC, offC, []int{1}, []uint64{6}, []segment.Kind{segment.KindRow}, 1)
+	s.publish(cc, numC, offC, 0, []int{1}, []uint64{6}, []segment.Kind{segment.KindRow}, 1)
 	if _, _, retired := s.take(6); len(retired) == 0 {
 		t.Fatal("retired no chunk once no reservation is open")
+	}
+}
+
+// A batch larger than a chunk is spread over chunks of the recyclable size
+// (an event larger than a chunk alone gets one of its own), and a span that
+// writes big batches gets recyclable chunks from its first: chunks of other
+// sizes are fresh memory for every batch, which is what a writer pays most
+// for. Every event is read back, in order, whichever path encoded it.
+func TestBigBatchesFillRecyclableChunks(t *testing.T) {
+	for _, encoded := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Write", true: "WriteEncoded"}[encoded], func(t *testing.T) {
+			ctx := context.Background()
+			b := memBucket()
+			w := open(t, b, testOptions("w"))
+			must(t, w.AddSpan(1, 0))
+			r := newRand(3)
+			var want []int64
+			id, ts := int64(0), uint64(10)
+			write := func(evs []codec.Event) {
+				t.Helper()
+				if encoded {
+					encs := make([][]byte, len(evs))
+					for i := range evs {
+						encs[i] = codec.AppendEvent(nil, &evs[i])
+					}
+					must(t, w.WriteEncoded(ctx, 1, encs...))
+				} else {
+					must(t, w.Write(ctx, 1, evs...))
+				}
+				for i := range evs {
+					want = append(want, evs[i].Row.Columns[0].Value.Int())
+				}
+			}
+			batch := func(n, size int) []codec.Event {
+				evs := make([]codec.Event, n)
+				for i := range evs {
+					id++
+					ts++
+					evs[i] = bigRow(r, 1, ts, id, size)
+				}
+				return evs
+			}
+			chunkCaps := func() (caps []int) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				for _, c := range w.spans[1].chunks {
+					caps = append(caps, cap(c.b))
+				}
+				return caps
+			}
+			// oddChunks are the chunks of another size than maxChunk that
+			// hold more than one event.
+			oddChunks := func() (odd []int) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				s := w.spans[1]
+				events := map[uint32]int{}
+				for _, r := range s.recs {
+					events[r.chunk]++
+				}
+				for i, c := range s.chunks {
+					if cap(c.b) != maxChunk && events[s.base+uint32(i)] > 1 {
+						odd = append(odd, cap(c.b))
+					}
+				}
+				return odd
+			}
+			write(batch(1000, 400)) // about 500 KiB, half a chunk
+			if caps := chunkCaps(); len(caps) != 1 || caps[0] != maxChunk {
+				t.Fatalf("the first batch of half a chunk went to chunks of %v bytes, want one of %d", caps, maxChunk)
+			}
+			write(batch(6000, 500)) // about 3.3 MiB
+			write(batch(1, maxChunk+maxChunk/2))
+			write(batch(10, 100))
+			if odd := oddChunks(); len(odd) > 0 {
+				t.Fatalf("chunks of %v bytes hold several events: only an event larger than a chunk may have one of another size than %d", odd, maxChunk)
+			}
+			must(t, w.AdvanceResolved(1, ts))
+			mustFlush(t, w)
+			must(t, w.Close(ctx))
+			gs := readLog(t, b, readOpts{})
+			if len(gs) != len(want) {
+				t.Fatalf("%d events read back, %d written", len(gs), len(want))
+			}
+			for i, g := range gs {
+				if g.id != want[i] || g.ts != uint64(10+i+1) {
+					t.Fatalf("event %d read back as %v, want id %d at ts %d", i, g, want[i], 10+i+1)
+				}
+			}
+		})
 	}
 }

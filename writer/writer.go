@@ -319,6 +319,7 @@ type scratch struct {
 	ends  []int
 	ts    []uint64
 	kinds []segment.Kind
+	rooms []room
 
 	// WriteEncoded decodes into a reused event, with a Decoder that
 	// remembers the tables it saw: a span's events share few tables.
@@ -331,8 +332,36 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{dec: codec.Decoder
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(sc *scratch) {
-	sc.ends, sc.ts, sc.kinds = sc.ends[:0], sc.ts[:0], sc.kinds[:0]
+	clear(sc.rooms) // no chunk kept alive by the pool
+	sc.ends, sc.ts, sc.kinds, sc.rooms = sc.ends[:0], sc.ts[:0], sc.kinds[:0], sc.rooms[:0]
 	scratchPool.Put(sc)
+}
+
+// room is where events from..to-1 of a call go: their encodings, back to
+// back.
+type room struct {
+	room     []byte
+	num, off uint32
+	from, to int
+}
+
+// reserve makes room in s for the events added so far, a chunk's worth
+// at a time (an event larger than a chunk gets a room of its own): a
+// batch larger than a chunk in one room would need a chunk of its size,
+// which could not be recycled.
+func (sc *scratch) reserve(s *spanBuf, cc *chunkCache) []room {
+	sc.rooms = sc.rooms[:0]
+	start := 0
+	for from := 0; from < len(sc.ends); {
+		to := from + 1
+		for to < len(sc.ends) && sc.ends[to]-start <= maxChunk {
+			to++
+		}
+		b, num, off := s.reserve(cc, sc.ends[to-1]-start)
+		sc.rooms = append(sc.rooms, room{room: b, num: num, off: off, from: from, to: to})
+		from, start = to, sc.ends[to-1]
+	}
+	return sc.rooms
 }
 
 // size is the length of the encodings added so far.
@@ -381,15 +410,19 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	if err := checkEvents(span, events, lastTs, written, resolved, sc); err != nil {
 		return err
 	}
-	return w.buffer(ctx, span, s, sc, func(room []byte) {
+	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) {
 		dst := room[:0]
-		for i := range events {
+		base := 0
+		if from > 0 {
+			base = sc.ends[from-1]
+		}
+		for i := from; i < to; i++ {
 			start := len(dst)
 			// Past the room, append would move dst off the span's buffer:
 			// any length but the one reserved is a codec bug.
 			dst = codec.AppendEvent(dst, &events[i])
-			if len(dst) != sc.ends[i] {
-				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.EncodedLen said %d", i, len(dst)-start, sc.ends[i]-start))
+			if base+len(dst) != sc.ends[i] {
+				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.EncodedLen said %d", i, len(dst)-start, sc.ends[i]-base-start))
 			}
 		}
 	})
@@ -433,9 +466,9 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 			return err
 		}
 	}
-	return w.buffer(ctx, span, s, sc, func(room []byte) {
+	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) {
 		dst := room[:0]
-		for _, src := range events {
+		for _, src := range events[from:to] {
 			dst = append(dst, src...)
 		}
 	})
@@ -457,11 +490,11 @@ func (w *Writer) spanState(span SpanID) (s *spanBuf, lastTs uint64, written bool
 }
 
 // buffer takes quota for the checked events that sc describes and stores
-// them in span's buffer s: fill writes their encodings, back to back, into
-// the room it is given, which is exactly sc.size() bytes of the span's
-// buffer. fill runs without the writer's lock, so that producers of
-// different spans encode at once.
-func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch, fill func(room []byte)) error {
+// them in span's buffer s: fill writes the encodings of events from..to-1,
+// back to back, into the room it is given, which is exactly their size; a
+// batch larger than a chunk gets several rooms. fill runs without the
+// writer's lock, so that producers of different spans encode at once.
+func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch, fill func(room []byte, from, to int)) error {
 	count := len(sc.ends)
 	size := sc.size()
 	n := int64(size) + int64(count)*recOverhead
@@ -515,17 +548,25 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	if err := check(); err != nil {
 		return fail(err)
 	}
-	room, num, off := s.reserve(w.chunks, size)
+	rooms := sc.reserve(s, w.chunks)
 	w.mu.Unlock()
 
-	fill(room)
+	for _, r := range rooms {
+		fill(r.room, r.from, r.to)
+	}
 
 	w.mu.Lock()
 	if err := check(); err != nil {
-		s.inflight--
+		s.inflight -= len(rooms)
 		return fail(err)
 	}
-	s.publish(w.chunks, num, off, sc.ends, sc.ts, sc.kinds, w.arrival)
+	for _, r := range rooms {
+		start := 0
+		if r.from > 0 {
+			start = sc.ends[r.from-1]
+		}
+		s.publish(w.chunks, r.num, r.off, start, sc.ends[r.from:r.to], sc.ts[r.from:r.to], sc.kinds[r.from:r.to], w.arrival+uint64(r.from))
+	}
 	w.arrival += uint64(count)
 	w.pending += n
 	w.sinceCut += n
