@@ -20,13 +20,12 @@ import (
 type appendStore struct {
 	c *committer
 
-	act           *activeSeg
-	full          []*activeSeg // rotated out, synced, to be sealed after the next publication
-	unsynced      []*blockTask // frames not durable yet, in order: in act after its last sync unless broken
-	unsyncedBytes int64
-	prog          *pendingProgress // the flush's progress frame, appended after unsynced, not durable yet
-	broken        bool             // an append, sync or seal failed: act must be rewound and unsynced written again
-	ageTimer      *time.Timer
+	act      *activeSeg
+	full     []*activeSeg     // rotated out, synced, to be sealed after the next publication
+	unsynced []*blockTask     // frames not durable yet, in order: in act after its last sync unless broken
+	prog     *pendingProgress // the flush's progress frame, appended after unsynced, not durable yet
+	broken   bool             // an append, sync or seal failed: act must be rewound and unsynced written again
+	ageTimer *time.Timer
 }
 
 // activeSeg is an active segment: appended to, or rotated out and waiting
@@ -199,10 +198,12 @@ func (s *appendStore) prepareFor(t *blockTask) error {
 func (s *appendStore) write(t *blockTask) error {
 	t.queued = true
 	s.unsynced = append(s.unsynced, t)
-	s.unsyncedBytes += int64(t.frame.Len())
 	if err := s.act.sw.AppendFrame(&t.frame); err != nil {
 		s.broken = true
 		return err
+	}
+	if t.job != nil {
+		t.release() // a repair builds it again (Writer.rebuild)
 	}
 	return nil
 }
@@ -282,7 +283,6 @@ func (s *appendStore) markSynced(a *activeSeg) {
 	}
 	clear(s.unsynced)
 	s.unsynced = s.unsynced[:0]
-	s.unsyncedBytes = 0
 }
 
 // sealFull seals the segments set aside at rotation. It runs once the
@@ -432,22 +432,19 @@ func (s *appendStore) repair() error {
 		s.prog.seg = nil // written again below
 	}
 	redo := s.unsynced
+	if err := w.rebuild(redo); err != nil {
+		s.broken = true
+		return err
+	}
 	s.unsynced = nil
-	s.unsyncedBytes = 0
 	for i, t := range redo {
 		if err := s.prepareFor(t); err != nil {
 			s.unsynced = append(s.unsynced, redo[i:]...)
-			for _, r := range redo[i:] {
-				s.unsyncedBytes += int64(r.frame.Len())
-			}
 			s.broken = true
 			return err
 		}
 		if err := s.write(t); err != nil {
 			s.unsynced = append(s.unsynced, redo[i+1:]...)
-			for _, r := range redo[i+1:] {
-				s.unsyncedBytes += int64(r.frame.Len())
-			}
 			return err
 		}
 	}

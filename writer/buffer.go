@@ -60,7 +60,7 @@ type chunkCache struct {
 
 func newChunkCache(quota int64) *chunkCache {
 	cc := &chunkCache{free: freeList[[]byte]{max: int(min(quota/maxChunk+1, 4096))}}
-	cc.recs.free.max = maxFreeRecs
+	cc.recs.budget = recsBudget(quota)
 	return cc
 }
 
@@ -173,27 +173,43 @@ func (s *spanBuf) publish(cc *chunkCache, num, off uint32, start int, ends []int
 // recsCache keeps the record slices that flushes are done with. A span
 // whose every record is taken starts its next slice from nothing, and at
 // a thousand records a flush, growing it again was most of the writer's
-// allocation.
-type recsCache struct{ free freeList[[]rec] }
+// allocation; a span of a big flush (tens of thousands of records) grows
+// it again by doubling every flush, all of it fresh memory.
+type recsCache struct {
+	mu     sync.Mutex
+	free   [][]rec
+	held   int // records of capacity in free
+	budget int // at most this many
+}
 
-// The cache holds up to maxFreeRecs slices of at most maxRecsCap records
-// (10 MiB in all): a burst's huge slices go to the garbage collector rather
-// than stay for good.
-const (
-	maxFreeRecs = 16
-	maxRecsCap  = 16 << 10
-)
+// recsBudget is the cache's budget for a memory quota: a sixteenth of it
+// (16 MiB at the default quota), beyond the quota, since the quota counts
+// records only while they hold events. A burst's bigger slices go to the
+// garbage collector rather than stay for good.
+func recsBudget(quota int64) int { return int(quota / 16 / recOverhead) }
 
 func (rc *recsCache) get() []rec {
-	r, _ := rc.free.pop()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := len(rc.free)
+	if n == 0 {
+		return nil
+	}
+	r := rc.free[n-1]
+	rc.free[n-1] = nil
+	rc.free = rc.free[:n-1]
+	rc.held -= cap(r)
 	return r
 }
 
-// recycle takes back the record slices of runs that have been built.
+// recycle takes back the record slices of runs that are done with.
 func (rc *recsCache) recycle(runs []run) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	for i := range runs {
-		if r := runs[i].recs; cap(r) > 0 && cap(r) <= maxRecsCap {
-			rc.free.push(r[:0])
+		if r := runs[i].recs; cap(r) > 0 && rc.held+cap(r) <= rc.budget {
+			rc.free = append(rc.free, r[:0])
+			rc.held += cap(r)
 		}
 	}
 }

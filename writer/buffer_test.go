@@ -215,3 +215,38 @@ func TestBigBatchesFillRecyclableChunks(t *testing.T) {
 		})
 	}
 }
+
+// A flush of many blocks on local disk does not hold a frame per block
+// until its sync: the committer lets go of each once it is written (a
+// repair builds it again) and the job's queue is bounded, so the frame
+// buffers are a few, reused, however big the flush.
+func TestBigFlushReusesFrames(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	o := testOptions("w") // 4 KiB blocks
+	o.FlushBytes = 256 << 10
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	r := newRand(5)
+	const n = 8000 // about 4 MiB: a thousand blocks
+	evs := make([]codec.Event, n)
+	for i := range evs {
+		evs[i] = bigRow(r, 1, uint64(10+i), int64(i), 450)
+	}
+	must(t, w.Write(ctx, 1, evs...))
+	must(t, w.AdvanceResolved(1, uint64(10+n)))
+	mustFlush(t, w)
+	blocks := w.Stats().Blocks
+	made, bound := w.pools.made.Load(), int64(2*w.depth+2*w.o.Workers)
+	t.Logf("%d blocks, %d frame buffers made, queue depth %d", blocks, made, w.depth)
+	if blocks < 4*bound {
+		t.Fatalf("only %d blocks: the flush proves nothing against %d frame buffers", blocks, bound)
+	}
+	if made > bound {
+		t.Fatalf("a flush of %d blocks made %d frame buffers, want at most %d", blocks, made, bound)
+	}
+	must(t, w.Close(ctx))
+	if got := len(readLog(t, b, readOpts{})); got != n {
+		t.Fatalf("%d events read back, %d written", got, n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redokit/redokit/meta"
@@ -15,7 +16,8 @@ type job struct {
 	resolved uint64 // the writer's resolved ts when the job was cut
 	runs     []run
 	spans    []meta.SpanTs // each span's flushed ts once the job is durable
-	retired  []*chunk      // arena chunks to recycle once the job is built
+	retired  []*chunk      // arena chunks to recycle once the job is done with (recycle)
+	recycled bool          // its runs are gone: no block of it can be built again
 	final    bool          // Close's flush: seal the active segment after it
 	waiters  []chan flushResult
 	start    time.Time
@@ -39,6 +41,16 @@ type blockTask struct {
 	err   error
 	done  chan struct{} // closed by the worker
 
+	// job and index say which block it is: the index-th that cutBlocks
+	// makes of the job's runs. The committer lets go of its frame once it
+	// is written, before it is durable, and a repair builds it again from
+	// them (rebuild): a flush's frames held until its one sync would be as
+	// much fresh memory again as its records, and touching fresh memory
+	// costs more than building a block. A task without a job (made by a
+	// test) keeps its frame until it is durable.
+	job   *job
+	index int
+
 	queued bool // the committer holds it for a redo (local path)
 	pools  *pools
 }
@@ -59,6 +71,7 @@ func (t *blockTask) release() {
 type pools struct {
 	builders freeList[*segment.BlockBuilder]
 	frames   freeList[[]byte]
+	made atomic.Int64 // frame buffers allocated (not from the list)
 	// frameCap is the capacity of a new frame buffer: a block's bytes
 	// and more. A raw block's buffer becomes its frame and the builder
 	// goes on in the buffer it is given, so a smaller one would grow by
@@ -87,6 +100,7 @@ func (p *pools) getFrame() []byte {
 	if b, ok := p.frames.pop(); ok {
 		return b
 	}
+	p.made.Add(1)
 	return make([]byte, 0, p.frameCap)
 }
 
@@ -121,6 +135,14 @@ func (f *freeList[T]) push(v T) {
 		f.items = append(f.items, v)
 	}
 }
+
+// The pipeline's bounds: a job's queue holds at most maxQueuedBytes of
+// blocks (and at least two per worker), and a job is handed to the
+// committer once handAfter of its blocks are queued.
+const (
+	maxQueuedBytes = 16 << 20
+	handAfter      = 8
+)
 
 // loop is the flush loop: it decides when to flush, cuts jobs and builds
 // their blocks. Building a job overlaps with the committer storing the one
@@ -249,11 +271,13 @@ func (w *Writer) cut(force bool) *job {
 
 // build merges the job's runs in flush order into blocks, hands each to the
 // workers and, in order, to the committer, and hands the job to the
-// committer: once its blocks are all queued, or as soon as its queue is full.
+// committer: once its blocks are all queued, or as soon as handAfter are.
 // A committer handed a job of a few blocks before they are built parks and
 // is woken for each; one handed the job after finds them queued, which on a
 // busy writer saves context switches worth more than the overlap of its
-// first write with the build.
+// first write with the build. A big job is handed early, so that its
+// blocks are written (and their buffers reused, warm) while the rest are
+// built, instead of all held at once.
 func (w *Writer) build(j *job) {
 	defer close(j.tasks)
 	handed := false
@@ -273,11 +297,11 @@ func (w *Writer) build(j *job) {
 		}
 	}
 	defer hand()
-	bb := w.pools.getBuilder()
-	emit := func() bool {
-		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools}
-		bb = w.pools.getBuilder()
-		if len(j.tasks) == cap(j.tasks) && !hand() {
+	index := 0
+	emit := func(bb *segment.BlockBuilder) bool {
+		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools, job: j, index: index}
+		index++
+		if len(j.tasks) >= min(cap(j.tasks), handAfter) && !hand() {
 			return false
 		}
 		select {
@@ -292,35 +316,100 @@ func (w *Writer) build(j *job) {
 		}
 		return true
 	}
+	w.pools.putBuilder(cutBlocks(j.runs, w.o.BlockSize, w.pools.getBuilder, emit))
+	// The runs stay until the job is done with (recycle): a repair builds
+	// blocks of them again.
+}
+
+// cutBlocks puts the records of runs, in flush order, into block builders
+// (from get) of about blockSize bytes each, and hands each full one to emit,
+// which owns it, until emit returns false. It returns the builder it was
+// filling, which the caller owns. The same runs and block size always make
+// the same blocks, which a repair relies on (rebuild).
+func cutBlocks(runs []run, blockSize int, get func() *segment.BlockBuilder, emit func(*segment.BlockBuilder) bool) *segment.BlockBuilder {
+	bb := get()
+	next := func() bool {
+		full := bb
+		bb = get()
+		return emit(full)
+	}
 	ok := true
-	add := func(r *rec, data []byte) {
-		if bb.Records() > 0 && bb.Len()+bb.RecordSize(r.ts, len(data)) > w.o.BlockSize {
-			if ok = emit(); !ok {
-				return
+	merge(runs, func(r *run, i int) bool {
+		x, data := &r.recs[i], r.data(i)
+		if bb.Records() > 0 && bb.Len()+bb.RecordSize(x.ts, len(data)) > blockSize {
+			if ok = next(); !ok {
+				return false
 			}
 		}
-		if err := bb.Append(r.ts, r.kind, data); err != nil {
+		if err := bb.Append(x.ts, x.kind, data); err != nil {
 			// The merge yields commit-ts order and Write bounds sizes.
 			panic(fmt.Sprintf("writer: building a block: %v", err))
 		}
-		if bb.Len() >= w.o.BlockSize {
-			ok = emit()
+		if bb.Len() >= blockSize {
+			ok = next()
 		}
-	}
-	merge(j.runs, func(r *run, i int) bool {
-		add(&r.recs[i], r.data(i))
 		return ok
 	})
 	if ok && bb.Records() > 0 {
-		emit()
+		next()
 	}
-	w.pools.putBuilder(bb)
-	// The records are in blocks now. The chunks the cut retired hold only
-	// records of this job and of earlier ones, all built: reuse them.
+	return bb
+}
+
+// recycle takes back the memory of a job that is durable or dropped: its
+// record slices and the chunks its cut retired, which hold only records of
+// this job and of earlier ones (done with before it). The committer calls
+// it once the job's blocks are built and none is to be written again.
+func (w *Writer) recycle(j *job) {
+	if j.recycled {
+		return
+	}
+	j.recycled = true
 	w.chunks.recs.recycle(j.runs)
 	j.runs = nil
 	w.chunks.recycle(j.retired)
 	j.retired = nil
+}
+
+// rebuild builds again the frames that tasks let go of (their blocks were
+// written, and a failure undid the write before it was durable), from their
+// jobs' runs, exactly as build made them.
+func (w *Writer) rebuild(tasks []*blockTask) error {
+	want := map[*job]map[int]*blockTask{}
+	for _, t := range tasks {
+		if t.frame.Bytes() != nil {
+			continue
+		}
+		if t.job == nil || t.job.recycled {
+			return permanent{fmt.Errorf("writer: block %d of a flush must be written again, but its records are gone", t.index)}
+		}
+		if want[t.job] == nil {
+			want[t.job] = map[int]*blockTask{}
+		}
+		want[t.job][t.index] = t
+	}
+	var enc segment.FrameEncoder
+	for j, byIndex := range want {
+		index := 0
+		var err error
+		emit := func(bb *segment.BlockBuilder) bool {
+			if t := byIndex[index]; t != nil {
+				t.frame, err = enc.Encode(w.pools.getFrame(), bb, w.comp)
+				delete(byIndex, index)
+			}
+			index++
+			w.pools.putBuilder(bb)
+			return err == nil && len(byIndex) > 0
+		}
+		w.pools.putBuilder(cutBlocks(j.runs, w.o.BlockSize, w.pools.getBuilder, emit))
+		if err != nil {
+			return permanent{fmt.Errorf("writer: building block %d of a flush again: %w", index-1, err)}
+		}
+		for i := range byIndex {
+			return permanent{fmt.Errorf("writer: block %d of a flush must be written again, but building the flush again made only %d blocks", i, index)}
+		}
+	}
+	return nil
 }
 
 // sortRun puts a span's run in flush order. It is in commit-ts order

@@ -140,11 +140,13 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 		commitDone: make(chan struct{}),
 	}
 	// Enough blocks to cover a threshold flush may wait compressed for the
-	// committer, so that compression goes on while it syncs or uploads.
-	w.depth = min(max(2*o.Workers, int(o.FlushBytes/int64(o.BlockSize))), 1024)
-	// Blocks alive at once: a job's queue, the next job's, the workers',
-	// and the frames the committer keeps until they are durable.
-	w.pools = newPools(3*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
+	// committer, so that compression goes on while it syncs or uploads, up
+	// to maxQueuedBytes: the blocks are memory beyond the quota, and a
+	// bigger flush overlaps the committer's writes with its build instead.
+	w.depth = max(2*o.Workers, min(int(o.FlushBytes/int64(o.BlockSize)), maxQueuedBytes/o.BlockSize))
+	// Blocks alive at once: a job's queue, the next job's and the
+	// workers'. The committer lets go of each frame once it is written.
+	w.pools = newPools(2*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
 	w.maxResolved = st.FlushedTs
 	w.flushed.Store(st.FlushedTs)
 	nextSeq, err := w.restart(ctx, lease)
