@@ -71,7 +71,7 @@ func (t *blockTask) release() {
 type pools struct {
 	builders freeList[*segment.BlockBuilder]
 	frames   freeList[[]byte]
-	made atomic.Int64 // frame buffers allocated (not from the list)
+	made     atomic.Int64 // frame buffers allocated (not from the list)
 	// frameCap is the capacity of a new frame buffer: a block's bytes
 	// and more. A raw block's buffer becomes its frame and the builder
 	// goes on in the buffer it is given, so a smaller one would grow by
