@@ -162,9 +162,9 @@ func (s *appendStore) appendFrame(t *blockTask) error {
 	if err := s.prepareFor(t); err != nil {
 		return err
 	}
-	// The flush's frames stay in memory until its one sync: a failed sync
-	// writes them again (repair), and syncing piece by piece would cost
-	// syncs the flush did not ask for.
+	// Nothing is synced before the flush's one sync: syncing piece by
+	// piece would cost syncs the flush did not ask for, and a failed sync
+	// writes the blocks again (repair, from the job's events).
 	return s.write(t)
 }
 

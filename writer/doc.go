@@ -43,8 +43,10 @@
 // A flush costs, on local disk, one fdatasync of the active segment (two
 // when the flush crosses into a new segment: the full one is synced at
 // rotation), and nothing else on its path: no sync inside a flush however
-// large it is (its frames stay in memory until the sync, to be written
-// again if the sync fails), and no write of the state object. A segment
+// large it is, and no write of the state object. If the sync fails, the
+// segment is cut back to its last durable point and the flush's blocks
+// are written again: rebuilt from its events, which stay in memory (and
+// in the quota) until the flush is durable, exactly as they were built. A segment
 // rotated out is sealed afterwards (footer, fsync, rename, directory
 // fsync), once per MaxSegmentBytes. On an object store a flush costs one
 // put per segment object (one, unless the flush is larger than
@@ -129,7 +131,12 @@
 // blocks may be the one whose span holds the resolved ts back; such a Write
 // is let through over the quota and counted (Stats.QuotaOvercommits;
 // quota_overcommits_total). Besides the quota, blocks in flight take up
-// to about twice FlushBytes, and on an object store the segment objects take
+// to about twice min(FlushBytes, 16 MiB): a bigger flush is written while
+// it is built, each block's buffer reused once written. The buffers are
+// kept for reuse (as are the event arena's 1 MiB chunks, within the quota,
+// and record lists, up to a sixteenth of it): fresh memory costs a page
+// fault per 4 KiB at first touch, which on a virtual machine costs many
+// times the copy into it. On an object store the segment objects take
 // up to (MaxUploads+1) × MaxSegmentBytes: the one being assembled, and each
 // one uploading until it is durable (their buffers are kept for the next
 // objects). Objects are only that large when a flush is: with the defaults
