@@ -55,12 +55,12 @@ const (
 // back; it holds at most what the memory quota allows.
 type chunkCache struct {
 	free freeList[[]byte]
-	recs recsCache
+	recs freeList[[]rec] // weighed by capacity (recsBudget)
 }
 
 func newChunkCache(quota int64) *chunkCache {
 	cc := &chunkCache{free: freeList[[]byte]{max: int(min(quota/maxChunk+1, 4096))}}
-	cc.recs.budget = recsBudget(quota)
+	cc.recs = freeList[[]rec]{max: recsBudget(quota), weight: func(r []rec) int { return cap(r) }}
 	return cc
 }
 
@@ -156,7 +156,7 @@ func (s *spanBuf) reserve(cc *chunkCache, n int) (room []byte, num, off uint32) 
 func (s *spanBuf) publish(cc *chunkCache, num, off uint32, start int, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
 	s.inflight--
 	if s.recs == nil {
-		s.recs = cc.recs.get()
+		s.recs, _ = cc.recs.pop()
 	}
 	s.recs = slices.Grow(s.recs, len(ends))
 	base := start
@@ -170,46 +170,22 @@ func (s *spanBuf) publish(cc *chunkCache, num, off uint32, start int, ends []int
 	s.lastTs, s.written = ts[len(ts)-1], true
 }
 
-// recsCache keeps the record slices that flushes are done with. A span
-// whose every record is taken starts its next slice from nothing, and at
-// a thousand records a flush, growing it again was most of the writer's
-// allocation; a span of a big flush (tens of thousands of records) grows
-// it again by doubling every flush, all of it fresh memory.
-type recsCache struct {
-	mu     sync.Mutex
-	free   [][]rec
-	held   int // records of capacity in free
-	budget int // at most this many
-}
-
-// recsBudget is the cache's budget for a memory quota: a sixteenth of it
-// (16 MiB at the default quota), beyond the quota, since the quota counts
-// records only while they hold events. A burst's bigger slices go to the
-// garbage collector rather than stay for good.
+// recsBudget is the record-slice cache's budget for a memory quota, in
+// records of capacity: a sixteenth of the quota (16 MiB at the default),
+// beyond the quota, since the quota counts records only while they hold
+// events. A span whose every record is taken starts its next slice from
+// nothing, and at a thousand records a flush, growing it again was most of
+// the writer's allocation; a span of a big flush (tens of thousands of
+// records) would grow it again by doubling every flush, all of it fresh
+// memory. A burst's bigger slices go to the garbage collector rather than
+// stay for good.
 func recsBudget(quota int64) int { return int(quota / 16 / recOverhead) }
 
-func (rc *recsCache) get() []rec {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	n := len(rc.free)
-	if n == 0 {
-		return nil
-	}
-	r := rc.free[n-1]
-	rc.free[n-1] = nil
-	rc.free = rc.free[:n-1]
-	rc.held -= cap(r)
-	return r
-}
-
-// recycle takes back the record slices of runs that are done with.
-func (rc *recsCache) recycle(runs []run) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+// recycleRecs takes back the record slices of runs that are done with.
+func (cc *chunkCache) recycleRecs(runs []run) {
 	for i := range runs {
-		if r := runs[i].recs; cap(r) > 0 && rc.held+cap(r) <= rc.budget {
-			rc.free = append(rc.free, r[:0])
-			rc.held += cap(r)
+		if r := runs[i].recs; cap(r) > 0 {
+			cc.recs.push(r[:0])
 		}
 	}
 }

@@ -250,3 +250,26 @@ func TestBigFlushReusesFrames(t *testing.T) {
 		t.Fatalf("%d events read back, %d written", got, n)
 	}
 }
+
+// The record-slice cache holds slices up to its budget in records of
+// capacity, not in slices: a big flush's slices must not pin memory beyond
+// it, and a popped slice makes room again.
+func TestRecordCacheBudgetCountsCapacity(t *testing.T) {
+	cc := newChunkCache(16 * recOverhead * 100) // a budget of 100 records
+	if got := cc.recs.max; got != 100 {
+		t.Fatalf("budget = %d records, want 100", got)
+	}
+	runs := []run{{recs: make([]rec, 0, 60)}, {recs: make([]rec, 0, 60)}, {recs: make([]rec, 0, 30)}}
+	cc.recycleRecs(runs)
+	if len(cc.recs.items) != 2 || cc.recs.held != 90 {
+		t.Fatalf("kept %d slices holding %d records; want the first and the third (90): the second would pass the budget", len(cc.recs.items), cc.recs.held)
+	}
+	r, ok := cc.recs.pop()
+	if !ok || cap(r) != 30 || cc.recs.held != 60 {
+		t.Fatalf("pop: cap %d ok %v, held %d after; want 30, true, 60", cap(r), ok, cc.recs.held)
+	}
+	cc.recycleRecs([]run{{recs: make([]rec, 0, 40)}})
+	if cc.recs.held != 100 {
+		t.Fatalf("held %d after a slice of 40 fit the room the pop made; want 100", cc.recs.held)
+	}
+}

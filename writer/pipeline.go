@@ -107,10 +107,21 @@ func (p *pools) getFrame() []byte {
 func (p *pools) putFrame(b []byte) { p.frames.push(b[:0]) }
 
 // freeList is a bounded stack of values to reuse, safe for concurrent use.
+// It holds values of at most max in total weight: each weighs 1, or what
+// weight says.
 type freeList[T any] struct {
-	mu    sync.Mutex
-	items []T
-	max   int
+	mu     sync.Mutex
+	items  []T
+	held   int
+	max    int
+	weight func(T) int
+}
+
+func (f *freeList[T]) weigh(v T) int {
+	if f.weight == nil {
+		return 1
+	}
+	return f.weight(v)
 }
 
 func (f *freeList[T]) pop() (v T, ok bool) {
@@ -121,6 +132,7 @@ func (f *freeList[T]) pop() (v T, ok bool) {
 		return v, false
 	}
 	v = f.items[n-1]
+	f.held -= f.weigh(v)
 	var zero T
 	f.items[n-1] = zero // no stale reference in the backing array
 	f.items = f.items[:n-1]
@@ -131,8 +143,9 @@ func (f *freeList[T]) pop() (v T, ok bool) {
 func (f *freeList[T]) push(v T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.items) < f.max {
+	if w := f.weigh(v); f.held+w <= f.max {
 		f.items = append(f.items, v)
+		f.held += w
 	}
 }
 
@@ -365,7 +378,7 @@ func (w *Writer) recycle(j *job) {
 		return
 	}
 	j.recycled = true
-	w.chunks.recs.recycle(j.runs)
+	w.chunks.recycleRecs(j.runs)
 	j.runs = nil
 	w.chunks.recycle(j.retired)
 	j.retired = nil
