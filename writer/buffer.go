@@ -41,9 +41,9 @@ func recLess(a, b *rec) bool {
 // Arena chunk sizes: a span's first chunk is small, so that thousands of quiet
 // spans cost little, and chunks double up to the maximum as a span proves
 // busy. Chunks of the maximum size are recycled once the flush that took
-// their records is done with them (durable): a busy writer then copies into memory that is
-// already mapped instead of fresh, zeroed pages (page faults and zeroing cost
-// more than the copy itself).
+// their records is done with them (durable): a busy writer then copies into
+// memory that is already mapped instead of fresh, zeroed pages (page faults
+// and zeroing cost more than the copy itself).
 const (
 	minChunk = 4 << 10
 	maxChunk = 1 << 20
