@@ -273,3 +273,26 @@ func TestRecordCacheBudgetCountsCapacity(t *testing.T) {
 		t.Fatalf("held %d after a slice of 40 fit the room the pop made; want 100", cc.recs.held)
 	}
 }
+
+// A job's queue holds blocks beyond the quota: at most 16 MiB of them
+// compressed (the workers run ahead of the committer's sync), 4 MiB raw,
+// never fewer than two per worker, never more than a threshold flush.
+func TestQueueDepthBoundsBlocksInFlight(t *testing.T) {
+	for _, c := range []struct {
+		flush   int64
+		workers int
+		comp    segment.Compression
+		want    int
+	}{
+		{64 << 20, 2, segment.CompressionLZ4, 64},
+		{64 << 20, 2, segment.CompressionNone, 16},
+		{1 << 20, 2, segment.CompressionLZ4, 4},
+		{1 << 20, 2, segment.CompressionNone, 4},
+		{64 << 20, 16, segment.CompressionNone, 32},
+	} {
+		o := &Options{FlushBytes: c.flush, BlockSize: 256 << 10, Workers: c.workers}
+		if got := queueDepth(o, c.comp); got != c.want {
+			t.Errorf("FlushBytes %d, %d workers, compression %v: depth %d blocks, want %d", c.flush, c.workers, c.comp, got, c.want)
+		}
+	}
+}

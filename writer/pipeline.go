@@ -150,12 +150,28 @@ func (f *freeList[T]) push(v T) {
 }
 
 // The pipeline's bounds: a job's queue holds at most maxQueuedBytes of
-// blocks (and at least two per worker), and a job is handed to the
-// committer once handAfter of its blocks are queued.
+// blocks when they are compressed, maxQueuedRawBytes when not (and at
+// least two per worker), and a job is handed to the committer once
+// handAfter of its blocks are queued. Compressed blocks queue deeper so
+// that the workers go on compressing while the committer syncs or uploads;
+// a raw block takes a checksum only, which keeps up with the committer, and
+// each queued block is a buffer that a big flush touches fresh the first
+// time (measured: a 64 MiB flush with lz4 off costs about a tenth less CPU
+// with 4 MiB queued than with 16).
 const (
-	maxQueuedBytes = 16 << 20
-	handAfter      = 8
+	maxQueuedBytes    = 16 << 20
+	maxQueuedRawBytes = 4 << 20
+	handAfter         = 8
 )
+
+// queueDepth is how many blocks a job's queue holds.
+func queueDepth(o *Options, comp segment.Compression) int {
+	limit := maxQueuedBytes
+	if comp == segment.CompressionNone {
+		limit = maxQueuedRawBytes
+	}
+	return max(2*o.Workers, min(int(o.FlushBytes/int64(o.BlockSize)), limit/o.BlockSize))
+}
 
 // loop is the flush loop: it decides when to flush, cuts jobs and builds
 // their blocks. Building a job overlaps with the committer storing the one

@@ -139,11 +139,11 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 		loopDone:   make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
-	// Enough blocks to cover a threshold flush may wait compressed for the
-	// committer, so that compression goes on while it syncs or uploads, up
-	// to maxQueuedBytes: the blocks are memory beyond the quota, and a
-	// bigger flush overlaps the committer's writes with its build instead.
-	w.depth = max(2*o.Workers, min(int(o.FlushBytes/int64(o.BlockSize)), maxQueuedBytes/o.BlockSize))
+	// Enough blocks to cover a threshold flush may wait for the committer,
+	// up to a bound (queueDepth): the blocks are memory beyond the quota,
+	// and a bigger flush overlaps the committer's writes with its build
+	// instead.
+	w.depth = queueDepth(&o, w.comp)
 	// Blocks alive at once: a job's queue, the next job's and the
 	// workers'. The committer lets go of each frame once it is written.
 	w.pools = newPools(2*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
