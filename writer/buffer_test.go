@@ -275,24 +275,26 @@ func TestRecordCacheBudgetCountsCapacity(t *testing.T) {
 }
 
 // A job's queue holds blocks beyond the quota: at most 16 MiB of them
-// compressed (the workers run ahead of the committer's sync), 4 MiB raw,
-// never fewer than two per worker, never more than a threshold flush.
+// compressed or for an object store, 4 MiB raw on local disk, never fewer
+// than two per worker, never more than a threshold flush.
 func TestQueueDepthBoundsBlocksInFlight(t *testing.T) {
 	for _, c := range []struct {
 		flush   int64
 		workers int
 		comp    segment.Compression
+		local   bool
 		want    int
 	}{
-		{64 << 20, 2, segment.CompressionLZ4, 64},
-		{64 << 20, 2, segment.CompressionNone, 16},
-		{1 << 20, 2, segment.CompressionLZ4, 4},
-		{1 << 20, 2, segment.CompressionNone, 4},
-		{64 << 20, 16, segment.CompressionNone, 32},
+		{64 << 20, 2, segment.CompressionLZ4, true, 64},
+		{64 << 20, 2, segment.CompressionNone, true, 16},
+		{64 << 20, 2, segment.CompressionNone, false, 64},
+		{1 << 20, 2, segment.CompressionLZ4, true, 4},
+		{1 << 20, 2, segment.CompressionNone, true, 4},
+		{64 << 20, 16, segment.CompressionNone, true, 32},
 	} {
 		o := &Options{FlushBytes: c.flush, BlockSize: 256 << 10, Workers: c.workers}
-		if got := queueDepth(o, c.comp); got != c.want {
-			t.Errorf("FlushBytes %d, %d workers, compression %v: depth %d blocks, want %d", c.flush, c.workers, c.comp, got, c.want)
+		if got := queueDepth(o, c.comp, c.local); got != c.want {
+			t.Errorf("FlushBytes %d, %d workers, compression %v, appendable %v: depth %d blocks, want %d", c.flush, c.workers, c.comp, c.local, got, c.want)
 		}
 	}
 }

@@ -131,9 +131,9 @@
 // blocks may be the one whose span holds the resolved ts back; such a Write
 // is let through over the quota and counted (Stats.QuotaOvercommits;
 // quota_overcommits_total). Besides the quota, blocks in flight take up
-// to about twice min(FlushBytes, 16 MiB) with lz4 (the workers compress
-// ahead while the committer syncs or uploads) and twice min(FlushBytes,
-// 4 MiB) without: a bigger flush is written while it is built, each
+// to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store
+// (the workers compress ahead while the committer syncs or uploads) and
+// twice min(FlushBytes, 4 MiB) without lz4 on local disk: a bigger flush is written while it is built, each
 // block's buffer reused once written. The buffers are
 // kept for reuse (as are the event arena's 1 MiB chunks, within the quota,
 // and record lists, up to a sixteenth of it): fresh memory costs a page

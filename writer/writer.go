@@ -143,7 +143,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	// up to a bound (queueDepth): the blocks are memory beyond the quota,
 	// and a bigger flush overlaps the committer's writes with its build
 	// instead.
-	w.depth = queueDepth(&o, w.comp)
+	w.depth = queueDepth(&o, w.comp, appendable)
 	// Blocks alive at once: a job's queue, the next job's and the
 	// workers'. The committer lets go of each frame once it is written.
 	w.pools = newPools(2*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
