@@ -287,7 +287,7 @@ func renderPeers(r *PeerReport) string {
 		r.Machine.CPU, r.Machine.Cores, r.Machine.MemGiB, r.Machine.Kernel, r.Machine.Go, r.Machine.Dir, r.Machine.FS, r.Machine.DiskRotational, r.Machine.LoadStart, r.Machine.LoadEnd)
 	p("Every cell is one log on one workload at one GOMAXPROCS (set in the child's environment), run once per round in a child process of its own, in a fresh directory on the same file system; the rounds are interleaved (each runs every cell once, in a rotated order). ")
 	p("Records are 512 B row events (codec encoding), in transactions of %d records (one commit ts, one of %d tables in turn). ", peerTxnRows, peerSpans)
-	p("The clock runs from the first append to the return of the log's close (its final sync included); the input is made before it starts. ")
+	p("The clock runs from the first append to the return of the log's close (its final sync included); the input is made before it starts, and written once through write(2) to a synced, deleted file before the log opens (the kernel's first read of a freshly written buffer costs several times a later one here, and the raw append, which writes straight from the input, would pay it inside its clock). ")
 	p("MiB/s = payload (the records' codec encoding) ÷ that time; × raw = that ÷ the raw append of the same workload, GOMAXPROCS and round, then the median and min–max of those ratios; CPU = user + sys time of the child (getrusage) over the same span, and per GiB of payload. Figures are medians with (min–max); **noisy** when the range passes 20%% of the median.\n\n")
 
 	p("## Checks\n\n")
