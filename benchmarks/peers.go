@@ -750,29 +750,17 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// warmInput writes the input once through write(2), in transaction-sized
-// pieces, to a file it syncs and deletes, before any log opens. The first
-// time the kernel reads a buffer the process has just written costs several
-// times what later reads do on this machine (a standalone program: about
-// 2 CPU s/GiB, then 0.4), and the raw append, which writes straight from
-// the input, would pay it inside its clock while the logs that copy the
-// input in user space first would not. The deleted file's page cache goes
-// back to the free lists warm, for whichever log runs next. Every log gets
-// the same step.
+// warmInput writes the input once through write(2) (rawAppend, one sync)
+// to a file it deletes, before any log opens. The first time the kernel
+// reads a buffer the process has just written costs several times what
+// later reads do on this machine (a standalone program: about 2 CPU s/GiB,
+// then 0.4), and the raw append, which writes straight from the input,
+// would pay it inside its clock while the logs that copy the input in user
+// space first would not. The deleted file's page cache goes back to the
+// free lists warm, for whichever log runs next. Every log gets the same
+// step.
 func warmInput(dir string, buf []byte) error {
 	name := filepath.Join(dir, "warm-up")
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	for len(buf) > 0 {
-		n := min(len(buf), peerTxnRows*512)
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			return err
-		}
-		buf = buf[n:]
-	}
-	err = fdatasync(f)
-	return errors.Join(err, f.Close(), os.Remove(name))
+	_, err := rawAppend(name, [][]byte{buf}, 1, true)
+	return errors.Join(err, os.Remove(name))
 }
