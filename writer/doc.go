@@ -133,12 +133,12 @@
 // quota_overcommits_total). Besides the quota, blocks in flight take up
 // to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store
 // (the workers compress ahead while the committer syncs or uploads) and
-// twice min(FlushBytes, 4 MiB) without lz4 on local disk: a bigger flush is written while it is built, each
-// block's buffer reused once written. The buffers are
-// kept for reuse (as are the event arena's 1 MiB chunks, within the quota,
-// and record lists, up to a sixteenth of it): fresh memory costs a page
-// fault per 4 KiB at first touch, which on a virtual machine costs many
-// times the copy into it. On an object store the segment objects take
+// twice min(FlushBytes, 4 MiB) without lz4 on local disk: a bigger flush
+// is written while it is built, each block's buffer reused once written.
+// The buffers are kept for reuse (as are the event arena's 1 MiB chunks,
+// within the quota, and record lists, up to a sixteenth of it): fresh
+// memory costs a page fault per 4 KiB at first touch, which on a virtual
+// machine costs many times the copy into it. On an object store the segment objects take
 // up to (MaxUploads+1) × MaxSegmentBytes: the one being assembled, and each
 // one uploading until it is durable (their buffers are kept for the next
 // objects). Objects are only that large when a flush is: with the defaults
