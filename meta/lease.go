@@ -173,6 +173,9 @@ func decodeWriterState(key string, data []byte) (*WriterState, error) {
 			return bad("spans not sorted at %d", i)
 		}
 	}
+	if err := checkStateRules(key, &st); err != nil {
+		return nil, err
+	}
 	return &st, nil
 }
 

@@ -114,6 +114,9 @@ func decodeMeta(key string, data []byte) (*Meta, error) {
 	if m.Spans == nil {
 		m.Spans = map[SpanID]uint64{}
 	}
+	if err := checkMetaRules(key, &m); err != nil {
+		return nil, err
+	}
 	return &m, nil
 }
 
