@@ -79,6 +79,33 @@ func checkLayers(ls [][]string, graph map[string][]string) []string {
 	return bad
 }
 
+// coreOf names the part of the redo core that pkg belongs to ("writer" for
+// writer/..., "reader", "gc"), or "".
+func coreOf(pkg string) string {
+	for _, c := range []string{"writer", "reader", "gc"} {
+		if pkg == c || strings.HasPrefix(pkg, c+"/") {
+			return c
+		}
+	}
+	return ""
+}
+
+// checkCore returns every import between the three parts of the redo core,
+// which share a layer but must not import each other: writer, reader and gc
+// meet only in the bucket and in meta.
+func checkCore(graph map[string][]string) []string {
+	var bad []string
+	for pkg, imports := range graph {
+		from := coreOf(pkg)
+		for _, imp := range imports {
+			if to := coreOf(imp); from != "" && to != "" && to != from {
+				bad = append(bad, fmt.Sprintf("%s imports %s: writer, reader and gc do not import each other", pkg, imp))
+			}
+		}
+	}
+	return bad
+}
+
 func rel(path string) string {
 	if path == modulePath {
 		return "redokit"
@@ -110,7 +137,7 @@ func TestLayering(t *testing.T) {
 	if len(graph) < 10 {
 		t.Fatalf("go list saw %d packages: %q", len(graph), out)
 	}
-	for _, b := range checkLayers(ls, graph) {
+	for _, b := range append(checkLayers(ls, graph), checkCore(graph)...) {
 		t.Error(b)
 	}
 	// The CLI and the examples build no keys: the layout is the Log's.
@@ -136,5 +163,9 @@ func TestLayeringCatchesAnUpwardImport(t *testing.T) {
 	bad := checkLayers(ls, map[string][]string{"meta": {"blob", "gc"}, "gc": {"meta"}, "newpkg": nil, "apply/sqlite": {"apply"}})
 	if len(bad) != 2 || !strings.Contains(strings.Join(bad, "\n"), "meta (layer") || !strings.Contains(strings.Join(bad, "\n"), "newpkg is not in") {
 		t.Fatalf("check found %q, want meta → gc and newpkg", bad)
+	}
+	bad = checkCore(map[string][]string{"reader": {"writer", "meta"}, "writer/writermetrics": {"writer"}, "gc": {"meta"}})
+	if len(bad) != 1 || !strings.Contains(bad[0], "reader imports writer") {
+		t.Fatalf("core check found %q, want reader → writer only", bad)
 	}
 }

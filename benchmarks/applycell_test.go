@@ -12,8 +12,8 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/testenv"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // TestNaiveMatchesApply checks that the benchmark's naive baseline is a

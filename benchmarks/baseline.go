@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 // baselineCap bounds the bytes a baseline moves; rates do not need more.
@@ -53,8 +53,8 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	dst = nil
 
 	// lz4 in blocks cut at event boundaries, as the writer cuts them.
-	blocks := benchkit.Blocks(buf, ends)
-	comp, compBytes, tc, err := benchkit.LZ4Compress(blocks)
+	blocks := bench.Blocks(buf, ends)
+	comp, compBytes, tc, err := bench.LZ4Compress(blocks)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func baselines(ctx context.Context, b *blob.Bucket, be *Backend, dir string, c C
 	for i, blk := range blocks {
 		sizes[i] = len(blk)
 	}
-	decomp := func(par int) (time.Duration, error) { return benchkit.LZ4Decompress(comp, sizes, par) }
+	decomp := func(par int) (time.Duration, error) { return bench.LZ4Decompress(comp, sizes, par) }
 	td1, err := decomp(1)
 	if err != nil {
 		return err

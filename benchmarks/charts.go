@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 var palette = []color.Color{
@@ -119,7 +119,7 @@ func dotPlot(path, title, ylabel string, groups []string, ss []series) error {
 	return os.WriteFile(path, []byte(svg), 0o644)
 }
 
-func sum3(s benchkit.Summary, ok bool) (float64, float64, float64) {
+func sum3(s bench.Summary, ok bool) (float64, float64, float64) {
 	if !ok {
 		return math.NaN(), math.NaN(), math.NaN()
 	}

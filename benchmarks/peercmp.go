@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 // The side-by-side comparison of logs (go run ./benchmarks -peers): every
@@ -186,10 +186,10 @@ func pairPeerRounds(cells []Cell, results map[string][]*Result) {
 // main report and the peer report alike); a failed repetition counts only
 // its error.
 func summarizeCell(c Cell, results []*Result) CellReport {
-	cr := CellReport{Cell: c, Metrics: map[string]benchkit.Summary{}}
+	cr := CellReport{Cell: c, Metrics: map[string]bench.Summary{}}
 	vals := map[string][]float64{}
 	for _, res := range results {
-		cr.Wall = append(cr.Wall, benchkit.Sig(res.Wall))
+		cr.Wall = append(cr.Wall, bench.Sig(res.Wall))
 		if res.Err != "" {
 			cr.Errors = append(cr.Errors, res.Err)
 			continue
@@ -201,7 +201,7 @@ func summarizeCell(c Cell, results []*Result) CellReport {
 		}
 	}
 	for k, v := range vals {
-		s := benchkit.Summarize(v)
+		s := bench.Summarize(v)
 		if k != "payload_crc32c" && k != "payload_bytes" && k != "received_bytes" {
 			s = s.Rounded() // exact values stay exact
 		}

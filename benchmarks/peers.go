@@ -29,7 +29,7 @@ import (
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/benchmarks/internal/msgpbench"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -105,7 +105,7 @@ type peerData struct {
 	hash   uint32 // CRC32C of buf
 }
 
-func peerTs(txn int) uint64 { return benchkit.TsBase + 1 + uint64(txn) }
+func peerTs(txn int) uint64 { return bench.TsBase + 1 + uint64(txn) }
 
 // peerID is record i's primary key: large enough that its encoding has the
 // same length for every record.
@@ -115,7 +115,7 @@ func peerID(i int) int64 { return 1<<40 + int64(i) }
 // words and numbers (compressible as text is), about size bytes encoded.
 func makeRow1(r *rand.Rand, size int) codec.Event {
 	ev := codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: peerTs(0) - 1, CommitTs: peerTs(0), Table: benchkit.Table(0),
+		StartTs: peerTs(0) - 1, CommitTs: peerTs(0), Table: bench.Table(0),
 		Columns: []codec.Column{
 			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(peerID(0))},
 			{Name: "data", Type: codec.TypeBlob, Flags: codec.FlagBinary, Charset: "binary", Collation: "binary", Value: codec.BytesValue(nil)},
@@ -151,7 +151,7 @@ func makeRow10(r *rand.Rand, size int) codec.Event {
 		{Name: "notes", Type: codec.TypeBlob, Flags: codec.FlagNullable | codec.FlagBinary, Charset: "binary", Collation: "binary", Value: codec.BytesValue(nil)},
 	}
 	ev := codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: peerTs(0) - 1, CommitTs: peerTs(0), Table: benchkit.Table(0), Columns: cols,
+		StartTs: peerTs(0) - 1, CommitTs: peerTs(0), Table: bench.Table(0), Columns: cols,
 	}}
 	base := len(codec.AppendEvent(nil, &ev))
 	ev.Row.Columns[9].Value = codec.BytesValue(words(r, size-base-2))
@@ -183,7 +183,7 @@ func words(r *rand.Rand, n int) []byte {
 func stamp(ev *codec.Event, i int) {
 	txn := i / peerTxnRows
 	ev.Row.CommitTs, ev.Row.StartTs = peerTs(txn), peerTs(txn)-1
-	ev.Row.Table = benchkit.Table(txn % peerSpans)
+	ev.Row.Table = bench.Table(txn % peerSpans)
 	ev.Row.Columns[0].Value = codec.IntValue(peerID(i))
 }
 
@@ -215,7 +215,7 @@ func makePeerData(c Cell, needRows bool) *peerData {
 	d.hash = crc32.Checksum(d.buf, crc32.MakeTable(crc32.Castagnoli))
 	if needRows {
 		for s := range peerSpans {
-			t := benchkit.Table(s)
+			t := bench.Table(s)
 			d.tables = append(d.tables, &msgpbench.TableName{Schema: t.Schema, Table: t.Name, TableID: t.PhysicalID})
 		}
 		d.rpool = make([]*msgpbench.RedoLog, len(d.pool))
@@ -372,7 +372,7 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 	m["cpu_s_per_gib"] = cpu / (float64(payload) / (1 << 30))
 	m["syncs"] = float64(syncs)
 	m["minor_faults_per_mib"] = float64(faults1-faults0) / (float64(payload) / mib)
-	m["batch_p50_ms"], m["batch_p99_ms"], m["batch_max_ms"] = benchkit.Percentiles(lat)
+	m["batch_p50_ms"], m["batch_p99_ms"], m["batch_max_ms"] = bench.Percentiles(lat)
 	disk := dirSize(dir)
 	m["disk_mib"] = float64(disk) / mib
 	m["disk_ratio"] = float64(payload) / float64(disk)
@@ -397,7 +397,7 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 			k++
 		}
 		buf := d.buf[:d.ends[max(k-1, 0)]]
-		_, comp, took, err := benchkit.LZ4Compress(benchkit.Blocks(buf, d.ends[:k]))
+		_, comp, took, err := bench.LZ4Compress(bench.Blocks(buf, d.ends[:k]))
 		if err != nil {
 			return err
 		}
@@ -478,7 +478,7 @@ func openRedokitPeer(ctx context.Context, dir string, lz bool) (peerLog, error) 
 		return nil, err
 	}
 	for s := range peerSpans {
-		if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
+		if err := w.AddSpan(writer.SpanID(s), bench.TsBase); err != nil {
 			return nil, err
 		}
 	}
@@ -656,7 +656,7 @@ func openTicdcPeer(dir string, lz bool) (peerLog, error) {
 func (p *ticdcPeer) received() int64 { return p.n }
 
 func (p *ticdcPeer) tmpName() string {
-	return filepath.Join(p.dir, fmt.Sprintf("capture_cf_row_%d_%06d.log.tmp", benchkit.TsBase, p.files))
+	return filepath.Join(p.dir, fmt.Sprintf("capture_cf_row_%d_%06d.log.tmp", bench.TsBase, p.files))
 }
 
 func (p *ticdcPeer) open() error {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
+	"github.com/redokit/redokit/testkit/bench"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -37,7 +37,7 @@ import (
 const (
 	pipeCoordTick = 20 * time.Millisecond
 	pipeWatchPoll = 10 * time.Millisecond
-	pipeSpans     = benchkit.Spans
+	pipeSpans     = bench.Spans
 )
 
 func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
@@ -69,7 +69,7 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	coord, err := meta.OpenCoordinator(ctx, b, logID, &meta.CoordinatorOptions{StartTs: benchkit.TsBase})
+	coord, err := meta.OpenCoordinator(ctx, b, logID, &meta.CoordinatorOptions{StartTs: bench.TsBase})
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 		watcher := meta.NewWatcher(b, logID, pipeWatchPoll)
 		g := sinkgate.New(w, watcher, coord, sinkgate.DownstreamFunc(downstream), nil)
 		for s := range pipeSpans {
-			if err := g.AddSpan(ctx, writer.SpanID(s), benchkit.TsBase); err != nil {
+			if err := g.AddSpan(ctx, writer.SpanID(s), bench.TsBase); err != nil {
 				return err
 			}
 		}
@@ -138,7 +138,7 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 		finish = func() error { return g.Close(ctx) }
 	} else {
 		for s := range pipeSpans {
-			if err := w.AddSpan(writer.SpanID(s), benchkit.TsBase); err != nil {
+			if err := w.AddSpan(writer.SpanID(s), bench.TsBase); err != nil {
 				return err
 			}
 		}
@@ -188,8 +188,8 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 		finish = func() error { close(ch); return w.Close(ctx) }
 	}
 
-	g := benchkit.NewGen(1, c.RowSize, "rows")
-	ts := benchkit.TsBase
+	g := bench.NewGen(1, c.RowSize, "rows")
+	ts := bench.TsBase
 	var written int64
 	// run generates transactions for d; pace > 0 spaces them (open loop).
 	run := func(d time.Duration, pace time.Duration, record bool) error {
@@ -257,7 +257,7 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 	res.Metrics["pipe_rows"] = float64(written)
 	res.Metrics["rss_mib"] = float64(peakRSS()) / mib
 
-	pace := time.Duration(float64(time.Second) * float64(benchkit.TxnRows) / float64(c.Rate))
+	pace := time.Duration(float64(time.Second) * float64(bench.TxnRows) / float64(c.Rate))
 	if err := run(secs, pace, true); err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 	latMu.Unlock()
 	res.Samples["e2e_ms"] = append([]float64(nil), l...)
 	res.Metrics["e2e_n"] = float64(len(l))
-	res.Metrics["e2e_p50_ms"], res.Metrics["e2e_p99_ms"], res.Metrics["e2e_max_ms"] = benchkit.Percentiles(l)
+	res.Metrics["e2e_p50_ms"], res.Metrics["e2e_p99_ms"], res.Metrics["e2e_max_ms"] = bench.Percentiles(l)
 	res.Metrics["rate_rows_s"] = float64(c.Rate)
 	if err := finish(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("close: %w", err)

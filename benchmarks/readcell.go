@@ -17,9 +17,9 @@ import (
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/bench"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -78,7 +78,7 @@ func runReadCell(ctx context.Context, in childInput, res *Result) error {
 		var rows, ddls int64
 		d, err := measureRead(res, name, func() (err error) {
 			if raw {
-				rows, ddls, err = benchkit.ReadAll(ctx, b, logID, lw.maxTs, true)
+				rows, ddls, err = bench.ReadAll(ctx, b, logID, lw.maxTs, true)
 				return err
 			}
 			want, err = readDecoded(ctx, b, logID, lw.maxTs)
@@ -217,7 +217,7 @@ func runBaseline(res *Result, name string, payload int64, want *eventDigest, rea
 	return nil
 }
 
-// readDecoded is benchkit.ReadAll's decoded read, folding every event into
+// readDecoded is bench.ReadAll's decoded read, folding every event into
 // a digest as it goes (a few multiplications per event), so that the
 // sort-then-merge baseline can be checked to read the same events in the
 // same commit-ts order.
@@ -252,7 +252,7 @@ type builtLog struct {
 // the writer's default flush triggers, then closed.
 func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*builtLog, error) {
 	W := max(c.Writers, 1)
-	pools, _ := benchkit.MakePools(W, c.RowSize, c.Mix)
+	pools, _ := bench.MakePools(W, c.RowSize, c.Mix)
 	ws := make([]*writer.Writer, W)
 	for i := range W {
 		w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), Compression: writer.CompressionLZ4})
@@ -261,8 +261,8 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range benchkit.Spans {
-			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
+		for s := range bench.Spans {
+			if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
 				return nil, err
 			}
 		}
@@ -275,10 +275,10 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 		wg.Go(func() {
 			w, p := ws[i], pools[i]
 			var written int64
-			ts := benchkit.TsBase
+			ts := bench.TsBase
 			for k := uint64(0); written < target; k++ {
-				ts = benchkit.TsBase + 1 + k*uint64(W) + uint64(i)
-				span := writer.SpanID(i*benchkit.Spans + int(k%benchkit.Spans))
+				ts = bench.TsBase + 1 + k*uint64(W) + uint64(i)
+				span := writer.SpanID(i*bench.Spans + int(k%bench.Spans))
 				if err := w.Write(ctx, span, p.Txn(k, ts)...); err != nil {
 					errs[i] = err
 					return
@@ -289,8 +289,8 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 				}
 				written += int64(p.Bytes(k))
 			}
-			for s := range benchkit.Spans {
-				if err := w.AdvanceResolved(writer.SpanID(i*benchkit.Spans+s), ts); err != nil {
+			for s := range bench.Spans {
+				if err := w.AdvanceResolved(writer.SpanID(i*bench.Spans+s), ts); err != nil {
 					errs[i] = err
 					return
 				}
@@ -351,7 +351,7 @@ func storedCeiling(ctx context.Context, b *blob.Bucket, logID string) (t1 time.D
 			comp = append(comp, data[bi.Offset+segment.BlockHeaderSize:bi.End()])
 			sizes = append(sizes, bi.Uncompressed)
 		}
-		d1, err := benchkit.LZ4Decompress(comp, sizes, 1)
+		d1, err := bench.LZ4Decompress(comp, sizes, 1)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", a.Key, err)
 		}

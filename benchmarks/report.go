@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 // Report is everything a run measured; results.json holds it whole.
@@ -30,8 +30,8 @@ type Report struct {
 
 // CellReport is one cell over its repetitions.
 type CellReport struct {
-	Cell    Cell                        `json:"cell"`
-	Metrics map[string]benchkit.Summary `json:"metrics"`
+	Cell    Cell                     `json:"cell"`
+	Metrics map[string]bench.Summary `json:"metrics"`
 	// Pooled percentiles over every repetition's raw samples.
 	Pooled map[string]Pooled `json:"pooled,omitempty"`
 	Errors []string          `json:"errors,omitempty"`
@@ -59,10 +59,10 @@ type Target struct {
 	Metric  string  `json:"metric"`
 	Need    float64 `json:"need"`
 	// Cmp is "≤" when the goal is an upper bound; "" (or "≥") a lower one.
-	Cmp      string           `json:"cmp,omitempty"`
-	Measured benchkit.Summary `json:"measured"`
-	Verdict  string           `json:"verdict"` // met | not met | not measured
-	Note     string           `json:"note,omitempty"`
+	Cmp      string        `json:"cmp,omitempty"`
+	Measured bench.Summary `json:"measured"`
+	Verdict  string        `json:"verdict"` // met | not met | not measured
+	Note     string        `json:"note,omitempty"`
 }
 
 func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[string][]*Result, quick bool, reps int, took time.Duration) *Report {
@@ -86,8 +86,8 @@ func buildReport(mach Machine, backends []*Backend, cells []Cell, results map[st
 		}
 		for k, v := range samples {
 			if len(v) > 0 {
-				p50, p99, mx := benchkit.Percentiles(v)
-				cr.Pooled[k] = Pooled{N: len(v), P50: benchkit.Sig(p50), P99: benchkit.Sig(p99), Max: benchkit.Sig(mx)}
+				p50, p99, mx := bench.Percentiles(v)
+				cr.Pooled[k] = Pooled{N: len(v), P50: bench.Sig(p50), P99: bench.Sig(p99), Max: bench.Sig(mx)}
 			}
 		}
 		if c.Kind == "apply" {
@@ -209,7 +209,7 @@ func judgeTargets(r *Report) []Target {
 					ratios = []float64{ls.Median / ss.Median}
 					t.Note = "ratio of the medians (a repetition failed)"
 				}
-				t.Measured = benchkit.Summarize(ratios)
+				t.Measured = bench.Summarize(ratios)
 				t.Verdict = "met"
 				if t.Measured.Median > t.Need {
 					t.Verdict = "not met"
@@ -313,7 +313,7 @@ func human(v float64) string {
 }
 
 // fs formats a summary: "median (min–max)", and "noisy" when it is.
-func fmtS(s benchkit.Summary, ok bool) string {
+func fmtS(s bench.Summary, ok bool) string {
 	if !ok || len(s.Samples) == 0 {
 		return "–"
 	}

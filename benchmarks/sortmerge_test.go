@@ -10,7 +10,7 @@ import (
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/benchmarks/internal/msgpbench"
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 // The sort-then-merge baseline must read exactly the events redokit's
@@ -93,7 +93,7 @@ func TestSortMergeReadsWhatTheReaderReads(t *testing.T) {
 	if tshort.sameAs(want) == nil {
 		t.Fatal("a TiCDC-format read without the last commit ts passed as the reader's")
 	}
-	tlate, _, err := ticdcSortMergeRead(tdir, benchkit.TsBase+1, lw.maxTs, filepath.Join(dir, "tlate"))
+	tlate, _, err := ticdcSortMergeRead(tdir, bench.TsBase+1, lw.maxTs, filepath.Join(dir, "tlate"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/benchkit"
+	"github.com/redokit/redokit/testkit/bench"
 )
 
 // sqliteDown is the toy pipeline's downstream: one SQLite table per span,
@@ -27,7 +27,7 @@ func openSQLiteDown(path string, tables int) (*sqliteDown, error) {
 	db.SetMaxOpenConns(1)
 	d := &sqliteDown{db: db, stmts: map[string]string{}}
 	for s := range tables {
-		t := benchkit.Table(s)
+		t := bench.Table(s)
 		if _, err := db.Exec(fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id INTEGER PRIMARY KEY, acct INTEGER, status INTEGER, created TEXT, note TEXT, ts INTEGER)", t.Name)); err != nil {
 			db.Close()
 			return nil, err
@@ -71,7 +71,7 @@ func (d *sqliteDown) apply(ctx context.Context, evs []codec.Event) error {
 		}
 		c := ev.Row.Columns
 		if _, err := st.ExecContext(ctx, c[0].Value.Int(), int64(c[1].Value.Uint()), c[2].Value.Int(),
-			c[3].Value.DateTime().String(), c[4].Value.Text(), int64(ev.Row.CommitTs-benchkit.TsBase)); err != nil {
+			c[3].Value.DateTime().String(), c[4].Value.Text(), int64(ev.Row.CommitTs-bench.TsBase)); err != nil {
 			tx.Rollback()
 			return err
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/testkit/bench"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -70,7 +70,7 @@ type writeOutcome struct {
 	elapsed                time.Duration
 	stats                  blob.Stats // requests of the write phase
 	maxTs                  uint64
-	pool0                  *benchkit.TxnPool // writer 0's pool, replayed again by the baselines
+	pool0                  *bench.TxnPool // writer 0's pool, replayed again by the baselines
 }
 
 func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *Result) (*writeOutcome, error) {
@@ -83,7 +83,7 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	ws := make([]*writer.Writer, W)
 	// The transactions are generated here, before anything is timed, and
 	// replayed by the driver with fresh commit ts and ids.
-	pools, poolBytes := benchkit.MakePools(W, c.RowSize, c.Mix)
+	pools, poolBytes := bench.MakePools(W, c.RowSize, c.Mix)
 	res.Metrics["gen_pool_mib"] = float64(poolBytes) / mib
 	res.Metrics["gen_pool_txns"] = float64(pools[0].Len())
 	for i := range W {
@@ -100,14 +100,14 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range benchkit.Spans {
-			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
+		for s := range bench.Spans {
+			if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
 				return nil, err
 			}
 		}
 	}
 
-	d := benchkit.NewDriver(ws, pools, interval)
+	d := bench.NewDriver(ws, pools, interval)
 	before := b.Stats()
 	start := time.Now()
 	satLat, err := d.Run(ctx, time.Duration(c.Seconds*float64(time.Second)), 0)
@@ -187,8 +187,8 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 	res.Samples["flush_ms"] = append([]float64(nil), lat...)
 	res.Samples["flush_sat_ms"] = append([]float64(nil), satLat...)
 	m["flush_n"] = float64(len(lat))
-	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = benchkit.Percentiles(lat)
-	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = benchkit.Percentiles(satLat)
+	m["flush_p50_ms"], m["flush_p99_ms"], m["flush_max_ms"] = bench.Percentiles(lat)
+	m["flush_sat_p50_ms"], m["flush_sat_p99_ms"], m["flush_sat_max_ms"] = bench.Percentiles(satLat)
 	for k, v := range m {
 		if math.IsNaN(v) {
 			delete(m, k)

@@ -21,7 +21,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 func TestParseURI(t *testing.T) {

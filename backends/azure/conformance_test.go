@@ -15,8 +15,8 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
-	"github.com/redokit/redokit/internal/testenv"
-	"github.com/redokit/redokit/internal/toxinet"
+	"github.com/redokit/redokit/testkit/testenv"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 // conformanceLarge is the large-object size of the runs against Azurite:

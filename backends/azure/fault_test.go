@@ -25,8 +25,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/testenv"
-	"github.com/redokit/redokit/internal/toxinet"
+	"github.com/redokit/redokit/testkit/testenv"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 // faultEnv is a container reachable directly and through the proxy.

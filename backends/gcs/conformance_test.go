@@ -13,7 +13,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
-	"github.com/redokit/redokit/internal/toxinet"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 // conformanceLarge is the large-object size of the runs against

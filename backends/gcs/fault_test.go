@@ -24,8 +24,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/testenv"
-	"github.com/redokit/redokit/internal/toxinet"
+	"github.com/redokit/redokit/testkit/testenv"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 type faultEnv struct {

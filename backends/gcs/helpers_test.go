@@ -17,7 +17,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // emulatorHost returns STORAGE_EMULATOR_HOST (fake-gcs-server), skipping

@@ -12,7 +12,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance"
 	"github.com/redokit/redokit/conformance/redo"
-	"github.com/redokit/redokit/internal/toxinet"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 // TestConformance runs the blob conformance suite on versitygw (posix

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/benchkit"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/bench"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -78,7 +78,7 @@ outside it is read or written.`,
 }
 
 func (o *benchOptions) validate() error {
-	o.spans = benchkit.Spans
+	o.spans = bench.Spans
 	switch {
 	case o.seconds <= 0:
 		return usageErrorf("--seconds must be positive")
@@ -125,7 +125,7 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 	}
 	defer cleanup(&err)
 
-	pools, _ := benchkit.MakePools(o.writers, o.rowSize, "rows")
+	pools, _ := bench.MakePools(o.writers, o.rowSize, "rows")
 	samples := map[string][]float64{}
 	bar := a.bar(int64(o.reps), "benchmarking", false)
 	for rep := range o.reps {
@@ -146,7 +146,7 @@ func (a *app) runBench(ctx context.Context, o *benchOptions) (err error) {
 		if !ok {
 			continue
 		}
-		sum := benchkit.Summarize(s)
+		sum := bench.Summarize(s)
 		figs = append(figs, benchFigure{Name: r.name, Unit: r.unit, Median: sum.Median, Min: sum.Min, Max: sum.Max, Samples: s})
 	}
 	kind := "(an object store: objects per flush, raw PUT baseline)"
@@ -210,7 +210,7 @@ func benchNum(v float64, unit string) string {
 }
 
 // benchOnce is one repetition: the write phase, the read, the baselines.
-func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOptions, pools []*benchkit.TxnPool) (map[string]float64, error) {
+func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOptions, pools []*bench.TxnPool) (map[string]float64, error) {
 	m := map[string]float64{}
 	comp := writer.CompressionLZ4
 	if o.comp == "none" {
@@ -229,7 +229,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		}
 		defer w.Close(context.WithoutCancel(ctx))
 		for s := range o.spans {
-			if err := w.AddSpan(writer.SpanID(i*benchkit.Spans+s), benchkit.TsBase); err != nil {
+			if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
 				return nil, err
 			}
 		}
@@ -238,7 +238,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 
 	// The benchmarks program's driver, flat out: the same replay of the
 	// same pools, flushed on the same kind of ticker.
-	d := benchkit.NewDriver(ws, pools, o.flush)
+	d := bench.NewDriver(ws, pools, o.flush)
 	before := b.Stats()
 	start := time.Now()
 	lat, err := d.Run(ctx, o.seconds, 0)
@@ -274,7 +274,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		m["ratio"] = float64(st.PayloadBytes) / float64(st.StoredBytes)
 	}
 	if len(lat) > 0 {
-		m["flush_p50_ms"], m["flush_p99_ms"], _ = benchkit.Percentiles(lat)
+		m["flush_p50_ms"], m["flush_p99_ms"], _ = bench.Percentiles(lat)
 	}
 	if st.Flushes > 0 {
 		m["puts_per_flush"] = float64(reqs.Puts) / float64(st.Flushes)
@@ -282,7 +282,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 
 	// The reader's merge of everything written.
 	t0 := time.Now()
-	read, _, err := benchkit.ReadAll(ctx, b, logID, maxTs, false)
+	read, _, err := bench.ReadAll(ctx, b, logID, maxTs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -308,8 +308,8 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 		m["raw_put_mib_s"] = mibs
 		m["vs_put"] = m["stored_mib_s"] / mibs
 	}
-	blocks := benchkit.Blocks(raw, ends)
-	lzBlocks, _, tc, err := benchkit.LZ4Compress(blocks)
+	blocks := bench.Blocks(raw, ends)
+	lzBlocks, _, tc, err := bench.LZ4Compress(blocks)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func benchOnce(ctx context.Context, b *blob.Bucket, logID string, o *benchOption
 	for i, blk := range blocks {
 		sizes[i] = len(blk)
 	}
-	td, err := benchkit.LZ4Decompress(lzBlocks, sizes, 1)
+	td, err := bench.LZ4Decompress(lzBlocks, sizes, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/gen"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // These tests run the CLI against the real servers scripts/emulators.sh

@@ -25,7 +25,7 @@ import (
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // The disaster drill: a pgbench-style workload on a real PostgreSQL while two

@@ -15,7 +15,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/pgddl"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // postgres returns a connection to the server of REDOKIT_POSTGRES_DSN, or

@@ -21,7 +21,7 @@ import (
 	_ "github.com/redokit/redokit/apply/postgres"
 	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/testenv"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // env is one downstream for a test: a fresh SQLite file, or fresh databases

@@ -1,4 +1,4 @@
-package benchkit
+package bench
 
 import (
 	"context"
