@@ -30,8 +30,16 @@ import (
 // batch that comes again is applied again (an insert twice is two rows; a
 // delete, which matches every column exactly, removes one more of identical
 // rows). Give such tables a key.
+//
+// Run sees the sink's optional interfaces of package apply as the sink has
+// them, and none it lacks: apply.TxLimiter (SQLite's one writer),
+// apply.CommitOrderer with the Tx's apply.GroupApplier (a downstream that
+// checks foreign keys gets each upstream transaction whole, from one worker,
+// its tables in the order the keys accept, whatever order the spans' events
+// reached the gate in), and apply.ConflictReporter. Only the progress is
+// left out.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
-	return &applyDownstream{sink: noMarks{sink}, opts: opts}
+	return &applyDownstream{sink: withoutMarks(sink), opts: opts}
 }
 
 type applyDownstream struct {
@@ -45,7 +53,67 @@ func (d *applyDownstream) Apply(ctx context.Context, events []codec.Event) error
 	return err
 }
 
+// withoutMarks returns s wrapped in noMarks with the optional interfaces of
+// package apply that s has, and only those: Run discovers them by type
+// assertion, so a wrapper that hid CommitOrderer would have a downstream
+// that checks foreign keys written by parallel workers in any table order,
+// and one that claimed an interface the sink lacks would answer for it. A
+// type gets no method at run time, so each combination is a type of its
+// own (and noMarks.Begin does the same for the Tx). An optional interface
+// added to package apply must be added here: the test that lists them
+// fails until it is.
+func withoutMarks(s apply.Sink) apply.Sink {
+	w := noMarks{s}
+	l, isL := s.(apply.TxLimiter)
+	o, isO := s.(apply.CommitOrderer)
+	c, isC := s.(apply.ConflictReporter)
+	switch {
+	case isL && isO && isC:
+		return struct {
+			noMarks
+			apply.TxLimiter
+			apply.CommitOrderer
+			apply.ConflictReporter
+		}{w, l, o, c}
+	case isL && isO:
+		return struct {
+			noMarks
+			apply.TxLimiter
+			apply.CommitOrderer
+		}{w, l, o}
+	case isL && isC:
+		return struct {
+			noMarks
+			apply.TxLimiter
+			apply.ConflictReporter
+		}{w, l, c}
+	case isO && isC:
+		return struct {
+			noMarks
+			apply.CommitOrderer
+			apply.ConflictReporter
+		}{w, o, c}
+	case isL:
+		return struct {
+			noMarks
+			apply.TxLimiter
+		}{w, l}
+	case isO:
+		return struct {
+			noMarks
+			apply.CommitOrderer
+		}{w, o}
+	case isC:
+		return struct {
+			noMarks
+			apply.ConflictReporter
+		}{w, c}
+	}
+	return w
+}
+
 // noMarks is a sink that neither reads nor writes progress: see ApplyTo.
+// Its method set is apply.Sink's alone; withoutMarks adds the rest.
 type noMarks struct{ apply.Sink }
 
 func (s noMarks) Progress(context.Context) (apply.Progress, error) { return apply.Progress{}, nil }
@@ -54,27 +122,30 @@ func (s noMarks) ApplyDDL(ctx context.Context, ddl *codec.DDL, _ apply.DDLMark) 
 	return s.Sink.ApplyDDL(ctx, ddl, apply.DDLMark{})
 }
 
+// Begin returns the sink's transaction without its marks, keeping its
+// apply.GroupApplier when it has one.
 func (s noMarks) Begin(ctx context.Context) (apply.Tx, error) {
 	tx, err := s.Sink.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if g, ok := tx.(apply.GroupApplier); ok {
+		return struct {
+			noMarksTx
+			apply.GroupApplier
+		}{noMarksTx{tx}, g}, nil
+	}
 	return noMarksTx{tx}, nil
 }
 
-// MaxOpenTxs passes the sink's limit on (SQLite has one writer).
-func (s noMarks) MaxOpenTxs() int {
-	if l, ok := s.Sink.(apply.TxLimiter); ok {
-		return l.MaxOpenTxs()
-	}
-	return 0
-}
-
+// noMarksTx is a transaction that records no marks. Its method set is
+// apply.Tx's alone; noMarks.Begin adds the rest.
 type noMarksTx struct{ apply.Tx }
 
 func (t noMarksTx) Commit(ctx context.Context, _ []apply.Mark) error { return t.Tx.Commit(ctx, nil) }
 
 var (
-	_ Downstream      = (*applyDownstream)(nil)
-	_ apply.TxLimiter = noMarks{}
+	_ Downstream = (*applyDownstream)(nil)
+	_ apply.Sink = noMarks{}
+	_ apply.Tx   = noMarksTx{}
 )

@@ -4,14 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
 )
 
@@ -193,5 +196,85 @@ func TestApplyToCatchUp(t *testing.T) {
 	}
 	if !reflect.DeepEqual(before, after) || after.DDL.CommitTs != 5 {
 		t.Errorf("progress %+v after the gate, %+v before: the gate must leave it as the recovery did", after, before)
+	}
+}
+
+// fkRow is a row change of table p (id, v) or c (id, pid), the child of p,
+// on span 1 or 2: an insert with ins, else a delete.
+func fkRow(span meta.SpanID, ts uint64, table string, id, pid int64, ins bool) codec.Event {
+	img := []codec.Column{{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(id)}}
+	if table == "c" {
+		img = append(img, codec.Column{Name: "pid", Type: codec.TypeLonglong, Flags: codec.FlagNullable | codec.FlagMultipleKey, Value: codec.IntValue(pid)})
+	} else {
+		img = append(img, codec.Column{Name: "v", Type: codec.TypeVarchar, Flags: codec.FlagNullable, Value: codec.StringValue(fmt.Sprint("p", id))})
+	}
+	r := codec.RowChange{StartTs: ts - 1, CommitTs: ts, Table: codec.TableName{Schema: "db", Name: table, PhysicalID: int64(span)}}
+	if ins {
+		r.Columns = img
+	} else {
+		r.PreColumns = img
+	}
+	return codec.Event{Kind: codec.RowEvent, Row: r}
+}
+
+// TestApplyToForeignKeys: behind a gate, a SQLite downstream that keeps its
+// foreign-key checks on gets each upstream transaction in an order the
+// checks accept, whatever order its tables' spans reached the gate in: the
+// sink's CommitOrderer and its Tx's GroupApplier reach apply.Run through
+// ApplyTo. Here a parent and its children are inserted in one transaction
+// and deleted in another, all in one released batch, with the children's
+// span first for the inserts and the parent's first for the deletes.
+func TestApplyToForeignKeys(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), &apply.SinkOptions{ForeignKeyChecks: true})
+	must(t, err)
+	defer s.Close()
+	G, cp := newFakeG(0), &cps{}
+	g := sinkgate.New(openWriter(t, memBucket(t), "w1"), G, cp, sinkgate.ApplyTo(s, nil), nil)
+	must(t, g.AddSpan(ctx, 1, 0)) // table p
+	must(t, g.AddSpan(ctx, 2, 0)) // table c
+	must(t, g.Write(ctx, 1, codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{StartTs: 9, CommitTs: 10, Type: codec.ActionCreateTable,
+		Table: codec.TableName{Schema: "db", Name: "p", PhysicalID: 1}, Query: "CREATE TABLE p (id BIGINT PRIMARY KEY, v VARCHAR(10))"}}))
+	must(t, g.Write(ctx, 2, codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{StartTs: 10, CommitTs: 11, Type: codec.ActionCreateTable,
+		Table: codec.TableName{Schema: "db", Name: "c", PhysicalID: 2},
+		Query: "CREATE TABLE c (id BIGINT PRIMARY KEY, pid BIGINT, FOREIGN KEY (pid) REFERENCES p (id))"}}))
+	// ts 20 inserts parents 1..3 and their children; the children's span
+	// reaches the gate first.
+	must(t, g.Write(ctx, 2, fkRow(2, 20, "c", 10, 1, true), fkRow(2, 20, "c", 11, 1, true),
+		fkRow(2, 20, "c", 20, 2, true), fkRow(2, 20, "c", 30, 3, true)))
+	must(t, g.Write(ctx, 1, fkRow(1, 20, "p", 1, 0, true), fkRow(1, 20, "p", 2, 0, true), fkRow(1, 20, "p", 3, 0, true)))
+	// ts 30 deletes parent 1 and its children; the parent's span first.
+	must(t, g.Write(ctx, 1, fkRow(1, 30, "p", 1, 0, false)))
+	must(t, g.Write(ctx, 2, fkRow(2, 30, "c", 10, 1, false), fkRow(2, 30, "c", 11, 1, false)))
+	must(t, g.AdvanceResolved(1, 40))
+	must(t, g.AdvanceResolved(2, 40))
+	r := runGate(t, g)
+	G.Set(40)
+	eventually(t, "the checkpoint to reach 40, or Run to fail", func() bool {
+		select {
+		case <-r.done:
+			return true
+		default:
+		}
+		ts, _ := cp.last()
+		return ts == 40
+	})
+	select {
+	case <-r.done:
+		t.Fatalf("Run: %v", r.err)
+	default:
+	}
+	if st := g.Stats(); st.Batches != 1 || st.Released != 12 {
+		t.Errorf("stats %+v: want the 12 events released in one batch", st)
+	}
+	if got := downIDs(t, s.DB(), "p"); !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("p holds %v, want [2 3]", got)
+	}
+	if got := downIDs(t, s.DB(), "c"); !slices.Equal(got, []int64{20, 30}) {
+		t.Errorf("c holds %v, want [20 30]", got)
+	}
+	// The checks were on: an orphan is refused.
+	if err := sinkgate.ApplyTo(s, nil).Apply(ctx, []codec.Event{fkRow(2, 50, "c", 40, 9, true)}); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Errorf("an orphan child: %v, want a foreign-key failure", err)
 	}
 }
