@@ -114,7 +114,9 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 			return nil, err
 		}
 		m = &Meta{Version: StateVersion, LogID: logID, CheckpointTs: o.StartTs, ResolvedTs: o.StartTs,
-			Writers: map[string]uint64{}, Spans: map[SpanID]uint64{}, Barriers: []Barrier{}, Updated: o.Now().UTC(), Token: newToken()}
+			Writers: map[string]uint64{}, Spans: map[SpanID]uint64{}, Barriers: []Barrier{},
+			RemovedSpans: map[SpanID]uint64{}, Generation: 1, WriterGenerations: map[string]uint64{},
+			Updated: o.Now().UTC(), Token: newToken()}
 		attrs, err := b.Put(ctx, key, encodeMeta(m), &blob.PutOptions{IfNotExist: true})
 		switch {
 		case err == nil:
@@ -151,6 +153,14 @@ func cloneMeta(m *Meta) Meta {
 	cp := *m
 	cp.Writers = maps.Clone(m.Writers)
 	cp.Spans = maps.Clone(m.Spans)
+	cp.RemovedSpans = maps.Clone(m.RemovedSpans)
+	cp.WriterGenerations = maps.Clone(m.WriterGenerations)
+	if cp.RemovedSpans == nil {
+		cp.RemovedSpans = map[SpanID]uint64{}
+	}
+	if cp.WriterGenerations == nil {
+		cp.WriterGenerations = map[string]uint64{}
+	}
 	cp.Barriers = slices.Clone(m.Barriers)
 	if cp.Barriers == nil {
 		cp.Barriers = []Barrier{}
@@ -178,6 +188,7 @@ func (c *Coordinator) updateChecked(ctx context.Context, fn func(m *Meta) error,
 			return err
 		}
 	}
+	refreshed := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt-1); err != nil {
@@ -186,6 +197,21 @@ func (c *Coordinator) updateChecked(ctx context.Context, fn func(m *Meta) error,
 		}
 		next := cloneMeta(c.m)
 		if err := fn(&next); err != nil {
+			var behind *metaBehind
+			if errors.As(err, &behind) && !refreshed {
+				// A writer saw a newer meta object than the one held:
+				// another process wrote it meanwhile, or the one held is
+				// stale. A fresh read decides (once).
+				refreshed = true
+				if _, err := c.settle(ctx); err != nil {
+					return err
+				}
+				attempt--
+				continue
+			}
+			if errors.As(err, &behind) {
+				return behind.err
+			}
 			return err
 		}
 		if err := check(c.m, &next); err != nil {
@@ -193,6 +219,7 @@ func (c *Coordinator) updateChecked(ctx context.Context, fn func(m *Meta) error,
 		}
 		next.Updated = c.o.Now().UTC()
 		next.Token = newToken()
+		next.Generation = c.m.Generation + 1
 		if next.Barriers == nil {
 			next.Barriers = []Barrier{}
 		}
@@ -237,6 +264,9 @@ func (c *Coordinator) settle(ctx context.Context) (string, error) {
 	if etag == c.etag && m.Token == c.m.Token {
 		return "", nil // unchanged: what is pending may still land
 	}
+	if err := c.checkFresh(m, etag); err != nil {
+		return "", err
+	}
 	landed := ""
 	if c.pending[m.Token] {
 		landed = m.Token
@@ -244,6 +274,37 @@ func (c *Coordinator) settle(ctx context.Context) (string, error) {
 	c.m, c.etag, c.pending = m, etag, nil
 	return landed, nil
 }
+
+// checkFresh refuses a meta object read that is older than the one the
+// coordinator holds (the last it read or wrote): a restored version or a
+// lagging replica. Adopting it would let the next write carry its old
+// content forward. The held version under another ETag is refused too:
+// the ETag may be that of a write of ours whose body the read did not
+// return yet, so the pair is not proven to be of one version. Called with
+// c.mu held.
+func (c *Coordinator) checkFresh(m *Meta, etag string) error {
+	key := layout.Meta(c.logID)
+	held := c.m.Generation
+	switch {
+	case m.Generation < held:
+		return &StaleError{Key: key, Got: m.Generation, Witness: "this coordinator", Want: held,
+			Detail: "it read or wrote that generation before"}
+	case m.Generation == held && m.Token != c.m.Token:
+		return &StaleError{Key: key, Got: m.Generation, Witness: "this coordinator", Want: held + 1,
+			Detail: fmt.Sprintf("it holds generation %d with token %s, and the object read has another token at the same generation: a write made from a stale read", held, c.m.Token)}
+	case m.Generation == held && etag != c.etag:
+		return &StaleError{Key: key, Got: m.Generation, Witness: "this coordinator", Want: held + 1,
+			Detail: fmt.Sprintf("the read paired the body it holds with another ETag (%s, not %s): the body may lag a newer version", etag, c.etag)}
+	}
+	return nil
+}
+
+// metaBehind is what an update function returns when a writer state proves
+// a newer meta object than the one it was given: update reads the object
+// again once, and returns err if the fresh one is still behind.
+type metaBehind struct{ err error }
+
+func (e *metaBehind) Error() string { return e.err.Error() }
 
 // checkTransition is invariant 3 of the design: neither ts goes backwards,
 // and the checkpoint never passes the resolved ts.
@@ -283,11 +344,21 @@ func (c *Coordinator) RemoveWriter(ctx context.Context, writerID string) error {
 // AddSpan registers a span of the log at startTs: the span holds the
 // watermark at startTs until an owner reports more. Registering a known span
 // keeps its progress.
+//
+// A new span whose start is below the global resolved ts is refused
+// (ErrSpanTooLate): the log already claims (start, resolved] complete, and
+// the span's events there are not in it. Register a span before its events
+// can be resolved, as a DDL barrier holds the watermark for a new table.
 func (c *Coordinator) AddSpan(ctx context.Context, span SpanID, startTs uint64) error {
 	return c.update(ctx, func(m *Meta) error {
-		if _, ok := m.Spans[span]; !ok {
-			m.Spans[span] = startTs
+		if _, ok := m.Spans[span]; ok {
+			return nil
 		}
+		if startTs < m.ResolvedTs {
+			return fmt.Errorf("%w: span %d at start ts %d, resolved ts %d", ErrSpanTooLate, span, startTs, m.ResolvedTs)
+		}
+		m.Spans[span] = startTs
+		delete(m.RemovedSpans, span)
 		return nil
 	})
 }
@@ -295,7 +366,10 @@ func (c *Coordinator) AddSpan(ctx context.Context, span SpanID, startTs uint64) 
 // RemoveSpan unregisters a span (its table was dropped).
 func (c *Coordinator) RemoveSpan(ctx context.Context, span SpanID) error {
 	return c.update(ctx, func(m *Meta) error {
-		delete(m.Spans, span)
+		if ts, ok := m.Spans[span]; ok {
+			m.RemovedSpans[span] = ts
+			delete(m.Spans, span)
+		}
 		return nil
 	})
 }
@@ -327,7 +401,40 @@ func (c *Coordinator) ReleaseBarrier(ctx context.Context, id string) error {
 // Tick reads every writer's progress, folds it into the spans' effective
 // flushed ts, recomputes the global resolved ts, and persists the meta object
 // if anything changed. It returns the meta object after the tick.
+//
+// Before it uses a writer state it cross-checks it with the meta object
+// (see Freshness in the package doc): a state older than the generation
+// the meta object accounted for its writer, a meta object older than one a
+// writer state saw, or a span a writer publishes that the meta object
+// neither lists nor removed is an error naming both objects, and nothing
+// is written. A race with another coordinator or a writer (a newer object
+// written between the reads) is told apart by reading again.
 func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var m Meta
+		m, err = c.tick(ctx)
+		var behind *statesBehind
+		if !errors.As(err, &behind) {
+			return m, err
+		}
+		// The meta object accounted a newer state than the listing read:
+		// another coordinator read it meanwhile, or the state read is
+		// stale. Read the states again.
+	}
+	var behind *statesBehind
+	errors.As(err, &behind)
+	return Meta{}, behind.err
+}
+
+// statesBehind is what a tick returns when a writer state read is older
+// than the meta object accounted: Tick reads the states again, and returns
+// err if they are still behind.
+type statesBehind struct{ err error }
+
+func (e *statesBehind) Error() string { return e.err.Error() }
+
+func (c *Coordinator) tick(ctx context.Context) (Meta, error) {
 	states, err := ListWriterStates(ctx, c.b, c.logID, nil)
 	if err != nil {
 		return Meta{}, err
@@ -335,6 +442,9 @@ func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
 	now := c.o.Now()
 	var stale []StaleWriter
 	err = c.update(ctx, func(m *Meta) error {
+		if err := crossCheck(c.logID, m, states); err != nil {
+			return err
+		}
 		stale = stale[:0]
 		for id := range m.Writers {
 			st := states[id]
@@ -349,11 +459,19 @@ func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
 		}
 		// Every writer's published span progress counts, live or removed:
 		// what it published is durable (fences keep its segments).
-		for _, st := range states {
+		listed := map[SpanID]bool{}
+		for id, st := range states {
+			m.WriterGenerations[id] = max(m.WriterGenerations[id], st.Generation)
 			for _, s := range st.Spans {
+				listed[s.Span] = true
 				if cur, ok := m.Spans[s.Span]; ok && s.Ts > cur {
 					m.Spans[s.Span] = s.Ts
 				}
+			}
+		}
+		for span := range m.RemovedSpans {
+			if !listed[span] {
+				delete(m.RemovedSpans, span)
 			}
 		}
 		m.ResolvedTs = max(m.ResolvedTs, resolvedRule(m, states))
@@ -366,6 +484,44 @@ func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
 		return Meta{}, err
 	}
 	return c.Meta(), nil
+}
+
+// crossCheck holds the writer states read against the meta object m: each
+// must be at least as new as the generation m accounted for it, m must be
+// at least as new as every generation of it a state saw, and in a log with
+// registered spans every span a state publishes must be registered or
+// removed. A state behind m is *statesBehind and m behind a state
+// *metaBehind (each may be a race, which a fresh read settles); a span
+// neither registered nor removed after a fresh read is ErrInconsistent.
+func crossCheck(logID string, m *Meta, states map[string]*WriterState) error {
+	metaKey := layout.Meta(logID)
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		st := states[id]
+		key := layout.WriterState(logID, id)
+		if want := m.WriterGenerations[id]; st.Generation < want {
+			return &statesBehind{&StaleError{Key: key, Got: st.Generation, Witness: metaKey, Want: want,
+				Detail: fmt.Sprintf("meta generation %d accounted that generation of the writer's state", m.Generation)}}
+		}
+		if st.MetaGeneration > m.Generation {
+			return &metaBehind{&StaleError{Key: metaKey, Got: m.Generation, Witness: key, Want: st.MetaGeneration,
+				Detail: fmt.Sprintf("writer %s had read that generation when it wrote its state generation %d", id, st.Generation)}}
+		}
+	}
+	if len(m.Spans) == 0 && len(m.RemovedSpans) == 0 {
+		return nil // no span registered: the watermark is over the writers
+	}
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		for _, s := range states[id].Spans {
+			_, ok := m.Spans[s.Span]
+			_, gone := m.RemovedSpans[s.Span]
+			if !ok && !gone {
+				return &metaBehind{&InconsistentError{Key: metaKey, Witness: layout.WriterState(logID, id),
+					Detail: fmt.Sprintf("writer %s publishes span %d (flushed to %d), which meta generation %d neither registers nor removed: the meta object predates the span's registration (stale), or the writer took the span before it was registered",
+						id, s.Span, s.Ts, m.Generation)}}
+			}
+		}
+	}
+	return nil
 }
 
 // resolvedRule is the watermark rule; a variable so tests can break it on

@@ -72,32 +72,32 @@ func seal(body []byte) []byte {
 }
 
 // unseal checks the envelope of the object stored under key and returns its
-// body.
-func unseal(key string, data []byte) ([]byte, error) {
+// body and version: StateVersion, or the one before it (see decodeStrict).
+func unseal(key string, data []byte) ([]byte, int, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("meta: %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
 	rest, ok := bytes.CutPrefix(data, []byte(envVersionPrefix))
 	if !ok {
-		return nil, corrupt("does not start with %q", envVersionPrefix)
+		return nil, 0, corrupt("does not start with %q", envVersionPrefix)
 	}
 	n := 0
 	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
 		n++
 	}
 	if n == 0 || rest[0] == '0' && n > 1 {
-		return nil, corrupt("no version number after %q", envVersionPrefix)
+		return nil, 0, corrupt("no version number after %q", envVersionPrefix)
 	}
 	v, _ := strconv.Atoi(string(rest[:n]))
-	if v != StateVersion {
+	if v != StateVersion && v != oldStateVersion {
 		if n < len(rest) && (rest[n] == ',' || rest[n] == '}') {
-			return nil, fmt.Errorf("meta: %s: version %d; this build reads only version %d (version 1 was never released): %w", key, v, StateVersion, ErrUnsupportedVersion)
+			return nil, 0, fmt.Errorf("meta: %s: version %d; this build reads versions %d and %d (version 1 was never released): %w", key, v, oldStateVersion, StateVersion, ErrUnsupportedVersion)
 		}
-		return nil, corrupt("malformed version")
+		return nil, 0, corrupt("malformed version")
 	}
 	rest, ok = bytes.CutPrefix(rest[n:], []byte(envCRCPrefix))
 	if !ok || len(rest) < 8 {
-		return nil, corrupt("no %q after the version", envCRCPrefix)
+		return nil, 0, corrupt("no %q after the version", envCRCPrefix)
 	}
 	var want uint32
 	for _, c := range rest[:8] {
@@ -108,27 +108,30 @@ func unseal(key string, data []byte) ([]byte, error) {
 		case c >= 'a' && c <= 'f':
 			d = c - 'a' + 10
 		default:
-			return nil, corrupt("checksum %q is not 8 lowercase hex digits", rest[:8])
+			return nil, 0, corrupt("checksum %q is not 8 lowercase hex digits", rest[:8])
 		}
 		want = want<<4 | uint32(d)
 	}
 	body, ok := bytes.CutPrefix(rest[8:], []byte(envBodyPrefix))
 	if !ok || len(body) == 0 || body[len(body)-1] != '}' {
-		return nil, corrupt("no body, or data after it")
+		return nil, 0, corrupt("no body, or data after it")
 	}
 	body = body[:len(body)-1]
 	if got := crc32.Checksum(body, castagnoli); got != want {
-		return nil, corrupt("CRC-32C of the body is %08x, the envelope says %08x", got, want)
+		return nil, 0, corrupt("CRC-32C of the body is %08x, the envelope says %08x", got, want)
 	}
-	return body, nil
+	return body, v, nil
 }
 
 // decodeStrict decodes body into v (a pointer to a struct), refusing what a
 // lenient JSON decoder would let through: an unknown field, a missing one
 // (every field the type declares must be present), a key given twice, null
 // for anything but a list or a map, and anything after the value.
-func decodeStrict(key string, body []byte, v any) error {
-	if err := checkValue(body, reflect.TypeOf(v).Elem(), "body"); err != nil {
+//
+// A field tagged `since:"3"` is new in that version: an object of an older
+// version lacks it (and may not carry it), and it decodes as its zero value.
+func decodeStrict(key string, body []byte, v any, version int) error {
+	if err := checkValue(body, reflect.TypeOf(v).Elem(), "body", version); err != nil {
 		return fmt.Errorf("meta: %s: %w: %w", key, err, ErrCorrupt)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -146,7 +149,7 @@ var timeType = reflect.TypeFor[time.Time]()
 
 // checkValue checks the fields of one JSON value against t, recursively;
 // path names the value in errors.
-func checkValue(raw []byte, t reflect.Type, path string) error {
+func checkValue(raw []byte, t reflect.Type, path string, version int) error {
 	raw = bytes.TrimSpace(raw)
 	if bytes.Equal(raw, []byte("null")) {
 		switch t.Kind() {
@@ -173,12 +176,15 @@ func checkValue(raw []byte, t reflect.Type, path string) error {
 			if name == "" {
 				name = f.Name
 			}
+			if since, _ := strconv.Atoi(f.Tag.Get("since")); since > version {
+				continue // not in this version: an unknown field if present
+			}
 			known[name] = true
 			fv, ok := fields[name]
 			if !ok {
 				return fmt.Errorf("%s: field %q is missing", path, name)
 			}
-			if err := checkValue(fv, f.Type, path+"."+name); err != nil {
+			if err := checkValue(fv, f.Type, path+"."+name, version); err != nil {
 				return err
 			}
 		}
@@ -193,7 +199,7 @@ func checkValue(raw []byte, t reflect.Type, path string) error {
 			return err
 		}
 		for k, fv := range fields {
-			if err := checkValue(fv, t.Elem(), path+"["+strconv.Quote(k)+"]"); err != nil {
+			if err := checkValue(fv, t.Elem(), path+"["+strconv.Quote(k)+"]", version); err != nil {
 				return err
 			}
 		}
@@ -203,7 +209,7 @@ func checkValue(raw []byte, t reflect.Type, path string) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		for i, e := range elems {
-			if err := checkValue(e, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := checkValue(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", version); err != nil {
 				return err
 			}
 		}

@@ -594,7 +594,7 @@ func TestStrictBody(t *testing.T) {
 	ctx := context.Background()
 	b, data := storedState(t)
 	key := layout.WriterState("log", "w")
-	body, err := unseal(key, data)
+	body, _, err := unseal(key, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +628,7 @@ func TestStrictBody(t *testing.T) {
 		})
 	}
 	// And the envelope as FORMAT.md spells it, byte for byte.
-	want := fmt.Sprintf(`{"version":2,"crc32c":"%08x","body":%s}`, crcOf(body), body)
+	want := fmt.Sprintf(`{"version":3,"crc32c":"%08x","body":%s}`, crcOf(body), body)
 	if string(data) != want {
 		t.Fatalf("stored object\n%s\nis not the documented envelope\n%s", data, want)
 	}
@@ -637,38 +637,65 @@ func TestStrictBody(t *testing.T) {
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
 // TestFormatExamples decodes the examples docs/FORMAT.md gives, byte for
-// byte, so that the spec and the code cannot drift apart.
+// byte, so that the spec and the code cannot drift apart; and the version-2
+// examples of the release before, which still read (as generation 0) and
+// are written back as version 3.
 func TestFormatExamples(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New()
 	defer b.Close()
-	state := `{"version":2,"crc32c":"22c82b34","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
-	metaObj := `{"version":2,"crc32c":"b682c375","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
-	if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(state), nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Put(ctx, layout.Meta("L"), []byte(metaObj), nil); err != nil {
-		t.Fatal(err)
-	}
-	st, _, err := ReadWriterState(ctx, b, "L", "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Epoch != 2 || st.FlushedTs != 120 || len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3, MaxTs: 118, Digest: 2596996162}) || len(st.Spans) != 1 || st.Owner != "host:4242" {
-		t.Fatalf("state example decoded to %+v", st)
-	}
-	if got := encodeWriterState(st); string(got) != state {
-		t.Fatalf("state example re-encoded to\n%s\nwant\n%s", got, state)
-	}
-	m, _, err := ReadMeta(ctx, b, "L")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.CheckpointTs != 100 || m.ResolvedTs != 120 || m.Writers["w1"] != 2 || m.Spans[1] != 120 {
-		t.Fatalf("meta example decoded to %+v", m)
-	}
-	if got := encodeMeta(m); string(got) != metaObj {
-		t.Fatalf("meta example re-encoded to\n%s\nwant\n%s", got, metaObj)
+	state := `{"version":3,"crc32c":"718df24a","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"generation":7,"meta_generation":4,"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
+	metaObj := `{"version":3,"crc32c":"d92d490f","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"removed_spans":{},"generation":5,"writer_generations":{"w1":7},"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+	stateV2 := `{"version":2,"crc32c":"22c82b34","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
+	metaV2 := `{"version":2,"crc32c":"b682c375","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+	for _, tc := range []struct {
+		name           string
+		state, meta    string
+		stateGen, mGen uint64
+	}{{"version 3", state, metaObj, 7, 5}, {"version 2", stateV2, metaV2, 0, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(tc.state), nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Put(ctx, layout.Meta("L"), []byte(tc.meta), nil); err != nil {
+				t.Fatal(err)
+			}
+			st, _, err := ReadWriterState(ctx, b, "L", "w1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Epoch != 2 || st.FlushedTs != 120 || len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3, MaxTs: 118, Digest: 2596996162}) || len(st.Spans) != 1 || st.Owner != "host:4242" || st.Generation != tc.stateGen {
+				t.Fatalf("state example decoded to %+v", st)
+			}
+			m, _, err := ReadMeta(ctx, b, "L")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.CheckpointTs != 100 || m.ResolvedTs != 120 || m.Writers["w1"] != 2 || m.Spans[1] != 120 || m.Generation != tc.mGen {
+				t.Fatalf("meta example decoded to %+v", m)
+			}
+			if tc.stateGen == 0 {
+				// Version 2 is read, never written: its generation fields
+				// are refused there, and the re-encoding is version 3.
+				withGen := strings.Replace(tc.state, `"owner"`, `"generation":1,"owner"`, 1)
+				if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(withGen), nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := ReadWriterState(ctx, b, "L", "w1"); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("a version-2 state with a generation: %v, want ErrCorrupt", err)
+				}
+				if got := encodeWriterState(st); !strings.HasPrefix(string(got), `{"version":3,`) {
+					t.Fatalf("version-2 state re-encoded as %s", got)
+				}
+				return
+			}
+			if got := encodeWriterState(st); string(got) != tc.state {
+				t.Fatalf("state example re-encoded to\n%s\nwant\n%s", got, tc.state)
+			}
+			if got := encodeMeta(m); string(got) != tc.meta {
+				t.Fatalf("meta example re-encoded to\n%s\nwant\n%s", got, tc.meta)
+			}
+		})
 	}
 }
 

@@ -19,9 +19,14 @@ import (
 
 // StateVersion is the version of the objects this package stores (the
 // writer state and the log meta), carried in their envelope (see
-// docs/FORMAT.md). A reader refuses any other by name; version 1 was never
-// released and is not readable.
-const StateVersion = 2
+// docs/FORMAT.md). Version 3 added the generations (see Freshness in the
+// package doc); a version-2 object still reads, as generation 0, and is
+// never written again. A reader refuses any other version by name; version
+// 1 was never released and is not readable.
+const StateVersion = 3
+
+// oldStateVersion is the version before StateVersion, still read.
+const oldStateVersion = 2
 
 // WriterState is the one small object per writer that holds its lease and
 // its progress. Every change to it is a compare-and-swap on its ETag, so a
@@ -61,6 +66,14 @@ type WriterState struct {
 	// readers ignore them. An earlier epoch with no fence published nothing,
 	// and readers ignore all its segments.
 	Fences []Fence `json:"fences"`
+	// Generation grows by one with every write of the object, across
+	// epochs (1 when created; 0 for a version-2 object). A copy with a
+	// lower generation than one already seen is stale (ErrStale).
+	Generation uint64 `json:"generation" since:"3"`
+	// MetaGeneration is the newest generation of the log's meta object the
+	// writer had read when it wrote this version: a meta object older than
+	// it is stale.
+	MetaGeneration uint64 `json:"meta_generation" since:"3"`
 	// Owner describes the process holding the lease (host and pid), for
 	// operators. Informational only.
 	Owner   string    `json:"owner"`
@@ -143,15 +156,15 @@ func readWriterState(ctx context.Context, b *blob.Bucket, logID, writerID string
 // decodeWriterState decodes a stored writer state object and checks the
 // rules a valid one keeps.
 func decodeWriterState(key string, data []byte) (*WriterState, error) {
-	body, err := unseal(key, data)
+	body, version, err := unseal(key, data)
 	if err != nil {
 		return nil, err
 	}
 	var st WriterState
-	if err := decodeStrict(key, body, &st); err != nil {
+	if err := decodeStrict(key, body, &st, version); err != nil {
 		return nil, err
 	}
-	st.Version = StateVersion
+	st.Version = version
 	bad := func(format string, args ...any) (*WriterState, error) {
 		return nil, fmt.Errorf("meta: %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
@@ -162,6 +175,8 @@ func decodeWriterState(key string, data []byte) (*WriterState, error) {
 		return bad("epoch 0")
 	case !st.HasSeq && st.Seq != 0:
 		return bad("seq %d without has_seq", st.Seq)
+	case version == StateVersion && st.Generation == 0:
+		return bad("generation 0")
 	}
 	for i, f := range st.Fences {
 		if f.Epoch >= st.Epoch || i > 0 && f.Epoch <= st.Fences[i-1].Epoch {
@@ -270,6 +285,9 @@ type Lease struct {
 	// fenced is sticky: once a newer epoch is proven, the lease is gone for
 	// good.
 	fenced error
+	// metaRead is when the lease last read the meta object's generation
+	// (see metaGeneration).
+	metaRead time.Time
 	// Previous is the state of the writer ID before this lease took it
 	// (nil for a new writer): where its last epoch's progress stood.
 	Previous *WriterState
@@ -358,10 +376,15 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 		return nil, err
 	}
 	key := layout.WriterState(logID, writerID)
+	metaGen, err := acquireWitnesses(ctx, b, logID, writerID)
+	if err != nil {
+		return nil, err
+	}
+	witnessRetried := false
 	// ours maps the token of each attempt to the state it replaced.
 	ours := map[string]*WriterState{}
 	adopt := func(st *WriterState, etag string) *Lease {
-		return &Lease{b: b, key: key, st: *st, etag: etag, Previous: ours[st.Token]}
+		return &Lease{b: b, key: key, st: *st, etag: etag, Previous: ours[st.Token], metaRead: time.Now()}
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -378,10 +401,22 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 				return adopt(prev, etag), nil // an earlier attempt landed
 			}
 		}
-		next := WriterState{Version: StateVersion, LogID: logID, WriterID: writerID, Epoch: 1, Owner: o.Owner, Updated: o.Now().UTC(), Token: newToken()}
+		if err := metaGen.check(ctx, b, prev); err != nil {
+			if !witnessRetried {
+				// A takeover racing this one writes a newer state and its
+				// segments between the reads: read the state again once.
+				witnessRetried = true
+				continue
+			}
+			return nil, err
+		}
+		next := WriterState{Version: StateVersion, LogID: logID, WriterID: writerID, Epoch: 1, Owner: o.Owner, Updated: o.Now().UTC(), Token: newToken(),
+			Generation: 1, MetaGeneration: metaGen.gen}
 		put := &blob.PutOptions{IfNotExist: true}
 		if prev != nil {
 			next.Epoch = prev.Epoch + 1
+			next.Generation = prev.Generation + 1
+			next.MetaGeneration = max(metaGen.gen, prev.MetaGeneration)
 			next.Fences = slices.Clone(prev.Fences)
 			// The new epoch starts where the old one's durable progress
 			// stood: that data stays in the log under the old epoch's fence.
@@ -489,6 +524,8 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
 	next.ChainMaxTs, next.Digest = p.ChainMaxTs, p.Digest
 	next.Token = newToken()
+	next.Generation = l.st.Generation + 1
+	next.MetaGeneration = l.metaGeneration(ctx, !slices.EqualFunc(spans, l.st.Spans, func(a, b SpanTs) bool { return a.Span == b.Span }))
 	if l.pending == nil {
 		l.pending = map[string]bool{}
 	}
@@ -532,16 +569,22 @@ func (l *Lease) settle(ctx context.Context) (string, error) {
 		l.fenced = &FencedError{Key: l.key, WriterID: l.st.WriterID, Epoch: l.st.Epoch, Newer: st}
 		l.pending = nil
 		return "", l.fenced
+	case st.Epoch < l.st.Epoch || st.Generation < l.st.Generation:
+		// Older than what this lease wrote: a restored version or a
+		// lagging read. Nothing is decided; the next call reads again.
+		return "", &StaleError{Key: l.key, Got: st.Generation, Witness: "this writer's lease", Want: l.st.Generation,
+			Detail: fmt.Sprintf("it wrote epoch %d generation %d; the read holds epoch %d", l.st.Epoch, l.st.Generation, st.Epoch)}
 	case st.Epoch == l.st.Epoch && l.pending[st.Token]:
 		l.st, l.etag, l.pending = *st, etag, nil
 		return st.Token, nil
-	case st.Epoch == l.st.Epoch && st.Token == l.st.Token:
-		if etag != l.etag {
-			// Our own last version under a new ETag: no pending write
-			// (conditioned on the old one) can land any more.
-			l.etag, l.pending = etag, nil
-		}
+	case st.Epoch == l.st.Epoch && st.Token == l.st.Token && etag == l.etag:
 		return "", nil
+	case st.Epoch == l.st.Epoch && st.Token == l.st.Token:
+		// The lease's own version under another ETag: the ETag may be that
+		// of a pending write whose body the read did not return yet, so
+		// the pair is unproven. Nothing is decided.
+		return "", &StaleError{Key: l.key, Got: st.Generation, Witness: "this writer's lease", Want: l.st.Generation + 1,
+			Detail: fmt.Sprintf("the read paired the body it wrote last with another ETag (%s, not %s): the body may lag a newer version", etag, l.etag)}
 	}
 	return "", fmt.Errorf("meta: %s holds epoch %d with token %s, not this lease's epoch %d version (token %s) nor a pending write of it: %w", l.key, st.Epoch, st.Token, l.st.Epoch, l.st.Token, ErrForeignWrite)
 }
@@ -559,4 +602,95 @@ func (l *Lease) Check(ctx context.Context) error {
 	}
 	_, err := l.settle(ctx)
 	return err
+}
+
+// metaRefresh is how often a lease reads the meta object's generation into
+// its state (MetaGeneration), besides at acquire and when its spans change:
+// a meta object older than that is stale, whoever reads it.
+const metaRefresh = 5 * time.Second
+
+// metaGeneration returns the MetaGeneration for the lease's next write: the
+// meta object's generation read again when due (now, or metaRefresh after
+// the last read), else the one held. A failed read keeps the one held: it
+// only weakens a cross-check, and the publication must not wait on it.
+// Called with l.mu held.
+func (l *Lease) metaGeneration(ctx context.Context, now bool) uint64 {
+	if !now && time.Since(l.metaRead) < metaRefresh {
+		return l.st.MetaGeneration
+	}
+	m, _, err := readMeta(ctx, l.b, l.st.LogID, false)
+	if err != nil {
+		return l.st.MetaGeneration
+	}
+	l.metaRead = time.Now()
+	return max(l.st.MetaGeneration, m.Generation)
+}
+
+// witnesses is what AcquireWriter learns of a writer before it takes the
+// next epoch, to refuse a stale state: the meta object's record of the
+// writer, and the newest epoch named by its segments.
+type witnesses struct {
+	logID, writerID string
+	gen             uint64 // the meta object's generation (0: none)
+	stateGen        uint64 // the writer's state generation it accounted
+	epoch           uint64 // the writer's epoch when the coordinator last saw it live
+}
+
+// acquireWitnesses reads the meta object (one request): its generation
+// goes into the new state, and its record of the writer into the checks.
+func acquireWitnesses(ctx context.Context, b *blob.Bucket, logID, writerID string) (*witnesses, error) {
+	w := &witnesses{logID: logID, writerID: writerID}
+	m, _, err := readMeta(ctx, b, logID, false)
+	switch {
+	case blob.IsNotExist(err):
+		return w, nil
+	case err != nil:
+		return nil, fmt.Errorf("meta: acquire writer %s: read the meta object to check the writer's state against: %w", writerID, err)
+	}
+	w.gen, w.stateGen, w.epoch = m.Generation, m.WriterGenerations[writerID], m.Writers[writerID]
+	return w, nil
+}
+
+// check refuses prev, the writer state read (nil: none), when another
+// object proves a newer one: the meta object accounted a newer generation
+// or saw a newer epoch, or a segment of the writer names an epoch at or
+// above the one the lease would take. Taking the next epoch from a stale
+// state would reuse an epoch number, after which two epochs' chains share
+// names. It costs one listing request.
+func (w *witnesses) check(ctx context.Context, b *blob.Bucket, prev *WriterState) error {
+	key := layout.WriterState(w.logID, w.writerID)
+	metaKey := layout.Meta(w.logID)
+	var gen, epoch uint64
+	if prev != nil {
+		gen, epoch = prev.Generation, prev.Epoch
+	}
+	switch {
+	case w.stateGen > gen:
+		return &StaleError{Key: key, Got: gen, Witness: metaKey, Want: w.stateGen,
+			Detail: fmt.Sprintf("meta generation %d accounted that generation of the writer's state (a state read as missing has generation 0)", w.gen)}
+	case w.epoch > epoch:
+		return &StaleError{Key: key, Got: gen, Witness: metaKey, Want: w.stateGen,
+			Detail: fmt.Sprintf("the state read holds epoch %d, and meta generation %d saw the writer live at epoch %d", epoch, w.gen, w.epoch)}
+	}
+	// Segments of this epoch or newer: names sort by epoch, so one page
+	// from past every name of the state's epoch shows the newest.
+	prefix := layout.WriterSegments(w.logID, w.writerID)
+	opts := blob.ListOptions{StartAfter: prefix + segment.EpochPrefix(epoch) + "~", PageSize: 1}
+	if prev == nil {
+		opts.StartAfter = ""
+	}
+	page, err := b.ListPage(ctx, prefix, opts)
+	if err != nil {
+		return fmt.Errorf("meta: acquire writer %s: list its segments of newer epochs than its state's: %w", w.writerID, err)
+	}
+	if len(page.Objects) > 0 {
+		k := page.Objects[0].Key
+		n, err := segment.ParseName(k)
+		if err != nil {
+			return fmt.Errorf("meta: acquire writer %s: %w", w.writerID, err)
+		}
+		return &StaleError{Key: key, Got: gen, Witness: k, Want: gen + 1,
+			Detail: fmt.Sprintf("the state read holds epoch %d, and the segment was written by epoch %d", epoch, n.Epoch)}
+	}
+	return nil
 }

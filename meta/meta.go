@@ -52,7 +52,20 @@ type Meta struct {
 	// add partition, ...): each holds ResolvedTs at or below its commit ts
 	// until it is released.
 	Barriers []Barrier `json:"barriers"`
-	Updated  time.Time `json:"updated"`
+	// RemovedSpans are spans RemoveSpan unregistered that a writer state
+	// still publishes, with the effective flushed ts each had: a writer
+	// that still lists such a span is no sign of a stale meta object. Tick
+	// forgets one once no writer state lists it.
+	RemovedSpans map[SpanID]uint64 `json:"removed_spans" since:"3"`
+	// Generation grows by one with every write of the object (1 when
+	// created; 0 for a version-2 object, which had none). A copy with a
+	// lower generation than one already seen is stale (ErrStale).
+	Generation uint64 `json:"generation" since:"3"`
+	// WriterGenerations is, per writer, the newest generation of its state
+	// object the coordinator accounted: a reader that then reads an older
+	// state is reading a stale one.
+	WriterGenerations map[string]uint64 `json:"writer_generations" since:"3"`
+	Updated           time.Time         `json:"updated"`
 	// Token is the random token of the write that stored this version (see
 	// Lease).
 	Token string `json:"token"`
@@ -93,15 +106,15 @@ func readMeta(ctx context.Context, b *blob.Bucket, logID string, withETag bool) 
 // decodeMeta decodes a stored meta object and checks the rules a valid one
 // keeps.
 func decodeMeta(key string, data []byte) (*Meta, error) {
-	body, err := unseal(key, data)
+	body, version, err := unseal(key, data)
 	if err != nil {
 		return nil, err
 	}
 	var m Meta
-	if err := decodeStrict(key, body, &m); err != nil {
+	if err := decodeStrict(key, body, &m, version); err != nil {
 		return nil, err
 	}
-	m.Version = StateVersion
+	m.Version = version
 	switch {
 	case !validToken(m.Token):
 		return nil, fmt.Errorf("meta: %s: write token %q is not 32 lowercase hex digits: %w", key, m.Token, ErrCorrupt)
@@ -113,6 +126,15 @@ func decodeMeta(key string, data []byte) (*Meta, error) {
 	}
 	if m.Spans == nil {
 		m.Spans = map[SpanID]uint64{}
+	}
+	if m.RemovedSpans == nil {
+		m.RemovedSpans = map[SpanID]uint64{}
+	}
+	if m.WriterGenerations == nil {
+		m.WriterGenerations = map[string]uint64{}
+	}
+	if version == StateVersion && m.Generation == 0 {
+		return nil, fmt.Errorf("meta: %s: generation 0: %w", key, ErrCorrupt)
 	}
 	if err := checkMetaRules(key, &m); err != nil {
 		return nil, err

@@ -33,3 +33,21 @@ func (e *StaleError) Error() string {
 
 // Is makes the error match ErrStale.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// ErrInconsistent reports metadata objects that contradict each other in a
+// way no generation orders: a span a writer publishes that the meta object
+// neither registers nor removed. Every *InconsistentError matches it.
+var ErrInconsistent = errors.New("meta: metadata objects contradict each other")
+
+// InconsistentError names the two objects that disagree.
+type InconsistentError struct {
+	Key, Witness string
+	Detail       string
+}
+
+func (e *InconsistentError) Error() string {
+	return fmt.Sprintf("meta: %s contradicts %s: %s: %v", e.Key, e.Witness, e.Detail, ErrInconsistent)
+}
+
+// Is makes the error match ErrInconsistent.
+func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }

@@ -1,0 +1,315 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redokit/redokit/backends/local"
+	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/segment"
+)
+
+// Each test of this file restores an older, valid version of a metadata
+// object (as a restored object version or a lagging replica would serve
+// it) and checks that it is refused by name instead of used. Each ran on
+// main before the generations (43d5d0f) and failed there, as its comment
+// says.
+
+// onBackends runs fn on the in-memory store and on local disk.
+func onBackends(t *testing.T, fn func(t *testing.T, b *blob.Bucket)) {
+	t.Run("mem", func(t *testing.T) {
+		b := mem.New()
+		defer b.Close()
+		fn(t, b)
+	})
+	t.Run("local", func(t *testing.T) {
+		b, err := local.New(t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		fn(t, b)
+	})
+}
+
+// snapshot returns the bytes stored under key now, for restore.
+func snapshot(t *testing.T, b *blob.Bucket, key string) []byte {
+	t.Helper()
+	data, err := b.ReadAll(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// restore puts old bytes back under key, as restoring an object version
+// does.
+func restore(t *testing.T, b *blob.Bucket, key string, data []byte) {
+	t.Helper()
+	if _, err := b.Put(context.Background(), key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Finding 1: a meta object restored to a version before a span was
+// registered. On 43d5d0f the new coordinator ignored the span's progress
+// and moved the global resolved ts from 40 to 200.
+func TestStaleMetaBeforeSpanIsRefused(t *testing.T) {
+	onBackends(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		c, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddWriter(ctx, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddSpan(ctx, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		old := snapshot(t, b, layout.Meta("log"))
+		if err := c.AddSpan(ctx, 2, 0); err != nil {
+			t.Fatal(err)
+		}
+		l, err := AcquireWriter(ctx, b, "log", "w", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, l, 1, map[SpanID]uint64{1: 200, 2: 40})
+		if m := tick(t, c); m.ResolvedTs != 40 {
+			t.Fatalf("resolved ts %d, want 40", m.ResolvedTs)
+		}
+		restore(t, b, layout.Meta("log"), old)
+
+		c2, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c2.Tick(ctx)
+		if !errors.Is(err, ErrStale) && !errors.Is(err, ErrInconsistent) {
+			t.Fatalf("tick over a meta object older than the span: %v, want ErrStale or ErrInconsistent", err)
+		}
+		m, _, rerr := ReadMeta(ctx, b, "log")
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if m.ResolvedTs > 40 {
+			t.Fatalf("the stale meta object moved the resolved ts to %d (error %v)", m.ResolvedTs, err)
+		}
+		t.Logf("refused: %v", err)
+	})
+}
+
+// A meta object restored to a version before a barrier: nothing but the
+// generations can tell (no writer state knows barriers), so a writer's
+// state records the meta generation it read.
+func TestStaleMetaBeforeBarrierIsRefused(t *testing.T) {
+	onBackends(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		c, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddWriter(ctx, "w"); err != nil {
+			t.Fatal(err)
+		}
+		old := snapshot(t, b, layout.Meta("log"))
+		if err := c.AddBarrier(ctx, "create t9", 50); err != nil {
+			t.Fatal(err)
+		}
+		// The writer opens after the barrier: its state names the meta
+		// generation that holds it.
+		l, err := AcquireWriter(ctx, b, "log", "w", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, l, 1, nil)
+		if err := l.PublishProgress(ctx, Progress{FlushedTs: 200, Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if m := tick(t, c); m.ResolvedTs != 50 {
+			t.Fatalf("resolved ts %d, want the barrier's 50", m.ResolvedTs)
+		}
+		restore(t, b, layout.Meta("log"), old)
+		c2, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c2.Tick(ctx); !errors.Is(err, ErrStale) {
+			t.Fatalf("tick over a meta object older than the barrier: %v, want ErrStale", err)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+		if m, _, _ := ReadMeta(ctx, b, "log"); m.ResolvedTs > 50 {
+			t.Fatalf("the stale meta object moved the resolved ts past the barrier to %d", m.ResolvedTs)
+		}
+	})
+}
+
+// A coordinator never adopts a meta object older than the one it holds: on
+// 43d5d0f its next write carried the old content forward (the checkpoint
+// went back from 30 to 10).
+func TestCoordinatorRefusesOlderMeta(t *testing.T) {
+	onBackends(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		c, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddWriter(ctx, "w"); err != nil {
+			t.Fatal(err)
+		}
+		l, err := AcquireWriter(ctx, b, "log", "w", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.PublishProgress(ctx, Progress{FlushedTs: 100, Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, c)
+		if err := c.SetCheckpoint(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		old := snapshot(t, b, layout.Meta("log"))
+		// Another process moves the checkpoint on; then the object is
+		// rolled back under this coordinator's feet.
+		other, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.SetCheckpoint(ctx, 30); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetCheckpoint(ctx, 31); err != nil { // adopts generation with checkpoint 30
+			t.Fatal(err)
+		}
+		restore(t, b, layout.Meta("log"), old)
+		err = c.SetCheckpoint(ctx, 40)
+		if !errors.Is(err, ErrStale) {
+			t.Fatalf("update over a rolled-back meta object: %v, want ErrStale", err)
+		}
+		if m, _, _ := ReadMeta(ctx, b, "log"); m.CheckpointTs != 10 {
+			t.Fatalf("checkpoint %d: the coordinator wrote over the rolled-back object", m.CheckpointTs)
+		}
+	})
+}
+
+// Finding 2: AddSpan below the global resolved ts claimed (start,
+// resolved] complete for a span whose events are not in the log; on
+// 43d5d0f it was accepted.
+func TestAddSpanBelowResolvedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New()
+	defer b.Close()
+	c, err := OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddWriter(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddSpan(ctx, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	l, err := AcquireWriter(ctx, b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, l, 1, map[SpanID]uint64{1: 100})
+	if m := tick(t, c); m.ResolvedTs != 100 {
+		t.Fatalf("resolved ts %d, want 100", m.ResolvedTs)
+	}
+	if err := c.AddSpan(ctx, 2, 40); !errors.Is(err, ErrSpanTooLate) {
+		t.Fatalf("AddSpan at 40 below resolved 100: %v, want ErrSpanTooLate", err)
+	}
+	if err := c.AddSpan(ctx, 1, 40); err != nil {
+		t.Fatalf("registering a known span again: %v", err)
+	}
+	if err := c.AddSpan(ctx, 2, 100); err != nil {
+		t.Fatalf("AddSpan at the resolved ts: %v", err)
+	}
+	if _, ok := c.Meta().Spans[2]; !ok {
+		t.Fatal("span 2 not registered")
+	}
+}
+
+// Finding 3, across epochs: a writer state restored to an older epoch let
+// the next open take an epoch number already used (on 43d5d0f the log was
+// unreadable after it). The segments of the newer epoch, or the meta
+// object's record of the writer, prove the state stale.
+func TestStaleStateNeverReusesAnEpoch(t *testing.T) {
+	for _, witness := range []string{"segment", "meta"} {
+		t.Run(witness, func(t *testing.T) {
+			onBackends(t, func(t *testing.T, b *blob.Bucket) {
+				ctx := context.Background()
+				if _, err := AcquireWriter(ctx, b, "log", "w", nil); err != nil {
+					t.Fatal(err)
+				}
+				old := snapshot(t, b, layout.WriterState("log", "w"))
+				l2, err := AcquireWriter(ctx, b, "log", "w", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch witness {
+				case "segment":
+					n := segment.Name{LogID: "log", WriterID: "w", Epoch: l2.Epoch(), Seq: 1, MinTs: 1, MaxTs: 5}
+					if _, err := b.Put(ctx, n.Format(), []byte("x"), nil); err != nil {
+						t.Fatal(err)
+					}
+				case "meta":
+					c, err := OpenCoordinator(ctx, b, "log", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := c.AddWriter(ctx, "w"); err != nil {
+						t.Fatal(err)
+					}
+					tick(t, c)
+				}
+				restore(t, b, layout.WriterState("log", "w"), old)
+				l3, err := AcquireWriter(ctx, b, "log", "w", nil)
+				if !errors.Is(err, ErrStale) {
+					epoch := uint64(0)
+					if l3 != nil {
+						epoch = l3.Epoch()
+					}
+					t.Fatalf("acquire over a state older than epoch %d: epoch %d, %v; want ErrStale", l2.Epoch(), epoch, err)
+				}
+				t.Logf("refused: %v", err)
+			})
+		})
+	}
+}
+
+// A lease that reads back an older version of its own state (a restore,
+// or a lagging read after a lost answer) decides nothing from it: on
+// 43d5d0f that was ErrForeignWrite at best.
+func TestLeaseRefusesOlderState(t *testing.T) {
+	onBackends(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		l, err := AcquireWriter(ctx, b, "log", "w", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		old := snapshot(t, b, layout.WriterState("log", "w"))
+		if err := l.PublishProgress(ctx, Progress{FlushedTs: 20, Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		restore(t, b, layout.WriterState("log", "w"), old)
+		if err := l.Check(ctx); !errors.Is(err, ErrStale) || errors.Is(err, ErrFenced) {
+			t.Fatalf("check over its own older state: %v, want ErrStale", err)
+		}
+		if err := l.PublishProgress(ctx, Progress{FlushedTs: 30, Seq: 3}); !errors.Is(err, ErrStale) {
+			t.Fatalf("publish over its own older state: %v, want ErrStale", err)
+		}
+		if st, _, _ := ReadWriterState(ctx, b, "log", "w"); st.Seq != 1 {
+			t.Fatalf("the lease wrote over the older state: seq %d", st.Seq)
+		}
+	})
+}
