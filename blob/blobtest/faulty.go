@@ -13,6 +13,24 @@
 //	release()                          // ...until now
 //	f.Crash()                          // unsynced appends are gone
 //	b := f.Bucket()                    // a Bucket over the wrapper
+//
+// Two more adversaries are seeded and replayable: every decision is a
+// function of the seed, the operation, the key and how many calls came
+// before, so a schedule replays the same way whatever the goroutines do.
+// Liar loses the answers of writes it stored, refuses, delays and reorders
+// them, and in a Broken mode breaks the store's contract. Stale serves
+// older versions of a log's metadata objects (the meta object and the
+// writer states): for a window of calls, a stat and a read answer one
+// version the store held before, consistently (its old ETag with its old
+// body, as a restored object version or a lagging replica does) or torn
+// (the current ETag with an old body). It remembers every version it saw
+// written or read, and may go back to any of them:
+//
+//	st := blobtest.NewStale(drv, blobtest.StaleSchedule{Seed: 7, Start: 0.1, Calls: 6, Torn: 0.3})
+//	st.SetServing(false) // the newest version from now on
+//
+// A Liar puts one under itself with Schedule.Stale (an honest fault that
+// SetLying(false) turns off) or Broken: BrokenStale (it stays on).
 package blobtest
 
 import (

@@ -28,6 +28,10 @@ import (
 // without losing an acknowledged write), a Schedule can select a Broken mode:
 // a store that breaks its contract, to prove that a checker catches it.
 //
+// With Schedule.Stale (or Broken set to BrokenStale) the Liar puts a Stale
+// under itself: stats and reads of the metadata objects are answered, now
+// and then, from an older version (see Stale).
+//
 // A lost answer comes in three forms, chosen by the schedule:
 //
 //   - a transient error (a reset connection after the request landed);
@@ -36,7 +40,9 @@ import (
 //     client's own retry of it lost to the first attempt (what an SDK that
 //     retries internally reports).
 type Liar struct {
-	inner driver.Driver
+	inner driver.Driver // the driver calls go to: orig, or a Stale over it
+	orig  driver.Driver
+	stale *Stale
 	s     Schedule
 
 	mu     sync.Mutex
@@ -90,6 +96,11 @@ const (
 	// BrokenListSkip leaves one object out of some listings of segments
 	// (ListSkip of them, at least one object listed; see SkipLast).
 	BrokenListSkip Broken = "list-skip"
+	// BrokenStale serves older versions of the metadata objects (see
+	// Stale; Schedule.Stale, or DefaultStaleSchedule) and keeps doing so
+	// after SetLying(false): a store whose reads of an overwritten object
+	// lag behind it for good, which no client can read a whole log from.
+	BrokenStale Broken = "stale-meta"
 )
 
 // Schedule says what the Liar does. Probabilities are per call, between 0
@@ -122,6 +133,10 @@ type Schedule struct {
 	// its newest, so that a reader cannot find it by probing past the end
 	// of what it listed.
 	SkipRecent bool
+	// Stale, when set, serves older versions of the metadata objects on
+	// its schedule (see Stale): an honest fault, which SetLying(false)
+	// turns off, unless Broken is BrokenStale.
+	Stale *StaleSchedule
 }
 
 // ErrLostAnswer is the error of a write the Liar stored and answered with a
@@ -141,8 +156,21 @@ func NewLiar(inner driver.Driver, s Schedule) *Liar {
 	if s.ListSkip == 0 {
 		s.ListSkip = 0.5
 	}
-	return &Liar{inner: inner, s: s, lying: true, calls: map[string]uint64{}, counts: map[string]int{}}
+	l := &Liar{inner: inner, orig: inner, s: s, lying: true, calls: map[string]uint64{}, counts: map[string]int{}}
+	if s.Stale != nil || s.Broken == BrokenStale {
+		ss := DefaultStaleSchedule(s.Seed)
+		if s.Stale != nil {
+			ss = *s.Stale
+		}
+		l.stale = NewStale(inner, ss)
+		l.inner = l.stale.Driver()
+	}
+	return l
 }
+
+// Stale returns the Stale under the Liar (nil without Schedule.Stale or
+// BrokenStale).
+func (l *Liar) Stale() *Stale { return l.stale }
 
 // Driver returns the Liar as a driver that implements driver.Appender when the
 // wrapped driver does.
@@ -157,8 +185,8 @@ func (l *Liar) Driver() driver.Driver {
 // driver.
 func (l *Liar) Bucket() *blob.Bucket { return blob.NewBucket(l.Driver()) }
 
-// Inner returns the wrapped driver.
-func (l *Liar) Inner() driver.Driver { return l.inner }
+// Inner returns the wrapped driver (under the Stale, if any).
+func (l *Liar) Inner() driver.Driver { return l.orig }
 
 // SetLying turns the honest faults on or off (a final check runs with them
 // off). A Broken mode stays: it models the store itself.
@@ -166,22 +194,29 @@ func (l *Liar) SetLying(on bool) {
 	l.mu.Lock()
 	l.lying = on
 	l.mu.Unlock()
+	if l.stale != nil && l.s.Broken != BrokenStale {
+		l.stale.SetServing(on)
+	}
 }
 
 // Counts returns how many times the Liar did each thing, by "<kind>/<action>"
-// (kind "read" for reads, stats and lists).
+// (kind "read" for reads, stats and lists), its Stale's included.
 func (l *Liar) Counts() map[string]int {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return maps.Clone(l.counts)
+	c := maps.Clone(l.counts)
+	l.mu.Unlock()
+	if l.stale != nil {
+		for k, v := range l.stale.Counts() {
+			c[k] += v
+		}
+	}
+	return c
 }
 
 // Count returns the total of an action over every kind.
 func (l *Liar) Count(a Action) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := 0
-	for k, v := range l.counts {
+	for k, v := range l.Counts() {
 		if strings.HasSuffix(k, "/"+string(a)) {
 			n += v
 		}
