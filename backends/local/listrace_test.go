@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // setListHook installs testHookReadDir for the test, calling f once, on the
@@ -80,13 +81,7 @@ func TestListSeesDirectoryRenamedDuringWalk(t *testing.T) {
 // throughout. REDOKIT_LIST_STRESS sets the number of seals (300 by default;
 // before the fix, about one listing in a thousand lost a segment).
 func TestListDuringSealStorm(t *testing.T) {
-	n := 300
-	if v := os.Getenv("REDOKIT_LIST_STRESS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("REDOKIT_LIST_STRESS=%q: want a positive count", v)
-		}
-	}
+	n := testenv.Count(t, "REDOKIT_LIST_STRESS", 300)
 	ctx := t.Context()
 	b, _ := newBucket(t, &Options{NoSync: true})
 	var stable []string

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -21,24 +20,18 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
-// Child processes are this test binary, re-executed with these variables
-// set; TestMain sends them to runChild instead of the tests.
-const (
-	childEnv = "REDOKIT_LOCAL_TEST_CHILD" // the child's job
-	rootEnv  = "REDOKIT_LOCAL_TEST_ROOT"  // the root it opens
-	argEnv   = "REDOKIT_LOCAL_TEST_ARG"   // its argument
-)
-
+// Child processes are this test binary, started again by startChild:
+// TestMain sends them to runChild instead of the tests.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(childEnv); mode != "" {
-		if err := runChild(mode, os.Getenv(rootEnv), os.Getenv(argEnv)); err != nil {
-			fmt.Fprintf(os.Stderr, "child %s: %v\n", mode, err)
-			os.Exit(2)
+	testenv.RunChild("local", func(args []string) error {
+		if len(args) != 3 {
+			return fmt.Errorf("want mode, root and argument, got %q", args)
 		}
-		os.Exit(0)
-	}
+		return runChild(args[0], args[1], args[2])
+	})
 	os.Exit(m.Run())
 }
 
@@ -99,67 +92,10 @@ func runChild(mode, root, arg string) error {
 	return in.Err()
 }
 
-// child is a running child process.
-type child struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Scanner
-	stderr bytes.Buffer
-}
-
-func startChild(t *testing.T, mode, root, arg string) *child {
+// startChild starts a child process doing mode's job on root.
+func startChild(t *testing.T, mode, root, arg string) *testenv.Child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	c.cmd.Env = append(os.Environ(), childEnv+"="+mode, rootEnv+"="+root, argEnv+"="+arg)
-	c.cmd.Stderr = &c.stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.out = bufio.NewScanner(out)
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.in.Close()
-		if c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill() // only if a failed test left it running
-			c.cmd.Wait()
-		}
-	})
-	return c
-}
-
-// line returns the child's next line; it fails the test if the child ended.
-func (c *child) line(t *testing.T) string {
-	t.Helper()
-	if !c.out.Scan() {
-		err := c.cmd.Wait()
-		t.Fatalf("child ended early (%v): %s", err, c.stderr.String())
-	}
-	return c.out.Text()
-}
-
-func (c *child) send(t *testing.T, line string) {
-	t.Helper()
-	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// finish closes the child's stdin and waits for it to exit cleanly.
-func (c *child) finish(t *testing.T) {
-	t.Helper()
-	c.in.Close()
-	for c.out.Scan() {
-	}
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("child: %v: %s", err, c.stderr.String())
-	}
+	return testenv.StartChild(t, "local", []string{mode, root, arg})
 }
 
 // TestCrossProcessIfNotExist races conditional creates of the same keys from
@@ -167,12 +103,12 @@ func (c *child) finish(t *testing.T) {
 func TestCrossProcessIfNotExist(t *testing.T) {
 	root := t.TempDir()
 	const procs, rounds = 6, 8
-	var cs []*child
+	var cs []*testenv.Child
 	for i := range procs {
 		cs = append(cs, startChild(t, "create", root, strconv.Itoa(i)))
 	}
 	for _, c := range cs {
-		if l := c.line(t); l != "ready" {
+		if l := c.Line(t); l != "ready" {
 			t.Fatalf("child said %q", l)
 		}
 	}
@@ -184,11 +120,11 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 	for r := range rounds {
 		key := fmt.Sprintf("race/%d", r)
 		for _, c := range cs {
-			c.send(t, key)
+			c.Send(t, key)
 		}
 		var winners []int
 		for i, c := range cs {
-			switch l := c.line(t); l {
+			switch l := c.Line(t); l {
 			case "won":
 				winners = append(winners, i)
 			case "lost":
@@ -204,7 +140,7 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 		}
 	}
 	for _, c := range cs {
-		c.finish(t)
+		c.Finish(t)
 	}
 }
 
@@ -219,21 +155,21 @@ func TestCrossProcessIfMatch(t *testing.T) {
 	defer b.Close()
 	mustPut(t, b, "counter", []byte("0"))
 	const procs, incs = 4, 15
-	var cs []*child
+	var cs []*testenv.Child
 	for range procs {
 		cs = append(cs, startChild(t, "cas", root, strconv.Itoa(incs)))
 	}
 	for _, c := range cs {
-		c.line(t)
+		c.Line(t)
 	}
 	for _, c := range cs {
-		c.send(t, "go")
+		c.Send(t, "go")
 	}
 	for _, c := range cs {
-		if l := c.line(t); l != "done" {
+		if l := c.Line(t); l != "done" {
 			t.Fatalf("child said %q", l)
 		}
-		c.finish(t)
+		c.Finish(t)
 	}
 	if got := mustRead(t, b, "counter"); string(got) != strconv.Itoa(procs*incs) {
 		t.Fatalf("counter = %s, want %d", got, procs*incs)
@@ -246,7 +182,7 @@ func TestCrossProcessAppendLock(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	c := startChild(t, "hold", root, "seg/active")
-	if l := c.line(t); l != "ready" {
+	if l := c.Line(t); l != "ready" {
 		t.Fatalf("child said %q", l)
 	}
 	b, err := New(root, nil)
@@ -256,7 +192,7 @@ func TestCrossProcessAppendLock(t *testing.T) {
 	defer b.Close()
 	_, err = b.OpenAppend(ctx, "seg/active")
 	wantCode(t, err, blob.CodePreconditionFailed, "append to a key another process appends to")
-	c.finish(t)
+	c.Finish(t)
 	af, err := b.OpenAppend(ctx, "seg/active")
 	if err != nil {
 		t.Fatal(err)
@@ -354,41 +290,32 @@ func crashChild(ctx context.Context, b *blob.Bucket, seed uint64) error {
 // no temporary file in sight. A SIGKILL keeps the page cache, so this proves
 // atomicity, not the fsyncs (see TestPutSyncs for those).
 func TestCrash(t *testing.T) {
-	trials := 5
-	if v := os.Getenv("REDOKIT_CRASH_TRIALS"); v != "" {
-		var err error
-		if trials, err = strconv.Atoi(v); err != nil {
-			t.Fatalf("REDOKIT_CRASH_TRIALS=%q", v)
-		}
-	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("REDOKIT_CRASH_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("%d trials, REDOKIT_CRASH_SEED=%d", trials, seed)
+	trials := testenv.Count(t, "REDOKIT_CRASH_TRIALS", 5)
+	seed := testenv.Seed(t, "REDOKIT_CRASH_SEED", uint64(time.Now().UnixNano()))
+	t.Logf("%d trials", trials)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for trial := range trials {
 		root := t.TempDir()
 		c := startChild(t, "crash", root, strconv.FormatUint(r.Uint64(), 10))
 		var acks []string
 		for killAfter := 1 + r.IntN(80); len(acks) < killAfter; {
-			acks = append(acks, c.line(t))
+			acks = append(acks, c.Line(t))
 		}
 		// A random pause spreads the kills over the child's next steps
 		// (without it they land at the start of the step after an ack).
 		// It waits for no condition: it picks a moment.
 		time.Sleep(time.Duration(r.IntN(4000)) * time.Microsecond)
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := c.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		// Lines written before the kill landed are acknowledgements too.
-		for c.out.Scan() {
-			acks = append(acks, c.out.Text())
+		for l := range c.Lines {
+			acks = append(acks, l)
 		}
-		err := c.cmd.Wait()
+		err := c.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("trial %d: the child did not die of the kill: %v: %s", trial, err, c.stderr.String())
+			t.Fatalf("trial %d: the child did not die of the kill: %v: %s", trial, err, c.Stderr())
 		}
 		verifyCrash(t, trial, root, acks)
 	}
