@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // The crash trials of crash_test.go run alone; these run the whole log around
@@ -37,32 +35,14 @@ import (
 // crashGCTrials is how many trials to run: REDOKIT_CRASH_GC_TRIALS, else 100
 // under CI, else 5.
 func crashGCTrials(t *testing.T) int {
-	if v := os.Getenv("REDOKIT_CRASH_GC_TRIALS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			t.Fatalf("REDOKIT_CRASH_GC_TRIALS=%q is not a count", v)
-		}
-		return n
-	}
-	if os.Getenv("CI") != "" {
-		return 100
-	}
-	return 5
+	return testenv.Count(t, "REDOKIT_CRASH_GC_TRIALS", testenv.ByCI(100, 5))
 }
 
 // crashGCSeed is the seed of the trials' choices (workload seeds, kill
 // delays, checkpoints): REDOKIT_CRASH_GC_SEED, else a fixed one. The moment a
 // kill lands still depends on the machine.
 func crashGCSeed(t *testing.T) uint64 {
-	v := os.Getenv("REDOKIT_CRASH_GC_SEED")
-	if v == "" {
-		return 20261203
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		t.Fatalf("REDOKIT_CRASH_GC_SEED=%q is not a number", v)
-	}
-	return n
+	return testenv.Seed(t, "REDOKIT_CRASH_GC_SEED", 20261203)
 }
 
 // crashTruth is the workload of one seed, indexed for checking reads.
@@ -456,9 +436,6 @@ func (bg *background) checkQuiet(t *testing.T, published uint64, phase string) m
 // invariant 1 with a coordinator, the checkpoint, GC and a reader running
 // around the killed writer.
 func TestWriterCrashWithReaderAndGC(t *testing.T) {
-	if os.Getenv(envCrashChild) != "" {
-		t.Skip("this process is the crash child: the parent runs the trials")
-	}
 	if testing.Short() {
 		t.Skip("-short: the SIGKILL trials with a reader and GC take about a minute; scripts/test.sh runs them")
 	}
@@ -515,9 +492,9 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 				c := startChild(t, "kill", dir, seed)
 				waitReady(t, c)
 				time.Sleep(delay)
-				err := c.cmd.Process.Signal(syscall.SIGKILL)
+				err := c.Kill()
 				c.drain(t, true)
-				c.cmd.Wait()
+				c.Wait()
 				if err == nil && !c.fin {
 					kills++
 				}
@@ -535,7 +512,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			// A last epoch recovers, writes on and closes.
 			r := startChild(t, "resume", dir, seed)
 			r.drain(t, true)
-			if err := r.cmd.Wait(); err != nil {
+			if err := r.Wait(); err != nil {
 				t.Errorf("resumed child: %v", err)
 			}
 			if !r.fin {
@@ -565,25 +542,6 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 	}
 	if firstTakeover != "" {
 		t.Logf("first read failed during a takeover: %s", firstTakeover)
-	}
-}
-
-func waitReady(t *testing.T, c *childRun) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for !c.ready {
-		select {
-		case line := <-c.lines:
-			c.handle(t, line)
-		case <-c.done:
-			c.drain(t, true)
-			c.cmd.Wait()
-			t.Fatalf("child ended before it was ready: %q", c.out)
-		case <-deadline:
-			c.cmd.Process.Kill()
-			c.cmd.Wait()
-			t.Fatal("child never became ready")
-		}
 	}
 }
 

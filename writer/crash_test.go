@@ -1,35 +1,27 @@
 package writer
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // The crash test runs the writer in a child process (this test binary run
-// again, with the environment variables below), SIGKILLs it at a random
+// again, testenv.StartChild), SIGKILLs it at a random
 // moment, and checks what is on disk: every event at or below the last
 // flushed ts the child printed is there exactly once, segments are in order,
 // nothing is corrupt. Then it runs a child that reopens the writer ID (which
 // recovers the killed epoch's active segment) and writes on, and checks the
 // whole log again.
-const (
-	envCrashChild = "REDOKIT_WRITER_CRASH_CHILD" // "kill" or "resume"
-	envCrashDir   = "REDOKIT_WRITER_CRASH_DIR"
-	envCrashSeed  = "REDOKIT_WRITER_CRASH_SEED"
-)
-
 // crashSpans is the number of spans of the crash workload.
 const crashSpans = 4
 
@@ -105,20 +97,22 @@ func crashOptions() *Options {
 	}
 }
 
-// TestWriterCrashChild is the child side; it does nothing in a normal run.
-func TestWriterCrashChild(t *testing.T) {
-	mode := os.Getenv(envCrashChild)
-	if mode == "" {
-		t.Skip("the crash test's child process")
-	}
-	seed, err := strconv.ParseUint(os.Getenv(envCrashSeed), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crashChild(mode, os.Getenv(envCrashDir), seed); err != nil {
-		fmt.Fprintln(os.Stdout, "ERROR", err)
-		os.Exit(3)
-	}
+// The child side: crashChild, run from the test binary before any test.
+func init() {
+	testenv.RunChild("writer-crash", func(args []string) error {
+		if len(args) != 3 {
+			return fmt.Errorf("want mode, directory and seed, got %q", args)
+		}
+		seed, err := strconv.ParseUint(args[2], 10, 64)
+		if err != nil {
+			return err
+		}
+		if err := crashChild(args[0], args[1], seed); err != nil {
+			fmt.Println("ERROR", err)
+			return err
+		}
+		return nil
+	})
 }
 
 // crashChild writes the workload. In "kill" mode it writes until killed (or
@@ -209,39 +203,22 @@ func crashChild(mode, dir string, seed uint64) error {
 }
 
 // crashTrials is how many kill trials to run: REDOKIT_WRITER_CRASH_TRIALS,
-// else 100 under CI (at least REDOKIT_CRASH_TRIALS), else
-// REDOKIT_CRASH_TRIALS, else 5.
+// else REDOKIT_CRASH_TRIALS (at least 100 under CI), else 5.
 func crashTrials(t *testing.T) int {
-	parse := func(name string) (int, bool) {
-		v := os.Getenv(name)
-		if v == "" {
-			return 0, false
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			t.Fatalf("%s=%q is not a count", name, v)
-		}
-		return n, true
-	}
-	if n, ok := parse("REDOKIT_WRITER_CRASH_TRIALS"); ok {
+	if n, ok := testenv.LookupCount(t, "REDOKIT_WRITER_CRASH_TRIALS"); ok {
 		return n
 	}
-	n, ok := parse("REDOKIT_CRASH_TRIALS")
-	if os.Getenv("CI") != "" {
+	n := testenv.Count(t, "REDOKIT_CRASH_TRIALS", 5)
+	if testenv.InCI() {
 		return max(n, 100)
 	}
-	if ok {
-		return n
-	}
-	return 5
+	return n
 }
 
 // childRun is a running child and what it printed.
 type childRun struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
-	last  uint64 // last flushed ts printed
+	*testenv.Child
+	last uint64 // last flushed ts printed
 	// published is the last flushed ts printed as published: the global
 	// resolved ts must cover it even before a next epoch reads the chain.
 	published uint64
@@ -253,24 +230,8 @@ type childRun struct {
 
 func startChild(t *testing.T, mode, dir string, seed uint64) *childRun {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envCrashChild+"="+mode, envCrashDir+"="+dir, envCrashSeed+"="+strconv.FormatUint(seed, 10),
-		// A race-enabled child would otherwise sleep a second before it
-		// exits, to let late reports through.
-		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	cmd.Stderr = cmd.Stdout
-	must(t, cmd.Start())
-	c := &childRun{cmd: cmd, lines: make(chan string, 1<<16), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-	}()
-	return c
+	c := testenv.StartChild(t, "writer-crash", []string{mode, dir, strconv.FormatUint(seed, 10)}, testenv.StderrInLines())
+	return &childRun{Child: c}
 }
 
 // drain reads what the child printed so far; wait says whether to read
@@ -279,24 +240,41 @@ func (c *childRun) drain(t *testing.T, wait bool) {
 	t.Helper()
 	for {
 		var line string
+		var ok bool
 		if wait {
-			select {
-			case line = <-c.lines:
-			case <-c.done:
-				select {
-				case line = <-c.lines:
-				default:
-					return
-				}
-			}
+			line, ok = <-c.Lines
 		} else {
 			select {
-			case line = <-c.lines:
+			case line, ok = <-c.Lines:
 			default:
 				return
 			}
 		}
+		if !ok {
+			return
+		}
 		c.handle(t, line)
+	}
+}
+
+// waitReady handles the child's lines until it says it is ready; it fails
+// the test if the child ends first or takes 30 s.
+func waitReady(t *testing.T, c *childRun) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !c.ready {
+		select {
+		case line, ok := <-c.Lines:
+			if !ok {
+				c.Wait()
+				t.Fatalf("child ended before it was ready: %q", c.out)
+			}
+			c.handle(t, line)
+		case <-deadline:
+			c.Kill()
+			c.Wait()
+			t.Fatal("child never became ready")
+		}
 	}
 }
 
@@ -376,9 +354,6 @@ func checkCrashLog(t *testing.T, gs []got, seed, upTo uint64, phase string) {
 // TestWriterCrash is the acceptance test of invariant 1 on local disk with
 // real processes and SIGKILL.
 func TestWriterCrash(t *testing.T) {
-	if os.Getenv(envCrashChild) != "" {
-		t.Skip("in the child")
-	}
 	if testing.Short() {
 		t.Skip("short mode")
 	}
@@ -394,26 +369,11 @@ func TestWriterCrash(t *testing.T) {
 			t.Logf("seed %d, kill after %v", seed, delay)
 			c := startChild(t, "kill", dir, seed)
 			// Kill at a random moment after the child is up.
-			deadline := time.After(30 * time.Second)
-			for !c.ready {
-				select {
-				case line := <-c.lines:
-					c.handle(t, line)
-				case <-c.done:
-					c.drain(t, true)
-					c.cmd.Wait()
-					t.Fatalf("child ended before it was ready: %q", c.out)
-				case <-deadline:
-					c.cmd.Process.Kill()
-					t.Fatal("child never became ready")
-				}
-			}
+			waitReady(t, c)
 			time.Sleep(delay)
-			err := c.cmd.Process.Signal(syscall.SIGKILL)
-			// Read to the end of the output before Wait, which closes the
-			// pipe and would lose what is still in it.
+			err := c.Kill()
 			c.drain(t, true)
-			c.cmd.Wait()
+			c.Wait()
 			if err == nil && !c.fin {
 				kills++
 			}
@@ -430,7 +390,7 @@ func TestWriterCrash(t *testing.T) {
 			// A new epoch recovers and goes on.
 			r := startChild(t, "resume", dir, seed)
 			r.drain(t, true)
-			if err := r.cmd.Wait(); err != nil {
+			if err := r.Wait(); err != nil {
 				t.Errorf("resumed child: %v", err)
 			}
 			if !r.fin {

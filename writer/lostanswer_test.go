@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // lostProgress stores the progress puts (compare-and-swap on a writer's
@@ -298,14 +297,7 @@ func (c chaosStateAppender) OpenAppend(ctx context.Context, key string) (blob.Ap
 // TestLostProgressSchedules runs per backend: REDOKIT_LOST_ANSWER_SCHEDULES,
 // default 20.
 func lostAnswerSchedules(t *testing.T) int {
-	if s := os.Getenv("REDOKIT_LOST_ANSWER_SCHEDULES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			t.Fatalf("REDOKIT_LOST_ANSWER_SCHEDULES=%q: not a count", s)
-		}
-		return n
-	}
-	return 20
+	return testenv.Count(t, "REDOKIT_LOST_ANSWER_SCHEDULES", 20)
 }
 
 // TestLostProgressSchedules runs a writer through randomized schedules of

@@ -7,11 +7,9 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,21 +39,19 @@ import (
 // REDOKIT_PGCDC_TXNS sets the workload's transactions (default 3000).
 
 // The child's side: a capture process, run from the test binary before any
-// test.
+// test (startChild).
 func init() {
-	spec := os.Getenv("PGCDC_DRILL_CHILD")
-	if spec == "" {
-		return
-	}
-	var cfg config
-	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "pgcdc child:", err)
-		os.Exit(3)
-	}
-	cfg.Logger = nil
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	err := func() error {
+	testenv.RunChild("pgcdc-capture", func(args []string) error {
+		var cfg config
+		if len(args) != 1 {
+			return fmt.Errorf("want the configuration, got %q", args)
+		}
+		if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
+			return err
+		}
+		cfg.Logger = nil
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
 		if err := cfg.check(); err != nil {
 			return err
 		}
@@ -77,12 +73,7 @@ func init() {
 			}
 		}()
 		return runCapture(ctx, &cfg, cfg.Writer, lg, fileCheckpoint(cfg.State, cfg.Writer), &st)
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgcdc child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	})
 }
 
 func postgresDSN(t *testing.T) string { return testenv.Postgres(t) }
@@ -97,30 +88,15 @@ func withDB(t *testing.T, dsn, db string) string {
 	return u.String()
 }
 
-// drillChild is a capture process; done is closed when it has exited, with
-// err set, so that every waiter sees it.
-type drillChild struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func startChild(t *testing.T, cfg config, idx int) *drillChild {
+// startChild starts capture process idx.
+func startChild(t *testing.T, cfg config, idx int) *testenv.Child {
 	cfg.Writer = idx
 	cfg.Logger = nil
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PGCDC_DRILL_CHILD="+string(b))
-	cmd.Stderr = &prefixWriter{t: t, prefix: writerID(idx) + ": "}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &drillChild{cmd: cmd, done: make(chan struct{})}
-	go func() { c.err = cmd.Wait(); close(c.done) }()
-	return c
+	return testenv.StartChild(t, "pgcdc-capture", []string{string(b)}, testenv.StderrTo(&prefixWriter{t: t, prefix: writerID(idx) + ": "}))
 }
 
 type prefixWriter struct {
@@ -152,10 +128,7 @@ func TestDrill(t *testing.T) {
 		msg := "the PostgreSQL server runs with wal_level=" + walLevel + ": logical replication needs wal_level=logical (scripts/emulators.sh: start postgres with -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20)"
 		testenv.Need(t, msg)
 	}
-	txns := 3000
-	if v, err := strconv.Atoi(os.Getenv("REDOKIT_PGCDC_TXNS")); err == nil && v > 0 {
-		txns = v
-	}
+	txns := testenv.Count(t, "REDOKIT_PGCDC_TXNS", 3000)
 
 	// A database per run, so that runs on the shared server never meet;
 	// slot names are the server's, so they carry the database's name too.
@@ -234,11 +207,11 @@ func TestDrill(t *testing.T) {
 	}()
 	defer func() { stopCoord(); <-coordDone }()
 
-	children := []*drillChild{startChild(t, cfg, 0), startChild(t, cfg, 1)}
+	children := []*testenv.Child{startChild(t, cfg, 0), startChild(t, cfg, 1)}
 	defer func() {
 		for _, c := range children {
-			c.cmd.Process.Kill()
-			<-c.done
+			c.Kill()
+			c.Wait()
 		}
 	}()
 
@@ -351,8 +324,8 @@ func TestDrill(t *testing.T) {
 	step(0.5)
 	// Capture 1 dies hard.
 	killCapAt = time.Now()
-	children[1].cmd.Process.Kill()
-	<-children[1].done
+	children[1].Kill()
+	children[1].Wait()
 	m, err := lg.Meta(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -409,10 +382,10 @@ func TestDrill(t *testing.T) {
 			break
 		}
 		select {
-		case <-children[0].done:
-			t.Fatalf("capture %s exited: %v", writerID(0), children[0].err)
-		case <-children[1].done:
-			t.Fatalf("capture %s exited: %v", writerID(1), children[1].err)
+		case <-children[0].Done:
+			t.Fatalf("capture %s exited: %v", writerID(0), children[0].Wait())
+		case <-children[1].Done:
+			t.Fatalf("capture %s exited: %v", writerID(1), children[1].Wait())
 		case <-ctx.Done():
 			t.Fatalf("the log's global resolved ts stays at %s, below the upstream's last commit (WAL %s)", pglogrepl.LSN(m.ResolvedTs), last)
 		case <-time.After(20 * time.Millisecond):
@@ -429,8 +402,8 @@ func TestDrill(t *testing.T) {
 		rtxns += x
 	}
 	for _, c := range children {
-		c.cmd.Process.Kill()
-		<-c.done
+		c.Kill()
+		c.Wait()
 	}
 	children = nil
 	stopCoord()

@@ -1,23 +1,17 @@
 package sqlsink_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // The apply's crash test: a child process applies a log into a downstream and
@@ -67,41 +61,32 @@ func killEvents(schema string) []*codec.Event {
 	return out
 }
 
-// The child's side: when the test binary runs with REDOKIT_APPLY_KILL_CHILD
-// set, it applies killEvents into the sink named by the environment and
-// exits, before any test runs.
+// The child's side: started by runKillChild, the test binary applies
+// killEvents into the sink its arguments name and exits, before any test
+// runs.
 func init() {
-	if os.Getenv("REDOKIT_APPLY_KILL_CHILD") == "" {
-		return
-	}
-	schema := os.Getenv("REDOKIT_APPLY_KILL_SCHEMA")
-	opts := &apply.SinkOptions{ProgressSchema: os.Getenv("REDOKIT_APPLY_KILL_PROGRESS_SCHEMA")}
-	ctx := context.Background()
-	s, err := apply.Open(ctx, os.Getenv("REDOKIT_APPLY_KILL_URI"), opts)
-	if err == nil {
+	testenv.RunChild("apply-kill", func(args []string) error {
+		if len(args) != 3 {
+			return fmt.Errorf("want the URI, the schema and the progress schema, got %q", args)
+		}
+		uri, schema, progress := args[0], args[1], args[2]
+		ctx := context.Background()
+		s, err := apply.Open(ctx, uri, &apply.SinkOptions{ProgressSchema: progress})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
 		// The parent's clock starts here: a kill before the sink is open
 		// would prove nothing.
 		fmt.Println("applying")
 		o := killOptions
 		_, err = apply.Run(ctx, sliceSource(killEvents(schema)), s, &o)
-		s.Close()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+		return err
+	})
 }
 
 func TestApplySurvivesSIGKILL(t *testing.T) {
-	trials := 3
-	if v := os.Getenv("REDOKIT_APPLY_KILL_TRIALS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("REDOKIT_APPLY_KILL_TRIALS=%q: want a positive number", v)
-		}
-		trials = n
-	}
+	trials := testenv.Count(t, "REDOKIT_APPLY_KILL_TRIALS", 3)
 	for _, d := range allDialects {
 		t.Run(d.String(), func(t *testing.T) {
 			ref := newEnv(t, d)
@@ -166,50 +151,28 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 // after delay; done reports that it finished first.
 func runKillChild(t *testing.T, e *env, delay time.Duration) (done bool, err error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REDOKIT_APPLY_KILL_CHILD=1", "REDOKIT_APPLY_KILL_URI="+e.uri,
-		"REDOKIT_APPLY_KILL_SCHEMA="+e.schema)
+	progress := ""
 	if e.dialect == sqlsink.Postgres {
-		cmd.Env = append(cmd.Env, "REDOKIT_APPLY_KILL_PROGRESS_SCHEMA="+e.schema)
+		progress = e.schema
 	}
-	// Read only after Wait, which waits for the copying too.
-	out := &bytes.Buffer{}
-	cmd.Stderr = out
-	stdout, err := cmd.StdoutPipe()
+	c := testenv.StartChild(t, "apply-kill", []string{e.uri, e.schema, progress})
+	if line, ok := <-c.Lines; !ok || line != "applying" {
+		// The child failed before it opened the sink: Wait says why.
+		if err := c.Wait(); err != nil {
+			return true, fmt.Errorf("%v: %s", err, c.Stderr())
+		}
+		return true, nil
+	}
+	kill := time.AfterFunc(delay, func() { _ = c.Kill() })
+	err = c.Wait()
+	if !kill.Stop() {
+		return false, nil // killed
+	}
 	if err != nil {
-		return false, err
-	}
-	if err := cmd.Start(); err != nil {
-		return false, err
-	}
-	exited := make(chan error, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		if line != "applying\n" {
-			// The child failed before it opened the sink: Wait says why.
-			exited <- cmd.Wait()
-			return
-		}
-		t := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() })
-		_, _ = io.Copy(io.Discard, stdout)
-		err := cmd.Wait()
-		if t.Stop() {
-			exited <- err // it finished before the kill
-			return
-		}
-		exited <- errKilled
-	}()
-	err = <-exited
-	switch {
-	case err == errKilled:
-		return false, nil
-	case err != nil:
-		return true, fmt.Errorf("%v: %s", err, out.String())
+		return true, fmt.Errorf("%v: %s", err, c.Stderr())
 	}
 	return true, nil
 }
-
-var errKilled = errors.New("killed")
 
 // firstDiff shows the first rows where two sorted dumps part.
 func firstDiff(got, want []string) string {
