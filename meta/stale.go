@@ -1,8 +1,12 @@
 package meta
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 )
 
 // ErrStale reports a metadata object older than one another durable object
@@ -51,3 +55,49 @@ func (e *InconsistentError) Error() string {
 
 // Is makes the error match ErrInconsistent.
 func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }
+
+// LoadMeta reads a log's meta object with one request: for readers, which
+// never write it back and need no ETag (ReadMeta pairs one).
+func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) {
+	m, _, err := readMeta(ctx, b, logID, false)
+	return m, err
+}
+
+// CheckStates holds writer states, read after the meta object m, against
+// it (see Freshness in the package doc): a state older than the generation
+// m accounted for its writer is stale, since states only grow and m was
+// read first; m older than a generation of it a state saw, or missing a
+// span a state publishes, is settled by reading the meta object again (the
+// writer may have read a newer one after m was read), and is an error
+// naming both objects when the fresh one is behind too. Readers and verify
+// call it before they trust what the states publish.
+func CheckStates(ctx context.Context, b *blob.Bucket, logID string, m *Meta, states map[string]*WriterState) error {
+	err := crossCheck(logID, m, states)
+	var sb *statesBehind
+	var mb *metaBehind
+	switch {
+	case errors.As(err, &sb):
+		return sb.err
+	case !errors.As(err, &mb):
+		return err
+	}
+	fresh, err := LoadMeta(ctx, b, logID)
+	if err != nil {
+		return fmt.Errorf("meta: read %s again to settle %w: %w", layout.Meta(logID), mb.err, err)
+	}
+	if fresh.Generation < m.Generation {
+		return &StaleError{Key: layout.Meta(logID), Got: fresh.Generation, Witness: "an earlier read of it", Want: m.Generation,
+			Detail: "the object read again is older than the one read first"}
+	}
+	err = crossCheck(logID, fresh, states)
+	switch {
+	case errors.As(err, &mb):
+		return mb.err
+	case errors.As(err, &sb):
+		// The fresh object accounted states newer than those read: a
+		// coordinator ticked in between. The states were checked against
+		// the first read, which is what they are used with.
+		return nil
+	}
+	return err
+}

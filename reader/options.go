@@ -84,25 +84,21 @@ const (
 // no meta object to take the range from.
 var ErrNoRange = errors.New("reader: no range given and the log has no meta object: set Options.StartTs and Options.EndTs")
 
-// defaultRange supplies the range when the caller gives none: (checkpoint
-// ts, global resolved ts] from the log's meta object, so that a recovery
-// never reads above the global resolved ts (invariant 2) or below the
-// checkpoint (GC may have deleted it).
-var defaultRange = func(ctx context.Context, b *blob.Bucket, logID string) (start, end uint64, err error) {
-	m, _, err := meta.ReadMeta(ctx, b, logID)
-	if blob.IsNotExist(err) {
-		return 0, 0, ErrNoRange
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("reader: default range from the log's meta object: %w", err)
-	}
-	return m.CheckpointTs, m.ResolvedTs, nil
-}
+// ErrUnproven is returned by Open for a range that reaches above what the
+// log can prove complete: the global resolved ts of its meta object, or
+// the lowest flushed ts its writers published (see provenBound). Events
+// up there may be durable, but a listing cannot show that every one of
+// them is: a read of it could return short with no error.
+var ErrUnproven = errors.New("reader: range above what the log proves complete")
 
 // config is Options after defaults and checks.
 type config struct {
 	Options
 	start, end uint64
+	// meta is the log's meta object, read before the writer states (nil
+	// when the log has none): the states are checked against it, and its
+	// resolved ts bounds what a read may prove.
+	meta *meta.Meta
 }
 
 func (o *Options) resolve(ctx context.Context, b *blob.Bucket) (*config, error) {
@@ -114,14 +110,22 @@ func (o *Options) resolve(ctx context.Context, b *blob.Bucket) (*config, error) 
 		return nil, fmt.Errorf("reader: log ID: %w", err)
 	}
 	c.start, c.end = c.StartTs, c.EndTs
+	m, err := meta.LoadMeta(ctx, b, c.LogID)
+	switch {
+	case err == nil:
+		c.meta = m
+	case !blob.IsNotExist(err):
+		return nil, fmt.Errorf("reader: read the log's meta object: %w", err)
+	case c.end == 0:
+		return nil, ErrNoRange
+	}
 	if c.end == 0 {
-		s, e, err := defaultRange(ctx, b, c.LogID)
-		if err != nil {
-			return nil, err
-		}
-		c.end = e
+		// (checkpoint ts, global resolved ts]: a recovery never reads above
+		// the global resolved ts (invariant 2) or below the checkpoint (GC
+		// may have deleted it).
+		c.end = m.ResolvedTs
 		if c.start == 0 {
-			c.start = s
+			c.start = m.CheckpointTs
 		}
 	}
 	if c.start >= c.end {
