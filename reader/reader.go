@@ -203,6 +203,9 @@ func planRead(ctx context.Context, b *blob.Bucket, c *config) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := proveFresh(ctx, b, c, pub); err != nil {
+		return nil, err
+	}
 	objs, err := listLog(ctx, b, c.LogID)
 	if err != nil {
 		return nil, err
