@@ -10,17 +10,14 @@ import (
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 )
 
 func row(ts uint64, id int64) codec.Event {
-	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: ts - 1, CommitTs: ts,
-		Table:   codec.TableName{Schema: "shop", Name: "orders", PhysicalID: 7},
-		Columns: []codec.Column{{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(id)}},
-	}}
+	return codectest.Row(ts, codectest.Table("shop", "orders", 7), codectest.Key("id", id))
 }
 
 // fill opens a log, writes rows at ts 110, 120, …, 200 through one writer,

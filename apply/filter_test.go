@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 )
 
 // recSink is an in-memory Sink that records what reaches it: the table of
@@ -59,16 +60,14 @@ func (t *recTx) Rollback() error { return nil }
 func tname(schema, name string) codec.TableName { return codec.TableName{Schema: schema, Name: name} }
 
 func rowAt(ts uint64, schema, name string) codec.Event {
-	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{StartTs: ts - 1, CommitTs: ts, Table: tname(schema, name),
-		Columns: []codec.Column{{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(int64(ts))}}}}
+	return codectest.Row(ts, tname(schema, name), codectest.Int("id", int64(ts), codec.FlagPrimaryKey|codec.FlagHandleKey))
 }
 
 func ddlAt(ts uint64, schema, name string, action codec.ActionType, q string) codec.Event {
-	d := codec.DDL{StartTs: ts - 1, CommitTs: ts, Table: tname(schema, name), Type: action, Query: q}
-	if name != "" {
-		d.Tables = []codec.DDLTable{{TableName: tname(schema, name)}}
+	if name == "" {
+		return codectest.DDL(ts, tname(schema, name), action, q)
 	}
-	return codec.Event{Kind: codec.DDLEvent, DDL: d}
+	return codectest.DDL(ts, tname(schema, name), action, q, codectest.Affected(tname(schema, name)))
 }
 
 // runFiltered runs events through FilterTables into a recSink.

@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
@@ -26,24 +27,20 @@ var created = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 
 // row builds a row change: an insert of (id, val) into table.
 func row(ts uint64, table string, id int64, val string) *codec.Event {
-	return &codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: ts - 1, CommitTs: ts,
-		Table: codec.TableName{Schema: "db", Name: table, PhysicalID: int64(len(table))},
-		Columns: []codec.Column{
-			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey | codec.FlagHandleKey, Value: codec.IntValue(id)},
-			{Name: "val", Type: codec.TypeVarchar, Charset: "utf8mb4", Collation: "utf8mb4_bin", Value: codec.StringValue(val)},
-		},
-	}}
+	v := codectest.Str("val", val)
+	v.Charset, v.Collation = "utf8mb4", "utf8mb4_bin"
+	ev := codectest.Row(ts, dbTable(table), codectest.Int("id", id, codec.FlagPrimaryKey|codec.FlagHandleKey), v)
+	return &ev
 }
 
 // ddl builds a DDL on table.
 func ddl(ts uint64, table, query string) *codec.Event {
-	return &codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
-		StartTs: ts - 1, CommitTs: ts,
-		Table: codec.TableName{Schema: "db", Name: table, PhysicalID: int64(len(table))},
-		Type:  codec.ActionAddColumn, Query: query,
-	}}
+	ev := codectest.DDL(ts, dbTable(table), codec.ActionAddColumn, query)
+	return &ev
 }
+
+// dbTable is db.table, with the length of its name as its physical ID.
+func dbTable(table string) codec.TableName { return codectest.Table("db", table, int64(len(table))) }
 
 // seg describes a segment to write.
 type seg struct {

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // TestNoSilentLoss deletes one random segment of a random chained log (and
@@ -21,14 +20,7 @@ import (
 // more looks the same). REDOKIT_LOSS_TRIALS sets the number of trials
 // (default 100).
 func TestNoSilentLoss(t *testing.T) {
-	trials := 100
-	if s := os.Getenv("REDOKIT_LOSS_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("REDOKIT_LOSS_TRIALS=%q: %v", s, err)
-		}
-		trials = n
-	}
+	trials := testenv.Count(t, "REDOKIT_LOSS_TRIALS", 100)
 	if testing.Short() {
 		trials = min(trials, 20)
 	}

@@ -3,9 +3,9 @@ package reader
 import (
 	"context"
 	"io"
-	"os"
-	"strconv"
 	"testing"
+
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // BenchmarkMergeOnly runs only the merge of BenchmarkMerge's log, without the
@@ -13,7 +13,7 @@ import (
 // REDOKIT_BENCH_PREFETCH sets Options.Prefetch.
 func BenchmarkMergeOnly(b *testing.B) {
 	l := buildBenchLog(b)
-	pf, _ := strconv.Atoi(os.Getenv("REDOKIT_BENCH_PREFETCH"))
+	pf := testenv.Count(b, "REDOKIT_BENCH_PREFETCH", 0)
 	for _, raw := range []bool{true, false} {
 		name := "merge=decoded"
 		if raw {

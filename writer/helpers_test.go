@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -76,14 +77,13 @@ func open(t testing.TB, b *blob.Bucket, o *Options) *Writer {
 // row makes a row event of a span; id is carried in a column so that tests
 // can tell events apart.
 func row(span SpanID, ts uint64, id int64) codec.Event {
-	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: ts - 1, CommitTs: ts,
-		Table: codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)},
-		Columns: []codec.Column{
-			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(id)},
-			{Name: "v", Type: codec.TypeVarchar, Value: codec.StringValue(fmt.Sprintf("value of %d at %d", id, ts))},
-		},
-	}}
+	return codectest.Row(ts, spanTable(span), codectest.Key("id", id), codectest.Str("v", fmt.Sprintf("value of %d at %d", id, ts)))
+}
+
+// spanTable is the table of a span: db.t<span>, with the span as its
+// physical ID.
+func spanTable(span SpanID) codec.TableName {
+	return codectest.Table("db", fmt.Sprintf("t%d", span), int64(span))
 }
 
 // bigRow is a row with a payload of about n bytes of compressible text.
@@ -99,11 +99,8 @@ func bigRow(r *rand.Rand, span SpanID, ts uint64, id int64, n int) codec.Event {
 }
 
 func ddl(span SpanID, ts uint64, query string) codec.Event {
-	t := codec.TableName{Schema: "db", Name: fmt.Sprintf("t%d", span), PhysicalID: int64(span)}
-	return codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
-		StartTs: ts - 1, CommitTs: ts, Table: t, Type: codec.ActionType(5), Query: query,
-		Tables: []codec.DDLTable{{TableName: t, Role: codec.RoleAffected}},
-	}}
+	t := spanTable(span)
+	return codectest.DDL(ts, t, codec.ActionType(5), query, codectest.Affected(t))
 }
 
 // got is one event read back.

@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 )
 
 // These tests apply events through apply.Run into a SQLite file and read
@@ -25,12 +26,11 @@ const schema = "db"
 func tn(table string) codec.TableName { return codec.TableName{Schema: schema, Name: table} }
 
 func ddl(ts uint64, table string, action codec.ActionType, q string) codec.Event {
-	return codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{StartTs: ts - 1, CommitTs: ts, Table: tn(table), Type: action, Query: q,
-		Tables: []codec.DDLTable{{TableName: tn(table)}}}}
+	return codectest.DDL(ts, tn(table), action, q, codectest.Affected(tn(table)))
 }
 
 func insert(ts uint64, table string, cols ...codec.Column) codec.Event {
-	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{StartTs: ts - 1, CommitTs: ts, Table: tn(table), Columns: cols}}
+	return codectest.Row(ts, tn(table), cols...)
 }
 
 const pk = codec.FlagPrimaryKey | codec.FlagHandleKey

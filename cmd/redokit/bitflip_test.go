@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -66,29 +66,9 @@ func (f flip) String() string {
 	return fmt.Sprintf("%s: %q byte %d bit %d", f.class, f.key, f.byte, f.bit)
 }
 
-func flipCount(t *testing.T) int {
-	v := os.Getenv("REDOKIT_BITFLIPS")
-	if v == "" {
-		return 150
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("REDOKIT_BITFLIPS=%q is not a count", v)
-	}
-	return n
-}
+func flipCount(t *testing.T) int { return testenv.Count(t, "REDOKIT_BITFLIPS", 150) }
 
-func flipSeed(t *testing.T) uint64 {
-	v := os.Getenv("REDOKIT_BITFLIP_SEED")
-	if v == "" {
-		return 12
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		t.Fatalf("REDOKIT_BITFLIP_SEED=%q is not a number", v)
-	}
-	return n
-}
+func flipSeed(t *testing.T) uint64 { return testenv.Seed(t, "REDOKIT_BITFLIP_SEED", 12) }
 
 // nameKind sorts a name flip by what has to catch it, for the summary.
 func nameKind(f flip) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/writer"
 	"github.com/redokit/redokit/writer/writermetrics"
 )
@@ -34,14 +35,7 @@ func open(t *testing.T, b *blob.Bucket, o *writer.Options) *writer.Writer {
 }
 
 func row(ts uint64) codec.Event {
-	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: ts - 1, CommitTs: ts,
-		Table: codec.TableName{Schema: "db", Name: "t1", PhysicalID: 1},
-		Columns: []codec.Column{
-			{Name: "id", Type: codec.TypeLonglong, Flags: codec.FlagPrimaryKey, Value: codec.IntValue(int64(ts))},
-			{Name: "v", Type: codec.TypeVarchar, Value: codec.StringValue(fmt.Sprintf("value at %d", ts))},
-		},
-	}}
+	return codectest.Row(ts, codectest.Table("db", "t1", 1), codectest.Key("id", int64(ts)), codectest.Str("v", fmt.Sprintf("value at %d", ts)))
 }
 
 // write writes rows from..to on span 1, resolves to, and flushes.

@@ -15,12 +15,14 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
 	_ "github.com/redokit/redokit/apply/mysql"
 	_ "github.com/redokit/redokit/apply/postgres"
 	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/testkit/testenv"
 )
 
@@ -323,16 +325,13 @@ func tn(schema, name string) codec.TableName {
 }
 
 func ddlEv(ts uint64, schema, table string, action codec.ActionType, q string) *codec.Event {
-	return &codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
-		StartTs: ts - 1, CommitTs: ts, Table: tn(schema, table), Type: action, Query: q,
-		Tables: []codec.DDLTable{{TableName: tn(schema, table)}},
-	}}
+	ev := codectest.DDL(ts, tn(schema, table), action, q, codectest.Affected(tn(schema, table)))
+	return &ev
 }
 
 func rowEv(ts uint64, schema, table string, pre, post []codec.Column) *codec.Event {
-	return &codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
-		StartTs: ts - 1, CommitTs: ts, Table: tn(schema, table), Columns: post, PreColumns: pre,
-	}}
+	ev := codectest.Update(ts, tn(schema, table), pre, post)
+	return &ev
 }
 
 const pk = codec.FlagPrimaryKey | codec.FlagHandleKey
