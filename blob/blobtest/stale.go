@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -42,7 +43,11 @@ import (
 //   - consistent: a stat answers the old version's attributes (its ETag,
 //     size, time) and a read its body, as a restored version or a lagging
 //     replica does; a compare-and-swap conditioned on that ETag then fails
-//     at the store;
+//     at the store. A client (told apart by the context of its calls) is
+//     answered, at the first stat of a key after a read of it, the
+//     attributes of the version it was read (the old one, or the store's
+//     own), whenever windows open or close in between: so a stat, read,
+//     stat that answers one ETag twice answered that version's body;
 //   - torn (StaleSchedule.Torn): a stat answers the current attributes and
 //     a read the old body, as a store whose metadata and data replicas lag
 //     apart does; a compare-and-swap conditioned on that ETag succeeds and
@@ -63,8 +68,28 @@ type Stale struct {
 	versions map[string][]staleVersion // by key, in the order they were seen (oldest first)
 	calls    map[string]uint64         // stats and reads so far, by key
 	windows  map[string]*staleWindow   // the open window of each key
-	counts   map[string]int            // "<kind>/<action>"
+	// owed are the versions of the bodies clients (by context and key)
+	// were last read outside torn windows: their next stat of the key
+	// answers that version's attributes, even after a window closed or
+	// opened in between.
+	owed   map[clientKey]owedStat
+	counts map[string]int // "<kind>/<action>"
 }
+
+type clientKey struct {
+	ctx context.Context
+	key string
+}
+
+type owedStat struct {
+	v       staleVersion
+	current bool   // the body read was the store's: the stat passes through
+	at      uint64 // the key's call count when the read was served
+}
+
+// owedFor is how many calls on its key an owed stat waits for its client
+// before it is forgotten (a client that reads without a stat).
+const owedFor = 64
 
 // StaleSchedule says when a Stale serves an older version.
 type StaleSchedule struct {
@@ -124,7 +149,7 @@ func NewStale(inner driver.Driver, s StaleSchedule) *Stale {
 		s.Calls = 6
 	}
 	return &Stale{inner: inner, s: s, serving: true, versions: map[string][]staleVersion{},
-		calls: map[string]uint64{}, windows: map[string]*staleWindow{}, counts: map[string]int{}}
+		calls: map[string]uint64{}, windows: map[string]*staleWindow{}, owed: map[clientKey]owedStat{}, counts: map[string]int{}}
 }
 
 // Driver returns the Stale as a driver that implements driver.Appender when
@@ -150,6 +175,7 @@ func (st *Stale) SetServing(on bool) {
 	st.serving = on
 	if !on {
 		clear(st.windows)
+		clear(st.owed)
 	}
 	st.mu.Unlock()
 }
@@ -338,12 +364,72 @@ func (st *Stale) Stat(ctx context.Context, key string) (blob.Attrs, error) {
 	if !ok {
 		return st.inner.Stat(ctx, key)
 	}
+	if o, ok := st.takeOwed(ctx, key); ok {
+		if o.current {
+			return st.inner.Stat(ctx, key)
+		}
+		st.count(kind, ActStaleStat)
+		return o.v.attrs, nil
+	}
 	w := st.window(ctx, kind, key)
 	if w == nil || w.torn {
 		return st.inner.Stat(ctx, key)
 	}
 	st.count(kind, ActStaleStat)
 	return w.v.attrs, nil
+}
+
+// comparableCtx reports whether ctx can be a map key (every context of
+// package context can).
+func comparableCtx(ctx context.Context) bool {
+	return ctx != nil && reflect.TypeOf(ctx).Comparable()
+}
+
+// owe records the version of the body ctx's client was read: v within a
+// consistent window, the store's own when current.
+func (st *Stale) owe(ctx context.Context, key string, v staleVersion, current bool) {
+	if !comparableCtx(ctx) {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.serving {
+		return
+	}
+	n := st.calls[key]
+	for ck, o := range st.owed {
+		if ck.key == key && n-o.at > owedFor {
+			delete(st.owed, ck)
+		}
+	}
+	st.owed[clientKey{ctx, key}] = owedStat{v: v, current: current, at: n}
+}
+
+// forget drops what ctx's client is owed at its next stat of key.
+func (st *Stale) forget(ctx context.Context, key string) {
+	if !comparableCtx(ctx) {
+		return
+	}
+	st.mu.Lock()
+	delete(st.owed, clientKey{ctx, key})
+	st.mu.Unlock()
+}
+
+// takeOwed returns the version ctx's client is owed at a stat of key.
+func (st *Stale) takeOwed(ctx context.Context, key string) (owedStat, bool) {
+	if !comparableCtx(ctx) {
+		return owedStat{}, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ck := clientKey{ctx, key}
+	o, ok := st.owed[ck]
+	if !ok || !st.serving {
+		return owedStat{}, false
+	}
+	delete(st.owed, ck)
+	st.calls[key]++
+	return o, true
 }
 
 // NewRangeReader implements driver.Driver.
@@ -357,6 +443,7 @@ func (st *Stale) NewRangeReader(ctx context.Context, key string, offset, length 
 	}
 	w := st.window(ctx, kind, key)
 	if w == nil {
+		st.owe(ctx, key, staleVersion{}, true)
 		if offset == 0 && length < 0 {
 			return st.learn(ctx, key)
 		}
@@ -364,8 +451,10 @@ func (st *Stale) NewRangeReader(ctx context.Context, key string, offset, length 
 	}
 	if w.torn {
 		st.count(kind, ActStaleTorn)
+		st.forget(ctx, key) // the window answers its next stat
 	} else {
 		st.count(kind, ActStale)
+		st.owe(ctx, key, w.v, false)
 	}
 	body := w.v.body
 	offset = min(max(offset, 0), int64(len(body)))

@@ -229,3 +229,43 @@ func TestLiarStale(t *testing.T) {
 		t.Error("a stale Liar over local lost the Appender capability")
 	}
 }
+
+// TestStaleConsistentPairs: consistent windows never pair an ETag with
+// another version's body in a stat, read, stat of one client, whatever
+// call a window opens or closes at; torn windows do.
+func TestStaleConsistentPairs(t *testing.T) {
+	for _, torn := range []float64{0, 1} {
+		st := blobtest.NewStale(memDriver(), blobtest.StaleSchedule{Seed: 11, Start: 0.4, Calls: 2, Torn: torn})
+		b := st.Bucket()
+		etags, bodies := putVersions(t, b, "log/meta", 4)
+		mismatched := 0
+		for i := range 500 {
+			ctx, cancel := context.WithCancel(context.Background())
+			a, err := b.Stat(ctx, "log/meta")
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := b.ReadAll(ctx, "log/meta")
+			if err != nil {
+				t.Fatal(err)
+			}
+			z, err := b.Stat(ctx, "log/meta")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if a.ETag != z.ETag {
+				continue // a client retries this one
+			}
+			if j := slices.Index(etags, a.ETag); bodies[j] != string(data) {
+				mismatched++
+				if torn == 0 {
+					t.Fatalf("triple %d: ETag %s (version %d) with the body %q", i, a.ETag, j, data)
+				}
+			}
+		}
+		if torn == 1 && mismatched == 0 {
+			t.Fatal("torn windows never paired the current ETag with an old body")
+		}
+	}
+}
