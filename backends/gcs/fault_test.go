@@ -7,12 +7,10 @@ package gcs
 // Durations are logged, never asserted.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,10 +26,11 @@ import (
 	"github.com/redokit/redokit/testkit/toxinet"
 )
 
+// faultEnv is a bucket reachable directly and through the proxy, with the
+// hook on its requests.
 type faultEnv struct {
-	proxy  *toxiproxy.Proxy
-	direct *blob.Bucket // straight to the emulator: the observer
-	hook   *hookTransport
+	*toxinet.Env
+	hook *hookTransport
 }
 
 // hookTransport counts requests and calls onChunk before the n-th chunk of
@@ -78,24 +77,11 @@ func (h *hookTransport) set(onChunk func(int64), onFinal func()) {
 // environment if the emulator script did not.
 func gcsProxy(t *testing.T) (*toxiproxy.Proxy, string) {
 	t.Helper()
-	direct := emulatorHost(t)
-	addr, toxi := os.Getenv("TOXIPROXY_ADDR"), os.Getenv("REDOKIT_GCS_TOXI_HOST")
-	if addr == "" || toxi == "" {
+	toxi := os.Getenv("REDOKIT_GCS_TOXI_HOST")
+	if toxi == "" {
 		testenv.Need(t, "TOXIPROXY_ADDR and REDOKIT_GCS_TOXI_HOST must be set: start toxiproxy (scripts/emulators.sh) to run the fault tests")
 	}
-	tc := toxiproxy.NewClient(addr)
-	p, err := tc.Proxy("gcs")
-	if err != nil {
-		if p, err = tc.CreateProxy("gcs", toxi, direct); err != nil {
-			t.Fatalf("toxiproxy at %s: no proxy \"gcs\" and cannot create it: %v", addr, err)
-		}
-	}
-	// From a clean proxy: a toxic an earlier test could not remove must
-	// not stall this one.
-	if err := toxinet.Clear(p); err != nil {
-		t.Fatalf("toxiproxy proxy %q: %v", "gcs", err)
-	}
-	return p, toxi
+	return toxinet.FaultProxy(t, "gcs", toxi, emulatorHost(t)), toxi
 }
 
 func newFaultEnv(t *testing.T, opts *Options) (*faultEnv, *blob.Bucket) {
@@ -122,97 +108,7 @@ func newFaultEnv(t *testing.T, opts *Options) (*faultEnv, *blob.Bucket) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &faultEnv{proxy: p, direct: direct, hook: hook}, b
-}
-
-func (e *faultEnv) toxic(t *testing.T, name, typ, stream string, attrs toxiproxy.Attributes) func() {
-	t.Helper()
-	if _, err := e.proxy.AddToxic(name, typ, stream, 1, attrs); err != nil {
-		t.Fatalf("add toxic %s: %v", name, err)
-	}
-	var once sync.Once
-	remove := func() {
-		once.Do(func() {
-			if err := e.proxy.RemoveToxic(name); err != nil {
-				t.Errorf("remove toxic %s: %v", name, err)
-			}
-		})
-	}
-	t.Cleanup(remove)
-	return remove
-}
-
-type watcher struct {
-	stop    chan struct{}
-	done    chan struct{}
-	looks   atomic.Int64
-	present atomic.Int64
-	mu      sync.Mutex
-	bad     []string
-}
-
-// watch polls key through the direct bucket until stopped and records every
-// observation that is neither absent nor exactly want.
-func watch(b *blob.Bucket, key string, want []byte) *watcher {
-	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		ctx := context.Background()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			w.looks.Add(1)
-			got, err := b.ReadAll(ctx, key)
-			switch {
-			case blob.IsNotExist(err):
-			case err != nil:
-				w.note("read error: " + err.Error())
-			case !bytes.Equal(got, want):
-				w.note("partial or wrong content: " + strconv.Itoa(len(got)) + " bytes, want " + strconv.Itoa(len(want)))
-			default:
-				w.present.Add(1)
-			}
-		}
-	}()
-	return w
-}
-
-func (w *watcher) note(s string) {
-	w.mu.Lock()
-	if len(w.bad) < 10 {
-		w.bad = append(w.bad, s)
-	}
-	w.mu.Unlock()
-}
-
-func (w *watcher) finish(t *testing.T) {
-	t.Helper()
-	close(w.stop)
-	<-w.done
-	t.Logf("watcher: %d looks, %d saw the whole object", w.looks.Load(), w.present.Load())
-	if len(w.bad) > 0 {
-		t.Fatalf("the observer saw what must never be visible: %s", strings.Join(w.bad, "; "))
-	}
-}
-
-func wholeOrAbsent(t *testing.T, direct *blob.Bucket, key string, want []byte, err error) {
-	t.Helper()
-	got, rerr := direct.ReadAll(context.Background(), key)
-	switch {
-	case err == nil && rerr == nil && bytes.Equal(got, want):
-		t.Logf("outcome: the Put succeeded and the object is whole")
-	case err == nil:
-		t.Fatalf("the Put succeeded but the object reads %d bytes (%v), want %d", len(got), rerr, len(want))
-	case blob.IsNotExist(rerr):
-		t.Logf("outcome: the Put failed (%v) and nothing is visible", err)
-	case rerr == nil && bytes.Equal(got, want):
-		t.Logf("outcome: the Put failed (%v) but the object is whole", err)
-	default:
-		t.Fatalf("the Put failed (%v) and the object reads %d bytes (%v): partial", err, len(got), rerr)
-	}
+	return &faultEnv{Env: &toxinet.Env{Proxy: p, Bucket: b, Direct: direct}, hook: hook}, b
 }
 
 func faultOptions() *Options {
@@ -223,25 +119,8 @@ func faultOptions() *Options {
 }
 
 func TestFaultLatency(t *testing.T) {
-	e, b := newFaultEnv(t, faultOptions())
-	e.toxic(t, "latency", "latency", "downstream", toxiproxy.Attributes{"latency": 150, "jitter": 50})
-	ctx := context.Background()
-	for _, n := range []int{100 << 10, 2 << 20} {
-		key := "latency/" + strconv.Itoa(n)
-		data := pattern(n, 7)
-		start := time.Now()
-		if _, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
-			t.Fatalf("put %d bytes with 150 ms latency: %v", n, err)
-		}
-		t.Logf("put %d bytes through 150±50 ms latency: %v", n, time.Since(start))
-		got, err := b.ReadRange(ctx, key, 10, int64(n-20))
-		if err != nil || !bytes.Equal(got, data[10:n-10]) {
-			t.Fatalf("ranged read: %d bytes, %v", len(got), err)
-		}
-	}
-	if err := b.Delete(ctx, "latency/102400", "latency/2097152", "latency/missing"); err != nil {
-		t.Fatal(err)
-	}
+	e, _ := newFaultEnv(t, faultOptions())
+	toxinet.Latency(t, e.Env, 100<<10, 2<<20)
 }
 
 // TestFaultResetMidResumableUpload resets every connection between chunks of
@@ -263,11 +142,11 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 			cleared := make(chan struct{})
 			e.hook.set(func(n int64) {
 				if n == 4 && fired.CompareAndSwap(false, true) {
-					clear := e.toxic(t, "reset", "reset_peer", "upstream", toxiproxy.Attributes{"timeout": 0})
+					clear := e.Toxic(t, "reset", "reset_peer", "upstream", toxiproxy.Attributes{"timeout": 0})
 					time.AfterFunc(c.outage, func() { clear(); close(cleared) })
 				}
 			}, nil)
-			w := watch(e.direct, key, data)
+			w := toxinet.Watch(e.Direct, key, data)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			start := time.Now()
@@ -277,8 +156,8 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 				t.Fatal("the reset never fired")
 			}
 			<-cleared
-			w.finish(t)
-			wholeOrAbsent(t, e.direct, key, data, err)
+			w.Finish(t)
+			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
 			switch {
 			case c.name == "short" && err != nil:
 				t.Fatalf("a 300 ms outage should be retried through: %v", err)
@@ -292,7 +171,7 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 				if _, err := b.Put(context.Background(), key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
 					t.Fatalf("after the fault cleared, the same create: %v", err)
 				}
-				wholeOrAbsent(t, e.direct, key, data, nil)
+				toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
 			}
 		})
 	}
@@ -316,11 +195,11 @@ func TestFaultStalledChunk(t *testing.T) {
 			var fired atomic.Bool
 			e.hook.set(func(n int64) {
 				if n == 3 && fired.CompareAndSwap(false, true) {
-					clear := e.toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
+					clear := e.Toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
 					time.AfterFunc(c.stall, clear)
 				}
 			}, nil)
-			w := watch(e.direct, key, data)
+			w := toxinet.Watch(e.Direct, key, data)
 			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
 			defer cancel()
 			start := time.Now()
@@ -335,8 +214,8 @@ func TestFaultStalledChunk(t *testing.T) {
 				}
 				time.Sleep(time.Until(start.Add(c.stall + 500*time.Millisecond)))
 			}
-			w.finish(t)
-			wholeOrAbsent(t, e.direct, key, data, err)
+			w.Finish(t)
+			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
 			if c.name == "retried" && err != nil {
 				t.Fatalf("a 3 s stall with 2 s chunk timeouts should be retried through: %v", err)
 			}
@@ -349,40 +228,22 @@ func TestFaultStalledChunk(t *testing.T) {
 func TestFaultStalledSmallPut(t *testing.T) {
 	e, b := newFaultEnv(t, faultOptions())
 	data := pattern(200<<10, 2)
-	clear := e.toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
+	clear := e.Toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
 	time.AfterFunc(3*time.Second, clear)
-	w := watch(e.direct, "small", data)
+	w := toxinet.Watch(e.Direct, "small", data)
 	start := time.Now()
 	_, err := b.Put(context.Background(), "small", data, &blob.PutOptions{IfNotExist: true})
 	t.Logf("small put with a 3 s stall and 2 s attempts: %v after %v, %d requests", err, time.Since(start), e.hook.requests.Load())
-	w.finish(t)
+	w.Finish(t)
 	if err != nil {
 		t.Fatalf("want the retried attempt to succeed: %v", err)
 	}
-	wholeOrAbsent(t, e.direct, "small", data, err)
+	toxinet.WholeOrAbsent(t, e.Direct, "small", data, err)
 }
 
 func TestFaultBandwidth(t *testing.T) {
-	e, b := newFaultEnv(t, faultOptions())
-	e.toxic(t, "bw-up", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 2048})
-	e.toxic(t, "bw-down", "bandwidth", "downstream", toxiproxy.Attributes{"rate": 2048})
-	ctx := context.Background()
-	data := pattern(3<<20, 6)
-	w := watch(e.direct, "bw", data)
-	start := time.Now()
-	_, err := b.Put(ctx, "bw", data, nil)
-	el := time.Since(start)
-	w.finish(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("put 3 MiB through 2 MB/s (resumable, chunks in sequence): %v (%.2f MB/s)", el, float64(len(data))/el.Seconds()/1e6)
-	start = time.Now()
-	got, err := b.ReadAll(ctx, "bw")
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back: %d bytes, %v", len(got), err)
-	}
-	t.Logf("read 3 MiB through 2 MB/s: %v", time.Since(start))
+	e, _ := newFaultEnv(t, faultOptions())
+	toxinet.Bandwidth(t, e.Env, 2048, 3<<20)
 }
 
 // TestFaultLostResponse cuts the response to the request that completes a
@@ -411,7 +272,7 @@ func TestFaultLostResponse(t *testing.T) {
 				// faulted Put's response past it (toxiproxy updates a
 				// live link's toxics asynchronously), and then the Put
 				// succeeds in one request and the test proves nothing.
-				a, err := e.direct.Put(ctx, key, []byte("v1"), nil)
+				a, err := e.Direct.Put(ctx, key, []byte("v1"), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -425,28 +286,19 @@ func TestFaultLostResponse(t *testing.T) {
 			)
 			e.hook.set(nil, func() {
 				once.Do(func() {
-					rm := e.toxic(t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
+					rm := e.Toxic(t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
 					mu.Lock()
 					remove = rm
 					mu.Unlock()
 				})
 			})
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				deadline := time.Now().Add(20 * time.Second)
-				for time.Now().Before(deadline) {
-					if got, err := e.direct.ReadAll(ctx, key); err == nil && bytes.Equal(got, data) {
-						break
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
+			done := toxinet.UntilVisible(ctx, e.Direct, key, data, func() {
 				mu.Lock()
 				if remove != nil {
 					remove()
 				}
 				mu.Unlock()
-			}()
+			})
 			r0 := e.hook.requests.Load()
 			_, err := b.Put(ctx, key, data, c.cond(etag))
 			<-done
@@ -455,7 +307,7 @@ func TestFaultLostResponse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the Put's own retry was reported as a failure: %v", err)
 			}
-			wholeOrAbsent(t, e.direct, key, data, nil)
+			toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
 			// Small: the upload, its retry, the metadata check. Resumable:
 			// the session, 8 chunks, and at least one more.
 			if c.size < 1<<20 && reqs < 3 || c.size >= 1<<20 && reqs < 10 {

@@ -12,6 +12,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/toxinet"
 )
 
 // Fault tests: the driver talks to versitygw through the toxiproxy proxy
@@ -25,31 +26,20 @@ import (
 func faultProxy(t *testing.T) (*toxiproxy.Proxy, string) {
 	t.Helper()
 	v := needEnv(t, "REDOKIT_S3_TOXI_ENDPOINT", "TOXIPROXY_ADDR")
-	p, err := toxiproxy.NewClient(v[1]).Proxy("s3")
+	p, err := toxinet.Proxy(t, v[1], "s3")
 	if err != nil {
-		t.Fatalf("toxiproxy proxy s3: %v", err)
+		t.Fatal(err)
 	}
-	clear := func() {
-		toxics, err := p.Toxics()
-		if err != nil {
-			t.Errorf("toxiproxy: list toxics: %v", err)
-			return
-		}
-		for _, x := range toxics {
-			if err := p.RemoveToxic(x.Name); err != nil {
-				t.Errorf("toxiproxy: remove %s: %v", x.Name, err)
-			}
-		}
-		if !p.Enabled {
-			p.Enabled = true
-			if err := p.Save(); err != nil {
-				t.Errorf("toxiproxy: enable: %v", err)
-			}
-		}
-	}
-	clear()
-	t.Cleanup(clear)
 	return p, v[0]
+}
+
+// faultEnv is e's bucket behind the proxy p for the shared fault tier,
+// which also checks that no multipart upload is left.
+func faultEnv(t *testing.T, p *toxiproxy.Proxy, e *testEnv) *toxinet.Env {
+	return &toxinet.Env{Proxy: p, Bucket: e.b, Direct: directBucket(t, e), After: func(t testing.TB, when string) {
+		t.Helper()
+		wantNoUploads(t, e.admin, e.bucket, when)
+	}}
 }
 
 func addToxic(t *testing.T, p *toxiproxy.Proxy, name, kind, stream string, toxicity float32, attrs toxiproxy.Attributes) {
@@ -104,31 +94,7 @@ func directBucket(t *testing.T, e *testEnv) *blob.Bucket {
 func TestFaultLatency(t *testing.T) {
 	p, via := faultProxy(t)
 	e := newEnv(t, via, &Options{PartSize: 5 << 20, MultipartThreshold: 5 << 20})
-	addToxic(t, p, "lat-down", "latency", "downstream", 1, toxiproxy.Attributes{"latency": 150, "jitter": 50})
-	addToxic(t, p, "lat-up", "latency", "upstream", 1, toxiproxy.Attributes{"latency": 50})
-	ctx := t.Context()
-	small, large := payload(1000, 1), payload(7<<20, 2)
-	if _, err := e.b.Put(ctx, "lat/small", small, &blob.PutOptions{IfNotExist: true}); err != nil {
-		t.Fatalf("Put small: %v", err)
-	}
-	if _, err := e.b.Put(ctx, "lat/large", large, &blob.PutOptions{IfNotExist: true}); err != nil {
-		t.Fatalf("Put large: %v", err)
-	}
-	wantSame(t, mustRead(t, e.b, "lat/small"), small, "small")
-	wantSame(t, mustRead(t, e.b, "lat/large"), large, "large")
-	got, err := e.b.ReadRange(ctx, "lat/large", 5<<20, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantSame(t, got, large[5<<20:5<<20+100], "range")
-	page, err := e.b.ListPage(ctx, "lat/", blob.ListOptions{})
-	if err != nil || len(page.Objects) != 2 {
-		t.Errorf("List: %+v, %v", page.Objects, err)
-	}
-	if err := e.b.Delete(ctx, "lat/small", "lat/large"); err != nil {
-		t.Errorf("Delete: %v", err)
-	}
-	wantNoUploads(t, e.admin, e.bucket, "after the latency test")
+	toxinet.Latency(t, faultEnv(t, p, e), 1000, 7<<20)
 }
 
 // TestFaultResetMidUpload: connections cut in the middle of part uploads.
@@ -252,14 +218,7 @@ func TestFaultStalledPart(t *testing.T) {
 func TestFaultBandwidth(t *testing.T) {
 	p, via := faultProxy(t)
 	e := newEnv(t, via, &Options{PartSize: 5 << 20, MultipartThreshold: 5 << 20})
-	addToxic(t, p, "bw-up", "bandwidth", "upstream", 1, toxiproxy.Attributes{"rate": 8192})
-	addToxic(t, p, "bw-down", "bandwidth", "downstream", 1, toxiproxy.Attributes{"rate": 8192})
-	data := payload(11<<20, 7)
-	if _, err := e.b.Put(t.Context(), "bw/obj", data, nil); err != nil {
-		t.Fatalf("Put through a slow link: %v", err)
-	}
-	wantSame(t, mustRead(t, e.b, "bw/obj"), data, "read through a slow link")
-	wantNoUploads(t, e.admin, e.bucket, "after the slow link")
+	toxinet.Bandwidth(t, faultEnv(t, p, e), 8192, 11<<20)
 }
 
 // TestFaultTruncatedRead: a response body cut short is a transient read
