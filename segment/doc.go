@@ -40,8 +40,8 @@
 //	    11    1  log ID length, 1..64
 //	    12    1  writer ID length, 1..64
 //	    13    3  reserved, zero
-//	    16    8  writer epoch
-//	    24    8  segment sequence number
+//	    16    8  writer epoch, >= 1
+//	    24    8  segment sequence number, >= 1
 //	    32    8  creation time: Unix nanoseconds, two's complement int64
 //	    40   64  log ID, then zero bytes to fill the field
 //	   104   64  writer ID, then zero bytes to fill the field
@@ -56,7 +56,8 @@
 // version, then the CRC, so a newer version is reported as such rather than as
 // a CRC failure of a layout this reader does not know; then the fields. The
 // link ([Link]) is 0 in all four fields (the first segment of its epoch) or
-// names seq - 1; anything else is corruption.
+// names seq - 1; anything else is corruption, as is an epoch or seq of 0
+// (epochs and seqs count from 1: no writer writes either).
 //
 // # The chain
 //

@@ -127,8 +127,8 @@ type Header struct {
 	Version     uint16
 	LogID       string // the log (changefeed) the segment belongs to; see ValidateID
 	WriterID    string // the writer that wrote it; see ValidateID
-	Epoch       uint64 // the writer's epoch when it wrote the segment
-	Seq         uint64 // the segment's sequence number within the writer
+	Epoch       uint64 // the writer's epoch when it wrote the segment, ≥ 1
+	Seq         uint64 // the segment's sequence number within the writer, ≥ 1
 	Compression Compression
 	// Created is when the writer created the segment, stored with nanosecond
 	// precision as Unix time. Writers fill in time.Now() when it is zero.
@@ -210,10 +210,27 @@ func (h *Header) validate(resume bool) error {
 	if h.Created.Before(minCreated) || h.Created.After(maxCreated) {
 		return fmt.Errorf("segment: header: creation time %v is outside what Unix nanoseconds can hold", h.Created)
 	}
+	if msg := checkEpochSeq(h.Epoch, h.Seq); msg != "" {
+		return fmt.Errorf("segment: header: %s", msg)
+	}
 	if msg := h.Link.check(h.Seq); msg != "" {
 		return fmt.Errorf("segment: header: %s", msg)
 	}
 	return nil
+}
+
+// checkEpochSeq reports why epoch and seq cannot be a segment's, or "".
+// Epochs count from 1 (a writer state's epoch is at least 1), and seq 0 is
+// never used, so that a published seq of 0 names no segment: a header
+// holding either 0 was not written by a writer.
+func checkEpochSeq(epoch, seq uint64) string {
+	switch {
+	case epoch == 0:
+		return "epoch 0 (epochs count from 1)"
+	case seq == 0:
+		return "seq 0 (seqs count from 1)"
+	}
+	return ""
 }
 
 // ActiveName is the name of the segment while it is being appended to.
@@ -284,9 +301,10 @@ func encodeHeader(b []byte, h *Header) {
 // HeaderSize bytes from offset 0 of the segment named object (used in
 // errors only). A header that is not whole, not a segment's or fails its CRC
 // is a *CorruptionError, as is one whose CRC holds but whose fields break the
-// format (a link that does not point at seq - 1, for one); a header of a
-// format version this package does not read is a *VersionError. It does not tell a torn tail
-// from corruption: that takes the rest of the segment (see Scanner).
+// format (an epoch or seq of 0, or a link that does not point at seq - 1);
+// a header of a format version this package does not read is a
+// *VersionError. It does not tell a torn tail from corruption: that takes
+// the rest of the segment (see Scanner).
 func DecodeHeader(b []byte, object string) (Header, error) {
 	h, version, p := decodeHeader(b)
 	if p != nil {
@@ -353,6 +371,9 @@ func decodeHeader(b []byte) (h Header, version uint16, p *problem) {
 	h.Epoch = le.Uint64(b[hEpoch:])
 	h.Seq = le.Uint64(b[hSeq:])
 	h.Created = time.Unix(0, int64(le.Uint64(b[hCreated:]))).UTC()
+	if msg := checkEpochSeq(h.Epoch, h.Seq); msg != "" {
+		return Header{}, version, hard("header", 0, "%s", msg)
+	}
 	h.Link = Link{
 		PrevSeq:       le.Uint64(b[hPrevSeq:]),
 		PrevMaxTs:     le.Uint64(b[hPrevMax:]),

@@ -121,7 +121,7 @@ func TestFrameOrderAndMisuse(t *testing.T) {
 		t.Fatalf("Encode left %d records (%d bytes) in the builder", bb.Records(), bb.Len())
 	}
 	var out bytes.Buffer
-	w, err := NewWriter(&out, Header{LogID: "l", WriterID: "w"}, nil)
+	w, err := NewWriter(&out, Header{LogID: "l", WriterID: "w", Epoch: 1, Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestFrameOrderAndMisuse(t *testing.T) {
 		t.Fatalf("AppendFrame after Seal: got %v, want ErrSealed", err)
 	}
 	var zero Frame
-	w2, _ := NewWriter(io.Discard, Header{LogID: "l", WriterID: "w"}, nil)
+	w2, _ := NewWriter(io.Discard, Header{LogID: "l", WriterID: "w", Epoch: 1, Seq: 1}, nil)
 	if err := w2.AppendFrame(&zero); err == nil {
 		t.Fatal("zero Frame accepted")
 	}

@@ -204,3 +204,19 @@ func TestHeaderNames(t *testing.T) {
 		t.Fatal("active name does not sort before the next sequence number")
 	}
 }
+
+// TestNameEpochSeqZero pins docs/FORMAT.md, Segment names: a key whose
+// epoch or seq is 0 parses (every 20-digit number is in the grammar, and
+// parse(format(x)) = x), but no segment can be stored under it, since a
+// header holding epoch 0 or seq 0 is corruption (TestHeaderEpochSeqZero).
+func TestNameEpochSeqZero(t *testing.T) {
+	for _, n := range []Name{
+		{LogID: "l", WriterID: "w", Epoch: 0, Seq: 1, MinTs: 1, MaxTs: 2},
+		{LogID: "l", WriterID: "w", Epoch: 1, Seq: 0, Active: true},
+	} {
+		got, err := ParseName(n.Format())
+		if err != nil || got != n {
+			t.Errorf("%s: parsed %+v, %v", n.Format(), got, err)
+		}
+	}
+}
