@@ -54,6 +54,9 @@ func (g Gen) Events(span, ts uint64) []codec.Event {
 		out = append(out, codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
 			StartTs: ts - 1, CommitTs: ts, Type: codec.ActionAddColumn, Table: table,
 			Query: fmt.Sprintf("ALTER TABLE t%d ADD COLUMN c%d INT", span, ts),
+			// Every physical table the DDL touches (docs/FORMAT.md, DDL
+			// body): the altered one, which exists before and after.
+			Tables: []codec.DDLTable{{TableName: table, Role: codec.RoleAffected}},
 		}})
 	}
 	return out

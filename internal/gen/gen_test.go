@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,4 +189,77 @@ func checkNamedTable(t *testing.T, d *codec.DDL) {
 		}
 	}
 	t.Fatalf("%v DDL names %s ID %d, which is not its %v table: %v", d.Type, d.Table, d.Table.PhysicalID, want, d.Tables)
+}
+
+// TestDDLListsItsTables: every generated DDL that touches a table lists
+// every physical table it touches in Tables (docs/FORMAT.md, DDL body), with
+// the role its action gives it: the named table (as it is after the
+// statement) always, and for TRUNCATE also the old physical ID, dropped. A
+// schema-level DDL names no table and lists none.
+func TestDDLListsItsTables(t *testing.T) {
+	g := New(Config{Rows: 20000, Tables: 3, DDLRate: 0.05, Seed: 25})
+	ids := map[string]int64{} // table name -> its current physical ID
+	kinds := map[codec.ActionType]int{}
+	for {
+		tx, ok := g.Next()
+		if !ok {
+			break
+		}
+		for _, ch := range tx.Changes {
+			ev := ch.Event
+			if err := codec.CheckEvent(&ev); err != nil {
+				t.Fatalf("ts %d: %v", tx.CommitTs, err)
+			}
+			if !ev.IsDDL() {
+				if id, ok := ids[ev.Row.Table.Name]; !ok || id != ev.Row.Table.PhysicalID {
+					t.Fatalf("ts %d: row of %+v, the table has ID %d (known %v)", tx.CommitTs, ev.Row.Table, id, ok)
+				}
+				continue
+			}
+			d := ev.DDL
+			kinds[d.Type]++
+			named := codec.DDLTable{TableName: d.Table}
+			var want []codec.DDLTable
+			switch d.Type {
+			case codec.ActionCreateSchema:
+				if d.Table.Name != "" || d.Table.PhysicalID != 0 {
+					t.Fatalf("ts %d: schema-level %q names %+v", tx.CommitTs, d.Query, d.Table)
+				}
+			case codec.ActionCreateTable:
+				named.Role = codec.RoleCreated
+				want = []codec.DDLTable{named}
+				ids[d.Table.Name] = d.Table.PhysicalID
+			case codec.ActionAddColumn:
+				named.Role = codec.RoleAffected
+				want = []codec.DDLTable{named}
+			case codec.ActionTruncateTable:
+				old := named
+				old.PhysicalID, old.Role = ids[d.Table.Name], codec.RoleDropped
+				named.Role = codec.RoleCreated
+				want = []codec.DDLTable{old, named}
+				ids[d.Table.Name] = d.Table.PhysicalID
+			case codec.ActionDropTable:
+				named.Role = codec.RoleDropped
+				want = []codec.DDLTable{named}
+			default:
+				t.Fatalf("ts %d: action %v: this test does not know it", tx.CommitTs, d.Type)
+			}
+			if d.Type == codec.ActionAddColumn || d.Type == codec.ActionDropTable {
+				if id, ok := ids[d.Table.Name]; !ok || id != d.Table.PhysicalID {
+					t.Fatalf("ts %d: %q names ID %d, the table has %d", tx.CommitTs, d.Query, d.Table.PhysicalID, id)
+				}
+			}
+			if d.Type == codec.ActionDropTable {
+				delete(ids, d.Table.Name)
+			}
+			if !slices.Equal(d.Tables, want) {
+				t.Fatalf("ts %d: %q lists %+v, want %+v", tx.CommitTs, d.Query, d.Tables, want)
+			}
+		}
+	}
+	for _, a := range []codec.ActionType{codec.ActionCreateSchema, codec.ActionCreateTable, codec.ActionAddColumn, codec.ActionTruncateTable, codec.ActionDropTable} {
+		if kinds[a] == 0 {
+			t.Errorf("no DDL of action %v generated: %v", a, kinds)
+		}
+	}
 }
