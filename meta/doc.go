@@ -116,6 +116,41 @@
 // and then fails with [ErrContended] naming the key: a store whose reads lag
 // an overwrite ends a loop instead of spinning it.
 //
+// # Freshness
+//
+// A valid object is not necessarily the newest: a restored object version,
+// or a read served by a lagging replica or cache, returns an older copy
+// whose envelope and CRC hold. Such a copy is never used, and never
+// "repaired" by writing its content back. Every object carries a
+// generation that grows by one with every write of it (a writer state's
+// across epochs), and each object that depends on another records the
+// generation it saw:
+//
+//   - the meta object's writer_generations names, per writer, the newest
+//     state generation a Tick accounted;
+//   - a writer state's meta_generation is the newest meta generation its
+//     writer had read (at AcquireWriter, when its spans change, and at most
+//     every 5 s while it publishes).
+//
+// The cross-checks: a writer state older than the meta object accounted is
+// stale; a meta object older than a generation a writer state saw is
+// stale; in a log with registered spans, a span a writer state publishes
+// that the meta object neither registers nor removed (RemovedSpans keeps a
+// removed span while a state still lists it) contradicts it. The
+// coordinator applies them at every Tick (nothing is written from a stale
+// object), readers and verify through CheckStates, AcquireWriter before it
+// takes an epoch; a coordinator or a lease also refuses a re-read older
+// than the version it holds itself, or its own version paired with another
+// ETag (a body that may lag the version the ETag names). Each refusal is a
+// *StaleError (ErrStale) or *InconsistentError (ErrInconsistent) naming
+// both objects and generations. A read that may race a newer write (the
+// other object was read later) is settled by reading again first.
+//
+// Epochs are never reused: AcquireWriter refuses a state when the meta
+// object accounted a newer generation of it or saw the writer at a newer
+// epoch, or when a segment of the writer names an epoch newer than the
+// state's (one listing request from past the state's epoch).
+//
 // # Epochs and fencing
 //
 // Opening a writer ID takes its lease ([AcquireWriter]): epoch+1 by
