@@ -335,6 +335,9 @@ func (a *app) tortureProcesses(ctx context.Context, o *tortureOptions, cfg tortu
 	for _, v := range h.Violations {
 		s.Violate(v.Rule, v.Evidence)
 	}
+	for _, op := range h.Opens {
+		s.NoteOpen(op.Writer, op.Epoch)
+	}
 	// One ack line per flush names every span of its writer.
 	flushes := 0
 	for _, c := range children {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 )
 
@@ -29,6 +31,7 @@ const (
 	RuleWrongfulFence        = "no-wrongful-fence"
 	RuleVerifyClean          = "verify-clean"
 	RuleLiveness             = "liveness"
+	RuleEpochUnique          = "epoch-unique"
 )
 
 // Rules are every rule, in the order a report lists them.
@@ -36,6 +39,7 @@ var Rules = []string{
 	RuleExactlyOnce, RuleOrder, RuleRowsBeforeDDL, RuleAltered, RuleAboveResolved,
 	RuleReadShort, RuleAckLost, RuleWatermarkMonotonic, RuleCheckpointMonotonic,
 	RuleCheckpointLeResolved, RuleGCSafe, RuleWrongfulFence, RuleVerifyClean, RuleLiveness,
+	RuleEpochUnique,
 }
 
 // Violation is one broken rule, with what shows it.
@@ -76,6 +80,9 @@ type Counts struct {
 	GCRuns        int64 `json:"gc_runs"`
 	GCErrors      int64 `json:"gc_errors"` // GC runs that ended with an error (the store lied or failed)
 	GCDeleted     int64 `json:"gc_deleted"`
+	Opens         int64 `json:"opens"`        // writer epochs opened (each checked for epoch-unique)
+	SpansAdded    int64 `json:"spans_added"`  // spans added during the run, each behind a barrier (Config.GrowSpans)
+	StaleCaught   int64 `json:"stale_caught"` // operations that ended in an error matching meta.ErrStale: a stale object caught
 }
 
 // Report is the verdict of a run.
@@ -89,6 +96,9 @@ type Report struct {
 	FinalResolved   uint64 `json:"final_resolved"`    // the meta object's, after the run
 	FinalReadEvents int64  `json:"final_read_events"` // events the last final read returned
 	Faults          string `json:"faults,omitempty"`  // what the Liar did
+	// StaleServes counts the reads the Liar's Stale answered with an
+	// older version of a metadata object (blobtest.Stale).
+	StaleServes int `json:"stale_serves,omitempty"`
 	// WriterFaults is what the Liars of writer processes did (torture).
 	WriterFaults string      `json:"writer_faults,omitempty"`
 	Violations   []Violation `json:"violations"`
@@ -127,14 +137,17 @@ const maxPerRule = 5
 // history is what the checker knows: the acknowledged flushes, the highest
 // checkpoint and resolved ts seen, and the violations.
 type history struct {
-	gen   Gen
-	spans []uint64
-	logf  func(string, ...any)
+	gen  Gen
+	logf func(string, ...any)
 	// explain, when set, says where the log holds an event now, for the
 	// evidence of a read that lacked it.
 	explain func(eventID) string
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// starts are the spans and the ts each starts at: every upstream
+	// event of a span above its start belongs to the log.
+	starts     map[uint64]uint64
+	opens      map[string][]uint64 // the epochs each writer ID's opens took, in order
 	acks       []Ack
 	counts     Counts
 	violations []Violation
@@ -150,7 +163,71 @@ type history struct {
 }
 
 func newHistory(gen Gen, spans []uint64, logf func(string, ...any)) *history {
-	return &history{gen: gen, spans: spans, logf: logf, perRule: map[string]int{}, cp: BaseTs, cpCeil: BaseTs}
+	h := &history{gen: gen, logf: logf, perRule: map[string]int{}, cp: BaseTs, cpCeil: BaseTs,
+		starts: map[uint64]uint64{}, opens: map[string][]uint64{}}
+	for _, sp := range spans {
+		h.starts[sp] = BaseTs
+	}
+	return h
+}
+
+// addSpan makes span part of the log from start on: from now on a read
+// whose global resolved ts passes start must hold its events above start.
+func (h *history) addSpan(span, start uint64) {
+	h.mu.Lock()
+	h.starts[span] = start
+	h.counts.SpansAdded++
+	h.mu.Unlock()
+}
+
+// spanStart is the ts span starts at (BaseTs for an unknown one).
+func (h *history) spanStart(span uint64) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st, ok := h.starts[span]; ok {
+		return st
+	}
+	return BaseTs
+}
+
+// expected is the index of every upstream event of the log's spans in
+// (lo, hi], each span from its start.
+func (h *history) expected(lo, hi uint64) index {
+	h.mu.Lock()
+	starts := maps.Clone(h.starts)
+	h.mu.Unlock()
+	ix := index{}
+	for sp, start := range starts {
+		maps.Copy(ix, h.gen.expected([]uint64{sp}, max(lo, start), hi))
+	}
+	return ix
+}
+
+// noteOpen checks the epoch an open of writerID took: above every epoch an
+// earlier open of the ID took, and above listedMax, the highest epoch in
+// the names of the ID's segments listed just before the open (0: not
+// listed).
+func (h *history) noteOpen(writerID string, epoch, listedMax uint64) {
+	h.mu.Lock()
+	prev := slices.Clone(h.opens[writerID])
+	h.opens[writerID] = append(h.opens[writerID], epoch)
+	h.counts.Opens++
+	h.mu.Unlock()
+	switch {
+	case slices.Contains(prev, epoch):
+		h.violate(RuleEpochUnique, "writer %s: an open took epoch %d, which an earlier open of the ID already held (epochs of its opens so far: %v)", writerID, epoch, prev)
+	case len(prev) > 0 && epoch < slices.Max(prev):
+		h.violate(RuleEpochUnique, "writer %s: an open took epoch %d, below epoch %d an earlier open already held (epochs of its opens so far: %v)", writerID, epoch, slices.Max(prev), prev)
+	case epoch <= listedMax:
+		h.violate(RuleEpochUnique, "writer %s: an open took epoch %d, yet segments of epoch %d were in the log before it", writerID, epoch, listedMax)
+	}
+}
+
+// noteErr counts an error that caught a stale metadata object.
+func (h *history) noteErr(err error) {
+	if err != nil && errors.Is(err, meta.ErrStale) {
+		h.count(func(c *Counts) { c.StaleCaught++ })
+	}
 }
 
 func (h *history) violate(rule, format string, args ...any) {
@@ -263,7 +340,7 @@ func readRange(ctx context.Context, b *blob.Bucket, logID string, lo, hi uint64)
 // (cpEnd, mustHi] must be there when err is nil (mustHi ≤ hi: the global
 // resolved ts the read was bounded by). It returns the IDs read.
 func (h *history) checkRead(what string, lo, hi, cpEnd, mustHi uint64, evs []readEvent, err error) map[eventID]bool {
-	want := h.gen.expected(h.spans, lo, hi)
+	want := h.expected(lo, hi)
 	got := make(map[eventID]bool, len(evs))
 	bad := map[string]int{}
 	report := func(rule, format string, args ...any) {
@@ -296,6 +373,7 @@ func (h *history) checkRead(what string, lo, hi, cpEnd, mustHi uint64, evs []rea
 		got[id] = true
 	}
 	if err != nil {
+		h.noteErr(err)
 		h.count(func(c *Counts) { c.ReadErrors++; c.ReadEvents += int64(len(evs)) })
 		return got
 	}

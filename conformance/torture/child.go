@@ -47,7 +47,7 @@ type ChildConfig struct {
 
 // HistoryLine is one line of a child's history file.
 type HistoryLine struct {
-	Kind     string   `json:"kind"` // "ack" or "violation"
+	Kind     string   `json:"kind"` // "ack", "open", "violation" or "faults"
 	Writer   string   `json:"writer,omitempty"`
 	Epoch    uint64   `json:"epoch,omitempty"`
 	Spans    []uint64 `json:"spans,omitempty"`
@@ -65,8 +65,17 @@ type HistoryLine struct {
 type History struct {
 	Acks       []Ack
 	Violations []Violation
+	// Opens are the epochs the processes' opens took, in the order each
+	// writer ID's processes wrote them (kind "open": Writer, Epoch).
+	Opens []Open
 	// Faults add up, over every process, the last counts it wrote.
 	Faults map[string]int
+}
+
+// Open is one open of a writer ID: the epoch it took.
+type Open struct {
+	Writer string
+	Epoch  uint64
 }
 
 // ErrChildFenced is what RunChild returns when its writer was fenced (by
@@ -112,6 +121,9 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		break
 	}
 	epoch := w.Epoch()
+	if err := WriteHistoryLine(c.History, HistoryLine{Kind: "open", Writer: c.WriterID, Epoch: epoch}); err != nil {
+		return err
+	}
 	fail := func(op string, err error) error {
 		if errors.Is(err, meta.ErrFenced) {
 			st, _, rerr := meta.ReadWriterState(context.WithoutCancel(ctx), c.Clean, c.LogID, c.WriterID)
@@ -245,6 +257,8 @@ func readHistory(r io.Reader, h *History, last map[string]map[string]int) error 
 			for _, sp := range l.Spans {
 				h.Acks = append(h.Acks, Ack{Writer: l.Writer, Epoch: l.Epoch, Span: sp, From: l.From, To: l.To})
 			}
+		case "open":
+			h.Opens = append(h.Opens, Open{Writer: l.Writer, Epoch: l.Epoch})
 		case "violation":
 			h.Violations = append(h.Violations, Violation{Rule: l.Rule, Evidence: l.Evidence})
 		case "faults":

@@ -34,6 +34,13 @@
 // whole: a sink applies before it checkpoints), GC at the checkpoint, and
 // readers of (checkpoint, global resolved], all while the writers write.
 //
+// With Config.GrowSpans, spans are added during the run as a DDL that
+// creates a table adds them: a coordinator of its own sets a barrier at the
+// upstream's clock, registers the span at the barrier's ts and releases the
+// barrier; a writer takes the span on a few steps later. From the moment
+// the barrier is set the checker expects the span's events above its ts in
+// every range the global resolved ts promises.
+//
 // An acknowledged flush is a flushed ts F a writer reported (Flush returned
 // it without error): every event of each of its spans in (S, F] is
 // acknowledged, S being where the writer took the span on.
@@ -65,9 +72,16 @@
 //	verify-clean            after the run, reader.Verify reports an error
 //	liveness                an operation could not complete within its bound
 //	                        (a writer that could not be opened, a hang)
+//	epoch-unique            two opens of a writer ID held one epoch, or an open
+//	                        took an epoch at or below one whose segments were
+//	                        already in the log (writer processes record the
+//	                        epoch each open took in their history)
 //
 // Store errors may fail a write (which then is not acknowledged), a read
 // (which then proves nothing) or a coordinator tick: none of them is a
 // violation. Silence is: an acknowledged event missing from a read that
-// reported no error.
+// reported no error. An error matching meta.ErrStale (a metadata object
+// older than one already seen, caught) is counted (Counts.StaleCaught),
+// beside the stale serves of the Liar's blobtest.Stale (Report.StaleServes),
+// so that a run under stale reads shows how many it served and caught.
 package torture

@@ -52,6 +52,14 @@ type Config struct {
 	// 4; negative: none): with few, faults fail flushes, and the writers
 	// fail over more.
 	RetryAttempts int
+	// GrowSpans adds that many spans during the run (in-process writers
+	// only), as a CDC system does when a DDL creates a table: a coordinator
+	// of its own (beside the session's) sets a barrier at the upstream's
+	// clock, registers the new span at the barrier's ts and releases the
+	// barrier; a writer takes the span on a few steps later and catches up
+	// from the barrier's ts. Until it does, the span holds the global
+	// resolved ts at the barrier's ts.
+	GrowSpans int
 	// OpTimeout bounds one writer operation, coordinator tick or read: one
 	// that takes longer is a liveness violation (default 30 s).
 	OpTimeout time.Duration
@@ -188,6 +196,7 @@ func (s *Session) retry(ctx context.Context, what string, f func(context.Context
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
+		s.h.noteErr(err)
 	}
 	s.h.violate(RuleLiveness, "%s: failed 50 times, last: %v", what, err)
 	return fmt.Errorf("torture: %s: %w", what, err)
@@ -217,6 +226,11 @@ func (s *Session) Ack(a Ack) { s.h.ack(a) }
 // Violate records a violation found outside the session (a child process's
 // wrongful fence).
 func (s *Session) Violate(rule, evidence string) { s.h.violate(rule, "%s", evidence) }
+
+// NoteOpen records the epoch an open of writerID took (a writer process's
+// open, from its history) and checks it against the epochs earlier opens
+// of the ID took: no two opens may hold one epoch.
+func (s *Session) NoteOpen(writerID string, epoch uint64) { s.h.noteOpen(writerID, epoch, 0) }
 
 // Count lets the writers' runner add to the counts.
 func (s *Session) Count(f func(c *Counts)) { s.h.count(f) }
@@ -274,6 +288,7 @@ func (s *Session) coordinate(ctx context.Context, r *rand.Rand) {
 	if s.coord == nil {
 		c, err := meta.OpenCoordinator(octx, s.cfg.Bucket, s.cfg.LogID, nil)
 		if err != nil {
+			s.h.noteErr(err)
 			s.h.count(func(c *Counts) { c.TickErrors++ })
 			return
 		}
@@ -281,6 +296,7 @@ func (s *Session) coordinate(ctx context.Context, r *rand.Rand) {
 	}
 	m, err := s.coord.Tick(octx)
 	if err != nil {
+		s.h.noteErr(err)
 		s.h.count(func(c *Counts) { c.TickErrors++ })
 		if r.IntN(3) == 0 {
 			s.coord = nil
@@ -299,6 +315,8 @@ func (s *Session) coordinate(ctx context.Context, r *rand.Rand) {
 	s.h.noteCheckpoint(target)
 	if err := s.coord.SetCheckpoint(octx, target); err == nil {
 		s.h.count(func(c *Counts) { c.Checkpoints++ })
+	} else {
+		s.h.noteErr(err)
 	}
 	s.observe(octx, "after a checkpoint")
 }
@@ -312,6 +330,7 @@ func (s *Session) collect(ctx context.Context, r *rand.Rand) {
 		return
 	}
 	res, err := gc.Collect(octx, s.gcB, s.cfg.LogID, &gc.Options{Below: cp})
+	s.h.noteErr(err)
 	s.h.count(func(c *Counts) {
 		c.GCRuns++
 		if err != nil {
@@ -367,20 +386,31 @@ func (s *Session) read(ctx context.Context, r *rand.Rand) {
 	if octx.Err() != nil && rerr == nil {
 		rerr = octx.Err()
 	}
-	top := rs
+	top, lo, readTo := rs, cp, rs
 	if hi == 0 {
 		// The reader took its own (checkpoint, resolved] from the meta
 		// object: at least what was seen before it, at most what was seen
 		// after.
 		top = rsEnd
+		if s.cfg.Liar != nil && s.cfg.Liar.Stale() != nil {
+			// Unless a stale version of the meta object gave it an
+			// older (checkpoint, resolved], which the log did promise
+			// once: then it is judged by the range its events show,
+			// nothing outside (BaseTs, resolved seen after] and none
+			// missing above the checkpoint up to the highest it returned.
+			lo, readTo = BaseTs, 0
+			for _, ev := range evs {
+				readTo = max(readTo, min(ev.ts, rs))
+			}
+		}
 	}
-	s.h.checkRead(what, cp, top, max(cpEnd, cp), rs, evs, rerr)
+	s.h.checkRead(what, lo, top, max(cpEnd, cp), readTo, evs, rerr)
 	if rerr == nil {
-		// Everything from the checkpoint the read started at up to rs was
-		// read: the sink may apply it.
+		// Everything from the checkpoint the read started at up to readTo
+		// was read: the sink may apply it.
 		for {
 			a := s.applied.Load()
-			if a >= rs || s.applied.CompareAndSwap(a, rs) {
+			if a >= readTo || s.applied.CompareAndSwap(a, readTo) {
 				break
 			}
 		}
@@ -449,8 +479,9 @@ func (s *Session) Finish(ctx context.Context) *Report {
 		s.verify(ctx)
 	}
 	rep.Counts, rep.Violations, rep.Suppressed = s.h.report()
-	if s.cfg.Liar != nil {
-		rep.Faults = s.cfg.Liar.Summary()
+	if l := s.cfg.Liar; l != nil {
+		rep.Faults = l.Summary()
+		rep.StaleServes = l.Count(blobtest.ActStale) + l.Count(blobtest.ActStaleTorn)
 	}
 	return rep
 }

@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -71,6 +74,20 @@ type inProcess struct {
 	slots   []*slot
 	owner   map[uint64]int // span → slot
 	zombies []*zombie
+	// spans are the spans the writers are fed: the session's, and those
+	// added during the run once a writer took them on.
+	spans []uint64
+	// grown counts the spans added (Config.GrowSpans); pending are those
+	// registered and not yet taken on by a writer.
+	grown   int
+	pending []growth
+}
+
+// growth is a span added during the run, registered at start, that a
+// writer takes on at step takeAt.
+type growth struct {
+	span, start uint64
+	takeAt      int
 }
 
 func (p *inProcess) run(ctx context.Context) error {
@@ -83,7 +100,8 @@ func (p *inProcess) run(ctx context.Context) error {
 		}
 		p.slots = append(p.slots, sl)
 	}
-	for i, sp := range p.s.spans {
+	p.spans = slices.Clone(p.s.spans)
+	for i, sp := range p.spans {
 		p.take(ctx, i%len(p.slots), sp, BaseTs)
 	}
 	start := time.Now()
@@ -95,9 +113,12 @@ func (p *inProcess) run(ctx context.Context) error {
 			return err
 		}
 		p.s.h.count(func(c *Counts) { c.Steps++ })
+		if cfg.GrowSpans > 0 {
+			p.growStep(ctx, step)
+		}
 		prev := p.clock
 		p.clock += 1 + p.r.Uint64N(2)
-		for _, sp := range p.s.spans {
+		for _, sp := range p.spans {
 			sl := p.slots[p.owner[sp]]
 			if sl.w == nil {
 				continue
@@ -120,6 +141,67 @@ func (p *inProcess) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// growStep takes on the added spans whose time came, and now and then adds
+// one (Config.GrowSpans, spread over the steps).
+func (p *inProcess) growStep(ctx context.Context, step int) {
+	for i := 0; i < len(p.pending); {
+		g := p.pending[i]
+		if g.takeAt > step {
+			i++
+			continue
+		}
+		p.pending = slices.Delete(p.pending, i, i+1)
+		p.spans = append(p.spans, g.span)
+		p.take(ctx, p.r.IntN(len(p.slots)), g.span, g.start)
+	}
+	cfg := &p.s.cfg
+	if p.grown < cfg.GrowSpans && p.r.IntN(max(1, cfg.Steps/(cfg.GrowSpans+1))) == 0 {
+		p.grow(ctx, step)
+	}
+}
+
+// grow adds a span as a DDL that creates a table does: through a
+// coordinator of its own, a barrier at the upstream's clock, the span
+// registered at the barrier's ts, the barrier released; a writer takes the
+// span on one to four steps later. The checker expects the span's events
+// above the barrier's ts from the moment the barrier is set: until the span
+// is registered the barrier holds the global resolved ts below them, and
+// then the span does until its writer passes them.
+func (p *inProcess) grow(ctx context.Context, step int) {
+	s := p.s
+	span := uint64(len(s.spans) + p.grown + 1)
+	p.grown++
+	start := p.clock
+	id := fmt.Sprintf("create-t%d", span)
+	// Each attempt opens a coordinator: the owner of a changefeed may move.
+	op := func(what string, f func(ctx context.Context, c *meta.Coordinator) error) error {
+		return s.retry(ctx, what, func(ctx context.Context) error {
+			c, err := meta.OpenCoordinator(ctx, s.cfg.Bucket, s.cfg.LogID, nil)
+			if err != nil {
+				return err
+			}
+			return f(ctx, c)
+		})
+	}
+	if op(fmt.Sprintf("set the barrier %s at %d", id, start), func(ctx context.Context, c *meta.Coordinator) error {
+		return c.AddBarrier(ctx, id, start)
+	}) != nil {
+		return
+	}
+	s.h.addSpan(span, start)
+	if op(fmt.Sprintf("register span %d at %d", span, start), func(ctx context.Context, c *meta.Coordinator) error {
+		return c.AddSpan(ctx, meta.SpanID(span), start)
+	}) != nil {
+		return // the barrier stays: the span's events are never promised
+	}
+	if op("release the barrier "+id, func(ctx context.Context, c *meta.Coordinator) error {
+		return c.ReleaseBarrier(ctx, id)
+	}) != nil {
+		return
+	}
+	p.pending = append(p.pending, growth{span: span, start: start, takeAt: step + 1 + p.r.IntN(4)})
 }
 
 // feed writes the events of span in (from, to] to its owner and advances
@@ -162,6 +244,7 @@ func (p *inProcess) take(ctx context.Context, i int, span, start uint64) {
 
 // open opens the writer of a slot (a new epoch) and takes its spans on again.
 func (p *inProcess) open(ctx context.Context, sl *slot) error {
+	listed := p.s.listedEpoch(ctx, sl.id)
 	var w *writer.Writer
 	err := p.s.retry(ctx, "open writer "+sl.id, func(ctx context.Context) error {
 		var err error
@@ -176,7 +259,23 @@ func (p *inProcess) open(ctx context.Context, sl *slot) error {
 		return err
 	}
 	sl.w, sl.epoch = w, w.Epoch()
+	p.s.h.noteOpen(sl.id, sl.epoch, listed)
 	return nil
+}
+
+// listedEpoch is the highest epoch in the names of writerID's segments, as
+// the clean bucket lists them now (0 when it cannot tell).
+func (s *Session) listedEpoch(ctx context.Context, writerID string) uint64 {
+	top := uint64(0)
+	for a, err := range s.cfg.Clean.List(ctx, layout.WriterSegments(s.cfg.LogID, writerID)) {
+		if err != nil {
+			return 0
+		}
+		if n, err := segment.ParseName(a.Key); err == nil {
+			top = max(top, n.Epoch)
+		}
+	}
+	return top
 }
 
 func (p *inProcess) flushAll(ctx context.Context) {
@@ -229,6 +328,7 @@ func (p *inProcess) fail(ctx context.Context, sl *slot, op string, err error) {
 		return
 	}
 	p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
+	p.s.h.noteErr(err)
 	p.s.cfg.Logf("writer %s epoch %d: %s failed: %v", sl.id, sl.epoch, op, err)
 	p.checkFence(ctx, sl.id, sl.epoch, op, err)
 	w := sl.w
@@ -299,6 +399,7 @@ func (p *inProcess) wakeZombie(ctx context.Context, i int) {
 	if f, err := z.w.Flush(cctx); err == nil {
 		p.acked(z.id, z.epoch, z.spans, f)
 	} else {
+		p.s.h.noteErr(err)
 		p.checkFence(ctx, z.id, z.epoch, "a zombie's flush", err)
 	}
 	z.w.Close(cctx)
@@ -327,6 +428,8 @@ func (p *inProcess) reopenDead(ctx context.Context) error {
 			if p.r.IntN(2) == 0 {
 				start = max(p.s.h.ackedMax(sp), BaseTs)
 			}
+			// A span added during the run has no events below its start.
+			start = max(start, p.s.h.spanStart(sp))
 			to := i
 			if p.r.IntN(2) == 0 {
 				to = p.r.IntN(len(p.slots))
