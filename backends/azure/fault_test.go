@@ -22,6 +22,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 	"github.com/redokit/redokit/testkit/toxinet"
 )
 
@@ -126,7 +127,7 @@ func TestFaultResetMidStagedUpload(t *testing.T) {
 			// Slow the upload so that the reset lands among the blocks.
 			e.Toxic(t, "bw", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 4096})
 			key := "reset/" + c.name
-			data := pattern(6<<20, 3) // 24 blocks of 256 KiB
+			data := backendtest.Pattern(6<<20, 3) // 24 blocks of 256 KiB
 			var fired atomic.Bool
 			var clear func()
 			cleared := make(chan struct{})
@@ -184,7 +185,7 @@ func TestFaultStalledBlock(t *testing.T) {
 			e, b := newFaultEnv(t, faultOptions())
 			e.Toxic(t, "bw", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 4096})
 			key := "stall/" + c.name
-			data := pattern(4<<20, 4)
+			data := backendtest.Pattern(4<<20, 4)
 			var fired atomic.Bool
 			e.hook.setOnBlock(func(n int64) {
 				if n == 3 && fired.CompareAndSwap(false, true) {
@@ -250,7 +251,7 @@ func TestFaultLostResponse(t *testing.T) {
 				}
 				etag = a.ETag
 			}
-			data := pattern(c.size, 8)
+			data := backendtest.Pattern(c.size, 8)
 			// Cut every response once the body of the final request is
 			// sent: the Put Blob, or the Put Block List after the blocks.
 			var clear func()

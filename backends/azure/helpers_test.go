@@ -120,23 +120,3 @@ func newDriver(t testing.TB, opts *Options) (*Driver, *countingTransport) {
 	}
 	return d, ct
 }
-
-// pattern returns n deterministic bytes that differ per seed.
-func pattern(n int, seed byte) []byte {
-	p := make([]byte, n)
-	for i := range p {
-		p[i] = byte(i*7+i/251) ^ seed
-	}
-	return p
-}
-
-func mustNotExist(t testing.TB, b *blob.Bucket, key string) {
-	t.Helper()
-	_, err := b.Stat(context.Background(), key)
-	if !blob.IsNotExist(err) {
-		t.Fatalf("stat %q: want not exist, got %v", key, err)
-	}
-	if !strings.Contains(err.Error(), key) {
-		t.Fatalf("not-exist error does not name the key %q: %v", key, err)
-	}
-}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/testkit/toxinet"
 )
@@ -137,7 +138,7 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 			opts.ChunkRetryDeadline = c.deadline
 			e, b := newFaultEnv(t, opts)
 			key := "reset/" + c.name
-			data := pattern(3<<20, 3) // 12 chunks of 256 KiB
+			data := backendtest.Pattern(3<<20, 3) // 12 chunks of 256 KiB
 			var fired atomic.Bool
 			cleared := make(chan struct{})
 			e.hook.set(func(n int64) {
@@ -191,7 +192,7 @@ func TestFaultStalledChunk(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e, b := newFaultEnv(t, faultOptions())
 			key := "stall/" + c.name
-			data := pattern(2<<20, 4)
+			data := backendtest.Pattern(2<<20, 4)
 			var fired atomic.Bool
 			e.hook.set(func(n int64) {
 				if n == 3 && fired.CompareAndSwap(false, true) {
@@ -227,7 +228,7 @@ func TestFaultStalledChunk(t *testing.T) {
 // deadline (Options.Timeout) passes and the driver retries it.
 func TestFaultStalledSmallPut(t *testing.T) {
 	e, b := newFaultEnv(t, faultOptions())
-	data := pattern(200<<10, 2)
+	data := backendtest.Pattern(200<<10, 2)
 	clear := e.Toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
 	time.AfterFunc(3*time.Second, clear)
 	w := toxinet.Watch(e.Direct, "small", data)
@@ -278,7 +279,7 @@ func TestFaultLostResponse(t *testing.T) {
 				}
 				etag = a.ETag
 			}
-			data := pattern(c.size, 8)
+			data := backendtest.Pattern(c.size, 8)
 			var (
 				mu     sync.Mutex
 				remove func()

@@ -14,6 +14,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 	"github.com/redokit/redokit/testkit/testenv"
 )
 
@@ -184,15 +185,6 @@ func UntilVisible(ctx context.Context, direct *blob.Bucket, key string, data []b
 	return done
 }
 
-// Pattern returns n deterministic bytes that differ per seed.
-func Pattern(n int, seed byte) []byte {
-	p := make([]byte, n)
-	for i := range p {
-		p[i] = byte(i*7+i/251) ^ seed
-	}
-	return p
-}
-
 func (e *Env) after(t testing.TB, when string) {
 	t.Helper()
 	if e.After != nil {
@@ -212,7 +204,7 @@ func Latency(t testing.TB, e *Env, sizes ...int) {
 	for i, n := range sizes {
 		key := fmt.Sprintf("latency/%d", n)
 		keys = append(keys, key)
-		data := Pattern(n, byte(7+i))
+		data := backendtest.Pattern(n, byte(7+i))
 		start := time.Now()
 		if _, err := e.Bucket.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
 			t.Fatalf("put %d bytes with 150 ms latency: %v", n, err)
@@ -251,7 +243,7 @@ func Bandwidth(t testing.TB, e *Env, rate, size int) {
 	e.Toxic(t, "bw-up", "bandwidth", "upstream", toxiproxy.Attributes{"rate": rate})
 	e.Toxic(t, "bw-down", "bandwidth", "downstream", toxiproxy.Attributes{"rate": rate})
 	ctx := context.Background()
-	data := Pattern(size, 6)
+	data := backendtest.Pattern(size, 6)
 	w := Watch(e.Direct, "bw", data)
 	start := time.Now()
 	_, err := e.Bucket.Put(ctx, "bw", data, nil)

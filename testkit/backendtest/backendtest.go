@@ -1,0 +1,309 @@
+// Package backendtest holds the checks the cloud backends' own tests share
+// beyond the conformance suite: each runs on a bucket the backend's test
+// configures so that the check crosses the SDK path it is there for (a
+// single request or a staged, resumable or multipart upload), which the
+// suite, on its own thresholds, does not choose.
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redokit/redokit/blob"
+)
+
+// Pattern returns n deterministic bytes that differ per seed.
+func Pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7+i/251) ^ seed
+	}
+	return p
+}
+
+// MustNotExist fails the test unless key is missing from b, with an error
+// that names it.
+func MustNotExist(t testing.TB, b *blob.Bucket, key string) {
+	t.Helper()
+	_, err := b.Stat(context.Background(), key)
+	if !blob.IsNotExist(err) {
+		t.Fatalf("stat %q: want not exist, got %v", key, err)
+	}
+	if !strings.Contains(err.Error(), key) {
+		t.Fatalf("not-exist error does not name the key %q: %v", key, err)
+	}
+}
+
+// UnknownSize puts objects of each size through a reader of unknown size
+// and reads them back, and checks that a missing key is missing.
+func UnknownSize(t testing.TB, b *blob.Bucket, sizes ...int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range sizes {
+		data := Pattern(n, 9)
+		key := fmt.Sprintf("unknown/%d", n)
+		if _, err := b.PutReader(ctx, key, io.MultiReader(bytes.NewReader(data)), -1, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.ReadAll(ctx, key)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("unknown size %d: read back %d bytes, err %v", n, len(got), err)
+		}
+	}
+	MustNotExist(t, b, "missing/key")
+	if _, err := b.ReadAll(ctx, "missing/key"); !blob.IsNotExist(err) {
+		t.Fatalf("read missing: %v", err)
+	}
+}
+
+// WrongSize: a reader that lies about its size, shorter or longer, below
+// and above a 1 MiB threshold, is refused as an invalid argument and leaves
+// no object behind.
+func WrongSize(t testing.TB, b *blob.Bucket) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		have, said int
+	}{{"small-short", 100, 200}, {"small-long", 300, 200}, {"large-short", 2 << 20, 3 << 20}, {"large-long", 3<<20 + 1, 3 << 20}} {
+		_, err := b.PutReader(ctx, c.name, bytes.NewReader(Pattern(c.have, 1)), int64(c.said), nil)
+		if !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: want invalid argument, got %v", c.name, err)
+		}
+		MustNotExist(t, b, c.name)
+	}
+}
+
+// RaceWinners runs n conditional Puts of distinct contents (Pattern(size,
+// i+1)) at once and returns the indexes that won; a loser must fail its
+// precondition.
+func RaceWinners(t testing.TB, b *blob.Bucket, key string, size, n int, opts func(i int) *blob.PutOptions) []int {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []int
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := b.Put(context.Background(), key, Pattern(size, byte(i+1)), opts(i))
+			switch {
+			case err == nil:
+				mu.Lock()
+				winners = append(winners, i)
+				mu.Unlock()
+			case !blob.IsPreconditionFailed(err):
+				t.Errorf("racer %d: want precondition failed, got %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return winners
+}
+
+// IfNotExistRace: of 8 conditional creates of each size at once, exactly
+// one wins, and its content is stored.
+func IfNotExistRace(t *testing.T, b *blob.Bucket, sizes ...int) {
+	for _, size := range sizes {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("race/%d", size)
+			w := RaceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfNotExist: true} })
+			if len(w) != 1 {
+				t.Fatalf("winners %v, want exactly one", w)
+			}
+			got, err := b.ReadAll(context.Background(), key)
+			if err != nil || !bytes.Equal(got, Pattern(size, byte(w[0]+1))) {
+				t.Fatalf("the stored object is not the winner's: %v", err)
+			}
+		})
+	}
+}
+
+// IfMatch runs the compare-and-swap cycle on objects of each size: IfMatch
+// on a missing key (with missingETag, an ETag of the backend's form) fails,
+// a second create fails, a swap changes the ETag, a stale or foreign ETag
+// fails, Stat agrees with the Put, and of 8 swaps from one ETag exactly one
+// wins.
+func IfMatch(t *testing.T, b *blob.Bucket, missingETag string, sizes ...int) {
+	ctx := context.Background()
+	for _, size := range sizes {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("cas/%d", size)
+			if _, err := b.Put(ctx, key, Pattern(size, 1), &blob.PutOptions{IfMatch: missingETag}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("if-match on a missing key: %v", err)
+			}
+			a1, err := b.Put(ctx, key, Pattern(size, 1), &blob.PutOptions{IfNotExist: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Put(ctx, key, Pattern(size, 9), &blob.PutOptions{IfNotExist: true}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("second create: %v", err)
+			}
+			a2, err := b.Put(ctx, key, Pattern(size, 2), &blob.PutOptions{IfMatch: a1.ETag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a2.ETag == a1.ETag {
+				t.Fatal("the ETag did not change")
+			}
+			if _, err := b.Put(ctx, key, Pattern(size, 3), &blob.PutOptions{IfMatch: a1.ETag}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("stale if-match: %v", err)
+			}
+			if _, err := b.Put(ctx, key, Pattern(size, 3), &blob.PutOptions{IfMatch: `"not-a-generation"`}); !blob.IsPreconditionFailed(err) {
+				t.Fatalf("foreign ETag: %v", err)
+			}
+			s, _ := b.Stat(ctx, key)
+			if s.ETag != a2.ETag {
+				t.Fatalf("stat ETag %q, put said %q", s.ETag, a2.ETag)
+			}
+			// CAS race: of 8 writers holding the same ETag, one wins.
+			w := RaceWinners(t, b, key, size, 8, func(int) *blob.PutOptions { return &blob.PutOptions{IfMatch: a2.ETag} })
+			if len(w) != 1 {
+				t.Fatalf("CAS winners %v, want exactly one", w)
+			}
+			got, _ := b.ReadAll(ctx, key)
+			if !bytes.Equal(got, Pattern(size, byte(w[0]+1))) {
+				t.Fatal("the stored object is not the CAS winner's")
+			}
+		})
+	}
+}
+
+// PutKeys puts each key (its name as content), parallel at a time.
+func PutKeys(t testing.TB, b *blob.Bucket, keys []string, parallel int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	sem := make(chan struct{}, parallel)
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := b.Put(context.Background(), k, []byte(k), nil); err != nil {
+				failed.Add(1)
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+}
+
+// ListAndDelete puts n keys d/00000… (parallel at a time) and one outside
+// the prefix, lists them in pages of 7 and through the iterator, from
+// StartAfter an existing key and one between keys, in small pages after
+// StartAfter, with ListFrom, then deletes them all with two missing keys in
+// one call: nothing of the prefix is left and the key outside it stays.
+// requests, if not nil, counts the bucket's requests, for the log.
+func ListAndDelete(t testing.TB, b *blob.Bucket, n, parallel int, requests func() int64) {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("d/%05d", i)
+	}
+	PutKeys(t, b, keys, parallel)
+	if _, err := b.Put(ctx, "e/outside", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Pages of 7 (50 of them), then the iterator.
+	var listed []string
+	opts := blob.ListOptions{PageSize: 7}
+	for pages := 0; pages < 50; pages++ {
+		p, err := b.ListPage(ctx, "d/", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Objects) > 7 {
+			t.Fatalf("page of %d", len(p.Objects))
+		}
+		for _, o := range p.Objects {
+			listed = append(listed, o.Key)
+		}
+		if p.NextToken == "" {
+			break
+		}
+		opts = blob.ListOptions{PageSize: 7, Token: p.NextToken}
+	}
+	for i, k := range listed {
+		if k != keys[i] {
+			t.Fatalf("listed[%d] = %q, want %q", i, k, keys[i])
+		}
+	}
+	listed = listed[:0]
+	for a, err := range b.List(ctx, "d/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, a.Key)
+	}
+	if len(listed) != n || listed[0] != keys[0] || listed[n-1] != keys[n-1] {
+		t.Fatalf("listed %d keys", len(listed))
+	}
+	// StartAfter: an existing key and one between keys.
+	p, err := b.ListPage(ctx, "d/", blob.ListOptions{StartAfter: "d/00010", PageSize: 3})
+	if err != nil || len(p.Objects) == 0 || p.Objects[0].Key != "d/00011" {
+		t.Fatalf("start after an existing key: %+v %v", p.Objects, err)
+	}
+	p, err = b.ListPage(ctx, "d/", blob.ListOptions{StartAfter: "d/00010x", PageSize: 3})
+	if err != nil || len(p.Objects) != 3 || p.Objects[0].Key != "d/00011" {
+		t.Fatalf("start after a key between keys: %+v %v", p.Objects, err)
+	}
+	var after []string
+	last := keys[n-10]
+	for a, err := range b.ListFrom(ctx, "d/", last) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, a.Key)
+	}
+	if len(after) != 9 || after[0] != keys[n-9] {
+		t.Fatalf("ListFrom(%s): %v", last, after)
+	}
+	// Small pages after StartAfter: the token keeps the bound.
+	after = after[:0]
+	opts = blob.ListOptions{StartAfter: keys[20], PageSize: 2}
+	for range 3 {
+		p, err := b.ListPage(ctx, "d/", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range p.Objects {
+			after = append(after, o.Key)
+		}
+		opts = blob.ListOptions{Token: p.NextToken, PageSize: 2}
+	}
+	if len(after) == 0 || after[0] != keys[21] {
+		t.Fatalf("paged StartAfter: %v", after)
+	}
+
+	var n0 int64
+	if requests != nil {
+		n0 = requests()
+	}
+	del := append(append([]string{}, keys...), "d/missing-1", "d/missing-2")
+	if err := b.Delete(ctx, del...); err != nil {
+		t.Fatal(err)
+	}
+	if requests != nil {
+		t.Logf("deleting %d keys took %d requests", len(del), requests()-n0)
+	}
+	for a, err := range b.List(ctx, "d/") {
+		t.Fatalf("left after delete: %v %v", a.Key, err)
+	}
+	if _, err := b.Stat(ctx, "e/outside"); err != nil {
+		t.Fatalf("a key outside the batch went: %v", err)
+	}
+}
