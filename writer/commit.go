@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -343,9 +344,8 @@ func (c *committer) nextHeader() (segment.Header, error) {
 // written, CRC included) whose final blocks are blocks, and returns its
 // footer's CRC.
 func (c *committer) extend(hdr segment.Header, blocks []segment.BlockInfo) uint32 {
-	f := segment.FooterCRC(blocks)
-	c.chain = segment.Link{PrevSeq: hdr.Seq, PrevMaxTs: chainMaxOf(hdr.Link, blocks), PrevHeaderCRC: hdr.CRC, PrevFooterCRC: f}
-	return f
+	c.chain = chain.Successor(hdr, blocks)
+	return c.chain.PrevFooterCRC
 }
 
 // unuse gives back the seq of a segment dropped with no durable block, when
@@ -356,15 +356,6 @@ func (c *committer) unuse(seq uint64) {
 	if seq+1 == c.nextSeq {
 		c.nextSeq = seq
 	}
-}
-
-// chainMaxOf is the chain max ts through a segment with link l holding blocks.
-func chainMaxOf(l segment.Link, blocks []segment.BlockInfo) uint64 {
-	m := l.PrevMaxTs
-	for _, b := range blocks {
-		m = max(m, b.MaxTs)
-	}
-	return m
 }
 
 // recorded sets the durable progress from a progress frame made durable

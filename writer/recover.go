@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -20,24 +21,26 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 	var maxSeq uint64
 	var any bool
 	var actives []segment.Name
-	keys := make(map[[2]uint64]string) // (epoch, seq) -> a key holding it
-	for a, err := range w.b.List(ctx, prefix) {
-		if err != nil {
-			return 0, fmt.Errorf("writer %s/%s: list %s: %w", w.o.LogID, w.o.WriterID, prefix, err)
-		}
-		n, err := segment.ParseName(a.Key)
-		if err != nil {
-			w.log.Warn("ignoring an object that is not a segment", "key", a.Key, "err", err)
+	entries, err := chain.List(ctx, w.b, w.o.LogID, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("writer %s/%s: %w", w.o.LogID, w.o.WriterID, err)
+	}
+	var good []chain.Entry
+	for _, e := range entries {
+		if e.Err != nil {
+			w.log.Warn("ignoring an object that is not a segment", "key", e.Key, "err", e.Err)
 			continue
 		}
+		n := e.Name
 		if !any || n.Seq > maxSeq {
 			maxSeq, any = n.Seq, true
 		}
-		keys[[2]uint64{n.Epoch, n.Seq}] = a.Key
+		good = append(good, e)
 		if n.Active && n.Epoch < st.Epoch {
 			actives = append(actives, n)
 		}
 	}
+	ix := chain.NewIndex(good, nil)
 	if len(actives) > 0 && !w.append {
 		w.log.Warn("active segments on a backend that cannot append; leaving them", "count", len(actives))
 		actives = nil
@@ -45,10 +48,9 @@ func (w *Writer) restart(ctx context.Context, lease *meta.Lease) (uint64, error)
 	for _, n := range actives {
 		// A successor the fences accept links this segment: its link, not
 		// a guess, says which blocks the segment must keep.
-		next := segment.Name{LogID: n.LogID, WriterID: n.WriterID, Epoch: n.Epoch, Seq: n.Seq + 1}
-		succ := keys[[2]uint64{next.Epoch, next.Seq}]
-		if succ != "" && !st.Accepts(next) {
-			succ = ""
+		succ := ""
+		if e, ok := ix[chain.KeyOf(n)][n.Seq+1]; ok && st.Accepts(e.Name) {
+			succ = e.Key
 		}
 		if err := w.recoverActive(ctx, n, &st, lease.Previous, succ); err != nil {
 			return 0, err
@@ -180,9 +182,9 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		}
 	}
 	if succ != "" {
-		k, err := w.linkedBlocks(ctx, key, h, rec.Blocks, succ)
+		k, err := chain.LinkedBlocks(ctx, w.b, key, h, rec.Blocks, succ)
 		if err != nil {
-			return err
+			return fmt.Errorf("writer: recover: %w", err)
 		}
 		if k != keep {
 			log.Info("the successor's link decides which blocks the segment keeps", "successor", succ, "blocks", k, "below_progress", keep)
@@ -239,30 +241,4 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 	log.Info("recovered an unsealed segment", "sealed_as", final, "blocks", keep,
 		"dropped_blocks", len(rec.Blocks)-keep, "torn_bytes", rec.TornBytes)
 	return nil
-}
-
-// linkedBlocks reads the header of succ, the next segment of key's epoch, and
-// returns how many of blocks (key's whole blocks, header h) its link names:
-// the prefix whose footer CRC and chain max ts are the link's.
-func (w *Writer) linkedBlocks(ctx context.Context, key string, h segment.Header, blocks []segment.BlockInfo, succ string) (int, error) {
-	hb, err := w.b.ReadRange(ctx, succ, 0, segment.HeaderSize)
-	if err != nil {
-		return 0, fmt.Errorf("writer: recover %s: read the header of its successor %s: %w", key, succ, err)
-	}
-	sh, err := segment.DecodeHeader(hb, succ)
-	if err != nil {
-		return 0, fmt.Errorf("writer: recover %s: its successor: %w", key, err)
-	}
-	l := sh.Link
-	if l.PrevSeq != h.Seq || l.PrevHeaderCRC != h.CRC {
-		return 0, fmt.Errorf("writer: recover %s (seq %d, header CRC %#08x): its successor %s links seq %d with header CRC %#08x: %w",
-			key, h.Seq, h.CRC, succ, l.PrevSeq, l.PrevHeaderCRC, segment.ErrCorrupt)
-	}
-	for k := len(blocks); k >= 0; k-- {
-		if segment.FooterCRC(blocks[:k]) == l.PrevFooterCRC && chainMaxOf(h.Link, blocks[:k]) == l.PrevMaxTs {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("writer: recover %s: no prefix of its %d whole blocks has the footer CRC %#08x and chain max ts %d its successor %s links: blocks the chain needs are lost: %w",
-		key, len(blocks), l.PrevFooterCRC, l.PrevMaxTs, succ, segment.ErrCorrupt)
 }
