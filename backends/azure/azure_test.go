@@ -380,63 +380,12 @@ func TestErrorCode(t *testing.T) {
 
 func TestCancelMidUpload(t *testing.T) {
 	b, _ := newBucket(t, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
-	for _, c := range []struct {
-		name string
-		size int64
-	}{{"small", 512 << 10}, {"staged", 8 << 20}} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			r := &cancelingReader{data: backendtest.Pattern(int(c.size), 5), cancelAt: int(c.size) * 3 / 4, cancel: cancel, ctx: ctx}
-			_, err := b.PutReader(ctx, c.name, r, c.size, nil)
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("want canceled, got %v", err)
-			}
-			backendtest.MustNotExist(t, b, c.name)
-			for a, err := range b.List(context.Background(), "") {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if a.Key == c.name {
-					t.Fatal("a canceled upload is listed")
-				}
-			}
-		})
-	}
-}
-
-type cancelingReader struct {
-	data     []byte
-	off      int
-	cancelAt int
-	cancel   func()
-	ctx      context.Context
-}
-
-func (r *cancelingReader) Read(p []byte) (int, error) {
-	if r.off >= r.cancelAt {
-		r.cancel()
-		<-r.ctx.Done()
-		return 0, r.ctx.Err()
-	}
-	n := copy(p, r.data[r.off:r.cancelAt])
-	r.off += n
-	return n, nil
+	backendtest.CancelMidUpload(t, b, map[string]int64{"small": 512 << 10, "staged": 8 << 20})
 }
 
 func TestClosed(t *testing.T) {
 	d, _ := newDriver(t, nil)
-	b := blob.NewBucket(d)
-	ctx := context.Background()
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
-		t.Fatalf("put after close: %v", err)
-	}
-	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
-		t.Fatalf("driver stat after close: %v", err)
-	}
+	backendtest.Closed(t, blob.NewBucket(d), d)
 }
 
 func TestMissingContainer(t *testing.T) {

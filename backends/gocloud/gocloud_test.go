@@ -22,6 +22,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // store opens a fresh bucket of one gocloud driver.
@@ -763,30 +764,8 @@ func TestAs(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	ctx := context.Background()
 	d := mustDriver(memblob.OpenBucket(nil), nil)
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	_, err := d.Put(ctx, "k", strings.NewReader(""), 0, blob.PutOptions{})
-	if !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("put after close: %v", err)
-	}
-	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("stat after close: %v", err)
-	}
-	if _, err := d.List(ctx, blob.ListOptions{}); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("list after close: %v", err)
-	}
-	if err := d.Delete(ctx, []string{"k"}); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("delete after close: %v", err)
-	}
-	if _, err := d.NewRangeReader(ctx, "k", 0, -1); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("read after close: %v", err)
-	}
+	backendtest.Closed(t, blob.NewBucket(d), d)
 }
 
 func TestURLs(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // Tests of this file run against the S3 server at REDOKIT_S3_ENDPOINT, each
@@ -539,15 +540,7 @@ func (c *recordingClient) find(what string) (http.Header, bool) {
 // bucket from Open closes the idle connections.
 func TestClosed(t *testing.T) {
 	e := newEnv(t, "", nil)
-	if err := e.b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.d.Put(t.Context(), "k", bytes.NewReader(nil), 0, blob.PutOptions{}); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("driver Put after Close: %v", err)
-	}
-	if _, err := e.b.Stat(t.Context(), "k"); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("Stat after Close: %v", err)
-	}
+	backendtest.Closed(t, e.b, e.d)
 }
 
 func TestAs(t *testing.T) {

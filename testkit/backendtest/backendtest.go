@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // Pattern returns n deterministic bytes that differ per seed.
@@ -306,4 +307,87 @@ func ListAndDelete(t testing.TB, b *blob.Bucket, n, parallel int, requests func(
 	if _, err := b.Stat(ctx, "e/outside"); err != nil {
 		t.Fatalf("a key outside the batch went: %v", err)
 	}
+}
+
+// Closed: once b, the bucket over d, is closed, a second Close of the
+// driver is harmless, the bucket refuses Put and Stat, and the driver
+// itself refuses Put, Stat, List, Delete and reads, with blob.ErrClosed
+// (the suite sees only the bucket's refusal, which the bucket could give
+// alone).
+func Closed(t testing.TB, b *blob.Bucket, d driver.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("a second Close of the driver: %v", err)
+	}
+	if _, err := b.Put(ctx, "k", nil, nil); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("Put after Close: %v", err)
+	}
+	if _, err := b.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("Stat after Close: %v", err)
+	}
+	if _, err := d.Put(ctx, "k", bytes.NewReader(nil), 0, blob.PutOptions{}); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("driver Put after Close: %v", err)
+	}
+	if _, err := d.Stat(ctx, "k"); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("driver Stat after Close: %v", err)
+	}
+	if _, err := d.List(ctx, blob.ListOptions{}); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("driver List after Close: %v", err)
+	}
+	if err := d.Delete(ctx, []string{"k"}); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("driver Delete after Close: %v", err)
+	}
+	if _, err := d.NewRangeReader(ctx, "k", 0, -1); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("driver read after Close: %v", err)
+	}
+}
+
+// CancelMidUpload cancels a PutReader of each named size when three
+// quarters of it are read: the Put fails as canceled, and nothing is
+// stored or listed.
+func CancelMidUpload(t *testing.T, b *blob.Bucket, sizes map[string]int64) {
+	for name, size := range sizes {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// Deliver part of the object, then cancel and stall.
+			r := &cancelingReader{data: Pattern(int(size), 5), cancelAt: int(size) * 3 / 4, cancel: cancel, ctx: ctx}
+			_, err := b.PutReader(ctx, name, r, size, nil)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("want canceled, got %v", err)
+			}
+			MustNotExist(t, b, name)
+			for a, err := range b.List(context.Background(), "") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Key == name {
+					t.Fatal("a canceled upload is listed")
+				}
+			}
+		})
+	}
+}
+
+type cancelingReader struct {
+	data     []byte
+	off      int
+	cancelAt int
+	cancel   func()
+	ctx      context.Context
+}
+
+func (r *cancelingReader) Read(p []byte) (int, error) {
+	if r.off >= r.cancelAt {
+		r.cancel()
+		<-r.ctx.Done()
+		return 0, r.ctx.Err()
+	}
+	n := copy(p, r.data[r.off:r.cancelAt])
+	r.off += n
+	return n, nil
 }
