@@ -77,7 +77,7 @@ run in this process (abandoned instead of killed).`,
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long the writers write")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the workload and the faults (default: random, printed)")
 	f.IntVar(&o.writers, "writers", 3, "writer processes (writer IDs)")
-	f.StringVar(&o.broken, "broken", "", "break the store on purpose: misreport-lost or list-skip (tests)")
+	f.StringVar(&o.broken, "broken", "", "break the store on purpose: misreport-lost, list-skip or stale-meta (tests)")
 	_ = f.MarkHidden("broken")
 	return cmd
 }
@@ -91,8 +91,8 @@ func (o *tortureOptions) validate(cmd *cobra.Command) error {
 		return usageErrorf("--duration must be positive and at most 24h")
 	case o.writers < 1 || o.writers > 16:
 		return usageErrorf("--writers must be between 1 and 16")
-	case o.broken != "" && o.broken != string(blobtest.BrokenMisreport) && o.broken != string(blobtest.BrokenListSkip):
-		return usageErrorf("--broken %q: want %s or %s", o.broken, blobtest.BrokenMisreport, blobtest.BrokenListSkip)
+	case o.broken != "" && o.broken != string(blobtest.BrokenMisreport) && o.broken != string(blobtest.BrokenListSkip) && o.broken != string(blobtest.BrokenStale):
+		return usageErrorf("--broken %q: want %s, %s or %s", o.broken, blobtest.BrokenMisreport, blobtest.BrokenListSkip, blobtest.BrokenStale)
 	}
 	if !cmd.Flags().Changed("seed") {
 		var b [8]byte
@@ -105,6 +105,14 @@ func (o *tortureOptions) validate(cmd *cobra.Command) error {
 // schedule is the Liar's schedule of one process of the run.
 func (o *tortureOptions) schedule(seed uint64) blobtest.Schedule {
 	s := torture.Faults(seed)
+	if o.broken == string(blobtest.BrokenStale) {
+		// Stats and reads of the meta object and the writer states answer
+		// older versions (consistent and torn windows), in the final
+		// check too: the writers, the coordinator and the readers must
+		// not take them for the newest.
+		s.Broken = blobtest.BrokenStale
+		return s
+	}
 	if o.broken != "" {
 		// Segments only: a misreported state or meta put may heal (its
 		// writer reads the object back); a lost segment cannot. Every
@@ -139,6 +147,11 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 	cfg := torture.Config{
 		Bucket: lb, Clean: sb, Liar: liar, Seed: o.seed, Writers: o.writers,
 		Steps: 1 << 40, Duration: o.duration,
+	}
+	if o.broken == string(blobtest.BrokenStale) {
+		// Spans added behind barriers (in-process writers): what a stale
+		// meta object that predates them would lose.
+		cfg.GrowSpans = 3
 	}
 	if a.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(a.stderr, "torture: "+format+"\n", args...) }

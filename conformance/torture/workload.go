@@ -157,7 +157,9 @@ func (p *inProcess) growStep(ctx context.Context, step int) {
 		p.take(ctx, p.r.IntN(len(p.slots)), g.span, g.start)
 	}
 	cfg := &p.s.cfg
-	if p.grown < cfg.GrowSpans && p.r.IntN(max(1, cfg.Steps/(cfg.GrowSpans+1))) == 0 {
+	// Spread over the steps; a run bounded by its duration adds one about
+	// every 25 steps.
+	if p.grown < cfg.GrowSpans && p.r.IntN(max(1, min(cfg.Steps/(cfg.GrowSpans+1), 25))) == 0 {
 		p.grow(ctx, step)
 	}
 }
