@@ -417,6 +417,22 @@ var brokenCases = []brokenCase{
 		mustPass: []string{"RoundTrip", "RangedRead", "ConditionalCreate", "ListOrder", "ListStartAfter"},
 	},
 	{
+		// New objects are missing from listings for a second (on a
+		// harness that declares no ListSettle).
+		name:     "LagList",
+		driver:   func() driver.Driver { return newLagList(time.Second) },
+		mustFail: []string{"ListAfterWrite/Create", "ListAfterWrite/CreateAfterCursor", "ListAfterWrite/ConditionalCreate", "Concurrent", "ListOrder"},
+		mustPass: []string{"ReadAfterWrite", "RangedRead", "NotExist", "CompareAndSwap/Sequence"},
+	},
+	{
+		// Reads of metadata-sized objects return the replaced body for a
+		// second after an overwrite, while Stat shows the new ETag.
+		name:     "StaleSmallRead",
+		driver:   func() driver.Driver { return newStaleSmallRead(time.Second) },
+		mustFail: []string{"ReadAfterWrite/Overwrite", "ReadAfterWrite/StatPairsWithRead", "ReadAfterWrite/IfMatchPairsWithRead"},
+		mustPass: []string{"RoundTrip", "Atomic", "CompareAndSwap", "BeforeCommit", "ListAfterWrite"},
+	},
+	{
 		// A correct driver that its harness does not declare appendable.
 		name:     "UndeclaredAppender",
 		driver:   func() driver.Driver { return appendMem{mem.NewDriver()} },
@@ -548,7 +564,9 @@ func (d laggyList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPa
 
 // TestListSettle: an eventually consistent listing fails the suite when the
 // harness claims consistency, and passes when it declares ListSettle (the
-// suite then polls listings until they settle).
+// suite then polls listings until they settle: the blob suite's own timing;
+// the redo suite refuses such a harness, and such a store cannot hold a redo
+// log).
 func TestListSettle(t *testing.T) {
 	for _, settle := range []time.Duration{0, time.Minute} {
 		t.Run(fmt.Sprintf("ListSettle=%v", settle), func(t *testing.T) {
@@ -823,4 +841,119 @@ func TestHungSubtest(t *testing.T) {
 	if res := rec.Get("Plain/RoundTrip"); res == nil || res.Failed {
 		t.Fatalf("Plain/RoundTrip: %+v", res)
 	}
+}
+
+// lagList is a store whose listing index lags object creation: a key a Put
+// creates (not one it overwrites) is missing from every listing for lag
+// after the Put returns, as on a store that updates its listing index
+// asynchronously. Reads, Stat and deletes are consistent.
+type lagList struct {
+	*mem.Driver
+	lag   time.Duration
+	mu    *sync.Mutex
+	shows map[string]time.Time // created key -> when listings show it
+}
+
+func newLagList(lag time.Duration) lagList {
+	return lagList{mem.NewDriver(), lag, new(sync.Mutex), map[string]time.Time{}}
+}
+
+func (d lagList) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	_, statErr := d.Driver.Stat(ctx, key)
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	if err == nil && statErr != nil {
+		d.mu.Lock()
+		d.shows[key] = time.Now().Add(d.lag)
+		d.mu.Unlock()
+	}
+	return a, err
+}
+
+func (d lagList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	if err != nil {
+		return page, err
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	page.Objects = slices.DeleteFunc(page.Objects, func(a blob.Attrs) bool { return now.Before(d.shows[a.Key]) })
+	return page, nil
+}
+
+// Metadata-sized objects: what staleSmallRead serves from its lagging tier.
+const smallReadMin, smallReadMax = 128, 1 << 10
+
+// staleSmallRead is a store whose reads of small objects lag overwrites:
+// for lag after a Put replaces a metadata-sized object (smallReadMin to
+// smallReadMax bytes, before and after) with another, reads return the body
+// it replaced, while Stat, like the Put's answer, already shows the new ETag
+// and size: a store that serves small objects from a replica that applies
+// overwrites late, and answers HEAD from the primary. Creates, deletes and
+// listings are consistent.
+type staleSmallRead struct {
+	*mem.Driver
+	lag   time.Duration
+	mu    *sync.Mutex
+	stale map[string]staleBody
+}
+
+type staleBody struct {
+	body  []byte
+	until time.Time
+}
+
+func newStaleSmallRead(lag time.Duration) staleSmallRead {
+	return staleSmallRead{mem.NewDriver(), lag, new(sync.Mutex), map[string]staleBody{}}
+}
+
+func metadataSized(n int) bool { return n >= smallReadMin && n <= smallReadMax }
+
+func (d staleSmallRead) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return blob.Attrs{}, err
+	}
+	old, oldErr := d.Driver.NewRangeReader(ctx, key, 0, -1)
+	var prev []byte
+	if oldErr == nil {
+		prev, oldErr = io.ReadAll(old)
+		old.Close()
+	}
+	a, err := d.Driver.Put(ctx, key, bytes.NewReader(body), int64(len(body)), opts)
+	if err == nil && oldErr == nil && metadataSized(len(prev)) && metadataSized(len(body)) {
+		d.mu.Lock()
+		d.stale[key] = staleBody{prev, time.Now().Add(d.lag)}
+		d.mu.Unlock()
+	}
+	return a, err
+}
+
+func (d staleSmallRead) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	d.mu.Lock()
+	s, ok := d.stale[key]
+	d.mu.Unlock()
+	if !ok || !time.Now().Before(s.until) {
+		return d.Driver.NewRangeReader(ctx, key, offset, length)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	body := s.body[min(offset, int64(len(s.body))):]
+	if length >= 0 {
+		body = body[:min(length, int64(len(body)))]
+	}
+	return io.NopCloser(bytes.NewReader(body)), nil
+}
+
+func (d staleSmallRead) Delete(ctx context.Context, keys []string) error {
+	err := d.Driver.Delete(ctx, keys)
+	if err == nil {
+		d.mu.Lock()
+		for _, k := range keys {
+			delete(d.stale, k)
+		}
+		d.mu.Unlock()
+	}
+	return err
 }

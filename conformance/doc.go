@@ -66,6 +66,8 @@
 //	                   object being sealed under one of its two names; Seal (Append): a Seal and
 //	                   a one-page listing released together, round after round, never hide the
 //	                   object
+//	ListAfterWrite     an object whose Put (plain or IfNotExist) has returned is in the next
+//	                   listing, from the start and from a cursor before it; a deleted one is not
 //	Delete             deleting a missing key (once, twice, in a batch) succeeds; reads after
 //	                   a delete are ErrNotExist; a deleted key can be created again
 //	BatchDelete        2,500 keys go in 3 driver calls (Bucket.Stats) and are all gone
@@ -74,6 +76,11 @@
 //	CompareAndSwap     IfMatch: the right ETag wins, a stale or bogus one and any ETag on a
 //	                   missing key fail with ErrPreconditionFailed; the ETag changes whenever
 //	                   the content does; 16 racers on one ETag: exactly one winner
+//	ReadAfterWrite     metadata-sized objects (a few hundred bytes, like a redo log's meta
+//	                   objects): a read right after an overwrite returns the new body, whole and
+//	                   by range; a Stat's ETag pairs with the body read right after it (Stat,
+//	                   read, Stat, as package meta reads); a Put IfMatch the ETag a Stat returned
+//	                   wins only when the body read with that Stat is the version it names
 //	BeforeCommit       PutOptions.BeforeCommit runs once, while a read of the key still shows
 //	                   the old object or nothing; its error abandons the put, leaving the key
 //	                   as it was (a driver.Stager calls it itself, between staging and commit)
@@ -109,12 +116,24 @@
 // character sorting before or after "/", because that is where a file-walk
 // listing goes out of byte order.
 //
-// # Eventually consistent listings
+// # Read-after-write consistency
+//
+// redokit requires a store whose listings and reads are read-after-write
+// consistent, as S3, GCS and Azure Blob Storage are: an object whose Put has
+// returned is in the next listing, a read returns the version a Put last
+// returned for, and a Stat's ETag names the body a read right after it
+// returns. A redo reader proves a log complete from listings (a listing
+// that lags cannot prove absence), and package meta pairs a Stat's ETag
+// with the body it reads, so a stale read (one that returns a version an
+// overwrite has already replaced) moves a checkpoint backwards.
+// ListAfterWrite and ReadAfterWrite prove both, and every check looks once.
 //
 // Harness.ListSettle bounds how long a new or deleted key may take to show in
-// List. Checks that a listing reaches a state poll it until then (0, the
-// default, means listings are read-after-write consistent: one look). Checks
-// that something must never be listed are not relaxed.
+// List on a store that lags: checks that a listing reaches a state poll it
+// until then (0, the default, is one look). It is the blob suite's own
+// timing only: checks that something must never be listed are not relaxed,
+// reads never are, and package conformance/redo refuses a harness that
+// sets it, since such a store cannot hold a redo log.
 //
 // # What it cannot see
 //
@@ -151,7 +170,8 @@
 // matches prefixes as LIKE patterns or ignoring case, one that loses an
 // object sealed while it runs, one that hangs, a failing delete of a
 // missing key, an ignored IfNotExist, an off-by-one range, an ETag that never
-// changes, and more), each of which must fail the subtest that names its
-// rule. They run the suite on a [Recorder], to watch a subtest fail without
+// changes, a listing that shows new objects a second late, reads of small
+// objects that return the replaced body for a second after an overwrite,
+// and more), each of which must fail the subtest that names its rule. They run the suite on a [Recorder], to watch a subtest fail without
 // failing themselves.
 package conformance

@@ -71,9 +71,14 @@ type Harness struct {
 	ConditionalWrites       bool
 	ConditionalWritesReason string
 
-	// ListSettle bounds how long a change may take to show in List on an
-	// eventually consistent store; the suite polls listings until then. Zero
-	// means read-after-write consistent listings.
+	// ListSettle bounds how long a change may take to show in List on a
+	// store whose listings lag; the blob suite polls its listings until
+	// then, for its own timing of list-after-insert and of deletes. Zero, the
+	// default, means read-after-write consistent listings, which is what
+	// redokit requires: a store that needs ListSettle cannot hold a redo log,
+	// and package conformance/redo refuses a harness that sets it. It never
+	// relaxes reads (a read that lags a write fails ReadAfterWrite) nor a
+	// check that something must not be listed.
 	ListSettle time.Duration
 
 	// LargeObject is the size in bytes of the large round trip and caps the
@@ -132,6 +137,10 @@ func RunBucketOn(t T, h Harness) {
 	}
 	if h.ListSettle < 0 {
 		t.Fatalf("conformance: Harness.ListSettle is negative (%v)", h.ListSettle)
+	}
+	if h.ListSettle > 0 {
+		t.Logf("conformance: listings are polled for up to Harness.ListSettle = %v: a store whose listings lag cannot hold a redo log "+
+			"(redokit needs read-after-write consistent listings; package conformance/redo refuses this harness)", h.ListSettle)
 	}
 	if h.Timeout < 0 {
 		t.Fatalf("conformance: Harness.Timeout is negative (%v)", h.Timeout)

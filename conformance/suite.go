@@ -36,10 +36,12 @@ func (s *suite) runAll(t T) {
 	s.rule(t, "ListStartAfter", s.listStartAfter)
 	s.rule(t, "ListWhilePaging", s.listWhilePaging)
 	s.rule(t, "ListWhileChanging", s.listWhileChanging)
+	s.rule(t, "ListAfterWrite", s.listAfterWrite)
 	s.rule(t, "Delete", s.delete)
 	s.rule(t, "BatchDelete", s.batchDelete)
 	s.rule(t, "ConditionalCreate", s.conditionalCreate)
 	s.rule(t, "CompareAndSwap", s.compareAndSwap)
+	s.rule(t, "ReadAfterWrite", s.readAfterWrite)
 	s.rule(t, "BeforeCommit", s.beforeCommit)
 	s.rule(t, "Context", s.context)
 	s.rule(t, "Closed", s.closed)
@@ -257,7 +259,7 @@ func (s *suite) settle(t T, b *blob.Bucket, prefix string, want []string, when s
 // settleNote explains, in a failure message, how long the suite waited.
 func (s *suite) settleNote() string {
 	if s.h.ListSettle == 0 {
-		return " (listings must be read-after-write consistent; set Harness.ListSettle if this store's are not)"
+		return " (listings must be read-after-write consistent: a store whose listings lag cannot hold a redo log)"
 	}
 	return fmt.Sprintf(" (after polling for Harness.ListSettle = %v)", s.h.ListSettle)
 }
