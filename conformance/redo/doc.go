@@ -16,6 +16,12 @@
 // driver with a blobtest.Faulty, so that every backend runs the tier. [Run]
 // lists what each subtest proves.
 //
+// The store must be read-after-write consistent, in listings and in reads
+// (the blob suite's ListAfterWrite and ReadAfterWrite rules): a redo log
+// proves completeness from listings, and a listing that lags cannot prove
+// absence. No check waits for a store to settle, and [Run] refuses a
+// harness that sets conformance.Harness.ListSettle, naming the reason.
+//
 // It is apart from package conformance so that a backend author certifying
 // only the blob contract builds nothing above package blob; this package
 // needs the writer, reader, meta, gc and codec.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -144,5 +145,35 @@ func TestRedoNeedsConditionalWrites(t *testing.T) {
 	})
 	if res := rec.Get(""); res == nil || !res.Failed {
 		t.Fatalf("without conditional writes or a reason: %+v, want a failure", res)
+	}
+}
+
+// TestRedoRefusesListSettle: a harness that declares a settle time for
+// listings is refused, with the reason, before any subtest runs: a redo log
+// proves completeness from listings, and a listing that lags cannot prove
+// absence. It is refused whatever the driver, even one whose listings keep
+// up, and whatever else the harness declares.
+func TestRedoRefusesListSettle(t *testing.T) {
+	for _, noCAS := range []bool{false, true} {
+		h := memHarness
+		h.ListSettle = 100 * time.Millisecond
+		if noCAS {
+			h.ConditionalWrites, h.ConditionalWritesReason = false, "no If-Match"
+		}
+		rec := conformance.NewRecorder()
+		rec.Run(func(t conformance.T) { RunOn(t, h) })
+		res := rec.Get("")
+		if res == nil || !res.Failed || res.Skipped {
+			t.Fatalf("conditional writes %v: RunOn with ListSettle = %v: %+v, want a failure", !noCAS, h.ListSettle, res)
+		}
+		msg := strings.Join(res.Errors, "\n")
+		for _, want := range []string{"ListSettle", "read-after-write", "cannot prove absence"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("the refusal does not say %q: %s", want, msg)
+			}
+		}
+		if all := rec.Results(); len(all) > 1 {
+			t.Errorf("subtests ran on a refused harness: %v", all[1].Name)
+		}
 	}
 }
