@@ -54,10 +54,12 @@ var ruleWhy = map[string]string{
 	"ListStartAfter":    "readers list from where they stopped",
 	"ListWhilePaging":   "a listing must not miss a segment put or deleted while it runs",
 	"ListWhileChanging": "a listing must not miss a segment put, deleted or sealed while it runs",
+	"ListAfterWrite":    "a reader and GC take a segment missing from a listing to be absent: a listing that lags loses acknowledged events without an error",
 	"Delete":            "GC re-runs after crashes: deleting what is gone must succeed",
 	"BatchDelete":       "GC deletes segments in batches of up to 1,000",
 	"ConditionalCreate": "writer leases and segment names rely on exactly one create-if-absent winner",
 	"CompareAndSwap":    "progress, fences and the meta object are updated by compare-and-swap",
+	"ReadAfterWrite":    "the meta objects are read as a Stat's ETag paired with the body read after it, then swapped IfMatch that ETag: a stale read moves a checkpoint backwards",
 	"BeforeCommit":      "an object staged behind a hook must never be visible before the hook succeeds (the blob contract's Stager promise)",
 	"Context":           "a stuck call must end when its deadline does",
 	"Closed":            "a closed bucket must refuse calls",
@@ -82,6 +84,10 @@ With --redo it then runs the redo suite (package conformance/redo) the same
 way: a real redo log written, read, restarted, fenced, checkpointed and
 collected, and its fault tiers (a lying store, and network faults injected
 in the driver), as rows named redo/….
+
+The store must be read-after-write consistent, in listings and in reads
+(the rules ListAfterWrite and ReadAfterWrite): there is no setting for a
+store whose listings lag, because such a store cannot hold a redo log.
 
 Everything happens under a fresh scratch prefix (redokit-check-…/) that is
 removed afterwards, also when a rule fails; nothing outside it is read or
@@ -197,25 +203,7 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, sel *regexp
 		results = append(results, r)
 	}()
 
-	var mu sync.Mutex
-	n := 0
-	h := conformance.Harness{
-		// The suite closes each subtest's bucket (and Closed closes it on
-		// purpose): each is a bucket of its own over a driver that calls
-		// through b (its prefix, key checks and counters), which stays open.
-		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			mu.Lock()
-			n++
-			sub := fmt.Sprintf("%s%04d/", prefix, n)
-			mu.Unlock()
-			return blob.NewBucket(keepOpen(blobtest.BucketDriver(b))).Prefixed(sub)
-		},
-		Append:            b.CanAppend(),
-		ConditionalWrites: true,
-		LargeObject:       o.largeSize,
-		LargeObjectReason: "redokit check --large-size",
-		Timeout:           o.timeout,
-	}
+	h := checkHarness(b, prefix, o)
 	rec := conformance.NewRecorder()
 	rules := &ruleSet{names: map[string]bool{}}
 	rec.OnEnd = func(r conformance.Result) {
@@ -243,6 +231,34 @@ func runChecks(ctx context.Context, b *blob.Bucket, o *checkOptions, sel *regexp
 		results = append(results, checkResult{Check: "suite", Result: "fail", Detail: strings.Join(root.Errors, "; ")})
 	}
 	return results, nil, ctx.Err()
+}
+
+// checkHarness is the harness check runs both suites on, each subtest on
+// a fresh sub-prefix of prefix in b. It declares no ListSettle, and check has
+// no flag to declare one: redokit needs a store whose listings and reads are
+// read-after-write consistent, the blob suite holds a store to that
+// (ListAfterWrite, ReadAfterWrite), and the redo suite refuses a harness with
+// a settle time.
+func checkHarness(b *blob.Bucket, prefix string, o *checkOptions) conformance.Harness {
+	var mu sync.Mutex
+	n := 0
+	return conformance.Harness{
+		// The suite closes each subtest's bucket (and Closed closes it on
+		// purpose): each is a bucket of its own over a driver that calls
+		// through b (its prefix, key checks and counters), which stays open.
+		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+			mu.Lock()
+			n++
+			sub := fmt.Sprintf("%s%04d/", prefix, n)
+			mu.Unlock()
+			return blob.NewBucket(keepOpen(blobtest.BucketDriver(b))).Prefixed(sub)
+		},
+		Append:            b.CanAppend(),
+		ConditionalWrites: true,
+		LargeObject:       o.largeSize,
+		LargeObjectReason: "redokit check --large-size",
+		Timeout:           o.timeout,
+	}
 }
 
 // ruleResult is the row of the rule r, with the failures of its subtests.
