@@ -12,6 +12,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/segment"
 )
 
 // Errors of the coordinator. Each names the rule a call would have broken.
@@ -322,6 +323,9 @@ func checkTransition(prev, next *Meta) error {
 
 // AddWriter makes writerID a live writer of the log.
 func (c *Coordinator) AddWriter(ctx context.Context, writerID string) error {
+	if err := segment.ValidateID(writerID); err != nil {
+		return fmt.Errorf("meta: add writer: %w", err)
+	}
 	return c.update(ctx, func(m *Meta) error {
 		if _, ok := m.Writers[writerID]; !ok {
 			m.Writers[writerID] = 0
@@ -380,6 +384,9 @@ func (c *Coordinator) RemoveSpan(ctx context.Context, span SpanID) error {
 // the new spans are registered. A barrier below the current resolved ts is
 // ErrBarrierTooLate.
 func (c *Coordinator) AddBarrier(ctx context.Context, id string, commitTs uint64) error {
+	if id == "" {
+		return errors.New("meta: add barrier: empty barrier ID")
+	}
 	return c.update(ctx, func(m *Meta) error {
 		if commitTs < m.ResolvedTs {
 			return fmt.Errorf("%w: barrier %s at %d, resolved ts %d", ErrBarrierTooLate, id, commitTs, m.ResolvedTs)

@@ -199,6 +199,13 @@ func checkValue(raw []byte, t reflect.Type, path string, version int) error {
 			return err
 		}
 		for k, fv := range fields {
+			if t.Key().Kind() == reflect.Uint64 {
+				// A number key in its one form: "01" and "1" would be
+				// two keys in the JSON and one in the map.
+				if n, err := strconv.ParseUint(k, 10, 64); err != nil || strconv.FormatUint(n, 10) != k {
+					return fmt.Errorf("%s: key %q is not an unsigned decimal without leading zeros", path, k)
+				}
+			}
 			if err := checkValue(fv, t.Elem(), path+"["+strconv.Quote(k)+"]", version); err != nil {
 				return err
 			}

@@ -204,23 +204,33 @@ func (c *checker) afterTick(ctx context.Context, m meta.Meta) error {
 	if err := diff(got, c.truth.expect(m.CheckpointTs, m.ResolvedTs, nil)); err != nil {
 		return fmt.Errorf("invariant 2: read (checkpoint %d, global resolved %d]: %w", m.CheckpointTs, m.ResolvedTs, err)
 	}
-	return c.flushedReadable(ctx, m.CheckpointTs)
+	return c.flushedReadable(ctx, m.CheckpointTs, m.ResolvedTs)
 }
 
 // flushedReadable is invariant 1: every event at or below a flushed ts a
-// writer published for a span, and above the checkpoint, is readable.
-func (c *checker) flushedReadable(ctx context.Context, cp uint64) error {
+// writer published for a span, and above the checkpoint, is readable, as
+// far as a read can prove the log complete: up to the global resolved ts,
+// or the lowest flushed ts the writers published when that is higher (a
+// read above it is refused, reader.ErrUnproven).
+func (c *checker) flushedReadable(ctx context.Context, cp, resolved uint64) error {
 	states, err := meta.ListWriterStates(ctx, c.b, c.logID, nil)
 	if err != nil {
 		return err
 	}
+	bound, lowest := resolved, uint64(0)
+	for i, st := range slices.Collect(maps.Values(states)) {
+		if i == 0 || st.FlushedTs < lowest {
+			lowest = st.FlushedTs
+		}
+	}
+	bound = max(bound, lowest)
 	claims := map[writer.SpanID]uint64{}
 	hi := cp
 	for _, st := range states {
 		for _, s := range st.Spans {
 			id := writer.SpanID(s.Span)
-			claims[id] = max(claims[id], s.Ts)
-			hi = max(hi, s.Ts)
+			claims[id] = max(claims[id], min(s.Ts, bound))
+			hi = max(hi, min(s.Ts, bound))
 		}
 	}
 	if hi == cp {
