@@ -271,7 +271,9 @@ downstream already holds are replaced, not duplicated.
 
 The range defaults to (checkpoint ts, global resolved ts] from the log's meta
 object. --end-ts above the global resolved ts is refused unless --force: the
-log is only complete up to it.
+log is only complete up to it. With --force the read may pass it only as far
+as the writers' published progress proves the log complete; beyond that it is
+refused, naming the bound, never read short.
 
 --start-ts and --end-ts take a commit ts (a TiDB TSO) or an RFC 3339 time,
 which stands for the first TSO of its millisecond (physical milliseconds << 18):
@@ -344,15 +346,11 @@ stdout, and runs none (nor writes the progress table).`,
 			if dryRun && a.jsonOut {
 				return usageErrorf("--dry-run prints SQL on stdout, where --json prints the summary: pass one of them")
 			}
-			b, err := a.open(ctx)
+			b, m, err := a.openMeta(ctx)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			m, err := a.readMeta(ctx, b)
-			if err != nil {
-				return err
-			}
 			start, end, err := rf.resolve(cmd, a, m)
 			if err != nil {
 				return err

@@ -207,7 +207,13 @@ func TestRangeFlags(t *testing.T) {
 		r = cli(t, append(args, "--start-ts", "10", "--end-ts", "10")...)
 		wantCode(t, r, 2)
 	}
+	// --force passes the global resolved ts, not what the log proves: the
+	// writers published nothing above it, so the read is refused, naming
+	// the bound, instead of returning what the listing happens to show.
 	r = cli(t, "apply", "--storage", store, "--log", "r", "--sink", sink, "--end-ts", above, "--force")
+	wantCode(t, r, 1)
+	mustContain(t, "apply --force stderr", r.stderr, "above what the log proves complete", "end ts "+above, "above "+resolved)
+	r = cli(t, "apply", "--storage", store, "--log", "r", "--sink", sink, "--end-ts", resolved, "--force")
 	wantCode(t, r, 0)
 	mustContain(t, "apply", r.stdout, "applied the redo log successfully", "(1500 rows")
 }

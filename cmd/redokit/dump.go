@@ -29,7 +29,7 @@ func (r *rangeFlags) register(cmd *cobra.Command, what string) {
 	f := cmd.Flags()
 	f.Var(tsValue{&r.start}, "start-ts", what+" events with commit ts above this, a ts or an RFC 3339 time (default: the checkpoint ts)")
 	f.Var(tsValue{&r.end}, "end-ts", what+" events with commit ts up to and including this, a ts or an RFC 3339 time (default: the global resolved ts)")
-	f.BoolVar(&r.force, "force", false, "allow --end-ts or --start-ts above the global resolved ts (events there may be incomplete)")
+	f.BoolVar(&r.force, "force", false, "allow --end-ts or --start-ts above the global resolved ts, as far as the writers' published progress proves the log complete (a read beyond that is refused)")
 }
 
 // resolve turns the flags into the range (start, end] against the log's
@@ -132,15 +132,11 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			if err != nil {
 				return err
 			}
-			b, err := a.open(ctx)
+			b, m, err := a.openMeta(ctx)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			m, err := a.readMeta(ctx, b)
-			if err != nil {
-				return err
-			}
 			start, end, err := rf.resolve(cmd, a, m)
 			if err != nil {
 				return err
