@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -35,13 +36,9 @@ type Source struct {
 	capTs  uint64
 }
 
-// listed is one object under a log's segment prefix.
-type listed struct {
-	key  string
-	size int64
-	name segment.Name
-	err  error // the name does not parse
-}
+// listed is one object under a log's segment prefix, its name parsed (Err
+// when it is not a segment name of the log).
+type listed = chain.Entry
 
 // idOf is what identifies a segment apart from its ts range: an active
 // segment and its sealed successor share it.
@@ -54,12 +51,9 @@ func idOf(n segment.Name) segID { return segID{n.WriterID, n.Epoch, n.Seq} }
 
 // listLog lists every object under the log's segment prefix, parsing names.
 func listLog(ctx context.Context, b *blob.Bucket, logID string) ([]listed, error) {
-	var out []listed
-	for a, err := range b.List(ctx, layout.Segments(logID)) {
-		if err != nil {
-			return nil, fmt.Errorf("reader: list segments of log %q: %w", logID, err)
-		}
-		out = append(out, parseListed(logID, a))
+	out, err := chain.List(ctx, b, logID, layout.Segments(logID))
+	if err != nil {
+		return nil, fmt.Errorf("reader: segments of log %q: %w", logID, err)
 	}
 	return out, nil
 }
@@ -128,26 +122,26 @@ func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, erro
 	p := &plan{listed: len(objs)}
 	sealedIDs := map[segID]bool{}
 	for _, o := range objs {
-		if o.err == nil && !o.name.Active {
-			sealedIDs[idOf(o.name)] = true
+		if o.Err == nil && !o.Name.Active {
+			sealedIDs[idOf(o.Name)] = true
 		}
 	}
 	for _, o := range objs {
-		if o.err != nil {
+		if o.Err != nil {
 			p.badNames++
 			if !c.SkipBadNames {
-				return nil, fmt.Errorf("reader: key %q under the segment prefix is not a segment name (set SkipBadNames to read past it): %w", o.key, o.err)
+				return nil, fmt.Errorf("reader: key %q under the segment prefix is not a segment name (set SkipBadNames to read past it): %w", o.Key, o.Err)
 			}
-			c.Logger.Warn("reader: skipping a key that is not a segment name", "key", o.key, "err", o.err)
+			c.Logger.Warn("reader: skipping a key that is not a segment name", "key", o.Key, "err", o.Err)
 			continue
 		}
-		n := o.name
+		n := o.Name
 		if n.Active {
 			if !canAppend {
 				// Object stores only ever receive sealed segments: an
 				// active name there was not written by a redo writer, or
 				// was copied from a file system mid-write.
-				return nil, &segment.CorruptionError{Object: o.key, Part: "segment",
+				return nil, &segment.CorruptionError{Object: o.Key, Part: "segment",
 					Detail: "an active (unsealed) segment on a backend that cannot append: only local disk holds active segments"}
 			}
 			if sealedIDs[idOf(n)] {
@@ -161,10 +155,10 @@ func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, erro
 		}
 		if !fen.accepts(n) {
 			p.fenced++
-			c.Logger.Info("reader: ignoring a segment its writer's fence excludes", "key", o.key)
+			c.Logger.Info("reader: ignoring a segment its writer's fence excludes", "key", o.Key)
 			continue
 		}
-		src := &Source{Key: o.key, Name: n, Size: o.size}
+		src := &Source{Key: o.Key, Name: n, Size: o.Size}
 		src.capTs, src.capped = fen.publishedMax(n)
 		if n.Active {
 			p.active = append(p.active, src)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/chain"
 )
 
 // Event is one event of the log, as the Reader returns it: the decoded
@@ -181,9 +182,11 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Reader, error) {
 	}
 	for replan := 0; ; replan++ {
 		p, err := planRead(ctx, b, c)
-		var gone *errVanished
-		if errors.As(err, &gone) && replan < maxReplans {
-			c.Logger.Info("reader: a segment vanished after the listing (collected by GC, or sealed); listing again", "err", err)
+		if chain.Stale(err) {
+			if replan == chain.Relists {
+				return nil, chain.Exhausted("reader: log "+c.LogID, err)
+			}
+			c.Logger.Info("reader: the listing was stale (a segment vanished after it, collected by GC or sealed, or it missed one a listing of its seq finds); listing again", "err", err)
 			continue
 		}
 		if err != nil {

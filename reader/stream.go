@@ -9,7 +9,6 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -343,10 +342,8 @@ func (s *stream) produceActive(ctx context.Context) error {
 func findSealed(ctx context.Context, b *blob.Bucket, active segment.Name) (*Source, error) {
 	n := active
 	n.Active = false
-	// The sealed name begins with "<epoch>-<seq>-", two numbers of 20
-	// digits and their dashes: list from there.
-	const shared = 2 * (20 + 1)
-	prefix := layout.WriterSegments(n.LogID, n.WriterID) + n.Base()[:shared]
+	// The sealed name begins with the seq's prefix: list from there.
+	prefix := segment.SeqPrefix(n.LogID, n.WriterID, n.Epoch, n.Seq)
 	for a, err := range b.List(ctx, prefix) {
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -177,25 +178,25 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 	rep.Objects = len(objs)
 	sealedIDs := map[segID]bool{}
 	for _, ob := range objs {
-		rep.Bytes += ob.size
-		if ob.err == nil && !ob.name.Active {
-			sealedIDs[idOf(ob.name)] = true
+		rep.Bytes += ob.Size
+		if ob.Err == nil && !ob.Name.Active {
+			sealedIDs[idOf(ob.Name)] = true
 		}
 	}
 	var jobs []listed
 	for _, ob := range objs {
 		switch {
-		case ob.err != nil:
-			rep.add(Error, ProblemBadName, ob.key, -1, ob.err.Error())
-		case !fen.accepts(ob.name):
+		case ob.Err != nil:
+			rep.add(Error, ProblemBadName, ob.Key, -1, ob.Err.Error())
+		case !fen.accepts(ob.Name):
 			rep.Ignored++
-			rep.add(Info, ProblemFenced, ob.key, -1, fmt.Sprintf("epoch %d seq %d is excluded by the fences of writer %q: its epoch was fenced before it published this seq", ob.name.Epoch, ob.name.Seq, ob.name.WriterID))
-		case ob.name.Active && sealedIDs[idOf(ob.name)]:
+			rep.add(Info, ProblemFenced, ob.Key, -1, fmt.Sprintf("epoch %d seq %d is excluded by the fences of writer %q: its epoch was fenced before it published this seq", ob.Name.Epoch, ob.Name.Seq, ob.Name.WriterID))
+		case ob.Name.Active && sealedIDs[idOf(ob.Name)]:
 			rep.Ignored++
-			rep.add(Info, ProblemShadowed, ob.key, -1, "a sealed segment with the same epoch and seq exists; readers use that")
+			rep.add(Info, ProblemShadowed, ob.Key, -1, "a sealed segment with the same epoch and seq exists; readers use that")
 		default:
-			if ob.name.Active && !b.CanAppend() {
-				rep.add(Error, ProblemActiveOnStore, ob.key, -1, "an active (unsealed) segment on a backend that cannot append: readers refuse the log")
+			if ob.Name.Active && !b.CanAppend() {
+				rep.add(Error, ProblemActiveOnStore, ob.Key, -1, "an active (unsealed) segment on a backend that cannot append: readers refuse the log")
 			}
 			jobs = append(jobs, ob)
 		}
@@ -211,9 +212,9 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 				part := verifySegment(ctx, b, ob)
 				mu.Lock()
 				rep.merge(part)
-				infos[ob.key] = part.seg
+				infos[ob.Key] = part.seg
 				mu.Unlock()
-				o.Logger.Debug("reader: verified segment", "key", ob.key, "problems", len(part.Problems))
+				o.Logger.Debug("reader: verified segment", "key", ob.Key, "problems", len(part.Problems))
 			}
 		})
 	}
@@ -253,7 +254,7 @@ func listWhole(ctx context.Context, b *blob.Bucket, logID string, rep *Report) (
 		k := a.Key
 		switch {
 		case strings.HasPrefix(k, segPrefix):
-			objs = append(objs, parseListed(logID, a))
+			objs = append(objs, chain.Parse(logID, a))
 		case k == layout.Meta(logID):
 		case k == layout.DeleteMarker(logID):
 			rep.add(Info, ProblemDeleting, k, -1, "the log's removal started and did not finish: the next writer or coordinator to open the log finishes it")
@@ -306,84 +307,99 @@ func readStates(ctx context.Context, b *blob.Bucket, logID string, ids []string,
 type segInfo struct {
 	header     segment.Header
 	haveHeader bool
-	footerCRC  uint32 // of its footer, or of its blocks when active
-	haveFooter bool
-	maxTs      uint64 // the largest commit ts it holds
+	sealed     bool
+	footerCRC  uint32              // of its footer (sealed)
+	blocks     []segment.BlockInfo // its whole blocks (active)
+	maxTs      uint64              // the largest commit ts it holds
+}
+
+// pred is what the link check knows of a segment as a predecessor: a
+// sealed one's footer, an active one's whole blocks (its successor links a
+// prefix of them).
+func (in *segInfo) pred(key string) chain.Pred {
+	return chain.Pred{Key: key, Header: in.header, Sealed: in.sealed, HaveFooter: in.sealed, FooterCRC: in.footerCRC, MaxTs: in.maxTs, CheckMax: true,
+		Blocks: in.blocks}
 }
 
 // verifyChains applies the completeness rule to every writer epoch from
 // rep.ChainsFrom, and checks every link and digest it can.
 func verifyChains(logID string, objs []listed, fen fences, infos map[string]*segInfo, rep *Report) {
-	ch := makeChains(objs, fen.accepts)
-	for _, d := range sealedTwice(objs, fen.accepts) {
-		e := twiceError(d)
+	ix := chain.NewIndex(objs, fen.accepts)
+	for _, d := range chain.SealedTwice(objs, fen.accepts) {
+		e := chain.TwiceError(d)
 		rep.add(Error, ProblemLink, e.Key, -1, e.Detail)
 	}
 	header := func(o listed) (segment.Header, error) {
-		if in := infos[o.key]; in != nil && in.haveHeader {
+		if in := infos[o.Key]; in != nil && in.haveHeader {
 			return in.header, nil
 		}
 		return segment.Header{}, errNoHeader // reported as corrupt or unreadable already
 	}
-	for _, rq := range chainReqs(logID, fen, ch) {
-		segs := ch[rq.epochKey]
+	for _, rq := range chain.Reqs(logID, fen, ix) {
+		segs := ix[rq.EpochKey]
 		// An error is a header that could not be read: reported (as
 		// corrupt or unreadable) already, and failing the report.
-		probs, _ := checkChain(logID, rq, segs, rep.ChainsFrom, header, false)
+		probs, _ := chain.Check(logID, rq, segs, rep.ChainsFrom, header, nil, false)
 		for _, pr := range probs {
 			rep.add(Error, ProblemIncomplete, pr.Key, -1, pr.Detail)
 		}
-		if !rq.strict {
-			continue
-		}
-		o, ok := segs[rq.p]
-		if !ok {
-			continue
-		}
-		in := infos[o.key]
-		if in == nil || !in.haveHeader {
-			continue
-		}
-		if in.header.CRC != rq.digest {
-			rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("header CRC %#08x, but %s has digest %#08x: the segment is not the one its writer published",
-				in.header.CRC, rq.source, rq.digest))
-		}
-		if below := in.header.Link.PrevMaxTs; rq.maxTs < below || in.haveFooter && rq.maxTs > max(below, in.maxTs) {
-			rep.add(Error, ProblemLink, o.key, -1, fmt.Sprintf("%s says the chain holds commit ts up to %d, but the chain up to this segment holds up to %d (%d below it)",
-				rq.source, rq.maxTs, max(below, in.maxTs), below))
+		if rq.Strict {
+			verifyDigest(rq, segs, infos, rep)
 		}
 	}
-	for _, segs := range ch {
+	for _, segs := range ix {
 		for seq, o := range segs {
-			in := infos[o.key]
-			if in == nil || !in.haveHeader {
-				continue
-			}
-			if capTs, capped := fen.publishedMax(o.name); capped && in.maxTs > capTs {
-				rep.add(Info, ProblemFenced, o.key, -1, fmt.Sprintf("holds events up to commit ts %d, above the %d its epoch had published when writer %q fenced it: written after its last publication, never acknowledged; readers leave them out",
-					in.maxTs, capTs, o.name.WriterID))
-			}
-			l := in.header.Link
-			po, listedPrev := segs[seq-1]
-			switch {
-			case !listedPrev:
-			case l.First():
-				rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("claims to be the first segment of writer %q epoch %d, but seq %d of the epoch is listed: %q",
-					o.name.WriterID, o.name.Epoch, seq-1, po.key))
-			default:
-				pin := infos[po.key]
-				if pin == nil || !pin.haveHeader {
-					continue
-				}
-				if msg := linkMismatch(opened{key: o.key, link: l}, opened{key: po.key, headerCRC: pin.header.CRC, footerCRC: pin.footerCRC, haveFooter: pin.haveFooter}); msg != "" {
-					rep.add(Error, ProblemLink, o.key, 0, msg)
-					continue
-				}
-				if want := max(pin.header.Link.PrevMaxTs, pin.maxTs); pin.haveFooter && l.PrevMaxTs != want {
-					rep.add(Error, ProblemLink, o.key, 0, fmt.Sprintf("links a predecessor chain holding commit ts up to %d, but the chain up to %q holds up to %d",
-						l.PrevMaxTs, po.key, want))
-				}
-			}
+			verifyLink(o, seq, segs, fen, infos, rep)
+		}
+	}
+}
+
+// verifyDigest holds segment P of a strict requirement to its digest and
+// chain max ts.
+func verifyDigest(rq chain.Req, segs map[uint64]listed, infos map[string]*segInfo, rep *Report) {
+	o, ok := segs[rq.P]
+	if !ok {
+		return
+	}
+	in := infos[o.Key]
+	if in == nil || !in.haveHeader {
+		return
+	}
+	if in.header.CRC != rq.Digest {
+		rep.add(Error, ProblemLink, o.Key, 0, fmt.Sprintf("header CRC %#08x, but %s has digest %#08x: the segment is not the one its writer published",
+			in.header.CRC, rq.Source, rq.Digest))
+	}
+	if below := in.header.Link.PrevMaxTs; rq.MaxTs < below || (in.sealed || in.blocks != nil) && rq.MaxTs > max(below, in.maxTs) {
+		rep.add(Error, ProblemLink, o.Key, -1, fmt.Sprintf("%s says the chain holds commit ts up to %d, but the chain up to this segment holds up to %d (%d below it)",
+			rq.Source, rq.MaxTs, max(below, in.maxTs), below))
+	}
+}
+
+// verifyLink checks one segment's link against its listed predecessor, and
+// reports events of a fenced epoch above what it published.
+func verifyLink(o listed, seq uint64, segs map[uint64]listed, fen fences, infos map[string]*segInfo, rep *Report) {
+	in := infos[o.Key]
+	if in == nil || !in.haveHeader {
+		return
+	}
+	if capTs, capped := fen.publishedMax(o.Name); capped && in.maxTs > capTs {
+		rep.add(Info, ProblemFenced, o.Key, -1, fmt.Sprintf("holds events up to commit ts %d, above the %d its epoch had published when writer %q fenced it: written after its last publication, never acknowledged; readers leave them out",
+			in.maxTs, capTs, o.Name.WriterID))
+	}
+	l := in.header.Link
+	po, listedPrev := segs[seq-1]
+	switch {
+	case !listedPrev:
+	case l.First():
+		rep.add(Error, ProblemLink, o.Key, 0, fmt.Sprintf("claims to be the first segment of writer %q epoch %d, but seq %d of the epoch is listed: %q",
+			o.Name.WriterID, o.Name.Epoch, seq-1, po.Key))
+	default:
+		pin := infos[po.Key]
+		if pin == nil || !pin.haveHeader {
+			return
+		}
+		if msg := chain.LinkMismatch(o.Key, l, pin.pred(po.Key)); msg != "" {
+			rep.add(Error, ProblemLink, o.Key, 0, msg)
 		}
 	}
 }
@@ -422,15 +438,6 @@ func (r *Report) merge(p *Report) {
 		r.MaxTs = max(r.MaxTs, p.MaxTs)
 	}
 	r.Problems = append(r.Problems, p.Problems...)
-}
-
-// parseListed parses a listed key under the log's segment prefix.
-func parseListed(logID string, a blob.Attrs) listed {
-	n, err := segment.ParseName(a.Key)
-	if err == nil && n.LogID != logID {
-		err = fmt.Errorf("%w: %q belongs to log %q", segment.ErrInvalidName, a.Key, n.LogID)
-	}
-	return listed{key: a.Key, size: a.Size, name: n, err: err}
 }
 
 // segChecker checks the records of one segment's blocks.
@@ -493,31 +500,31 @@ func (c *segChecker) block(blk *segment.Block) {
 // report.
 func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 	rep := &Report{seg: &segInfo{}}
-	c := &segChecker{rep: rep, key: ob.key, dec: codec.Decoder{Alias: true}}
-	src := &Source{Key: ob.key, Name: ob.name, Size: ob.size}
-	if ob.name.Active {
+	c := &segChecker{rep: rep, key: ob.Key, dec: codec.Decoder{Alias: true}}
+	src := &Source{Key: ob.Key, Name: ob.Name, Size: ob.Size}
+	if ob.Name.Active {
 		rep.Active++
 		verifyActive(ctx, b, src, c)
 		return rep
 	}
 	rep.Sealed++
-	ra := &objectReaderAt{ctx: ctx, b: b, key: ob.key}
+	ra := &objectReaderAt{ctx: ctx, b: b, key: ob.Key}
 	defer ra.Close()
-	sr, err := segment.NewReader(ra, ob.size, &segment.ReaderOptions{Object: ob.key})
+	sr, err := segment.NewReader(ra, ob.Size, &segment.ReaderOptions{Object: ob.Key})
 	if err != nil {
-		rep.addErr(ob.key, err)
+		rep.addErr(ob.Key, err)
 		return rep
 	}
 	if err := checkHeader(src, sr.Header()); err != nil {
-		rep.add(Error, ProblemHeaderMismatch, ob.key, 0, err.(*segment.CorruptionError).Detail)
+		rep.add(Error, ProblemHeaderMismatch, ob.Key, 0, err.(*segment.CorruptionError).Detail)
 	} else {
 		rep.seg.header, rep.seg.haveHeader = sr.Header(), true
 	}
 	f := sr.Footer()
-	rep.seg.footerCRC, rep.seg.haveFooter, rep.seg.maxTs = f.CRC, true, f.MaxTs
-	if f.MinTs != ob.name.MinTs || f.MaxTs != ob.name.MaxTs {
-		rep.add(Error, ProblemRangeMismatch, ob.key, -1,
-			fmt.Sprintf("the footer's ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, ob.name.MinTs, ob.name.MaxTs))
+	rep.seg.footerCRC, rep.seg.sealed, rep.seg.maxTs = f.CRC, true, f.MaxTs
+	if f.MinTs != ob.Name.MinTs || f.MaxTs != ob.Name.MaxTs {
+		rep.add(Error, ProblemRangeMismatch, ob.Key, -1,
+			fmt.Sprintf("the footer's ts range [%d, %d] disagrees with the name's [%d, %d]", f.MinTs, f.MaxTs, ob.Name.MinTs, ob.Name.MaxTs))
 	}
 	if n := len(f.Blocks); n > 0 {
 		ra.window(segment.HeaderSize, f.Blocks[n-1].End())
@@ -530,7 +537,7 @@ func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 			if ctx.Err() != nil {
 				return rep
 			}
-			rep.addErr(ob.key, err)
+			rep.addErr(ob.Key, err)
 			if !segment.IsCorrupt(err) {
 				return rep
 			}
@@ -543,7 +550,7 @@ func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
 			if ctx.Err() != nil {
 				return rep
 			}
-			rep.addErr(ob.key, err)
+			rep.addErr(ob.Key, err)
 			if !segment.IsCorrupt(err) {
 				return rep // an I/O error: the rest would fail the same way
 			}
@@ -590,9 +597,9 @@ func verifyActive(ctx context.Context, b *blob.Bucket, src *Source, c *segChecke
 		c.block(blk)
 		rep.seg.maxTs = max(rep.seg.maxTs, blk.Info.MaxTs)
 	}
-	// The footer a successor links is that of the blocks written before
-	// it; an active segment has them all when the successor exists.
-	rep.seg.footerCRC, rep.seg.haveFooter = segment.FooterCRC(sc.Blocks()), true
+	// A successor links a prefix of the whole blocks: those written
+	// before it (recovery seals exactly that prefix).
+	rep.seg.blocks = append([]segment.BlockInfo{}, sc.Blocks()...)
 	switch {
 	case sc.Torn():
 		rep.add(Info, ProblemTornTail, src.Key, sc.ValidSize(),
