@@ -61,6 +61,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -139,53 +140,30 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (
 		batch = batch[:0]
 		return err
 	}
-	// The prefix of each writer epoch, as far as the listing has reached.
-	// A map rather than the last group only: the listing is in key order,
-	// but a store that broke that promise must make GC keep more, not less.
-	type epochKey struct {
-		writer string
-		epoch  uint64
-	}
-	type prefix struct {
-		next   uint64 // the seq the prefix continues with
-		closed bool   // a segment that stays ended it
-	}
-	prefixes := map[epochKey]*prefix{}
+	// The collectable rule (internal/chain) over the listing, one name at
+	// a time: a map of epochs rather than the last group only, so that a
+	// store that broke the listing's key order makes GC keep more, not less.
+	rule := chain.NewCollector(checkpointTs, o.Grace, now)
 	for a, err := range b.List(ctx, layout.Segments(logID)) {
 		if err != nil {
 			return res, fmt.Errorf("gc: list %s: %w", layout.Segments(logID), err)
 		}
 		res.Listed++
-		n, err := segment.ParseName(a.Key)
-		if err != nil || n.LogID != logID {
+		e := chain.Parse(logID, a)
+		if e.Err != nil {
 			res.SkippedNames++
 			continue
 		}
-		k := epochKey{n.WriterID, n.Epoch}
-		p := prefixes[k]
-		if p == nil {
-			// The lowest listed seq of the epoch: what is below it is gone
-			// (an earlier cycle) or was never of this epoch.
-			p = &prefix{next: n.Seq}
-			prefixes[k] = p
-		}
-		below := !n.Active && n.MaxTs < checkpointTs
-		graced := below && o.Grace > 0 && now.Sub(a.ModTime) < o.Grace
-		if !p.closed && (n.Seq != p.next || !below || graced) {
-			// A segment that stays, a gap, or a listing that went
-			// backwards: the prefix ends here.
-			p.closed = true
-		}
-		if p.closed {
-			switch {
-			case graced:
-				res.KeptByGrace++
-			case below:
-				res.KeptByChain++
-			}
+		switch rule.Add(e.Name, a.ModTime) {
+		case chain.KeepGrace:
+			res.KeptByGrace++
+			continue
+		case chain.KeepChain:
+			res.KeptByChain++
+			continue
+		case chain.Keep:
 			continue
 		}
-		p.next = n.Seq + 1
 		res.Deleted++
 		res.FreedBytes += a.Size
 		res.DeletedKeys = append(res.DeletedKeys, a.Key)
@@ -230,7 +208,7 @@ func finishDelete(ctx context.Context, b *blob.Bucket, logID string) (int, error
 	marker := layout.DeleteMarker(logID)
 	deleted := 0
 	var batch []string
-	for a, err := range b.List(ctx, logID+"/") {
+	for a, err := range b.List(ctx, layout.Log(logID)) {
 		if err != nil {
 			return deleted, fmt.Errorf("gc: delete log %s: %w", logID, err)
 		}
