@@ -2,14 +2,15 @@ package redokit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
-	"github.com/redokit/redokit/segment"
 )
 
 // ProblemMeta is the kind Verify gives to what it finds in the meta object
@@ -64,6 +65,25 @@ func (l *Log) verifyMeta(ctx context.Context, rep *reader.Report) ([]reader.Prob
 		}
 		states = nil
 	}
+	if m != nil && states != nil {
+		// The states were read after the meta object: one older than it
+		// accounted, or one that saw a newer meta object or a span it does
+		// not know, is what a restored version or a lagging replica serves.
+		if err := meta.CheckStates(ctx, b, l.id, m, states); err != nil {
+			key := metaKey
+			var se *meta.StaleError
+			var ie *meta.InconsistentError
+			switch {
+			case errors.As(err, &se):
+				key = se.Key
+			case errors.As(err, &ie):
+				key = ie.Key
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			}
+			add(reader.Error, key, "%v", err)
+		}
+	}
 	if m != nil {
 		if m.LogID != l.id {
 			add(reader.Error, metaKey, "the meta object names log %q", m.LogID)
@@ -98,22 +118,21 @@ func (l *Log) verifyMeta(ctx context.Context, rep *reader.Report) ([]reader.Prob
 	// Segments from an epoch their writer never reached mean the state went
 	// backwards (restored from a backup, overwritten): fences cannot protect
 	// the log from those.
-	for attrs, err := range b.List(ctx, layout.Segments(l.id)) {
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			// A segment prefix that cannot be listed (on local disk, a
-			// seg folder that is a symbolic link) is a finding too.
-			add(reader.Error, layout.Segments(l.id), "the segments cannot be listed: %v", err)
-			break
+	entries, err := chain.List(ctx, b, l.id, layout.Segments(l.id))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
 		}
-		n, perr := segment.ParseName(attrs.Key)
-		if perr != nil {
+		// A segment prefix that cannot be listed (on local disk, a seg
+		// folder that is a symbolic link) is a finding too.
+		add(reader.Error, layout.Segments(l.id), "the segments cannot be listed: %v", err)
+	}
+	for _, e := range entries {
+		if e.Err != nil {
 			continue // reader.Verify reported it
 		}
-		if st := states[n.WriterID]; st != nil && n.Epoch > st.Epoch {
-			add(reader.Error, attrs.Key, "segment of epoch %d, but writer %q is only at epoch %d", n.Epoch, n.WriterID, st.Epoch)
+		if st := states[e.Name.WriterID]; st != nil && e.Name.Epoch > st.Epoch {
+			add(reader.Error, e.Key, "segment of epoch %d, but writer %q is only at epoch %d", e.Name.Epoch, e.Name.WriterID, st.Epoch)
 		}
 	}
 	return out, nil
