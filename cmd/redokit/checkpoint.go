@@ -57,16 +57,12 @@ terminal).`,
 				return usageErrorf("checkpoint set %q: %v", args[0], err)
 			}
 			ctx := cmd.Context()
-			b, err := a.open(ctx)
+			// Read first: OpenCoordinator would create a missing log.
+			b, m, err := a.openMeta(ctx)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			// Read first: OpenCoordinator would create a missing log.
-			m, err := a.readMeta(ctx, b)
-			if err != nil {
-				return err
-			}
 			from := m.CheckpointTs
 			switch {
 			case ts > m.ResolvedTs:

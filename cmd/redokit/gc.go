@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit"
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/meta"
 )
@@ -43,15 +44,11 @@ stdin is not a terminal). --dry-run only shows.`,
 			if grace < 0 {
 				return usageErrorf("--grace %v: want a duration of 0 or more", grace)
 			}
-			b, err := a.open(ctx)
+			b, m, err := a.openMeta(ctx)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			m, err := a.readMeta(ctx, b)
-			if err != nil {
-				return err
-			}
 			// Below pins the cut at the checkpoint read here, so the deletion is the
 			// one the plan showed even if the checkpoint moves before it runs.
 			opts := &gc.Options{DryRun: true, Grace: grace, Below: m.CheckpointTs}
@@ -140,13 +137,8 @@ and refuses while a writer published progress in the last 30 seconds unless
 --force: a live writer would go on writing into a log being removed.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
 			ctx := cmd.Context()
-			b, err := a.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
 			log := a.log(b)
 			objects, bytes, err := log.Size(ctx)
 			if err != nil {
@@ -182,7 +174,7 @@ and refuses while a writer published progress in the last 30 seconds unless
 			}
 			fmt.Fprintf(a.stdout, "deleted log %s: %d objects, %s\n", a.logID, n, humanBytes(bytes))
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	cmd.Flags().BoolVar(&force, "force", false, "delete even while writers seem alive")

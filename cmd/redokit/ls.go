@@ -81,13 +81,8 @@ writer, epoch, sequence number, commit-ts range, size, and state: sealed, active
 excludes it (a zombie wrote it after losing its epoch; readers ignore it).`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
 			ctx := cmd.Context()
-			b, err := a.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
 			bar := a.bar(-1, "listing", false)
 			segs, err := a.listSegments(ctx, b, func(n int) { _ = bar.Set(n) })
 			_ = bar.Finish()
@@ -142,7 +137,7 @@ excludes it (a zombie wrote it after losing its epoch; readers ignore it).`,
 			tw.Flush()
 			fmt.Fprintln(a.stdout, sum.String())
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&writerFilter, "writer", "", "only the segments of this writer ID")
 	return cmd

@@ -25,13 +25,8 @@ segment seq, and the fences its earlier epochs left (a zombie's segments above a
 fence are ignored by readers).`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
 			ctx := cmd.Context()
-			b, err := a.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
 			info, err := a.readLogInfo(ctx, b)
 			if err != nil {
 				return err
@@ -41,7 +36,7 @@ fence are ignored by readers).`,
 			}
 			a.printMeta(info)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -90,6 +85,34 @@ func (a *app) readMeta(ctx context.Context, b *blob.Bucket) (*meta.Meta, error) 
 		return nil, fmt.Errorf("read the meta object of log %q: %w", a.logID, err)
 	}
 	return m, nil
+}
+
+// openMeta opens --storage and reads the meta object of --log: what a
+// command on an existing log starts with. The caller closes the bucket.
+func (a *app) openMeta(ctx context.Context) (*blob.Bucket, *meta.Meta, error) {
+	b, err := a.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := a.readMeta(ctx, b)
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return b, m, nil
+}
+
+// onBucket is the RunE of a command on --storage: it opens the bucket, runs
+// f with it and closes it.
+func (a *app) onBucket(f func(cmd *cobra.Command, b *blob.Bucket) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		b, err := a.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return f(cmd, b)
+	}
 }
 
 func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error) {

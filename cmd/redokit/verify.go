@@ -15,6 +15,7 @@ import (
 
 	"github.com/redokit/redokit"
 
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/reader"
 )
 
@@ -43,13 +44,8 @@ any problem is an error; informational findings (a torn tail of an active
 segment, a zombie's segment a fence excludes) do not fail it.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
 			ctx := cmd.Context()
-			b, err := a.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
 			log, err := redokit.Open(ctx, b, a.logID)
 			if err != nil {
 				return err
@@ -73,7 +69,7 @@ segment, a zombie's segment a fence excludes) do not fail it.`,
 				return errSilent
 			}
 			return nil
-		},
+		}),
 	}
 }
 
