@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // BenchmarkPut16MiB compares the driver's Put of a 16 MiB object with a raw
@@ -22,7 +24,7 @@ import (
 // service to verify, which the raw calls do not. Run with: go test -run '^$' -bench Put16MiB -benchtime 5x ./backends/azure
 func BenchmarkPut16MiB(b *testing.B) {
 	const size = 16 << 20
-	data := pattern(size, 1)
+	data := backendtest.Pattern(size, 1)
 	endpoint, account, key := endpointEnv(b, "REDOKIT_AZURE_ENDPOINT")
 	c, _ := newContainerClient(b, endpoint, account, key)
 	ctx := context.Background()

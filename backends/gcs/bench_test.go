@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // BenchmarkPut16MiB compares the driver's Put of a 16 MiB object with a raw
@@ -21,7 +23,7 @@ import (
 // Run with: go test -run '^$' -bench Put16MiB -benchtime 5x ./backends/gcs
 func BenchmarkPut16MiB(b *testing.B) {
 	const size = 16 << 20
-	data := pattern(size, 1)
+	data := backendtest.Pattern(size, 1)
 	c, _ := newClient(b, emulatorHost(b))
 	name := newTestBucket(b, c)
 	ctx := context.Background()
