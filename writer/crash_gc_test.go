@@ -490,12 +490,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			var acked, published uint64
 			for k, delay := range delays {
 				c := startChild(t, "kill", dir, seed)
-				waitReady(t, c)
-				time.Sleep(delay)
-				err := c.Kill()
-				c.drain(t, true)
-				c.Wait()
-				if err == nil && !c.fin {
+				if c.killAfter(t, delay) {
 					kills++
 				}
 				if c.from < acked {

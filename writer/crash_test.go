@@ -257,6 +257,18 @@ func (c *childRun) drain(t *testing.T, wait bool) {
 	}
 }
 
+// killAfter kills the child delay after it says it is ready, and reads what
+// it printed until then; it reports whether the kill landed mid-run.
+func (c *childRun) killAfter(t *testing.T, delay time.Duration) bool {
+	t.Helper()
+	waitReady(t, c)
+	time.Sleep(delay)
+	err := c.Kill()
+	c.drain(t, true)
+	c.Wait()
+	return err == nil && !c.fin
+}
+
 // waitReady handles the child's lines until it says it is ready; it fails
 // the test if the child ends first or takes 30 s.
 func waitReady(t *testing.T, c *childRun) {
@@ -368,13 +380,7 @@ func TestWriterCrash(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("trial%03d", trial), func(t *testing.T) {
 			t.Logf("seed %d, kill after %v", seed, delay)
 			c := startChild(t, "kill", dir, seed)
-			// Kill at a random moment after the child is up.
-			waitReady(t, c)
-			time.Sleep(delay)
-			err := c.Kill()
-			c.drain(t, true)
-			c.Wait()
-			if err == nil && !c.fin {
+			if c.killAfter(t, delay) {
 				kills++
 			}
 			if c.last > 0 {
