@@ -15,6 +15,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/internal/layout"
@@ -329,4 +330,31 @@ func tsRange(from, to uint64) []uint64 {
 		out = append(out, ts)
 	}
 	return out
+}
+
+// backendDriver is a fresh driver of backend: "mem", or "local" in a
+// temporary directory.
+func backendDriver(t *testing.T, backend string) driver.Driver {
+	t.Helper()
+	if backend == "mem" {
+		return mem.NewDriver()
+	}
+	d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
+	must(t, err)
+	return d
+}
+
+// recordDestruction records every delete ("delete KEY") and truncate
+// ("truncate KEY") that f passes on.
+func recordDestruction(f *blobtest.Faulty) *[]string {
+	var destroyed []string
+	f.Add(blobtest.Rule{Op: blobtest.OpDelete, Match: func(c blobtest.Call) bool {
+		destroyed = append(destroyed, "delete "+c.Key)
+		return false
+	}})
+	f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: func(c blobtest.Call) bool {
+		destroyed = append(destroyed, "truncate "+c.Key)
+		return false
+	}})
+	return &destroyed
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redokit/redokit/backends/local"
-	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/blob/driver"
@@ -72,16 +70,7 @@ func TestLostProgressAnswer(t *testing.T) {
 		for _, rereadFails := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/reread-fails=%v", backend, rereadFails), func(t *testing.T) {
 				ctx := context.Background()
-				var inner driver.Driver
-				if backend == "mem" {
-					inner = mem.NewDriver()
-				} else {
-					d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					inner = d
-				}
+				inner := backendDriver(t, backend)
 				lp := &lostProgress{Driver: inner, which: map[int]bool{1: true, 3: true}}
 				var drv driver.Driver = lp
 				if _, ok := inner.(driver.Appender); ok {
@@ -90,15 +79,7 @@ func TestLostProgressAnswer(t *testing.T) {
 				f := blobtest.NewFaulty(drv)
 				b := f.Bucket()
 				defer b.Close()
-				var destroyed []string
-				f.Add(blobtest.Rule{Op: blobtest.OpDelete, Match: func(c blobtest.Call) bool {
-					destroyed = append(destroyed, "delete "+c.Key)
-					return false
-				}})
-				f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: func(c blobtest.Call) bool {
-					destroyed = append(destroyed, "truncate "+c.Key)
-					return false
-				}})
+				destroyed := recordDestruction(f)
 				if rereadFails {
 					// The first read of the state object after each lost
 					// answer fails: the outcome stays open until the
@@ -135,8 +116,8 @@ func TestLostProgressAnswer(t *testing.T) {
 				if lp.lost != 2 {
 					t.Fatalf("%d answers lost, want 2", lp.lost)
 				}
-				if len(destroyed) > 0 {
-					t.Fatalf("the writer destroyed stored data: %v", destroyed)
+				if len(*destroyed) > 0 {
+					t.Fatalf("the writer destroyed stored data: %v", *destroyed)
 				}
 				st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
 				must(t, err)
@@ -158,16 +139,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 	for _, backend := range []string{"mem", "local"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
-			var inner driver.Driver
-			if backend == "mem" {
-				inner = mem.NewDriver()
-			} else {
-				d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				inner = d
-			}
+			inner := backendDriver(t, backend)
 			lp := &lostProgress{Driver: inner, which: map[int]bool{2: true}}
 			var drv driver.Driver = lp
 			if _, ok := inner.(driver.Appender); ok {
@@ -326,16 +298,7 @@ func TestLostProgressSchedules(t *testing.T) {
 
 func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 	ctx := context.Background()
-	var inner driver.Driver
-	if backend == "mem" {
-		inner = mem.NewDriver()
-	} else {
-		d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		inner = d
-	}
+	inner := backendDriver(t, backend)
 	c := &chaosState{Driver: inner, r: rand.New(rand.NewPCG(seed, 12)), pLost: 0.3, pRefuse: 0.1, pStat: 0.15, pRead: 0.1}
 	var drv driver.Driver = c
 	if _, ok := inner.(driver.Appender); ok {
@@ -344,15 +307,7 @@ func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 	f := blobtest.NewFaulty(drv)
 	b := f.Bucket()
 	defer b.Close()
-	var destroyed []string
-	f.Add(blobtest.Rule{Op: blobtest.OpDelete, Match: func(call blobtest.Call) bool {
-		destroyed = append(destroyed, "delete "+call.Key)
-		return false
-	}})
-	f.Add(blobtest.Rule{Op: blobtest.OpTruncate, Match: func(call blobtest.Call) bool {
-		destroyed = append(destroyed, "truncate "+call.Key)
-		return false
-	}})
+	destroyed := recordDestruction(f)
 	o := testOptions("w")
 	o.RetryAttempts = 100
 	o.MaxSegmentBytes = 8 << 10 // several segments per schedule
@@ -379,8 +334,8 @@ func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 	if err := w.Close(ctx); err != nil {
 		t.Fatalf("seed %d: close: %v", seed, err)
 	}
-	if len(destroyed) > 0 {
-		t.Fatalf("seed %d: the writer destroyed stored data: %v", seed, destroyed)
+	if len(*destroyed) > 0 {
+		t.Fatalf("seed %d: the writer destroyed stored data: %v", seed, *destroyed)
 	}
 	// The check reads without faults.
 	c.mu.Lock()

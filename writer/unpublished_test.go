@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
@@ -298,13 +297,7 @@ func TestFailedUploadBelowNoFrame(t *testing.T) {
 // unpublishedStore is a faulty mem or local store, and writer options with
 // no retries whose lazy publisher waits an hour: only Publish publishes.
 func unpublishedStore(t *testing.T, backend string) (*blobtest.Faulty, *blob.Bucket, *Options) {
-	var inner driver.Driver = mem.NewDriver()
-	if backend == "local" {
-		d, err := local.NewDriver(t.TempDir(), &local.Options{CreateDir: true})
-		must(t, err)
-		inner = d
-	}
-	f := blobtest.NewFaulty(inner)
+	f := blobtest.NewFaulty(backendDriver(t, backend))
 	b := f.Bucket()
 	t.Cleanup(func() { b.Close() })
 	o := testOptions("w")
