@@ -123,50 +123,18 @@ func TestFaultResetMidStagedUpload(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			opts := faultOptions()
 			opts.MaxRetries = c.retries
-			e, b := newFaultEnv(t, opts)
+			e, _ := newFaultEnv(t, opts)
 			// Slow the upload so that the reset lands among the blocks.
 			e.Toxic(t, "bw", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 4096})
 			key := "reset/" + c.name
 			data := backendtest.Pattern(6<<20, 3) // 24 blocks of 256 KiB
-			var fired atomic.Bool
-			var clear func()
-			cleared := make(chan struct{})
-			e.hook.setOnBlock(func(n int64) {
-				if n == 5 && fired.CompareAndSwap(false, true) {
-					clear = e.Toxic(t, "reset", "reset_peer", "upstream", toxiproxy.Attributes{"timeout": 0})
-					time.AfterFunc(c.outage, func() { clear(); close(cleared) })
-				}
-			})
-			w := toxinet.Watch(e.Direct, key, data)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			start := time.Now()
-			_, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
-			t.Logf("put with a %v reset outage: %v after %v, %d block requests", c.outage, err, time.Since(start), e.hook.blocks.Load())
-			if !fired.Load() {
-				t.Fatal("the reset never fired: the upload had fewer blocks than expected")
-			}
-			select {
-			case <-cleared:
-			case <-time.After(c.outage + 10*time.Second):
-				t.Fatal("the toxic was not removed")
-			}
-			w.Finish(t)
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
+			reset := toxinet.Midway{Toxic: "reset", Type: "reset_peer", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 5, Lasts: c.outage}
+			err, took := e.PutThrough(t, key, data, 60*time.Second, reset, e.hook.setOnBlock)
+			t.Logf("put with a %v reset outage: %v after %v, %d block requests", c.outage, err, took, e.hook.blocks.Load())
 			if c.name == "long" && err == nil {
 				t.Fatal("a 5 s outage with one retry of 2 s tries should fail the Put")
 			}
-			if err != nil && !blob.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("the failure is not classified as transient or a deadline: %v (%v)", err, blob.CodeOf(err))
-			}
-			if err != nil {
-				// The fault has cleared: the same conditional create now
-				// succeeds, so the failed one committed nothing.
-				if _, err := b.Put(context.Background(), key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
-					t.Fatalf("after the fault cleared: %v", err)
-				}
-				toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
-			}
+			e.CreateAfterFault(t, key, data, err)
 		})
 	}
 }
@@ -182,35 +150,14 @@ func TestFaultStalledBlock(t *testing.T) {
 		deadline time.Duration
 	}{{"retried", 3 * time.Second, 60 * time.Second}, {"deadline", 10 * time.Second, 3 * time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
-			e, b := newFaultEnv(t, faultOptions())
+			e, _ := newFaultEnv(t, faultOptions())
 			e.Toxic(t, "bw", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 4096})
-			key := "stall/" + c.name
-			data := backendtest.Pattern(4<<20, 4)
-			var fired atomic.Bool
-			e.hook.setOnBlock(func(n int64) {
-				if n == 3 && fired.CompareAndSwap(false, true) {
-					clear := e.Toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
-					time.AfterFunc(c.stall, clear)
-				}
-			})
-			w := toxinet.Watch(e.Direct, key, data)
-			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
-			defer cancel()
-			start := time.Now()
-			_, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
-			t.Logf("put with a %v stall, %v deadline, 2 s tries: %v after %v, %d block requests", c.stall, c.deadline, err, time.Since(start), e.hook.blocks.Load())
-			if !fired.Load() {
-				t.Fatal("the stall never fired")
+			stall := toxinet.Midway{Toxic: "stall", Type: "timeout", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 3, Lasts: c.stall}
+			err, took := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(4<<20, 4), c.deadline, stall, e.hook.setOnBlock)
+			t.Logf("put with a %v stall, %v deadline, 2 s tries: %v after %v, %d block requests", c.stall, c.deadline, err, took, e.hook.blocks.Load())
+			if c.name == "deadline" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("want a deadline error, got %v", err)
 			}
-			if c.name == "deadline" {
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("want a deadline error, got %v", err)
-				}
-				// Wait for the stall to end before the final look.
-				time.Sleep(time.Until(start.Add(c.stall + 500*time.Millisecond)))
-			}
-			w.Finish(t)
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
 			if c.name == "retried" && err != nil {
 				t.Fatalf("a 3 s stall with 2 s tries and 4 retries should be retried through: %v", err)
 			}
@@ -236,74 +183,39 @@ func TestFaultLostResponse(t *testing.T) {
 		{"block-list-if-match", 2 << 20, func(etag string) *blob.PutOptions { return &blob.PutOptions{IfMatch: etag} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e, b := newFaultEnv(t, faultOptions())
-			ctx := context.Background()
+			e, _ := newFaultEnv(t, faultOptions())
 			key := "lost/" + c.name
 			etag := ""
 			if strings.Contains(c.name, "if-match") {
-				// Written directly, not through the proxy, so the faulted
-				// Put opens its connection after the cut toxic is there
-				// (as in the gcs test, where a live link carried the
-				// response past it).
-				a, err := e.Direct.Put(ctx, key, []byte("v1"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				etag = a.ETag
+				etag = e.Existing(t, key)
 			}
-			data := backendtest.Pattern(c.size, 8)
 			// Cut every response once the body of the final request is
 			// sent: the Put Blob, or the Put Block List after the blocks.
-			var clear func()
+			cut := e.Cut(t)
 			if c.size < 1<<20 {
-				clear = e.Toxic(t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
+				cut.On()
 			} else {
-				clear = e.armCutBeforeCommit(t)
-			}
-			// Remove the cut as soon as the new content is visible.
-			done := toxinet.UntilVisible(ctx, e.Direct, key, data, clear)
-			r0 := e.hook.requests.Load()
-			_, err := b.Put(ctx, key, data, c.cond(etag))
-			<-done
-			reqs := e.hook.requests.Load() - r0
-			t.Logf("%d requests for the Put", reqs)
-			if err != nil {
-				t.Fatalf("the Put's own retry was reported as a lost race: %v", err)
+				e.cutBeforeCommit(cut)
 			}
 			// The final request, its retry and the properties check at least.
-			if minimum := int64(c.size/(256<<10)) + 3; c.size < 1<<20 && reqs < 3 || c.size >= 1<<20 && reqs < minimum {
-				t.Fatalf("only %d requests: the cut response was not retried, so the test proved nothing", reqs)
+			least := int64(3)
+			if c.size >= 1<<20 {
+				least = int64(c.size/(256<<10)) + 3
 			}
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
+			e.LostResponse(t, key, backendtest.Pattern(c.size, 8), c.cond(etag), cut.Off, e.hook.requests.Load, least)
 		})
 	}
 }
 
-// armCutBeforeCommit cuts responses from the moment the block list is sent:
-// the transport adds the toxic just before a Put Block List goes out.
-func (e *faultEnv) armCutBeforeCommit(t *testing.T) func() {
-	var once sync.Once
-	var remove func()
-	var mu sync.Mutex
+// cutBeforeCommit puts cut on just before a Put Block List goes out.
+func (e *faultEnv) cutBeforeCommit(cut *toxinet.Cut) {
 	base := e.hook.base
 	e.hook.base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.Method == http.MethodPut && r.URL.Query().Get("comp") == "blocklist" {
-			once.Do(func() {
-				rm := e.Toxic(t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
-				mu.Lock()
-				remove = rm
-				mu.Unlock()
-			})
+			cut.On()
 		}
 		return base.RoundTrip(r)
 	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if remove != nil {
-			remove()
-		}
-	}
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

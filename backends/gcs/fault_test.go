@@ -136,44 +136,19 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			opts := faultOptions()
 			opts.ChunkRetryDeadline = c.deadline
-			e, b := newFaultEnv(t, opts)
+			e, _ := newFaultEnv(t, opts)
 			key := "reset/" + c.name
 			data := backendtest.Pattern(3<<20, 3) // 12 chunks of 256 KiB
-			var fired atomic.Bool
-			cleared := make(chan struct{})
-			e.hook.set(func(n int64) {
-				if n == 4 && fired.CompareAndSwap(false, true) {
-					clear := e.Toxic(t, "reset", "reset_peer", "upstream", toxiproxy.Attributes{"timeout": 0})
-					time.AfterFunc(c.outage, func() { clear(); close(cleared) })
-				}
-			}, nil)
-			w := toxinet.Watch(e.Direct, key, data)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			start := time.Now()
-			_, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
-			t.Logf("put with a %v reset outage, %v chunk retry deadline: %v after %v, %d chunk requests", c.outage, c.deadline, err, time.Since(start), e.hook.chunks.Load())
-			if !fired.Load() {
-				t.Fatal("the reset never fired")
-			}
-			<-cleared
-			w.Finish(t)
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
+			reset := toxinet.Midway{Toxic: "reset", Type: "reset_peer", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 4, Lasts: c.outage}
+			err, took := e.PutThrough(t, key, data, 60*time.Second, reset, func(f func(int64)) { e.hook.set(f, nil) })
+			t.Logf("put with a %v reset outage, %v chunk retry deadline: %v after %v, %d chunk requests", c.outage, c.deadline, err, took, e.hook.chunks.Load())
 			switch {
 			case c.name == "short" && err != nil:
 				t.Fatalf("a 300 ms outage should be retried through: %v", err)
 			case c.name == "long" && err == nil:
 				t.Fatal("a 6 s outage with a 2 s chunk retry deadline should fail the Put")
 			}
-			if err != nil {
-				if !blob.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("the failure is not classified as transient or a deadline: %v (%v)", err, blob.CodeOf(err))
-				}
-				if _, err := b.Put(context.Background(), key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
-					t.Fatalf("after the fault cleared, the same create: %v", err)
-				}
-				toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
-			}
+			e.CreateAfterFault(t, key, data, err)
 		})
 	}
 }
@@ -190,33 +165,13 @@ func TestFaultStalledChunk(t *testing.T) {
 		deadline time.Duration
 	}{{"retried", 3 * time.Second, 60 * time.Second}, {"deadline", 8 * time.Second, 3 * time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
-			e, b := newFaultEnv(t, faultOptions())
-			key := "stall/" + c.name
-			data := backendtest.Pattern(2<<20, 4)
-			var fired atomic.Bool
-			e.hook.set(func(n int64) {
-				if n == 3 && fired.CompareAndSwap(false, true) {
-					clear := e.Toxic(t, "stall", "timeout", "upstream", toxiproxy.Attributes{"timeout": 0})
-					time.AfterFunc(c.stall, clear)
-				}
-			}, nil)
-			w := toxinet.Watch(e.Direct, key, data)
-			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
-			defer cancel()
-			start := time.Now()
-			_, err := b.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
-			t.Logf("put with a %v stall, %v deadline, 2 s chunk timeout: %v after %v, %d chunk requests", c.stall, c.deadline, err, time.Since(start), e.hook.chunks.Load())
-			if !fired.Load() {
-				t.Fatal("the stall never fired")
+			e, _ := newFaultEnv(t, faultOptions())
+			stall := toxinet.Midway{Toxic: "stall", Type: "timeout", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 3, Lasts: c.stall}
+			err, took := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(2<<20, 4), c.deadline, stall, func(f func(int64)) { e.hook.set(f, nil) })
+			t.Logf("put with a %v stall, %v deadline, 2 s chunk timeout: %v after %v, %d chunk requests", c.stall, c.deadline, err, took, e.hook.chunks.Load())
+			if c.name == "deadline" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("want a deadline error, got %v", err)
 			}
-			if c.name == "deadline" {
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("want a deadline error, got %v", err)
-				}
-				time.Sleep(time.Until(start.Add(c.stall + 500*time.Millisecond)))
-			}
-			w.Finish(t)
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, err)
 			if c.name == "retried" && err != nil {
 				t.Fatalf("a 3 s stall with 2 s chunk timeouts should be retried through: %v", err)
 			}
@@ -263,57 +218,21 @@ func TestFaultLostResponse(t *testing.T) {
 		{"resumable-if-not-exist", 2 << 20, func(string) *blob.PutOptions { return &blob.PutOptions{IfNotExist: true} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e, b := newFaultEnv(t, faultOptions())
-			ctx := context.Background()
+			e, _ := newFaultEnv(t, faultOptions())
 			key := "lost/" + c.name
 			etag := ""
 			if strings.Contains(c.name, "if-match") {
-				// Written directly, not through the proxy: a connection
-				// the proxy opened before the cut toxic may carry the
-				// faulted Put's response past it (toxiproxy updates a
-				// live link's toxics asynchronously), and then the Put
-				// succeeds in one request and the test proves nothing.
-				a, err := e.Direct.Put(ctx, key, []byte("v1"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				etag = a.ETag
+				etag = e.Existing(t, key)
 			}
-			data := backendtest.Pattern(c.size, 8)
-			var (
-				mu     sync.Mutex
-				remove func()
-				once   sync.Once
-			)
-			e.hook.set(nil, func() {
-				once.Do(func() {
-					rm := e.Toxic(t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
-					mu.Lock()
-					remove = rm
-					mu.Unlock()
-				})
-			})
-			done := toxinet.UntilVisible(ctx, e.Direct, key, data, func() {
-				mu.Lock()
-				if remove != nil {
-					remove()
-				}
-				mu.Unlock()
-			})
-			r0 := e.hook.requests.Load()
-			_, err := b.Put(ctx, key, data, c.cond(etag))
-			<-done
-			reqs := e.hook.requests.Load() - r0
-			t.Logf("%d requests for the Put", reqs)
-			if err != nil {
-				t.Fatalf("the Put's own retry was reported as a failure: %v", err)
-			}
-			toxinet.WholeOrAbsent(t, e.Direct, key, data, nil)
+			cut := e.Cut(t)
+			e.hook.set(nil, cut.On)
 			// Small: the upload, its retry, the metadata check. Resumable:
 			// the session, 8 chunks, and at least one more.
-			if c.size < 1<<20 && reqs < 3 || c.size >= 1<<20 && reqs < 10 {
-				t.Fatalf("only %d requests: the cut response was not retried, so the test proved nothing", reqs)
+			least := int64(3)
+			if c.size >= 1<<20 {
+				least = 10
 			}
+			e.LostResponse(t, key, backendtest.Pattern(c.size, 8), c.cond(etag), cut.Off, e.hook.requests.Load, least)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package toxinet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -260,4 +261,135 @@ func Bandwidth(t testing.TB, e *Env, rate, size int) {
 	}
 	t.Logf("read %d bytes through %d KB/s: %v", size, rate, time.Since(start))
 	e.after(t, "after the slow link")
+}
+
+// Midway is a fault that goes on part way through an upload, just before
+// piece At (a chunk, a block: what the backend's hook counts), upstream,
+// for Lasts.
+type Midway struct {
+	Toxic, Type string
+	Attrs       toxiproxy.Attributes
+	At          int64
+	Lasts       time.Duration
+}
+
+// PutThrough creates key with data (IfNotExist) within deadline while the
+// fault m goes on and off: arm installs the backend's hook, which calls its
+// argument with n before the n-th piece. The object must be whole or absent
+// at every moment and once the fault has cleared; the fault must fire. It
+// returns the Put's error and how long the Put took.
+func (e *Env) PutThrough(t *testing.T, key string, data []byte, deadline time.Duration, m Midway, arm func(before func(n int64))) (error, time.Duration) {
+	t.Helper()
+	var fired atomic.Bool
+	cleared := make(chan struct{})
+	arm(func(n int64) {
+		if n == m.At && fired.CompareAndSwap(false, true) {
+			clear := e.Toxic(t, m.Toxic, m.Type, "upstream", m.Attrs)
+			time.AfterFunc(m.Lasts, func() { clear(); close(cleared) })
+		}
+	})
+	w := Watch(e.Direct, key, data)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err := e.Bucket.Put(ctx, key, data, &blob.PutOptions{IfNotExist: true})
+	took := time.Since(start)
+	if !fired.Load() {
+		t.Fatalf("the %s never fired: the upload had fewer than %d pieces", m.Toxic, m.At)
+	}
+	select {
+	case <-cleared:
+	case <-time.After(m.Lasts + 10*time.Second):
+		t.Fatalf("the %s toxic was not removed", m.Toxic)
+	}
+	w.Finish(t)
+	WholeOrAbsent(t, e.Direct, key, data, err)
+	return err, took
+}
+
+// CreateAfterFault checks a conditional create of key that failed with err
+// under a fault that has cleared: the failure is transient or a deadline,
+// and the same create now succeeds, so the failed one committed nothing.
+func (e *Env) CreateAfterFault(t testing.TB, key string, data []byte, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if !blob.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the failure is not classified as transient or a deadline: %v (%v)", err, blob.CodeOf(err))
+	}
+	if _, err := e.Bucket.Put(context.Background(), key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
+		t.Fatalf("after the fault cleared, the same create: %v", err)
+	}
+	WholeOrAbsent(t, e.Direct, key, data, nil)
+}
+
+// Existing writes a first version of key and returns its ETag, for an
+// IfMatch Put. It is written directly, not through the proxy: a connection
+// the proxy opened before a cut toxic may carry the faulted Put's response
+// past it (toxiproxy updates a live link's toxics asynchronously), and then
+// the Put succeeds in one request and the test proves nothing.
+func (e *Env) Existing(t testing.TB, key string) string {
+	t.Helper()
+	a, err := e.Direct.Put(context.Background(), key, []byte("v1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.ETag
+}
+
+// LostResponse runs a Put of data at key with opts whose completing
+// response the caller's cut toxic drops after the service applied it;
+// remove takes the cut away, once the new content is visible. The Put's
+// own retry must find its effect and report success, the object be whole,
+// and the Put send at least least requests (as requests counts them), else
+// the cut was never met and the test proved nothing.
+func (e *Env) LostResponse(t testing.TB, key string, data []byte, opts *blob.PutOptions, remove func(), requests func() int64, least int64) {
+	t.Helper()
+	ctx := context.Background()
+	done := UntilVisible(ctx, e.Direct, key, data, remove)
+	r0 := requests()
+	_, err := e.Bucket.Put(ctx, key, data, opts)
+	<-done
+	reqs := requests() - r0
+	t.Logf("%d requests for the Put", reqs)
+	if err != nil {
+		t.Fatalf("the Put's own retry was reported as a failure: %v", err)
+	}
+	WholeOrAbsent(t, e.Direct, key, data, nil)
+	if reqs < least {
+		t.Fatalf("only %d requests: the cut response was not retried, so the test proved nothing", reqs)
+	}
+}
+
+// Cut drops every response (a limit_data toxic of 0 bytes, downstream) from
+// the moment On is first called, from any goroutine, until Off.
+type Cut struct {
+	e      *Env
+	t      testing.TB
+	once   sync.Once
+	mu     sync.Mutex
+	remove func()
+}
+
+// Cut returns a cut, not yet on.
+func (e *Env) Cut(t testing.TB) *Cut { return &Cut{e: e, t: t} }
+
+// On puts the cut on, the first time it is called.
+func (c *Cut) On() {
+	c.once.Do(func() {
+		rm := c.e.Toxic(c.t, "cut", "limit_data", "downstream", toxiproxy.Attributes{"bytes": 0})
+		c.mu.Lock()
+		c.remove = rm
+		c.mu.Unlock()
+	})
+}
+
+// Off takes the cut away, if it was put on.
+func (c *Cut) Off() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.remove != nil {
+		c.remove()
+	}
 }
