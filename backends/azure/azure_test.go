@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,39 +398,12 @@ func TestMissingContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := b.ListPage(ctx, "", blob.ListOptions{}); !blob.IsNotExist(err) {
-		t.Errorf("list of a missing container: want not exist, got %v", err)
-	}
-	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
-		t.Errorf("put into a missing container: want not exist, got %v", err)
-	}
-}
-
-// corruptingTransport flips one byte in the body of the first request of
-// the given comp ("" for Put Blob, "block" for Put Block).
-type corruptingTransport struct {
-	base http.RoundTripper
-	comp string
-	done atomic.Bool
-}
-
-func (c *corruptingTransport) Do(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodPut && r.URL.Query().Get("comp") == c.comp && r.Body != nil && r.ContentLength > 100 && c.done.CompareAndSwap(false, true) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body.Close()
-		body[len(body)/2] ^= 0x40
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.GetBody = nil
-	}
-	return c.base.RoundTrip(r)
+	backendtest.MissingBucket(t, b)
 }
 
 // TestIntegrity corrupts a body in flight: the service must reject it (the
-// driver sends a Content-MD5 with every body), and nothing becomes visible.
+// driver sends a Content-MD5 with every body), and nothing becomes visible;
+// with retries (the default), the rejected body is sent again.
 func TestIntegrity(t *testing.T) {
 	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	dc, _ := newContainerClient(t, endpoint, account, key)
@@ -439,38 +411,23 @@ func TestIntegrity(t *testing.T) {
 	cred, _ := container.NewSharedKeyCredential(account, key)
 	for _, c := range []struct{ name, comp string }{{"put-blob", ""}, {"put-block", "block"}} {
 		t.Run(c.name, func(t *testing.T) {
-			ct := &corruptingTransport{base: http.DefaultTransport, comp: c.comp}
+			// The first request of the given comp ("" for Put Blob,
+			// "block" for Put Block).
+			ct := &backendtest.Corrupter{Base: http.DefaultTransport, Match: func(r *http.Request) bool {
+				return r.Method == http.MethodPut && r.URL.Query().Get("comp") == c.comp && r.ContentLength > 100
+			}}
 			cl, err := container.NewClientWithSharedKeyCredential(dc.URL(), cred, &container.ClientOptions{ClientOptions: policy.ClientOptions{Transport: ct}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := New(cl, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10, MaxRetries: -1})
 			size := 100 << 10
 			if c.comp == "block" {
 				size = 2 << 20
 			}
-			_, err = b.Put(context.Background(), c.name, backendtest.Pattern(size, 1), nil)
-			if !ct.done.Load() {
-				t.Fatal("nothing was corrupted")
-			}
-			if err == nil {
-				t.Fatal("a corrupted body was accepted")
-			}
-			if !blob.IsTransient(err) {
-				t.Fatalf("a checksum mismatch should be transient (worth sending again): %v", err)
-			}
-			t.Logf("corrupted %s: %v", c.name, err)
-			backendtest.MustNotExist(t, direct, c.name)
-			// With retries (the default), the rejected body is sent again.
-			ct.done.Store(false)
+			b, _ := New(cl, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10, MaxRetries: -1})
+			backendtest.RejectsCorruption(t, b, direct, ct, c.name, size)
 			b2, _ := New(cl, &Options{PutThreshold: 1 << 20, BlockSize: 256 << 10})
-			data := backendtest.Pattern(size, 2)
-			if _, err := b2.Put(context.Background(), c.name, data, &blob.PutOptions{IfNotExist: true}); err != nil || !ct.done.Load() {
-				t.Fatalf("after a corrupted body, with retries: %v (corrupted: %v)", err, ct.done.Load())
-			}
-			if got, err := direct.ReadAll(context.Background(), c.name); err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("read back %d bytes: %v", len(got), err)
-			}
+			backendtest.HealsCorruption(t, b2, direct, ct, c.name, size)
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,95 +234,42 @@ func TestMissingBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := b.ListPage(ctx, "", blob.ListOptions{}); !blob.IsNotExist(err) {
-		t.Errorf("list of a missing bucket: want not exist, got %v", err)
-	}
-	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
-		t.Errorf("put into a missing bucket: want not exist, got %v", err)
-	}
+	backendtest.MissingBucket(t, b)
 }
 
-// corruptingTransport flips one byte in the middle of the body of the first
-// request whose uploadType is kind.
-type corruptingTransport struct {
-	base http.RoundTripper
-	kind string
-	done atomic.Bool
-}
-
-func (c *corruptingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Query().Get("uploadType") == c.kind && r.Body != nil && c.done.CompareAndSwap(false, true) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body.Close()
-		body[len(body)/2] ^= 0x40
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		r.GetBody = nil
+// corruptedBuckets returns a bucket whose first single-request upload is
+// corrupted in flight by the returned transport (built with opts), and the
+// same bucket straight to the emulator.
+func corruptedBuckets(t *testing.T, opts *Options) (b, direct *blob.Bucket, ct *backendtest.Corrupter) {
+	dc, _ := newClient(t, emulatorHost(t))
+	name := newTestBucket(t, dc)
+	direct, _ = New(dc, name, nil)
+	ct = &backendtest.Corrupter{Base: http.DefaultTransport, Match: func(r *http.Request) bool {
+		return r.URL.Query().Get("uploadType") == "multipart"
+	}}
+	c, err := storage.NewClient(context.Background(),
+		option.WithEndpoint("http://"+emulatorHost(t)+"/storage/v1/"),
+		option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: ct}),
+		storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c.base.RoundTrip(r)
+	t.Cleanup(func() { c.Close() })
+	b, _ = New(c, name, opts)
+	return b, direct, ct
 }
 
 // TestIntegrity corrupts a single-request upload in flight: the server must
 // reject it (the driver sends the CRC32C), and nothing becomes visible.
 func TestIntegrity(t *testing.T) {
-	dc, _ := newClient(t, emulatorHost(t))
-	name := newTestBucket(t, dc)
-	direct, _ := New(dc, name, nil)
-	ct := &corruptingTransport{base: http.DefaultTransport, kind: "multipart"}
-	c, err := storage.NewClient(context.Background(),
-		option.WithEndpoint("http://"+emulatorHost(t)+"/storage/v1/"),
-		option.WithoutAuthentication(),
-		option.WithHTTPClient(&http.Client{Transport: ct}),
-		storage.WithDisabledClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b, _ := New(c, name, &Options{MaxAttempts: 1})
-	_, err = b.Put(context.Background(), "corrupt", backendtest.Pattern(100<<10, 1), nil)
-	if !ct.done.Load() {
-		t.Fatal("nothing was corrupted")
-	}
-	if err == nil {
-		t.Fatal("a corrupted body was accepted")
-	}
-	if !blob.IsTransient(err) {
-		t.Fatalf("a checksum mismatch should be transient (worth sending again): %v", err)
-	}
-	t.Logf("corrupted upload: %v", err)
-	backendtest.MustNotExist(t, direct, "corrupt")
+	b, direct, ct := corruptedBuckets(t, &Options{MaxAttempts: 1})
+	backendtest.RejectsCorruption(t, b, direct, ct, "corrupt", 100<<10)
 }
 
 // TestIntegrityRetried: with retries (the default), the rejected attempt is
 // sent again and the Put succeeds with the right bytes.
 func TestIntegrityRetried(t *testing.T) {
-	dc, _ := newClient(t, emulatorHost(t))
-	name := newTestBucket(t, dc)
-	direct, _ := New(dc, name, nil)
-	ct := &corruptingTransport{base: http.DefaultTransport, kind: "multipart"}
-	c, err := storage.NewClient(context.Background(),
-		option.WithEndpoint("http://"+emulatorHost(t)+"/storage/v1/"),
-		option.WithoutAuthentication(),
-		option.WithHTTPClient(&http.Client{Transport: ct}),
-		storage.WithDisabledClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b, _ := New(c, name, nil)
-	data := backendtest.Pattern(100<<10, 2)
-	if _, err := b.Put(context.Background(), "healed", data, &blob.PutOptions{IfNotExist: true}); err != nil {
-		t.Fatalf("the retry after a rejected corrupted body: %v", err)
-	}
-	if !ct.done.Load() {
-		t.Fatal("nothing was corrupted")
-	}
-	got, err := direct.ReadAll(context.Background(), "healed")
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back %d bytes: %v", len(got), err)
-	}
+	b, direct, ct := corruptedBuckets(t, nil)
+	backendtest.HealsCorruption(t, b, direct, ct, "healed", 100<<10)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,4 +391,89 @@ func (r *cancelingReader) Read(p []byte) (int, error) {
 	n := copy(p, r.data[r.off:r.cancelAt])
 	r.off += n
 	return n, nil
+}
+
+// MissingBucket: on a bucket whose container does not exist, a listing and
+// a Put fail with blob.ErrNotExist.
+func MissingBucket(t testing.TB, b *blob.Bucket) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.ListPage(ctx, "", blob.ListOptions{}); !blob.IsNotExist(err) {
+		t.Errorf("list of a missing bucket: want not exist, got %v", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("x"), nil); !blob.IsNotExist(err) {
+		t.Errorf("put into a missing bucket: want not exist, got %v", err)
+	}
+}
+
+// Corrupter flips one byte in the middle of the body of the first request
+// Match accepts (after Reset, of the next one), on its way to Base. It is
+// an http.RoundTripper, and has the Do of the Azure SDK's transport.
+type Corrupter struct {
+	Base  http.RoundTripper
+	Match func(*http.Request) bool
+	done  atomic.Bool
+}
+
+func (c *Corrupter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && c.Match(r) && c.done.CompareAndSwap(false, true) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body.Close()
+		body[len(body)/2] ^= 0x40
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.GetBody = nil
+	}
+	return c.Base.RoundTrip(r)
+}
+
+// Do is RoundTrip.
+func (c *Corrupter) Do(r *http.Request) (*http.Response, error) { return c.RoundTrip(r) }
+
+// Corrupted reports whether a body was corrupted.
+func (c *Corrupter) Corrupted() bool { return c.done.Load() }
+
+// Reset makes the next matching request the one to corrupt.
+func (c *Corrupter) Reset() { c.done.Store(false) }
+
+// RejectsCorruption: a Put of size bytes at key through b, a bucket without
+// retries whose transport is c, is corrupted in flight, refused as a
+// transient error (worth sending again), and leaves nothing visible through
+// direct.
+func RejectsCorruption(t testing.TB, b, direct *blob.Bucket, c *Corrupter, key string, size int) {
+	t.Helper()
+	_, err := b.Put(context.Background(), key, Pattern(size, 1), nil)
+	if !c.Corrupted() {
+		t.Fatal("nothing was corrupted")
+	}
+	if err == nil {
+		t.Fatal("a corrupted body was accepted")
+	}
+	if !blob.IsTransient(err) {
+		t.Fatalf("a checksum mismatch should be transient (worth sending again): %v", err)
+	}
+	t.Logf("corrupted %s: %v", key, err)
+	MustNotExist(t, direct, key)
+}
+
+// HealsCorruption: a conditional create of size bytes at key through b, a
+// bucket with retries whose transport is c, has a body corrupted, sends it
+// again and succeeds, with the right bytes visible through direct.
+func HealsCorruption(t testing.TB, b, direct *blob.Bucket, c *Corrupter, key string, size int) {
+	t.Helper()
+	c.Reset()
+	data := Pattern(size, 2)
+	if _, err := b.Put(context.Background(), key, data, &blob.PutOptions{IfNotExist: true}); err != nil {
+		t.Fatalf("the retry after a rejected corrupted body: %v", err)
+	}
+	if !c.Corrupted() {
+		t.Fatal("nothing was corrupted")
+	}
+	got, err := direct.ReadAll(context.Background(), key)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes: %v", len(got), err)
+	}
 }
