@@ -80,6 +80,7 @@ const (
 	ActReadFail         Action = "read-fail"         // a read, stat or list failed, transiently
 	ActMisreport        Action = "misreport"         // Broken: not stored, success reported
 	ActListSkip         Action = "list-skip"         // Broken: a listing left out an object
+	ActListLag          Action = "list-lag"          // ListLag: a listing left out one of the newest segments of a writer
 )
 
 // Broken selects a way the Liar breaks the blob contract (for tests of
@@ -133,6 +134,15 @@ type Schedule struct {
 	// its newest, so that a reader cannot find it by probing past the end
 	// of what it listed.
 	SkipRecent bool
+	// ListLag is the share of segment listings that lag behind the store
+	// (outside a takeover: see WithTakeover): each leaves out the two
+	// newest objects of every directory (a writer's segments) in its page,
+	// as an eventually consistent listing does. It breaks the blob contract, yet
+	// SetLying(false) turns it off like an honest fault: a reader proves
+	// its chains up to the seqs the writer states publish, so it turns a
+	// lagging listing into an error, unless a stale writer state lets the
+	// segment go unrequired (see Stale).
+	ListLag float64
 	// Stale, when set, serves older versions of the metadata objects on
 	// its schedule (see Stale): an honest fault, which SetLying(false)
 	// turns off, unless Broken is BrokenStale.
@@ -445,7 +455,11 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 		return blob.ListPage{}, err
 	}
 	page, err := l.inner.List(ctx, opts)
-	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !strings.Contains("/"+opts.Prefix, "/seg/") && !strings.HasSuffix("/"+opts.Prefix, "/seg") {
+	segments := strings.Contains("/"+opts.Prefix, "/seg/") || strings.HasSuffix("/"+opts.Prefix, "/seg")
+	if err == nil && l.s.ListLag > 0 && segments && len(page.Objects) > 0 && ctx.Value(takeoverKey{}) == nil {
+		page = l.lag(id, page)
+	}
+	if err != nil || l.s.Broken != BrokenListSkip || len(page.Objects) == 0 || !segments {
 		return page, err
 	}
 	u, _ := l.draw("list-skip", opts.Prefix)
@@ -475,6 +489,27 @@ func (l *Liar) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, 
 	page.Objects = slices.Delete(slices.Clone(page.Objects), i, i+1)
 	l.count(KindSegment, ActListSkip)
 	return page, nil
+}
+
+// lag applies ListLag to a page of a segment listing.
+func (l *Liar) lag(id string, page blob.ListPage) blob.ListPage {
+	u, lying := l.draw("list-lag", id)
+	if !lying || u >= l.s.ListLag {
+		return page
+	}
+	dir := func(k string) string { return k[:strings.LastIndexByte(k, '/')+1] }
+	objs := page.Objects
+	var kept []blob.Attrs
+	for i, a := range objs {
+		// One of the two newest of its folder.
+		if i+1 == len(objs) || dir(objs[i+1].Key) != dir(a.Key) || i+2 == len(objs) || dir(objs[i+2].Key) != dir(a.Key) {
+			l.count("read", ActListLag)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	page.Objects = kept
+	return page
 }
 
 // Delete implements driver.Driver.

@@ -269,3 +269,39 @@ func TestStaleConsistentPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestLiarListLag: a lagging listing leaves out the two newest segments of
+// each writer, except under a takeover's context, and not once lying is off.
+func TestLiarListLag(t *testing.T) {
+	l := blobtest.NewLiar(memDriver(), blobtest.Schedule{Seed: 1, ListLag: 1})
+	b := l.Bucket()
+	ctx := context.Background()
+	for _, k := range []string{"log/seg/w1/a", "log/seg/w1/b", "log/seg/w2/a", "log/seg/w2/b", "log/seg/w2/c"} {
+		if _, err := b.Put(ctx, k, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(ctx context.Context) []string {
+		var out []string
+		for a, err := range b.List(ctx, "log/seg/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a.Key)
+		}
+		return out
+	}
+	if got := list(ctx); !slices.Equal(got, []string{"log/seg/w2/a"}) {
+		t.Fatalf("a lagging listing: %v", got)
+	}
+	if got := list(blobtest.WithTakeover(ctx)); len(got) != 5 {
+		t.Fatalf("a takeover's listing lagged: %v", got)
+	}
+	l.SetLying(false)
+	if got := list(ctx); len(got) != 5 {
+		t.Fatalf("a listing lagged with lying off: %v", got)
+	}
+	if l.Count(blobtest.ActListLag) != 4 {
+		t.Fatalf("counts: %s", l.Summary())
+	}
+}

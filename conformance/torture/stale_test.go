@@ -20,12 +20,16 @@ import (
 
 // staleScheduleFor is the stale-read schedule of one seed (see
 // blobtest.Stale). The objects served stale go round: both kinds, the meta
-// object alone, the writer states alone; so do the windows' kinds:
-// consistent ones only (the old ETag with its old body), half torn (the
-// current ETag with an old body), torn only. One schedule in two adds the
-// honest faults of the fault tier, whose lost answers make the
-// coordinator and the writers re-read (and so meet stale versions) more.
-func staleScheduleFor(seed uint64) (blobtest.Schedule, string) {
+// object alone, the writer states alone. Consistent schedules serve only
+// consistent windows (an old ETag with its old body: a restored version, a
+// lagging replica); torn ones make half or all of their windows torn (the
+// current ETag with an old body). One schedule in two adds the honest
+// faults of the fault tier, whose lost answers make the coordinator and
+// the writers re-read (and so meet stale versions) more; one consistent
+// schedule in two makes segment listings lag (blobtest.Schedule.ListLag),
+// which a reader proves wrong from fresh writer states and not from stale
+// ones.
+func staleScheduleFor(seed uint64, torn bool) (blobtest.Schedule, string) {
 	ss := blobtest.StaleSchedule{Seed: seed, Start: 0.15, Calls: 6}
 	var what []string
 	switch seed % 3 {
@@ -38,12 +42,20 @@ func staleScheduleFor(seed uint64) (blobtest.Schedule, string) {
 		ss.Kinds = []blobtest.PutKind{blobtest.KindState}
 		what = append(what, "states only")
 	}
-	ss.Torn = []float64{0, 0.5, 1}[(seed/3)%3]
-	what = append(what, fmt.Sprintf("torn %.0f%%", ss.Torn*100))
+	if torn {
+		ss.Torn = []float64{0.5, 1}[(seed/3)%2]
+		what = append(what, fmt.Sprintf("torn %.0f%%", ss.Torn*100))
+	} else {
+		what = append(what, "consistent")
+	}
 	s := blobtest.Schedule{Seed: seed}
-	if seed%2 == 0 {
+	if seed%4 == 0 || seed%4 == 2 {
 		s = torture.Faults(seed)
 		what = append(what, "honest faults")
+	}
+	if !torn && seed%4 >= 2 {
+		s.ListLag = 0.3
+		what = append(what, "lagging listings")
 	}
 	s.Stale = &ss
 	return s, strings.Join(what, ", ")
@@ -51,13 +63,13 @@ func staleScheduleFor(seed uint64) (blobtest.Schedule, string) {
 
 // staleOutcome is what one stale schedule did.
 type staleOutcome struct {
-	seed         uint64
-	what         string
-	rep          *torture.Report
-	serves, torn int
+	seed               uint64
+	what               string
+	rep                *torture.Report
+	serves, torn, lags int
 }
 
-func runStaleSchedule(t *testing.T, backend string, seed uint64, steps int) staleOutcome {
+func runStaleSchedule(t *testing.T, backend string, seed uint64, torn bool, steps int) staleOutcome {
 	var inner driver.Driver
 	switch backend {
 	case "mem":
@@ -69,7 +81,7 @@ func runStaleSchedule(t *testing.T, backend string, seed uint64, steps int) stal
 		}
 		inner = d
 	}
-	sched, what := staleScheduleFor(seed)
+	sched, what := staleScheduleFor(seed, torn)
 	l := blobtest.NewLiar(inner, sched)
 	rep, err := torture.Run(t.Context(), torture.Config{
 		Bucket: l.Bucket(), Clean: blob.NewBucket(inner), Liar: l, Seed: seed, Steps: steps,
@@ -79,16 +91,18 @@ func runStaleSchedule(t *testing.T, backend string, seed uint64, steps int) stal
 		t.Fatalf("%s seed %d: %v", backend, seed, err)
 	}
 	return staleOutcome{seed: seed, what: what, rep: rep,
-		serves: l.Count(blobtest.ActStale) + l.Count(blobtest.ActStaleTorn), torn: l.Count(blobtest.ActStaleTorn)}
+		serves: l.Count(blobtest.ActStale) + l.Count(blobtest.ActStaleTorn), torn: l.Count(blobtest.ActStaleTorn),
+		lags: l.Count(blobtest.ActListLag)}
 }
 
 // TestStaleSchedules is the stale-read tier: REDOKIT_STALE_SCHEDULES seeded
-// schedules (default 100; 1,000 or more for a full run) on mem, one in ten
-// on local disk, each a log with three writers failing over, a coordinator
-// ticking and moving the checkpoint, spans added during the run behind DDL
-// barriers (through coordinators of their own), GC and readers, while a
-// blobtest.Stale answers stats and reads of the meta object and the writer
-// states from older versions. Each must end with no acknowledged event lost
+// schedules (default 100; 1,000 or more for a full run), half consistent
+// and half torn (subtests), on mem and one in ten on local disk. Each is a
+// log with three writers failing over, a coordinator ticking and moving
+// the checkpoint, spans added during the run behind DDL barriers (through
+// coordinators of their own), GC and readers, while a blobtest.Stale
+// answers stats and reads of the meta object and the writer states from
+// older versions. Each must end with no acknowledged event lost
 // (acknowledged-lost, with the stale reads off), no read that returned
 // short without an error (read-short: a read returns every event its range
 // promises or fails, and an error matching meta.ErrStale is the expected
@@ -96,23 +110,32 @@ func runStaleSchedule(t *testing.T, backend string, seed uint64, steps int) stal
 // and no other rule broken. It counts the stale serves and how many
 // operations failed with meta.ErrStale, so that a run that served nothing
 // stale, or caught nothing, shows. REDOKIT_STALE_SEED=N runs that seed
-// alone; REDOKIT_STALE_STEPS sets the steps of each (default 60).
+// alone (in both subtests); REDOKIT_STALE_STEPS sets the steps of each
+// (default 60).
 func TestStaleSchedules(t *testing.T) {
 	n := envInt(t, "REDOKIT_STALE_SCHEDULES", 100)
 	steps := envInt(t, "REDOKIT_STALE_STEPS", 60)
 	first := uint64(1)
+	counts := map[bool]int{false: (n + 1) / 2, true: n / 2}
 	if v := os.Getenv("REDOKIT_STALE_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			t.Fatalf("REDOKIT_STALE_SEED=%q: %v", v, err)
 		}
-		first, n = s, 1
+		first, counts = s, map[bool]int{false: 1, true: 1}
 	}
+	for _, torn := range []bool{false, true} {
+		name := map[bool]string{false: "consistent", true: "torn"}[torn]
+		t.Run(name, func(t *testing.T) { staleTier(t, first, counts[torn], torn, steps) })
+	}
+}
+
+func staleTier(t *testing.T, first uint64, n int, torn bool, steps int) {
 	var (
-		serves, torn, caught, idle, bad int
-		spansAdded, opens, reads        int64
-		byRule                          = map[string]int{}
-		schedulesByRule                 = map[string]int{}
+		serves, tornServes, caught, idle, bad int
+		spansAdded, opens, reads, lags        int64
+		byRule                                = map[string]int{}
+		schedulesByRule                       = map[string]int{}
 	)
 	for i := range n {
 		seed := first + uint64(i)
@@ -120,10 +143,11 @@ func TestStaleSchedules(t *testing.T) {
 		if seed%10 == 0 {
 			backend = "local"
 		}
-		o := runStaleSchedule(t, backend, seed, steps)
+		o := runStaleSchedule(t, backend, seed, torn, steps)
 		rep := o.rep
-		serves, torn, caught = serves+o.serves, torn+o.torn, caught+int(rep.Counts.StaleCaught)
+		serves, tornServes, caught = serves+o.serves, tornServes+o.torn, caught+int(rep.Counts.StaleCaught)
 		spansAdded, opens, reads = spansAdded+rep.Counts.SpansAdded, opens+rep.Counts.Opens, reads+rep.Counts.Reads+rep.Counts.ReadErrors
+		lags += int64(o.lags)
 		if o.serves == 0 {
 			idle++
 		}
@@ -143,8 +167,8 @@ func TestStaleSchedules(t *testing.T) {
 			t.Errorf("%s seed %d (%s; rerun with REDOKIT_STALE_SEED=%d): %s", backend, seed, o.what, seed, v)
 		}
 	}
-	t.Logf("%d stale schedules: %d stale serves (%d torn), %d operations failed with meta.ErrStale; %d schedules served nothing stale; %d spans added, %d opens, %d reads",
-		n, serves, torn, caught, idle, spansAdded, opens, reads)
+	t.Logf("%d stale schedules: %d stale serves (%d torn), %d operations failed with meta.ErrStale; %d schedules served nothing stale; %d segments left out of lagging listings; %d spans added, %d opens, %d reads",
+		n, serves, tornServes, caught, idle, lags, spansAdded, opens, reads)
 	if bad > 0 {
 		var parts []string
 		for _, r := range slices.Sorted(maps.Keys(schedulesByRule)) {

@@ -451,6 +451,14 @@ func (p *inProcess) stop(ctx context.Context) {
 	for i := len(p.zombies) - 1; i >= 0; i-- {
 		p.wakeZombie(ctx, i)
 	}
+	// Added spans not taken on yet are taken on now: left alone, each would
+	// hold the global resolved ts at its start, below what the writers'
+	// final flushes acknowledge.
+	for _, g := range p.pending {
+		p.spans = append(p.spans, g.span)
+		p.take(ctx, p.r.IntN(len(p.slots)), g.span, g.start)
+	}
+	p.pending = nil
 	for _, sl := range p.slots {
 		if sl.w == nil {
 			continue
