@@ -36,11 +36,17 @@ import (
 // here could drop reported data or accept a zombie's.
 //
 // Every conclusion drawn from a seq missing in the listing is checked first
-// with a listing of that seq alone (Probe); a listing that missed a segment
+// with a listing of the epoch alone (ProbeEpoch); a listing that missed a segment
 // is listed again, at most Relists times.
 func Durable(ctx context.Context, b *blob.Bucket, prev *meta.WriterState, appendable bool, log *slog.Logger) (*meta.Progress, error) {
+	return durable(ctx, b, prev, appendable, log, func() (uint64, error) { return Checkpoint(ctx, b, prev.LogID) })
+}
+
+// durable is Durable with the checkpoint read by checkpoint (only when a
+// gap needs it).
+func durable(ctx context.Context, b *blob.Bucket, prev *meta.WriterState, appendable bool, log *slog.Logger, checkpoint func() (uint64, error)) (*meta.Progress, error) {
 	for i := 0; ; i++ {
-		w := &walk{ctx: ctx, b: b, prev: prev, appendable: appendable, log: log, recs: map[uint64]*segment.Recovery{}}
+		w := &walk{ctx: ctx, b: b, prev: prev, appendable: appendable, log: log, checkpoint: checkpoint, recs: map[uint64]*segment.Recovery{}}
 		p, err := w.run()
 		if !Stale(err) {
 			return p, err
@@ -59,6 +65,7 @@ type walk struct {
 	prev       *meta.WriterState
 	appendable bool
 	log        *slog.Logger
+	checkpoint func() (uint64, error)
 
 	segs map[uint64]Entry // the epoch's listed segments by seq
 	seqs []uint64         // their seqs, ascending
@@ -77,7 +84,9 @@ func (w *walk) run() (*meta.Progress, error) {
 	if err := w.list(); err != nil {
 		return nil, err
 	}
-	if err := w.nothingAbove(); err != nil || len(w.seqs) == 0 {
+	// Every conclusion below drawn from a seq missing in the listing (a
+	// gap, nothing above the highest seq, nothing at all) rests on this.
+	if err := w.probe(); err != nil || len(w.seqs) == 0 {
 		return nil, err
 	}
 	start, ok, err := w.start()
@@ -110,22 +119,10 @@ func (w *walk) list() error {
 	return nil
 }
 
-// probe proves seq absent (a listing of it alone finds nothing), or says
-// the listing missed it.
-func (w *walk) probe(seq uint64) error {
-	return Probe(w.ctx, w.b, w.prev.LogID, w.prev.WriterID, w.prev.Epoch, seq)
-}
-
-// nothingAbove proves that nothing lies above the highest seq listed (or,
-// with nothing listed, above the published seq).
-func (w *walk) nothingAbove() error {
-	switch {
-	case len(w.seqs) > 0:
-		return w.probe(w.seqs[len(w.seqs)-1] + 1)
-	case w.prev.HasSeq:
-		return w.probe(w.prev.Seq + 1)
-	}
-	return nil
+// probe proves every seq the listing lacks absent, with a listing of the
+// epoch alone; a seq there is one the listing missed.
+func (w *walk) probe() error {
+	return ProbeEpoch(w.ctx, w.b, w.prev.LogID, w.prev.WriterID, w.prev.Epoch, w.segs)
 }
 
 // read recovers the listed segment of seq (once).
@@ -170,7 +167,7 @@ func (w *walk) start() (uint64, bool, error) {
 			return 0, false, nil
 		}
 		if seqs[i] != w.prev.Seq {
-			proceed, err := w.gap(i, w.prev.Seq, missingName(w.prev.Seq, seqs[i]-1)+" (the published seq and above)", i == 0)
+			proceed, err := w.gap(i, missingName(w.prev.Seq, seqs[i]-1)+" (the published seq and above)", i == 0)
 			if err != nil || !proceed {
 				return 0, false, err
 			}
@@ -182,7 +179,7 @@ func (w *walk) start() (uint64, bool, error) {
 		return 0, false, err
 	}
 	if rec.HasHeader && !rec.Header.Link.First() {
-		proceed, err := w.gap(0, seqs[0]-1, fmt.Sprintf("the epoch's first segments (below seq %d)", seqs[0]), true)
+		proceed, err := w.gap(0, fmt.Sprintf("the epoch's first segments (below seq %d)", seqs[0]), true)
 		if err != nil || !proceed {
 			return 0, false, err
 		}
@@ -206,12 +203,7 @@ func (w *walk) published() bool { return w.prev.HasSeq && w.prev.Seq != 0 }
 // Anything else is segments the epoch made durable, gone: an error naming
 // them. On local disk, where no upload can fail out of order, every gap
 // needs that proof.
-func (w *walk) gap(j int, firstMissing uint64, missing string, bottom bool) (proceed bool, err error) {
-	if firstMissing > 0 {
-		if err := w.probe(firstMissing); err != nil {
-			return false, err
-		}
-	}
+func (w *walk) gap(j int, missing string, bottom bool) (proceed bool, err error) {
 	var framed []string
 	for _, seq := range w.seqs[j:] {
 		rec, err := w.read(seq)
@@ -254,7 +246,7 @@ func (w *walk) collected(rec *segment.Recovery, first string, bottom bool) (bool
 	case !rec.HasHeader || rec.Header.Link.First():
 		return false, fmt.Sprintf("%s does not link a predecessor", first), nil
 	}
-	cp, err := Checkpoint(w.ctx, w.b, w.prev.LogID)
+	cp, err := w.checkpoint()
 	if err != nil {
 		return false, "", err
 	}
@@ -325,7 +317,7 @@ func (w *walk) after(seq uint64) error {
 	if j == len(w.seqs) {
 		return nil
 	}
-	_, err := w.gap(j, seq, missingName(seq, w.seqs[j]-1), false)
+	_, err := w.gap(j, missingName(seq, w.seqs[j]-1), false)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -108,6 +109,10 @@ type MissedError struct {
 	Prefix string // the narrow listing
 }
 
+// Is makes errors.Is(err, ErrIncomplete) true: a listing that keeps
+// missing a segment cannot prove a read complete.
+func (e *MissedError) Is(target error) bool { return target == ErrIncomplete }
+
 func (e *MissedError) Error() string {
 	return fmt.Sprintf("the listing missed %s, which a listing of %s finds", e.Key, e.Prefix)
 }
@@ -146,6 +151,30 @@ func Probe(ctx context.Context, b *blob.Bucket, logID, writer string, epoch, seq
 			continue
 		}
 		return &MissedError{Key: a.Key, Prefix: narrow}
+	}
+	return nil
+}
+
+// ProbeEpoch lists one writer epoch alone and compares it with have, the
+// epoch's segments by seq as a wider listing showed them: a seq there that
+// have lacks is one the wider listing missed (*MissedError); nil proves
+// that every seq the wider listing lacks is absent, above, below and
+// between the seqs it shows. A walk whose conclusions rest on a whole run
+// of missing seqs (the writer's recovery) needs this; a proof that fails on
+// any one missing seq needs only Probe of that seq.
+func ProbeEpoch(ctx context.Context, b *blob.Bucket, logID, writer string, epoch uint64, have map[uint64]Entry) error {
+	narrow := layout.WriterSegments(logID, writer) + segment.EpochPrefix(epoch)
+	for a, err := range b.List(ctx, narrow) {
+		if err != nil {
+			return fmt.Errorf("list %s: %w", narrow, err)
+		}
+		n, perr := segment.ParseName(a.Key)
+		if perr != nil || n.Epoch != epoch {
+			continue
+		}
+		if _, ok := have[n.Seq]; !ok {
+			return &MissedError{Key: a.Key, Prefix: narrow}
+		}
 	}
 	return nil
 }
