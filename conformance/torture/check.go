@@ -87,11 +87,15 @@ type Counts struct {
 
 // Report is the verdict of a run.
 type Report struct {
-	Seed            uint64 `json:"seed"`
-	Storage         string `json:"storage,omitempty"`
-	Mode            string `json:"mode"`
-	Counts          Counts `json:"counts"`
-	AckedEvents     int64  `json:"acked_events"`      // acknowledged events above the final checkpoint, all read back
+	Seed        uint64 `json:"seed"`
+	Storage     string `json:"storage,omitempty"`
+	Mode        string `json:"mode"`
+	Counts      Counts `json:"counts"`
+	AckedEvents int64  `json:"acked_events"` // acknowledged events above the final checkpoint, all read back
+	// AckedUnproven are acknowledged events above the final global
+	// resolved ts, which the reader refuses to read (reader.ErrUnproven):
+	// not checked.
+	AckedUnproven   int64  `json:"acked_unproven,omitempty"`
 	FinalCheckpoint uint64 `json:"final_checkpoint"`  // the meta object's, after the run
 	FinalResolved   uint64 `json:"final_resolved"`    // the meta object's, after the run
 	FinalReadEvents int64  `json:"final_read_events"` // events the last final read returned
@@ -125,8 +129,12 @@ func (r *Report) BrokenRules() []string {
 func (r *Report) Verdict() string {
 	c := r.Counts
 	if r.OK() {
-		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments, %d ended in errors; checkpoint %d, resolved %d",
-			r.Seed, r.AckedEvents, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, c.GCErrors, r.FinalCheckpoint, r.FinalResolved)
+		unproven := ""
+		if r.AckedUnproven > 0 {
+			unproven = fmt.Sprintf(" (%d more above the final global resolved ts, which no read may reach)", r.AckedUnproven)
+		}
+		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once%s; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments, %d ended in errors; checkpoint %d, resolved %d",
+			r.Seed, r.AckedEvents, unproven, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, c.GCErrors, r.FinalCheckpoint, r.FinalResolved)
 	}
 	return fmt.Sprintf("FAIL seed %d: %s (first: %s)", r.Seed, strings.Join(r.BrokenRules(), ", "), r.Violations[0])
 }
