@@ -390,7 +390,7 @@ func TestClosed(t *testing.T) {
 func TestMissingContainer(t *testing.T) {
 	endpoint, account, key := endpointEnv(t, "REDOKIT_AZURE_ENDPOINT")
 	cred, _ := container.NewSharedKeyCredential(account, key)
-	c, err := container.NewClientWithSharedKeyCredential(endpoint+"/redokit-test-missing-"+randHex(4), cred, nil)
+	c, err := container.NewClientWithSharedKeyCredential(endpoint+"/redokit-test-missing-"+backendtest.RandHex(4), cred, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package azure
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"os"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 	"github.com/redokit/redokit/testkit/testenv"
 )
 
@@ -52,20 +51,8 @@ func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r)
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// tb is what the helpers need of a test: testing.TB and conformance.TB both
-// have it.
-type tb interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Logf(format string, args ...any)
-	Cleanup(func())
-}
+// tb is what the helpers need of a test.
+type tb = backendtest.TB
 
 // newContainerClient returns a client of a fresh, uniquely named container
 // at endpoint, and removes the container when the test ends.
@@ -76,7 +63,7 @@ func newContainerClient(t tb, endpoint, account, key string) (*container.Client,
 		t.Fatalf("%v", err)
 	}
 	ct := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
-	name := "redokit-test-" + randHex(6)
+	name := "redokit-test-" + backendtest.RandHex(6)
 	c, err := container.NewClientWithSharedKeyCredential(endpoint+"/"+name, cred, &container.ClientOptions{
 		ClientOptions: policy.ClientOptions{Transport: ct},
 	})

@@ -230,7 +230,7 @@ func TestClosed(t *testing.T) {
 
 func TestMissingBucket(t *testing.T) {
 	c, _ := newClient(t, emulatorHost(t))
-	b, err := New(c, "redokit-test-missing-"+randHex(4), &Options{MaxAttempts: 1})
+	b, err := New(c, "redokit-test-missing-"+backendtest.RandHex(4), &Options{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

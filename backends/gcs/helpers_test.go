@@ -2,8 +2,6 @@ package gcs
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 	"github.com/redokit/redokit/testkit/testenv"
 )
 
@@ -66,26 +65,14 @@ func newClient(t testing.TB, host string) (*storage.Client, *countingTransport) 
 	return c, ct
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// tb is what the helpers need of a test: testing.TB and conformance.TB both
-// have it.
-type tb interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Logf(format string, args ...any)
-	Cleanup(func())
-}
+// tb is what the helpers need of a test.
+type tb = backendtest.TB
 
 // newTestBucket creates a uniquely named bucket on the emulator and removes
 // it, with everything in it, when the test ends.
 func newTestBucket(t tb, c *storage.Client) string {
 	t.Helper()
-	name := "redokit-test-" + randHex(6)
+	name := "redokit-test-" + backendtest.RandHex(6)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Bucket(name).Create(ctx, "redokit-test", nil); err != nil {

@@ -8,6 +8,8 @@ package backendtest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -476,4 +478,20 @@ func HealsCorruption(t testing.TB, b, direct *blob.Bucket, c *Corrupter, key str
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes: %v", len(got), err)
 	}
+}
+
+// TB is what a backend's test helpers need of a test: testing.TB and
+// conformance.TB both have it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
+// RandHex returns 2n random hex digits, for names no other test uses.
+func RandHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
