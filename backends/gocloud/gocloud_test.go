@@ -179,36 +179,8 @@ func TestFileETagSameTick(t *testing.T) {
 	}
 }
 
-func TestRangeReads(t *testing.T) {
-	ctx := context.Background()
-	data := pattern(1000)
-	forEach(t, func(t *testing.T, b *blob.Bucket) {
-		if _, err := b.Put(ctx, "r", data, nil); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct{ off, n int64 }{
-			{0, -1}, {0, 1000}, {0, 10}, {10, 20}, {990, 10}, {990, 100}, {500, -1},
-			{999, 1}, {1000, -1}, {1000, 5}, {5000, -1}, {5000, 3}, {3, 0},
-		} {
-			got, err := b.ReadRange(ctx, "r", c.off, c.n)
-			if err != nil {
-				t.Errorf("range %d+%d: %v", c.off, c.n, err)
-				continue
-			}
-			lo := min(c.off, 1000)
-			hi := int64(1000)
-			if c.n >= 0 {
-				hi = min(lo+c.n, 1000)
-			}
-			if !bytes.Equal(got, data[lo:hi]) {
-				t.Errorf("range %d+%d: got %d bytes, want %d", c.off, c.n, len(got), hi-lo)
-			}
-		}
-		if _, err := b.ReadRange(ctx, "r", -1, 2); !errors.Is(err, blob.ErrInvalidArgument) {
-			t.Errorf("negative offset: %v, want ErrInvalidArgument", err)
-		}
-	})
-}
+// Ranged reads are the conformance suite's rangedRead, which
+// TestConformanceMem and TestConformanceFile run on the same two stores.
 
 // The driver itself (not only Bucket) answers an offset past the end with an
 // empty reader.

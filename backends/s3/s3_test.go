@@ -342,24 +342,7 @@ func TestBatchDelete(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("gc/%05d", i)
 	}
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, err := e.b.Put(ctx, k, []byte(k), nil)
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Put: %v", err)
-		}
-	}
+	backendtest.PutKeys(t, e.b, keys, 16)
 	all := append(keys, "gc/missing-1", "gc/missing-2")
 	before, stats := cc.snapshot(), e.b.Stats()
 	if err := e.b.Delete(ctx, all...); err != nil {
@@ -383,52 +366,9 @@ func TestBatchDelete(t *testing.T) {
 	}
 }
 
-func TestRangedRead(t *testing.T) {
-	e := newEnv(t, "", nil)
-	ctx := t.Context()
-	data := payload(1000, 4)
-	if _, err := e.b.Put(ctx, "r/obj", data, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.b.Put(ctx, "r/empty", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		key            string
-		offset, length int64
-		want           []byte
-	}{
-		{"r/obj", 0, -1, data},
-		{"r/obj", 100, -1, data[100:]},
-		{"r/obj", 100, 200, data[100:300]},
-		{"r/obj", 999, 1, data[999:]},
-		{"r/obj", 900, 500, data[900:]},
-		{"r/obj", 0, 1 << 40, data},
-		{"r/obj", 500, 0, nil},
-		{"r/obj", 1000, -1, nil}, // at the end: S3 says 416
-		{"r/obj", 1000, 10, nil},
-		{"r/obj", 5000, -1, nil}, // past the end
-		{"r/empty", 0, -1, nil},
-		{"r/empty", 0, 10, nil},
-		{"r/empty", 3, -1, nil},
-	}
-	for _, c := range cases {
-		got, err := e.b.ReadRange(ctx, c.key, c.offset, c.length)
-		if err != nil {
-			t.Errorf("ReadRange(%s, %d, %d): %v", c.key, c.offset, c.length, err)
-			continue
-		}
-		wantSame(t, got, c.want, fmt.Sprintf("ReadRange(%s, %d, %d)", c.key, c.offset, c.length))
-	}
-	for _, c := range []struct{ offset, length int64 }{{0, -1}, {10, 10}, {5000, -1}, {0, 0}} {
-		_, err := e.b.ReadRange(ctx, "r/missing", c.offset, c.length)
-		if !blob.IsNotExist(err) || !strings.Contains(err.Error(), "r/missing") {
-			t.Errorf("ReadRange(missing, %d, %d): %v; want ErrNotExist naming the key", c.offset, c.length, err)
-		}
-	}
-	_, err := e.b.Stat(ctx, "r/missing")
-	wantCode(t, err, blob.CodeNotExist, "Stat(missing)")
-}
+// Ranged reads (offsets at, past and before the end, lengths past it, the
+// empty object, missing keys) are the conformance suite's rangedRead and
+// notExist, which TestConformance runs on this driver.
 
 func TestListPages(t *testing.T) {
 	e := newEnv(t, "", nil)
