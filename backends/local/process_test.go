@@ -98,6 +98,25 @@ func startChild(t *testing.T, mode, root, arg string) *testenv.Child {
 	return testenv.StartChild(t, "local", []string{mode, root, arg})
 }
 
+// wantReady reads the child's first line, which must be "ready".
+func wantReady(t *testing.T, c *testenv.Child) {
+	t.Helper()
+	if l := c.Line(t); l != "ready" {
+		t.Fatalf("child said %q", l)
+	}
+}
+
+// openRoot opens root in this process, closed when the test ends.
+func openRoot(t *testing.T, root string) *blob.Bucket {
+	t.Helper()
+	b, err := New(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 // TestCrossProcessIfNotExist races conditional creates of the same keys from
 // several processes: exactly one wins each key, and its bytes are there.
 func TestCrossProcessIfNotExist(t *testing.T) {
@@ -108,15 +127,9 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 		cs = append(cs, startChild(t, "create", root, strconv.Itoa(i)))
 	}
 	for _, c := range cs {
-		if l := c.Line(t); l != "ready" {
-			t.Fatalf("child said %q", l)
-		}
+		wantReady(t, c)
 	}
-	b, err := New(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openRoot(t, root)
 	for r := range rounds {
 		key := fmt.Sprintf("race/%d", r)
 		for _, c := range cs {
@@ -148,11 +161,7 @@ func TestCrossProcessIfNotExist(t *testing.T) {
 // compare-and-swap: no increment is lost.
 func TestCrossProcessIfMatch(t *testing.T) {
 	root := t.TempDir()
-	b, err := New(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openRoot(t, root)
 	mustPut(t, b, "counter", []byte("0"))
 	const procs, incs = 4, 15
 	var cs []*testenv.Child
@@ -182,15 +191,9 @@ func TestCrossProcessAppendLock(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	c := startChild(t, "hold", root, "seg/active")
-	if l := c.Line(t); l != "ready" {
-		t.Fatalf("child said %q", l)
-	}
-	b, err := New(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	_, err = b.OpenAppend(ctx, "seg/active")
+	wantReady(t, c)
+	b := openRoot(t, root)
+	_, err := b.OpenAppend(ctx, "seg/active")
 	wantCode(t, err, blob.CodePreconditionFailed, "append to a key another process appends to")
 	c.Finish(t)
 	af, err := b.OpenAppend(ctx, "seg/active")
@@ -349,7 +352,7 @@ func verifyCrash(t *testing.T, trial int, root string, acks []string) {
 			t.Fatalf("trial %d: child said %q", trial, l)
 		}
 	}
-	b, err := New(root, nil)
+	b, err := New(root, nil) // one per trial: closed at its end
 	if err != nil {
 		t.Fatal(err)
 	}

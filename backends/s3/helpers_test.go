@@ -150,6 +150,16 @@ func uploads(t cleanupT, admin *awss3.Client, bucket string) []types.MultipartUp
 	return out.Uploads
 }
 
+// wantNothingLeft checks that no multipart upload and no object is left in
+// e's bucket.
+func wantNothingLeft(t testing.TB, e *testEnv, when string) {
+	t.Helper()
+	wantNoUploads(t, e.admin, e.bucket, when)
+	if keys := objectKeys(t, e.admin, e.bucket); len(keys) != 0 {
+		t.Errorf("%s: objects left: %v", when, keys)
+	}
+}
+
 // wantNoUploads fails unless the bucket has no unfinished multipart upload.
 func wantNoUploads(t testing.TB, admin *awss3.Client, bucket, when string) {
 	t.Helper()

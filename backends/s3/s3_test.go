@@ -139,10 +139,7 @@ func TestAbort(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("canceled Put: %v, want context.Canceled", err)
 		}
-		wantNoUploads(t, e.admin, e.bucket, "after a canceled Put")
-		if keys := objectKeys(t, e.admin, e.bucket); len(keys) != 0 {
-			t.Errorf("objects after a canceled Put: %v", keys)
-		}
+		wantNothingLeft(t, e, "after a canceled Put")
 	})
 	t.Run("CancelBeforeComplete", func(t *testing.T) {
 		e := newEnv(t, "", &Options{PartSize: partSize, MultipartThreshold: partSize})
@@ -153,10 +150,7 @@ func TestAbort(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Put canceled before completing: %v, want context.Canceled", err)
 		}
-		wantNoUploads(t, e.admin, e.bucket, "after a Put canceled before completing")
-		if keys := objectKeys(t, e.admin, e.bucket); len(keys) != 0 {
-			t.Errorf("objects after a canceled Put: %v", keys)
-		}
+		wantNothingLeft(t, e, "after a Put canceled before completing")
 	})
 	t.Run("ReaderFails", func(t *testing.T) {
 		e := newEnv(t, "", &Options{PartSize: partSize, MultipartThreshold: partSize})
@@ -167,10 +161,7 @@ func TestAbort(t *testing.T) {
 		if !errors.Is(err, errInjected) {
 			t.Errorf("Put with a failing reader: %v, want the reader's error", err)
 		}
-		wantNoUploads(t, e.admin, e.bucket, "after a Put whose reader failed")
-		if keys := objectKeys(t, e.admin, e.bucket); len(keys) != 0 {
-			t.Errorf("objects after a failed Put: %v", keys)
-		}
+		wantNothingLeft(t, e, "after a Put whose reader failed")
 	})
 	t.Run("OldObjectKept", func(t *testing.T) {
 		e := newEnv(t, "", &Options{PartSize: partSize, MultipartThreshold: partSize})
