@@ -11,6 +11,7 @@ import (
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -235,59 +236,37 @@ func keysOf(names ...segment.Name) []string {
 	return out
 }
 
-// GC deletes only the bottom of each epoch's chain: a catch-up segment whose
-// commit ts are below the checkpoint, above one that is not, stays until its
-// predecessor goes, so that the chain above what is deleted has no hole and
-// its lowest link proves what is gone was below the checkpoint.
-func TestCollectDeletesOnlyAPrefixOfEachChain(t *testing.T) {
+// TestCollectAppliesTheChainRule: Collect deletes exactly what the
+// collectable rule (internal/chain, where its cases are tested) picks from
+// the listing, and counts what the rule keeps.
+func TestCollectAppliesTheChainRule(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New()
 	defer b.Close()
-	a1 := sealed("a", 1, 1, 1, 10)
-	a2 := sealed("a", 1, 2, 11, 100) // above the checkpoint
-	a3 := sealed("a", 1, 3, 5, 20)   // catch-up: below it, but above a2
-	a4 := sealed("a", 1, 4, 101, 110)
-	// Epoch 2 of the same writer has its own chain: its first segment
-	// starts a new prefix.
-	a5 := sealed("a", 2, 5, 1, 30)
-	a6 := sealed("a", 2, 6, 31, 40)
-	// A gap in the listing ends the prefix: b3 is missing, b4 stays.
-	b1 := sealed("b", 1, 1, 1, 10)
-	b2 := sealed("b", 1, 2, 11, 20)
-	b4 := sealed("b", 1, 4, 21, 30)
-	// An active segment ends the prefix; the one after it stays.
-	c1 := sealed("c", 1, 1, 1, 10)
-	c2 := segment.Name{LogID: "log", WriterID: "c", Epoch: 1, Seq: 2, Active: true}
-	// A chain whose lowest listed seq is not 1 (an earlier cycle deleted
-	// the rest) starts its prefix there.
-	d7 := sealed("d", 1, 7, 1, 10)
-	d8 := sealed("d", 1, 8, 11, 20)
-	putNames(t, b, a1, a2, a3, a4, a5, a6, b1, b2, b4, c1, c2, d7, d8)
-
+	a1, a2, a3 := sealed("a", 1, 1, 1, 10), sealed("a", 1, 2, 11, 100), sealed("a", 1, 3, 5, 20)
+	b1, b3 := sealed("b", 1, 1, 1, 10), sealed("b", 1, 3, 11, 20)
+	c1 := segment.Name{LogID: "log", WriterID: "c", Epoch: 1, Seq: 1, Active: true}
+	putNames(t, b, a1, a2, a3, b1, b3, c1)
+	listing, err := chain.List(ctx, b, "log", "log/seg/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range chain.Collectable(listing, 50) {
+		want = append(want, e.Key)
+	}
 	res, err := collectBelow(t, ctx, b, "log", 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := keysOf(a1, a5, a6, b1, b2, c1, d7, d8)
-	if !slices.Equal(res.DeletedKeys, gone) {
-		t.Fatalf("deleted\n%v\nwant\n%v", res.DeletedKeys, gone)
+	if !slices.Equal(res.DeletedKeys, want) || !slices.Equal(want, keysOf(a1, b1)) {
+		t.Fatalf("deleted %v, the rule picks %v", res.DeletedKeys, want)
 	}
-	if res.KeptByChain != 2 { // a3 and b4
-		t.Fatalf("result %+v, want 2 segments kept by their chain", res)
+	if res.KeptByChain != 2 || res.Listed != 6 { // a3 and b3
+		t.Fatalf("result %+v", res)
 	}
-	if got, want := survivors(t, b), keysOf(a2, a3, a4, b4, c2); !slices.Equal(got, want) {
-		t.Fatalf("left\n%v\nwant\n%v", got, want)
-	}
-	// Once the checkpoint passes a2, a3 goes with it. b4 is now the lowest
-	// segment of its epoch listed: the next cycle starts its prefix there
-	// (its link still holds the largest commit ts of b3, so a loss is
-	// still proven by the chain).
-	res, err = collectBelow(t, ctx, b, "log", 101, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.DeletedKeys, keysOf(a2, a3, b4)) {
-		t.Fatalf("second cycle deleted %v", res.DeletedKeys)
+	if got := survivors(t, b); !slices.Equal(got, keysOf(a2, a3, b3, c1)) {
+		t.Fatalf("left %v", got)
 	}
 }
 
