@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/conformance/torture"
+	"github.com/redokit/redokit/meta"
 )
 
 // staleScheduleFor is the stale-read schedule of one seed (see
@@ -179,4 +180,47 @@ func staleTier(t *testing.T, first uint64, n int, torn bool, steps int) {
 	if n >= 20 && idle > n/2 {
 		t.Errorf("%d of %d schedules served nothing stale: the tier checks too little", idle, n)
 	}
+}
+
+// TestStaleTornFreshCoordinator is the smallest trial of a torn read: a
+// coordinator opened while the store pairs the meta object's current ETag
+// with an older body (one from before a span's registration and a
+// barrier) must not write that body forward. Either its first update
+// fails, or the meta object still holds the span and the barrier after it.
+func TestStaleTornFreshCoordinator(t *testing.T) {
+	ctx := t.Context()
+	inner := mem.NewDriver()
+	clean := blob.NewBucket(inner)
+	st := blobtest.NewStale(inner, blobtest.StaleSchedule{Seed: 1, Start: 1, Calls: 1 << 20, Torn: 1, Kinds: []blobtest.PutKind{blobtest.KindMeta}})
+	st.SetServing(false)
+	b := st.Bucket()
+	c1, err := meta.OpenCoordinator(ctx, b, "log", &meta.CoordinatorOptions{StartTs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func() error{
+		func() error { return c1.AddSpan(ctx, 1, 1000) },
+		func() error { return c1.AddBarrier(ctx, "create-t2", 1005) },
+		func() error { return c1.AddSpan(ctx, 2, 1005) },
+	} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.SetServing(true)
+	c2, err := meta.OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Logf("the coordinator refused to open on the torn read: %v", err)
+		return
+	}
+	err = c2.ReleaseBarrier(ctx, "another")
+	m, _, rerr := meta.ReadMeta(ctx, clean, "log")
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	_, hasSpan := m.Spans[2]
+	if err == nil && (!hasSpan || len(m.Barriers) == 0) {
+		t.Fatalf("a coordinator opened on a torn read (the current ETag with the body from before span 2 and the barrier) wrote that body forward: the meta object now holds spans %v and barriers %v (%d stale serves)", m.Spans, m.Barriers, st.Serves())
+	}
+	t.Logf("update: %v; the meta object holds spans %v and barriers %v", err, m.Spans, m.Barriers)
 }
