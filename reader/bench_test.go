@@ -323,16 +323,7 @@ func BenchmarkMerge(b *testing.B) {
 				}
 				var n int64
 				if batch {
-					for {
-						evs, err := r.NextBatch(ctx, 1024)
-						if err == io.EOF {
-							break
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-						n += int64(len(evs))
-					}
+					n = drainBatches(b, r)
 				} else {
 					for _, err := range r.Events(ctx) {
 						if err != nil {
@@ -383,4 +374,20 @@ func cpuTime() time.Duration {
 		panic(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// drainBatches reads r to its end in batches of 1024 and returns how many
+// events it read.
+func drainBatches(b *testing.B, r *Reader) int64 {
+	var n int64
+	for {
+		evs, err := r.NextBatch(context.Background(), 1024)
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += int64(len(evs))
+	}
 }

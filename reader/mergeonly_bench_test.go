@@ -2,7 +2,6 @@ package reader
 
 import (
 	"context"
-	"io"
 	"testing"
 
 	"github.com/redokit/redokit/testkit/testenv"
@@ -30,17 +29,7 @@ func BenchmarkMergeOnly(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var n int64
-				for {
-					evs, err := r.NextBatch(ctx, 1024)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					n += int64(len(evs))
-				}
+				n := drainBatches(b, r)
 				r.Close()
 				if n != l.rows {
 					b.Fatalf("read %d rows, the log has %d", n, l.rows)
