@@ -14,6 +14,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/chain"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -532,5 +533,105 @@ func TestSeqSealedTwice(t *testing.T) {
 	}
 	if rep.OK() {
 		t.Fatalf("Verify missed seq 2 sealed twice: %v", rep.Problems)
+	}
+}
+
+// TestVerifyLinkToActivePrefix is FORMAT.md gap 11: a successor may link a
+// prefix of its active predecessor's whole blocks (the blocks it had when
+// its writer moved on; recovery seals exactly that prefix), and Verify
+// accepts exactly such a prefix and nothing else.
+func TestVerifyLinkToActivePrefix(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		bend func(l *segment.Link)
+		ok   bool
+	}{
+		{"prefix", func(*segment.Link) {}, true},
+		{"not a prefix", func(l *segment.Link) { l.PrevMaxTs++ }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newLocal(t)
+			s1 := seg{writer: "w", seq: 1, events: rows(100, 10, 40, "t", 1), active: true}
+			key := s1.write(t, b)
+			rd, err := b.NewReader(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := segment.Recover(rd, nil)
+			rd.Close()
+			if err != nil || len(rec.Blocks) < 2 {
+				t.Fatalf("%v: %d blocks, want several", err, len(rec.Blocks))
+			}
+			l := chain.Successor(rec.Header, rec.Blocks[:1])
+			tc.bend(&l)
+			s2 := seg{writer: "w", seq: 2, events: rows(1000, 10, 5, "t", 100), link: l}
+			k2 := s2.write(t, b)
+			rep, err := Verify(ctx, b, testLog, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := hasProblem(rep, ProblemLink, k2); got == tc.ok {
+				t.Fatalf("link problem reported: %v, want %v: %v", got, !tc.ok, rep.Problems)
+			}
+		})
+	}
+}
+
+// dropList hides key from listings of the log's segments: once (times 1),
+// or always (times < 0). A listing of one seq alone shows it.
+type dropList struct {
+	driver.Driver
+	mu    sync.Mutex
+	key   string
+	times int
+}
+
+func (d *dropList) List(ctx context.Context, opts driver.ListOptions) (driver.ListPage, error) {
+	p, err := d.Driver.List(ctx, opts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil || d.times == 0 || opts.Prefix != layout.Segments(testLog) {
+		return p, err
+	}
+	out := p.Objects[:0:0]
+	for _, a := range p.Objects {
+		if a.Key == d.key {
+			d.times--
+			continue
+		}
+		out = append(out, a)
+	}
+	p.Objects = out
+	return p, nil
+}
+
+// TestOpenListsAgainWhenAListingMissesASegment: the reader follows the one
+// listing policy of internal/chain, as the writer's recovery does: a seq
+// the proof needs that the listing lacks is probed, and when a listing of
+// that seq alone finds it, the reader lists again instead of failing; a
+// listing that keeps missing it fails after chain.Relists new listings,
+// naming the key, and matching ErrIncomplete.
+func TestOpenListsAgainWhenAListingMissesASegment(t *testing.T) {
+	for _, times := range []int{1, -1} {
+		t.Run(fmt.Sprint("times=", times), func(t *testing.T) {
+			d := &dropList{Driver: mem.NewDriver()}
+			b := blob.NewBucket(d)
+			segs := chainLog("w", 3)
+			keys := publish(t, b, segs, true)
+			d.mu.Lock()
+			d.key, d.times = keys[2], times
+			d.mu.Unlock()
+			out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: segs[2].chainMax()})
+			if times > 0 {
+				if err != nil || len(out) != 30 {
+					t.Fatalf("one listing missed %s: %d events, %v", keys[2], len(out), err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), keys[2]) {
+				t.Fatalf("every listing misses %s: %v", keys[2], err)
+			}
+		})
 	}
 }
