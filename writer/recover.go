@@ -146,48 +146,38 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		return fmt.Errorf("writer: recover %s: its header says log %q writer %q epoch %d seq %d",
 			key, h.LogID, h.WriterID, h.Epoch, h.Seq)
 	}
-	keep := len(rec.Blocks)
-	if prev != nil && n.Epoch == prev.Epoch {
-		if len(rec.Progress) > 0 {
-			// The fence took the epoch's last durable progress frame
-			// (durableProgress); the blocks after it belong to a flush
-			// never reported (or reported by a zombie after the fence was
-			// taken, which counts for nothing).
-			var fenceMax uint64
-			for _, f := range st.Fences {
-				if f.Epoch == n.Epoch {
-					fenceMax = f.MaxTs
-				}
-			}
-			keep = 0
-			for _, p := range rec.Progress {
-				if p.ChainMaxTs <= fenceMax {
-					keep = p.Blocks
-				}
-			}
-		} else {
-			// A segment without progress frames (format version 2):
-			// above the highest ts the epoch published, for the writer
-			// or any span, nothing was reported.
-			cut := prev.FlushedTs
-			for _, s := range prev.Spans {
-				cut = max(cut, s.Ts)
-			}
-			for i, b := range rec.Blocks {
-				if b.MaxTs > cut {
-					keep = i
-					break
-				}
-			}
-		}
+	keep, progress, err := w.kept(ctx, key, rec, n, st, prev, succ)
+	if err != nil {
+		return err
 	}
+	minTs, maxTs, err := sealRecovered(af, key, rec, keep, progress)
+	if err != nil {
+		return err
+	}
+	final := h.SealedName(minTs, maxTs).Format()
+	if _, err := af.Seal(ctx, final); err != nil {
+		return fmt.Errorf("writer: recover %s: seal as %s: %w", key, final, err)
+	}
+	sealed = true
+	log.Info("recovered an unsealed segment", "sealed_as", final, "blocks", keep,
+		"dropped_blocks", len(rec.Blocks)-keep, "torn_bytes", rec.TornBytes)
+	return nil
+}
+
+// kept decides what an unsealed segment (key, name n, recovered as rec)
+// keeps: the blocks its fence covers (chain.FencedBlocks), or, when succ
+// (its successor, accepted by the fences) links it, exactly the blocks the
+// link names; and the progress frames before the first block cut. Nothing
+// kept of a segment the fence accepts is an error.
+func (w *Writer) kept(ctx context.Context, key string, rec *segment.Recovery, n segment.Name, st, prev *meta.WriterState, succ string) (int, []segment.ProgressInfo, error) {
+	keep := chain.FencedBlocks(rec, n.Epoch, st, prev)
 	if succ != "" {
-		k, err := chain.LinkedBlocks(ctx, w.b, key, h, rec.Blocks, succ)
+		k, err := chain.LinkedBlocks(ctx, w.b, key, rec.Header, rec.Blocks, succ)
 		if err != nil {
-			return fmt.Errorf("writer: recover: %w", err)
+			return 0, nil, fmt.Errorf("writer: recover: %w", err)
 		}
 		if k != keep {
-			log.Info("the successor's link decides which blocks the segment keeps", "successor", succ, "blocks", k, "below_progress", keep)
+			w.log.Info("the successor's link decides which blocks the segment keeps", "key", key, "successor", succ, "blocks", k, "below_progress", keep)
 		}
 		keep = k
 	}
@@ -205,10 +195,16 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 		// durable, and every segment up to that seq held reported blocks
 		// or progress: none left means they are gone, and deleting the
 		// segment would turn that into a silent gap.
-		return fmt.Errorf("writer: recover %s: its epoch's fence accepts it, but it holds no whole block or progress frame of what its epoch reported (%d whole blocks, %d progress frames): %w",
+		return 0, nil, fmt.Errorf("writer: recover %s: its epoch's fence accepts it, but it holds no whole block or progress frame of what its epoch reported (%d whole blocks, %d progress frames): %w",
 			key, len(rec.Blocks), len(rec.Progress), segment.ErrCorrupt)
 	}
-	var minTs, maxTs uint64
+	return keep, progress, nil
+}
+
+// sealRecovered writes the footer of an unsealed segment (key, recovered as
+// rec, open for appending as af) over its first keep blocks and the
+// progress frames before the first block cut, and returns its ts range.
+func sealRecovered(af blob.AppendFile, key string, rec *segment.Recovery, keep int, progress []segment.ProgressInfo) (minTs, maxTs uint64, err error) {
 	if rec.Sealed && keep == len(rec.Blocks) && len(progress) == len(rec.Progress) {
 		// The footer was written but the rename did not happen.
 		minTs, maxTs = rec.Footer.MinTs, rec.Footer.MaxTs
@@ -221,24 +217,17 @@ func (w *Writer) recoverActive(ctx context.Context, n segment.Name, st *meta.Wri
 			end = max(end, progress[k-1].End())
 		}
 		if err := af.Truncate(end); err != nil {
-			return fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
+			return 0, 0, fmt.Errorf("writer: recover %s: truncate to %d: %w", key, end, err)
 		}
-		sw, err := segment.ResumeWriter(af, h, rec.Blocks[:keep], progress, end, nil)
+		sw, err := segment.ResumeWriter(af, rec.Header, rec.Blocks[:keep], progress, end, nil)
 		if err != nil {
-			return fmt.Errorf("writer: recover %s: %w", key, err)
+			return 0, 0, fmt.Errorf("writer: recover %s: %w", key, err)
 		}
 		f, err := sw.Seal()
 		if err != nil {
-			return fmt.Errorf("writer: recover %s: write the footer: %w", key, err)
+			return 0, 0, fmt.Errorf("writer: recover %s: write the footer: %w", key, err)
 		}
 		minTs, maxTs = f.MinTs, f.MaxTs
 	}
-	final := h.SealedName(minTs, maxTs).Format()
-	if _, err := af.Seal(ctx, final); err != nil {
-		return fmt.Errorf("writer: recover %s: seal as %s: %w", key, final, err)
-	}
-	sealed = true
-	log.Info("recovered an unsealed segment", "sealed_as", final, "blocks", keep,
-		"dropped_blocks", len(rec.Blocks)-keep, "torn_bytes", rec.TornBytes)
-	return nil
+	return minTs, maxTs, nil
 }

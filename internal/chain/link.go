@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -109,4 +110,46 @@ func LinkedBlocks(ctx context.Context, b *blob.Bucket, key string, h segment.Hea
 			key, len(blocks), l.PrevFooterCRC, l.PrevMaxTs, succ, segment.ErrCorrupt)
 	}
 	return k, nil
+}
+
+// FencedBlocks returns how many of the whole blocks of a crashed epoch's
+// unsealed segment (of epoch, recovered as rec) its fence covers, for the
+// next epoch's recovery to keep: st is the new epoch's state, prev the
+// state it replaced. For the epoch just replaced, the fence took its last
+// durable progress frame (Durable), so the blocks after the last frame at
+// or below the fence's max ts belong to a flush never reported (or
+// reported by a zombie after the fence, which counts for nothing); in a
+// segment without progress frames (format version 2), the blocks above
+// the highest ts the epoch published, for the writer or any span. Older
+// epochs' segments keep all their blocks.
+func FencedBlocks(rec *segment.Recovery, epoch uint64, st, prev *meta.WriterState) int {
+	keep := len(rec.Blocks)
+	if prev == nil || epoch != prev.Epoch {
+		return keep
+	}
+	if len(rec.Progress) > 0 {
+		var fenceMax uint64
+		for _, f := range st.Fences {
+			if f.Epoch == epoch {
+				fenceMax = f.MaxTs
+			}
+		}
+		keep = 0
+		for _, p := range rec.Progress {
+			if p.ChainMaxTs <= fenceMax {
+				keep = p.Blocks
+			}
+		}
+		return keep
+	}
+	cut := prev.FlushedTs
+	for _, s := range prev.Spans {
+		cut = max(cut, s.Ts)
+	}
+	for i, b := range rec.Blocks {
+		if b.MaxTs > cut {
+			return i
+		}
+	}
+	return keep
 }

@@ -1,9 +1,12 @@
 package chain
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -87,5 +90,46 @@ func TestLinkMismatchActivePrefix(t *testing.T) {
 	l.PrevMaxTs = 2
 	if msg := LinkMismatch("succ", l, sp); !strings.Contains(msg, "commit ts up to 2") {
 		t.Fatalf("a wrong chain max ts: %q", msg)
+	}
+}
+
+// TestFencedBlocks: of the replaced epoch's unsealed segment, the blocks up
+// to the last frame at or below the fence's max ts stay; without frames
+// (version 2), those up to the highest ts published; other epochs' keep all.
+func TestFencedBlocks(t *testing.T) {
+	var buf bytes.Buffer
+	sw, err := segment.NewWriter(&buf, segment.Header{LogID: "log", WriterID: "w", Epoch: 1, Seq: 1, Created: time.Unix(1, 0)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []uint64{10, 20, 30} {
+		if err := sw.Append(ts, segment.KindRow, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sw.FlushBlock(); err != nil {
+			t.Fatal(err)
+		}
+		if ts != 30 {
+			if _, err := sw.AppendProgress(ts, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rec, err := segment.Recover(bytes.NewReader(buf.Bytes()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := &meta.WriterState{Epoch: 1, FlushedTs: 10}
+	st := &meta.WriterState{Epoch: 2, Fences: []meta.Fence{{Epoch: 1, LastSeq: 1, MaxTs: 20}}}
+	if k := FencedBlocks(rec, 1, st, prev); k != 2 {
+		t.Fatalf("fence at 20: keeps %d blocks, want 2", k)
+	}
+	if k := FencedBlocks(rec, 0, st, prev); k != 3 {
+		t.Fatalf("an older epoch: keeps %d blocks, want all 3", k)
+	}
+	v2 := *rec
+	v2.Progress = nil
+	if k := FencedBlocks(&v2, 1, st, prev); k != 1 {
+		t.Fatalf("no frames, published 10: keeps %d blocks, want 1", k)
 	}
 }
