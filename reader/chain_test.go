@@ -591,7 +591,7 @@ func (d *dropList) List(ctx context.Context, opts driver.ListOptions) (driver.Li
 	p, err := d.Driver.List(ctx, opts)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err != nil || d.times == 0 || opts.Prefix != layout.Segments(testLog) {
+	if err != nil || d.times == 0 || opts.Prefix != layout.Segments(testLog) && opts.Prefix != testLog+"/" {
 		return p, err
 	}
 	out := p.Objects[:0:0]
@@ -606,8 +606,9 @@ func (d *dropList) List(ctx context.Context, opts driver.ListOptions) (driver.Li
 	return p, nil
 }
 
-// TestOpenListsAgainWhenAListingMissesASegment: the reader follows the one
-// listing policy of internal/chain, as the writer's recovery does: a seq
+// TestOpenListsAgainWhenAListingMissesASegment: the reader (Open and
+// Verify) follows the one listing policy of internal/chain, as the
+// writer's recovery does: a seq
 // the proof needs that the listing lacks is probed, and when a listing of
 // that seq alone finds it, the reader lists again instead of failing; a
 // listing that keeps missing it fails after chain.Relists new listings,
@@ -631,6 +632,28 @@ func TestOpenListsAgainWhenAListingMissesASegment(t *testing.T) {
 			}
 			if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), keys[2]) {
 				t.Fatalf("every listing misses %s: %v", keys[2], err)
+			}
+		})
+		// Verify follows the same policy.
+		t.Run(fmt.Sprint("verify/times=", times), func(t *testing.T) {
+			d := &dropList{Driver: mem.NewDriver()}
+			b := blob.NewBucket(d)
+			keys := publish(t, b, chainLog("w", 3), true)
+			d.mu.Lock()
+			d.key, d.times = keys[2], times
+			d.mu.Unlock()
+			rep, err := Verify(context.Background(), b, testLog, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if times > 0 {
+				if !rep.OK() {
+					t.Fatalf("one listing missed %s: %v", keys[2], rep.Problems)
+				}
+				return
+			}
+			if rep.OK() || !hasProblem(rep, ProblemIncomplete, keys[2]) {
+				t.Fatalf("every listing misses %s: %v", keys[2], rep.Problems)
 			}
 		})
 	}

@@ -155,6 +155,27 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A listing that missed a segment the chains need (a listing of its
+	// seq alone finds it) is stale: Verify starts over, as Open and the
+	// writer's recovery list again, at most chain.Relists times; then the
+	// report names the key every listing missed.
+	for i := 0; ; i++ {
+		rep, err := verifyOnce(ctx, b, logID, &o)
+		var missed *chain.MissedError
+		switch {
+		case err == nil || !errors.As(err, &missed):
+			return rep, err
+		case i == chain.Relists:
+			rep.add(Error, ProblemIncomplete, missed.Key, -1, chain.Exhausted("the chain of its writer epoch", err).Error())
+			return rep, nil
+		}
+		o.Logger.Info("reader: verify: the listing missed a segment a listing of its seq finds; listing again", "key", missed.Key)
+	}
+}
+
+// verifyOnce is Verify over one listing. A stale listing (chain.Stale) is
+// an error, returned with the report.
+func verifyOnce(ctx context.Context, b *blob.Bucket, logID string, o *VerifyOptions) (*Report, error) {
 	rep := &Report{LogID: logID}
 	objs, stateIDs, err := listWhole(ctx, b, logID, rep)
 	if err != nil {
@@ -231,11 +252,11 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	verifyChains(logID, objs, fen, infos, rep)
+	stale := verifyChains(chain.Probes(ctx, b, logID), logID, objs, fen, infos, rep)
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Offset, b.Offset))
 	})
-	return rep, nil
+	return rep, stale
 }
 
 // listWhole lists everything under the log's prefix: the segments (parsed),
@@ -322,8 +343,10 @@ func (in *segInfo) pred(key string) chain.Pred {
 }
 
 // verifyChains applies the completeness rule to every writer epoch from
-// rep.ChainsFrom, and checks every link and digest it can.
-func verifyChains(logID string, objs []listed, fen fences, infos map[string]*segInfo, rep *Report) {
+// rep.ChainsFrom, and checks every link and digest it can. A seq the rule
+// needs that the listing lacks is probed first: when a listing of it alone
+// finds it, the listing is stale, and that is returned.
+func verifyChains(probe chain.ProbeFunc, logID string, objs []listed, fen fences, infos map[string]*segInfo, rep *Report) error {
 	ix := chain.NewIndex(objs, fen.accepts)
 	for _, d := range chain.SealedTwice(objs, fen.accepts) {
 		e := chain.TwiceError(d)
@@ -337,9 +360,17 @@ func verifyChains(logID string, objs []listed, fen fences, infos map[string]*seg
 	}
 	for _, rq := range chain.Reqs(logID, fen, ix) {
 		segs := ix[rq.EpochKey]
-		// An error is a header that could not be read: reported (as
+		// Another error is a header that could not be read: reported (as
 		// corrupt or unreadable) already, and failing the report.
-		probs, _ := chain.Check(logID, rq, segs, rep.ChainsFrom, header, nil, false)
+		probs, err := chain.Check(logID, rq, segs, rep.ChainsFrom, header, probe, false)
+		switch {
+		case chain.Stale(err):
+			return err
+		case err != nil && !errors.Is(err, errNoHeader):
+			// A probe that failed: the chain is not proven.
+			rep.add(Error, ProblemIncomplete, chain.ExpectedKey(logID, rq.Writer, rq.Epoch, rq.P), -1,
+				fmt.Sprintf("the chain of writer %q epoch %d cannot be proven: %v", rq.Writer, rq.Epoch, err))
+		}
 		for _, pr := range probs {
 			rep.add(Error, ProblemIncomplete, pr.Key, -1, pr.Detail)
 		}
@@ -352,6 +383,7 @@ func verifyChains(logID string, objs []listed, fen fences, infos map[string]*seg
 			verifyLink(o, seq, segs, fen, infos, rep)
 		}
 	}
+	return nil
 }
 
 // verifyDigest holds segment P of a strict requirement to its digest and
