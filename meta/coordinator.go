@@ -66,6 +66,9 @@ type Coordinator struct {
 	// conditioned on etag: the next update settles them by a re-read first.
 	pending map[string]bool
 	stale   []StaleWriter
+	// seenMetaGen is the newest meta generation a writer state read at
+	// open or at a Tick had seen: no update is made from an older object.
+	seenMetaGen uint64
 }
 
 // StaleWriter is a live writer whose progress is older than StaleAfter.
@@ -109,6 +112,9 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 		m, etag, err := ReadMeta(ctx, b, logID)
 		if err == nil {
 			c.m, c.etag = m, etag
+			if err := c.checkAtOpen(ctx); err != nil {
+				return nil, err
+			}
 			return c, nil
 		}
 		if !blob.IsNotExist(err) {
@@ -141,6 +147,24 @@ func OpenCoordinator(ctx context.Context, b *blob.Bucket, logID string, opts *Co
 		return nil, err
 	}
 	return nil, fmt.Errorf("meta: create %s: lost the create race %d times in a row, yet cannot read the object; the store may serve stale reads: %w", key, maxAttempts, ErrContended)
+}
+
+// checkAtOpen holds the writer states against the meta object the
+// coordinator opened on (CheckStates): a coordinator that opens on a stale
+// copy and then writes, whatever the write, would carry the old content
+// forward. It costs a listing of the writer states.
+func (c *Coordinator) checkAtOpen(ctx context.Context) error {
+	states, err := ListWriterStates(ctx, c.b, c.logID, nil)
+	if err != nil {
+		return fmt.Errorf("meta: open coordinator of %s: %w", c.logID, err)
+	}
+	if err := CheckStates(ctx, c.b, c.logID, c.m, states); err != nil {
+		return fmt.Errorf("meta: open coordinator of %s: %w", c.logID, err)
+	}
+	for _, st := range states {
+		c.seenMetaGen = max(c.seenMetaGen, st.MetaGeneration)
+	}
+	return nil
 }
 
 // Meta returns a copy of the last meta object the coordinator read or wrote.
@@ -195,6 +219,20 @@ func (c *Coordinator) updateChecked(ctx context.Context, fn func(m *Meta) error,
 			if err := backoff(ctx, attempt-1); err != nil {
 				return fmt.Errorf("meta: update %s: %w", key, err)
 			}
+		}
+		if c.m.Generation < c.seenMetaGen {
+			// A writer saw a newer object than the one held: never write
+			// from this one. A fresh read decides (once).
+			if refreshed {
+				return &StaleError{Key: key, Got: c.m.Generation, Witness: "a writer state read by this coordinator", Want: c.seenMetaGen,
+					Detail: "its writer had read that generation"}
+			}
+			refreshed = true
+			if _, err := c.settle(ctx); err != nil {
+				return err
+			}
+			attempt--
+			continue
 		}
 		next := cloneMeta(c.m)
 		if err := fn(&next); err != nil {
@@ -468,6 +506,7 @@ func (c *Coordinator) tick(ctx context.Context) (Meta, error) {
 		// what it published is durable (fences keep its segments).
 		listed := map[SpanID]bool{}
 		for id, st := range states {
+			c.seenMetaGen = max(c.seenMetaGen, st.MetaGeneration)
 			m.WriterGenerations[id] = max(m.WriterGenerations[id], st.Generation)
 			for _, s := range st.Spans {
 				listed[s.Span] = true

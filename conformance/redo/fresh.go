@@ -67,8 +67,18 @@ func (r *redoSuite) freshness(t conformance.T) {
 	afterAll := snapshotObject(t, b, layout.Meta(redoLogID))
 	restoreObject(t, b, layout.Meta(redoLogID), beforeSpan)
 	c2, err := meta.OpenCoordinator(ctx, b, redoLogID, nil)
+	if err == nil {
+		_, err = c2.Tick(ctx)
+	}
+	if !errors.Is(err, meta.ErrStale) && !errors.Is(err, meta.ErrInconsistent) {
+		t.Fatalf("a coordinator opened (and ticked) on the meta object restored to before span 2: %v, want meta.ErrStale or meta.ErrInconsistent", err)
+	}
+	// One opened before the restore refuses its next Tick.
+	restoreObject(t, b, layout.Meta(redoLogID), afterAll)
+	c3, err := meta.OpenCoordinator(ctx, b, redoLogID, nil)
 	mustDo(t, "OpenCoordinator", err)
-	if _, err := c2.Tick(ctx); !errors.Is(err, meta.ErrStale) && !errors.Is(err, meta.ErrInconsistent) {
+	restoreObject(t, b, layout.Meta(redoLogID), beforeSpan)
+	if _, err := c3.Tick(ctx); !errors.Is(err, meta.ErrStale) && !errors.Is(err, meta.ErrInconsistent) {
 		t.Fatalf("a Tick over the meta object restored to before span 2: %v, want meta.ErrStale or meta.ErrInconsistent", err)
 	}
 	if got, err := meta.LoadMeta(ctx, b, redoLogID); err != nil || got.ResolvedTs > 155 {
