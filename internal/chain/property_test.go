@@ -24,7 +24,8 @@ import (
 )
 
 // The property test: one small model of a writer generates histories on the
-// mem backend (epochs; flushes of segments with progress frames, on an
+// mem backend (a writer w with a state object, and sometimes a writer v
+// without one; w's epochs; flushes of segments with progress frames, on an
 // object store or as a local writer's active segments; uploads that fail in
 // a flush that is never reported; crashes; takeovers whose fences come from
 // the recovery walk; zombies that flush past their fence; GC below a
@@ -56,8 +57,8 @@ const (
 	propWriter = "w"
 )
 
-// dropDriver drops one key from the next broad listing (of the log's or the
-// writer's segments), as a store whose listing misses an object would.
+// dropDriver drops one key from the next broad listing (of the log's or
+// writer w's segments), as a store whose listing misses an object would.
 type dropDriver struct {
 	driver.Driver
 	mu   sync.Mutex
@@ -137,6 +138,7 @@ type model struct {
 	ts    uint64
 	cur   *epochRun
 	segs  map[[2]uint64]*segRec
+	vsegs map[uint64]*segRec // writer v's, which has no state object
 	acked []flushRec
 	steps []string
 	// counts, over all histories
@@ -329,6 +331,35 @@ func (m *model) rotate(e *epochRun) {
 	m.logf("epoch %d rotates past seq %d, left active", e.epoch, s.seq)
 }
 
+// stateless writes writer v's epoch 1: a chain of sealed segments and no
+// state object (a log written without the meta layer). Its chain is proven
+// by the weaker rule, up to the highest seq listed.
+func (m *model) stateless() {
+	e := &epochRun{epoch: 1, nextSeq: 1}
+	ts := uint64(m.rng.IntN(50))
+	for range 1 + m.rng.IntN(4) {
+		buf := &bytes.Buffer{}
+		hdr := segment.Header{LogID: propLog, WriterID: "v", Epoch: 1, Seq: e.nextSeq, Link: e.tail, Created: time.Unix(1, 0)}
+		sw, err := segment.NewWriter(buf, hdr, nil)
+		m.must(err)
+		for range 1 + m.rng.IntN(3) {
+			ts += 1 + uint64(m.rng.IntN(20))
+			m.must(sw.Append(ts, segment.KindRow, []byte{1}))
+		}
+		m.must(sw.FlushBlock())
+		f, err := sw.Seal()
+		m.must(err)
+		r := &segRec{hdr: sw.Header(), blocks: slices.Clone(sw.Blocks()), linked: true}
+		r.durable = r.blocks
+		r.key = r.hdr.SealedName(f.MinTs, f.MaxTs).Format()
+		m.put(r.key, buf.Bytes())
+		m.vsegs[e.nextSeq] = r
+		e.tail = Successor(r.hdr, r.blocks)
+		e.nextSeq++
+	}
+	m.logf("writer v (no state) writes seqs 1..%d up to ts %d", e.nextSeq-1, ts)
+}
+
 // publish publishes the newest reported flush.
 func (m *model) publish() {
 	f := m.acked[len(m.acked)-1]
@@ -408,6 +439,20 @@ func (m *model) needed(start uint64) map[string]bool {
 			}
 		}
 	}
+	// Writer v, without a state, proves its chain up to the highest seq
+	// listed: below it, what a read from start needs; the highest itself
+	// cannot be told from one never written (the weaker rule).
+	var top uint64
+	for _, e := range m.listed() {
+		if e.Err == nil && e.Name.WriterID == "v" {
+			top = max(top, e.Name.Seq)
+		}
+	}
+	for seq, r := range m.vsegs {
+		if seq < top && ChainMaxOf(r.hdr.Link, r.blocks) > start {
+			out[r.key] = true
+		}
+	}
 	return out
 }
 
@@ -421,7 +466,7 @@ func (m *model) prove(start uint64) ([]*Error, error) {
 		return h, err
 	}
 	for i := 0; ; i++ {
-		ix := NewIndex(m.listed(), st.Accepts)
+		ix := NewIndex(m.listed(), func(n segment.Name) bool { s := states[n.WriterID]; return s == nil || s.Accepts(n) })
 		probs, err := Prove(propLog, ix, states, start, header, Probes(m.ctx, m.b, propLog), nil)
 		if Stale(err) && i < Relists {
 			m.stats.relisted++
@@ -545,7 +590,9 @@ func (m *model) epochKeys(epoch uint64) []string {
 func (m *model) maxSeq() uint64 {
 	var top uint64
 	for _, e := range m.listed() {
-		top = max(top, e.Name.Seq)
+		if e.Err == nil && e.Name.WriterID == propWriter {
+			top = max(top, e.Name.Seq)
+		}
 	}
 	return top
 }
@@ -589,7 +636,7 @@ func (m *model) refuse(start uint64) {
 func history(t *testing.T, seed uint64, stats *propStats) (msg string) {
 	drv := &dropDriver{Driver: mem.NewDriver()}
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), ctx: context.Background(), drv: drv, b: blob.NewBucket(drv),
-		segs: map[[2]uint64]*segRec{}, stats: stats}
+		segs: map[[2]uint64]*segRec{}, vsegs: map[uint64]*segRec{}, stats: stats}
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(failure)
@@ -603,6 +650,9 @@ func history(t *testing.T, seed uint64, stats *propStats) (msg string) {
 	m.st = meta.WriterState{LogID: propLog, WriterID: propWriter, Epoch: 1}
 	m.cur = &epochRun{epoch: 1, nextSeq: 1}
 	m.logf("local %v", m.local)
+	if m.rng.IntN(2) == 0 {
+		m.stateless()
+	}
 	epochs := 1 + m.rng.IntN(4)
 	for ep := range epochs {
 		for range 1 + m.rng.IntN(6) {
