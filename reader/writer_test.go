@@ -103,10 +103,11 @@ func testWithWriter(t *testing.T, b *blob.Bucket) {
 		}
 	}
 	// Read while the writers are live (on local disk their active segments
-	// are part of the log), then after they close.
-	_, err = wa.Flush(ctx)
+	// are part of the log), then after they close. The read is proven up
+	// to what the writers published: Publish, not Flush.
+	_, err = wa.Publish(ctx)
 	must(err)
-	_, err = wb.Flush(ctx)
+	_, err = wb.Publish(ctx)
 	must(err)
 	st := check(t, b, written, min(wa.FlushedTs(), wb.FlushedTs()), 500)
 	if b.CanAppend() && st.SegmentsActive == 0 {
