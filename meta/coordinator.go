@@ -164,6 +164,21 @@ func (c *Coordinator) checkAtOpen(ctx context.Context) error {
 	for _, st := range states {
 		c.seenMetaGen = max(c.seenMetaGen, st.MetaGeneration)
 	}
+	if c.m.Generation >= c.seenMetaGen {
+		return nil
+	}
+	// CheckStates settled it with a fresh read; hold that one (with its
+	// ETag), not the stale one the open read, or the first update would
+	// write the stale content forward.
+	m, etag, err := ReadMeta(ctx, c.b, c.logID)
+	if err != nil {
+		return fmt.Errorf("meta: open coordinator of %s: %w", c.logID, err)
+	}
+	if m.Generation < c.seenMetaGen {
+		return fmt.Errorf("meta: open coordinator of %s: %w", c.logID, &StaleError{Key: layout.Meta(c.logID), Got: m.Generation,
+			Witness: "the writer states", Want: c.seenMetaGen, Detail: "a writer had read that generation"})
+	}
+	c.m, c.etag = m, etag
 	return nil
 }
 
