@@ -39,6 +39,18 @@
 //     (it may be a segment the range needs); Options.SkipBadNames logs and
 //     skips it instead.
 //
+// # Freshness and the proven bound
+//
+// Open reads the log's meta object before the writer states and holds the
+// states against it (meta.CheckStates): a state older than the generation
+// the meta object accounted for its writer, or a meta object older than one
+// a writer saw, is meta.ErrStale naming both objects: a stale state would
+// prove a chain only up to an old seq. What the states publish proves the
+// log complete up to the global resolved ts, or the lowest flushed ts the
+// writers published when that is higher; a range whose end is above that
+// bound is ErrUnproven, naming it, since events there may still be written
+// or lie in segments no state names yet.
+//
 // # Completeness
 //
 // A read proves that it holds every event the writers published in its
@@ -69,9 +81,12 @@
 //
 // The writer states that give P are read before the listing (a published
 // segment was visible before the listing began, so it is listed), and again
-// after it for the fences. A segment that vanishes between the listing and
-// the read of its header (GC ran meanwhile) makes Open list and plan again,
-// at most 3 times. Every failure is a *ChainError matching ErrIncomplete,
+// after it for the fences. A seq the proof needs that the listing lacks is
+// first listed alone (a listing is not a proof of absence): a key found
+// there, or a segment that vanishes between the listing and the read of its
+// header (GC ran meanwhile), makes Open list and plan again, at most 3
+// times, the one policy of internal/chain that the writer's recovery and
+// Verify follow too. Every failure is a *ChainError matching ErrIncomplete,
 // naming the writer, the epoch, the missing or faulty seq and the key
 // expected (a pattern, L/seg/W/<epoch>-<seq>-*.seg, when the segment is
 // missing). The checks of Open come before any event is returned; those of
