@@ -66,6 +66,36 @@ func (b *Bucket) CanAppend() bool {
 	return ok
 }
 
+// CanReadVersion reports whether the driver has the VersionReader
+// capability: ReadVersion pairs bytes and ETag from one response.
+func (b *Bucket) CanReadVersion() bool {
+	_, ok := b.shared.drv.(driver.VersionReader)
+	return ok
+}
+
+// ReadVersion returns the whole object under key and the attributes of the
+// version those bytes are, from one response of a driver with the
+// VersionReader capability; ErrNotSupported without it (see
+// CanReadVersion).
+func (b *Bucket) ReadVersion(ctx context.Context, key string) ([]byte, Attrs, error) {
+	full, err := b.check("read", key)
+	if err != nil {
+		return nil, Attrs{}, err
+	}
+	vr, ok := b.shared.drv.(driver.VersionReader)
+	if !ok {
+		return nil, Attrs{}, &Error{Op: "read", Key: key, Code: CodeNotSupported, Err: ErrNotSupported}
+	}
+	b.shared.stats.reads.Add(1)
+	data, a, err := vr.ReadVersion(ctx, full)
+	if err != nil {
+		return nil, Attrs{}, wrap(b.shared.drv, "read", key, err)
+	}
+	b.shared.stats.bytesRead.Add(int64(len(data)))
+	a.Key = key
+	return data, a, nil
+}
+
 // Close closes the driver. Every later call on b or any view of it fails with
 // ErrClosed. Close is idempotent.
 func (b *Bucket) Close() error {

@@ -165,6 +165,42 @@ func (s *suite) readAfterWrite(t T) {
 			}
 		}
 	})
+	t.Run("ReadVersion", func(t T) {
+		// A driver with the VersionReader capability pairs the bytes and
+		// the ETag from one response: the pair must be the version the
+		// last Put stored, with the ETag that Put returned, every time.
+		e := s.bucket(t)
+		if !e.b.CanReadVersion() {
+			t.Skipf("the driver has no VersionReader capability: meta pairs an ETag with a body by Stat, read, Stat (StatPairsWithRead)")
+		}
+		ctx := t.Context()
+		const key, seed = "raw/version", "version"
+		if _, _, err := e.b.ReadVersion(ctx, key); !blob.IsNotExist(err) {
+			t.Fatalf("ReadVersion(%q) of a missing key: %v, want NotExist", key, err)
+		}
+		for n := range 6 {
+			size := []int{metaSize, 200, 600}[n%3]
+			want := metaBody(seed, n, size)
+			a := put(t, e.b, key, want)
+			data, got, err := e.b.ReadVersion(ctx, key)
+			if err != nil {
+				t.Fatalf("ReadVersion(%q) after Put of version %d: %v", key, n, err)
+			}
+			if !bytes.Equal(data, want) {
+				t.Errorf("ReadVersion(%q) right after Put of version %d returned %s (%s)", key, n, describeBody(seed, data, size), stale)
+			}
+			if got.ETag != a.ETag || got.Size != int64(len(want)) {
+				t.Errorf("ReadVersion(%q) of version %d: ETag %q size %d, want the Put's ETag %q and size %d", key, n, got.ETag, got.Size, a.ETag, len(want))
+			}
+			// The ETag it returned is one a compare-and-swap can use.
+			if n%2 == 1 && s.h.ConditionalWrites {
+				next := metaBody(seed, 100+n, size)
+				if _, err := e.b.Put(ctx, key, next, &blob.PutOptions{IfMatch: got.ETag}); err != nil {
+					t.Errorf("Put IfMatch the ETag ReadVersion returned (%q): %v", got.ETag, err)
+				}
+			}
+		}
+	})
 	t.Run("StatPairsWithRead", func(t T) {
 		// What meta does to read a version with its ETag: Stat, read,
 		// Stat again, and take the pair when the two Stats agree.

@@ -80,7 +80,9 @@
 //	                   objects): a read right after an overwrite returns the new body, whole and
 //	                   by range; a Stat's ETag pairs with the body read right after it (Stat,
 //	                   read, Stat, as package meta reads); a Put IfMatch the ETag a Stat returned
-//	                   wins only when the body read with that Stat is the version it names
+//	                   wins only when the body read with that Stat is the version it names;
+//	                   a driver.VersionReader's ReadVersion returns the last Put's bytes with
+//	                   that Put's ETag, which a Put IfMatch then wins with
 //	BeforeCommit       PutOptions.BeforeCommit runs once, while a read of the key still shows
 //	                   the old object or nothing; its error abandons the put, leaving the key
 //	                   as it was (a driver.Stager calls it itself, between staging and commit)

@@ -310,10 +310,18 @@ func backoff(ctx context.Context, attempt int) error {
 // write of this package carries a fresh token, so equal ETags around the
 // read prove that the read saw that version. Without withETag it is one
 // read.
+//
+// A driver with the VersionReader capability gives both from one response
+// (blob.Bucket.ReadVersion): then the pair is of one version even on a
+// store whose reads lag its stats, which stat, read, stat cannot tell.
 func readVersion(ctx context.Context, b *blob.Bucket, key string, withETag bool) ([]byte, string, error) {
 	if !withETag {
 		data, err := b.ReadAll(ctx, key)
 		return data, "", err
+	}
+	if b.CanReadVersion() {
+		data, a, err := b.ReadVersion(ctx, key)
+		return data, a.ETag, err
 	}
 	for attempt := 0; ; attempt++ {
 		before, err := b.Stat(ctx, key)

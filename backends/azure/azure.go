@@ -544,6 +544,32 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return &reader{rc: rr, d: d}, nil
 }
 
+var _ driver.VersionReader = (*Driver)(nil)
+
+// ReadVersion implements driver.VersionReader: the ETag is the download
+// response's (its retries are conditioned on it), of the bytes it carries.
+func (d *Driver) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	if d.closed.Load() {
+		return nil, blob.Attrs{}, blob.ErrClosed
+	}
+	if err := checkKey(key); err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	cctx := d.ctx(ctx)
+	resp, err := d.client.NewBlobClient(key).DownloadStream(cctx, nil)
+	if err != nil {
+		return nil, blob.Attrs{}, d.fail(err)
+	}
+	rr := resp.NewRetryReader(cctx, &azblobblob.RetryReaderOptions{MaxRetries: int32(max(d.opts.MaxRetries, 0))})
+	r := &reader{rc: rr, d: d}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	return data, blob.Attrs{Key: key, Size: int64(len(data)), ETag: string(deref(resp.ETag)), ModTime: deref(resp.LastModified)}, nil
+}
+
 // reader rewrites the errors of a body read like every other error.
 type reader struct {
 	rc io.ReadCloser

@@ -459,6 +459,27 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return &reader{Reader: r, cancel: func() { cancel(nil) }}, nil
 }
 
+var _ driver.VersionReader = (*Driver)(nil)
+
+// ReadVersion implements driver.VersionReader: the ETag is the generation
+// the reader's response served.
+func (d *Driver) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	rc, err := d.NewRangeReader(ctx, key, 0, -1)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	defer rc.Close()
+	r, ok := rc.(*reader)
+	if !ok {
+		return nil, blob.Attrs{}, fmt.Errorf("gcs: read %s: no reader attributes to pair the bytes with", key)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	return data, blob.Attrs{Key: key, Size: int64(len(data)), ETag: ETag(r.Attrs.Generation), ModTime: r.Attrs.LastModified}, nil
+}
+
 type reader struct {
 	*storage.Reader
 	cancel func()

@@ -75,7 +75,10 @@ type object struct {
 	modTime time.Time
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver        = (*Driver)(nil)
+	_ driver.VersionReader = (*Driver)(nil)
+)
 
 func newDriver() *Driver { return &Driver{objects: map[string]object{}} }
 
@@ -152,6 +155,16 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 		data = data[:length]
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// ReadVersion implements driver.VersionReader: one lookup gives the bytes
+// and the attributes of one version.
+func (d *Driver) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	o, err := d.get(ctx, key)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	return bytes.Clone(o.data), o.attrs(key), nil
 }
 
 // Stat implements driver.Driver.

@@ -529,6 +529,26 @@ func (d *Driver) NewRangeReader(ctx context.Context, key string, offset, length 
 	return out.Body, nil
 }
 
+var _ driver.VersionReader = (*Driver)(nil)
+
+// ReadVersion implements driver.VersionReader: the ETag is the GetObject
+// response's, of the bytes it carries.
+func (d *Driver) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	if err := d.check(); err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	out, err := d.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &d.bucket, Key: &key}, d.callOpts...)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	return data, blob.Attrs{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}, nil
+}
+
 // List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
 	if err := d.check(); err != nil {

@@ -137,6 +137,20 @@ type Stager interface {
 	StagesPuts() bool
 }
 
+// VersionReader is the optional capability of a driver whose reads say which
+// version of an object they served: the ETag comes from the same response
+// (on a file system, the same open file) as the bytes, so the two are of one
+// version whatever the store's consistency. Package meta pairs a metadata
+// object's body with the ETag its next compare-and-swap is conditioned on
+// through it; without it, it stats, reads and stats again, which a store
+// whose reads lag its stats can defeat.
+type VersionReader interface {
+	// ReadVersion returns the whole object under key and the attributes
+	// (ETag, size) of the version those bytes are; CodeNotExist when it is
+	// missing.
+	ReadVersion(ctx context.Context, key string) ([]byte, Attrs, error)
+}
+
 // Appender is the optional capability of a driver that can append to an open
 // object and make the appended bytes durable without rewriting it: the local
 // file system has it, object stores do not. The redo writer uses it for its
