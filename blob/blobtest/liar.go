@@ -99,8 +99,10 @@ const (
 	BrokenListSkip Broken = "list-skip"
 	// BrokenStale serves older versions of the metadata objects (see
 	// Stale; Schedule.Stale, or DefaultStaleSchedule) and keeps doing so
-	// after SetLying(false): a store whose reads of an overwritten object
-	// lag behind it for good, which no client can read a whole log from.
+	// after SetLying(false), when every stat or read of one opens a window
+	// (once an older version is known): a store whose reads of an
+	// overwritten object lag behind it for good, which no client can read
+	// a whole log from.
 	BrokenStale Broken = "stale-meta"
 )
 
@@ -204,8 +206,12 @@ func (l *Liar) SetLying(on bool) {
 	l.mu.Lock()
 	l.lying = on
 	l.mu.Unlock()
-	if l.stale != nil && l.s.Broken != BrokenStale {
+	switch {
+	case l.stale == nil:
+	case l.s.Broken != BrokenStale:
 		l.stale.SetServing(on)
+	case !on:
+		l.stale.setStart(1)
 	}
 }
 

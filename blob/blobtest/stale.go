@@ -180,6 +180,13 @@ func (st *Stale) SetServing(on bool) {
 	st.mu.Unlock()
 }
 
+// setStart changes the schedule's Start (BrokenStale's final check).
+func (st *Stale) setStart(p float64) {
+	st.mu.Lock()
+	st.s.Start = p
+	st.mu.Unlock()
+}
+
 // Counts returns how many times the Stale did each thing, by
 // "<kind>/<action>".
 func (st *Stale) Counts() map[string]int {
@@ -292,9 +299,9 @@ func (st *Stale) window(ctx context.Context, kind PutKind, key string) *staleWin
 		}
 		delete(st.windows, key)
 	}
-	olds := len(st.versions[key])
+	olds, start := len(st.versions[key]), st.s.Start
 	st.mu.Unlock()
-	if olds == 0 || st.draw("open", key, n) >= st.s.Start {
+	if olds == 0 || st.draw("open", key, n) >= start {
 		return nil
 	}
 	// Which versions are older: every one remembered but the current.
