@@ -140,6 +140,13 @@ func TestLayering(t *testing.T) {
 	for _, b := range append(checkLayers(ls, graph), checkCore(graph)...) {
 		t.Error(b)
 	}
+	// internal/ holds only the bottom of the house; harnesses such as the
+	// workload generator live in testkit/.
+	for pkg := range graph {
+		if strings.HasPrefix(pkg, "internal/") && pkg != "internal/layout" && pkg != "internal/chain" {
+			t.Errorf("%s is in internal/, which holds only internal/layout and internal/chain", pkg)
+		}
+	}
 	// The CLI and the examples build no keys: the layout is the Log's.
 	for pkg, imports := range graph {
 		if strings.HasPrefix(pkg, "cmd/") || strings.HasPrefix(pkg, "examples/") {

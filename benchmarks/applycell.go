@@ -17,8 +17,8 @@ import (
 	"github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/testkit/workload"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -40,35 +40,35 @@ const applyUnavailable = "unavailable"
 // other flag at its default (4 tables, 200 B text, up to 8 rows per
 // transaction, 0.5% DDLs, the first table split in 3 spans, seed 1); schema
 // "" is gen's default, "demo".
-func genConfig(rows int, schema string) gen.Config {
-	return gen.Config{Schema: schema, Tables: 4, Rows: rows, RowSize: 200, TxnRows: 8, DDLRate: 0.005,
+func genConfig(rows int, schema string) workload.Config {
+	return workload.Config{Schema: schema, Tables: 4, Rows: rows, RowSize: 200, TxnRows: 8, DDLRate: 0.005,
 		SplitSpans: 3, Seed: 1}.Normalize()
 }
 
 // genLog is a log written from a gen workload.
 type genLog struct {
-	cfg    gen.Config
+	cfg    workload.Config
 	lastTs uint64
 	rows   int64 // row changes written
 	ddls   int64
-	model  *gen.Model // the upstream state at lastTs
+	model  *workload.Model // the upstream state at lastTs
 }
 
 // writeGenLog writes cfg's whole workload into log logID through one redo
 // writer (the CLI's writer options), spans added and removed as the DDLs
 // create and drop tables, every span resolved after each transaction.
-func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Config) (*genLog, error) {
+func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload.Config) (*genLog, error) {
 	w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: "w1", FlushInterval: 200 * time.Millisecond,
 		FlushBytes: 4 << 20, MaxSegmentBytes: 16 << 20, BlockSize: 64 << 10, MemoryQuota: 128 << 20})
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close(context.Background())
-	spans := map[uint64]bool{gen.DDLSpan: true}
-	if err := w.AddSpan(writer.SpanID(gen.DDLSpan), cfg.StartTs); err != nil {
+	spans := map[uint64]bool{workload.DDLSpan: true}
+	if err := w.AddSpan(writer.SpanID(workload.DDLSpan), cfg.StartTs); err != nil {
 		return nil, err
 	}
-	g := gen.New(cfg)
+	g := workload.New(cfg)
 	l := &genLog{cfg: g.Config(), lastTs: cfg.StartTs}
 	var order []uint64
 	bySpan := map[uint64][]codec.Event{}
@@ -125,7 +125,7 @@ func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Conf
 }
 
 // modelRows is the number of rows the upstream holds at the end.
-func modelRows(m *gen.Model) int64 {
+func modelRows(m *workload.Model) int64 {
 	var n int64
 	for _, t := range m.Tables {
 		n += int64(len(t.Rows))
@@ -255,7 +255,7 @@ type applyEnv struct {
 	reset func(ctx context.Context) error
 	close func()
 	// countRows counts the rows of the model's tables downstream.
-	countRows func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error)
+	countRows func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error)
 }
 
 // newSQLiteEnv makes sinks on fresh files in a temporary folder, with the
@@ -271,13 +271,13 @@ func newSQLiteEnv(dir string) (*applyEnv, error) {
 		},
 		reset: func(context.Context) error { return nil }, // the naive replay has a file of its own
 		close: func() { os.RemoveAll(d) },
-		countRows: func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error) {
+		countRows: func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error) {
 			return countModelRows(ctx, db, m, func(t string) string { return `"` + t + `"` })
 		},
 	}, nil
 }
 
-func countModelRows(ctx context.Context, db *sql.DB, m *gen.Model, table func(string) string) (int64, error) {
+func countModelRows(ctx context.Context, db *sql.DB, m *workload.Model, table func(string) string) (int64, error) {
 	var total int64
 	for name := range m.Tables {
 		var n int64
@@ -417,7 +417,7 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 			restore()
 			admin.Close()
 		},
-		countRows: func(ctx context.Context, db *sql.DB, m *gen.Model) (int64, error) {
+		countRows: func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error) {
 			return countModelRows(ctx, db, m, func(t string) string { return "`" + schema + "`.`" + t + "`" })
 		},
 	}, nil

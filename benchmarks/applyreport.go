@@ -80,7 +80,7 @@ func renderApply(p func(string, ...any), r *Report) {
 		return
 	}
 	c0 := ap[0].Cell
-	p("The log `redokit gen --rows %d` writes with every other flag at its default (internal/gen: 4 tables at the start, the first split into 3 spans, 200 B text, transactions of up to 8 row changes — inserts, updates, deletes — and 0.5%% DDLs: CREATE, ADD COLUMN, TRUNCATE, DROP TABLE; seed 1), written before the clock starts through one redo writer on local disk. "+
+	p("The log `redokit gen --rows %d` writes with every other flag at its default (testkit/workload: 4 tables at the start, the first split into 3 spans, 200 B text, transactions of up to 8 row changes — inserts, updates, deletes — and 0.5%% DDLs: CREATE, ADD COLUMN, TRUNCATE, DROP TABLE; seed 1), written before the clock starts through one redo writer on local disk. "+
 		"**apply** = `redokit apply`'s path: reader.Open over the whole log and apply.Run with its default options into a fresh downstream, timed from reader.Open to Run's return; the downstream is then checked to hold as many rows as the upstream. "+
 		"**naive** = the same log read again from the start into another fresh downstream of the same sink and settings: one statement per row change in autocommit on one connection (INSERT … ON CONFLICT DO UPDATE or INSERT … ON DUPLICATE KEY UPDATE of the new image, DELETE by key), values bound as the sink binds them, SQLite statements kept prepared, each DDL through the sink's ApplyDDL; `TestNaiveMatchesApply` checks that it leaves apply.Run's rows. "+
 		"Where the naive replay covers fewer row changes than the log (a durable commit per row is slow), it runs on the log's first rows — the ones apply starts with — and its rate is rows/s over that prefix. "+

@@ -426,7 +426,7 @@ func ruleSeeds() [][]byte {
 }
 
 // The golden TRUNCATE names the table as the statement leaves it: its new
-// ID, the entry of role created (internal/gen's workload is held to the
+// ID, the entry of role created (the workload of testkit/workload is held to the
 // same rule).
 func TestGoldenTruncateNamesNewID(t *testing.T) {
 	d := goldenEvents["ddl"]().DDL

@@ -13,11 +13,11 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/gen"
+	"github.com/redokit/redokit/testkit/workload"
 )
 
 // tsAt is the commit ts k milliseconds after gen's start: a TSO.
-func tsAt(k int) uint64 { return gen.DefaultStartTs + uint64(k)<<18 }
+func tsAt(k int) uint64 { return workload.DefaultStartTs + uint64(k)<<18 }
 
 // logEvent is one transaction of a hand-written log: a DDL, or rows.
 type logEvent struct {
@@ -60,19 +60,19 @@ func writeLog(t *testing.T, storage, logID string, events []logEvent) {
 	}
 	defer b.Close()
 	wf := workloadFlags{flushInterval: 20 * time.Millisecond, segmentSize: 64 << 10}
-	p, err := newPipeline(ctx, b, logID, gen.Config{}, 1, wf.writerOptions(), nil)
+	p, err := newPipeline(ctx, b, logID, workload.Config{}, 1, wf.writerOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const span = 1 << 8
 	for i, e := range events {
-		tx := &gen.Txn{CommitTs: tsAt(e.k)}
+		tx := &workload.Txn{CommitTs: tsAt(e.k)}
 		if e.ddl != nil {
 			tx.DDL = true
-			tx.Changes = []gen.Change{{Span: gen.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
+			tx.Changes = []workload.Change{{Span: workload.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
 		}
 		for _, r := range e.rows {
-			tx.Changes = append(tx.Changes, gen.Change{Span: span, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
+			tx.Changes = append(tx.Changes, workload.Change{Span: span, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
 		}
 		if i == 0 {
 			if e.ddl == nil {

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/workload"
 )
 
 func TestUsageErrors(t *testing.T) {
@@ -615,7 +615,7 @@ func TestDemoCatchesAWrongDownstream(t *testing.T) {
 	dir := t.TempDir()
 	wantCode(t, cli(t, "demo", "--dir", dir, "--rows", "1000", "--seed", "5"), 0)
 	cfg := (&workloadFlags{rows: 1000, tables: 4, rowSize: 200, writers: 3, txnRows: 8, ddlRate: 0.005, seed: 6}).config()
-	c, err := compareSQLite(context.Background(), filepath.Join(dir, "replica.db"), gen.Expected(cfg, math.MaxUint64))
+	c, err := compareSQLite(context.Background(), filepath.Join(dir, "replica.db"), workload.Expected(cfg, math.MaxUint64))
 	if err != nil {
 		t.Fatal(err)
 	}

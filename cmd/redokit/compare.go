@@ -12,7 +12,7 @@ import (
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/gen"
+	"github.com/redokit/redokit/testkit/workload"
 )
 
 // comparison is the result of checking a downstream database against the
@@ -40,7 +40,7 @@ const (
 )
 
 // compareSQLite compares the SQLite file at path with the model.
-func compareSQLite(ctx context.Context, path string, want *gen.Model) (*comparison, error) {
+func compareSQLite(ctx context.Context, path string, want *workload.Model) (*comparison, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func compareSQLite(ctx context.Context, path string, want *gen.Model) (*comparis
 // MySQL; all but the apply progress table on SQLite) and compares tables,
 // columns and rows with the model. It reads the database directly, not
 // through the applier, so a bug in the applier cannot hide itself.
-func compareDB(ctx context.Context, db *sql.DB, d dialect, want *gen.Model) (*comparison, error) {
+func compareDB(ctx context.Context, db *sql.DB, d dialect, want *workload.Model) (*comparison, error) {
 	var (
 		q    string
 		args []any
@@ -104,7 +104,7 @@ func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]str
 	return out, rows.Err()
 }
 
-func compareTable(ctx context.Context, db *sql.DB, d dialect, schema string, t *gen.Table, c *comparison) error {
+func compareTable(ctx context.Context, db *sql.DB, d dialect, schema string, t *workload.Table, c *comparison) error {
 	var (
 		cols []string
 		err  error

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/gc"
-	"github.com/redokit/redokit/internal/gen"
+	"github.com/redokit/redokit/testkit/workload"
 )
 
 // demoReport is everything the demo measured; --json prints it whole.
@@ -175,7 +175,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	// at 65% (between flushes, so the dead writer loses what it buffered).
 	sinkAt, aheadAt, failAt := int64(cfg.Rows)*40/100, int64(cfg.Rows)*55/100, int64(cfg.Rows)*65/100
 	victim := min(1, wf.writers-1)
-	g := gen.New(cfg)
+	g := workload.New(cfg)
 	bar := a.bar(int64(cfg.Rows), "writing", false)
 	var inPhases time.Duration // time spent in the sink, GC and failover, not writing
 	writeStart := time.Now()
@@ -260,7 +260,7 @@ func (a *app) runDemo(ctx context.Context, wf *workloadFlags, dir string) error 
 	}
 	sum := summarize(segs)
 	rep.Segments, rep.StoredLeft = sum.Segments, sum.Bytes
-	want := gen.Expected(cfg, m.ResolvedTs)
+	want := workload.Expected(cfg, m.ResolvedTs)
 	cmp, err := compareSQLite(ctx, dbPath, want)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/gen"
+	"github.com/redokit/redokit/testkit/workload"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -62,12 +62,12 @@ func (w *workloadFlags) validate() error {
 	return nil
 }
 
-func (w *workloadFlags) config() gen.Config {
+func (w *workloadFlags) config() workload.Config {
 	rate := w.ddlRate
 	if rate == 0 {
 		rate = -1 // gen's "none"; its zero means the default
 	}
-	return gen.Config{
+	return workload.Config{
 		Schema: w.schema, Tables: w.tables, Rows: w.rows, RowSize: w.rowSize, TxnRows: w.txnRows, DDLRate: rate,
 		SplitSpans: max(2, w.writers), Seed: w.seed,
 	}.Normalize()
@@ -159,7 +159,7 @@ func (a *app) writeWorkload(ctx context.Context, b *blob.Bucket, wf *workloadFla
 	}
 	stop := p.runCoordinator(ctx, 100*time.Millisecond)
 	defer stop()
-	g := gen.New(cfg)
+	g := workload.New(cfg)
 	bar := a.bar(int64(cfg.Rows), "writing rows", false)
 	start := time.Now()
 	for {

@@ -18,8 +18,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/testkit/testenv"
+	"github.com/redokit/redokit/testkit/workload"
 )
 
 // These tests run the CLI against the real servers scripts/emulators.sh
@@ -131,7 +131,7 @@ func TestApplyToMySQL(t *testing.T) {
 	mustContain(t, "apply", r.stdout, "applied the redo log successfully", "(1500 rows")
 
 	cfg := (&workloadFlags{rows: 1500, tables: 4, rowSize: 200, writers: 3, txnRows: 8, ddlRate: 0.02, seed: 1, schema: schema}).config()
-	c, err := compareDB(t.Context(), db, mysqlDB, gen.Expected(cfg, math.MaxUint64))
+	c, err := compareDB(t.Context(), db, mysqlDB, workload.Expected(cfg, math.MaxUint64))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
-	"github.com/redokit/redokit/internal/gen"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/testkit/workload"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -23,7 +23,7 @@ type pipeline struct {
 	log   *redokit.Log
 	b     *blob.Bucket
 	logID string
-	cfg   gen.Config
+	cfg   workload.Config
 	wopts writer.Options
 	coord *meta.Coordinator
 	slots []*wslot
@@ -49,10 +49,10 @@ type wslot struct {
 // round robin. It depends on the span alone, so a replay after a failover
 // routes the same way.
 func (p *pipeline) ownerOf(span uint64) int {
-	if span == gen.DDLSpan {
+	if span == workload.DDLSpan {
 		return 0
 	}
-	phys, part := gen.SpanTable(span)
+	phys, part := workload.SpanTable(span)
 	return int((uint64(phys) + uint64(part)) % uint64(len(p.slots)))
 }
 
@@ -62,7 +62,7 @@ func writerID(i int) string { return fmt.Sprintf("w%d", i+1) }
 // newPipeline opens the coordinator (creating the log's meta object at the
 // workload's start ts) and one writer per slot. It refuses a log that
 // already exists: the workload's timestamps would fall below its resolved ts.
-func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Config, writers int, wopts writer.Options, logger *slog.Logger) (*pipeline, error) {
+func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg workload.Config, writers int, wopts writer.Options, logger *slog.Logger) (*pipeline, error) {
 	cfg = cfg.Normalize()
 	log, err := redokit.Open(ctx, b, logID)
 	if err != nil {
@@ -93,11 +93,11 @@ func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Conf
 		p.slots = append(p.slots, &wslot{id: id, w: w, spans: map[uint64]bool{}})
 	}
 	// The DDL span exists from the start.
-	if err := p.slots[0].w.AddSpan(writer.SpanID(gen.DDLSpan), cfg.StartTs); err != nil {
+	if err := p.slots[0].w.AddSpan(writer.SpanID(workload.DDLSpan), cfg.StartTs); err != nil {
 		p.abort()
 		return nil, err
 	}
-	p.slots[0].spans[gen.DDLSpan] = true
+	p.slots[0].spans[workload.DDLSpan] = true
 	return p, nil
 }
 
@@ -106,7 +106,7 @@ func newPipeline(ctx context.Context, b *blob.Bucket, logID string, cfg gen.Conf
 // that creates tables holds the watermark with a barrier until the new spans
 // exist, the way a CDC owner must (the new table's rows may reach another
 // writer before the DDL is flushed).
-func (p *pipeline) route(ctx context.Context, tx *gen.Txn, only int) error {
+func (p *pipeline) route(ctx context.Context, tx *workload.Txn, only int) error {
 	all := only < 0
 	take := func(span uint64) (*wslot, bool) {
 		i := p.ownerOf(span)
@@ -262,13 +262,13 @@ func (p *pipeline) killAndReplace(ctx context.Context, victim int, restartTs uin
 
 	// Ask the "upstream" again for the victim's spans from the restart ts:
 	// a fresh generator skipped to it knows which spans existed then.
-	g := gen.New(p.cfg)
+	g := workload.New(p.cfg)
 	g.SkipTo(restartTs)
-	if p.ownerOf(gen.DDLSpan) == victim {
-		if err := w.AddSpan(writer.SpanID(gen.DDLSpan), restartTs); err != nil {
+	if p.ownerOf(workload.DDLSpan) == victim {
+		if err := w.AddSpan(writer.SpanID(workload.DDLSpan), restartTs); err != nil {
 			return nil, err
 		}
-		s.spans[gen.DDLSpan] = true
+		s.spans[workload.DDLSpan] = true
 	}
 	for _, span := range g.Spans() {
 		if p.ownerOf(span) != victim {

@@ -1,4 +1,4 @@
-// Package gen generates a deterministic CDC workload — row changes and DDLs
+// Package workload generates a deterministic CDC workload — row changes and DDLs
 // over several tables, one of them split into key-range spans — and keeps
 // the model of the upstream database that the workload describes, so a
 // replay can be checked against the state the upstream reached rather than
@@ -14,7 +14,7 @@
 // TABLE, ALTER TABLE … ADD COLUMN, DROP TABLE) plus TRUNCATE TABLE, which a
 // SQLite sink has to translate: the event carries ActionTruncateTable, so it
 // can.
-package gen
+package workload
 
 import (
 	"fmt"
