@@ -107,6 +107,42 @@ func CheckQuery(u *url.URL, allowed ...string) error {
 	return fmt.Errorf("%w: unknown query parameter(s) %s (known: %s)", ErrInvalidArgument, strings.Join(unknown, ", "), known)
 }
 
+// SplitURL checks the parts of an Opener's URL that the object stores share
+// and splits it: the scheme must be scheme and every query parameter in
+// allowed; the host names the bucket (what the store calls it: "bucket",
+// "container") and the path, if any, the key prefix, returned with a
+// trailing "/". An Opener refuses user information itself, naming where its
+// credentials come from instead.
+func SplitURL(u *url.URL, scheme, what string, allowed ...string) (bucket, prefix string, err error) {
+	if u.Scheme != scheme {
+		return "", "", fmt.Errorf("%w: scheme %q, want %q", ErrInvalidArgument, u.Scheme, scheme)
+	}
+	if err := CheckQuery(u, allowed...); err != nil {
+		return "", "", err
+	}
+	if u.Host == "" {
+		return "", "", fmt.Errorf("%w: the URL names no %s (want %s://%s/PREFIX)", ErrInvalidArgument, what, scheme, strings.ToUpper(what))
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		prefix = strings.TrimSuffix(p, "/") + "/"
+	}
+	return u.Host, prefix, nil
+}
+
+// OpenPrefixed is the last step of an Opener: b itself for prefix "", else
+// the view of b under prefix, closing b if prefix is not a valid one.
+func OpenPrefixed(b *Bucket, prefix string) (*Bucket, error) {
+	if prefix == "" {
+		return b, nil
+	}
+	p, err := b.Prefixed(prefix)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
 // sensitive are query parameters whose values are secrets (SAS tokens, keys,
 // passwords) and must not be printed.
 var sensitive = []string{"sig", "signature", "key", "secret", "password", "token", "credential", "accountkey", "access_key", "secret_key", "sas", "x-amz-signature", "x-amz-credential", "x-amz-security-token"}

@@ -115,6 +115,7 @@ package azure
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -124,7 +125,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -210,21 +210,11 @@ func (o *Options) withDefaults() (Options, error) {
 	case v.Concurrency < 0:
 		return v, fmt.Errorf("%w: negative concurrency %d", blob.ErrInvalidArgument, v.Concurrency)
 	}
-	if v.PutThreshold == 0 {
-		v.PutThreshold = DefaultPutThreshold
-	}
-	if v.BlockSize == 0 {
-		v.BlockSize = DefaultBlockSize
-	}
-	if v.Concurrency == 0 {
-		v.Concurrency = DefaultConcurrency
-	}
-	if v.TryTimeout == 0 {
-		v.TryTimeout = DefaultTryTimeout
-	}
-	if v.MaxRetries == 0 {
-		v.MaxRetries = DefaultMaxRetries
-	}
+	v.PutThreshold = cmp.Or(v.PutThreshold, DefaultPutThreshold)
+	v.BlockSize = cmp.Or(v.BlockSize, DefaultBlockSize)
+	v.Concurrency = cmp.Or(v.Concurrency, DefaultConcurrency)
+	v.TryTimeout = cmp.Or(v.TryTimeout, DefaultTryTimeout)
+	v.MaxRetries = cmp.Or(v.MaxRetries, DefaultMaxRetries)
 	if v.RetryDelay <= 0 {
 		v.RetryDelay = 200 * time.Millisecond
 	}
@@ -797,13 +787,8 @@ type KeyError = driver.KeyError
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
-	switch {
-	case err == nil:
-		return blob.CodeUnknown
-	case errors.Is(err, context.Canceled):
-		return blob.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return blob.CodeDeadlineExceeded
+	if c, ok := driver.ContextCode(err); ok {
+		return c
 	}
 	var de *DeleteError
 	if errors.As(err, &de) && len(de.Failed) > 0 {
@@ -826,19 +811,7 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 		case bloberror.InvalidRange:
 			return blob.CodeInvalidArgument
 		}
-		switch s := re.StatusCode; {
-		case s == http.StatusNotFound:
-			return blob.CodeNotExist
-		case s == http.StatusPreconditionFailed:
-			return blob.CodePreconditionFailed
-		case s == http.StatusUnauthorized, s == http.StatusForbidden:
-			return blob.CodePermissionDenied
-		case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests, s >= 500:
-			return blob.CodeTransient
-		case s == http.StatusBadRequest, s == http.StatusRequestedRangeNotSatisfiable:
-			return blob.CodeInvalidArgument
-		}
-		return blob.CodeUnknown
+		return driver.HTTPStatusCode(re.StatusCode)
 	}
 	if c := blob.CodeOf(err); c != blob.CodeUnknown {
 		return c

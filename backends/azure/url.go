@@ -46,15 +46,7 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.prefix == "" {
-		return b, nil
-	}
-	p, err := b.Prefixed(cfg.prefix)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	return p, nil
+	return blob.OpenPrefixed(b, cfg.prefix)
 }
 
 // creds are the account, credentials and endpoint openURL found.
@@ -76,24 +68,14 @@ type urlConfig struct {
 // I/O. No error it returns contains a secret.
 func parseURL(u *url.URL, getenv func(string) string) (urlConfig, error) {
 	var c urlConfig
-	if u.Scheme != Scheme {
-		return c, fmt.Errorf("%w: azure: scheme %q, want %q", blob.ErrInvalidArgument, u.Scheme, Scheme)
-	}
 	if u.User != nil {
 		return c, fmt.Errorf("%w: azure: credentials in the URL are not supported (use %s, %s, %s or %s)", blob.ErrInvalidArgument, EnvConnectionString, EnvAccount, EnvKey, EnvSASToken)
 	}
-	if err := blob.CheckQuery(u, urlParams...); err != nil {
+	var err error
+	if c.container, c.prefix, err = blob.SplitURL(u, Scheme, "container", urlParams...); err != nil {
 		return c, fmt.Errorf("azure: %w", err)
 	}
-	c.container = u.Host
-	if c.container == "" {
-		return c, fmt.Errorf("%w: azure: the URL names no container (want azblob://CONTAINER/PREFIX)", blob.ErrInvalidArgument)
-	}
-	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
-		c.prefix = strings.TrimSuffix(p, "/") + "/"
-	}
 	q := u.Query()
-	var err error
 	if v := q.Get("put_threshold"); v != "" {
 		if c.opts.PutThreshold, err = blob.ParseSize("put_threshold", v); err != nil {
 			return c, err

@@ -106,6 +106,7 @@ package gcs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -190,24 +191,12 @@ func (o *Options) withDefaults() (Options, error) {
 	case v.ChunkRetryDeadline < 0:
 		return v, fmt.Errorf("%w: negative chunk retry deadline %v", blob.ErrInvalidArgument, v.ChunkRetryDeadline)
 	}
-	if v.ChunkSize == 0 {
-		v.ChunkSize = DefaultChunkSize
-	}
-	if v.ResumableThreshold == 0 {
-		v.ResumableThreshold = DefaultResumableThreshold
-	}
-	if v.Concurrency == 0 {
-		v.Concurrency = DefaultConcurrency
-	}
-	if v.Timeout == 0 {
-		v.Timeout = DefaultTimeout
-	}
-	if v.ChunkRetryDeadline == 0 {
-		v.ChunkRetryDeadline = DefaultChunkRetryDeadline
-	}
-	if v.MaxAttempts == 0 {
-		v.MaxAttempts = DefaultMaxAttempts
-	}
+	v.ChunkSize = cmp.Or(v.ChunkSize, DefaultChunkSize)
+	v.ResumableThreshold = cmp.Or(v.ResumableThreshold, DefaultResumableThreshold)
+	v.Concurrency = cmp.Or(v.Concurrency, DefaultConcurrency)
+	v.Timeout = cmp.Or(v.Timeout, DefaultTimeout)
+	v.ChunkRetryDeadline = cmp.Or(v.ChunkRetryDeadline, DefaultChunkRetryDeadline)
+	v.MaxAttempts = cmp.Or(v.MaxAttempts, DefaultMaxAttempts)
 	if v.Backoff == (gax.Backoff{}) {
 		v.Backoff = gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
 	}
@@ -585,14 +574,10 @@ type KeyError = driver.KeyError
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
-	switch {
-	case err == nil:
-		return blob.CodeUnknown
-	case errors.Is(err, context.Canceled):
-		return blob.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return blob.CodeDeadlineExceeded
-	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist):
+	if c, ok := driver.ContextCode(err); ok {
+		return c
+	}
+	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist) {
 		return blob.CodeNotExist
 	}
 	if c := blob.CodeOf(err); c != blob.CodeUnknown {
@@ -616,17 +601,8 @@ func (d *Driver) ErrorCode(err error) blob.Code {
 	case errors.As(err, &aerr):
 		status = aerr.HTTPCode()
 	}
-	switch {
-	case status == http.StatusNotFound:
-		return blob.CodeNotExist
-	case status == http.StatusPreconditionFailed:
-		return blob.CodePreconditionFailed
-	case status == http.StatusUnauthorized, status == http.StatusForbidden:
-		return blob.CodePermissionDenied
-	case status == http.StatusBadRequest, status == http.StatusRequestedRangeNotSatisfiable:
-		return blob.CodeInvalidArgument
-	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
-		return blob.CodeTransient
+	if c := driver.HTTPStatusCode(status); c != blob.CodeUnknown {
+		return c
 	}
 	if storage.ShouldRetry(err) {
 		return blob.CodeTransient

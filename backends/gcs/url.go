@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -39,15 +38,7 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		client.Close()
 		return nil, err
 	}
-	if cfg.prefix == "" {
-		return b, nil
-	}
-	p, err := b.Prefixed(cfg.prefix)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	return p, nil
+	return blob.OpenPrefixed(b, cfg.prefix)
 }
 
 type urlConfig struct {
@@ -60,24 +51,14 @@ type urlConfig struct {
 // errors are found before a client is built.
 func parseURL(u *url.URL) (urlConfig, error) {
 	var c urlConfig
-	if u.Scheme != Scheme {
-		return c, fmt.Errorf("%w: gcs: scheme %q, want %q", blob.ErrInvalidArgument, u.Scheme, Scheme)
-	}
 	if u.User != nil {
 		return c, fmt.Errorf("%w: gcs: credentials in the URL are not supported (use Application Default Credentials)", blob.ErrInvalidArgument)
 	}
-	if err := blob.CheckQuery(u, urlParams...); err != nil {
+	var err error
+	if c.bucket, c.prefix, err = blob.SplitURL(u, Scheme, "bucket", urlParams...); err != nil {
 		return c, fmt.Errorf("gcs: %w", err)
 	}
-	c.bucket = u.Host
-	if c.bucket == "" {
-		return c, fmt.Errorf("%w: gcs: the URL names no bucket (want gs://BUCKET/PREFIX)", blob.ErrInvalidArgument)
-	}
-	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
-		c.prefix = strings.TrimSuffix(p, "/") + "/"
-	}
 	q := u.Query()
-	var err error
 	if v := q.Get("chunk_size"); v != "" {
 		n, perr := blob.ParseSize("chunk_size", v)
 		if perr != nil {

@@ -79,15 +79,7 @@ func openRedokitURL(ctx context.Context, scheme string, u *url.URL) (*blob.Bucke
 	if err != nil {
 		return nil, err
 	}
-	if prefix == "" {
-		return b, nil
-	}
-	p, err := b.Prefixed(prefix)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	return p, nil
+	return blob.OpenPrefixed(b, prefix)
 }
 
 // open opens a gocloud URL ("mem://", "file:///var/redo?create_dir=1",

@@ -242,13 +242,10 @@ func (d *Driver) Close() error {
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) blob.Code {
+	if c, ok := driver.ContextCode(err); ok {
+		return c
+	}
 	switch {
-	case err == nil:
-		return blob.CodeUnknown
-	case errors.Is(err, context.Canceled):
-		return blob.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return blob.CodeDeadlineExceeded
 	case errors.Is(err, blob.ErrPreconditionFailed):
 		return blob.CodePreconditionFailed
 	case errors.Is(err, blob.ErrInvalidKey), errors.Is(err, blob.ErrInvalidArgument):

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -14,20 +13,14 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // ErrorCode classifies an error of this package or of aws-sdk-go-v2's S3
 // client (see the package doc for the table).
 func ErrorCode(err error) blob.Code {
-	if err == nil {
-		return blob.CodeUnknown
-	}
-	// The caller's context first: an SDK error caused by it wraps it.
-	switch {
-	case errors.Is(err, context.Canceled):
-		return blob.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return blob.CodeDeadlineExceeded
+	if c, ok := driver.ContextCode(err); ok {
+		return c
 	}
 	var ce *conditionError
 	if errors.As(err, &ce) {
@@ -94,21 +87,10 @@ func codeOfS3(code string, status int) blob.Code {
 		"InternalError", "ServiceUnavailable", "OperationAborted":
 		return blob.CodeTransient
 	}
-	switch {
-	case status == http.StatusNotFound:
-		return blob.CodeNotExist
-	case status == http.StatusPreconditionFailed:
-		return blob.CodePreconditionFailed
-	case status == http.StatusUnauthorized, status == http.StatusForbidden:
-		return blob.CodePermissionDenied
-	case status == http.StatusRequestedRangeNotSatisfiable, status == http.StatusBadRequest:
-		return blob.CodeInvalidArgument
-	case status == http.StatusNotImplemented:
+	if status == http.StatusNotImplemented {
 		return blob.CodeNotSupported
-	case status == http.StatusTooManyRequests, status == http.StatusRequestTimeout, status >= 500:
-		return blob.CodeTransient
 	}
-	return blob.CodeUnknown
+	return driver.HTTPStatusCode(status)
 }
 
 // httpStatus returns the HTTP status of an SDK response error, or 0.

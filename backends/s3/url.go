@@ -31,14 +31,9 @@ func openURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		return nil, err
 	}
 	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		p, err := b.Prefixed(prefix + "/")
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		return p, nil
+		prefix += "/"
 	}
-	return b, nil
+	return blob.OpenPrefixed(b, prefix)
 }
 
 // parseURL splits an s3:// URL into the bucket, the key prefix and the

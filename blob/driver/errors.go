@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"strconv"
 )
@@ -47,3 +48,43 @@ var (
 	ErrNotSupported       = errors.New("blob: operation not supported by this backend")
 	ErrTransient          = errors.New("blob: transient failure")
 )
+
+// ContextCode classifies what a driver's ErrorCode settles before it looks
+// at its store's errors: nil is CodeUnknown, and an error that wraps
+// context.Canceled or context.DeadlineExceeded (an SDK error the caller's
+// context caused wraps it) is CodeCanceled or CodeDeadlineExceeded. ok is
+// false for any other error.
+func ContextCode(err error) (c Code, ok bool) {
+	switch {
+	case err == nil:
+		return CodeUnknown, true
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded, true
+	}
+	return CodeUnknown, false
+}
+
+// HTTPStatusCode classifies the HTTP status of a failed request the way the
+// HTTP object stores (S3, GCS, Azure) mean it: 404 not exist, 412
+// precondition failed, 401 and 403 permission denied, 400 and 416 invalid
+// argument, 408, 429 and 5xx transient, anything else (0 included)
+// CodeUnknown. A driver maps its store's own error codes first, and a status
+// its store gives a meaning of its own (S3's 501) before calling it. The
+// numbers are literal so that this package does not link net/http.
+func HTTPStatusCode(status int) Code {
+	switch {
+	case status == 404: // Not Found
+		return CodeNotExist
+	case status == 412: // Precondition Failed
+		return CodePreconditionFailed
+	case status == 401, status == 403: // Unauthorized, Forbidden
+		return CodePermissionDenied
+	case status == 400, status == 416: // Bad Request, Range Not Satisfiable
+		return CodeInvalidArgument
+	case status == 408, status == 429, status >= 500: // Request Timeout, Too Many Requests, server errors
+		return CodeTransient
+	}
+	return CodeUnknown
+}
