@@ -165,6 +165,37 @@ func (l *fkLog) want() map[string][]string {
 
 func fkID(v int64) *int64 { return &v }
 
+// updateFamily writes the log of the update cases: parents 1 and 2; then,
+// in one transaction, a child of each in every table of children (ids 10+p
+// in fk_cc, 20+p in fk_cr, 30+p in fk_cn) and grandchild 41 of child 11;
+// then updates of non-key columns, one transaction each: parent 1; parent 2
+// with its child id in table (to v); child 11.
+func (l *fkLog) updateFamily(children []string, table string, id int64, v string) {
+	base := map[string]int64{"fk_cc": 10, "fk_cr": 20, "fk_cn": 30}
+	l.begin()
+	l.ins("fk_p", 1, nil, "p1")
+	l.ins("fk_p", 2, nil, "p2")
+	l.commit(false)
+	l.begin()
+	for _, p := range []int64{1, 2} {
+		for _, c := range children {
+			l.ins(c, base[c]+p, fkID(p), strings.TrimPrefix(c, "fk_"))
+		}
+	}
+	l.ins("fk_g", 41, fkID(11), "g")
+	l.commit(false)
+	l.begin()
+	l.upd("fk_p", 1, nil, "P1")
+	l.commit(false)
+	l.begin()
+	l.upd("fk_p", 2, nil, "P2")
+	l.upd(table, id, fkID(2), v)
+	l.commit(false)
+	l.begin()
+	l.upd("fk_cc", 11, fkID(1), "CC1")
+	l.commit(false)
+}
+
 // fkScenarios are the hand-made logs.
 var fkScenarios = []struct {
 	name  string
@@ -177,54 +208,13 @@ var fkScenarios = []struct {
 	// checks on deletes it first, and the downstream's own cascade takes
 	// the children with it: silently.
 	{"update-parent-seeded", 12, func(l *fkLog) {
-		l.begin()
-		l.ins("fk_p", 1, nil, "p1")
-		l.ins("fk_p", 2, nil, "p2")
-		l.commit(false)
-		l.begin()
-		for _, p := range []int64{1, 2} {
-			l.ins("fk_cc", 10+p, fkID(p), "cc")
-			l.ins("fk_cn", 30+p, fkID(p), "cn")
-		}
-		l.ins("fk_g", 41, fkID(11), "g")
-		l.commit(false)
-		l.begin()
-		l.upd("fk_p", 1, nil, "P1")
-		l.commit(false)
-		l.begin()
-		l.upd("fk_p", 2, nil, "P2")
-		l.upd("fk_cn", 32, fkID(2), "CN")
-		l.commit(false)
-		l.begin()
-		l.upd("fk_cc", 11, fkID(1), "CC1")
-		l.commit(false)
+		l.updateFamily([]string{"fk_cc", "fk_cn"}, "fk_cn", 32, "CN")
 	}},
+	// The upstream updates a parent's non-key column: its children stay (a
+	// REPLACE downstream would delete the parent row first); and a child's:
+	// the grandchild stays.
 	{"update-parent-non-key", 0, func(l *fkLog) {
-		l.begin()
-		l.ins("fk_p", 1, nil, "p1")
-		l.ins("fk_p", 2, nil, "p2")
-		l.commit(false)
-		l.begin()
-		for _, p := range []int64{1, 2} {
-			l.ins("fk_cc", 10+p, fkID(p), "cc")
-			l.ins("fk_cr", 20+p, fkID(p), "cr")
-			l.ins("fk_cn", 30+p, fkID(p), "cn")
-		}
-		l.ins("fk_g", 41, fkID(11), "g")
-		l.commit(false)
-		// The upstream updates a parent's non-key column: its children
-		// stay (a REPLACE downstream would delete the parent row first).
-		l.begin()
-		l.upd("fk_p", 1, nil, "P1")
-		l.commit(false)
-		l.begin()
-		l.upd("fk_p", 2, nil, "P2")
-		l.upd("fk_cc", 12, fkID(2), "CC")
-		l.commit(false)
-		// And a child's: the grandchild stays.
-		l.begin()
-		l.upd("fk_cc", 11, fkID(1), "CC1")
-		l.commit(false)
+		l.updateFamily([]string{"fk_cc", "fk_cr", "fk_cn"}, "fk_cc", 12, "CC")
 	}},
 	{"insert-same-txn", 0, func(l *fkLog) {
 		for p := int64(1); p <= 3; p++ {
