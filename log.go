@@ -272,9 +272,11 @@ func (l *Log) Delete(ctx context.Context) (int, error) {
 // FenceWriter takes writer writerID's next epoch without writing under it,
 // so that a process that still holds an earlier epoch (a zombie after a
 // failover) can publish nothing more: the failover step of a CDC system
-// whose dead capture's spans move to another writer.
+// whose dead capture's spans move to another writer. The fence is where the
+// old epoch's durable progress ends (writer.Fence), not only its last
+// publication: every flush it reported stays in the log.
 func (l *Log) FenceWriter(ctx context.Context, writerID string) error {
-	if _, err := meta.AcquireWriter(ctx, l.b, l.id, writerID, nil); err != nil {
+	if err := writer.Fence(ctx, l.b, l.id, writerID, nil); err != nil {
 		return fmt.Errorf("redokit: fence writer %s: %w", writerID, err)
 	}
 	return nil

@@ -466,12 +466,16 @@ func (w *world) fail(d *datadriven.TestData) (string, error) {
 
 func (w *world) fence(d *datadriven.TestData) (string, error) {
 	id := w.str(d, "writer")
-	l, err := meta.AcquireWriter(w.ctx, w.bucket, scenarioLog, id, &meta.AcquireOptions{Owner: "fence"})
-	if err != nil {
+	// What redokit.Log.FenceWriter does: writer.Fence, a new epoch taken
+	// without writing, fenced where the old epoch's durable progress ends.
+	if err := writer.Fence(w.ctx, w.bucket, scenarioLog, id, nil); err != nil {
 		return errText(err), nil
 	}
-	st := l.State()
-	return fmt.Sprintf("%s: epoch %d\n%s", id, st.Epoch, fences(&st)), nil
+	st, _, err := meta.ReadWriterState(w.ctx, w.bucket, scenarioLog, id)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: epoch %d\n%s", id, st.Epoch, fences(st)), nil
 }
 
 func (w *world) recover(d *datadriven.TestData) (string, error) {
