@@ -504,7 +504,7 @@ func (n *naive) event(ctx context.Context, ev *codec.Event) error {
 	case codec.OpDelete:
 		return n.delete(ctx, table, row.PreColumns)
 	case codec.OpUpdate:
-		if naiveKeyChanged(row.PreColumns, row.Columns) {
+		if codec.KeyChanged(row.PreColumns, row.Columns) {
 			if err := n.delete(ctx, table, row.PreColumns); err != nil {
 				return err
 			}
@@ -612,7 +612,7 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 	n.buf = n.table(n.buf, t)
 	n.buf = append(n.buf, " WHERE "...)
 	n.args = n.args[:0]
-	key := naiveKeyOf(img)
+	key := codec.KeyColumns(img)
 	if key == nil {
 		if !n.my {
 			n.buf = append(n.buf, "rowid = (SELECT rowid FROM "...)
@@ -637,44 +637,13 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 		n.buf = append(n.buf, " = ?"...)
 		n.args = append(n.args, naiveArg(n.my, img[i].Value))
 	}
-	if naiveKeyOf(img) == nil {
+	if codec.KeyColumns(img) == nil {
 		n.buf = append(n.buf, " LIMIT 1"...)
 		if !n.my {
 			n.buf = append(n.buf, ')')
 		}
 	}
 	return n.exec(ctx)
-}
-
-// naiveKeyOf returns the indexes of img's key columns: those flagged handle
-// key, else those flagged primary key; nil when there are none (the SQL
-// sink's rule).
-func naiveKeyOf(img []codec.Column) []int {
-	for _, f := range []codec.ColumnFlag{codec.FlagHandleKey, codec.FlagPrimaryKey} {
-		var key []int
-		for i := range img {
-			if img[i].Flags.Has(f) {
-				key = append(key, i)
-			}
-		}
-		if key != nil {
-			return key
-		}
-	}
-	return nil
-}
-
-func naiveKeyChanged(pre, post []codec.Column) bool {
-	kp, kq := naiveKeyOf(pre), naiveKeyOf(post)
-	if kp == nil || len(kp) != len(kq) {
-		return true
-	}
-	for i := range kp {
-		if pre[kp[i]].Name != post[kq[i]].Name || !pre[kp[i]].Value.Equal(post[kq[i]].Value) {
-			return true
-		}
-	}
-	return false
 }
 
 // naiveArg binds a value as the SQL sink does (its Dialect.arg): MySQL takes

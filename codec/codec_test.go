@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -494,5 +495,27 @@ func TestStringers(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+func TestKeyColumns(t *testing.T) {
+	pk, hk := FlagPrimaryKey, FlagPrimaryKey|FlagHandleKey
+	col := func(name string, f ColumnFlag, v int64) Column {
+		return Column{Name: name, Flags: f, Value: IntValue(v)}
+	}
+	both := []Column{col("a", pk, 1), col("b", hk, 2), col("c", 0, 3)}
+	if got := KeyColumns(both); !slices.Equal(got, []int{1}) {
+		t.Errorf("handle key over primary key: %v, want [1]", got)
+	}
+	if got := KeyColumns([]Column{col("a", pk, 1), col("b", 0, 2), col("c", pk, 3)}); !slices.Equal(got, []int{0, 2}) {
+		t.Errorf("primary key alone: %v, want [0 2]", got)
+	}
+	if got := KeyColumns([]Column{col("a", 0, 1)}); got != nil {
+		t.Errorf("no key: %v, want nil", got)
+	}
+	moved := []Column{col("a", pk, 1), col("b", hk, 9), col("c", 0, 3)}
+	same := []Column{col("a", pk, 7), col("b", hk, 2), col("c", 0, 8)}
+	if !KeyChanged(both, moved) || KeyChanged(both, same) || !KeyChanged([]Column{col("a", 0, 1)}, []Column{col("a", 0, 1)}) {
+		t.Error("KeyChanged: want a changed handle key and a keyless update to count, other columns not")
 	}
 }

@@ -254,6 +254,43 @@ func (f ColumnFlag) String() string {
 	return strings.Join(parts, "|")
 }
 
+// KeyColumns returns the indexes of the columns of img that find its row
+// downstream: those flagged FlagHandleKey, else those flagged
+// FlagPrimaryKey; nil when there are none (a sink then matches the whole
+// image).
+func KeyColumns(img []Column) []int {
+	for _, f := range []ColumnFlag{FlagHandleKey, FlagPrimaryKey} {
+		var key []int
+		for i := range img {
+			if img[i].Flags.Has(f) {
+				key = append(key, i)
+			}
+		}
+		if key != nil {
+			return key
+		}
+	}
+	return nil
+}
+
+// KeyChanged reports whether an update moves its row to another key: the
+// key columns (KeyColumns) of pre and post differ in number, name or value,
+// or there are none, in which case every update is the delete of the old
+// image and the insert of the new one.
+func KeyChanged(pre, post []Column) bool {
+	kp, kq := KeyColumns(pre), KeyColumns(post)
+	if kp == nil || len(kp) != len(kq) {
+		return true
+	}
+	for i := range kp {
+		a, b := &pre[kp[i]], &post[kq[i]]
+		if a.Name != b.Name || !a.Value.Equal(b.Value) {
+			return true
+		}
+	}
+	return false
+}
+
 // Type is a MySQL column type code (the mysql.TypeXxx numbers of MySQL's
 // protocol and of TiDB).
 type Type uint8

@@ -32,6 +32,3 @@ func NaiveApply(ctx context.Context, s *SQLSink, events []*codec.Event) (rows in
 
 // Table is the downstream name of t in d.
 func (d Dialect) Table(t apply.Table) string { return string(d.table(nil, t)) }
-
-// KeyOf is keyOf, for the workload's bookkeeping.
-var KeyOf = keyOf

@@ -43,41 +43,6 @@ type rowOp struct {
 	madeHere bool
 }
 
-// keyOf returns the indexes of img's key columns: those flagged handle key,
-// else those flagged primary key; nil when there are none.
-func keyOf(img []codec.Column) []int {
-	var key []int
-	for _, f := range []codec.ColumnFlag{codec.FlagHandleKey, codec.FlagPrimaryKey} {
-		for i := range img {
-			if img[i].Flags.Has(f) {
-				key = append(key, i)
-			}
-		}
-		if key != nil {
-			return key
-		}
-	}
-	return nil
-}
-
-// keyChanged reports whether an update moves the row to another key, which
-// a REPLACE of the post image alone would not undo: the old row would stay.
-// Without a key every update is a delete of the old image and an insert of
-// the new one.
-func keyChanged(pre, post []codec.Column) bool {
-	kp, kq := keyOf(pre), keyOf(post)
-	if kp == nil || len(kp) != len(kq) {
-		return true
-	}
-	for i := range kp {
-		a, b := &pre[kp[i]], &post[kq[i]]
-		if a.Name != b.Name || !a.Value.Equal(b.Value) {
-			return true
-		}
-	}
-	return false
-}
-
 // plan turns rows into ops: for each commit ts, every delete (of deleted
 // rows, and of the old image of updates that change the key) before every
 // upsert (of inserted rows and the new image of updates). The row changes of
@@ -95,7 +60,9 @@ func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
 			case codec.OpDelete:
 				ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
 			case codec.OpUpdate:
-				if keyChanged(r.PreColumns, r.Columns) {
+				// A REPLACE of the post image alone would not undo a
+				// key change: the old row would stay.
+				if codec.KeyChanged(r.PreColumns, r.Columns) {
 					ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
 				}
 			}
@@ -132,7 +99,7 @@ func (t *sqlTx) collapse() {
 	if t.collapsed {
 		return
 	}
-	key0 := keyOf(t.ops[0].img)
+	key0 := codec.KeyColumns(t.ops[0].img)
 	if key0 == nil {
 		return
 	}
@@ -217,7 +184,7 @@ func (t *sqlTx) keyBytes(b []byte, img []codec.Column, key0 []int) ([]byte, bool
 		}
 	}
 	// A key of the same columns but more of them is another shape.
-	if len(keyOf(img)) != len(key0) {
+	if len(codec.KeyColumns(img)) != len(key0) {
 		return b, false
 	}
 	return b, true
@@ -245,7 +212,7 @@ func sameUpsertShape(a, b []codec.Column) bool {
 // sameKeyShape reports whether two images have the same key columns, so that
 // their deletes can share a statement. Images without a key never share.
 func sameKeyShape(a, b []codec.Column) bool {
-	ka, kb := keyOf(a), keyOf(b)
+	ka, kb := codec.KeyColumns(a), codec.KeyColumns(b)
 	if ka == nil || len(ka) != len(kb) {
 		return false
 	}
@@ -422,7 +389,7 @@ func (t *sqlTx) seenKey(op rowOp, first bool, op0 rowOp) bool {
 // kind.
 func (t *sqlTx) keyText(img []codec.Column) string {
 	b := t.kb[:0]
-	for _, i := range keyOf(img) {
+	for _, i := range codec.KeyColumns(img) {
 		v := img[i].Value
 		b = append(b, byte(v.Kind()))
 		b = append(b, v.String()...)
@@ -572,7 +539,7 @@ func (t *sqlTx) onConflict(b []byte, img []codec.Column) []byte {
 		// that conflicts on whichever unique key.
 		b = append(b, " ON CONFLICT DO UPDATE SET "...)
 	case Postgres:
-		key := keyOf(img)
+		key := codec.KeyColumns(img)
 		if key == nil {
 			return b // a table without a key: nothing to conflict on
 		}
@@ -651,7 +618,7 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 	t.buf = d.table(t.buf, table)
 	t.buf = append(t.buf, " WHERE "...)
 	t.args = t.args[:0]
-	key := keyOf(ops[0].img)
+	key := codec.KeyColumns(ops[0].img)
 	if key == nil {
 		// Without a key, match every column exactly (floats and JSON too:
 		// rows may differ in nothing else), and delete one row: identical
@@ -695,7 +662,7 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 	n := t.statementRows(len(ops), max(1, d.maxParams()/len(key)))
 	single := len(key) == 1
 	for _, op := range ops[:n] {
-		if op.img[keyOf(op.img)[0]].Value.IsNull() {
+		if op.img[codec.KeyColumns(op.img)[0]].Value.IsNull() {
 			single = false
 		}
 	}
@@ -719,7 +686,7 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 				t.buf = append(t.buf, " OR "...)
 			}
 			t.buf = append(t.buf, '(')
-			for j, k := range keyOf(op.img) {
+			for j, k := range codec.KeyColumns(op.img) {
 				if j > 0 {
 					t.buf = append(t.buf, " AND "...)
 				}

@@ -126,7 +126,7 @@ func setCol(img []codec.Column, c codec.Column) []codec.Column {
 
 func keyString(img []codec.Column) string {
 	var b strings.Builder
-	for _, i := range sqlsink.KeyOf(img) {
+	for _, i := range codec.KeyColumns(img) {
 		b.WriteString(img[i].Value.String())
 		b.WriteByte('/')
 	}
