@@ -65,6 +65,7 @@ const (
 	ProblemStray          ProblemKind = "stray"           // an object under the log's prefix that is not a key the log writes
 	ProblemBadState       ProblemKind = "bad-state"       // a writer state or the meta object fails to read or decode
 	ProblemDeleting       ProblemKind = "deleting"        // info: the log's delete marker: a removal started and has not finished
+	ProblemMeta           ProblemKind = "meta"            // the meta object and the writer states disagree with each other or with the segment names, or the log has no meta object
 )
 
 // Problem is one finding of Verify.
@@ -104,7 +105,8 @@ type Report struct {
 	MaxTs      uint64 // largest commit ts read
 	Problems   []Problem
 
-	seg *segInfo // of a partial report of one segment
+	seg  *segInfo  // of a partial report of one segment
+	meta []Problem // of a whole report: the ProblemMeta findings, placed last
 }
 
 // OK reports whether the report has no Error problem.
@@ -128,18 +130,34 @@ type VerifyOptions struct {
 	Concurrency int
 	// Logger receives progress; nil discards.
 	Logger *slog.Logger
+	// RequireMeta makes a log without a meta object an error (ProblemMeta):
+	// a recovery has no range to replay. Without it, such a log (one
+	// written without the meta layer) has its chains proven from 0.
+	// redokit.Log.Verify sets it.
+	RequireMeta bool
 }
 
-// Verify reads every segment of a log (whatever its ts range) and reports
-// every problem it finds, not just the first: every block of every sealed
-// segment is read and its CRC checked, even after an earlier block failed;
-// every event is decoded and compared with its record. It proves every
-// writer epoch's chain complete from the checkpoint of the meta object (0
-// without one), and checks every link between neighbours (header and footer
-// CRCs, the largest commit ts below) and every published digest. It reports
-// every object under the log's prefix that is not a key the log writes, and
-// every writer state or meta object that fails to read or decode. It
-// returns an error only when it cannot walk the log at all (the listing
+// Verify checks the whole log and reports every problem it finds, not just
+// the first, errors first. It reads every segment (whatever its ts range):
+// every block of every sealed segment is read and its CRC checked, even
+// after an earlier block failed; every event is decoded and compared with
+// its record. It proves every writer epoch's chain complete from the
+// checkpoint of the meta object (0 without one), and checks every link
+// between neighbours (header and footer CRCs, the largest commit ts below)
+// and every published digest. It reports every object under the log's
+// prefix that is not a key the log writes, and every writer state or meta
+// object that fails to read or decode. And it holds the meta object and
+// the writer states against each other and against the segment names
+// (ProblemMeta): the freshness rules of meta.CheckStates, a checkpoint at
+// or below the resolved ts, a state for every live writer, no segment from
+// an epoch its writer never reached.
+//
+// One pass lists the log once (the listing policy of Open may list again
+// when a listing misses a segment), then reads the meta object once, then
+// each writer state once: the states after the meta object, as the
+// freshness rules need.
+//
+// It returns an error only when it cannot walk the log at all (the listing
 // fails, or ctx ends); a segment it cannot read is a ProblemUnreadable.
 func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptions) (*Report, error) {
 	if err := segment.ValidateID(logID); err != nil {
@@ -163,38 +181,56 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 		rep, err := verifyOnce(ctx, b, logID, &o)
 		var missed *chain.MissedError
 		switch {
-		case err == nil || !errors.As(err, &missed):
-			return rep, err
+		case err == nil:
+			return rep.finish(), nil
+		case !errors.As(err, &missed):
+			return nil, err
 		case i == chain.Relists:
 			rep.add(Error, ProblemIncomplete, missed.Key, -1, chain.Exhausted("the chain of its writer epoch", err).Error())
-			return rep, nil
+			return rep.finish(), nil
 		}
 		o.Logger.Info("reader: verify: the listing missed a segment a listing of its seq finds; listing again", "key", missed.Key)
 	}
 }
 
-// verifyOnce is Verify over one listing. A stale listing (chain.Stale) is
-// an error, returned with the report.
+// finish places the ProblemMeta findings after the others, and the errors
+// first.
+func (r *Report) finish() *Report {
+	r.Problems, r.meta = append(r.Problems, r.meta...), nil
+	slices.SortStableFunc(r.Problems, func(x, y Problem) int { return int(y.Severity) - int(x.Severity) })
+	return r
+}
+
+// verifyOnce is Verify over one listing: the listing, then one read of the
+// meta object, then one of each writer state listed. A stale listing
+// (chain.Stale) is an error, returned with the report.
 func verifyOnce(ctx context.Context, b *blob.Bucket, logID string, o *VerifyOptions) (*Report, error) {
 	rep := &Report{LogID: logID}
 	objs, stateIDs, err := listWhole(ctx, b, logID, rep)
 	if err != nil {
 		return nil, err
 	}
-	fen := readStates(ctx, b, logID, stateIDs, rep)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m, _, err := meta.ReadMeta(ctx, b, logID)
+	// The meta object before the states: meta.CheckStates holds states read
+	// after it. It is read after the listing, so that the checkpoint the
+	// chains are proven from is at least the one GC had collected below
+	// when the listing was made.
+	mv := &metaView{}
+	m, err := meta.LoadMeta(ctx, b, logID)
 	switch {
 	case err == nil:
+		mv.m = m
 		rep.ChainsFrom = m.CheckpointTs
 	case blob.IsNotExist(err):
+		mv.missing = true
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	default:
 		// The chains are then proven from 0: stricter, never looser.
 		rep.add(Error, ProblemBadState, layout.Meta(logID), -1, "the meta object cannot be read: "+err.Error())
+	}
+	fen := readStates(ctx, b, logID, stateIDs, rep, mv)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	rep.Objects = len(objs)
 	sealedIDs := map[segID]bool{}
@@ -256,6 +292,10 @@ feed:
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Offset, b.Offset))
 	})
+	mv.missing = mv.missing && o.RequireMeta
+	if rep.meta, err = verifyMeta(ctx, b, logID, mv, objs, rep); err != nil {
+		return nil, err
+	}
 	return rep, stale
 }
 
@@ -306,21 +346,29 @@ func strayDetail(logID, k string) string {
 	return why + "not a key the log writes (meta, writers/<writer ID>, seg/<segment name>, ~deleting): readers never see it, and if it held data, that data is lost to them"
 }
 
-// readStates reads every writer state listed. One that fails to read or
-// decode is a problem naming its key; its writer is then judged without a
-// state (no fences, the weaker chain rule), which the problem already fails.
-func readStates(ctx context.Context, b *blob.Bucket, logID string, ids []string, rep *Report) fences {
+// readStates reads every writer state listed, once, and records in mv
+// what it found. One that fails to read or decode is a problem naming its
+// key; its writer is then judged without a state (no fences, the weaker
+// chain rule), which the problem already fails.
+func readStates(ctx context.Context, b *blob.Bucket, logID string, ids []string, rep *Report, mv *metaView) fences {
 	fen := fences{}
+	mv.statesOK = true
 	for _, id := range ids {
 		st, _, err := meta.ReadWriterState(ctx, b, logID, id)
 		switch {
 		case err == nil:
 			fen[id] = st
-		case blob.IsNotExist(err) || ctx.Err() != nil:
+		case ctx.Err() != nil:
+			mv.statesOK = false
+		case blob.IsNotExist(err):
+			mv.statesOK = false
+			mv.gone = append(mv.gone, id)
 		default:
+			mv.statesOK = false
 			rep.add(Error, ProblemBadState, layout.WriterState(logID, id), -1, "the writer state cannot be read: "+err.Error())
 		}
 	}
+	mv.states = fen
 	return fen
 }
 
