@@ -184,11 +184,18 @@ func NewLiar(inner driver.Driver, s Schedule) *Liar {
 // BrokenStale).
 func (l *Liar) Stale() *Stale { return l.stale }
 
-// Driver returns the Liar as a driver that implements driver.Appender when the
-// wrapped driver does.
+// Driver returns the Liar as a driver that implements driver.Appender and
+// driver.VersionReader when the wrapped driver does.
 func (l *Liar) Driver() driver.Driver {
-	if _, ok := l.inner.(driver.Appender); ok {
+	_, app := l.inner.(driver.Appender)
+	_, ver := l.inner.(driver.VersionReader)
+	switch {
+	case app && ver:
+		return liarAppendingVersioned{liarAppending{l}}
+	case app:
 		return liarAppending{l}
+	case ver:
+		return liarVersioned{l}
 	}
 	return l
 }
@@ -444,6 +451,31 @@ func (l *Liar) NewRangeReader(ctx context.Context, key string, offset, length in
 		return nil, err
 	}
 	return l.inner.NewRangeReader(ctx, key, offset, length)
+}
+
+// readVersion is ReadVersion of the wrapped driver, which fails and is
+// delayed as reads are.
+func (l *Liar) readVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	if err := l.readFault(ctx, "read", key); err != nil {
+		return nil, blob.Attrs{}, err
+	}
+	return l.inner.(driver.VersionReader).ReadVersion(ctx, key)
+}
+
+// liarVersioned is the Liar with the VersionReader capability.
+type liarVersioned struct{ *Liar }
+
+// ReadVersion implements driver.VersionReader.
+func (v liarVersioned) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	return v.readVersion(ctx, key)
+}
+
+// liarAppendingVersioned is the Liar with both capabilities.
+type liarAppendingVersioned struct{ liarAppending }
+
+// ReadVersion implements driver.VersionReader.
+func (v liarAppendingVersioned) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	return v.readVersion(ctx, key)
 }
 
 // Stat implements driver.Driver.

@@ -53,6 +53,11 @@ import (
 //     apart does; a compare-and-swap conditioned on that ETag succeeds and
 //     writes back whatever the client derived from the old body.
 //
+// When the wrapped driver has the VersionReader capability the Stale has it
+// too: a ReadVersion is one response, so within a window of either kind it
+// answers the old body with that version's own attributes (a torn window
+// cannot tear it), and outside one the version read is remembered.
+//
 // It may serve any version older than the current one, including one older
 // than a version it already served the same client: that is the point.
 // Every decision (whether a window opens, how long it lasts, its kind, how
@@ -152,11 +157,18 @@ func NewStale(inner driver.Driver, s StaleSchedule) *Stale {
 		calls: map[string]uint64{}, windows: map[string]*staleWindow{}, owed: map[clientKey]owedStat{}, counts: map[string]int{}}
 }
 
-// Driver returns the Stale as a driver that implements driver.Appender when
-// the wrapped driver does.
+// Driver returns the Stale as a driver that implements driver.Appender and
+// driver.VersionReader when the wrapped driver does.
 func (st *Stale) Driver() driver.Driver {
-	if _, ok := st.inner.(driver.Appender); ok {
+	_, app := st.inner.(driver.Appender)
+	_, ver := st.inner.(driver.VersionReader)
+	switch {
+	case app && ver:
+		return staleAppendingVersioned{staleAppending{st}}
+	case app:
 		return staleAppending{st}
+	case ver:
+		return staleVersioned{st}
 	}
 	return st
 }
@@ -510,6 +522,44 @@ func (st *Stale) ErrorCode(err error) blob.Code { return st.inner.ErrorCode(err)
 
 // Close implements driver.Driver.
 func (st *Stale) Close() error { return st.inner.Close() }
+
+// readVersion is ReadVersion (driver.VersionReader): one response, so
+// within a window of either kind it answers the old body with its own
+// attributes, as the lagging replica that served it would.
+func (st *Stale) readVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	vr := st.inner.(driver.VersionReader)
+	kind, ok := st.subject(key)
+	var w *staleWindow
+	if ok {
+		w = st.window(ctx, kind, key)
+		st.forget(ctx, key) // nothing pairs this read with a stat
+	}
+	if w == nil {
+		data, a, err := vr.ReadVersion(ctx, key)
+		if err == nil && MetadataKind(key) != KindOther {
+			st.remember(key, a, data)
+		}
+		return data, a, err
+	}
+	st.count(kind, ActStale)
+	return bytes.Clone(w.v.body), w.v.attrs, nil
+}
+
+// staleVersioned is the Stale with the VersionReader capability.
+type staleVersioned struct{ *Stale }
+
+// ReadVersion implements driver.VersionReader.
+func (v staleVersioned) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	return v.readVersion(ctx, key)
+}
+
+// staleAppendingVersioned is the Stale with both capabilities.
+type staleAppendingVersioned struct{ staleAppending }
+
+// ReadVersion implements driver.VersionReader.
+func (v staleAppendingVersioned) ReadVersion(ctx context.Context, key string) ([]byte, blob.Attrs, error) {
+	return v.readVersion(ctx, key)
+}
 
 // staleAppending is the Stale with the Appender capability.
 type staleAppending struct{ *Stale }

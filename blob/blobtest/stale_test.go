@@ -305,3 +305,43 @@ func TestLiarListLag(t *testing.T) {
 		t.Fatalf("counts: %s", l.Summary())
 	}
 }
+
+// TestVersionReaderKept: the Liar, the Stale and BucketDriver keep the
+// VersionReader capability of what they wrap (and Appender beside it).
+func TestVersionReaderKept(t *testing.T) {
+	for name, d := range map[string]driver.Driver{"mem": memDriver(), "local": localDriver(t)} {
+		_, app := d.(driver.Appender)
+		for what, w := range map[string]driver.Driver{
+			"Liar":         blobtest.NewLiar(d, blobtest.Schedule{}).Driver(),
+			"stale Liar":   blobtest.NewLiar(d, blobtest.Schedule{Broken: blobtest.BrokenStale}).Driver(),
+			"Stale":        blobtest.NewStale(d, blobtest.StaleSchedule{}).Driver(),
+			"BucketDriver": blobtest.BucketDriver(blob.NewBucket(d)),
+		} {
+			if _, ok := w.(driver.VersionReader); !ok {
+				t.Errorf("%s over %s lost the VersionReader capability", what, name)
+			}
+			if _, ok := w.(driver.Appender); ok != app {
+				t.Errorf("%s over %s: Appender %v, want %v", what, name, ok, app)
+			}
+		}
+	}
+}
+
+// TestStaleReadVersion: a version read is one response: within a torn
+// window too it answers an old body with that version's own ETag.
+func TestStaleReadVersion(t *testing.T) {
+	st := blobtest.NewStale(memDriver(), blobtest.StaleSchedule{Seed: 1, Start: 1, Calls: 1 << 20, Torn: 1})
+	b := st.Bucket()
+	etags, bodies := putVersions(t, b, "log/meta", 3)
+	data, a, err := b.ReadVersion(context.Background(), "log/meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(etags, a.ETag)
+	if i < 0 || i == 2 || bodies[i] != string(data) {
+		t.Fatalf("ReadVersion answered %q with ETag %s: want an older version with its own ETag (versions %q)", data, a.ETag, etags)
+	}
+	if st.Counts()["meta/"+string(blobtest.ActStale)] != 1 {
+		t.Fatalf("counts %v", st.Counts())
+	}
+}

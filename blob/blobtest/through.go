@@ -14,13 +14,18 @@ import (
 // put in front of a bucket that is already open (from a URL, say) without
 // reaching under it. Closing the driver closes b.
 //
-// The driver is an Appender when b can append, and an Aser that forwards to
-// b. It says it stages puts, since b calls PutOptions.BeforeCommit before the
+// The driver is an Appender when b can append, a VersionReader when b can
+// read versions, and an Aser that forwards to b. It says it stages puts, since b calls PutOptions.BeforeCommit before the
 // put is visible, whatever the driver under b does.
 func BucketDriver(b *blob.Bucket) driver.Driver {
 	t := &through{b: b}
-	if b.CanAppend() {
+	switch {
+	case b.CanAppend() && b.CanReadVersion():
+		return throughAppendingVersioned{throughAppending{t}}
+	case b.CanAppend():
 		return throughAppending{t}
+	case b.CanReadVersion():
+		return throughVersioned{t}
 	}
 	return t
 }
@@ -31,7 +36,9 @@ var (
 	_ driver.Driver   = (*through)(nil)
 	_ driver.Stager   = (*through)(nil)
 	_ driver.Aser     = (*through)(nil)
-	_ driver.Appender = throughAppending{}
+	_ driver.Appender      = throughAppending{}
+	_ driver.VersionReader = throughVersioned{}
+	_ driver.VersionReader = throughAppendingVersioned{}
 )
 
 func (t *through) Put(ctx context.Context, key string, r io.Reader, size int64, opts driver.PutOptions) (driver.Attrs, error) {
@@ -64,6 +71,18 @@ func (t *through) StagesPuts() bool { return true }
 func (t *through) As(i any) bool { return t.b.As(i) }
 
 type throughAppending struct{ *through }
+
+type throughVersioned struct{ *through }
+
+func (t throughVersioned) ReadVersion(ctx context.Context, key string) ([]byte, driver.Attrs, error) {
+	return t.b.ReadVersion(ctx, key)
+}
+
+type throughAppendingVersioned struct{ throughAppending }
+
+func (t throughAppendingVersioned) ReadVersion(ctx context.Context, key string) ([]byte, driver.Attrs, error) {
+	return t.b.ReadVersion(ctx, key)
+}
 
 func (t throughAppending) OpenAppend(ctx context.Context, key string) (driver.AppendFile, error) {
 	return t.b.OpenAppend(ctx, key)
