@@ -84,13 +84,16 @@ type WriterState struct {
 	Token string `json:"token"`
 }
 
-// SpanTs is one span's flushed resolved ts.
+// SpanTs is one span's flushed resolved ts: the stored form (in
+// WriterState.Spans) of the pair a progress frame holds as segment.SpanTs.
 type SpanTs struct {
 	Span SpanID `json:"span"`
 	Ts   uint64 `json:"ts"`
 }
 
-// Progress is what a writer publishes after a durable flush.
+// Progress is what a writer publishes after a durable flush: the content
+// of the flush's progress frame (segment.Progress) and where it lies in the
+// epoch's chain (Seq, Digest).
 type Progress struct {
 	FlushedTs  uint64   // the writer's flushed resolved ts (min over its spans)
 	Seq        uint64   // the highest segment seq holding flushed data

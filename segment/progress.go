@@ -35,10 +35,16 @@ const (
 // progressSize is the length of a progress frame holding n spans.
 func progressSize(n int) int { return progressFixedSize + n*progressSpanSize + progressCRCSize }
 
-// SpanTs is one span's flushed ts in a progress frame.
+// SpanTs is one span's flushed ts in a progress frame. A writer state
+// publishes the same pair as meta.SpanTs (the span a meta.SpanID, stored
+// as JSON "span" and "ts"); the writer converts one to the other when it
+// records a frame, and the next epoch's recovery (internal/chain) when it
+// takes a frame as the durable progress.
 type SpanTs struct{ Span, Ts uint64 }
 
-// Progress is a progress frame's content.
+// Progress is a progress frame's content. meta.Progress is the same
+// progress placed in its writer epoch's chain: with the seq of the segment
+// that holds it and that segment's header CRC.
 type Progress struct {
 	FlushedTs  uint64
 	ChainMaxTs uint64   // set by the Writer on append; checked on read
