@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -222,19 +221,9 @@ func TestSASNeverPrinted(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	b, ct := newBucket(t, &Options{PutThreshold: 4 << 20, BlockSize: 1 << 20, Concurrency: 3})
-	ctx := context.Background()
-	for _, n := range []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10<<20 + 7} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			key := fmt.Sprintf("obj/%d", n)
-			data := backendtest.Pattern(n, byte(n))
-			pb, pk, pl := ct.putBlob.Load(), ct.putBlock.Load(), ct.putList.Load()
-			a, err := b.Put(ctx, key, data, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Size != int64(n) || a.ETag == "" || a.ModTime.IsZero() {
-				t.Fatalf("attrs %+v", a)
-			}
+	backendtest.RoundTrip(t, b, []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10<<20 + 7}, func(t *testing.T, n int) func() {
+		pb, pk, pl := ct.putBlob.Load(), ct.putBlock.Load(), ct.putList.Load()
+		return func() {
 			if n >= 4<<20 {
 				wantBlocks := int64((n + 1<<20 - 1) >> 20)
 				if ct.putBlock.Load()-pk != wantBlocks || ct.putList.Load()-pl != 1 || ct.putBlob.Load() != pb {
@@ -243,16 +232,8 @@ func TestRoundTrip(t *testing.T) {
 			} else if ct.putBlob.Load()-pb != 1 || ct.putBlock.Load() != pk {
 				t.Fatalf("%d bytes: want one Put Blob", n)
 			}
-			got, err := b.ReadAll(ctx, key)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("read back %d bytes, err %v", len(got), err)
-			}
-			s, err := b.Stat(ctx, key)
-			if err != nil || s.Size != int64(n) || s.ETag != a.ETag {
-				t.Fatalf("stat %+v %v (put said %+v)", s, err, a)
-			}
-		})
-	}
+		}
+	})
 	backendtest.UnknownSize(t, b, 3000, 5<<20+3)
 }
 
@@ -345,36 +326,26 @@ func TestErrorCode(t *testing.T) {
 	re := func(status int, code string) error {
 		return &azcore.ResponseError{StatusCode: status, ErrorCode: code}
 	}
-	for _, c := range []struct {
-		err  error
-		want blob.Code
-	}{
-		{re(404, "BlobNotFound"), blob.CodeNotExist},
-		{re(404, "ContainerNotFound"), blob.CodeNotExist},
-		{re(409, "BlobAlreadyExists"), blob.CodePreconditionFailed},
-		{re(412, "ConditionNotMet"), blob.CodePreconditionFailed},
-		{re(403, "AuthorizationFailure"), blob.CodePermissionDenied},
-		{re(403, "AuthenticationFailed"), blob.CodePermissionDenied},
-		{re(403, ""), blob.CodePermissionDenied},
-		{re(503, "ServerBusy"), blob.CodeTransient},
-		{re(500, "InternalError"), blob.CodeTransient},
-		{re(502, ""), blob.CodeTransient},
-		{re(429, ""), blob.CodeTransient},
-		{re(416, "InvalidRange"), blob.CodeInvalidArgument},
-		{re(400, "InvalidBlockList"), blob.CodeInvalidArgument},
-		{re(400, "Crc64Mismatch"), blob.CodeTransient},
-		{re(409, "LeaseIdMissing"), blob.CodeUnknown},
-		{&url.Error{Op: "Put", URL: "http://x", Err: io.EOF}, blob.CodeTransient},
-		{io.ErrUnexpectedEOF, blob.CodeTransient},
-		{context.Canceled, blob.CodeCanceled},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
-		{&DeleteError{Total: 1, Failed: []KeyError{{Key: "k", Err: re(503, "ServerBusy")}}}, blob.CodeTransient},
-		{errors.New("other"), blob.CodeUnknown},
-	} {
-		if got := d.ErrorCode(c.err); got != c.want {
-			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
+	backendtest.ErrorCodes(t, d.ErrorCode, []backendtest.CodeCase{
+		{Err: re(404, "BlobNotFound"), Want: blob.CodeNotExist},
+		{Err: re(404, "ContainerNotFound"), Want: blob.CodeNotExist},
+		{Err: re(409, "BlobAlreadyExists"), Want: blob.CodePreconditionFailed},
+		{Err: re(412, "ConditionNotMet"), Want: blob.CodePreconditionFailed},
+		{Err: re(403, "AuthorizationFailure"), Want: blob.CodePermissionDenied},
+		{Err: re(403, "AuthenticationFailed"), Want: blob.CodePermissionDenied},
+		{Err: re(403, ""), Want: blob.CodePermissionDenied},
+		{Err: re(503, "ServerBusy"), Want: blob.CodeTransient},
+		{Err: re(500, "InternalError"), Want: blob.CodeTransient},
+		{Err: re(502, ""), Want: blob.CodeTransient},
+		{Err: re(429, ""), Want: blob.CodeTransient},
+		{Err: re(416, "InvalidRange"), Want: blob.CodeInvalidArgument},
+		{Err: re(400, "InvalidBlockList"), Want: blob.CodeInvalidArgument},
+		{Err: re(400, "Crc64Mismatch"), Want: blob.CodeTransient},
+		{Err: re(409, "LeaseIdMissing"), Want: blob.CodeUnknown},
+		{Err: &url.Error{Op: "Put", URL: "http://x", Err: io.EOF}, Want: blob.CodeTransient},
+		{Err: io.ErrUnexpectedEOF, Want: blob.CodeTransient},
+		{Err: &DeleteError{Total: 1, Failed: []KeyError{{Key: "k", Err: re(503, "ServerBusy")}}}, Want: blob.CodeTransient},
+	}...)
 }
 
 func TestCancelMidUpload(t *testing.T) {

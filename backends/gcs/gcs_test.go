@@ -1,7 +1,6 @@
 package gcs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,19 +114,9 @@ func TestOpenURL(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	b, ct := newBucket(t, &Options{ResumableThreshold: 4 << 20, ChunkSize: 1 << 20})
-	ctx := context.Background()
-	for _, n := range []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10 << 20} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			key := fmt.Sprintf("obj/%d", n)
-			data := backendtest.Pattern(n, byte(n))
-			m0, r0 := ct.multipart.Load(), ct.resumable.Load()
-			a, err := b.Put(ctx, key, data, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Size != int64(n) || a.ETag == "" || a.ModTime.IsZero() {
-				t.Fatalf("attrs %+v", a)
-			}
+	backendtest.RoundTrip(t, b, []int{0, 1, 1000, 4<<20 - 1, 4 << 20, 10 << 20}, func(t *testing.T, n int) func() {
+		m0, r0 := ct.multipart.Load(), ct.resumable.Load()
+		return func() {
 			if n >= 4<<20 {
 				if ct.resumable.Load() == r0 {
 					t.Fatalf("%d bytes: no resumable upload", n)
@@ -135,16 +124,8 @@ func TestRoundTrip(t *testing.T) {
 			} else if ct.multipart.Load() != m0+1 || ct.resumable.Load() != r0 {
 				t.Fatalf("%d bytes: want one multipart request, got %d multipart %d resumable", n, ct.multipart.Load()-m0, ct.resumable.Load()-r0)
 			}
-			got, err := b.ReadAll(ctx, key)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("read back %d bytes, err %v", len(got), err)
-			}
-			s, err := b.Stat(ctx, key)
-			if err != nil || s.Size != int64(n) || s.ETag != a.ETag {
-				t.Fatalf("stat %+v %v (put said %+v)", s, err, a)
-			}
-		})
-	}
+		}
+	})
 	// Unknown size: small and large.
 	backendtest.UnknownSize(t, b, 3000, 5<<20)
 }
@@ -191,31 +172,21 @@ func TestDeleteErrorNamesKeys(t *testing.T) {
 
 func TestErrorCode(t *testing.T) {
 	d := &Driver{}
-	for _, c := range []struct {
-		err  error
-		want blob.Code
-	}{
-		{storage.ErrObjectNotExist, blob.CodeNotExist},
-		{fmt.Errorf("x: %w", storage.ErrBucketNotExist), blob.CodeNotExist},
-		{&googleapi.Error{Code: 404}, blob.CodeNotExist},
-		{&googleapi.Error{Code: 412}, blob.CodePreconditionFailed},
-		{&googleapi.Error{Code: 403}, blob.CodePermissionDenied},
-		{&googleapi.Error{Code: 401}, blob.CodePermissionDenied},
-		{&googleapi.Error{Code: 400}, blob.CodeInvalidArgument},
-		{&googleapi.Error{Code: 429}, blob.CodeTransient},
-		{&googleapi.Error{Code: 503}, blob.CodeTransient},
-		{&googleapi.Error{Code: 500}, blob.CodeTransient},
-		{io.ErrUnexpectedEOF, blob.CodeTransient},
-		{&url.Error{Op: "Post", URL: "http://x", Err: errors.New("read: connection reset by peer")}, blob.CodeTransient},
-		{context.Canceled, blob.CodeCanceled},
-		{fmt.Errorf("w: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
-		{blob.ErrPreconditionFailed, blob.CodePreconditionFailed},
-		{errors.New("something else"), blob.CodeUnknown},
-	} {
-		if got := d.ErrorCode(c.err); got != c.want {
-			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
+	backendtest.ErrorCodes(t, d.ErrorCode, []backendtest.CodeCase{
+		{Err: storage.ErrObjectNotExist, Want: blob.CodeNotExist},
+		{Err: fmt.Errorf("x: %w", storage.ErrBucketNotExist), Want: blob.CodeNotExist},
+		{Err: &googleapi.Error{Code: 404}, Want: blob.CodeNotExist},
+		{Err: &googleapi.Error{Code: 412}, Want: blob.CodePreconditionFailed},
+		{Err: &googleapi.Error{Code: 403}, Want: blob.CodePermissionDenied},
+		{Err: &googleapi.Error{Code: 401}, Want: blob.CodePermissionDenied},
+		{Err: &googleapi.Error{Code: 400}, Want: blob.CodeInvalidArgument},
+		{Err: &googleapi.Error{Code: 429}, Want: blob.CodeTransient},
+		{Err: &googleapi.Error{Code: 503}, Want: blob.CodeTransient},
+		{Err: &googleapi.Error{Code: 500}, Want: blob.CodeTransient},
+		{Err: io.ErrUnexpectedEOF, Want: blob.CodeTransient},
+		{Err: &url.Error{Op: "Post", URL: "http://x", Err: errors.New("read: connection reset by peer")}, Want: blob.CodeTransient},
+		{Err: blob.ErrPreconditionFailed, Want: blob.CodePreconditionFailed},
+	}...)
 }
 
 func TestCancelMidUpload(t *testing.T) {

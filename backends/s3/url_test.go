@@ -18,6 +18,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // Tests of this file need no server.
@@ -186,41 +187,31 @@ func TestErrorCode(t *testing.T) {
 		return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: err}
 	}
 	api := func(code string) error { return &smithy.GenericAPIError{Code: code, Message: "m"} }
-	cases := []struct {
-		err  error
-		want blob.Code
-	}{
-		{resp(404, api("NoSuchKey")), blob.CodeNotExist},
-		{resp(404, &types.NotFound{}), blob.CodeNotExist},
-		{resp(404, api("NoSuchBucket")), blob.CodeNotExist},
-		{resp(404, errors.New("x")), blob.CodeNotExist},
-		{resp(412, api("PreconditionFailed")), blob.CodePreconditionFailed},
-		{resp(409, api("ConditionalRequestConflict")), blob.CodePreconditionFailed},
-		{resp(409, api("BucketNotEmpty")), blob.CodeUnknown},
-		{resp(403, api("AccessDenied")), blob.CodePermissionDenied},
-		{resp(403, api("SignatureDoesNotMatch")), blob.CodePermissionDenied},
-		{resp(503, api("SlowDown")), blob.CodeTransient},
-		{resp(500, api("InternalError")), blob.CodeTransient},
-		{resp(502, errors.New("bad gateway")), blob.CodeTransient},
-		{resp(400, api("RequestTimeout")), blob.CodeTransient},
-		{resp(429, errors.New("slow down")), blob.CodeTransient},
-		{resp(416, api("InvalidRange")), blob.CodeInvalidArgument},
-		{resp(400, api("InvalidArgument")), blob.CodeInvalidArgument},
-		{resp(409, api("ObjectParentIsFile")), blob.CodeInvalidArgument},
-		{resp(501, api("NotImplemented")), blob.CodeNotSupported},
-		{&smithyhttp.RequestSendError{Err: errors.New("read tcp: connection reset by peer")}, blob.CodeTransient},
-		{fmt.Errorf("get: %w", io.ErrUnexpectedEOF), blob.CodeTransient},
-		{&attemptTimeoutError{timeout: time.Second}, blob.CodeTransient},
-		{&smithy.CanceledError{Err: context.Canceled}, blob.CodeCanceled},
-		{fmt.Errorf("op: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
-		{&DeleteError{Keys: []string{"a"}, Errors: []types.Error{{Code: aws.String("AccessDenied")}}, Total: 2}, blob.CodePermissionDenied},
-		{errors.New("something else"), blob.CodeUnknown},
-	}
-	for _, c := range cases {
-		if got := ErrorCode(c.err); got != c.want {
-			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
+	backendtest.ErrorCodes(t, ErrorCode, []backendtest.CodeCase{
+		{Err: resp(404, api("NoSuchKey")), Want: blob.CodeNotExist},
+		{Err: resp(404, &types.NotFound{}), Want: blob.CodeNotExist},
+		{Err: resp(404, api("NoSuchBucket")), Want: blob.CodeNotExist},
+		{Err: resp(404, errors.New("x")), Want: blob.CodeNotExist},
+		{Err: resp(412, api("PreconditionFailed")), Want: blob.CodePreconditionFailed},
+		{Err: resp(409, api("ConditionalRequestConflict")), Want: blob.CodePreconditionFailed},
+		{Err: resp(409, api("BucketNotEmpty")), Want: blob.CodeUnknown},
+		{Err: resp(403, api("AccessDenied")), Want: blob.CodePermissionDenied},
+		{Err: resp(403, api("SignatureDoesNotMatch")), Want: blob.CodePermissionDenied},
+		{Err: resp(503, api("SlowDown")), Want: blob.CodeTransient},
+		{Err: resp(500, api("InternalError")), Want: blob.CodeTransient},
+		{Err: resp(502, errors.New("bad gateway")), Want: blob.CodeTransient},
+		{Err: resp(400, api("RequestTimeout")), Want: blob.CodeTransient},
+		{Err: resp(429, errors.New("slow down")), Want: blob.CodeTransient},
+		{Err: resp(416, api("InvalidRange")), Want: blob.CodeInvalidArgument},
+		{Err: resp(400, api("InvalidArgument")), Want: blob.CodeInvalidArgument},
+		{Err: resp(409, api("ObjectParentIsFile")), Want: blob.CodeInvalidArgument},
+		{Err: resp(501, api("NotImplemented")), Want: blob.CodeNotSupported},
+		{Err: &smithyhttp.RequestSendError{Err: errors.New("read tcp: connection reset by peer")}, Want: blob.CodeTransient},
+		{Err: fmt.Errorf("get: %w", io.ErrUnexpectedEOF), Want: blob.CodeTransient},
+		{Err: &attemptTimeoutError{timeout: time.Second}, Want: blob.CodeTransient},
+		{Err: &smithy.CanceledError{Err: context.Canceled}, Want: blob.CodeCanceled},
+		{Err: &DeleteError{Keys: []string{"a"}, Errors: []types.Error{{Code: aws.String("AccessDenied")}}, Total: 2}, Want: blob.CodePermissionDenied},
+	}...)
 }
 
 func TestDeleteErrorNamesKeys(t *testing.T) {

@@ -495,3 +495,59 @@ func RandHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// RoundTrip puts an object of each size, checks the attributes Put returns,
+// reads it back and stats it. paths is called before each Put; the check it
+// returns, called after, asserts the requests the Put took (the driver's
+// choice of a single or a staged upload for that size).
+func RoundTrip(t *testing.T, b *blob.Bucket, sizes []int, paths func(t *testing.T, n int) (check func())) {
+	ctx := context.Background()
+	for _, n := range sizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			key := fmt.Sprintf("obj/%d", n)
+			data := Pattern(n, byte(n))
+			check := paths(t, n)
+			a, err := b.Put(ctx, key, data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Size != int64(n) || a.ETag == "" || a.ModTime.IsZero() {
+				t.Fatalf("attrs %+v", a)
+			}
+			check()
+			got, err := b.ReadAll(ctx, key)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read back %d bytes, err %v", len(got), err)
+			}
+			s, err := b.Stat(ctx, key)
+			if err != nil || s.Size != int64(n) || s.ETag != a.ETag {
+				t.Fatalf("stat %+v %v (put said %+v)", s, err, a)
+			}
+		})
+	}
+}
+
+// CodeCase is an error and the code a driver must classify it as.
+type CodeCase struct {
+	Err  error
+	Want blob.Code
+}
+
+// ErrorCodes checks a driver's error classification (its ErrorCode) on
+// cases, and on what every driver classifies alike: nil, the caller's
+// context canceled or past its deadline (wrapped), and an error of no kind
+// it knows.
+func ErrorCodes(t *testing.T, code func(error) blob.Code, cases ...CodeCase) {
+	t.Helper()
+	common := []CodeCase{
+		{nil, blob.CodeUnknown},
+		{context.Canceled, blob.CodeCanceled},
+		{fmt.Errorf("op: %w", context.DeadlineExceeded), blob.CodeDeadlineExceeded},
+		{errors.New("something else"), blob.CodeUnknown},
+	}
+	for _, c := range append(common, cases...) {
+		if got := code(c.Err); got != c.Want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", c.Err, got, c.Want)
+		}
+	}
+}
