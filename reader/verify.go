@@ -184,7 +184,10 @@ func Verify(ctx context.Context, b *blob.Bucket, logID string, opts *VerifyOptio
 		case err == nil:
 			return rep.finish(), nil
 		case !errors.As(err, &missed):
-			return nil, err
+			if rep != nil {
+				rep.finish() // what was found before a segment vanished
+			}
+			return rep, err
 		case i == chain.Relists:
 			rep.add(Error, ProblemIncomplete, missed.Key, -1, chain.Exhausted("the chain of its writer epoch", err).Error())
 			return rep.finish(), nil
