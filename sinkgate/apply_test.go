@@ -229,8 +229,8 @@ func TestApplyToForeignKeys(t *testing.T) {
 	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), &apply.SinkOptions{ForeignKeyChecks: true})
 	must(t, err)
 	defer s.Close()
-	G, cp := newFakeG(0), &cps{}
-	g := sinkgate.New(openWriter(t, memBucket(t), "w1"), G, cp, sinkgate.ApplyTo(s, nil), nil)
+	cp := &cps{}
+	g, G := newGate(t, 0, cp, sinkgate.ApplyTo(s, nil), nil)
 	must(t, g.AddSpan(ctx, 1, 0)) // table p
 	must(t, g.AddSpan(ctx, 2, 0)) // table c
 	must(t, g.Write(ctx, 1, codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{StartTs: 9, CommitTs: 10, Type: codec.ActionCreateTable,

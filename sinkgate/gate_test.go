@@ -17,9 +17,8 @@ import (
 // spans of what they have applied.
 func TestHoldsUntilCovered(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(0)
-	rec := &recorder{}
+	rec, cp := &recorder{}, &cps{}
+	g, G := newGate(t, 0, cp, rec, &sinkgate.Options{MaxBatch: 2})
 	rec.check = func(ev *codec.Event) error {
 		G.mu.Lock()
 		defer G.mu.Unlock()
@@ -28,8 +27,6 @@ func TestHoldsUntilCovered(t *testing.T) {
 		}
 		return nil
 	}
-	cp := &cps{}
-	g := sinkgate.New(w, G, cp, rec, &sinkgate.Options{MaxBatch: 2})
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.AddSpan(ctx, 2, 0))
 	must(t, g.Write(ctx, 1, row(1, 10, 1), ddl(1, 30, "alter"), row(1, 30, 2)))
@@ -48,9 +45,7 @@ func TestHoldsUntilCovered(t *testing.T) {
 	if got, want := ids(rec.got()), []string{"t1/1@10", "t2/3@20"}; !slices.Equal(got, want) {
 		t.Fatalf("at G 25: %v, want %v", got, want)
 	}
-	if ts, _ := cp.last(); ts != 25 {
-		t.Fatalf("checkpoint %d at G 25, want 25", ts)
-	}
+	cp.expect(t, 25, "at G 25")
 
 	G.Set(35)
 	G.awaitWaiting(t, 36)
@@ -59,9 +54,7 @@ func TestHoldsUntilCovered(t *testing.T) {
 		t.Fatalf("at G 35: %v, want %v", got, want)
 	}
 	// Span 2 holds an event at 40, span 1 resolved 35: both applied to 35.
-	if ts, _ := cp.last(); ts != 35 {
-		t.Fatalf("checkpoint %d at G 35, want 35", ts)
-	}
+	cp.expect(t, 35, "at G 35")
 	// Batches end at commit-ts boundaries: the three events at 30 go
 	// together though MaxBatch is 2.
 	rec.mu.Lock()
@@ -85,9 +78,7 @@ func TestHoldsUntilCovered(t *testing.T) {
 	must(t, g.AdvanceResolved(2, 70))
 	G.Set(60)
 	G.awaitWaiting(t, 61)
-	if ts, _ := cp.last(); ts != 60 {
-		t.Fatalf("checkpoint %d at G 60 with spans resolved at 70, want 60", ts)
-	}
+	cp.expect(t, 60, "at G 60 with spans resolved at 70")
 	if st := g.Stats(); st.HeldEvents != 0 || st.HeldBytes != 0 || st.Released != 6 || st.ReleasedTs != 60 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -98,23 +89,17 @@ func TestHoldsUntilCovered(t *testing.T) {
 // catch-up events, already covered by G, are released without G moving.
 func TestCatchUpBehindG(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(100)
 	rec, cp := &recorder{}, &cps{}
-	g := sinkgate.New(w, G, cp, rec, nil)
+	g, G := newGate(t, 100, cp, rec, nil)
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.Write(ctx, 1, row(1, 90, 1)))
 	must(t, g.AdvanceResolved(1, 100))
 	runGate(t, g)
 	G.awaitWaiting(t, 101)
-	if ts, _ := cp.last(); ts != 100 {
-		t.Fatalf("checkpoint %d, want 100", ts)
-	}
+	cp.expect(t, 100, "at G 100")
 
 	must(t, g.AddSpan(ctx, 3, 50))
-	if ts, _ := cp.last(); ts != 50 {
-		t.Fatalf("checkpoint %d after a span joined at 50, want 50 at once", ts)
-	}
+	cp.expect(t, 50, "after a span joined at 50 (at once)")
 	must(t, g.Write(ctx, 3, row(3, 60, 2), row(3, 95, 3)))
 	if got, want := ids(rec.await(t, 3)), []string{"t1/1@90", "t3/2@60", "t3/3@95"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -123,20 +108,16 @@ func TestCatchUpBehindG(t *testing.T) {
 	must(t, g.AdvanceResolved(1, 120))
 	G.Set(110)
 	G.awaitWaiting(t, 111)
-	if ts, _ := cp.last(); ts != 110 {
-		t.Fatalf("checkpoint %d once the span caught up, want 110", ts)
-	}
+	cp.expect(t, 110, "once the span caught up")
 }
 
 // TestBackpressure: held bytes are bounded; a Write past the bound waits for
 // a release, or for its ctx.
 func TestBackpressure(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(0)
 	rec := &recorder{}
 	one := int64(len(codec.AppendEvent(nil, ptr(row(1, 10, 1)))))
-	g := sinkgate.New(w, G, nil, rec, &sinkgate.Options{MaxHeldBytes: 2 * one})
+	g, G := newGate(t, 0, nil, rec, &sinkgate.Options{MaxHeldBytes: 2 * one})
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.Write(ctx, 1, row(1, 10, 1)))
 	must(t, g.Write(ctx, 1, row(1, 11, 2)))
@@ -179,10 +160,8 @@ func ptr[T any](v T) *T { return &v }
 // (its next owner writes them); those at or below are still released.
 func TestRemoveSpan(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(0)
 	rec, cp := &recorder{}, &cps{}
-	g := sinkgate.New(w, G, cp, rec, nil)
+	g, G := newGate(t, 0, cp, rec, nil)
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.AddSpan(ctx, 2, 0))
 	must(t, g.Write(ctx, 1, row(1, 10, 1), row(1, 20, 2), row(1, 30, 3)))
@@ -199,19 +178,15 @@ func TestRemoveSpan(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	// The removed span no longer counts once drained; span 2 resolved 15.
-	if ts, _ := cp.last(); ts != 15 {
-		t.Fatalf("checkpoint %d, want 15", ts)
-	}
+	cp.expect(t, 15, "once the removed span drained (span 2 resolved 15)")
 }
 
 // TestCloseDrains: Close releases what the writer flushed once G covers it,
 // drops the rest, stops Run, and refuses later calls.
 func TestCloseDrains(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(0)
 	rec, cp := &recorder{}, &cps{}
-	g := sinkgate.New(w, G, cp, rec, nil)
+	g, G := newGate(t, 0, cp, rec, nil)
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.Write(ctx, 1, row(1, 10, 1), row(1, 20, 2), row(1, 30, 3)))
 	must(t, g.AdvanceResolved(1, 20))
@@ -231,9 +206,7 @@ func TestCloseDrains(t *testing.T) {
 	if got, want := ids(rec.got()), []string{"t1/1@10", "t1/2@20"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	if ts, _ := cp.last(); ts != 20 {
-		t.Fatalf("checkpoint %d, want 20", ts)
-	}
+	cp.expect(t, 20, "after Close")
 	if st := g.Stats(); st.Dropped != 1 || st.HeldEvents != 0 || st.HeldBytes != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -254,11 +227,9 @@ func TestCloseDrains(t *testing.T) {
 // still held; Run again applies it.
 func TestDownstreamFailure(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	G := newFakeG(10)
 	boom := errors.New("boom")
 	rec := &recorder{fail: boom}
-	g := sinkgate.New(w, G, nil, rec, nil)
+	g, _ := newGate(t, 10, nil, rec, nil)
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.Write(ctx, 1, row(1, 10, 1)))
 	if err := runGate(t, g).wait(t); !errors.Is(err, boom) {
@@ -279,8 +250,7 @@ func TestDownstreamFailure(t *testing.T) {
 // TestWriterRefusal: an event the writer refuses is not held.
 func TestWriterRefusal(t *testing.T) {
 	ctx := context.Background()
-	w := openWriter(t, memBucket(t), "w1")
-	g := sinkgate.New(w, newFakeG(0), nil, &recorder{}, nil)
+	g, _ := newGate(t, 0, nil, &recorder{}, nil)
 	must(t, g.AddSpan(ctx, 1, 0))
 	must(t, g.AdvanceResolved(1, 50))
 	if err := g.Write(ctx, 1, row(1, 40, 1)); err == nil {

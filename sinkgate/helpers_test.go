@@ -150,6 +150,15 @@ func (c *cps) last() (uint64, bool) {
 	return c.tss[len(c.tss)-1], true
 }
 
+// expect fails the test unless the last checkpoint reported is want; when
+// says at what point, for the message.
+func (c *cps) expect(t *testing.T, want uint64, when string) {
+	t.Helper()
+	if ts, _ := c.last(); ts != want {
+		t.Fatalf("checkpoint %d %s, want %d", ts, when, want)
+	}
+}
+
 func row(span meta.SpanID, ts uint64, id int64) codec.Event {
 	return codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{
 		StartTs: ts - 1, CommitTs: ts,
@@ -195,6 +204,13 @@ func openWriter(t *testing.T, b *blob.Bucket, writerID string) *writer.Writer {
 	}
 	t.Cleanup(func() { w.Close(context.Background()) })
 	return w
+}
+
+// newGate is a gate over writer "w1" on a fresh memory bucket, a fake G at
+// g0, the downstream down and the checkpointer cp (nil: none).
+func newGate(t *testing.T, g0 uint64, cp sinkgate.Checkpointer, down sinkgate.Downstream, opts *sinkgate.Options) (*sinkgate.Gate, *fakeG) {
+	G := newFakeG(g0)
+	return sinkgate.New(openWriter(t, memBucket(t), "w1"), G, cp, down, opts), G
 }
 
 func memBucket(t *testing.T) *blob.Bucket {
