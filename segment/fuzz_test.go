@@ -250,14 +250,7 @@ func fixCRCs(data []byte) []byte {
 // decodes is self-consistent), then uses them as records and checks that both
 // compressions round-trip them.
 func FuzzBlock(f *testing.F) {
-	data, err := os.ReadFile(filepath.Join("testdata", "sealed.seg"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	r, err := NewReader(bytes.NewReader(data), int64(len(data)), nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+	data, r := openTestdata(f, "sealed.seg")
 	for _, b := range r.Footer().Blocks {
 		f.Add(data[b.Offset:b.End()])
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -155,39 +157,62 @@ func appendAll(t testing.TB, w *Writer, recs []rec, base int, flushAt ...int) {
 	}
 }
 
+// openTestdata reads testdata/name, a sealed segment, and opens a Reader on
+// it.
+func openTestdata(t testing.TB, name string) ([]byte, *Reader) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, r
+}
+
 // readAll reads a sealed segment through the ReaderAt path.
 func readAll(data []byte) ([]rec, *Reader, error) {
 	r, err := NewReader(bytes.NewReader(data), int64(len(data)), &ReaderOptions{Object: "test.seg"})
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []rec
-	for {
-		x, err := r.Next()
-		if err == io.EOF {
-			return out, r, nil
-		}
-		if err != nil {
-			return out, r, err
-		}
-		out = append(out, own(x))
-	}
+	out, err := collect(r)
+	return out, r, err
 }
 
 // scanAll reads a segment through the stream path.
 func scanAll(data []byte, opts *ScannerOptions) ([]rec, *Scanner, error) {
 	s := NewScanner(bytes.NewReader(data), opts)
+	out, err := collect(s)
+	return out, s, err
+}
+
+// collect reads records until io.EOF: those read, and the error that stopped
+// it (nil at io.EOF).
+func collect(r interface{ Next() (Record, error) }) ([]rec, error) {
 	var out []rec
 	for {
-		x, err := s.Next()
+		x, err := r.Next()
 		if err == io.EOF {
-			return out, s, nil
+			return out, nil
 		}
 		if err != nil {
-			return out, s, err
+			return out, err
 		}
 		out = append(out, own(x))
 	}
+}
+
+// mustCollect is collect, failing the test on an error.
+func mustCollect(t testing.TB, r interface{ Next() (Record, error) }) []rec {
+	t.Helper()
+	out, err := collect(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func equalRecs(a, b []rec) bool {

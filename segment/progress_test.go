@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -214,17 +212,7 @@ func TestProgressSealedRanges(t *testing.T) {
 	// Seeking works across gaps.
 	mid := recs[len(recs)/2].ts
 	r.SeekTs(mid)
-	var after []rec
-	for {
-		x, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		after = append(after, own(x))
-	}
+	after := mustCollect(t, r)
 	var want []rec
 	for _, x := range recs {
 		if x.ts > mid {
@@ -358,14 +346,7 @@ func TestProgressCorruption(t *testing.T) {
 	requireCorrupt(t, "spliced before the footer", err)
 
 	// Type 3 in a version-2 segment.
-	v2, err := os.ReadFile(filepath.Join("testdata", "sealed-v2.seg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader(bytes.NewReader(v2), int64(len(v2)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v2, r := openTestdata(t, "sealed-v2.seg")
 	b1 := r.Footer().Blocks[1]
 	in2 := splice(v2[:r.Footer().Blocks[2].Offset], b1.End(), AppendProgressFrame(nil, Progress{ChainMaxTs: max(r.Header().Link.PrevMaxTs, b1.MaxTs)}))
 	_, _, err = scanAll(in2, &ScannerOptions{Object: "v2"})
@@ -484,14 +465,7 @@ func TestResumeRejectsBadProgress(t *testing.T) {
 // TestResumeV2: an active segment an older build started (version 2) is
 // continued and sealed as version 2, without progress frames.
 func TestResumeV2(t *testing.T) {
-	v2, err := os.ReadFile(filepath.Join("testdata", "sealed-v2.seg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader(bytes.NewReader(v2), int64(len(v2)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v2, r := openTestdata(t, "sealed-v2.seg")
 	end := r.Footer().Blocks[2].End()
 	rc, err := Recover(bytes.NewReader(v2[:end]), nil)
 	if err != nil || rc.Header.Version != 2 {

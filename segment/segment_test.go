@@ -156,17 +156,7 @@ func TestSeekTs(t *testing.T) {
 		if got := r.SeekTs(ts); got != wantBlock {
 			t.Fatalf("SeekTs(%d) = block %d, want %d", ts, got, wantBlock)
 		}
-		var got []rec
-		for {
-			x, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, own(x))
-		}
+		got := mustCollect(t, r)
 		requireRecs(t, fmt.Sprintf("after SeekTs(%d)", ts), got, recs[want:])
 	}
 }
@@ -632,17 +622,7 @@ func TestReaderReset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []rec
-			for {
-				x, err := r.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, own(x))
-			}
+			got := mustCollect(t, r)
 			requireRecs(t, fmt.Sprintf("round %d segment %d", round, i), got, want)
 		}
 		// A corrupt segment: the Reset fails, naming it, and so does Next.
