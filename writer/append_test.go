@@ -24,8 +24,7 @@ func TestLocalRotation(t *testing.T) {
 	o.MaxSegmentBytes = 16 << 10
 	o.BlockSize = 2 << 10
 	o.Compression = CompressionNone
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	must(t, w.AddSpan(2, 0))
 	n := 0
 	for ts := uint64(1); ts <= 1000; ts++ {
@@ -76,22 +75,17 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 	b := f.Bucket()
 	o := testOptions("w")
 	o.BlockSize = 512
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 30)
 
 	f.FailNth(blobtest.OpSync, 1, nil)
 	writeRange(t, w, 1, 31, 60)
 	must(t, w.AdvanceResolved(1, 60))
-	if ts := mustFlush(t, w); ts != 60 {
-		t.Fatalf("Flush after a failed sync = %d", ts)
-	}
+	flushTo(t, w, 60) // after a failed sync
 	f.Add(blobtest.Rule{Op: blobtest.OpWrite, Nth: 2, Fail: true, Partial: true})
 	writeRange(t, w, 1, 61, 90)
 	must(t, w.AdvanceResolved(1, 90))
-	if ts := mustFlush(t, w); ts != 90 {
-		t.Fatalf("Flush after a torn write = %d", ts)
-	}
+	flushTo(t, w, 90) // after a torn write
 	if n := f.Count(blobtest.OpTruncate); n < 2 {
 		t.Fatalf("%d truncates; the failures should each rewind the segment", n)
 	}
@@ -109,8 +103,7 @@ func TestFlushWaitsForSync(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f, b := faultyLocal(t, dir)
-	w := open(t, b, testOptions("w"))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, testOptions("w"))
 	writeFlushed(t, w, 1, 1, 10)
 	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSync, 11, 20)
 	<-reached
@@ -147,8 +140,7 @@ func TestCrashRecoversTornTail(t *testing.T) {
 	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 50)
 
 	gate, reached, flushed := flushHeld(t, f, w, blobtest.OpSync, 51, 100)
@@ -220,8 +212,7 @@ func flushUnpublished(t *testing.T, dir string) *Options {
 	f, b := faultyLocal(t, dir)
 	o := testOptions("w")
 	o.RetryAttempts = 1
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 50)
 	f.FailWhen(blobtest.OpPut, isState, nil)
 	writeRange(t, w, 1, 51, 100)
@@ -279,8 +270,7 @@ func TestRecoveryRefusesCorruption(t *testing.T) {
 	b := localBucket(t, dir)
 	o := testOptions("w")
 	o.BlockSize = 256
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 50)
 	// Abandon the writer without sealing: a crash.
 	w.cancel()
@@ -309,8 +299,7 @@ func TestAgeRotation(t *testing.T) {
 	b := localBucket(t, dir)
 	o := testOptions("w")
 	o.MaxSegmentAge = 20 * time.Millisecond
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 5)
 	waitFor(t, "the active segment to be sealed by age", func() bool { return len(activeFiles(t, dir)) == 0 })
 	writeFlushed(t, w, 1, 6, 10)
@@ -328,8 +317,7 @@ func TestCloseAbort(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f, b := faultyLocal(t, dir)
-	w := open(t, b, testOptions("w"))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, testOptions("w"))
 	writeFlushed(t, w, 1, 1, 20)
 	writeRange(t, w, 1, 21, 40)
 	must(t, w.AdvanceResolved(1, 40))

@@ -19,8 +19,7 @@ func TestConcurrentWritesOneSpanWithFlushes(t *testing.T) {
 	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
 		o := testOptions("w")
-		w := open(t, b, o)
-		must(t, w.AddSpan(1, 0))
+		w := openSpan1(t, b, o)
 		var (
 			ts    atomic.Uint64
 			ids   atomic.Int64
@@ -136,8 +135,7 @@ func TestBigBatchesFillRecyclableChunks(t *testing.T) {
 		t.Run(map[bool]string{false: "Write", true: "WriteEncoded"}[encoded], func(t *testing.T) {
 			ctx := context.Background()
 			b := memBucket()
-			w := open(t, b, testOptions("w"))
-			must(t, w.AddSpan(1, 0))
+			w := openSpan1(t, b, testOptions("w"))
 			r := newRand(3)
 			var want []int64
 			id, ts := int64(0), uint64(10)
@@ -225,8 +223,7 @@ func TestBigFlushReusesFrames(t *testing.T) {
 	b := localBucket(t, t.TempDir())
 	o := testOptions("w") // 4 KiB blocks
 	o.FlushBytes = 256 << 10
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	r := newRand(5)
 	const n = 8000 // about 4 MiB: a thousand blocks
 	evs := make([]codec.Event, n)

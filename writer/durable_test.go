@@ -27,8 +27,7 @@ func TestDurableWalkNeedsTheEpochsFirstSegment(t *testing.T) {
 	b := f.Bucket()
 	o := objectOptions(4)
 	o.RetryAttempts = 1
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	// Seq 1 fails only once seq 2 is stored, so that the later objects
 	// land whatever order the uploads run in.
 	gate := make(chan struct{})

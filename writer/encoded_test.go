@@ -24,8 +24,7 @@ func encode(evs ...codec.Event) [][]byte {
 func TestWriteEncoded(t *testing.T) {
 	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		w := open(t, b, testOptions("w"))
-		must(t, w.AddSpan(1, 0))
+		w := openSpan1(t, b, testOptions("w"))
 		writeRange(t, w, 1, 1, 10)
 		var evs []codec.Event
 		for ts := uint64(11); ts <= 20; ts++ {

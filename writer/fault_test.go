@@ -130,8 +130,7 @@ func TestBackpressure(t *testing.T) {
 	o := testOptions("w")
 	o.MemoryQuota = 12 << 10
 	o.FlushBytes = 12 << 10
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	batch := func(from uint64) []codec.Event {
 		var evs []codec.Event
 		for ts := from; ts < from+80; ts++ {

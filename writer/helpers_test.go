@@ -75,6 +75,14 @@ func open(t testing.TB, b *blob.Bucket, o *Options) *Writer {
 	return w
 }
 
+// openSpan1 is open with span 1 added at ts 0, where most tests start.
+func openSpan1(t testing.TB, b *blob.Bucket, o *Options) *Writer {
+	t.Helper()
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 0))
+	return w
+}
+
 // row makes a row event of a span; id is carried in a column so that tests
 // can tell events apart.
 func row(span SpanID, ts uint64, id int64) codec.Event {
@@ -270,6 +278,14 @@ func mustFlush(t testing.TB, w *Writer) uint64 {
 		t.Fatalf("Flush: %v", err)
 	}
 	return ts
+}
+
+// flushTo flushes w and fails the test unless the flushed ts is want.
+func flushTo(t testing.TB, w *Writer, want uint64) {
+	t.Helper()
+	if ts := mustFlush(t, w); ts != want {
+		t.Fatalf("Flush = %d, want %d", ts, want)
+	}
 }
 
 func must(t testing.TB, err error) {

@@ -101,8 +101,7 @@ func TestLostProgressAnswer(t *testing.T) {
 				}
 				o := testOptions("w")
 				o.RetryAttempts = 10
-				w := open(t, b, o)
-				must(t, w.AddSpan(1, 0))
+				w := openSpan1(t, b, o)
 				for i := range uint64(4) {
 					from := i*10 + 1
 					writeRange(t, w, 1, from, from+9)
@@ -165,8 +164,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 			}})
 			o := testOptions("w")
 			o.RetryAttempts = 10
-			w := open(t, b, o)
-			must(t, w.AddSpan(1, 0))
+			w := openSpan1(t, b, o)
 			writeFlushed(t, w, 1, 1, 10)
 			writeRange(t, w, 1, 11, 20)
 			must(t, w.AdvanceResolved(1, 20))

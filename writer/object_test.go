@@ -22,8 +22,7 @@ func TestObjectSplit(t *testing.T) {
 	o.MaxSegmentBytes = 8 << 10
 	o.BlockSize = 1 << 10
 	o.Compression = CompressionNone
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	for ts := uint64(1); ts <= 300; ts++ {
 		must(t, w.Write(ctx, 1, row(1, ts, int64(ts))))
 	}
@@ -54,8 +53,7 @@ func TestRetryFailedPut(t *testing.T) {
 	b := f.Bucket()
 	o := testOptions("w")
 	o.RetryAttempts = 1000
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 10)
 
 	match, attempts := signal(isSegment)
@@ -97,13 +95,10 @@ func TestRetryAmbiguousPut(t *testing.T) {
 	inner := mem.NewDriver()
 	f := blobtest.NewFaulty(newLostAnswer(inner, 1))
 	b := f.Bucket()
-	w := open(t, b, testOptions("w"))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, testOptions("w"))
 	writeRange(t, w, 1, 1, 10)
 	must(t, w.AdvanceResolved(1, 10))
-	if ts := mustFlush(t, w); ts != 10 {
-		t.Fatalf("Flush = %d", ts)
-	}
+	flushTo(t, w, 10)
 	must(t, w.Close(ctx))
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 10)
 	if n := len(segmentKeys(t, b)); n != 1 {
@@ -119,8 +114,7 @@ func TestRetriesExhausted(t *testing.T) {
 	b := f.Bucket()
 	o := testOptions("w")
 	o.RetryAttempts = 2
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeRange(t, w, 1, 1, 10)
 	must(t, w.AdvanceResolved(1, 10))
 	f.FailWhen(blobtest.OpPut, isSegment, nil)

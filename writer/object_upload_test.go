@@ -107,12 +107,9 @@ func TestObjectSlowSecondUpload(t *testing.T) {
 	ctx := context.Background()
 	f := blobtest.NewFaulty(mem.NewDriver())
 	b := f.Bucket()
-	w := open(t, b, objectOptions(3))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, objectOptions(3))
 	writeBig(t, w, 1, 10)
-	if ts := mustFlush(t, w); ts != 10 {
-		t.Fatalf("Flush = %d", ts)
-	}
+	flushTo(t, w, 10)
 
 	// The flush's objects are seqs 2, 3, ...: hold the second.
 	match, held := signal(seqIs(3))
@@ -171,8 +168,7 @@ func TestObjectUploadRetry(t *testing.T) {
 	b := f.Bucket()
 	o := objectOptions(3)
 	o.RetryAttempts = 1000
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeBig(t, w, 1, 10)
 	mustFlush(t, w)
 
@@ -227,12 +223,9 @@ func TestObjectUploadLostAnswers(t *testing.T) {
 	ctx := context.Background()
 	f := blobtest.NewFaulty(newLostAnswer(mem.NewDriver(), 3))
 	b := f.Bucket()
-	w := open(t, b, objectOptions(3))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, objectOptions(3))
 	writeBig(t, w, 1, 80)
-	if ts := mustFlush(t, w); ts != 80 {
-		t.Fatalf("Flush = %d", ts)
-	}
+	flushTo(t, w, 80)
 	s := w.Stats()
 	keys := segmentKeys(t, b)
 	if s.Segments != int64(len(keys)) || len(keys) < 3 {
@@ -254,8 +247,7 @@ func TestObjectUploadRetriesExhausted(t *testing.T) {
 	b := f.Bucket()
 	o := objectOptions(2)
 	o.RetryAttempts = 2
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeBig(t, w, 1, 10)
 	mustFlush(t, w)
 
@@ -298,8 +290,7 @@ func TestObjectFlushOrder(t *testing.T) {
 	f := blobtest.NewFaulty(mem.NewDriver())
 	b := f.Bucket()
 	f.Delay(blobtest.OpPut, time.Millisecond) // let uploads finish out of order
-	w := open(t, b, objectOptions(4))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, objectOptions(4))
 	r := newRand(7)
 	var last uint64
 	for i := range 12 {
@@ -371,12 +362,9 @@ func TestObjectUploadsBounded(t *testing.T) {
 			ctx := context.Background()
 			d := &concurrency{Driver: mem.NewDriver(), delay: 40 * time.Millisecond}
 			b := blob.NewBucket(d)
-			w := open(t, b, objectOptions(n))
-			must(t, w.AddSpan(1, 0))
+			w := openSpan1(t, b, objectOptions(n))
 			writeBig(t, w, 1, 150)
-			if ts := mustFlush(t, w); ts != 150 {
-				t.Fatalf("Flush = %d", ts)
-			}
+			flushTo(t, w, 150)
 			must(t, w.Close(ctx))
 			if p := d.peak.Load(); int(p) != n {
 				t.Fatalf("MaxUploads %d: %d uploads at once", n, p)
@@ -447,8 +435,7 @@ func TestObjectCloseAbortDuringUpload(t *testing.T) {
 	f := blobtest.NewFaulty(mem.NewDriver())
 	cd := &countingPuts{Driver: f.Driver()}
 	b := blob.NewBucket(cd)
-	w := open(t, b, objectOptions(3))
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, objectOptions(3))
 	writeBig(t, w, 1, 10)
 	mustFlush(t, w)
 	writeBig(t, w, 11, 80)

@@ -35,8 +35,7 @@ func TestReportedAfterEmptyPublication(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
 			f, b, o := unpublishedStore(t, backend)
-			w := open(t, b, o)
-			must(t, w.AddSpan(1, 0))
+			w := openSpan1(t, b, o)
 			writeFlushed(t, w, 1, 1, 10)
 			must(t, w.Close(ctx))
 
@@ -99,8 +98,7 @@ func gapWriter(t *testing.T, backend string, flushes int) (*blobtest.Faulty, *bl
 	o.MaxSegmentBytes = 6 << 10
 	o.BlockSize = 1 << 10
 	o.MaxUploads = 4
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	r := newRand(7)
 	var reported uint64
 	for i := range flushes {
@@ -269,8 +267,7 @@ func TestFailedUploadBelowNoFrame(t *testing.T) {
 	o.MaxSegmentBytes = 6 << 10
 	o.BlockSize = 1 << 10
 	o.MaxUploads = 4
-	w := open(t, b, o)
-	must(t, w.AddSpan(1, 0))
+	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 3)
 	r := newRand(3)
 	for ts := uint64(4); ts <= 12; ts++ {

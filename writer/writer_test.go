@@ -67,9 +67,7 @@ func TestFlushOrderAndGating(t *testing.T) {
 		if r := w.ResolvedTs(); r != 135 {
 			t.Fatalf("ResolvedTs = %d, want 135", r)
 		}
-		if ts := mustFlush(t, w); ts != 135 {
-			t.Fatalf("Flush = %d, want 135", ts)
-		}
+		flushTo(t, w, 135)
 		gs := readLog(t, b, readOpts{})
 		want := []string{
 			"row(span 2 @105 id 10)", "row(span 1 @110 id 1)",
@@ -79,16 +77,12 @@ func TestFlushOrderAndGating(t *testing.T) {
 		}
 		checkGot(t, gs, want)
 		// Nothing more is resolved: a flush changes nothing.
-		if ts := mustFlush(t, w); ts != 135 {
-			t.Fatalf("second Flush = %d, want 135", ts)
-		}
+		flushTo(t, w, 135)
 		checkGot(t, readLog(t, b, readOpts{}), want)
 
 		must(t, w.AdvanceResolved(1, 300))
 		must(t, w.AdvanceResolved(2, 300))
-		if ts := mustFlush(t, w); ts != 300 {
-			t.Fatalf("third Flush = %d, want 300", ts)
-		}
+		flushTo(t, w, 300)
 		must(t, w.Close(ctx))
 		want = append(want, "row(span 1 @150 id 3)", "row(span 2 @200 id 13)")
 		checkGot(t, readLog(t, b, readOpts{}), want)
@@ -167,9 +161,7 @@ func TestWriteErrors(t *testing.T) {
 		t.Fatalf("AdvanceResolved of an unknown span: %v", err)
 	}
 	// Nothing of a failed call was written.
-	if ts := mustFlush(t, w); ts != 250 {
-		t.Fatalf("Flush = %d", ts)
-	}
+	flushTo(t, w, 250)
 	if s := w.Stats(); s.Events != 2 {
 		t.Fatalf("%d events flushed, want 2", s.Events)
 	}
@@ -202,9 +194,7 @@ func TestResolvedWithoutSpans(t *testing.T) {
 	if r := w.ResolvedTs(); r != 400 {
 		t.Fatalf("resolved ts without spans %d, want the highest seen, 400", r)
 	}
-	if ts := mustFlush(t, w); ts != 400 {
-		t.Fatalf("Flush = %d", ts)
-	}
+	flushTo(t, w, 400)
 	must(t, w.Close(ctx))
 }
 
@@ -245,16 +235,12 @@ func TestSpanAddedBehind(t *testing.T) {
 		must(t, w.AddSpan(1, 100))
 		must(t, w.Write(ctx, 1, row(1, 500, 1), row(1, 1000, 2)))
 		must(t, w.AdvanceResolved(1, 1000))
-		if ts := mustFlush(t, w); ts != 1000 {
-			t.Fatalf("Flush = %d", ts)
-		}
+		flushTo(t, w, 1000)
 		must(t, w.AddSpan(2, 300))
 		must(t, w.Write(ctx, 2, row(2, 400, 10), row(2, 900, 11), row(2, 1100, 12)))
 		must(t, w.Write(ctx, 1, row(1, 1050, 3)))
 		must(t, w.AdvanceResolved(2, 950))
-		if ts := mustFlush(t, w); ts != 950 {
-			t.Fatalf("catch-up Flush = %d, want the behind span's 950", ts)
-		}
+		flushTo(t, w, 950) // catch-up: the behind span's resolved ts
 		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
 		must(t, err)
 		// Span 1 has an event at 1050 buffered, resolved 1000: flushed
@@ -264,9 +250,7 @@ func TestSpanAddedBehind(t *testing.T) {
 		}
 		must(t, w.AdvanceResolved(2, 2000))
 		must(t, w.AdvanceResolved(1, 2000))
-		if ts := mustFlush(t, w); ts != 2000 {
-			t.Fatalf("Flush = %d", ts)
-		}
+		flushTo(t, w, 2000)
 		must(t, w.Close(ctx))
 		gs := readLog(t, b, readOpts{}) // checks each segment's order
 		var all []string
@@ -380,8 +364,7 @@ func TestCompressionNoneAndLZ4Readable(t *testing.T) {
 			b := memBucket()
 			o := testOptions("w")
 			o.Compression = c
-			w := open(t, b, o)
-			must(t, w.AddSpan(1, 0))
+			w := openSpan1(t, b, o)
 			for ts := uint64(1); ts <= 200; ts++ {
 				must(t, w.Write(ctx, 1, row(1, ts, int64(ts))))
 			}
@@ -479,8 +462,7 @@ func TestLargeEvents(t *testing.T) {
 		o.BlockSize = 1 << 10
 		o.MaxSegmentBytes = 8 << 10
 		o.Compression = CompressionNone
-		w := open(t, b, o)
-		must(t, w.AddSpan(1, 0))
+		w := openSpan1(t, b, o)
 		r := newRand(1)
 		must(t, w.Write(ctx, 1, row(1, 1, 1), bigRow(r, 1, 2, 2, 3000), bigRow(r, 1, 3, 3, 20000), row(1, 4, 4)))
 		must(t, w.AdvanceResolved(1, 10))
