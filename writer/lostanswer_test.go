@@ -23,7 +23,7 @@ import (
 // answer was lost, as a timeout, a reset connection or (on local disk) a
 // failed directory fsync after the rename leaves it.
 type lostProgress struct {
-	driver.Driver
+	wrapped
 	mu    sync.Mutex
 	which map[int]bool // 1-based numbers of the progress puts to lose
 	n     int
@@ -45,17 +45,30 @@ func (l *lostProgress) Put(ctx context.Context, key string, r io.Reader, size in
 	return a, nil
 }
 
-// StagesPuts answers for the wrapped driver: BeforeCommit passes through.
-func (l *lostProgress) StagesPuts() bool {
-	st, ok := l.Driver.(driver.Stager)
+// wrapped is what the test wrappers here embed: the driver they wrap, for
+// whom StagesPuts answers (BeforeCommit passes through).
+type wrapped struct{ driver.Driver }
+
+func (w wrapped) StagesPuts() bool {
+	st, ok := w.Driver.(driver.Stager)
 	return ok && st.StagesPuts()
 }
 
-// lostProgressAppender is lostProgress over a driver that can append.
-type lostProgressAppender struct{ *lostProgress }
-
-func (l lostProgressAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
-	return l.Driver.(driver.Appender).OpenAppend(ctx, key)
+// faultyOver is a Faulty over w, a test wrapper of inner, with inner's
+// Appender capability when it has one.
+func faultyOver(w interface {
+	driver.Driver
+	driver.Stager
+}, inner driver.Driver) *blobtest.Faulty {
+	var drv driver.Driver = w
+	if a, ok := inner.(driver.Appender); ok {
+		drv = struct {
+			driver.Driver
+			driver.Stager
+			driver.Appender
+		}{w, w, a}
+	}
+	return blobtest.NewFaulty(drv)
 }
 
 // TestLostProgressAnswer loses the answers of progress puts that were
@@ -71,12 +84,8 @@ func TestLostProgressAnswer(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/reread-fails=%v", backend, rereadFails), func(t *testing.T) {
 				ctx := context.Background()
 				inner := backendDriver(t, backend)
-				lp := &lostProgress{Driver: inner, which: map[int]bool{1: true, 3: true}}
-				var drv driver.Driver = lp
-				if _, ok := inner.(driver.Appender); ok {
-					drv = lostProgressAppender{lp}
-				}
-				f := blobtest.NewFaulty(drv)
+				lp := &lostProgress{wrapped: wrapped{inner}, which: map[int]bool{1: true, 3: true}}
+				f := faultyOver(lp, inner)
 				b := f.Bucket()
 				defer b.Close()
 				destroyed := recordDestruction(f)
@@ -139,12 +148,8 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
 			inner := backendDriver(t, backend)
-			lp := &lostProgress{Driver: inner, which: map[int]bool{2: true}}
-			var drv driver.Driver = lp
-			if _, ok := inner.(driver.Appender); ok {
-				drv = lostProgressAppender{lp}
-			}
-			f := blobtest.NewFaulty(drv)
+			lp := &lostProgress{wrapped: wrapped{inner}, which: map[int]bool{2: true}}
+			f := faultyOver(lp, inner)
 			b := f.Bucket()
 			defer b.Close()
 			// The re-read after the lost answer is where the takeover
@@ -189,7 +194,7 @@ func TestFencedKeepsWhatTheFenceCovers(t *testing.T) {
 // seed: conditional puts fail before storing or store and lose their
 // answer, stats and reads fail. Other calls pass through.
 type chaosState struct {
-	driver.Driver
+	wrapped
 	mu             sync.Mutex
 	r              *rand.Rand
 	lost, refused  int
@@ -252,17 +257,6 @@ func (c *chaosState) ErrorCode(err error) blob.Code {
 	return c.Driver.ErrorCode(err)
 }
 
-func (c *chaosState) StagesPuts() bool {
-	st, ok := c.Driver.(driver.Stager)
-	return ok && st.StagesPuts()
-}
-
-type chaosStateAppender struct{ *chaosState }
-
-func (c chaosStateAppender) OpenAppend(ctx context.Context, key string) (blob.AppendFile, error) {
-	return c.Driver.(driver.Appender).OpenAppend(ctx, key)
-}
-
 // lostAnswerSchedules is how many randomized schedules
 // TestLostProgressSchedules runs per backend: REDOKIT_LOST_ANSWER_SCHEDULES,
 // default 20.
@@ -297,12 +291,8 @@ func TestLostProgressSchedules(t *testing.T) {
 func lostSchedule(t *testing.T, backend string, seed uint64) *chaosState {
 	ctx := context.Background()
 	inner := backendDriver(t, backend)
-	c := &chaosState{Driver: inner, r: rand.New(rand.NewPCG(seed, 12)), pLost: 0.3, pRefuse: 0.1, pStat: 0.15, pRead: 0.1}
-	var drv driver.Driver = c
-	if _, ok := inner.(driver.Appender); ok {
-		drv = chaosStateAppender{c}
-	}
-	f := blobtest.NewFaulty(drv)
+	c := &chaosState{wrapped: wrapped{inner}, r: rand.New(rand.NewPCG(seed, 12)), pLost: 0.3, pRefuse: 0.1, pStat: 0.15, pRead: 0.1}
+	f := faultyOver(c, inner)
 	b := f.Bucket()
 	defer b.Close()
 	destroyed := recordDestruction(f)
