@@ -406,6 +406,22 @@ func (d *decoder) bytesSlow(f field) []byte {
 
 // str sets *dst to the next length-prefixed string, keeping the string it
 // already holds when they are equal (the comparison does not allocate).
+// flaggedStr reads into dst the string a tag bit announces (set), which must
+// not be empty, or clears dst; it reports false after a failure.
+func (d *decoder) flaggedStr(set bool, f field, dst *string, bit, name string) bool {
+	if !set {
+		*dst = ""
+		return true
+	}
+	off := d.off
+	d.str(f, dst)
+	if *dst == "" {
+		d.fail(f, off, ErrMalformed, "tag %s is set and the %s is empty", bit, name)
+		return false
+	}
+	return true
+}
+
 func (d *decoder) str(f field, dst *string) {
 	b := d.bytes(f)
 	if *dst != string(b) {
@@ -772,25 +788,9 @@ func (d *decoder) column(c *Column) (tagOff, defEnd int) {
 	// empty, so an empty one after the bit is not what any writer wrote:
 	// accepting it would give one event two encodings and let a flipped bit
 	// pass.
-	if tag&tagHasCharset != 0 {
-		off := d.off
-		d.str(fCharset, &c.Charset)
-		if c.Charset == "" {
-			d.fail(fCharset, off, ErrMalformed, "tag bit 5 is set and the charset is empty")
-			return 0, 0
-		}
-	} else {
-		c.Charset = ""
-	}
-	if tag&tagHasCollation != 0 {
-		off := d.off
-		d.str(fCollation, &c.Collation)
-		if c.Collation == "" {
-			d.fail(fCollation, off, ErrMalformed, "tag bit 6 is set and the collation is empty")
-			return 0, 0
-		}
-	} else {
-		c.Collation = ""
+	if !d.flaggedStr(tag&tagHasCharset != 0, fCharset, &c.Charset, "bit 5", "charset") ||
+		!d.flaggedStr(tag&tagHasCollation != 0, fCollation, &c.Collation, "bit 6", "collation") {
+		return 0, 0
 	}
 	c.Value.kind = kind
 	defEnd = d.off
