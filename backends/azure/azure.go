@@ -118,9 +118,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/md5"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -294,12 +292,6 @@ func (d *Driver) ctx(ctx context.Context) context.Context {
 	return policy.WithRetryOptions(ctx, d.retry)
 }
 
-func newPutID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
 func contentHeaders() *azblobblob.HTTPHeaders {
 	return &azblobblob.HTTPHeaders{BlobContentType: to.Ptr("application/octet-stream")}
 }
@@ -319,7 +311,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	case opts.IfMatch != "":
 		cond = &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(opts.IfMatch))}}
 	}
-	putID := newPutID()
+	putID := driver.NewPutID()
 	bb := d.client.NewBlockBlobClient(key)
 
 	small, rest, err := driver.SplitBody(r, size, d.opts.PutThreshold)
@@ -332,15 +324,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	} else {
 		a, err = d.putBlocks(ctx, bb, rest, size, cond, putID)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && driver.MayHaveLanded(ctx, d.ErrorCode(err)) {
 		// Did our own write land although its response was lost? (See the
 		// package doc.)
-		switch d.ErrorCode(err) {
-		case blob.CodeInvalidArgument, blob.CodePermissionDenied, blob.CodeCanceled, blob.CodeDeadlineExceeded:
-		default:
-			if won, ok := d.ownBlob(ctx, key, putID); ok {
-				return won, nil
-			}
+		if won, ok := d.ownBlob(ctx, key, putID); ok {
+			return won, nil
 		}
 	}
 	if err != nil {

@@ -108,8 +108,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -282,12 +280,6 @@ func attrsOf(a *storage.ObjectAttrs) blob.Attrs {
 	return blob.Attrs{Key: a.Name, Size: a.Size, ETag: ETag(a.Generation), ModTime: a.Updated}
 }
 
-func newPutID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // Put implements driver.Driver.
@@ -306,7 +298,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		}
 		obj = obj.If(storage.Conditions{GenerationMatch: gen})
 	}
-	putID := newPutID()
+	putID := driver.NewPutID()
 
 	small, rest, err := driver.SplitBody(r, size, d.opts.ResumableThreshold)
 	if err != nil {
@@ -318,15 +310,11 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	} else {
 		a, err = d.putResumable(ctx, obj, rest, putID)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && driver.MayHaveLanded(ctx, d.ErrorCode(err)) {
 		// Did our own write land although its response was lost? (See the
 		// package doc.)
-		switch d.ErrorCode(err) {
-		case blob.CodeInvalidArgument, blob.CodePermissionDenied, blob.CodeCanceled, blob.CodeDeadlineExceeded:
-		default:
-			if won, ok := d.ownObject(ctx, key, putID); ok {
-				return won, nil
-			}
+		if won, ok := d.ownObject(ctx, key, putID); ok {
+			return won, nil
 		}
 	}
 	if err != nil {

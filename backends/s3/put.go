@@ -3,8 +3,6 @@ package s3
 import (
 	"bytes"
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +20,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 )
 
 // putReq is what every path of one Put shares.
@@ -32,12 +31,6 @@ type putReq struct {
 }
 
 func (p *putReq) conditional() bool { return p.opts.IfNotExist || p.opts.IfMatch != "" }
-
-func newPutID() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // Put implements driver.Driver (see the package doc).
 func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
@@ -50,7 +43,7 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if size > MaxParts*MaxPartSize {
 		return blob.Attrs{}, fmt.Errorf("%w: s3: %d bytes is more than S3's largest object", blob.ErrInvalidArgument, size)
 	}
-	p := &putReq{key: key, opts: opts, id: newPutID()}
+	p := &putReq{key: key, opts: opts, id: driver.NewPutID()}
 	partSize := d.partSizeFor(size)
 	if ra, base, ok := exactly(r, size); ok {
 		// The caller's bytes, sent without a copy.

@@ -15,6 +15,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/testkit/backendtest"
 )
 
@@ -297,7 +298,7 @@ func TestCompareAndSwap(t *testing.T) {
 func TestResolveLostResponse(t *testing.T) {
 	e := newEnv(t, "", nil)
 	ctx := t.Context()
-	p := &putReq{key: "resolve/k", opts: blob.PutOptions{IfNotExist: true}, id: newPutID()}
+	p := &putReq{key: "resolve/k", opts: blob.PutOptions{IfNotExist: true}, id: driver.NewPutID()}
 	a, err := e.d.putObject(ctx, p, bytes.NewReader([]byte("mine")), 4)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestResolveLostResponse(t *testing.T) {
 	if !ok || got.ETag != a.ETag || got.Size != 4 {
 		t.Errorf("resolve(own object) = %+v, %v; want the object's attributes", got, ok)
 	}
-	other := &putReq{key: p.key, opts: p.opts, id: newPutID()}
+	other := &putReq{key: p.key, opts: p.opts, id: driver.NewPutID()}
 	if _, ok := e.d.resolve(ctx, other, err); ok {
 		t.Errorf("resolve(another Put's object) = ok")
 	}

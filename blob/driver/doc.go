@@ -1,8 +1,9 @@
 // Package driver is what a redokit storage backend implements and uses: the
 // [Driver] interface, the optional capabilities ([Appender], [Stager],
 // [Aser]), the error [Code]s a driver classifies its errors into, and a few
-// helpers for request bodies, batch deletes and classifying errors
-// ([ContextCode], [HTTPStatusCode]). Users of a store need none of
+// helpers for request bodies, batch deletes, classifying errors
+// ([ContextCode], [HTTPStatusCode]) and telling a Put whose answer was lost
+// by its own write ([NewPutID], [MayHaveLanded]). Users of a store need none of
 // it: they hold a *blob.Bucket, which a backend's constructor returns.
 //
 // The split follows gocloud.dev/blob/driver. A driver only moves bytes and

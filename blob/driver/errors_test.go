@@ -37,3 +37,24 @@ func TestContextCode(t *testing.T) {
 		}
 	}
 }
+
+func TestMayHaveLanded(t *testing.T) {
+	live, cancel := context.WithCancel(context.Background())
+	for _, c := range []driver.Code{driver.CodeUnknown, driver.CodeTransient, driver.CodePreconditionFailed, driver.CodeNotExist} {
+		if !driver.MayHaveLanded(live, c) {
+			t.Errorf("%v with a live ctx: want a look for our own write", c)
+		}
+	}
+	for _, c := range []driver.Code{driver.CodeInvalidArgument, driver.CodePermissionDenied, driver.CodeCanceled, driver.CodeDeadlineExceeded} {
+		if driver.MayHaveLanded(live, c) {
+			t.Errorf("%v: the store refused or the caller gave up; want no look", c)
+		}
+	}
+	cancel()
+	if driver.MayHaveLanded(live, driver.CodeTransient) {
+		t.Error("with the caller's ctx done: want no look")
+	}
+	if id := driver.NewPutID(); len(id) != 32 || id == driver.NewPutID() {
+		t.Errorf("put IDs %q: want 32 hex digits, new each time", id)
+	}
+}
