@@ -258,3 +258,27 @@ func Closing(toks []Token, open int) int {
 	}
 	return -1
 }
+
+// KeyPart splits an index key part (solid tokens), `col` [(length)]
+// [ASC|DESC], into the column's name and its order ("ASC", "DESC" or ""),
+// dropping MySQL's prefix length, which PostgreSQL and SQLite do not have
+// (the index is then on the whole column); ok is false for anything else,
+// such as a functional key part.
+func KeyPart(col []Token) (name, order string, ok bool) {
+	if len(col) == 0 || !col[0].IsName() {
+		return "", "", false
+	}
+	rest := col[1:]
+	if len(rest) > 0 && rest[0].Is('(') {
+		if e := Closing(rest, 0); e >= 0 {
+			rest = rest[e+1:]
+		}
+	}
+	switch {
+	case len(rest) == 0:
+		return col[0].Name(), "", true
+	case len(rest) == 1 && (rest[0].Word() == "ASC" || rest[0].Word() == "DESC"):
+		return col[0].Name(), rest[0].Word(), true
+	}
+	return "", "", false
+}

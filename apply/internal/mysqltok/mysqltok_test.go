@@ -215,3 +215,25 @@ func TestUTF8(t *testing.T) {
 		t.Errorf("Spaced split a character: %q", Spaced(s))
 	}
 }
+
+func TestKeyPart(t *testing.T) {
+	for _, c := range []struct {
+		in, name, order string
+		ok              bool
+	}{
+		{"a", "a", "", true},
+		{"`b c`(10)", "b c", "", true},
+		{"d DESC", "d", "DESC", true},
+		{"e(4) ASC", "e", "ASC", true},
+		{"(a + 1)", "", "", false},
+		{"f COLLATE x", "", "", false},
+	} {
+		toks, err := Tokenize(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, order, ok := KeyPart(Solid(toks)); name != c.name || order != c.order || ok != c.ok {
+			t.Errorf("KeyPart(%s) = %q, %q, %v; want %q, %q, %v", c.in, name, order, ok, c.name, c.order, c.ok)
+		}
+	}
+}

@@ -543,26 +543,15 @@ func (r *rewriter) parseKey(el []mysqltok.Token) (*key, error) {
 func keyParts(toks []mysqltok.Token) ([]string, string, error) {
 	var cols, parts []string
 	for _, col := range mysqltok.SplitTop(toks) {
-		if len(col) == 0 || !col[0].IsName() {
-			return nil, "", unsupported("key part %q (not a column)", mysqltok.Spaced(col))
-		}
-		s := quote(col[0].Name())
-		rest := col[1:]
-		if len(rest) > 0 && rest[0].Is('(') {
-			if e := mysqltok.Closing(rest, 0); e >= 0 {
-				rest = rest[e+1:]
-			}
-		}
-		if len(rest) == 1 && (rest[0].Word() == "ASC" || rest[0].Word() == "DESC") {
-			s += " " + rest[0].Word()
-		} else if len(rest) > 0 {
+		name, order, ok := mysqltok.KeyPart(col)
+		if !ok {
 			return nil, "", unsupported("key part %q", mysqltok.Spaced(col))
 		}
-		if err := checkName(col[0].Name()); err != nil {
+		if err := checkName(name); err != nil {
 			return nil, "", err
 		}
-		cols = append(cols, col[0].Name())
-		parts = append(parts, s)
+		cols = append(cols, name)
+		parts = append(parts, strings.TrimSpace(quote(name)+" "+order))
 	}
 	return cols, strings.Join(parts, ", "), nil
 }

@@ -217,22 +217,11 @@ func sqliteCreateIndex(toks []mysqltok.Token) ([]Stmt, error) {
 func indexColumns(toks []mysqltok.Token) (string, error) {
 	var parts []string
 	for _, col := range mysqltok.SplitTop(toks) {
-		if len(col) == 0 || !col[0].IsName() {
-			return "", fmt.Errorf("%w: index part that is not a column", apply.ErrUnsupportedDDL)
-		}
-		s := quote(col[0].Name())
-		rest := col[1:]
-		if len(rest) > 0 && rest[0].Is('(') {
-			if e := mysqltok.Closing(rest, 0); e >= 0 {
-				rest = rest[e+1:]
-			}
-		}
-		if len(rest) == 1 && (rest[0].Word() == "ASC" || rest[0].Word() == "DESC") {
-			s += " " + rest[0].Word()
-		} else if len(rest) > 0 {
+		name, order, ok := mysqltok.KeyPart(col)
+		if !ok {
 			return "", fmt.Errorf("%w: index part %q", apply.ErrUnsupportedDDL, mysqltok.Spaced(col))
 		}
-		parts = append(parts, s)
+		parts = append(parts, strings.TrimSpace(quote(name)+" "+order))
 	}
 	return strings.Join(parts, ", "), nil
 }
