@@ -524,9 +524,10 @@ func (c *Coordinator) tick(ctx context.Context) (Meta, error) {
 			c.seenMetaGen = max(c.seenMetaGen, st.MetaGeneration)
 			m.WriterGenerations[id] = max(m.WriterGenerations[id], st.Generation)
 			for _, s := range st.Spans {
-				listed[s.Span] = true
-				if cur, ok := m.Spans[s.Span]; ok && s.Ts > cur {
-					m.Spans[s.Span] = s.Ts
+				span := SpanID(s.Span)
+				listed[span] = true
+				if cur, ok := m.Spans[span]; ok && s.Ts > cur {
+					m.Spans[span] = s.Ts
 				}
 			}
 		}
@@ -573,8 +574,8 @@ func crossCheck(logID string, m *Meta, states map[string]*WriterState) error {
 	}
 	for _, id := range slices.Sorted(maps.Keys(states)) {
 		for _, s := range states[id].Spans {
-			_, ok := m.Spans[s.Span]
-			_, gone := m.RemovedSpans[s.Span]
+			_, ok := m.Spans[SpanID(s.Span)]
+			_, gone := m.RemovedSpans[SpanID(s.Span)]
 			if !ok && !gone {
 				return &metaBehind{&InconsistentError{Key: metaKey, Witness: layout.WriterState(logID, id),
 					Detail: fmt.Sprintf("writer %s publishes span %d (flushed to %d), which meta generation %d neither registers nor removed: the meta object predates the span's registration (stale), or the writer took the span before it was registered",

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"github.com/redokit/redokit/segment"
 	"testing"
 	"time"
 
@@ -11,10 +12,10 @@ import (
 
 func publish(t *testing.T, l *Lease, seq uint64, spans map[SpanID]uint64) {
 	t.Helper()
-	var sp []SpanTs
+	var sp []segment.SpanTs
 	lowest := ^uint64(0)
 	for s, ts := range spans {
-		sp = append(sp, SpanTs{Span: s, Ts: ts})
+		sp = append(sp, segment.SpanTs{Span: uint64(s), Ts: ts})
 		lowest = min(lowest, ts)
 	}
 	if len(spans) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redokit/redokit/segment"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/meta"
@@ -23,7 +24,7 @@ func ExampleCoordinator() {
 	// A writer's lease, as writer.Open takes it; its progress after a
 	// durable flush of span 1 up to ts 150.
 	lease, _ := meta.AcquireWriter(ctx, b, "cf", "w1", nil)
-	_ = lease.PublishProgress(ctx, meta.Progress{FlushedTs: 150, Spans: []meta.SpanTs{{Span: 1, Ts: 150}}})
+	_ = lease.PublishProgress(ctx, meta.Progress{FlushedTs: 150, Spans: []segment.SpanTs{{Span: 1, Ts: 150}}})
 
 	// A CREATE TABLE at 140 holds the watermark until its span exists and
 	// its owner reports it.
@@ -32,7 +33,7 @@ func ExampleCoordinator() {
 	fmt.Println("held at the barrier:", m.ResolvedTs)
 	_ = coord.AddSpan(ctx, 2, 140)
 	_ = coord.ReleaseBarrier(ctx, "create-t2")
-	_ = lease.PublishProgress(ctx, meta.Progress{FlushedTs: 150, Spans: []meta.SpanTs{{Span: 1, Ts: 150}, {Span: 2, Ts: 150}}})
+	_ = lease.PublishProgress(ctx, meta.Progress{FlushedTs: 150, Spans: []segment.SpanTs{{Span: 1, Ts: 150}, {Span: 2, Ts: 150}}})
 	m, _ = coord.Tick(ctx)
 	fmt.Println("after the new span reports:", m.ResolvedTs)
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redokit/redokit/segment"
 	"hash/crc32"
 	"io"
 	"strings"
@@ -486,7 +487,7 @@ func storedState(t *testing.T) (*blob.Bucket, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 3, ChainMaxTs: 11, Digest: 0xdeadbeef, Spans: []SpanTs{{1, 10}, {2, 12}}}); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 3, ChainMaxTs: 11, Digest: 0xdeadbeef, Spans: []segment.SpanTs{{Span: 1, Ts: 10}, {Span: 2, Ts: 12}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := AcquireWriter(ctx, b, "log", "w", &AcquireOptions{Owner: "h:2"}); err != nil {

@@ -59,7 +59,7 @@ type WriterState struct {
 	// Spans is the flushed resolved ts of each span the writer owns, sorted
 	// by span. The coordinator tracks spans across owners with it: a span's
 	// effective flushed ts is the highest any of its owners made durable.
-	Spans []SpanTs `json:"spans"`
+	Spans []segment.SpanTs `json:"spans"`
 	// Fences record, for each earlier epoch that published a segment, the
 	// highest sequence number it published before it was fenced. Segments of
 	// that epoch with a higher seq were written by a zombie after the fence:
@@ -84,22 +84,15 @@ type WriterState struct {
 	Token string `json:"token"`
 }
 
-// SpanTs is one span's flushed resolved ts: the stored form (in
-// WriterState.Spans) of the pair a progress frame holds as segment.SpanTs.
-type SpanTs struct {
-	Span SpanID `json:"span"`
-	Ts   uint64 `json:"ts"`
-}
-
 // Progress is what a writer publishes after a durable flush: the content
 // of the flush's progress frame (segment.Progress) and where it lies in the
 // epoch's chain (Seq, Digest).
 type Progress struct {
-	FlushedTs  uint64   // the writer's flushed resolved ts (min over its spans)
-	Seq        uint64   // the highest segment seq holding flushed data
-	ChainMaxTs uint64   // the largest commit ts in the epoch's segments up to Seq
-	Digest     uint32   // the header CRC of segment Seq
-	Spans      []SpanTs // per-span flushed resolved ts; nil keeps the published ones
+	FlushedTs  uint64           // the writer's flushed resolved ts (min over its spans)
+	Seq        uint64           // the highest segment seq holding flushed data
+	ChainMaxTs uint64           // the largest commit ts in the epoch's segments up to Seq
+	Digest     uint32           // the header CRC of segment Seq
+	Spans      []segment.SpanTs // per-span flushed resolved ts; nil keeps the published ones
 }
 
 // Fence is the last sequence number an earlier epoch of a writer published.
@@ -518,7 +511,7 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 	spans := l.st.Spans
 	if p.Spans != nil {
 		spans = slices.Clone(p.Spans)
-		slices.SortFunc(spans, func(a, b SpanTs) int { return cmp.Compare(a.Span, b.Span) })
+		slices.SortFunc(spans, func(a, b segment.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
 	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
 		return nil
@@ -528,7 +521,7 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 	next.ChainMaxTs, next.Digest = p.ChainMaxTs, p.Digest
 	next.Token = newToken()
 	next.Generation = l.st.Generation + 1
-	next.MetaGeneration = l.metaGeneration(ctx, !slices.EqualFunc(spans, l.st.Spans, func(a, b SpanTs) bool { return a.Span == b.Span }))
+	next.MetaGeneration = l.metaGeneration(ctx, !slices.EqualFunc(spans, l.st.Spans, func(a, b segment.SpanTs) bool { return a.Span == b.Span }))
 	if l.pending == nil {
 		l.pending = map[string]bool{}
 	}

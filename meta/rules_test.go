@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redokit/redokit/segment"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -97,7 +98,7 @@ func leaseState(t *testing.T) map[string]json.RawMessage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PublishProgress(ctx, Progress{FlushedTs: 120, Seq: 1, ChainMaxTs: 118, Digest: 7, Spans: []SpanTs{{Span: 1, Ts: 120}}}); err != nil {
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 120, Seq: 1, ChainMaxTs: 118, Digest: 7, Spans: []segment.SpanTs{{Span: 1, Ts: 120}}}); err != nil {
 		t.Fatal(err)
 	}
 	return storedBody(t, b, layout.WriterState("L", "w1"))
@@ -282,9 +283,9 @@ func TestCoordinatorKeepsBarrierRule(t *testing.T) {
 			s := SpanID(1 + rng.IntN(2))
 			flushed[s] += uint64(rng.IntN(30))
 			seq++
-			var sp []SpanTs
+			var sp []segment.SpanTs
 			for _, id := range []SpanID{1, 2} {
-				sp = append(sp, SpanTs{Span: id, Ts: flushed[id]})
+				sp = append(sp, segment.SpanTs{Span: uint64(id), Ts: flushed[id]})
 			}
 			if err := l.PublishProgress(ctx, Progress{FlushedTs: min(flushed[1], flushed[2]), Seq: seq, Spans: sp}); err != nil {
 				t.Fatal(err)

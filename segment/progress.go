@@ -35,12 +35,13 @@ const (
 // progressSize is the length of a progress frame holding n spans.
 func progressSize(n int) int { return progressFixedSize + n*progressSpanSize + progressCRCSize }
 
-// SpanTs is one span's flushed ts in a progress frame. A writer state
-// publishes the same pair as meta.SpanTs (the span a meta.SpanID, stored
-// as JSON "span" and "ts"); the writer converts one to the other when it
-// records a frame, and the next epoch's recovery (internal/chain) when it
-// takes a frame as the durable progress.
-type SpanTs struct{ Span, Ts uint64 }
+// SpanTs is one span's flushed ts in a progress frame, and in a writer
+// state (meta.WriterState.Spans, stored as JSON "span" and "ts"): the
+// writer publishes the pairs of its newest durable frame as they are.
+type SpanTs struct {
+	Span uint64 `json:"span"`
+	Ts   uint64 `json:"ts"`
+}
 
 // Progress is a progress frame's content. meta.Progress is the same
 // progress placed in its writer epoch's chain: with the seq of the segment

@@ -194,11 +194,7 @@ func (c *committer) commit(j *job) error {
 		// The progress goes into the segment, after the flush's blocks,
 		// and the one sync (or put) that makes them durable makes it
 		// durable too. The state object follows lazily.
-		segSpans := make([]segment.SpanTs, len(spans))
-		for i, s := range spans {
-			segSpans[i] = segment.SpanTs{Span: uint64(s.Span), Ts: s.Ts}
-		}
-		if err := c.retry(func() error { return c.store.record(ts, segSpans) }); err != nil {
+		if err := c.retry(func() error { return c.store.record(ts, spans) }); err != nil {
 			return err
 		}
 		if err := c.store.persist(); err != nil {
@@ -295,11 +291,11 @@ func (c *committer) retry(op func() error) error {
 // highest ts the writer ever published for any span — the ts above which a
 // restart may cut unreported blocks — never falls. The result is sorted by
 // span and never nil (nil would keep the published list).
-func (c *committer) withRemoved(spans []meta.SpanTs) []meta.SpanTs {
-	out := make([]meta.SpanTs, 0, len(spans))
+func (c *committer) withRemoved(spans []segment.SpanTs) []segment.SpanTs {
+	out := make([]segment.SpanTs, 0, len(spans))
 	out = append(out, spans...)
 	var top uint64
-	have := make(map[SpanID]bool, len(spans))
+	have := make(map[uint64]bool, len(spans))
 	for _, s := range spans {
 		top = max(top, s.Ts)
 		have[s.Span] = true
@@ -309,7 +305,7 @@ func (c *committer) withRemoved(spans []meta.SpanTs) []meta.SpanTs {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b meta.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
+	slices.SortFunc(out, func(a, b segment.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	return out
 }
 

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
 
@@ -15,10 +14,10 @@ import (
 type job struct {
 	resolved uint64 // the writer's resolved ts when the job was cut
 	runs     []run
-	spans    []meta.SpanTs // each span's flushed ts once the job is durable
-	retired  []*chunk      // arena chunks to recycle once the job is done with (recycle)
-	recycled bool          // its runs are gone: no block of it can be built again
-	final    bool          // Close's flush: seal the active segment after it
+	spans    []segment.SpanTs // each span's flushed ts once the job is durable
+	retired  []*chunk         // arena chunks to recycle once the job is done with (recycle)
+	recycled bool             // its runs are gone: no block of it can be built again
+	final    bool             // Close's flush: seal the active segment after it
 	waiters  []chan flushResult
 	start    time.Time
 
@@ -274,13 +273,13 @@ func (w *Writer) cut(force bool) *job {
 	}
 	// Each span's flushed ts after this job: every event of it at or below
 	// its resolved ts and below its first event left buffered.
-	j.spans = make([]meta.SpanTs, 0, len(w.spans))
+	j.spans = make([]segment.SpanTs, 0, len(w.spans))
 	for id, s := range w.spans {
 		ts := s.resolved
 		if len(s.recs) > 0 {
 			ts = min(ts, s.recs[0].ts-1)
 		}
-		j.spans = append(j.spans, meta.SpanTs{Span: id, Ts: ts})
+		j.spans = append(j.spans, segment.SpanTs{Span: uint64(id), Ts: ts})
 	}
 	kept := w.retired[:0]
 	for _, s := range w.retired {

@@ -491,7 +491,7 @@ func (w *world) recover(d *datadriven.TestData) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: epoch %d flushed=%d\n%s", id, h.w.Epoch(), h.w.FlushedTs(), fences(st))
 	for _, s := range st.Spans {
-		b.WriteString(w.addSpanTo(h, s.Span, s.Ts))
+		b.WriteString(w.addSpanTo(h, meta.SpanID(s.Span), s.Ts))
 	}
 	return b.String(), nil
 }

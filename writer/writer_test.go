@@ -245,7 +245,7 @@ func TestSpanAddedBehind(t *testing.T) {
 		must(t, err)
 		// Span 1 has an event at 1050 buffered, resolved 1000: flushed
 		// to 1000. Span 2 to its resolved 950.
-		if want := []meta.SpanTs{{Span: 1, Ts: 1000}, {Span: 2, Ts: 950}}; !slices.Equal(st.Spans, want) || st.FlushedTs != 950 {
+		if want := []segment.SpanTs{{Span: 1, Ts: 1000}, {Span: 2, Ts: 950}}; !slices.Equal(st.Spans, want) || st.FlushedTs != 950 {
 			t.Fatalf("published flushed ts %d, spans %v; want 950, %v", st.FlushedTs, st.Spans, want)
 		}
 		must(t, w.AdvanceResolved(2, 2000))

@@ -358,13 +358,9 @@ func (w *walk) fence(last *found) *meta.Progress {
 	if last == nil || w.published() && last.seq == prev.Seq && !last.active {
 		return nil
 	}
-	spans := make([]meta.SpanTs, len(last.p.Spans))
-	for i, s := range last.p.Spans {
-		spans[i] = meta.SpanTs{Span: meta.SpanID(s.Span), Ts: s.Ts}
-	}
 	w.log.Info("the previous epoch made progress durable beyond what it published", "epoch", prev.Epoch,
 		"published_seq", prev.Seq, "published_ts", prev.FlushedTs, "durable_seq", last.seq, "durable_ts", last.p.FlushedTs)
-	return &meta.Progress{FlushedTs: last.p.FlushedTs, Seq: last.seq, ChainMaxTs: last.p.ChainMaxTs, Digest: last.hdr.CRC, Spans: spans}
+	return &meta.Progress{FlushedTs: last.p.FlushedTs, Seq: last.seq, ChainMaxTs: last.p.ChainMaxTs, Digest: last.hdr.CRC, Spans: last.p.Spans}
 }
 
 // Checkpoint is the log's checkpoint (0 without a meta object: then no GC
