@@ -201,8 +201,14 @@
 // is not a key the log writes (<log>/meta, <log>/writers/<ID>,
 // <log>/seg/<segment name>, <log>/~deleting), names that are not UTF-8 or
 // hold control characters and a seg that is an object (a symbolic link)
-// among them; and every writer state or meta object that fails to read or
-// decode. As information it reports torn tails of active segments, segments
-// ignored by fences and a pending delete marker. It totals segments,
-// blocks, events and bytes.
+// among them; every writer state or meta object that fails to read or
+// decode; and the meta object and the writer states against each other (one
+// listing, then the meta object, then each state, once): a stale state or
+// meta object (meta.CheckStates), a live writer without a state or at an
+// older epoch than the meta object saw, a segment of an epoch its writer
+// never reached, a checkpoint above the resolved ts (ProblemMeta;
+// VerifyOptions.RequireMeta makes a missing meta object one too). As
+// information it reports torn tails of active segments, segments ignored by
+// fences and a pending delete marker. It totals segments, blocks, events
+// and bytes.
 package reader
