@@ -346,15 +346,11 @@ stdout, and runs none (nor writes the progress table).`,
 			if dryRun && a.jsonOut {
 				return usageErrorf("--dry-run prints SQL on stdout, where --json prints the summary: pass one of them")
 			}
-			b, m, err := a.openMeta(ctx)
+			b, m, start, end, err := rf.open(ctx, cmd, a)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			start, end, err := rf.resolve(cmd, a, m)
-			if err != nil {
-				return err
-			}
 			if start == end {
 				fmt.Fprintf(a.stderr, "redokit: nothing to apply: the range (%d, %d] is empty\n", start, end)
 				return nil

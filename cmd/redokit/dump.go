@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redokit/redokit"
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
@@ -70,6 +72,19 @@ func (r *rangeFlags) resolve(cmd *cobra.Command, a *app, m *meta.Meta) (start, e
 		fmt.Fprintf(a.stderr, "redokit: warning: --start-ts %d is below the checkpoint ts %d: GC may have deleted segments below the checkpoint, so the range may be incomplete\n", start, m.CheckpointTs)
 	}
 	return start, end, nil
+}
+
+// open opens the log's bucket and meta and resolves the range against them
+// (resolve); the caller closes the bucket.
+func (r *rangeFlags) open(ctx context.Context, cmd *cobra.Command, a *app) (b *blob.Bucket, m *meta.Meta, start, end uint64, err error) {
+	if b, m, err = a.openMeta(ctx); err != nil {
+		return nil, nil, 0, 0, err
+	}
+	if start, end, err = r.resolve(cmd, a, m); err != nil {
+		b.Close()
+		return nil, nil, 0, 0, err
+	}
+	return b, m, start, end, nil
 }
 
 // tableFilter parses --table values: "schema.name", or "name" for that
@@ -132,15 +147,11 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			if err != nil {
 				return err
 			}
-			b, m, err := a.openMeta(ctx)
+			b, _, start, end, err := rf.open(ctx, cmd, a)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			start, end, err := rf.resolve(cmd, a, m)
-			if err != nil {
-				return err
-			}
 			if start == end {
 				return nil
 			}
