@@ -14,7 +14,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -555,14 +555,7 @@ func runSchedule(ctx context.Context, b *blob.Bucket, seed uint64, n int, r rule
 // scheduleIters is how many schedules a test runs: REDOKIT_SCHEDULE_ITERS
 // scales it (CI default below).
 func scheduleIters(t *testing.T, def int) int {
-	if v := os.Getenv("REDOKIT_SCHEDULE_ITERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("REDOKIT_SCHEDULE_ITERS=%q: want a positive number", v)
-		}
-		return n
-	}
-	return def
+	return testenv.Count(t, "REDOKIT_SCHEDULE_ITERS", def)
 }
 
 const scheduleSteps = 200

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // chainSeg is what checkChains learns of one segment.
@@ -505,14 +505,7 @@ func TestRecoveryRefusesAcceptedSegmentWithoutBlocks(t *testing.T) {
 // chainTrials is how many randomized trials TestChainRandomFaults runs:
 // REDOKIT_CHAIN_TRIALS, else 20.
 func chainTrials(t *testing.T) int {
-	if v := os.Getenv("REDOKIT_CHAIN_TRIALS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			t.Fatalf("REDOKIT_CHAIN_TRIALS=%q is not a count", v)
-		}
-		return n
-	}
-	return 20
+	return testenv.Count(t, "REDOKIT_CHAIN_TRIALS", 20)
 }
 
 // TestChainRandomFaults runs local writers through random faults on the
@@ -524,14 +517,7 @@ func chainTrials(t *testing.T) int {
 // must be read back. Seeded by REDOKIT_CHAIN_SEED (else fixed); the trial
 // and the seed are logged on failure.
 func TestChainRandomFaults(t *testing.T) {
-	seed := uint64(20261203)
-	if v := os.Getenv("REDOKIT_CHAIN_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("REDOKIT_CHAIN_SEED=%q", v)
-		}
-		seed = n
-	}
+	seed := testenv.Seed(t, "REDOKIT_CHAIN_SEED", 20261203)
 	trials := chainTrials(t)
 	failedEpochs := 0
 	for trial := range trials {

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // The property test: one small model of a writer generates histories on the
@@ -701,22 +700,8 @@ func history(t *testing.T, seed uint64, stats *propStats) (msg string) {
 }
 
 func TestChainProperty(t *testing.T) {
-	n := 500
-	if s := os.Getenv("REDOKIT_CHAIN_HISTORIES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("REDOKIT_CHAIN_HISTORIES=%q: want a positive count", s)
-		}
-		n = v
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("REDOKIT_CHAIN_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("REDOKIT_CHAIN_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
+	n := testenv.Count(t, "REDOKIT_CHAIN_HISTORIES", 500)
+	seed := testenv.Seed(t, "REDOKIT_CHAIN_SEED", uint64(time.Now().UnixNano()))
 	stats := &propStats{}
 	for i := range uint64(n) {
 		if msg := history(t, seed+i, stats); msg != "" {
