@@ -255,17 +255,12 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 	pools, _ := bench.MakePools(W, c.RowSize, c.Mix)
 	ws := make([]*writer.Writer, W)
 	for i := range W {
-		w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), Compression: writer.CompressionLZ4})
+		w, err := openCellWriter(ctx, b, &writer.Options{LogID: logID, WriterID: fmt.Sprintf("w%d", i), Compression: writer.CompressionLZ4}, i)
 		if err != nil {
 			return nil, err
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range bench.Spans {
-			if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
-				return nil, err
-			}
-		}
 	}
 	target := int64(c.LogMiB) * mib
 	lastTs := make([]uint64, W)

@@ -94,17 +94,12 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		if c.QuotaMiB > 0 {
 			o.MemoryQuota = int64(c.QuotaMiB) * mib
 		}
-		w, err := writer.Open(ctx, b, o)
+		w, err := openCellWriter(ctx, b, o, i)
 		if err != nil {
 			return nil, err
 		}
 		defer w.Close(context.Background())
 		ws[i] = w
-		for s := range bench.Spans {
-			if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
-				return nil, err
-			}
-		}
 	}
 
 	d := bench.NewDriver(ws, pools, interval)
@@ -195,6 +190,22 @@ func writePhase(ctx context.Context, b *blob.Bucket, logID string, c Cell, res *
 		}
 	}
 	return out, nil
+}
+
+// openCellWriter opens the i-th writer of a cell with options o and adds
+// its bench.Spans spans, its own, from bench.TsBase.
+func openCellWriter(ctx context.Context, b *blob.Bucket, o *writer.Options, i int) (*writer.Writer, error) {
+	w, err := writer.Open(ctx, b, o)
+	if err != nil {
+		return nil, err
+	}
+	for s := range bench.Spans {
+		if err := w.AddSpan(writer.SpanID(i*bench.Spans+s), bench.TsBase); err != nil {
+			w.Close(context.Background())
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // readPhase reads the whole log back in commit-ts order, decoded (what
