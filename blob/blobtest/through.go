@@ -33,9 +33,9 @@ func BucketDriver(b *blob.Bucket) driver.Driver {
 type through struct{ b *blob.Bucket }
 
 var (
-	_ driver.Driver   = (*through)(nil)
-	_ driver.Stager   = (*through)(nil)
-	_ driver.Aser     = (*through)(nil)
+	_ driver.Driver        = (*through)(nil)
+	_ driver.Stager        = (*through)(nil)
+	_ driver.Aser          = (*through)(nil)
 	_ driver.Appender      = throughAppending{}
 	_ driver.VersionReader = throughVersioned{}
 	_ driver.VersionReader = throughAppendingVersioned{}
