@@ -561,21 +561,17 @@ func (n *naive) upsert(ctx context.Context, t apply.Table, img []codec.Column) e
 	n.buf = n.table(n.buf, t)
 	n.buf = append(n.buf, " ("...)
 	n.args = n.args[:0]
-	k := 0
-	for i := range img {
-		if img[i].Flags.Has(codec.FlagGenerated) {
-			continue
-		}
+	cols := storedColumns(img)
+	for k, i := range cols {
 		if k > 0 {
 			n.buf = append(n.buf, ',')
 		}
 		n.buf = n.quote(n.buf, img[i].Name)
 		n.args = append(n.args, naiveArg(n.my, img[i].Value))
-		k++
 	}
 	n.buf = append(n.buf, ") VALUES ("...)
-	for i := range k {
-		if i > 0 {
+	for k := range cols {
+		if k > 0 {
 			n.buf = append(n.buf, ',')
 		}
 		n.buf = append(n.buf, '?')
@@ -585,11 +581,7 @@ func (n *naive) upsert(ctx context.Context, t apply.Table, img []codec.Column) e
 	} else {
 		n.buf = append(n.buf, ") ON CONFLICT DO UPDATE SET "...)
 	}
-	k = 0
-	for i := range img {
-		if img[i].Flags.Has(codec.FlagGenerated) {
-			continue
-		}
+	for k, i := range cols {
 		if k > 0 {
 			n.buf = append(n.buf, ',')
 		}
@@ -602,9 +594,20 @@ func (n *naive) upsert(ctx context.Context, t apply.Table, img []codec.Column) e
 			n.buf = append(n.buf, "=excluded."...)
 			n.buf = n.quote(n.buf, img[i].Name)
 		}
-		k++
 	}
 	return n.exec(ctx)
+}
+
+// storedColumns returns the indexes of img's columns a statement writes:
+// all but the generated ones.
+func storedColumns(img []codec.Column) []int {
+	var cols []int
+	for i := range img {
+		if !img[i].Flags.Has(codec.FlagGenerated) {
+			cols = append(cols, i)
+		}
+	}
+	return cols
 }
 
 func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) error {
@@ -619,11 +622,7 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 			n.buf = n.table(n.buf, t)
 			n.buf = append(n.buf, " WHERE "...)
 		}
-		for i := range img {
-			if !img[i].Flags.Has(codec.FlagGenerated) {
-				key = append(key, i)
-			}
-		}
+		key = storedColumns(img)
 	}
 	for j, i := range key {
 		if j > 0 {

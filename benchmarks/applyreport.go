@@ -88,12 +88,7 @@ func renderApply(p func(string, ...any), r *Report) {
 		"CPU s = user + sys of the child (getrusage) over each replay: it includes SQLite (in the process) but not the MariaDB server. Ratio = apply rows/s ÷ naive rows/s within each repetition.\n\n", c0.Rows)
 	p("| sink | settings | log row changes (DDLs) | apply rows/s | apply CPU s | naive row changes | naive rows/s | naive CPU s | apply ÷ naive | target | verdict | peak RSS MiB | GOMAXPROCS |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, cr := range ap {
-		verdict := "not measured"
-		for _, t := range r.Targets {
-			if t.Cell == cr.Cell.ID {
-				verdict = t.Verdict
-			}
-		}
+		verdict := r.verdict(cr.Cell.ID)
 		if cr.Unavailable != "" {
 			p("| %s | not available: %s | | | | | | | | ≥ 5× | %s | | |\n", cr.Cell.Sink, cr.Unavailable, verdict)
 			continue
@@ -114,12 +109,7 @@ func renderApplySnippet(p func(string, ...any), r *Report) {
 	}
 	p("\n| `redokit apply` (gen log of %s row changes) | apply rows/s | naive per-row replay rows/s | apply ÷ naive | target | verdict |\n|---|---|---|---|---|---|\n", human(float64(ap[0].Cell.Rows)))
 	for _, cr := range ap {
-		verdict := "not measured"
-		for _, t := range r.Targets {
-			if t.Cell == cr.Cell.ID {
-				verdict = t.Verdict
-			}
-		}
+		verdict := r.verdict(cr.Cell.ID)
 		if cr.Unavailable != "" {
 			p("| %s | – | – | – | ≥ 5× | not available: %s |\n", cr.Cell.Sink, cr.Unavailable)
 			continue

@@ -126,6 +126,17 @@ func (r *Report) cell(pred func(Cell) bool) []*CellReport {
 	return out
 }
 
+// verdict is the verdict of the target on cell id, or "not measured".
+func (r *Report) verdict(id string) string {
+	verdict := "not measured"
+	for _, t := range r.Targets {
+		if t.Cell == id {
+			verdict = t.Verdict
+		}
+	}
+	return verdict
+}
+
 func judgeTargets(r *Report) []Target {
 	var ts []Target
 	add := func(goal string, need float64, metric string, cr *CellReport, note string) {
