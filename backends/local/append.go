@@ -25,17 +25,28 @@ func (d *Driver) OpenAppend(ctx context.Context, key string) (blob.AppendFile, e
 	}
 	defer d.exit()
 	dir, name := splitKey(key)
+	var a *appendFile
+	err := d.inDirs(ctx, key, dir, func(p *dirs) (err error) {
+		a, err = d.openAppendIn(ctx, key, p, name)
+		return err
+	})
+	return a, err
+}
+
+// inDirs runs op in the directories of dir, opened (and created) by
+// openDirs, and again, at most maxRetries more times, while it returns
+// errRetry (they were pruned meanwhile).
+func (d *Driver) inDirs(ctx context.Context, key, dir string, op func(p *dirs) error) error {
 	for attempt := 0; ; attempt++ {
 		p, err := d.openDirs(ctx, key, dir, true)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		a, err := d.openAppendIn(ctx, key, p, name)
+		err = op(p)
 		p.close()
-		if err == errRetry && attempt < maxRetries {
-			continue
+		if err != errRetry || attempt == maxRetries {
+			return err
 		}
-		return a, err
 	}
 }
 
@@ -199,20 +210,8 @@ func (a *appendFile) Seal(ctx context.Context, finalKey string) (blob.Attrs, err
 		return blob.Attrs{}, err
 	}
 	dir, name := splitKey(finalKey)
-	for attempt := 0; ; attempt++ {
-		p, err := d.openDirs(ctx, finalKey, dir, true)
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		err = a.sealInto(ctx, finalKey, p, name)
-		p.close()
-		if err == errRetry && attempt < maxRetries {
-			continue
-		}
-		if err != nil {
-			return blob.Attrs{}, err
-		}
-		break
+	if err := d.inDirs(ctx, finalKey, dir, func(p *dirs) error { return a.sealInto(ctx, finalKey, p, name) }); err != nil {
+		return blob.Attrs{}, err
 	}
 	var st unix.Stat_t
 	err := unix.Fstat(a.fd, &st)
