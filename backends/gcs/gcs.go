@@ -367,7 +367,15 @@ func (d *Driver) putSmallOnce(ctx context.Context, obj *storage.ObjectHandle, da
 	w.ChunkSize = 0
 	w.CRC32C = sum
 	w.SendCRC32C = true // the server rejects a corrupted body
-	if _, err := w.Write(data); err != nil {
+	_, err := w.Write(data)
+	return finish(w, cancel, err)
+}
+
+// finish ends an upload through w, whose context cancel cancels, after the
+// body was written with err: an error abandons the upload (its context is
+// canceled before Close, so nothing becomes visible), else Close commits it.
+func finish(w *storage.Writer, cancel context.CancelFunc, err error) (*storage.ObjectAttrs, error) {
+	if err != nil {
 		cancel()
 		_ = w.Close()
 		return nil, err
@@ -392,15 +400,8 @@ func (d *Driver) putResumable(ctx context.Context, obj *storage.ObjectHandle, r 
 	}
 	// Large writes: each Write goes through a pipe to the upload goroutine,
 	// and io.Copy's 32 KiB writes cost a fifth of the throughput.
-	if _, err := io.CopyBuffer(w, r, make([]byte, min(d.opts.ChunkSize, 1<<20))); err != nil {
-		cancel()
-		_ = w.Close()
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return w.Attrs(), nil
+	_, err := io.CopyBuffer(w, r, make([]byte, min(d.opts.ChunkSize, 1<<20)))
+	return finish(w, cancel, err)
 }
 
 // NewRangeReader implements driver.Driver.
