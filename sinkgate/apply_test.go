@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 var errCommit = errors.New("injected: commit reported failed")
@@ -250,7 +251,7 @@ func TestApplyToForeignKeys(t *testing.T) {
 	must(t, g.AdvanceResolved(2, 40))
 	r := runGate(t, g)
 	G.Set(40)
-	eventually(t, "the checkpoint to reach 40, or Run to fail", func() bool {
+	testenv.WaitFor(t, "the checkpoint to reach 40, or Run to fail", func() bool {
 		select {
 		case <-r.done:
 			return true

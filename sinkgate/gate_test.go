@@ -9,6 +9,7 @@ import (
 
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/sinkgate"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // TestHoldsUntilCovered: nothing reaches the downstream above G; what G
@@ -126,7 +127,7 @@ func TestBackpressure(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	blocked := make(chan error, 1)
 	go func() { blocked <- g.Write(cctx, 1, row(1, 12, 3)) }()
-	eventually(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
+	testenv.WaitFor(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
 	cancel()
 	if err := <-blocked; !errors.Is(err, context.Canceled) {
 		t.Fatalf("blocked Write: %v, want context.Canceled", err)
@@ -136,7 +137,7 @@ func TestBackpressure(t *testing.T) {
 	}
 
 	go func() { blocked <- g.Write(ctx, 1, row(1, 12, 3)) }()
-	eventually(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
+	testenv.WaitFor(t, "a blocked Write", func() bool { return g.Stats().BlockedWrites == 1 })
 	runGate(t, g)
 	G.Set(11)
 	if err := <-blocked; err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
+	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/writer"
 )
 
@@ -264,23 +265,10 @@ func must(t *testing.T, err error) {
 // await blocks until n events reached the downstream.
 func (r *recorder) await(t *testing.T, n int) []codec.Event {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d events downstream", n), func() bool {
+	testenv.WaitFor(t, fmt.Sprintf("%d events downstream", n), func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.events) >= n
 	})
 	return r.got()
-}
-
-// eventually polls cond until it holds, failing after 30 s: a wait for a
-// condition, not a timing assertion.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // TestLocalRotation writes enough through small segments that the writer
@@ -301,7 +302,7 @@ func TestAgeRotation(t *testing.T) {
 	o.MaxSegmentAge = 20 * time.Millisecond
 	w := openSpan1(t, b, o)
 	writeFlushed(t, w, 1, 1, 5)
-	waitFor(t, "the active segment to be sealed by age", func() bool { return len(activeFiles(t, dir)) == 0 })
+	testenv.WaitFor(t, "the active segment to be sealed by age", func() bool { return len(activeFiles(t, dir)) == 0 })
 	writeFlushed(t, w, 1, 6, 10)
 	must(t, w.Close(ctx))
 	if n := len(segmentKeys(t, b)); n != 2 {

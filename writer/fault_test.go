@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -18,6 +17,7 @@ import (
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 func isSegment(c blobtest.Call) bool { return strings.Contains(c.Key, "/"+layout.SegmentDir+"/") }
@@ -36,19 +36,6 @@ func signal(match func(blobtest.Call) bool) (func(blobtest.Call) bool, chan stru
 		}
 		return true
 	}, ch
-}
-
-// waitFor waits for cond, polling; it fails the test after a generous bound.
-// It replaces a sleep where a condition can only be observed by looking.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func writeRange(t *testing.T, w *Writer, span SpanID, from, to uint64) {
@@ -156,14 +143,14 @@ func TestBackpressure(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- w.Write(cctx, 1, batch(81)...) }()
-	waitFor(t, "a blocked Write", func() bool { return w.Stats().BlockedWrites == 1 })
+	testenv.WaitFor(t, "a blocked Write", func() bool { return w.Stats().BlockedWrites == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("blocked Write after its ctx ended: %v", err)
 	}
 
 	go func() { errc <- w.Write(ctx, 1, batch(81)...) }()
-	waitFor(t, "a blocked Write", func() bool { return w.Stats().BlockedWrites == 1 })
+	testenv.WaitFor(t, "a blocked Write", func() bool { return w.Stats().BlockedWrites == 1 })
 	close(gate)
 	if err := <-errc; err != nil {
 		t.Fatalf("Write after the upload went through: %v", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // objectOptions make flushes of several small segment objects: rows of about
@@ -126,7 +127,7 @@ func TestObjectSlowSecondUpload(t *testing.T) {
 	}()
 	<-held
 	// The first and third objects go up while the second is held.
-	waitFor(t, "the third upload", func() bool { return keyOf(t, f, 2) != "" && keyOf(t, f, 4) != "" })
+	testenv.WaitFor(t, "the third upload", func() bool { return keyOf(t, f, 2) != "" && keyOf(t, f, 4) != "" })
 	if k := keyOf(t, f, 3); k != "" {
 		t.Fatalf("the held upload %s is stored", k)
 	}
@@ -398,7 +399,7 @@ func TestObjectFenceDuringUploads(t *testing.T) {
 	}()
 	<-reached // the second upload is held
 	// Let the others finish, so that there is something to retract.
-	waitFor(t, "the other uploads", func() bool { return keyOf(t, f, 2) != "" && keyOf(t, f, 4) != "" })
+	testenv.WaitFor(t, "the other uploads", func() bool { return keyOf(t, f, 2) != "" && keyOf(t, f, 4) != "" })
 	w2 := open(t, blob.NewBucket(f.Inner()), objectOptions(3))
 	close(gate)
 	if err := <-done; !errors.Is(err, meta.ErrFenced) {
