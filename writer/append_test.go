@@ -325,14 +325,7 @@ func TestCloseAbort(t *testing.T) {
 	gate := make(chan struct{})
 	match, reached := signal(isSegment)
 	f.Add(blobtest.Rule{Op: blobtest.OpSync, Match: match, Wait: gate})
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Close(cctx) }()
-	<-reached
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("aborted Close: %v", err)
-	}
+	abortClose(t, w, reached)
 	close(gate)
 	<-w.commitDone // the hung sync returns; the pipeline ends
 	if err := w.Close(ctx); !errors.Is(err, context.Canceled) {

@@ -505,14 +505,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			}
 
 			// A last epoch recovers, writes on and closes.
-			r := startChild(t, "resume", dir, seed)
-			r.drain(t, true)
-			if err := r.Wait(); err != nil {
-				t.Errorf("resumed child: %v", err)
-			}
-			if !r.fin {
-				t.Fatalf("resumed child did not finish: %q", r.out)
-			}
+			r := resumeChild(t, dir, seed)
 			if r.from < acked || r.last < acked {
 				t.Fatalf("the last epoch reopened at flushed ts %d and closed at %d, below the %d acknowledged before", r.from, r.last, acked)
 			}

@@ -234,6 +234,21 @@ func startChild(t *testing.T, mode, dir string, seed uint64) *childRun {
 	return &childRun{Child: c}
 }
 
+// resumeChild runs a child that recovers the log in dir, writes on and
+// closes, to its end: it must exit cleanly, having finished.
+func resumeChild(t *testing.T, dir string, seed uint64) *childRun {
+	t.Helper()
+	r := startChild(t, "resume", dir, seed)
+	r.drain(t, true)
+	if err := r.Wait(); err != nil {
+		t.Errorf("resumed child: %v", err)
+	}
+	if !r.fin {
+		t.Fatalf("resumed child did not finish: %q", r.out)
+	}
+	return r
+}
+
 // drain reads what the child printed so far; wait says whether to read
 // until its output ends.
 func (c *childRun) drain(t *testing.T, wait bool) {
@@ -394,14 +409,7 @@ func TestWriterCrash(t *testing.T) {
 			}
 
 			// A new epoch recovers and goes on.
-			r := startChild(t, "resume", dir, seed)
-			r.drain(t, true)
-			if err := r.Wait(); err != nil {
-				t.Errorf("resumed child: %v", err)
-			}
-			if !r.fin {
-				t.Fatalf("resumed child did not finish: %q", r.out)
-			}
+			r := resumeChild(t, dir, seed)
 			if r.last < c.last {
 				t.Fatalf("resumed at flushed ts %d, below the %d reported before the kill", r.last, c.last)
 			}

@@ -54,6 +54,20 @@ func writeFlushed(t *testing.T, w *Writer, span SpanID, from, to uint64) {
 	mustFlush(t, w)
 }
 
+// abortClose closes w with a ctx it cancels once reached fires (something
+// holds the close there): Close must return the ctx's error.
+func abortClose(t *testing.T, w *Writer, reached <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Close(ctx) }()
+	<-reached
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("aborted Close: %v", err)
+	}
+}
+
 // flushHeld holds the first op (OpSync, OpSeal, …) on a segment at a gate,
 // writes rows from..to of span 1, resolves the span at to and flushes in the
 // background: reached fires when the op is held, closing gate lets it go on,

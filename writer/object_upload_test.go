@@ -444,14 +444,7 @@ func TestObjectCloseAbortDuringUpload(t *testing.T) {
 	release := f.Block(blobtest.OpPut) // a Put waits until released or its ctx ends
 	defer release()
 	f.Add(blobtest.Rule{Op: blobtest.OpPut, Match: match})
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Close(cctx) }()
-	<-reached
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("aborted Close: %v", err)
-	}
+	abortClose(t, w, reached)
 	<-w.commitDone
 	// The held upload was canceled and waited for: nothing of the writer
 	// still runs (the Put is still blocked unless its ctx ended).
