@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/testkit/backendtest"
 )
 
@@ -23,48 +23,24 @@ import (
 // The driver also computes the Content-MD5 of every request body for the
 // service to verify, which the raw calls do not. Run with: go test -run '^$' -bench Put16MiB -benchtime 5x ./backends/azure
 func BenchmarkPut16MiB(b *testing.B) {
-	const size = 16 << 20
-	data := backendtest.Pattern(size, 1)
 	endpoint, account, key := endpointEnv(b, "REDOKIT_AZURE_ENDPOINT")
 	c, _ := newContainerClient(b, endpoint, account, key)
-	ctx := context.Background()
-	report := func(b *testing.B, el time.Duration) {
-		b.ReportMetric(float64(size)*float64(b.N)/el.Seconds()/1e6, "MB/s")
-	}
-	for _, v := range []struct {
-		name string
-		opts *Options
-	}{{"put-blob", nil}, {"staged", &Options{PutThreshold: 8 << 20, BlockSize: 8 << 20}}} {
-		b.Run("driver/"+v.name, func(b *testing.B) {
-			bkt, err := New(c, v.opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(size)
-			start := time.Now()
-			for b.Loop() {
-				if _, err := bkt.Put(ctx, "bench/driver", data, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, time.Since(start))
+	bb := c.NewBlockBlobClient("bench/raw")
+	backendtest.PutVsRaw(b, backendtest.Pattern(16<<20, 1),
+		backendtest.PutCase{
+			Name:   "put-blob",
+			Bucket: func() (*blob.Bucket, error) { return New(c, nil) },
+			Raw: func(ctx context.Context, data []byte) error {
+				_, err := bb.UploadBuffer(ctx, data, nil)
+				return err
+			},
+		},
+		backendtest.PutCase{
+			Name:   "staged",
+			Bucket: func() (*blob.Bucket, error) { return New(c, &Options{PutThreshold: 8 << 20, BlockSize: 8 << 20}) },
+			Raw: func(ctx context.Context, data []byte) error {
+				_, err := bb.UploadStream(ctx, bytes.NewReader(data), &blockblob.UploadStreamOptions{BlockSize: 8 << 20, Concurrency: 4})
+				return err
+			},
 		})
-		b.Run("raw/"+v.name, func(b *testing.B) {
-			bb := c.NewBlockBlobClient("bench/raw")
-			b.SetBytes(size)
-			start := time.Now()
-			for b.Loop() {
-				var err error
-				if v.name == "staged" {
-					_, err = bb.UploadStream(ctx, bytes.NewReader(data), &blockblob.UploadStreamOptions{BlockSize: 8 << 20, Concurrency: 4})
-				} else {
-					_, err = bb.UploadBuffer(ctx, data, nil)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, time.Since(start))
-		})
-	}
 }

@@ -5,8 +5,8 @@ import (
 	"context"
 	"io"
 	"testing"
-	"time"
 
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/testkit/backendtest"
 )
 
@@ -23,48 +23,22 @@ import (
 // Run with: go test -run '^$' -bench Put16MiB -benchtime 5x ./backends/gcs
 func BenchmarkPut16MiB(b *testing.B) {
 	const size = 16 << 20
-	data := backendtest.Pattern(size, 1)
 	c, _ := newClient(b, emulatorHost(b))
 	name := newTestBucket(b, c)
-	ctx := context.Background()
-	report := func(b *testing.B, el time.Duration) {
-		b.ReportMetric(float64(size)*float64(b.N)/el.Seconds()/1e6, "MB/s")
+	obj := c.Bucket(name).Object("bench/raw")
+	raw := func(chunkSize int) func(ctx context.Context, data []byte) error {
+		return func(ctx context.Context, data []byte) error {
+			w := obj.NewWriter(ctx)
+			if chunkSize >= 0 {
+				w.ChunkSize = chunkSize
+			}
+			if _, err := io.Copy(w, bytes.NewReader(data)); err != nil {
+				return err
+			}
+			return w.Close()
+		}
 	}
-	for _, v := range []struct {
-		name string
-		opts *Options
-	}{{"resumable", nil}, {"single", &Options{ResumableThreshold: size + 1}}} {
-		b.Run("driver/"+v.name, func(b *testing.B) {
-			bkt, err := New(c, name, v.opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(size)
-			start := time.Now()
-			for b.Loop() {
-				if _, err := bkt.Put(ctx, "bench/driver", data, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, time.Since(start))
-		})
-		b.Run("raw/"+v.name, func(b *testing.B) {
-			obj := c.Bucket(name).Object("bench/raw")
-			b.SetBytes(size)
-			start := time.Now()
-			for b.Loop() {
-				w := obj.NewWriter(ctx)
-				if v.name == "single" {
-					w.ChunkSize = 0
-				}
-				if _, err := io.Copy(w, bytes.NewReader(data)); err != nil {
-					b.Fatal(err)
-				}
-				if err := w.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, time.Since(start))
-		})
-	}
+	backendtest.PutVsRaw(b, backendtest.Pattern(size, 1),
+		backendtest.PutCase{Name: "resumable", Bucket: func() (*blob.Bucket, error) { return New(c, name, nil) }, Raw: raw(-1)},
+		backendtest.PutCase{Name: "single", Bucket: func() (*blob.Bucket, error) { return New(c, name, &Options{ResumableThreshold: size + 1}) }, Raw: raw(0)})
 }

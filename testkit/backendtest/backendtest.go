@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/driver"
@@ -549,5 +550,44 @@ func ErrorCodes(t *testing.T, code func(error) blob.Code, cases ...CodeCase) {
 		if got := code(c.Err); got != c.Want {
 			t.Errorf("ErrorCode(%v) = %v, want %v", c.Err, got, c.Want)
 		}
+	}
+}
+
+// PutCase is one way a backend's benchmark uploads: the bucket the driver
+// puts through, and the raw upload of the same bytes through the store's own
+// client.
+type PutCase struct {
+	Name   string
+	Bucket func() (*blob.Bucket, error)
+	Raw    func(ctx context.Context, data []byte) error
+}
+
+// PutVsRaw benchmarks, for each case, the driver's Put of data
+// (driver/NAME) against the raw upload (raw/NAME), in the same run, and
+// reports MB/s beside the time per upload.
+func PutVsRaw(b *testing.B, data []byte, cases ...PutCase) {
+	ctx := context.Background()
+	run := func(b *testing.B, put func() error) {
+		b.SetBytes(int64(len(data)))
+		start := time.Now()
+		for b.Loop() {
+			if err := put(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(data))*float64(b.N)/time.Since(start).Seconds()/1e6, "MB/s")
+	}
+	for _, c := range cases {
+		b.Run("driver/"+c.Name, func(b *testing.B) {
+			bkt, err := c.Bucket()
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, func() error {
+				_, err := bkt.Put(ctx, "bench/driver", data, nil)
+				return err
+			})
+		})
+		b.Run("raw/"+c.Name, func(b *testing.B) { run(b, func() error { return c.Raw(ctx, data) }) })
 	}
 }
