@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/internal/layout"
@@ -23,8 +22,7 @@ import (
 // seq 40; without the check, the walk started at the lowest seq listed.
 func TestDurableWalkNeedsTheEpochsFirstSegment(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := objectOptions(4)
 	o.RetryAttempts = 1
 	w := openSpan1(t, b, o)

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/blob/driver"
@@ -126,8 +125,7 @@ func (l *lostAnswer) Put(ctx context.Context, key string, r io.Reader, size int6
 // blocked: Write blocks until its ctx ends, or until the upload goes through.
 func TestBackpressure(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := testOptions("w")
 	o.MemoryQuota = 12 << 10
 	o.FlushBytes = 12 << 10

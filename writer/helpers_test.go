@@ -55,6 +55,12 @@ func faultyLocal(t testing.TB, dir string) (*blobtest.Faulty, *blob.Bucket) {
 	return f, f.Bucket()
 }
 
+// faultyMem is a Faulty over a fresh memory driver, and its bucket.
+func faultyMem() (*blobtest.Faulty, *blob.Bucket) {
+	f := blobtest.NewFaulty(mem.NewDriver())
+	return f, f.Bucket()
+}
+
 func localBucket(t testing.TB, dir string) *blob.Bucket {
 	t.Helper()
 	b, err := local.New(dir, &local.Options{CreateDir: true})

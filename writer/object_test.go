@@ -49,8 +49,7 @@ func TestObjectSplit(t *testing.T) {
 // stays put until a put succeeds, and the data is stored once.
 func TestRetryFailedPut(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := testOptions("w")
 	o.RetryAttempts = 1000
 	w := openSpan1(t, b, o)
@@ -110,8 +109,7 @@ func TestRetryAmbiguousPut(t *testing.T) {
 // retries, and the writer is stopped for good.
 func TestRetriesExhausted(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := testOptions("w")
 	o.RetryAttempts = 2
 	w := openSpan1(t, b, o)
@@ -191,8 +189,7 @@ func TestObjectStore(t *testing.T) {
 // naming the object above the fence it could not delete.
 func TestRetractHungStore(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := testOptions("w")
 	o.RetractTimeout = 100 * time.Millisecond
 	w1 := open(t, b, o)

@@ -106,8 +106,7 @@ func readIDs(t *testing.T, b *blob.Bucket, end, from, to uint64) {
 // flushed ts nor the published progress moves until it is durable.
 func TestObjectSlowSecondUpload(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	w := openSpan1(t, b, objectOptions(3))
 	writeBig(t, w, 1, 10)
 	flushTo(t, w, 10)
@@ -165,8 +164,7 @@ func TestObjectSlowSecondUpload(t *testing.T) {
 // the data is stored once.
 func TestObjectUploadRetry(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := objectOptions(3)
 	o.RetryAttempts = 1000
 	w := openSpan1(t, b, o)
@@ -244,8 +242,7 @@ func TestObjectUploadLostAnswers(t *testing.T) {
 // is published.
 func TestObjectUploadRetriesExhausted(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	o := objectOptions(2)
 	o.RetryAttempts = 2
 	w := openSpan1(t, b, o)
@@ -288,8 +285,7 @@ func TestObjectUploadRetriesExhausted(t *testing.T) {
 // the order of their data.
 func TestObjectFlushOrder(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	f.Delay(blobtest.OpPut, time.Millisecond) // let uploads finish out of order
 	w := openSpan1(t, b, objectOptions(4))
 	r := newRand(7)
@@ -380,8 +376,7 @@ func TestObjectUploadsBounded(t *testing.T) {
 // and the writer retracts every object it stored after its last publication.
 func TestObjectFenceDuringUploads(t *testing.T) {
 	ctx := context.Background()
-	f := blobtest.NewFaulty(mem.NewDriver())
-	b := f.Bucket()
+	f, b := faultyMem()
 	w1 := open(t, b, objectOptions(3))
 	must(t, w1.AddSpan(1, 0))
 	writeBig(t, w1, 1, 10)
