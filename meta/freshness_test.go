@@ -201,39 +201,39 @@ func TestCoordinatorRefusesOlderMeta(t *testing.T) {
 // resolved] complete for a span whose events are not in the log; on
 // 43d5d0f it was accepted.
 func TestAddSpanBelowResolvedIsRefused(t *testing.T) {
-	ctx := context.Background()
-	b := mem.New()
-	defer b.Close()
-	c, err := OpenCoordinator(ctx, b, "log", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddWriter(ctx, "w"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddSpan(ctx, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	l, err := AcquireWriter(ctx, b, "log", "w", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, l, 1, map[SpanID]uint64{1: 100})
-	if m := tick(t, c); m.ResolvedTs != 100 {
-		t.Fatalf("resolved ts %d, want 100", m.ResolvedTs)
-	}
-	if err := c.AddSpan(ctx, 2, 40); !errors.Is(err, ErrSpanTooLate) {
-		t.Fatalf("AddSpan at 40 below resolved 100: %v, want ErrSpanTooLate", err)
-	}
-	if err := c.AddSpan(ctx, 1, 40); err != nil {
-		t.Fatalf("registering a known span again: %v", err)
-	}
-	if err := c.AddSpan(ctx, 2, 100); err != nil {
-		t.Fatalf("AddSpan at the resolved ts: %v", err)
-	}
-	if _, ok := c.Meta().Spans[2]; !ok {
-		t.Fatal("span 2 not registered")
-	}
+	onBackends(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		c, err := OpenCoordinator(ctx, b, "log", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddWriter(ctx, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddSpan(ctx, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		l, err := AcquireWriter(ctx, b, "log", "w", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, l, 1, map[SpanID]uint64{1: 100})
+		if m := tick(t, c); m.ResolvedTs != 100 {
+			t.Fatalf("resolved ts %d, want 100", m.ResolvedTs)
+		}
+		if err := c.AddSpan(ctx, 2, 40); !errors.Is(err, ErrSpanTooLate) {
+			t.Fatalf("AddSpan at 40 below resolved 100: %v, want ErrSpanTooLate", err)
+		}
+		if err := c.AddSpan(ctx, 1, 40); err != nil {
+			t.Fatalf("registering a known span again: %v", err)
+		}
+		if err := c.AddSpan(ctx, 2, 100); err != nil {
+			t.Fatalf("AddSpan at the resolved ts: %v", err)
+		}
+		if _, ok := c.Meta().Spans[2]; !ok {
+			t.Fatal("span 2 not registered")
+		}
+	})
 }
 
 // Finding 3, across epochs: a writer state restored to an older epoch let
