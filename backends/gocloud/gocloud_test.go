@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,32 +388,12 @@ func TestIfNotExistRace(t *testing.T) {
 	// package doc); these goroutines share one, so both must hold here.
 	forEach(t, func(t *testing.T, b *blob.Bucket) {
 		const racers = 16
-		var wins, losses atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range racers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := b.Put(ctx, "race", fmt.Appendf(nil, "writer %02d", i), &blob.PutOptions{IfNotExist: true})
-				switch {
-				case err == nil:
-					wins.Add(1)
-				case blob.IsPreconditionFailed(err):
-					losses.Add(1)
-				default:
-					t.Errorf("racer %d: %v", i, err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if wins.Load() != 1 || losses.Load() != racers-1 {
-			t.Fatalf("%d winners and %d losers of %d", wins.Load(), losses.Load(), racers)
+		w := backendtest.RaceWinners(t, b, "race", 9, racers, func(int) *blob.PutOptions { return &blob.PutOptions{IfNotExist: true} })
+		if len(w) != 1 {
+			t.Fatalf("winners %v of %d, want exactly one", w, racers)
 		}
 		got, _ := b.ReadAll(ctx, "race")
-		if !bytes.HasPrefix(got, []byte("writer ")) || len(got) != 9 {
+		if !bytes.Equal(got, backendtest.Pattern(9, byte(w[0]+1))) {
 			t.Errorf("winner's object reads %q", got)
 		}
 		// A lost create leaves the winner's bytes alone.
@@ -463,26 +441,8 @@ func TestIfMatch(t *testing.T) {
 
 		// Racers holding the same ETag: exactly one swaps.
 		const racers = 16
-		var wins atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range racers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := b.Put(ctx, "m", fmt.Appendf(nil, "r%02d", i), &blob.PutOptions{IfMatch: a2.ETag})
-				if err == nil {
-					wins.Add(1)
-				} else if !blob.IsPreconditionFailed(err) {
-					t.Errorf("racer %d: %v", i, err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if wins.Load() != 1 {
-			t.Fatalf("%d CAS winners of %d", wins.Load(), racers)
+		if w := backendtest.RaceWinners(t, b, "m", 3, racers, func(int) *blob.PutOptions { return &blob.PutOptions{IfMatch: a2.ETag} }); len(w) != 1 {
+			t.Fatalf("CAS winners %v of %d, want exactly one", w, racers)
 		}
 	})
 	t.Run("shared-bucket", func(t *testing.T) {
