@@ -90,9 +90,7 @@ func newContainerClient(t tb, endpoint, account, key string) (*container.Client,
 func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
 	t.Helper()
 	d, ct := newDriver(t, opts)
-	b := blob.NewBucket(d)
-	t.Cleanup(func() { b.Close() })
-	return b, ct
+	return backendtest.Bucket(t, d), ct
 }
 
 // newDriver is newBucket's driver, for a test that calls it directly; the

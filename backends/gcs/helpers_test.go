@@ -109,9 +109,7 @@ func removeBucket(t tb, c *storage.Client, name string) {
 func newBucket(t testing.TB, opts *Options) (*blob.Bucket, *countingTransport) {
 	t.Helper()
 	d, ct := newDriver(t, opts)
-	b := blob.NewBucket(d)
-	t.Cleanup(func() { b.Close() })
-	return b, ct
+	return backendtest.Bucket(t, d), ct
 }
 
 // newDriver is newBucket's driver, for a test that calls it directly; the

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // recorder traces the driver's durability steps through its hook, and can
@@ -49,9 +50,7 @@ func traced(t *testing.T, root string) (*blob.Bucket, *recorder) {
 	}
 	rec := &recorder{}
 	d.hook = rec.hook
-	b := blob.NewBucket(d)
-	t.Cleanup(func() { b.Close() })
-	return b, rec
+	return backendtest.Bucket(t, d), rec
 }
 
 func parentDir(p string) string {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/backendtest"
 )
 
 // newBucket returns a bucket over a driver on a fresh root.
@@ -30,9 +31,7 @@ func newBucket(t *testing.T, opts *Options) (*blob.Bucket, *Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := blob.NewBucket(d)
-	t.Cleanup(func() { b.Close() })
-	return b, d
+	return backendtest.Bucket(t, d), d
 }
 
 func mustPut(t *testing.T, b *blob.Bucket, key string, data []byte) blob.Attrs {

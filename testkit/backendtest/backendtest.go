@@ -591,3 +591,10 @@ func PutVsRaw(b *testing.B, data []byte, cases ...PutCase) {
 		b.Run("raw/"+c.Name, func(b *testing.B) { run(b, func() error { return c.Raw(ctx, data) }) })
 	}
 }
+
+// Bucket is blob.NewBucket over d, closed when the test ends.
+func Bucket(t testing.TB, d driver.Driver) *blob.Bucket {
+	b := blob.NewBucket(d)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
