@@ -26,19 +26,26 @@ import (
 // suite's key layout never needs the other, so neither is declared.
 func TestConformance(t *testing.T) {
 	ep := endpoint(t)
-	admin := adminClient(t, ep)
 	conformance.RunBucket(t, conformance.Harness{
-		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			name, err := createBucket(t, admin)
-			if err != nil {
-				return nil, err
-			}
-			// Default sizes: the suite's large object (64 MiB) goes up in
-			// 8 MiB parts, its 20 MiB atomic-write objects too.
-			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
-		},
+		// Default sizes: the suite's large object (64 MiB) goes up in 8 MiB
+		// parts, its 20 MiB atomic-write objects too.
+		MakeBucket:        freshBuckets(adminClient(t, ep), Options{Endpoint: ep}),
 		ConditionalWrites: true,
 	})
+}
+
+// freshBuckets is a Harness.MakeBucket: a bucket over a new versitygw
+// bucket each time, opened with o (path-style, us-east-1).
+func freshBuckets(admin *awss3.Client, o Options) func(context.Context, conformance.TB) (*blob.Bucket, error) {
+	o.UsePathStyle, o.Region = true, "us-east-1"
+	return func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
+		name, err := createBucket(t, admin)
+		if err != nil {
+			return nil, err
+		}
+		each := o
+		return New(nil, name, &each)
+	}
 }
 
 // TestConformanceSmallParts runs the suite again with the smallest parts
@@ -49,17 +56,8 @@ func TestConformanceSmallParts(t *testing.T) {
 		t.Skip("-short: the plain conformance run covers the single-request path")
 	}
 	ep := endpoint(t)
-	admin := adminClient(t, ep)
 	conformance.RunBucket(t, conformance.Harness{
-		MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-			name, err := createBucket(t, admin)
-			if err != nil {
-				return nil, err
-			}
-			return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1",
-				PartSize: MinPartSize, MultipartThreshold: -1})
-
-		},
+		MakeBucket:        freshBuckets(adminClient(t, ep), Options{Endpoint: ep, PartSize: MinPartSize, MultipartThreshold: -1}),
 		ConditionalWrites: true,
 		LargeObject:       16 << 20,
 		LargeObjectReason: "every object already goes up in 5 MiB parts here; the default-size run covers 64 MiB",
@@ -75,13 +73,7 @@ func TestRedoConformance(t *testing.T) {
 	admin := adminClient(t, ep)
 	redo.Run(t, redo.Harness{
 		Harness: conformance.Harness{
-			MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-				name, err := createBucket(t, admin)
-				if err != nil {
-					return nil, err
-				}
-				return New(nil, name, &Options{Endpoint: ep, UsePathStyle: true, Region: "us-east-1"})
-			},
+			MakeBucket:        freshBuckets(admin, Options{Endpoint: ep}),
 			ConditionalWrites: true,
 		},
 		Network: toxiNetwork(ep, admin),
