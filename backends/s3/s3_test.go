@@ -230,66 +230,68 @@ func oneWinner(t *testing.T, errs []error, what string) int {
 	return winner
 }
 
-// TestConditionalCreateRace: 8 racers create one key with IfNotExist;
-// exactly one wins and its bytes stay. Single PutObject and multipart.
-func TestConditionalCreateRace(t *testing.T) {
+// bothPaths runs f on a fresh env whose parts are 5 MiB with an object of
+// each size that takes a path: "Single" (4 KiB, one PutObject) and
+// "Multipart" (6 MiB, two parts).
+func bothPaths(t *testing.T, f func(t *testing.T, e *testEnv, size int)) {
 	for _, c := range []struct {
 		name string
 		size int
 	}{{"Single", 4 << 10}, {"Multipart", 6 << 20}} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, "", &Options{PartSize: 5 << 20, MultipartThreshold: 5 << 20})
-			const key = "race/create"
-			errs := race(8, func(i int) error {
-				_, err := e.b.Put(t.Context(), key, payload(c.size, byte(i)), &blob.PutOptions{IfNotExist: true})
-				return err
-			})
-			w := oneWinner(t, errs, "IfNotExist race")
-			wantSame(t, mustRead(t, e.b, key), payload(c.size, byte(w)), "the winner's object")
-			_, err := e.b.Put(t.Context(), key, []byte("late"), &blob.PutOptions{IfNotExist: true})
-			wantCode(t, err, blob.CodePreconditionFailed, "a late IfNotExist Put")
-			wantNoUploads(t, e.admin, e.bucket, "after the race (losers must abort)")
+			f(t, newEnv(t, "", &Options{PartSize: 5 << 20, MultipartThreshold: 5 << 20}), c.size)
 		})
 	}
+}
+
+// TestConditionalCreateRace: 8 racers create one key with IfNotExist;
+// exactly one wins and its bytes stay. Single PutObject and multipart.
+func TestConditionalCreateRace(t *testing.T) {
+	bothPaths(t, func(t *testing.T, e *testEnv, size int) {
+		const key = "race/create"
+		errs := race(8, func(i int) error {
+			_, err := e.b.Put(t.Context(), key, payload(size, byte(i)), &blob.PutOptions{IfNotExist: true})
+			return err
+		})
+		w := oneWinner(t, errs, "IfNotExist race")
+		wantSame(t, mustRead(t, e.b, key), payload(size, byte(w)), "the winner's object")
+		_, err := e.b.Put(t.Context(), key, []byte("late"), &blob.PutOptions{IfNotExist: true})
+		wantCode(t, err, blob.CodePreconditionFailed, "a late IfNotExist Put")
+		wantNoUploads(t, e.admin, e.bucket, "after the race (losers must abort)")
+	})
 }
 
 // TestCompareAndSwap: IfMatch with the current ETag wins, a stale one
 // loses, on both paths; 8 racers on one ETag: one winner.
 func TestCompareAndSwap(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		size int
-	}{{"Single", 4 << 10}, {"Multipart", 6 << 20}} {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, "", &Options{PartSize: 5 << 20, MultipartThreshold: 5 << 20})
-			ctx := t.Context()
-			const key = "cas/meta"
-			a1, err := e.b.Put(ctx, key, payload(c.size, 1), &blob.PutOptions{IfNotExist: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a2, err := e.b.Put(ctx, key, payload(c.size, 2), &blob.PutOptions{IfMatch: a1.ETag})
-			if err != nil {
-				t.Fatalf("IfMatch the current ETag: %v", err)
-			}
-			if a2.ETag == a1.ETag {
-				t.Errorf("ETag unchanged by new content: %s", a2.ETag)
-			}
-			_, err = e.b.Put(ctx, key, payload(c.size, 3), &blob.PutOptions{IfMatch: a1.ETag})
-			wantCode(t, err, blob.CodePreconditionFailed, "IfMatch a stale ETag")
-			_, err = e.b.Put(ctx, "cas/missing", payload(c.size, 3), &blob.PutOptions{IfMatch: a1.ETag})
-			wantCode(t, err, blob.CodePreconditionFailed, "IfMatch on a missing key")
-			wantSame(t, mustRead(t, e.b, key), payload(c.size, 2), "after a lost CAS")
+	bothPaths(t, func(t *testing.T, e *testEnv, size int) {
+		ctx := t.Context()
+		const key = "cas/meta"
+		a1, err := e.b.Put(ctx, key, payload(size, 1), &blob.PutOptions{IfNotExist: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2, err := e.b.Put(ctx, key, payload(size, 2), &blob.PutOptions{IfMatch: a1.ETag})
+		if err != nil {
+			t.Fatalf("IfMatch the current ETag: %v", err)
+		}
+		if a2.ETag == a1.ETag {
+			t.Errorf("ETag unchanged by new content: %s", a2.ETag)
+		}
+		_, err = e.b.Put(ctx, key, payload(size, 3), &blob.PutOptions{IfMatch: a1.ETag})
+		wantCode(t, err, blob.CodePreconditionFailed, "IfMatch a stale ETag")
+		_, err = e.b.Put(ctx, "cas/missing", payload(size, 3), &blob.PutOptions{IfMatch: a1.ETag})
+		wantCode(t, err, blob.CodePreconditionFailed, "IfMatch on a missing key")
+		wantSame(t, mustRead(t, e.b, key), payload(size, 2), "after a lost CAS")
 
-			errs := race(8, func(i int) error {
-				_, err := e.b.Put(ctx, key, payload(c.size, byte(10+i)), &blob.PutOptions{IfMatch: a2.ETag})
-				return err
-			})
-			w := oneWinner(t, errs, "IfMatch race")
-			wantSame(t, mustRead(t, e.b, key), payload(c.size, byte(10+w)), "the CAS winner's object")
-			wantNoUploads(t, e.admin, e.bucket, "after the CAS race")
+		errs := race(8, func(i int) error {
+			_, err := e.b.Put(ctx, key, payload(size, byte(10+i)), &blob.PutOptions{IfMatch: a2.ETag})
+			return err
 		})
-	}
+		w := oneWinner(t, errs, "IfMatch race")
+		wantSame(t, mustRead(t, e.b, key), payload(size, byte(10+w)), "the CAS winner's object")
+		wantNoUploads(t, e.admin, e.bucket, "after the CAS race")
+	})
 }
 
 // TestResolveLostResponse: a conditional Put that fails its precondition
