@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,12 +292,26 @@ func buildLog(ctx context.Context, b *blob.Bucket, logID string, c Cell) (*built
 				}
 			}
 			lastTs[i] = ts
-			errs[i] = w.Close(ctx)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	// Every writer resolves its spans up to the last ts any of them wrote
+	// before it closes: a read of the whole log, (0, that ts], is then
+	// proven by what each writer published (a reader refuses a range above
+	// the lowest flushed ts the writers published).
+	last := slices.Max(lastTs)
+	for i, w := range ws {
+		for s := range bench.Spans {
+			if err := w.AdvanceResolved(writer.SpanID(i*bench.Spans+s), last); err != nil {
+				return nil, err
+			}
+		}
+		if err := w.Close(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := &builtLog{}
 	for i, w := range ws {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,9 +130,13 @@ func (d *Driver) Run(ctx context.Context, dur time.Duration, rate float64) ([]fl
 func (d *Driver) Finish(ctx context.Context) error {
 	errs := make([]error, len(d.ws))
 	var wg sync.WaitGroup
+	// Every writer resolves up to the last ts any of them wrote, so that a
+	// read of the whole log, up to that ts, is proven by what each writer
+	// publishes (a reader refuses a range above the lowest of them).
+	last := slices.Max(d.LastTs)
 	for i, w := range d.ws {
 		for s := range Spans {
-			if err := w.AdvanceResolved(writer.SpanID(i*Spans+s), d.LastTs[i]); err != nil {
+			if err := w.AdvanceResolved(writer.SpanID(i*Spans+s), last); err != nil {
 				return err
 			}
 		}
