@@ -14,6 +14,11 @@
 #                                   ~10 s)
 #   REDOKIT_FAULT_SCHEDULES=1000 .. seeded fault schedules on mem and local disk
 #                                   (default 100, ~1.5 min under -race)
+#   REDOKIT_STALE_SCHEDULES=1000 .. stale-read schedules (blobtest.Stale serves older
+#                                   versions of the meta object and writer states;
+#                                   default 100)
+#   REDOKIT_CHAIN_HISTORIES=10000 . generated histories of the chain property
+#                                   test (recovery, proof and GC agree; default 500)
 #   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
 #                                   MariaDB, PostgreSQL; default 20)
 #   REDOKIT_PGCDC_TXNS=20000 ...... transactions of examples/pgcdc's disaster
