@@ -129,7 +129,7 @@ func TestFaultResetMidStagedUpload(t *testing.T) {
 			key := "reset/" + c.name
 			data := backendtest.Pattern(6<<20, 3) // 24 blocks of 256 KiB
 			reset := toxinet.Midway{Toxic: "reset", Type: "reset_peer", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 5, Lasts: c.outage}
-			err, took := e.PutThrough(t, key, data, 60*time.Second, reset, e.hook.setOnBlock)
+			took, err := e.PutThrough(t, key, data, 60*time.Second, reset, e.hook.setOnBlock)
 			t.Logf("put with a %v reset outage: %v after %v, %d block requests", c.outage, err, took, e.hook.blocks.Load())
 			if c.name == "long" && err == nil {
 				t.Fatal("a 5 s outage with one retry of 2 s tries should fail the Put")
@@ -153,7 +153,7 @@ func TestFaultStalledBlock(t *testing.T) {
 			e, _ := newFaultEnv(t, faultOptions())
 			e.Toxic(t, "bw", "bandwidth", "upstream", toxiproxy.Attributes{"rate": 4096})
 			stall := toxinet.Midway{Toxic: "stall", Type: "timeout", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 3, Lasts: c.stall}
-			err, took := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(4<<20, 4), c.deadline, stall, e.hook.setOnBlock)
+			took, err := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(4<<20, 4), c.deadline, stall, e.hook.setOnBlock)
 			t.Logf("put with a %v stall, %v deadline, 2 s tries: %v after %v, %d block requests", c.stall, c.deadline, err, took, e.hook.blocks.Load())
 			if c.name == "deadline" && !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("want a deadline error, got %v", err)

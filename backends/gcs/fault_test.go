@@ -140,7 +140,7 @@ func TestFaultResetMidResumableUpload(t *testing.T) {
 			key := "reset/" + c.name
 			data := backendtest.Pattern(3<<20, 3) // 12 chunks of 256 KiB
 			reset := toxinet.Midway{Toxic: "reset", Type: "reset_peer", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 4, Lasts: c.outage}
-			err, took := e.PutThrough(t, key, data, 60*time.Second, reset, func(f func(int64)) { e.hook.set(f, nil) })
+			took, err := e.PutThrough(t, key, data, 60*time.Second, reset, func(f func(int64)) { e.hook.set(f, nil) })
 			t.Logf("put with a %v reset outage, %v chunk retry deadline: %v after %v, %d chunk requests", c.outage, c.deadline, err, took, e.hook.chunks.Load())
 			switch {
 			case c.name == "short" && err != nil:
@@ -167,7 +167,7 @@ func TestFaultStalledChunk(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e, _ := newFaultEnv(t, faultOptions())
 			stall := toxinet.Midway{Toxic: "stall", Type: "timeout", Attrs: toxiproxy.Attributes{"timeout": 0}, At: 3, Lasts: c.stall}
-			err, took := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(2<<20, 4), c.deadline, stall, func(f func(int64)) { e.hook.set(f, nil) })
+			took, err := e.PutThrough(t, "stall/"+c.name, backendtest.Pattern(2<<20, 4), c.deadline, stall, func(f func(int64)) { e.hook.set(f, nil) })
 			t.Logf("put with a %v stall, %v deadline, 2 s chunk timeout: %v after %v, %d chunk requests", c.stall, c.deadline, err, took, e.hook.chunks.Load())
 			if c.name == "deadline" && !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("want a deadline error, got %v", err)

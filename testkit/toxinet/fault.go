@@ -277,8 +277,8 @@ type Midway struct {
 // fault m goes on and off: arm installs the backend's hook, which calls its
 // argument with n before the n-th piece. The object must be whole or absent
 // at every moment and once the fault has cleared; the fault must fire. It
-// returns the Put's error and how long the Put took.
-func (e *Env) PutThrough(t *testing.T, key string, data []byte, deadline time.Duration, m Midway, arm func(before func(n int64))) (error, time.Duration) {
+// returns how long the Put took and its error.
+func (e *Env) PutThrough(t *testing.T, key string, data []byte, deadline time.Duration, m Midway, arm func(before func(n int64))) (time.Duration, error) {
 	t.Helper()
 	var fired atomic.Bool
 	cleared := make(chan struct{})
@@ -304,7 +304,7 @@ func (e *Env) PutThrough(t *testing.T, key string, data []byte, deadline time.Du
 	}
 	w.Finish(t)
 	WholeOrAbsent(t, e.Direct, key, data, err)
-	return err, took
+	return took, err
 }
 
 // CreateAfterFault checks a conditional create of key that failed with err
