@@ -54,6 +54,36 @@ func restore(t *testing.T, b *blob.Bucket, key string, data []byte) {
 	}
 }
 
+// openLog opens the coordinator of log "log" with writer "w" added and
+// spans registered at ts 0.
+func openLog(t *testing.T, b *blob.Bucket, spans ...SpanID) *Coordinator {
+	t.Helper()
+	ctx := context.Background()
+	c, err := OpenCoordinator(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddWriter(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	for _, span := range spans {
+		if err := c.AddSpan(ctx, span, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// takeLease takes writer "w"'s lease of log "log".
+func takeLease(t *testing.T, b *blob.Bucket) *Lease {
+	t.Helper()
+	l, err := AcquireWriter(context.Background(), b, "log", "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Finding 1: a meta object restored to a version before a span was
 // registered. On 43d5d0f the new coordinator ignored the span's progress
 // and moved the global resolved ts from 40 to 200. Now the coordinator
@@ -61,24 +91,12 @@ func restore(t *testing.T, b *blob.Bucket, key string, data []byte) {
 func TestStaleMetaBeforeSpanIsRefused(t *testing.T) {
 	onBackends(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		c, err := OpenCoordinator(ctx, b, "log", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddWriter(ctx, "w"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddSpan(ctx, 1, 0); err != nil {
-			t.Fatal(err)
-		}
+		c := openLog(t, b, 1)
 		old := snapshot(t, b, layout.Meta("log"))
 		if err := c.AddSpan(ctx, 2, 0); err != nil {
 			t.Fatal(err)
 		}
-		l, err := AcquireWriter(ctx, b, "log", "w", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := takeLease(t, b)
 		publish(t, l, 1, map[SpanID]uint64{1: 200, 2: 40})
 		if m := tick(t, c); m.ResolvedTs != 40 {
 			t.Fatalf("resolved ts %d, want 40", m.ResolvedTs)
@@ -109,23 +127,14 @@ func TestStaleMetaBeforeSpanIsRefused(t *testing.T) {
 func TestStaleMetaBeforeBarrierIsRefused(t *testing.T) {
 	onBackends(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		c, err := OpenCoordinator(ctx, b, "log", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddWriter(ctx, "w"); err != nil {
-			t.Fatal(err)
-		}
+		c := openLog(t, b)
 		old := snapshot(t, b, layout.Meta("log"))
 		if err := c.AddBarrier(ctx, "create t9", 50); err != nil {
 			t.Fatal(err)
 		}
 		// The writer opens after the barrier: its state names the meta
 		// generation that holds it.
-		l, err := AcquireWriter(ctx, b, "log", "w", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := takeLease(t, b)
 		publish(t, l, 1, nil)
 		if err := l.PublishProgress(ctx, Progress{FlushedTs: 200, Seq: 2}); err != nil {
 			t.Fatal(err)
@@ -155,17 +164,8 @@ func TestStaleMetaBeforeBarrierIsRefused(t *testing.T) {
 func TestCoordinatorRefusesOlderMeta(t *testing.T) {
 	onBackends(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		c, err := OpenCoordinator(ctx, b, "log", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddWriter(ctx, "w"); err != nil {
-			t.Fatal(err)
-		}
-		l, err := AcquireWriter(ctx, b, "log", "w", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := openLog(t, b)
+		l := takeLease(t, b)
 		if err := l.PublishProgress(ctx, Progress{FlushedTs: 100, Seq: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -203,20 +203,8 @@ func TestCoordinatorRefusesOlderMeta(t *testing.T) {
 func TestAddSpanBelowResolvedIsRefused(t *testing.T) {
 	onBackends(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		c, err := OpenCoordinator(ctx, b, "log", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddWriter(ctx, "w"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddSpan(ctx, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-		l, err := AcquireWriter(ctx, b, "log", "w", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := openLog(t, b, 1)
+		l := takeLease(t, b)
 		publish(t, l, 1, map[SpanID]uint64{1: 100})
 		if m := tick(t, c); m.ResolvedTs != 100 {
 			t.Fatalf("resolved ts %d, want 100", m.ResolvedTs)
@@ -290,10 +278,7 @@ func TestStaleStateNeverReusesAnEpoch(t *testing.T) {
 func TestLeaseRefusesOlderState(t *testing.T) {
 	onBackends(t, func(t *testing.T, b *blob.Bucket) {
 		ctx := context.Background()
-		l, err := AcquireWriter(ctx, b, "log", "w", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := takeLease(t, b)
 		if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
 			t.Fatal(err)
 		}

@@ -75,6 +75,12 @@ func writeFlush(t *testing.T, w *writer.Writer, ts uint64) {
 	}
 }
 
+// onMemAndLocal runs fn on an object store (mem) and on local disk.
+func onMemAndLocal(t *testing.T, fn func(t *testing.T, b *blob.Bucket)) {
+	t.Run("mem", func(t *testing.T) { fn(t, newMem(t)) })
+	t.Run("local", func(t *testing.T) { fn(t, newLocal(t)) })
+}
+
 // segmentKeys lists the writer's segments, by seq.
 func segmentKeys(t *testing.T, b *blob.Bucket) map[uint64]string {
 	t.Helper()
@@ -98,54 +104,48 @@ func segmentKeys(t *testing.T, b *blob.Bucket) map[uint64]string {
 // below the lost segment and no error). The meta object accounted the newer
 // state: the read is refused, naming both objects.
 func TestStaleStateIsRefusedByReads(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			b := newMem(t)
-			if backend == "local" {
-				b = newLocal(t)
-			}
-			ctx := context.Background()
-			w, c := freshLog(t, b, 3)
-			stateKey := layout.WriterState(testLog, "w")
-			old, err := b.ReadAll(ctx, stateKey)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for ts := uint64(40); ts <= 60; ts += 10 {
-				writeFlush(t, w, ts)
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			m, err := c.Tick(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.ResolvedTs != 60 {
-				t.Fatalf("resolved ts %d, want 60", m.ResolvedTs)
-			}
-			// Lose a segment above the old published seq, then roll the
-			// state back.
-			keys := segmentKeys(t, b)
-			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
-			if err != nil {
-				t.Fatal(err)
-			}
-			lost := keys[st.Seq-1]
-			t.Logf("segments %v, published seq %d", keys, st.Seq)
-			if err := b.Delete(ctx, lost); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Put(ctx, stateKey, old, nil); err != nil {
-				t.Fatal(err)
-			}
-			out, _, err := readAll(t, b, &Options{LogID: testLog})
-			if !errors.Is(err, meta.ErrStale) {
-				t.Fatalf("read over a stale writer state with %s lost: %d events, %v; want ErrStale", lost, len(out), err)
-			}
-			t.Logf("refused: %v", err)
-		})
-	}
+	onMemAndLocal(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w, c := freshLog(t, b, 3)
+		stateKey := layout.WriterState(testLog, "w")
+		old, err := b.ReadAll(ctx, stateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ts := uint64(40); ts <= 60; ts += 10 {
+			writeFlush(t, w, ts)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Tick(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ResolvedTs != 60 {
+			t.Fatalf("resolved ts %d, want 60", m.ResolvedTs)
+		}
+		// Lose a segment above the old published seq, then roll the
+		// state back.
+		keys := segmentKeys(t, b)
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := keys[st.Seq-1]
+		t.Logf("segments %v, published seq %d", keys, st.Seq)
+		if err := b.Delete(ctx, lost); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, stateKey, old, nil); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := readAll(t, b, &Options{LogID: testLog})
+		if !errors.Is(err, meta.ErrStale) {
+			t.Fatalf("read over a stale writer state with %s lost: %d events, %v; want ErrStale", lost, len(out), err)
+		}
+		t.Logf("refused: %v", err)
+	})
 }
 
 // Finding 4: a read above what the writers published (here up to the
@@ -154,47 +154,41 @@ func TestStaleStateIsRefusedByReads(t *testing.T) {
 // 43d5d0f a segment above the published seq missing from the listing read
 // short with no error.
 func TestReadAbovePublishedIsRefused(t *testing.T) {
-	for _, backend := range []string{"mem", "local"} {
-		t.Run(backend, func(t *testing.T) {
-			b := newMem(t)
-			if backend == "local" {
-				b = newLocal(t)
-			}
-			ctx := context.Background()
-			w, _ := freshLog(t, b, 2)
-			published := w.PublishedTs()
-			// Flushed, durable, acknowledged; published an hour later
-			// (PublishInterval) unless Publish hurries it.
-			for ts := uint64(30); ts <= 50; ts += 10 {
-				if err := w.Write(ctx, 1, *row(ts, "t", int64(ts), bigValue)); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.AdvanceResolved(1, ts); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
-			if err != nil {
+	onMemAndLocal(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		w, _ := freshLog(t, b, 2)
+		published := w.PublishedTs()
+		// Flushed, durable, acknowledged; published an hour later
+		// (PublishInterval) unless Publish hurries it.
+		for ts := uint64(30); ts <= 50; ts += 10 {
+			if err := w.Write(ctx, 1, *row(ts, "t", int64(ts), bigValue)); err != nil {
 				t.Fatal(err)
 			}
-			flushed := w.FlushedTs()
-			if st.FlushedTs >= flushed {
-				t.Fatalf("the state object caught up (published %d, flushed %d) although nothing published it", st.FlushedTs, flushed)
-			}
-			// A segment above the published seq goes missing from the
-			// store (a listing that lags would not show it either).
-			keys := segmentKeys(t, b)
-			if err := b.Delete(ctx, keys[st.Seq+1]); err != nil {
+			if err := w.AdvanceResolved(1, ts); err != nil {
 				t.Fatal(err)
 			}
-			out, _, err := readAll(t, b, &Options{LogID: testLog, StartTs: published, EndTs: flushed})
-			if !errors.Is(err, ErrUnproven) {
-				t.Fatalf("read (%d, %d] above the published %d: %d events, %v; want ErrUnproven", published, flushed, st.FlushedTs, len(out), err)
+			if _, err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("refused: %v", err)
-		})
-	}
+		}
+		st, _, err := meta.ReadWriterState(ctx, b, testLog, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		flushed := w.FlushedTs()
+		if st.FlushedTs >= flushed {
+			t.Fatalf("the state object caught up (published %d, flushed %d) although nothing published it", st.FlushedTs, flushed)
+		}
+		// A segment above the published seq goes missing from the
+		// store (a listing that lags would not show it either).
+		keys := segmentKeys(t, b)
+		if err := b.Delete(ctx, keys[st.Seq+1]); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := readAll(t, b, &Options{LogID: testLog, StartTs: published, EndTs: flushed})
+		if !errors.Is(err, ErrUnproven) {
+			t.Fatalf("read (%d, %d] above the published %d: %d events, %v; want ErrUnproven", published, flushed, st.FlushedTs, len(out), err)
+		}
+		t.Logf("refused: %v", err)
+	})
 }
