@@ -120,10 +120,16 @@ func (l *Log) Watcher(interval time.Duration) *meta.Watcher {
 }
 
 // Meta reads the log's meta object. A log without one is ErrNoLog naming
-// its key.
+// its key; but when the store cannot even list the log's prefix (a bucket or
+// container that does not exist reads every key as missing), that error is
+// returned instead: "no such log" would send an operator looking for the
+// wrong thing.
 func (l *Log) Meta(ctx context.Context) (*meta.Meta, error) {
 	m, _, err := meta.ReadMeta(ctx, l.b, l.id)
 	if blob.IsNotExist(err) {
+		if _, lerr := l.b.ListPage(ctx, layout.Log(l.id), blob.ListOptions{PageSize: 1}); lerr != nil {
+			return nil, fmt.Errorf("redokit: log %s: its meta object %s reads as missing, and the store cannot list the log either (a missing bucket or container?): %w", l.id, l.MetaKey(), lerr)
+		}
 		return nil, fmt.Errorf("%w: log %s has no meta object %s", ErrNoLog, l.id, l.MetaKey())
 	}
 	return m, err
