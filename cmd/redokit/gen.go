@@ -118,6 +118,11 @@ The log must not exist yet.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if isMemStorage(a.storage) {
+				// Not an error (gen on mem:// measures the writer alone), but
+				// never silent: no later command can read this log.
+				fmt.Fprintln(cmd.ErrOrStderr(), "redokit gen: note: mem:// lives only in this process: the log is gone when gen exits; give --storage a directory or a bucket to keep it")
+			}
 			b, err := openStorage(ctx, withCreateDir(a.storage))
 			if err != nil {
 				return err
