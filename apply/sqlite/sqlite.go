@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,10 +43,22 @@ func init() {
 // adds the pragmas busy_timeout(10000), journal_mode(WAL) and
 // synchronous(NORMAL), and _txlock=immediate, each unless the URI sets it.
 // Open creates the file and the progress table if they are missing.
+//
+// A dry run (opts.DryRun) changes nothing, the file included: an existing
+// file is opened read-only, and a missing one is not created (the dry run
+// reads an empty database in memory instead).
 func Open(ctx context.Context, uri string, opts *apply.SinkOptions) (*Sink, error) {
-	dsn, err := parseURI(uri)
+	dsn, path, err := parseURI(uri)
 	if err != nil {
 		return nil, err
+	}
+	if opts != nil && opts.DryRun != nil {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			dsn = "file::memory:"
+		} else {
+			dsn = strings.Replace(dsn, "?", "?mode=ro&", 1)
+			dsn = strings.Replace(dsn, "&_pragma=journal_mode%28WAL%29", "", 1)
+		}
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -65,42 +79,42 @@ func New(ctx context.Context, db *sql.DB, opts *apply.SinkOptions) (*Sink, error
 	return sqlsink.New(ctx, db, sqlsink.SQLite, opts, "", false)
 }
 
-// parseURI turns a sqlite: URI into a modernc.org/sqlite DSN.
-func parseURI(uri string) (string, error) {
+// parseURI turns a sqlite: URI into a modernc.org/sqlite DSN, and the
+// database file's path.
+func parseURI(uri string) (dsn, path string, err error) {
 	scheme, rest, _ := strings.Cut(uri, ":")
 	if s := strings.ToLower(scheme); s != "sqlite" && s != "sqlite3" {
-		return "", apply.BadURI(uri, "want sqlite:///absolute/path.db or sqlite:relative/path.db")
+		return "", "", apply.BadURI(uri, "want sqlite:///absolute/path.db or sqlite:relative/path.db")
 	}
-	var path, query string
+	var query string
 	switch {
 	case strings.HasPrefix(rest, "//"):
 		u, err := url.Parse(uri)
 		if err != nil {
-			return "", apply.BadURI(uri, "does not parse as a URL")
+			return "", "", apply.BadURI(uri, "does not parse as a URL")
 		}
 		if u.User != nil {
-			return "", apply.BadURI(uri, "sqlite takes no user or password")
+			return "", "", apply.BadURI(uri, "sqlite takes no user or password")
 		}
 		if u.Host != "" {
-			return "", apply.BadURI(uri, "want sqlite:///absolute/path.db or sqlite:relative/path.db, not a host (%q)", u.Host)
+			return "", "", apply.BadURI(uri, "want sqlite:///absolute/path.db or sqlite:relative/path.db, not a host (%q)", u.Host)
 		}
 		path, query = u.Path, u.RawQuery
 	default:
 		path, query, _ = strings.Cut(rest, "?")
-		var err error
 		if path, err = url.PathUnescape(path); err != nil {
-			return "", apply.BadURI(uri, "bad escape in the path")
+			return "", "", apply.BadURI(uri, "bad escape in the path")
 		}
 	}
 	if path == "" || strings.HasSuffix(path, "/") {
-		return "", apply.BadURI(uri, "no database file")
+		return "", "", apply.BadURI(uri, "no database file")
 	}
 	if path == ":memory:" || strings.HasPrefix(path, "/:memory:") {
-		return "", apply.BadURI(uri, "an in-memory database would vanish with the sink")
+		return "", "", apply.BadURI(uri, "an in-memory database would vanish with the sink")
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", apply.BadURI(uri, "bad query: %v", err)
+		return "", "", apply.BadURI(uri, "bad query: %v", err)
 	}
 	// Defaults, unless the URI sets the same pragma: WAL lets readers look
 	// while the apply runs; synchronous=NORMAL is safe with WAL (a crash
@@ -125,7 +139,7 @@ func parseURI(uri string) (string, error) {
 		// retried) before any statement ran.
 		q.Set("_txlock", "immediate")
 	}
-	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode(), nil
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode(), path, nil
 }
 
 // rewrite turns a logged MySQL DDL into SQLite statements. It reads the

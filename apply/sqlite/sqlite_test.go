@@ -12,12 +12,12 @@ func TestParseURI(t *testing.T) {
 		"sqlite:rel/a.db":      "file:rel/a.db?",
 		"sqlite3:rel/a.db":     "file:rel/a.db?",
 	} {
-		dsn, err := parseURI(uri)
+		dsn, _, err := parseURI(uri)
 		if err != nil || !strings.HasPrefix(dsn, want) || !strings.Contains(dsn, "journal_mode%28WAL%29") {
 			t.Errorf("%s: %q, %v", uri, dsn, err)
 		}
 	}
-	dsn, err := parseURI("sqlite:///a.db?_pragma=journal_mode(DELETE)&_txlock=deferred")
+	dsn, _, err := parseURI("sqlite:///a.db?_pragma=journal_mode(DELETE)&_txlock=deferred")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestParseURI(t *testing.T) {
 	if strings.Contains(dsn, "WAL") || q.Get("_txlock") != "deferred" || len(q["_pragma"]) != 3 {
 		t.Errorf("the URI's own settings are kept: %s", dsn)
 	}
-	if _, err := parseURI("mysql://h/db"); err == nil {
+	if _, _, err := parseURI("mysql://h/db"); err == nil {
 		t.Error("the SQLite sink took a mysql URI")
 	}
 }
