@@ -14,20 +14,33 @@ import (
 	"github.com/redokit/redokit/meta"
 )
 
+// defaultStaleAfter is the coordinator's default StaleAfter: a writer whose
+// state object is older than this is reported stale.
+const defaultStaleAfter = 30 * time.Second
+
 func (a *app) metaCmd() *cobra.Command {
-	return &cobra.Command{
+	var staleAfter time.Duration
+	cmd := &cobra.Command{
 		Use:   "meta",
 		Short: "Print the log's checkpoint ts, global resolved ts, writers and epochs",
 		Long: `meta prints the log's meta object — the checkpoint ts (how far the downstream
 has applied), the global resolved ts (how far the log is complete) — and the state
 of every writer: live or removed, epoch, flushed resolved ts, last published
 segment seq, and the fences its earlier epochs left (a zombie's segments above a
-fence are ignored by readers).`,
+fence are ignored by readers).
+
+Each writer's AGE is how long ago its state object was last written; a writer
+older than --stale-after (default 30s, the coordinator's StaleAfter) is STALE:
+it stopped publishing, which a dead process does ('redokit writer' shows what
+to do about it).`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
 			ctx := cmd.Context()
-			info, err := a.readLogInfo(ctx, b)
+			if staleAfter <= 0 {
+				return usageErrorf("--stale-after %v: must be positive", staleAfter)
+			}
+			info, err := a.readLogInfo(ctx, b, staleAfter)
 			if err != nil {
 				return err
 			}
@@ -38,6 +51,8 @@ fence are ignored by readers).`,
 			return nil
 		}),
 	}
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", defaultStaleAfter, "a writer whose state object is older than this is stale")
+	return cmd
 }
 
 // writerInfo is one writer as meta shows it.
@@ -52,6 +67,10 @@ type writerInfo struct {
 	Spans     int          `json:"spans,omitempty"`
 	Owner     string       `json:"owner,omitempty"`
 	Updated   time.Time    `json:"updated"`
+	// AgeSeconds is how long ago the state object was written (now −
+	// Updated); Stale: longer ago than --stale-after (or no state object).
+	AgeSeconds float64 `json:"age_seconds"`
+	Stale      bool    `json:"stale"`
 	// MetaEpoch is the epoch the coordinator last saw; 0 when it is not live.
 	MetaEpoch uint64 `json:"meta_epoch,omitempty"`
 	// NoState: the meta object names the writer but it has no state object.
@@ -67,7 +86,9 @@ type logInfo struct {
 	Updated      time.Time              `json:"updated"`
 	Spans        map[meta.SpanID]uint64 `json:"spans,omitempty"`
 	Barriers     []meta.Barrier         `json:"barriers,omitempty"`
-	Writers      []writerInfo           `json:"writers"`
+	// StaleAfterSeconds is the --stale-after threshold of the writers' Stale.
+	StaleAfterSeconds float64      `json:"stale_after_seconds"`
+	Writers           []writerInfo `json:"writers"`
 
 	m      *meta.Meta
 	states map[string]*meta.WriterState
@@ -115,7 +136,9 @@ func (a *app) onBucket(f func(cmd *cobra.Command, b *blob.Bucket) error) func(*c
 	}
 }
 
-func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error) {
+// readLogInfo reads the meta object and the writer states; a writer whose
+// state is older than staleAfter is stale.
+func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket, staleAfter time.Duration) (*logInfo, error) {
 	log := a.log(b)
 	st, err := log.Status(ctx)
 	switch {
@@ -128,15 +151,21 @@ func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket) (*logInfo, error)
 	info := &logInfo{
 		LogID: m.LogID, Storage: a.storageShown(), CheckpointTs: m.CheckpointTs, ResolvedTs: m.ResolvedTs,
 		Updated: m.Updated, Spans: m.Spans, Barriers: m.Barriers, m: m, states: map[string]*meta.WriterState{},
+		StaleAfterSeconds: staleAfter.Seconds(),
 	}
+	now := time.Now()
 	for _, ws := range st.Writers {
 		w := writerInfo{WriterID: ws.ID, Live: ws.Live, MetaEpoch: ws.MetaEpoch}
 		if s := ws.State; s != nil {
 			info.states[ws.ID] = s
 			w.Epoch, w.FlushedTs, w.Seq, w.HasSeq = s.Epoch, s.FlushedTs, s.Seq, s.HasSeq
 			w.Fences, w.Spans, w.Owner, w.Updated = s.Fences, len(s.Spans), s.Owner, s.Updated
+			age := now.Sub(s.Updated)
+			w.AgeSeconds, w.Stale = age.Seconds(), age > staleAfter
 		} else {
-			w.NoState = true
+			// A writer with no state object has published nothing: the
+			// coordinator counts it stale too.
+			w.NoState, w.Stale = true, true
 		}
 		info.Writers = append(info.Writers, w)
 	}
@@ -173,25 +202,42 @@ func (a *app) printMeta(info *logInfo) {
 		fmt.Fprintln(a.stdout, "no writers")
 		return
 	}
+	fmt.Fprintf(a.stdout, "writers (stale: state object older than %v)\n", time.Duration(info.StaleAfterSeconds*float64(time.Second)))
 	tw = a.table()
-	fmt.Fprintln(tw, "WRITER\tLIVE\tEPOCH\tFLUSHED TS\tSEQ\tFENCES\tOWNER\tUPDATED")
+	fmt.Fprintln(tw, "WRITER\tLIVE\tEPOCH\tFLUSHED TS\tSEQ\tFENCES\tOWNER\tUPDATED\tAGE\tSTALE")
 	for _, w := range info.Writers {
-		live := "no"
-		if w.Live {
-			live = "yes"
-		}
+		live := yesNo(w.Live)
 		if w.NoState {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\tno state object\n", w.WriterID, live)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\tno state object\t-\t%s\n", w.WriterID, live, yesNo(w.Stale))
 			continue
 		}
 		seq := "-"
 		if w.HasSeq {
 			seq = fmt.Sprint(w.Seq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", w.WriterID, live, w.Epoch, w.FlushedTs, seq,
-			fencesString(w.Fences), orDash(w.Owner), w.Updated.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", w.WriterID, live, w.Epoch, w.FlushedTs, seq,
+			fencesString(w.Fences), orDash(w.Owner), w.Updated.Format(time.RFC3339), ageString(w.AgeSeconds), yesNo(w.Stale))
 	}
 	tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// ageString is an age in seconds, rounded for a person: "850ms", "12s",
+// "3h25m10s".
+func ageString(seconds float64) string {
+	d := time.Duration(seconds * float64(time.Second))
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
 }
 
 // fencesString shows fences as "e1≤7 e2≤9": epoch 1's segments above seq 7
