@@ -47,6 +47,17 @@ func (p tablePattern) matches(t Table) bool {
 	return ok
 }
 
+// MatchTable returns a matcher of one schema.table pattern, as FilterTables
+// and redokit's --table read them (shell globs in each part), or the error
+// CheckTablePattern gives.
+func MatchTable(p string) (func(Table) bool, error) {
+	tp, err := parseTablePattern(p)
+	if err != nil {
+		return nil, err
+	}
+	return tp.matches, nil
+}
+
 // CheckTablePattern reports whether p is a table pattern FilterTables
 // takes: schema.table, each part a path.Match glob (*, ?, [a-z], \ to
 // escape), split at the first dot. A name without a dot, an empty part and a

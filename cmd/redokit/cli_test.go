@@ -33,7 +33,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad flag value", []string{"gen", "--storage", "mem://", "--log", "x", "--rows", "many"}, []string{"--rows"}},
 		{"bad rows", []string{"gen", "--storage", "mem://", "--log", "x", "--rows", "0"}, []string{"--rows must be at least 1"}},
 		{"apply without sink", []string{"apply", "--storage", "mem://", "--log", "x"}, []string{"needs --sink"}},
-		{"bad table filter", []string{"dump", "--storage", "mem://", "--log", "x", "--table", "a.b.c"}, []string{`--table "a.b.c"`}},
+		{"bad table filter", []string{"dump", "--storage", "mem://", "--log", "x", "--table", "t1"}, []string{`--table`, `table pattern "t1"`, "schema.table"}},
+		{"bad table filter for apply too", []string{"apply", "--storage", "mem://", "--log", "x", "--sink", "sqlite:///nonexistent/x.db", "--table", "t1"}, []string{`--table`, `table pattern "t1"`, "schema.table"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redokit/redokit/apply"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -89,28 +91,55 @@ func (r *rangeFlags) open(ctx context.Context, cmd *cobra.Command, a *app) (b *b
 
 // tableFilter parses --table values: "schema.name", or "name" for that
 // table in any schema.
-func tableFilter(specs []string) (func(codec.TableName) bool, error) {
+func tableFilter(specs []string) (func(codec.TableName) bool, *tableHits, error) {
 	if len(specs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	type key struct{ schema, name string }
-	want := map[key]bool{}
+	hits := &tableHits{}
+	var match []func(apply.Table) bool
 	for _, s := range specs {
 		for _, part := range strings.Split(s, ",") {
 			part = strings.TrimSpace(part)
-			schema, name, ok := strings.Cut(part, ".")
-			if !ok {
-				schema, name = "*", part
+			m, err := apply.MatchTable(part)
+			if err != nil {
+				return nil, nil, usageErrorf("--table: %v", err)
 			}
-			if schema == "" || name == "" || strings.Contains(name, ".") {
-				return nil, usageErrorf("--table %q: want schema.name (or name for every schema)", part)
-			}
-			want[key{schema, name}] = true
+			match = append(match, m)
+			hits.patterns = append(hits.patterns, part)
 		}
 	}
+	hits.hit = make([]atomic.Bool, len(match))
 	return func(t codec.TableName) bool {
-		return want[key{t.Schema, t.Name}] || want[key{"*", t.Name}]
-	}, nil
+		ok := false
+		for i, m := range match {
+			if m(apply.Table{Schema: t.Schema, Name: t.Name}) {
+				hits.hit[i].Store(true)
+				ok = true
+			}
+		}
+		return ok
+	}, hits, nil
+}
+
+// tableHits records which --table patterns matched an event of the range,
+// so that one matching none is said, not passed over in silence.
+type tableHits struct {
+	patterns []string
+	hit      []atomic.Bool
+}
+
+// unmatched returns the patterns that matched no event.
+func (h *tableHits) unmatched() []string {
+	if h == nil {
+		return nil
+	}
+	var out []string
+	for i, p := range h.patterns {
+		if !h.hit[i].Load() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (a *app) dumpCmd() *cobra.Command {
@@ -143,7 +172,7 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 			if limit < 0 {
 				return usageErrorf("--limit %d: want a number of events, or 0 for no limit", limit)
 			}
-			filter, err := tableFilter(tables)
+			filter, hits, err := tableFilter(tables)
 			if err != nil {
 				return err
 			}
@@ -192,12 +221,22 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 				}
 			}
 			bar.finish()
-			return out.Flush()
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			if limit == 0 || n < limit {
+				// The whole range was read: a pattern that matched
+				// nothing is worth a word (a typo reads as an empty table).
+				for _, p := range hits.unmatched() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "redokit dump: note: --table %q matched no event in (%d, %d]\n", p, start, end)
+				}
+			}
+			return nil
 		},
 	}
 	rf.register(cmd, "dump")
 	f := cmd.Flags()
-	f.StringSliceVar(&tables, "table", nil, "only events of this table, schema.name (repeat or comma-separate for several)")
+	f.StringSliceVar(&tables, "table", nil, "only events of the tables matching this schema.table `PATTERN` (shell globs: shop.*, *.orders; as apply --table); repeat or comma-separate for several")
 	f.Int64Var(&limit, "limit", 0, "stop after this many events (0: no limit)")
 	f.BoolVar(&keepDups, "keep-duplicates", false, "keep exact duplicates (the rewrites a failover leaves)")
 	f.BoolVar(&withTypes, "types", false, "print each column as {\"type\":…, \"value\":…} with its MySQL type")
