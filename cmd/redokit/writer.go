@@ -245,28 +245,36 @@ when stdin is not a terminal).`,
 			if _, live := m.Writers[id]; !live {
 				return fmt.Errorf("writer %s is not a live writer of log %s (meta object %s): nothing to remove", id, a.logID, log.MetaKey())
 			}
-			before, err := a.writerState(ctx, b, id)
+			states, err := log.WriterStates(ctx)
 			if err != nil {
-				return err
+				return fmt.Errorf("read the state of writer %s of log %s (%s): %w", id, a.logID, key, err)
 			}
-			age := time.Since(before.Updated)
-			if age <= staleAfter && !force {
-				return fmt.Errorf("writer %s of log %s published its state %s %s ago, within --stale-after %v: it may be alive; stop it first, or pass --force",
-					id, a.logID, key, ageString(age.Seconds()), staleAfter)
+			// A live writer without a state object never opened: it holds
+			// the global resolved ts at zero, and there is nothing to fence.
+			before := states[id]
+			q := fmt.Sprintf("Remove writer %s from the live writers of log %s? It has no state object %s: it never published.", id, a.logID, key)
+			if before != nil {
+				age := time.Since(before.Updated)
+				if age <= staleAfter && !force {
+					return fmt.Errorf("writer %s of log %s published its state %s %s ago, within --stale-after %v: it may be alive; stop it first, or pass --force",
+						id, a.logID, key, ageString(age.Seconds()), staleAfter)
+				}
+				q = fmt.Sprintf("Fence writer %s of log %s (epoch %d, flushed ts %d, last published %s ago) and remove it from the live writers?",
+					id, a.logID, before.Epoch, before.FlushedTs, ageString(age.Seconds()))
 			}
 			if !yes {
 				if !a.canPrompt() {
 					return fmt.Errorf("refusing to remove writer %s of log %s without confirmation: pass --yes (stdin is not a terminal, so there is no prompt)", id, a.logID)
 				}
-				q := fmt.Sprintf("Fence writer %s of log %s (epoch %d, flushed ts %d, last published %s ago) and remove it from the live writers?",
-					id, a.logID, before.Epoch, before.FlushedTs, ageString(age.Seconds()))
 				if !a.confirm(q) {
 					return fmt.Errorf("not confirmed: writer %s stays", id)
 				}
 			}
-			res, err := a.fence(ctx, b, id, before)
-			if err != nil {
-				return err
+			res := &fenceResult{Log: a.logID, Writer: id, Key: key}
+			if before != nil {
+				if res, err = a.fence(ctx, b, id, before); err != nil {
+					return err
+				}
 			}
 			coord, err := log.OpenCoordinator(ctx, &meta.CoordinatorOptions{Logger: a.logger()})
 			if err == nil {
@@ -280,7 +288,9 @@ when stdin is not a terminal).`,
 			if a.jsonOut {
 				return a.printJSON(res)
 			}
-			a.printFence(res)
+			if before != nil {
+				a.printFence(res)
+			}
 			fmt.Fprintf(a.stdout, "writer %s removed from the live writers of log %s (%s): the global resolved ts no longer waits for it\n", id, a.logID, log.MetaKey())
 			return nil
 		},

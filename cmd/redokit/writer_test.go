@@ -165,6 +165,23 @@ func TestDeadWriter(t *testing.T) {
 	if m.ResolvedTs != 300 {
 		t.Fatalf("after writer rm, a tick should move the global resolved ts past 150 to w1's 300, got %d", m.ResolvedTs)
 	}
+
+	// A live writer that never opened (no state object) holds the global
+	// resolved ts at zero: rm removes it, with nothing to fence.
+	flipMust(t, d.coord.AddWriter(ctx, "w3"))
+	r = cli(t, append([]string{"writer", "rm", "w3"}, args...)...)
+	wantCode(t, r, 1)
+	mustContain(t, "writer rm w3 without --yes", r.stderr, "refusing to remove writer w3", "--yes")
+	r = cli(t, append([]string{"writer", "rm", "w3", "--yes"}, args...)...)
+	wantCode(t, r, 0)
+	mustContain(t, "writer rm w3", r.stdout, "writer w3 removed from the live writers")
+	got, err := d.log.Meta(ctx)
+	flipMust(t, err)
+	if _, live := got.Writers["w3"]; live {
+		t.Fatalf("after writer rm w3: still live in %+v", got.Writers)
+	}
+	wantCode(t, cli(t, append([]string{"writer", "ls", "--stale-after", "0s"}, args...)...), 2)
+	wantCode(t, cli(t, append([]string{"writer"}, args...)...), 2)
 }
 
 // TestWriterFence: fence keeps a flush the writer reported durable but had
