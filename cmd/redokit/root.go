@@ -123,7 +123,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		}
 	}
 	if !errors.Is(err, errSilent) {
-		fmt.Fprintf(a.stderr, "redokit: %v\n", err)
+		fmt.Fprintf(a.stderr, "redokit: %s\n", onePrefix(err.Error()))
 		// A script that asked for JSON reads stdout as JSON whatever
 		// happened, once: a command that printed its own (verify's report,
 		// apply's summary with where it stopped) said it already.
@@ -489,6 +489,13 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// onePrefix drops the "redokit: " of the library's own errors from a
+// message the CLI prints after its own "redokit: ", at the start and where
+// an error wraps one ("--end-ts N: redokit: read range above …").
+func onePrefix(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "redokit: "), ": redokit: ", ": ")
 }
 
 // isMemStorage reports a mem:// store, which lives only as long as the
