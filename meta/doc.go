@@ -111,7 +111,8 @@
 // still there returns the original error and leaves the lease usable. When
 // the re-read fails too, the error says so and the next write re-reads
 // first. Reads that return an ETag pair it with the body of the same
-// version (stat, read, stat again). Every compare-and-swap loop makes at
+// version: from one response on a driver with blob/driver.VersionReader,
+// else by stat, read, stat again. Every compare-and-swap loop makes at
 // most 8 attempts with jittered exponential backoff, honours its context,
 // and then fails with [ErrContended] naming the key: a store whose reads lag
 // an overwrite ends a loop instead of spinning it.

@@ -23,8 +23,11 @@ type Options struct {
 	// StartTs < commit ts ≤ EndTs. A recovery reads (checkpoint ts, global
 	// resolved ts]. EndTs 0 means "up to the global resolved ts" and
 	// StartTs 0 "from the checkpoint", both from the log's meta object; a
-	// StartTs given with EndTs 0 is kept. No other rule is applied here:
-	// redokit.Log.OpenReader refuses ranges the log does not guarantee.
+	// StartTs given with EndTs 0 is kept. An EndTs above what the writer
+	// states prove (the global resolved ts, or the lowest flushed ts the
+	// writers published when that is higher) is ErrUnproven;
+	// redokit.Log.OpenReader also refuses, unless asked, an end above the
+	// global resolved ts and a start below the checkpoint.
 	StartTs uint64
 	EndTs   uint64
 
