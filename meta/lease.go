@@ -614,11 +614,13 @@ func (l *Lease) metaGeneration(ctx context.Context, now bool) uint64 {
 	if !now && time.Since(l.metaRead) < metaRefresh {
 		return l.st.MetaGeneration
 	}
+	// Due again only metaRefresh later, read or not: a store that fails
+	// the read costs one attempt per refresh, not one per publication.
+	l.metaRead = time.Now()
 	m, _, err := readMeta(ctx, l.b, l.st.LogID, false)
 	if err != nil {
 		return l.st.MetaGeneration
 	}
-	l.metaRead = time.Now()
 	return max(l.st.MetaGeneration, m.Generation)
 }
 
@@ -665,7 +667,7 @@ func (w *witnesses) check(ctx context.Context, b *blob.Bucket, prev *WriterState
 		return &StaleError{Key: key, Got: gen, Witness: metaKey, Want: w.stateGen,
 			Detail: fmt.Sprintf("meta generation %d accounted that generation of the writer's state (a state read as missing has generation 0)", w.gen)}
 	case w.epoch > epoch:
-		return &StaleError{Key: key, Got: gen, Witness: metaKey, Want: w.stateGen,
+		return &StaleError{Key: key, Got: gen, Witness: metaKey, Want: max(w.stateGen, gen+1),
 			Detail: fmt.Sprintf("the state read holds epoch %d, and meta generation %d saw the writer live at epoch %d", epoch, w.gen, w.epoch)}
 	}
 	// Segments of this epoch or newer: names sort by epoch, so one page
