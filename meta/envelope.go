@@ -89,9 +89,9 @@ func unseal(key string, data []byte) ([]byte, int, error) {
 		return nil, 0, corrupt("no version number after %q", envVersionPrefix)
 	}
 	v, _ := strconv.Atoi(string(rest[:n]))
-	if v != StateVersion && v != oldStateVersion {
+	if v < oldestStateVersion || v > StateVersion {
 		if n < len(rest) && (rest[n] == ',' || rest[n] == '}') {
-			return nil, 0, fmt.Errorf("meta: %s: version %d; this build reads versions %d and %d (version 1 was never released): %w", key, v, oldStateVersion, StateVersion, ErrUnsupportedVersion)
+			return nil, 0, fmt.Errorf("meta: %s: version %d; this build reads versions %d to %d (version 1 was never released): %w", key, v, oldestStateVersion, StateVersion, ErrUnsupportedVersion)
 		}
 		return nil, 0, corrupt("malformed version")
 	}

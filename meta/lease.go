@@ -19,14 +19,17 @@ import (
 
 // StateVersion is the version of the objects this package stores (the
 // writer state and the log meta), carried in their envelope (see
-// docs/FORMAT.md). Version 3 added the generations (see Freshness in the
-// package doc); a version-2 object still reads, as generation 0, and is
+// docs/FORMAT.md). Version 4 added the committed ts (a writer state's and
+// each fence's: see WriterState.CommittedTs); version 3 added the
+// generations (see Freshness in the package doc). Versions 2 and 3 still
+// read (generation 0 for version 2; a committed ts equal to the chain max
+// ts, which is where readers of those versions cut a fenced epoch) and are
 // never written again. A reader refuses any other version by name; version
 // 1 was never released and is not readable.
-const StateVersion = 3
+const StateVersion = 4
 
-// oldStateVersion is the version before StateVersion, still read.
-const oldStateVersion = 2
+// oldestStateVersion is the oldest version still read.
+const oldestStateVersion = 2
 
 // WriterState is the one small object per writer that holds its lease and
 // its progress. Every change to it is a compare-and-swap on its ETag, so a
@@ -56,6 +59,11 @@ type WriterState struct {
 	// below it held nothing above a given ts.
 	ChainMaxTs uint64 `json:"chain_max_ts"`
 	Digest     uint32 `json:"digest"`
+	// CommittedTs is the epoch's committed ts as its newest published
+	// progress frame says (segment.Progress.CommittedTs): events of the
+	// epoch above it may be stored (staged) but are not part of the log.
+	// At least FlushedTs.
+	CommittedTs uint64 `json:"committed_ts" since:"4"`
 	// Spans is the flushed resolved ts of each span the writer owns, sorted
 	// by span. The coordinator tracks spans across owners with it: a span's
 	// effective flushed ts is the highest any of its owners made durable.
@@ -88,11 +96,12 @@ type WriterState struct {
 // of the flush's progress frame (segment.Progress) and where it lies in the
 // epoch's chain (Seq, Digest).
 type Progress struct {
-	FlushedTs  uint64           // the writer's flushed resolved ts (min over its spans)
-	Seq        uint64           // the highest segment seq holding flushed data
-	ChainMaxTs uint64           // the largest commit ts in the epoch's segments up to Seq
-	Digest     uint32           // the header CRC of segment Seq
-	Spans      []segment.SpanTs // per-span flushed resolved ts; nil keeps the published ones
+	FlushedTs   uint64           // the writer's flushed resolved ts (min over its spans)
+	Seq         uint64           // the highest segment seq holding flushed data
+	ChainMaxTs  uint64           // the largest commit ts in the epoch's segments up to Seq
+	CommittedTs uint64           // the epoch's committed ts (segment.Progress.CommittedTs), at least FlushedTs
+	Digest      uint32           // the header CRC of segment Seq
+	Spans       []segment.SpanTs // per-span flushed resolved ts; nil keeps the published ones
 }
 
 // Fence is the last sequence number an earlier epoch of a writer published.
@@ -103,6 +112,11 @@ type Fence struct {
 	// Digest: where its chain must end, and what it held at most.
 	MaxTs  uint64 `json:"max_ts"`
 	Digest uint32 `json:"digest"`
+	// CommittedTs is the epoch's committed ts at the fence: readers leave
+	// out the epoch's events above it (staged, never committed). A fence
+	// recorded by a version-2 or 3 state has none and reads as MaxTs, the
+	// cut those versions made.
+	CommittedTs uint64 `json:"committed_ts" since:"4"`
 }
 
 // Accepts reports whether a segment of this writer with the given name is
@@ -161,6 +175,14 @@ func decodeWriterState(key string, data []byte) (*WriterState, error) {
 		return nil, err
 	}
 	st.Version = version
+	if version < 4 {
+		// What readers of these versions cut a fenced epoch at: no event
+		// was ever staged above it.
+		st.CommittedTs = max(st.ChainMaxTs, st.FlushedTs)
+		for i := range st.Fences {
+			st.Fences[i].CommittedTs = st.Fences[i].MaxTs
+		}
+	}
 	bad := func(format string, args ...any) (*WriterState, error) {
 		return nil, fmt.Errorf("meta: %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
@@ -171,8 +193,10 @@ func decodeWriterState(key string, data []byte) (*WriterState, error) {
 		return bad("epoch 0")
 	case !st.HasSeq && st.Seq != 0:
 		return bad("seq %d without has_seq", st.Seq)
-	case version == StateVersion && st.Generation == 0:
+	case version >= 3 && st.Generation == 0:
 		return bad("generation 0")
+	case st.CommittedTs < st.FlushedTs:
+		return bad("committed ts %d below the flushed ts %d", st.CommittedTs, st.FlushedTs)
 	}
 	for i, f := range st.Fences {
 		if f.Epoch >= st.Epoch || i > 0 && f.Epoch <= st.Fences[i-1].Epoch {
@@ -418,7 +442,7 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 			// stood: that data stays in the log under the old epoch's fence.
 			// What it made durable after its last publication counts too:
 			// it may have acknowledged it.
-			last := Progress{FlushedTs: prev.FlushedTs, Seq: prev.Seq, ChainMaxTs: prev.ChainMaxTs, Digest: prev.Digest, Spans: prev.Spans}
+			last := Progress{FlushedTs: prev.FlushedTs, Seq: prev.Seq, ChainMaxTs: prev.ChainMaxTs, CommittedTs: prev.CommittedTs, Digest: prev.Digest, Spans: prev.Spans}
 			has := prev.HasSeq
 			if o.Durable != nil {
 				d, err := o.Durable(ctx, prev)
@@ -436,9 +460,13 @@ func AcquireWriter(ctx context.Context, b *blob.Bucket, logID, writerID string, 
 				}
 			}
 			if has {
-				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: last.Seq, MaxTs: last.ChainMaxTs, Digest: last.Digest})
+				next.Fences = append(next.Fences, Fence{Epoch: prev.Epoch, LastSeq: last.Seq, MaxTs: last.ChainMaxTs, Digest: last.Digest,
+					CommittedTs: max(last.CommittedTs, last.FlushedTs)})
 			}
 			next.FlushedTs = last.FlushedTs
+			// The new epoch has committed what it starts from (held by the
+			// earlier epochs), and nothing of its own yet.
+			next.CommittedTs = last.FlushedTs
 			next.Spans = last.Spans
 			put = &blob.PutOptions{IfMatch: etag}
 		}
@@ -513,12 +541,13 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 		spans = slices.Clone(p.Spans)
 		slices.SortFunc(spans, func(a, b segment.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
-	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
+	committed := max(p.CommittedTs, p.FlushedTs)
+	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && committed == l.st.CommittedTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
 		return nil
 	}
 	next := l.st
 	next.FlushedTs, next.Seq, next.HasSeq, next.Spans, next.Updated = p.FlushedTs, p.Seq, true, spans, time.Now().UTC()
-	next.ChainMaxTs, next.Digest = p.ChainMaxTs, p.Digest
+	next.ChainMaxTs, next.Digest, next.CommittedTs = p.ChainMaxTs, p.Digest, committed
 	next.Token = newToken()
 	next.Generation = l.st.Generation + 1
 	next.MetaGeneration = l.metaGeneration(ctx, !slices.EqualFunc(spans, l.st.Spans, func(a, b segment.SpanTs) bool { return a.Span == b.Span }))

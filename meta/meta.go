@@ -133,7 +133,7 @@ func decodeMeta(key string, data []byte) (*Meta, error) {
 	if m.WriterGenerations == nil {
 		m.WriterGenerations = map[string]uint64{}
 	}
-	if version == StateVersion && m.Generation == 0 {
+	if version >= 3 && m.Generation == 0 {
 		return nil, fmt.Errorf("meta: %s: generation 0: %w", key, ErrCorrupt)
 	}
 	if err := checkMetaRules(key, &m); err != nil {

@@ -8,12 +8,15 @@ import (
 )
 
 // FormatVersion is the segment format version this package writes. Any
-// change an older reader could misread bumps it. Version 3 added the
-// progress frame; version 2 added the chain link to the header. Readers read
+// change an older reader could misread bumps it. Version 4 added the
+// committed ts to the progress frame and the flags byte to the header (an
+// epoch's blocks may hold events staged above its committed ts, which a
+// version-3 reader would take for committed); version 3 added the progress
+// frame; version 2 added the chain link to the header. Readers read
 // versions MinReadVersion to FormatVersion (a version-2 segment is one without
 // progress frames); version 1 was never released and is refused with a
 // *VersionError like any other unknown version.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // MinReadVersion is the oldest format version this package reads.
 const MinReadVersion = 2
@@ -136,12 +139,35 @@ type Header struct {
 	// Link ties the segment to its predecessor in its writer epoch's chain.
 	// Writers set it; readers fill it in.
 	Link Link
+	// Flags say how the writer came to write the segment (version 4; zero
+	// in older versions). FlagCatchUp is what readers act on.
+	Flags Flags
 	// CRC is the header's CRC field: the segment's digest, which its
 	// successor's Link.PrevHeaderCRC and a published progress's Digest
 	// repeat. Readers fill it in, and so does a Writer once it has encoded
 	// the header (Writer.Header); a writer ignores it in what it is given.
 	CRC uint32
 }
+
+// Flags is the header's flags byte.
+type Flags uint8
+
+const (
+	// FlagStaged marks a segment begun for events staged above the
+	// writer's committed ts (a flush cut before the resolved ts covered
+	// them, to bound memory). Informational: the committed ts decides what
+	// is part of the log.
+	FlagStaged Flags = 1 << 0
+	// FlagCatchUp marks a segment that may hold copies of events another
+	// segment of the same writer epoch holds too (events at or below the
+	// epoch's committed ts when they were cut: a span added behind the
+	// writer, or re-added after its staged events were written). Readers
+	// drop duplicates across segments of one epoch only where one of them
+	// carries it.
+	FlagCatchUp Flags = 1 << 1
+
+	knownFlags = FlagStaged | FlagCatchUp
+)
 
 // Link ties a segment to its predecessor in its writer epoch's chain: within
 // one epoch a writer's segments have consecutive seqs, and each names the one
@@ -216,6 +242,9 @@ func (h *Header) validate(resume bool) error {
 	if msg := h.Link.check(h.Seq); msg != "" {
 		return fmt.Errorf("segment: header: %s", msg)
 	}
+	if h.Flags&^knownFlags != 0 || h.Flags != 0 && h.Version != 0 && h.Version < 4 {
+		return fmt.Errorf("segment: header: flags %#02x in a version-%d segment", uint8(h.Flags), h.Version)
+	}
 	return nil
 }
 
@@ -251,7 +280,8 @@ const (
 	hCompress = 10
 	hLogLen   = 11
 	hWriteLen = 12
-	hReserved = 13 // 3 bytes
+	hFlags    = 13 // version 4; reserved zero before
+	hReserved = 14 // 2 bytes
 	hEpoch    = 16
 	hSeq      = 24
 	hCreated  = 32
@@ -284,6 +314,7 @@ func encodeHeader(b []byte, h *Header) {
 	b[hCompress] = byte(h.Compression)
 	b[hLogLen] = byte(len(h.LogID))
 	b[hWriteLen] = byte(len(h.WriterID))
+	b[hFlags] = byte(h.Flags)
 	le.PutUint64(b[hEpoch:], h.Epoch)
 	le.PutUint64(b[hSeq:], h.Seq)
 	le.PutUint64(b[hCreated:], uint64(h.Created.UnixNano()))
@@ -358,8 +389,12 @@ func decodeHeader(b []byte) (h Header, version uint16, p *problem) {
 	if !h.Compression.valid() {
 		return h, version, hard("header", 0, "unknown compression %d", b[hCompress])
 	}
-	if b[hReserved] != 0 || b[hReserved+1] != 0 || b[hReserved+2] != 0 {
-		return h, version, hard("header", 0, "reserved bytes %x are not zero", b[hReserved:hReserved+3])
+	h.Flags = Flags(b[hFlags])
+	if version < 4 && h.Flags != 0 || h.Flags&^knownFlags != 0 {
+		return h, version, hard("header", 0, "flags byte %#02x: unknown flags, or flags in a version-%d segment", b[hFlags], version)
+	}
+	if b[hReserved] != 0 || b[hReserved+1] != 0 {
+		return h, version, hard("header", 0, "reserved bytes %x are not zero", b[hReserved:hReserved+2])
 	}
 	var ok bool
 	if h.LogID, ok = paddedID(b[hLogID:hLogID+MaxIDLen], int(b[hLogLen])); !ok {

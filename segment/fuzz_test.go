@@ -52,7 +52,7 @@ func FuzzProgressFrame(f *testing.F) {
 			if again := AppendProgressFrame(nil, p); !bytes.Equal(again, b[:n]) {
 				t.Fatalf("decoded %+v, which encodes differently", p)
 			}
-			if !validProgressAt(b) || findValidFrame(append([]byte{0}, b...)) != 1 {
+			if !validProgressAt(b, FormatVersion) || findValidFrame(append([]byte{0}, b...)) != 1 {
 				t.Fatal("a frame that decodes is not found valid")
 			}
 		} else if !IsCorrupt(err) {

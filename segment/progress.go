@@ -5,35 +5,50 @@ import (
 	"slices"
 )
 
-// This file is the progress frame (frame type 3, format version 3): a
-// writer's flush progress (its flushed resolved ts and the flushed ts of each
-// span) made durable in the same segment, with the same sync or upload, as
-// the data it covers.
+// This file is the progress frame (frame type 3, new in format version 3;
+// version 4 added the committed ts): a writer's flush progress (its flushed
+// resolved ts, its committed ts and the flushed ts of each span) made
+// durable in the same segment, with the same sync or upload, as the data it
+// covers.
 
 // MaxProgressSpans bounds a progress frame's span count, and therefore what a
 // reader allocates for a count read from input: 1<<20 spans make a frame of
 // 16 MiB.
 const MaxProgressSpans = 1 << 20
 
-// Progress frame layout.
+// Progress frame layout. Version 4 inserts the committed ts before the
+// spans; the fields before it are where version 3 has them.
 const (
-	pType       = 0
-	pReserved   = 1 // 3 bytes
-	pCount      = 4
-	pFlushedTs  = 8
-	pChainMaxTs = 16
-	pSpans      = 24 // N × (span, ts), 16 bytes each
+	pType        = 0
+	pReserved    = 1 // 3 bytes
+	pCount       = 4
+	pFlushedTs   = 8
+	pChainMaxTs  = 16
+	pSpansV3     = 24 // version 3: N × (span, ts), 16 bytes each
+	pCommittedTs = 24 // version 4
+	pSpansV4     = 32 // version 4: N × (span, ts)
 
-	progressFixedSize = pSpans
-	progressSpanSize  = 16
-	progressCRCSize   = 4
-	// MinProgressSize is the length of a progress frame with no spans: the
-	// smallest frame of any type.
-	MinProgressSize = progressFixedSize + progressCRCSize
+	progressSpanSize = 16
+	progressCRCSize  = 4
+	// MinProgressSize is the length of a version-3 progress frame with no
+	// spans: the smallest frame of any type and version.
+	MinProgressSize = pSpansV3 + progressCRCSize
 )
 
-// progressSize is the length of a progress frame holding n spans.
-func progressSize(n int) int { return progressFixedSize + n*progressSpanSize + progressCRCSize }
+// progressFixed is the length of a progress frame's fixed part in a segment
+// of the given format version.
+func progressFixed(version uint16) int {
+	if version >= 4 {
+		return pSpansV4
+	}
+	return pSpansV3
+}
+
+// progressSize is the length of a progress frame holding n spans in a
+// segment of the given format version.
+func progressSize(n int, version uint16) int {
+	return progressFixed(version) + n*progressSpanSize + progressCRCSize
+}
 
 // SpanTs is one span's flushed ts in a progress frame, and in a writer
 // state (meta.WriterState.Spans, stored as JSON "span" and "ts"): the
@@ -47,9 +62,18 @@ type SpanTs struct {
 // progress placed in its writer epoch's chain: with the seq of the segment
 // that holds it and that segment's header CRC.
 type Progress struct {
-	FlushedTs  uint64
-	ChainMaxTs uint64   // set by the Writer on append; checked on read
-	Spans      []SpanTs // strictly increasing by Span
+	FlushedTs uint64
+	// CommittedTs is the writer epoch's committed ts: the largest flushed
+	// ts of any of its progress frames up to this one (or the ts the epoch
+	// started from). An event of the epoch is part of the log only when its
+	// commit ts is at or below the committed ts of a durable frame: blocks
+	// may hold events staged above it (written before they were resolved,
+	// to bound the writer's memory). A version-3 frame has none; decoding
+	// one sets it to ChainMaxTs, what a version-3 reader cut a fenced
+	// epoch at. It is never below FlushedTs.
+	CommittedTs uint64
+	ChainMaxTs  uint64   // set by the Writer on append; checked on read
+	Spans       []SpanTs // strictly increasing by Span
 }
 
 // ProgressInfo is a progress frame found in or appended to a segment.
@@ -76,13 +100,20 @@ func checkSpans(spans []SpanTs) string {
 	return ""
 }
 
-// AppendProgressFrame appends the progress frame holding p to dst and returns
-// the extended slice. It does not check p: a frame whose spans are not
-// strictly increasing, or more than MaxProgressSpans, is one no reader
-// accepts (Writer.AppendProgress checks them).
+// AppendProgressFrame appends the progress frame holding p, in the layout of
+// FormatVersion, to dst and returns the extended slice. It does not check p:
+// a frame whose spans are not strictly increasing, or more than
+// MaxProgressSpans, or whose committed ts is below its flushed ts, is one no
+// reader accepts (Writer.AppendProgress checks them).
 func AppendProgressFrame(dst []byte, p Progress) []byte {
+	return appendProgressFrame(dst, p, FormatVersion)
+}
+
+// appendProgressFrame appends p in the layout of the given format version
+// (3 or 4; version 3 has no committed ts).
+func appendProgressFrame(dst []byte, p Progress, version uint16) []byte {
 	start := len(dst)
-	n := progressSize(len(p.Spans))
+	n := progressSize(len(p.Spans), version)
 	dst = slices.Grow(dst, n)[:start+n]
 	b := dst[start:]
 	b[pType] = frameProgress
@@ -90,7 +121,10 @@ func AppendProgressFrame(dst []byte, p Progress) []byte {
 	le.PutUint32(b[pCount:], uint32(len(p.Spans)))
 	le.PutUint64(b[pFlushedTs:], p.FlushedTs)
 	le.PutUint64(b[pChainMaxTs:], p.ChainMaxTs)
-	e := b[pSpans:]
+	if version >= 4 {
+		le.PutUint64(b[pCommittedTs:], p.CommittedTs)
+	}
+	e := b[progressFixed(version):]
 	for _, s := range p.Spans {
 		le.PutUint64(e[0:], s.Span)
 		le.PutUint64(e[8:], s.Ts)
@@ -104,7 +138,7 @@ func AppendProgressFrame(dst []byte, p Progress) []byte {
 // progressSpanCount checks what bounds a progress frame before its CRC: its
 // type and span count. Its problems are soft.
 func progressSpanCount(b []byte, off int64) (int, *problem) {
-	if len(b) < progressFixedSize {
+	if len(b) < pSpansV3 {
 		return 0, soft("progress", off, "%d bytes, need at least %d", len(b), MinProgressSize)
 	}
 	if b[pType] != frameProgress {
@@ -121,12 +155,12 @@ func progressSpanCount(b []byte, off int64) (int, *problem) {
 // found at off, and returns it with its length. Everything checked after the
 // CRC (reserved bytes, span order) is a hard problem. The chain max ts is
 // not checked here: that takes the blocks before the frame (Scanner).
-func decodeProgress(b []byte, off int64) (Progress, int, *problem) {
+func decodeProgress(b []byte, off int64, version uint16) (Progress, int, *problem) {
 	n, p := progressSpanCount(b, off)
 	if p != nil {
 		return Progress{}, 0, p
 	}
-	size := progressSize(n)
+	size := progressSize(n, version)
 	if len(b) < size {
 		return Progress{}, 0, soft("progress", off, "%d bytes, but %d spans need %d", len(b), n, size)
 	}
@@ -138,9 +172,17 @@ func decodeProgress(b []byte, off int64) (Progress, int, *problem) {
 		return Progress{}, 0, hard("progress", off, "reserved bytes %x are not zero", b[pReserved:pReserved+3])
 	}
 	pr := Progress{FlushedTs: le.Uint64(b[pFlushedTs:]), ChainMaxTs: le.Uint64(b[pChainMaxTs:])}
+	if version >= 4 {
+		pr.CommittedTs = le.Uint64(b[pCommittedTs:])
+		if pr.CommittedTs < pr.FlushedTs {
+			return Progress{}, 0, hard("progress", off, "committed ts %d is below the flushed ts %d", pr.CommittedTs, pr.FlushedTs)
+		}
+	} else {
+		pr.CommittedTs = pr.ChainMaxTs
+	}
 	if n > 0 {
 		pr.Spans = make([]SpanTs, n)
-		e := b[pSpans:]
+		e := b[progressFixed(version):]
 		for i := range pr.Spans {
 			pr.Spans[i] = SpanTs{Span: le.Uint64(e[0:]), Ts: le.Uint64(e[8:])}
 			e = e[progressSpanSize:]
@@ -153,13 +195,17 @@ func decodeProgress(b []byte, off int64) (Progress, int, *problem) {
 }
 
 // DecodeProgressFrame decodes and checks the progress frame at the start of
-// b and returns it with the frame's length. Bytes after the frame are
-// ignored. A frame that is short, out of range, fails its CRC or breaks the
-// format under a good CRC is a *CorruptionError (part "progress", offset 0).
-// Whether its ChainMaxTs is right depends on the segment around it, which
-// only a Scanner knows.
-func DecodeProgressFrame(b []byte) (Progress, int, error) {
-	p, n, prob := decodeProgress(b, 0)
+// b, in the layout of the given format version (3 or 4: see
+// Header.Version), and returns it with the frame's length. Bytes after the
+// frame are ignored. A frame that is short, out of range, fails its CRC or
+// breaks the format under a good CRC is a *CorruptionError (part
+// "progress", offset 0). Whether its ChainMaxTs is right depends on the
+// segment around it, which only a Scanner knows.
+func DecodeProgressFrame(b []byte, version uint16) (Progress, int, error) {
+	if version < 3 || !versionSupported(version) {
+		return Progress{}, 0, fmt.Errorf("segment: a version-%d segment holds no progress frames of this build's", version)
+	}
+	p, n, prob := decodeProgress(b, 0, version)
 	if prob != nil {
 		return Progress{}, 0, prob.err("")
 	}
@@ -168,12 +214,12 @@ func DecodeProgressFrame(b []byte) (Progress, int, error) {
 
 // validProgressAt reports whether b begins with a whole progress frame whose
 // CRC holds, for the torn-tail test. It allocates nothing.
-func validProgressAt(b []byte) bool {
+func validProgressAt(b []byte, version uint16) bool {
 	n, p := progressSpanCount(b, 0)
-	if p != nil || len(b) < progressSize(n) {
+	if p != nil || len(b) < progressSize(n, version) {
 		return false
 	}
-	end := progressSize(n) - progressCRCSize
+	end := progressSize(n, version) - progressCRCSize
 	return le.Uint32(b[end:]) == crc(b[:end])
 }
 

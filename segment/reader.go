@@ -214,7 +214,7 @@ func (r *Reader) ProgressBefore(i int) ([]ProgressInfo, error) {
 	var out []ProgressInfo
 	for off := 0; off < len(gap); {
 		at := start + int64(off)
-		pr, n, p := decodeProgress(gap[off:], at)
+		pr, n, p := decodeProgress(gap[off:], at, r.hdr.Version)
 		if p != nil {
 			return nil, p.err(r.obj)
 		}

@@ -162,11 +162,11 @@ func (s *Scanner) readProgress(at int64) error {
 	if p != nil {
 		return s.damaged(p, at, s.buf[:MinProgressSize])
 	}
-	total := progressSize(n)
+	total := progressSize(n, s.hdr.Version)
 	if have, err := s.fill(MinProgressSize, total); err != nil {
 		return s.shortFrame("progress", at, have, total, err)
 	}
-	pr, _, p := decodeProgress(s.buf[:total], at)
+	pr, _, p := decodeProgress(s.buf[:total], at, s.hdr.Version)
 	switch {
 	case p != nil && p.hard:
 		return s.fail(p.err(s.obj))
@@ -411,7 +411,7 @@ func findValidFrame(data []byte) int {
 			return i
 		case b[0] == frameFooter && validFooterAt(b):
 			return i
-		case b[0] == frameProgress && validProgressAt(b):
+		case b[0] == frameProgress && (validProgressAt(b, 3) || validProgressAt(b, 4)):
 			return i
 		case validTrailerAt(b):
 			return i

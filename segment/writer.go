@@ -111,7 +111,7 @@ func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, progress []Progre
 	if !gaps && len(progress) > 0 {
 		return nil, fmt.Errorf("segment: resume: a version-%d segment holds no progress frames, %d given", sw.hdr.Version, len(progress))
 	}
-	if msg := checkProgressIndex(sw.hdr.Link.PrevMaxTs, blocks, progress, end); msg != "" {
+	if msg := checkProgressIndex(sw.hdr.Link.PrevMaxTs, sw.hdr.Version, blocks, progress, end); msg != "" {
 		return nil, fmt.Errorf("segment: resume: %s", msg)
 	}
 	// The header is encoded again only to learn its CRC: it is already on
@@ -149,7 +149,7 @@ func ResumeWriter(w io.Writer, hdr Header, blocks []BlockInfo, progress []Progre
 // most end; each progress frame has the length its spans give, spans in
 // order, its block count the number of blocks before it and its chain max ts
 // what those blocks and prevMax give.
-func checkProgressIndex(prevMax uint64, blocks []BlockInfo, progress []ProgressInfo, end int64) string {
+func checkProgressIndex(prevMax uint64, version uint16, blocks []BlockInfo, progress []ProgressInfo, end int64) string {
 	pos := int64(HeaderSize) // where the previous frame ends
 	nb := 0
 	nextBlocks := func(upto int) string {
@@ -171,8 +171,8 @@ func checkProgressIndex(prevMax uint64, blocks []BlockInfo, progress []ProgressI
 		if msg := checkSpans(p.Spans); msg != "" {
 			return fmt.Sprintf("progress frame %d at offset %d: %s", i, p.Offset, msg)
 		}
-		if p.Length != progressSize(len(p.Spans)) {
-			return fmt.Sprintf("progress frame %d at offset %d: length %d, but %d spans make %d", i, p.Offset, p.Length, len(p.Spans), progressSize(len(p.Spans)))
+		if p.Length != progressSize(len(p.Spans), version) {
+			return fmt.Sprintf("progress frame %d at offset %d: length %d, but %d spans make %d", i, p.Offset, p.Length, len(p.Spans), progressSize(len(p.Spans), version))
 		}
 		if p.Offset != pos {
 			return fmt.Sprintf("progress frame %d is at offset %d, but the frame before it ends at %d", i, p.Offset, pos)
@@ -331,6 +331,13 @@ func (w *Writer) Seal() (Footer, error) {
 // after Seal, nor in a resumed version-2 segment. A failed write is sticky, as
 // for Append. The returned ProgressInfo's Spans are the Writer's copy.
 func (w *Writer) AppendProgress(flushedTs uint64, spans []SpanTs) (ProgressInfo, error) {
+	return w.AppendProgressCommitted(flushedTs, flushedTs, spans)
+}
+
+// AppendProgressCommitted is AppendProgress with the epoch's committed ts
+// (Progress.CommittedTs), which must not be below flushedTs. A version-3
+// segment has no room for it: there it must equal the flushed ts.
+func (w *Writer) AppendProgressCommitted(flushedTs, committedTs uint64, spans []SpanTs) (ProgressInfo, error) {
 	if err := w.usable(); err != nil {
 		return ProgressInfo{}, err
 	}
@@ -340,14 +347,20 @@ func (w *Writer) AppendProgress(flushedTs uint64, spans []SpanTs) (ProgressInfo,
 	if msg := checkSpans(spans); msg != "" {
 		return ProgressInfo{}, fmt.Errorf("segment: append progress: %s", msg)
 	}
+	if committedTs < flushedTs || w.hdr.Version < 4 && committedTs != flushedTs {
+		return ProgressInfo{}, fmt.Errorf("segment: append progress: committed ts %d with flushed ts %d in a version-%d segment", committedTs, flushedTs, w.hdr.Version)
+	}
 	if err := w.closeBlock(); err != nil {
 		return ProgressInfo{}, err
 	}
-	p := Progress{FlushedTs: flushedTs, ChainMaxTs: chainMaxTs(w.hdr.Link.PrevMaxTs, w.blocks)}
+	p := Progress{FlushedTs: flushedTs, CommittedTs: committedTs, ChainMaxTs: chainMaxTs(w.hdr.Link.PrevMaxTs, w.blocks)}
+	if w.hdr.Version < 4 {
+		p.CommittedTs = p.ChainMaxTs // what decoding it gives
+	}
 	if len(spans) > 0 {
 		p.Spans = slices.Clone(spans)
 	}
-	buf := AppendProgressFrame(w.frame[:0], p)
+	buf := appendProgressFrame(w.frame[:0], p, w.hdr.Version)
 	w.frame = buf
 	info := ProgressInfo{Offset: w.off, Length: len(buf), Blocks: len(w.blocks), Progress: p}
 	if err := w.write(buf); err != nil {

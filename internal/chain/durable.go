@@ -360,7 +360,7 @@ func (w *walk) fence(last *found) *meta.Progress {
 	}
 	w.log.Info("the previous epoch made progress durable beyond what it published", "epoch", prev.Epoch,
 		"published_seq", prev.Seq, "published_ts", prev.FlushedTs, "durable_seq", last.seq, "durable_ts", last.p.FlushedTs)
-	return &meta.Progress{FlushedTs: last.p.FlushedTs, Seq: last.seq, ChainMaxTs: last.p.ChainMaxTs, Digest: last.hdr.CRC, Spans: last.p.Spans}
+	return &meta.Progress{FlushedTs: last.p.FlushedTs, Seq: last.seq, ChainMaxTs: last.p.ChainMaxTs, CommittedTs: last.p.CommittedTs, Digest: last.hdr.CRC, Spans: last.p.Spans}
 }
 
 // Checkpoint is the log's checkpoint (0 without a meta object: then no GC
