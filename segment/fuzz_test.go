@@ -13,7 +13,7 @@ import (
 // seedSegments adds the golden files, small segments of each kind and a few
 // damaged ones to a fuzz corpus.
 func seedSegments(f *testing.F) {
-	for _, name := range []string{"sealed.seg", "sealed-v2.seg", "unsealed-torn.seg"} {
+	for _, name := range []string{"sealed.seg", "unsealed-torn.seg", "sealed-v3.seg", "unsealed-torn-v3.seg", "sealed-v2.seg"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -33,38 +33,72 @@ func seedSegments(f *testing.F) {
 			[]progressAt{{0, nil}, {4, spans(2, 1)}, {4, nil}, {12, spans(1, 2)}}, seal)
 		f.Add(data)
 	}
+	// Version 4: header flags, and progress frames whose committed ts is
+	// above their flushed ts.
+	for _, seal := range []bool{false, true} {
+		more := genRecords(98, 40, true)
+		h := chainHeader(CompressionNone, more[3].ts)
+		h.Flags = FlagStaged | FlagCatchUp
+		f.Add(writeGolden(f, h, &WriterOptions{BlockSize: 256}, more, committedProgress(more), seal))
+	}
 	f.Add([]byte{})
 	f.Add(headerMagic[:])
 }
 
-// FuzzProgressFrame decodes arbitrary bytes as a progress frame (no panic;
-// what decodes re-encodes to the same bytes), and encodes a frame built from
-// them, which must decode back to it.
+// progressVersions are the segment format versions whose progress frames
+// this build reads: version 3 (no committed ts, spans at 24) and version 4
+// (committed ts at 24, spans at 32).
+var progressVersions = []uint16{3, 4}
+
+// FuzzProgressFrame decodes arbitrary bytes as a progress frame of each
+// layout (no panic; what decodes re-encodes to the same bytes, and is found
+// valid by the torn-tail test), and encodes frames of both layouts built
+// from them, which must decode back to what they hold.
 func FuzzProgressFrame(f *testing.F) {
-	f.Add(AppendProgressFrame(nil, Progress{}))
-	f.Add(AppendProgressFrame(nil, Progress{FlushedTs: 5, ChainMaxTs: 9, Spans: spans(3, 4)}))
+	for _, v := range progressVersions {
+		f.Add(appendProgressFrame(nil, Progress{}, v))
+		f.Add(appendProgressFrame(nil, Progress{FlushedTs: 5, CommittedTs: 5, ChainMaxTs: 9, Spans: spans(3, 4)}, v))
+		f.Add(appendProgressFrame(nil, Progress{FlushedTs: 5, CommittedTs: 12, ChainMaxTs: 9, Spans: spans(1, 4)}, v))
+	}
+	// A version-4 frame whose committed ts is below its flushed ts.
+	f.Add(appendProgressFrame(nil, Progress{FlushedTs: 7, CommittedTs: 6, Spans: spans(2, 4)}, 4))
 	f.Add([]byte{3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if p, n, err := DecodeProgressFrame(b); err == nil {
-			if n != progressSize(len(p.Spans)) || n > len(b) {
-				t.Fatalf("length %d for %d spans in %d bytes", n, len(p.Spans), len(b))
+		for _, v := range progressVersions {
+			p, n, err := DecodeProgressFrame(b, v)
+			if err != nil {
+				if !IsCorrupt(err) {
+					t.Fatalf("v%d: error that is not corruption: %v", v, err)
+				}
+				continue
 			}
-			if again := AppendProgressFrame(nil, p); !bytes.Equal(again, b[:n]) {
-				t.Fatalf("decoded %+v, which encodes differently", p)
+			if n != progressSize(len(p.Spans), v) || n > len(b) {
+				t.Fatalf("v%d: length %d for %d spans in %d bytes", v, n, len(p.Spans), len(b))
 			}
-			if !validProgressAt(b, FormatVersion) || findValidFrame(append([]byte{0}, b...)) != 1 {
-				t.Fatal("a frame that decodes is not found valid")
+			if again := appendProgressFrame(nil, p, v); !bytes.Equal(again, b[:n]) {
+				t.Fatalf("v%d: decoded %+v, which encodes differently", v, p)
 			}
-		} else if !IsCorrupt(err) {
-			t.Fatalf("error that is not corruption: %v", err)
+			switch {
+			case v < 4 && p.CommittedTs != p.ChainMaxTs:
+				t.Fatalf("v%d: committed ts %d, want the chain max ts %d", v, p.CommittedTs, p.ChainMaxTs)
+			case v >= 4 && p.CommittedTs < p.FlushedTs:
+				t.Fatalf("v%d: committed ts %d below the flushed ts %d decoded", v, p.CommittedTs, p.FlushedTs)
+			}
+			if !validProgressAt(b, v) || findValidFrame(append([]byte{0}, b...)) != 1 {
+				t.Fatalf("v%d: a frame that decodes is not found valid", v)
+			}
+		}
+		if _, _, err := DecodeProgressFrame(b, 2); err == nil || IsCorrupt(err) {
+			t.Fatalf("a version-2 frame: %v, want an error that is not corruption", err)
 		}
 
 		// The bytes as a progress frame's content.
 		var p Progress
-		if len(b) >= 16 {
-			p.FlushedTs, p.ChainMaxTs = le.Uint64(b), le.Uint64(b[8:])
+		var lift uint64
+		if len(b) >= 24 {
+			p.FlushedTs, p.ChainMaxTs, lift = le.Uint64(b), le.Uint64(b[8:]), le.Uint64(b[16:])
 			var prev uint64
-			for i := 16; i+16 <= len(b); i += 16 {
+			for i := 24; i+16 <= len(b); i += 16 {
 				span := prev + 1 + le.Uint64(b[i:])%1000
 				if span <= prev {
 					break
@@ -73,10 +107,35 @@ func FuzzProgressFrame(f *testing.F) {
 				prev = span
 			}
 		}
-		enc := AppendProgressFrame(nil, p)
-		got, n, err := DecodeProgressFrame(enc)
-		if err != nil || n != len(enc) || got.FlushedTs != p.FlushedTs || got.ChainMaxTs != p.ChainMaxTs || !slices.Equal(got.Spans, p.Spans) {
-			t.Fatalf("%+v decoded as %+v, %d, %v", p, got, n, err)
+		// A committed ts at or above the flushed ts (saturating).
+		p.CommittedTs = p.FlushedTs + lift
+		if p.CommittedTs < p.FlushedTs {
+			p.CommittedTs = 1<<64 - 1
+		}
+		for _, v := range progressVersions {
+			enc := appendProgressFrame(nil, p, v)
+			got, n, err := DecodeProgressFrame(enc, v)
+			want := p.CommittedTs
+			if v < 4 {
+				want = p.ChainMaxTs
+			}
+			if err != nil || n != len(enc) || n != progressSize(len(p.Spans), v) || got.FlushedTs != p.FlushedTs || got.ChainMaxTs != p.ChainMaxTs ||
+				got.CommittedTs != want || !slices.Equal(got.Spans, p.Spans) {
+				t.Fatalf("v%d: %+v decoded as %+v, %d, %v", v, p, got, n, err)
+			}
+		}
+		if bytes.Equal(AppendProgressFrame(nil, p), appendProgressFrame(nil, p, 3)) {
+			t.Fatal("AppendProgressFrame writes the version-3 layout")
+		}
+		// Committed below flushed, under a good CRC: corruption at offset 0.
+		if p.FlushedTs > 0 {
+			low := p
+			low.CommittedTs = p.FlushedTs - 1 - lift%p.FlushedTs
+			_, _, err := DecodeProgressFrame(appendProgressFrame(nil, low, 4), 4)
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.Part != "progress" || ce.Offset != 0 {
+				t.Fatalf("committed ts %d below the flushed ts %d: %v", low.CommittedTs, low.FlushedTs, err)
+			}
 		}
 	})
 }
@@ -202,6 +261,7 @@ func fixCRCs(data []byte) []byte {
 		return b
 	}
 	le.PutUint32(b[hCRC:], crc(b[:hCRC]))
+	version := le.Uint16(b[hVersion:])
 	off := HeaderSize
 	for off+BlockHeaderSize <= len(b) {
 		switch b[off] {
@@ -220,7 +280,7 @@ func fixCRCs(data []byte) []byte {
 			if n > MaxProgressSpans {
 				return b
 			}
-			end := off + progressSize(n)
+			end := off + progressSize(n, version)
 			if end > len(b) {
 				return b
 			}

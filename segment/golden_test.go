@@ -70,28 +70,58 @@ func goldenHeader(c Compression) Header {
 
 // goldenProgress is where the golden segments hold progress frames: before
 // the record of each index, in order (so that two at one index follow one
-// another), with these flushed ts and spans.
+// another), with these flushed ts, committed ts (0: the flushed ts) and
+// spans.
 type goldenProgress struct {
-	before    int
-	flushedTs uint64
-	spans     []SpanTs
+	before      int
+	flushedTs   uint64
+	committedTs uint64
+	spans       []SpanTs
 }
+
+// committed is the committed ts the writer is given for p.
+func (p goldenProgress) committed() uint64 { return max(p.committedTs, p.flushedTs) }
 
 // goldenSealedProgress: a progress frame right after the header, one between
-// blocks and two in a row before the raw block's successor.
+// blocks whose blocks before it hold events staged above its committed ts,
+// and two in a row before the raw block's successor, the second after a span
+// was added behind the writer (its flushed ts falls, its committed ts does
+// not).
 var goldenSealedProgress = []goldenProgress{
-	{0, 400_000_000_000_000_700, nil},
-	{9, 400_000_000_000_000_757, []SpanTs{{101, 400_000_000_000_000_757}, {204, 400_000_000_000_000_748}}},
-	{21, 400_000_000_000_000_776, []SpanTs{{101, 400_000_000_000_000_777}}},
-	{21, 400_000_000_000_000_777, []SpanTs{{101, 400_000_000_000_000_777}, {204, 400_000_000_000_000_777}, {212, 400_000_000_000_000_777}}},
+	{0, 400_000_000_000_000_700, 0, nil},
+	{9, 400_000_000_000_000_745, 0, []SpanTs{{101, 400_000_000_000_000_745}, {204, 400_000_000_000_000_745}}},
+	{21, 400_000_000_000_000_777, 0, []SpanTs{{101, 400_000_000_000_000_777}}},
+	{21, 400_000_000_000_000_770, 400_000_000_000_000_777, []SpanTs{{101, 400_000_000_000_000_777}, {204, 400_000_000_000_000_777}, {212, 400_000_000_000_000_777}, {213, 400_000_000_000_000_770}}},
 }
 
-// goldenUnsealedProgress: one progress frame between blocks.
+// goldenUnsealedProgress: one progress frame between blocks, whose committed
+// ts is above its flushed ts.
 var goldenUnsealedProgress = []goldenProgress{
-	{18, 400_000_000_000_000_772, []SpanTs{{101, 400_000_000_000_000_772}, {212, 400_000_000_000_000_764}, {213, 400_000_000_000_000_767}}},
+	{18, 400_000_000_000_000_764, 400_000_000_000_000_772, []SpanTs{{101, 400_000_000_000_000_772}, {212, 400_000_000_000_000_764}, {213, 400_000_000_000_000_767}}},
 }
 
-// writeGolden writes recs as writeSegment does, with progress frames.
+// goldenSealedProgressV3 and goldenUnsealedProgressV3 are the progress
+// frames of the version-3 goldens (sealed-v3.seg, unsealed-torn-v3.seg),
+// which the last version-3 build wrote: no committed ts, which reads as
+// each frame's chain max ts.
+var (
+	goldenSealedProgressV3 = []goldenProgress{
+		{0, 400_000_000_000_000_700, 0, nil},
+		{9, 400_000_000_000_000_757, 0, []SpanTs{{101, 400_000_000_000_000_757}, {204, 400_000_000_000_000_748}}},
+		{21, 400_000_000_000_000_776, 0, []SpanTs{{101, 400_000_000_000_000_777}}},
+		{21, 400_000_000_000_000_777, 0, []SpanTs{{101, 400_000_000_000_000_777}, {204, 400_000_000_000_000_777}, {212, 400_000_000_000_000_777}}},
+	}
+	goldenUnsealedProgressV3 = []goldenProgress{
+		{18, 400_000_000_000_000_772, 0, []SpanTs{{101, 400_000_000_000_000_772}, {212, 400_000_000_000_000_764}, {213, 400_000_000_000_000_767}}},
+	}
+)
+
+// goldenUnsealedV3Whole is how many records unsealed-torn-v3.seg holds in
+// whole blocks (the 36th is in the torn one).
+const goldenUnsealedV3Whole = 35
+
+// writeGolden writes recs as writeSegment does, with progress frames (those
+// before len(recs) after the last record).
 func writeGolden(t testing.TB, hdr Header, opts *WriterOptions, recs []rec, progress []goldenProgress, seal bool, flushAt ...int) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -99,23 +129,27 @@ func writeGolden(t testing.TB, hdr Header, opts *WriterOptions, recs []rec, prog
 	if err != nil {
 		t.Fatal(err)
 	}
+	emit := func(i int) {
+		for _, p := range progress {
+			if p.before == i {
+				if _, err := w.AppendProgressCommitted(p.flushedTs, p.committed(), p.spans); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	for i, r := range recs {
 		if slices.Contains(flushAt, i) {
 			if err := w.FlushBlock(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, p := range progress {
-			if p.before == i {
-				if _, err := w.AppendProgress(p.flushedTs, p.spans); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		emit(i)
 		if err := w.Append(r.ts, r.kind, r.payload); err != nil {
 			t.Fatal(err)
 		}
 	}
+	emit(len(recs))
 	if seal {
 		if _, err := w.Seal(); err != nil {
 			t.Fatal(err)
@@ -133,11 +167,15 @@ func goldenSealed(t testing.TB) []byte {
 }
 
 // goldenUnsealed is an unsealed segment without compression whose last block
-// was cut short, as a crash leaves the active segment. It returns the data
-// and how many records are in its whole blocks.
+// was cut short, as a crash leaves the active segment; its header carries
+// FlagStaged (its blocks after the progress frame are above the frame's
+// committed ts). It returns the data and how many records are in its whole
+// blocks.
 func goldenUnsealed(t testing.TB) ([]byte, int) {
 	recs := goldenRecords()
-	data := writeGolden(t, goldenHeader(CompressionNone), &WriterOptions{BlockSize: 700}, recs, goldenUnsealedProgress, false)
+	hdr := goldenHeader(CompressionNone)
+	hdr.Flags = FlagStaged
+	data := writeGolden(t, hdr, &WriterOptions{BlockSize: 700}, recs, goldenUnsealedProgress, false)
 	rc, err := Recover(bytes.NewReader(data), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -201,18 +239,70 @@ func TestGolden(t *testing.T) {
 
 	// The files on disk, not just today's writer, must read back: this is
 	// what catches a reader that stops understanding old segments.
+	// sealed-v3.seg and unsealed-torn-v3.seg were written by the last
+	// version-3 build (they are the version-3 sealed.seg and
+	// unsealed-torn.seg): their dumps must not change, and their progress
+	// frames read with the committed ts a version-3 frame has, its chain
+	// max ts.
+	for _, name := range []string{"sealed-v3", "unsealed-torn-v3"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name+".seg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, name+".txt", []byte(dump(t, data)))
+	}
+	checkGoldenSealed(t, "sealed.seg", FormatVersion, 0, goldenSealedProgress)
+	checkGoldenSealed(t, "sealed-v3.seg", 3, 0, goldenSealedProgressV3)
+	checkGoldenUnsealed(t, "unsealed-torn.seg", FormatVersion, FlagStaged, whole, goldenUnsealedProgress)
+	checkGoldenUnsealed(t, "unsealed-torn-v3.seg", 3, 0, goldenUnsealedV3Whole, goldenUnsealedProgressV3)
+}
+
+// requireGoldenProgress checks the progress frames read from a golden of
+// the given version against what its writer was given: a version-3 frame's
+// committed ts is its chain max ts, a later one's what was given.
+func requireGoldenProgress(t testing.TB, what string, version uint16, got []ProgressInfo, want []goldenProgress) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d progress frames, want %d", what, len(got), len(want))
+	}
+	for i, p := range got {
+		g := want[i]
+		committed := g.committed()
+		if version < 4 {
+			committed = p.ChainMaxTs
+		}
+		if p.FlushedTs != g.flushedTs || p.CommittedTs != committed || !slices.Equal(p.Spans, g.spans) || p.Length != progressSize(len(g.spans), version) {
+			t.Fatalf("%s: progress frame %d is %+v, want %+v (committed ts %d, %d bytes)", what, i, p, g, committed, progressSize(len(g.spans), version))
+		}
+	}
+}
+
+// checkGoldenSealed reads the sealed golden testdata/name through both
+// paths: its header, records, raw and lz4 blocks, and progress frames (by
+// the Scanner and by Reader.ProgressBefore).
+func checkGoldenSealed(t *testing.T, name string, version uint16, flags Flags, progress []goldenProgress) {
+	t.Helper()
 	want := goldenRecords()
-	file, err := os.ReadFile(filepath.Join("testdata", "sealed.seg"))
+	file, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, r, err := readAll(file)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	requireRecs(t, "sealed.seg", got, want)
+	if h := r.Header(); h.Version != version || h.Flags != flags {
+		t.Fatalf("%s: header version %d flags %#02x, want %d and %#02x", name, h.Version, h.Flags, version, flags)
+	}
+	requireRecs(t, name, got, want)
 	raw := 0
+	var before []ProgressInfo
 	for i := range r.Footer().Blocks {
+		ps, err := r.ProgressBefore(i)
+		if err != nil {
+			t.Fatalf("%s: progress before block %d: %v", name, i, err)
+		}
+		before = append(before, ps...)
 		b, err := r.ReadBlock(i)
 		if err != nil {
 			t.Fatal(err)
@@ -221,38 +311,41 @@ func TestGolden(t *testing.T) {
 			raw++
 		}
 	}
+	ps, err := r.ProgressBefore(len(r.Footer().Blocks))
+	if err != nil {
+		t.Fatalf("%s: progress before the footer: %v", name, err)
+	}
+	before = append(before, ps...)
+	requireGoldenProgress(t, name+" (Reader)", version, before, progress)
 	if raw == 0 || raw == len(r.Footer().Blocks) {
-		t.Fatalf("sealed.seg has %d raw blocks of %d: want both kinds", raw, len(r.Footer().Blocks))
+		t.Fatalf("%s has %d raw blocks of %d: want both kinds", name, raw, len(r.Footer().Blocks))
 	}
-	_, s, err := scanAll(file, &ScannerOptions{RequireSealed: true})
+	got, s, err := scanAll(file, &ScannerOptions{RequireSealed: true})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	if ps := s.Progress(); len(ps) != len(goldenSealedProgress) {
-		t.Fatalf("sealed.seg: %d progress frames, want %d", len(ps), len(goldenSealedProgress))
-	} else {
-		for i, p := range ps {
-			g := goldenSealedProgress[i]
-			if p.FlushedTs != g.flushedTs || !slices.Equal(p.Spans, g.spans) {
-				t.Fatalf("sealed.seg: progress frame %d is %+v, want %+v", i, p, g)
-			}
-		}
-	}
+	requireRecs(t, name+" (scanned)", got, want)
+	requireGoldenProgress(t, name+" (scanned)", version, s.Progress(), progress)
+}
 
-	file, err = os.ReadFile(filepath.Join("testdata", "unsealed-torn.seg"))
+// checkGoldenUnsealed scans the torn unsealed golden testdata/name.
+func checkGoldenUnsealed(t *testing.T, name string, version uint16, flags Flags, whole int, progress []goldenProgress) {
+	t.Helper()
+	file, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, s, err = scanAll(file, nil)
+	got, s, err := scanAll(file, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	requireRecs(t, "unsealed-torn.seg", got, want[:whole])
-	if len(s.Progress()) != len(goldenUnsealedProgress) {
-		t.Fatalf("unsealed-torn.seg: %d progress frames, want %d", len(s.Progress()), len(goldenUnsealedProgress))
+	if h, _ := s.Header(); h.Version != version || h.Flags != flags {
+		t.Fatalf("%s: header version %d flags %#02x, want %d and %#02x", name, h.Version, h.Flags, version, flags)
 	}
+	requireRecs(t, name, got, goldenRecords()[:whole])
+	requireGoldenProgress(t, name, version, s.Progress(), progress)
 	if !s.Torn() || s.Sealed() || s.ValidSize() >= int64(len(file)) || s.ValidSize() != boundaries(s.Blocks())[len(s.Blocks())] {
-		t.Fatalf("unsealed-torn.seg: torn %v sealed %v valid size %d of %d", s.Torn(), s.Sealed(), s.ValidSize(), len(file))
+		t.Fatalf("%s: torn %v sealed %v valid size %d of %d", name, s.Torn(), s.Sealed(), s.ValidSize(), len(file))
 	}
 }
 
@@ -267,14 +360,22 @@ func dump(t testing.TB, data []byte) string {
 	}
 	fmt.Fprintf(&b, "header @0 (%d bytes): version %d, log %q, writer %q, epoch %d, seq %d, compression %v, created %s\n",
 		HeaderSize, h.Version, h.LogID, h.WriterID, h.Epoch, h.Seq, h.Compression, h.Created.Format("2006-01-02T15:04:05.999999999Z07:00"))
+	if h.Version >= 4 {
+		fmt.Fprintf(&b, "  flags @%d: %#02x%s\n", hFlags, uint8(h.Flags), describeFlags(h.Flags))
+	}
 	fmt.Fprintf(&b, "  link @%d: prev seq %d, prev chain max ts %d, prev header CRC %#08x, prev footer CRC %#08x\n",
 		hPrevSeq, h.Link.PrevSeq, h.Link.PrevMaxTs, h.Link.PrevHeaderCRC, h.Link.PrevFooterCRC)
 	fmt.Fprintf(&b, "  header CRC @%d: %#08x (the segment's digest)\n", hCRC, h.CRC)
 	shown := 0
 	showProgress := func() {
 		for _, p := range s.Progress()[shown:] {
-			fmt.Fprintf(&b, "progress @%d (%d bytes, after %d blocks): flushed ts %d, chain max ts %d, %d spans\n",
-				p.Offset, p.Length, p.Blocks, p.FlushedTs, p.ChainMaxTs, len(p.Spans))
+			if h.Version >= 4 {
+				fmt.Fprintf(&b, "progress @%d (%d bytes, after %d blocks): flushed ts %d, chain max ts %d, committed ts %d, %d spans\n",
+					p.Offset, p.Length, p.Blocks, p.FlushedTs, p.ChainMaxTs, p.CommittedTs, len(p.Spans))
+			} else {
+				fmt.Fprintf(&b, "progress @%d (%d bytes, after %d blocks): flushed ts %d, chain max ts %d, %d spans\n",
+					p.Offset, p.Length, p.Blocks, p.FlushedTs, p.ChainMaxTs, len(p.Spans))
+			}
 			for _, sp := range p.Spans {
 				fmt.Fprintf(&b, "  span %d: ts %d\n", sp.Span, sp.Ts)
 			}
@@ -312,14 +413,39 @@ func dump(t testing.TB, data []byte) string {
 	return b.String()
 }
 
-// TestBitFlips flips every bit of the sealed golden segment, one at a time.
-// Each flip must be detected: an error from the ReaderAt path (except in a
-// progress frame, which that path does not read: there it must read the
-// records unchanged) and from a scan that requires a seal, and from a plain
-// scan either an error or a segment that no longer reads as sealed and holds
-// a prefix of the records. Nothing may ever read back as different records.
+// describeFlags names the header flags set in f, for dumps.
+func describeFlags(f Flags) string {
+	var names []string
+	if f&FlagStaged != 0 {
+		names = append(names, "staged")
+	}
+	if f&FlagCatchUp != 0 {
+		names = append(names, "catch-up")
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(names, ", ") + ")"
+}
+
+// TestBitFlips flips every bit of the sealed golden segments (today's and
+// the version-3 one), one at a time. Each flip must be detected: an error
+// from the ReaderAt path (except in a progress frame, which that path does
+// not read: there it must read the records unchanged) and from a scan that
+// requires a seal, and from a plain scan either an error or a segment that
+// no longer reads as sealed and holds a prefix of the records. Nothing may
+// ever read back as different records.
 func TestBitFlips(t *testing.T) {
-	data := goldenSealed(t)
+	v3, err := os.ReadFile(filepath.Join("testdata", "sealed-v3.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"v4": goldenSealed(t), "v3": v3} {
+		t.Run(name, func(t *testing.T) { checkBitFlips(t, data) })
+	}
+}
+
+func checkBitFlips(t *testing.T, data []byte) {
 	want := goldenRecords()
 	rc, err := Recover(bytes.NewReader(data), nil)
 	if err != nil || len(rc.Progress) == 0 {

@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -303,7 +304,7 @@ func TestProgressCorruption(t *testing.T) {
 	cases := map[string][]byte{
 		"chain max ts": prog(func(b []byte) { le.PutUint64(b[pChainMaxTs:], p0.ChainMaxTs+1) }),
 		"reserved":     prog(func(b []byte) { b[pReserved+2] = 1 }),
-		"unsorted":     prog(func(b []byte) { le.PutUint64(b[pSpans+progressSpanSize:], p0.Spans[0].Span) }),
+		"unsorted":     prog(func(b []byte) { le.PutUint64(b[pSpansV4+progressSpanSize:], p0.Spans[0].Span) }),
 	}
 	for name, bad := range cases {
 		_, _, err := scanAll(bad, &ScannerOptions{Object: "w/seg/x.active"})
@@ -345,10 +346,11 @@ func TestProgressCorruption(t *testing.T) {
 	_, _, err := scanAll(splice(sealed, footerAt, frame), nil)
 	requireCorrupt(t, "spliced before the footer", err)
 
-	// Type 3 in a version-2 segment.
+	// Type 3 in a version-2 segment (in the layout of the version after
+	// it, as a writer confusing the two would write it).
 	v2, r := openTestdata(t, "sealed-v2.seg")
 	b1 := r.Footer().Blocks[1]
-	in2 := splice(v2[:r.Footer().Blocks[2].Offset], b1.End(), AppendProgressFrame(nil, Progress{ChainMaxTs: max(r.Header().Link.PrevMaxTs, b1.MaxTs)}))
+	in2 := splice(v2[:r.Footer().Blocks[2].Offset], b1.End(), appendProgressFrame(nil, Progress{ChainMaxTs: max(r.Header().Link.PrevMaxTs, b1.MaxTs)}, 3))
 	_, _, err = scanAll(in2, &ScannerOptions{Object: "v2"})
 	if ce := requireCorrupt(t, "progress in v2", err); ce.Part != "progress" || ce.Offset != b1.End() || !strings.Contains(ce.Detail, "version-2") {
 		t.Fatalf("progress in v2: %v", err)
@@ -362,7 +364,7 @@ func TestProgressVersionMismatch(t *testing.T) {
 	at := len(bad) - TrailerSize
 	le.PutUint16(bad[at+tVersion:], 2)
 	le.PutUint32(bad[at+tCRC:], crc(bad[at:at+tCRC]))
-	if _, _, err := readAll(bad); !IsCorrupt(err) || !strings.Contains(err.Error(), "version 3, but the trailer's is 2") {
+	if _, _, err := readAll(bad); !IsCorrupt(err) || !strings.Contains(err.Error(), fmt.Sprintf("version %d, but the trailer's is 2", FormatVersion)) {
 		t.Fatalf("Reader: %v", err)
 	}
 	_, _, err := scanAll(bad, nil)
@@ -532,22 +534,37 @@ func TestAppendProgressErrors(t *testing.T) {
 	}
 }
 
-// TestProgressFrameCodec: the encoder and decoder agree, and the decoder
-// refuses what it must.
+// TestProgressFrameCodec: the encoder and decoder agree, in both layouts,
+// and the decoder refuses what it must.
 func TestProgressFrameCodec(t *testing.T) {
-	p := Progress{FlushedTs: 7, ChainMaxTs: 9, Spans: spans(3, 1)}
-	b := AppendProgressFrame([]byte("prefix"), p)
-	got, n, err := DecodeProgressFrame(append(b[6:], 0xff))
-	if err != nil || n != progressSize(3) || got.FlushedTs != 7 || got.ChainMaxTs != 9 || !slices.Equal(got.Spans, p.Spans) {
-		t.Fatalf("%+v %d %v", got, n, err)
+	p := Progress{FlushedTs: 7, CommittedTs: 8, ChainMaxTs: 9, Spans: spans(3, 1)}
+	for _, v := range []uint16{3, 4} {
+		b := appendProgressFrame([]byte("prefix"), p, v)
+		got, n, err := DecodeProgressFrame(append(b[6:], 0xff), v)
+		want := p.CommittedTs
+		if v == 3 {
+			want = p.ChainMaxTs // a version-3 frame has none
+		}
+		if err != nil || n != progressSize(3, v) || got.FlushedTs != 7 || got.ChainMaxTs != 9 || got.CommittedTs != want || !slices.Equal(got.Spans, p.Spans) {
+			t.Fatalf("v%d: %+v %d %v", v, got, n, err)
+		}
+		if _, _, err := DecodeProgressFrame(b[6:len(b)-1], v); !IsCorrupt(err) {
+			t.Fatalf("v%d: short: %v", v, err)
+		}
+		bad := appendProgressFrame(nil, Progress{Spans: []SpanTs{{2, 0}, {2, 0}}}, v)
+		var ce *CorruptionError
+		if _, _, err := DecodeProgressFrame(bad, v); !errors.As(err, &ce) || ce.Part != "progress" {
+			t.Fatalf("v%d: unsorted: %v", v, err)
+		}
 	}
-	if _, _, err := DecodeProgressFrame(b[6 : len(b)-1]); !IsCorrupt(err) {
-		t.Fatalf("short: %v", err)
+	if b := AppendProgressFrame(nil, p); !bytes.Equal(b, appendProgressFrame(nil, p, FormatVersion)) || len(b) != 36+16*3 {
+		t.Fatalf("AppendProgressFrame wrote %d bytes, not the version-%d layout", len(b), FormatVersion)
 	}
-	bad := AppendProgressFrame(nil, Progress{Spans: []SpanTs{{2, 0}, {2, 0}}})
-	var ce *CorruptionError
-	if _, _, err := DecodeProgressFrame(bad); !errors.As(err, &ce) || ce.Part != "progress" {
-		t.Fatalf("unsorted: %v", err)
+	// Versions without progress frames of this build's layouts.
+	for _, v := range []uint16{1, 2, FormatVersion + 1} {
+		if _, _, err := DecodeProgressFrame(AppendProgressFrame(nil, p), v); err == nil || IsCorrupt(err) {
+			t.Fatalf("version %d: %v, want an error that is not corruption", v, err)
+		}
 	}
 }
 
