@@ -49,10 +49,11 @@ type activeSeg struct {
 // pendingProgress is a progress frame appended and not yet durable: written
 // again, like the blocks, when a failed sync makes the segment rewind.
 type pendingProgress struct {
-	ts    uint64
-	spans []segment.SpanTs
-	seg   *activeSeg // where it was appended
-	info  segment.ProgressInfo
+	ts        uint64
+	committed uint64
+	spans     []segment.SpanTs
+	seg       *activeSeg // where it was appended
+	info      segment.ProgressInfo
 }
 
 // countingFile counts what reaches an append file.
@@ -73,7 +74,7 @@ func (s *appendStore) canRecord() bool { return s.act != nil }
 
 // record appends the flush's progress frame to the active segment, after
 // its blocks.
-func (s *appendStore) record(ts uint64, spans []segment.SpanTs) error {
+func (s *appendStore) record(ts, committed uint64, spans []segment.SpanTs) error {
 	if err := s.repair(); err != nil {
 		return err
 	}
@@ -87,13 +88,13 @@ func (s *appendStore) record(ts uint64, spans []segment.SpanTs) error {
 			return err
 		}
 	}
-	s.prog = &pendingProgress{ts: ts, spans: spans}
+	s.prog = &pendingProgress{ts: ts, committed: committed, spans: spans}
 	return s.writeProgress()
 }
 
 // writeProgress appends the pending progress frame to the active segment.
 func (s *appendStore) writeProgress() error {
-	info, err := s.act.sw.AppendProgress(s.prog.ts, s.prog.spans)
+	info, err := s.act.sw.AppendProgressCommitted(s.prog.ts, s.prog.committed, s.prog.spans)
 	if err != nil {
 		s.broken = true
 		return err
@@ -169,14 +170,17 @@ func (s *appendStore) appendFrame(t *blockTask) error {
 }
 
 // prepareFor makes the active segment ready to take t. It rotates when t
-// would take the segment past the size limit, or when t starts below its last
-// record (the catch-up of a span added behind the writer): the full segment
-// is synced and set aside to be sealed after the next publication. It opens
-// a new segment when there is none.
+// would take the segment past the size limit, when t starts below its last
+// record (the catch-up of a span added behind the writer, or events below
+// what a stage cut stored), or when t's flush may hold copies of events
+// of the epoch (FlagCatchUp) and the segment may not, or the other way
+// round: the full segment is synced and set aside to be sealed after the
+// next publication. It opens a new segment when there is none.
 func (s *appendStore) prepareFor(t *blockTask) error {
 	if a := s.act; a != nil && len(a.sw.Blocks()) > 0 {
 		last, _ := a.sw.LastTs()
-		if t.frame.Info().MinTs < last || a.sw.Offset()+int64(t.frame.Len()) > s.c.w.o.MaxSegmentBytes {
+		catchUp := t.job != nil && (a.hdr.Flags^t.job.flags)&segment.FlagCatchUp != 0
+		if catchUp || t.frame.Info().MinTs < last || a.sw.Offset()+int64(t.frame.Len()) > s.c.w.o.MaxSegmentBytes {
 			if err := s.syncActive(); err != nil {
 				return err
 			}

@@ -366,7 +366,7 @@ func TestAppendStore(t *testing.T) {
 	if s.full[0].syncedBlocks != 1 || !s.full[0].linked {
 		t.Fatalf("rotated segment not synced and linked: %+v", s.full[0])
 	}
-	must(t, c.store.record(20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.record(20, 20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
 	must(t, c.store.persist())
 	if d := c.dur; d.FlushedTs != 20 || d.Seq != 2 || d.ChainMaxTs != 20 || d.Digest != s.act.hdr.CRC {
 		t.Fatalf("durable progress %+v, want ts 20 through seq 2 (chain max 20, digest %#x)", d, s.act.hdr.CRC)

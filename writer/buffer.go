@@ -97,6 +97,49 @@ type spanBuf struct {
 	base     uint32
 	next     int // size of the next chunk
 	inflight int // reservations not yet published or abandoned
+
+	// Events of the span staged (cut above the writer's resolved ts, to
+	// bound memory) and not yet committed lie in [stagedMin, stagedMax]
+	// when staged is set: the span's flushed ts stays below them.
+	staged               bool
+	stagedMin, stagedMax uint64
+}
+
+// flushedTs is the span's flushed ts once the events cut so far are
+// durable: every event of it at or below its resolved ts, below its first
+// event still buffered and below its first event staged but not committed.
+func (s *spanBuf) flushedTs() uint64 {
+	ts := s.resolved
+	if len(s.recs) > 0 {
+		ts = min(ts, s.recs[0].ts-1)
+	}
+	if s.staged {
+		ts = min(ts, s.stagedMin-1)
+	}
+	return ts
+}
+
+// commitStaged notes that the epoch's committed ts is now committed: staged
+// events at or below it are part of the log. The first staged event above
+// it is not known, so the span's staged range starts just above it, which
+// only keeps its flushed ts lower than it could be.
+func (s *spanBuf) commitStaged(committed uint64) {
+	switch {
+	case !s.staged || committed < s.stagedMin:
+	case committed >= s.stagedMax:
+		s.staged = false
+	default:
+		s.stagedMin = committed + 1
+	}
+}
+
+// noteStaged records that the span's events in [lo, hi] were staged.
+func (s *spanBuf) noteStaged(lo, hi uint64) {
+	if !s.staged {
+		s.staged, s.stagedMin, s.stagedMax = true, lo, hi
+		return
+	}
+	s.stagedMin, s.stagedMax = min(s.stagedMin, lo), max(s.stagedMax, hi)
 }
 
 // run is the records a flush took from one span, with the chunks that hold

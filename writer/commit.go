@@ -38,6 +38,10 @@ type committer struct {
 	store store
 
 	attempts int // failures in the current job
+
+	// flags are the current job's segment flags: a segment begun for it
+	// carries them (nextHeader).
+	flags segment.Flags
 }
 
 // store is how a flush's blocks become durable: appended to a growing
@@ -53,9 +57,9 @@ type store interface {
 	// canRecord reports whether a progress frame can go where the flush's
 	// frames went (a segment is open for them).
 	canRecord() bool
-	// record adds the flush's progress frame after its blocks. It is
-	// retried like add.
-	record(ts uint64, spans []segment.SpanTs) error
+	// record adds the flush's progress frame after its blocks: flushed ts
+	// ts, the epoch's committed ts committed. It is retried like add.
+	record(ts, committed uint64, spans []segment.SpanTs) error
 	// persist makes every frame added durable, retrying each step itself,
 	// and then sets committer.dur from the progress frame recorded.
 	persist() error
@@ -78,7 +82,7 @@ type store interface {
 func newCommitter(w *Writer, nextSeq uint64, st meta.WriterState) *committer {
 	c := &committer{
 		w: w, ctx: w.ctx, nextSeq: nextSeq, firstSeq: nextSeq,
-		dur: meta.Progress{FlushedTs: st.FlushedTs, Seq: st.Seq, ChainMaxTs: st.ChainMaxTs, Digest: st.Digest, Spans: st.Spans},
+		dur: meta.Progress{FlushedTs: st.FlushedTs, Seq: st.Seq, ChainMaxTs: st.ChainMaxTs, CommittedTs: max(st.CommittedTs, st.FlushedTs), Digest: st.Digest, Spans: st.Spans},
 		pub: newPublisher(w, st),
 	}
 	if w.append {
@@ -156,6 +160,7 @@ func (c *committer) release(j *job) {
 func (c *committer) commit(j *job) error {
 	w := c.w
 	c.attempts = 0
+	c.flags = j.flags
 	var blocks int64
 	for {
 		var t *blockTask
@@ -185,16 +190,16 @@ func (c *committer) commit(j *job) error {
 	// It falls when a span is added behind the writer, until the span
 	// catches up (meta.Lease.PublishProgress; the coordinator keeps the
 	// global watermark from falling).
-	ts := j.resolved
+	ts, committed := j.resolved, max(j.committed, c.dur.CommittedTs)
 	spans := c.withRemoved(j.spans)
 	switch {
-	case blocks == 0 && ts == c.dur.FlushedTs && slices.Equal(spans, c.dur.Spans):
+	case blocks == 0 && ts == c.dur.FlushedTs && committed == c.dur.CommittedTs && slices.Equal(spans, c.dur.Spans):
 		// Nothing new to make durable.
 	case c.store.canRecord():
 		// The progress goes into the segment, after the flush's blocks,
 		// and the one sync (or put) that makes them durable makes it
 		// durable too. The state object follows lazily.
-		if err := c.retry(func() error { return c.store.record(ts, spans) }); err != nil {
+		if err := c.retry(func() error { return c.store.record(ts, committed, spans) }); err != nil {
 			return err
 		}
 		if err := c.store.persist(); err != nil {
@@ -210,7 +215,7 @@ func (c *committer) commit(j *job) error {
 		// store): the state object is its durable record, and the flush
 		// waits for it.
 		p := c.dur
-		p.FlushedTs, p.Spans = ts, spans
+		p.FlushedTs, p.CommittedTs, p.Spans = ts, committed, spans
 		if err := c.pub.wait(c.ctx, c.pub.request(p, true)); err != nil {
 			return err
 		}
@@ -227,6 +232,8 @@ func (c *committer) commit(j *job) error {
 		}
 	}
 	w.flushed.Store(ts)
+	w.stats.committed.Store(c.dur.CommittedTs)
+	w.stats.staged.Add(j.staged)
 	w.stats.events.Add(j.records)
 	w.stats.rows.Add(j.rows)
 	w.stats.ddls.Add(j.ddls)
@@ -333,7 +340,7 @@ func (c *committer) nextHeader() (segment.Header, error) {
 			w.o.LogID, w.o.WriterID, w.epoch, seq, c.chain.PrevSeq, c.firstSeq)}
 	}
 	return segment.Header{LogID: w.o.LogID, WriterID: w.o.WriterID, Epoch: w.epoch, Seq: seq, Compression: w.comp,
-		Created: time.Now(), Link: c.chain}, nil
+		Created: time.Now(), Link: c.chain, Flags: c.flags}, nil
 }
 
 // extend moves the end of the chain to the segment with header hdr (as
@@ -358,6 +365,7 @@ func (c *committer) unuse(seq uint64) {
 // in the segment with header hdr.
 func (c *committer) recorded(hdr segment.Header, p segment.ProgressInfo) {
 	c.dur.FlushedTs, c.dur.Seq, c.dur.ChainMaxTs, c.dur.Digest = p.FlushedTs, hdr.Seq, p.ChainMaxTs, hdr.CRC
+	c.dur.CommittedTs = max(c.dur.CommittedTs, p.CommittedTs)
 }
 
 // publishNow publishes the newest durable progress and waits for it: before

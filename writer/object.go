@@ -71,7 +71,7 @@ func (s *objectStore) canRecord() bool { return s.obj != nil && !s.obj.sealed }
 // are launched now in an object of their own, and the frame goes into a
 // small object of its own, launched once they all landed, so that no upload
 // of blocks waits for the others. A flush of one object is one object.
-func (s *objectStore) record(ts uint64, spans []segment.SpanTs) error {
+func (s *objectStore) record(ts, committed uint64, spans []segment.SpanTs) error {
 	if err := s.awaitUploads(len(s.uploads)); err != nil {
 		return err // collects the uploads that landed, without waiting
 	}
@@ -84,7 +84,7 @@ func (s *objectStore) record(ts uint64, spans []segment.SpanTs) error {
 		}
 	}
 	o := s.obj
-	info, err := o.sw.AppendProgress(ts, spans)
+	info, err := o.sw.AppendProgressCommitted(ts, committed, spans)
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func TestObjectStore(t *testing.T) {
 	if len(s.uploads) != 1 || s.obj == nil || s.obj.hdr.Seq != 2 {
 		t.Fatalf("after a catch-up frame: %d uploads, assembling %+v", len(s.uploads), s.obj)
 	}
-	must(t, c.store.record(20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
+	must(t, c.store.record(20, 20, []segment.SpanTs{{Span: 1, Ts: 20}, {Span: 2, Ts: 20}}))
 	must(t, c.store.persist())
 	last := uint64(len(s.stored)) // 2, or 3 with the frame alone
 	if len(s.uploads) != 0 || s.obj != nil || last < 2 || last > 3 {

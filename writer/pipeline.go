@@ -3,6 +3,7 @@ package writer
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,14 +13,17 @@ import (
 
 // job is one flush: the events it took, on their way to storage.
 type job struct {
-	resolved uint64 // the writer's resolved ts when the job was cut
-	runs     []run
-	spans    []segment.SpanTs // each span's flushed ts once the job is durable
-	retired  []*chunk         // arena chunks to recycle once the job is done with (recycle)
-	recycled bool             // its runs are gone: no block of it can be built again
-	final    bool             // Close's flush: seal the active segment after it
-	waiters  []chan flushResult
-	start    time.Time
+	resolved  uint64 // the writer's resolved ts when the job was cut
+	committed uint64 // the epoch's committed ts once the job is durable: max(resolved, the committed ts before)
+	flags     segment.Flags
+	staged    int64 // events of the job above its resolved ts (staged, not committed by it)
+	runs      []run
+	spans     []segment.SpanTs // each span's flushed ts once the job is durable
+	retired   []*chunk         // arena chunks to recycle once the job is done with (recycle)
+	recycled  bool             // its runs are gone: no block of it can be built again
+	final     bool             // Close's flush: seal the active segment after it
+	waiters   []chan flushResult
+	start     time.Time
 
 	records, rows, ddls int64
 	payload             int64 // encoded bytes
@@ -190,9 +194,9 @@ func (w *Writer) loop() {
 			w.answerPending()
 			return
 		case <-t.C:
-			w.flushOnce(false, nil, false)
+			w.flushOnce(cutTick, nil, false)
 		case <-w.kick:
-			w.flushOnce(false, nil, false)
+			w.flushOnce(cutKick, nil, false)
 		case req := <-w.reqs:
 			// Serve every request that is waiting with one job.
 			reqs := []*flushReq{req}
@@ -211,7 +215,7 @@ func (w *Writer) loop() {
 				waiters[i] = r.done
 				final = final || r.final
 			}
-			w.flushOnce(true, waiters, final)
+			w.flushOnce(cutForce, waiters, final)
 			if final {
 				return
 			}
@@ -233,8 +237,8 @@ func (w *Writer) answerPending() {
 
 // flushOnce cuts a job (when force is set, or when the resolved ts moved
 // since the last cut), hands it to the committer and builds its blocks.
-func (w *Writer) flushOnce(force bool, waiters []chan flushResult, final bool) {
-	j := w.cut(force)
+func (w *Writer) flushOnce(why cutReason, waiters []chan flushResult, final bool) {
+	j := w.cut(why)
 	if j == nil {
 		return
 	}
@@ -242,20 +246,87 @@ func (w *Writer) flushOnce(force bool, waiters []chan flushResult, final bool) {
 	w.build(j)
 }
 
-// cut takes every buffered event at or below the writer's resolved ts.
-func (w *Writer) cut(force bool) *job {
+// cutReason is why the loop cuts a job.
+type cutReason int
+
+const (
+	cutTick  cutReason = iota // FlushInterval: when the resolved ts moved
+	cutKick                   // FlushBytes written, or a Write blocked on the quota
+	cutForce                  // Flush, Publish or Close: always
+)
+
+// cut takes every buffered event at or below the writer's resolved ts. A
+// stage cut (asked for by a Write blocked on a full quota: wantStage) also
+// takes every buffered event above the epoch's committed ts — of each span
+// whose events above the resolved ts are all above it — so that they leave
+// memory once durable: staged, they are part of the log only once a later
+// progress frame's committed ts covers them (see Memory in the package doc).
+func (w *Writer) cut(why cutReason) *job {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !force && w.changes == w.cutChanges {
+	resolved := w.resolvedLocked()
+	// FlushBytes written while the resolved ts stood still are staged
+	// too, rather than cut for nothing: the stream goes on while one
+	// span holds the resolved ts back, and compression and storage
+	// overlap production in a transaction larger than FlushBytes.
+	stage := w.wantStage || w.stageable && w.sinceCut >= w.o.FlushBytes && resolved == w.cutResolved
+	w.wantStage = false
+	switch {
+	case why == cutForce || stage:
+	case w.changes == w.cutChanges:
+		return nil
+	case why == cutKick && resolved == w.cutResolved:
+		// Asked for by FlushBytes, but the resolved ts stood still and
+		// nothing is left to stage (a stage cut came first): only span
+		// progress could be recorded, which the next tick does.
 		return nil
 	}
 	w.cutChanges = w.changes
-	j := &job{resolved: w.resolvedLocked(), start: time.Now()}
+	w.cutResolved = resolved
+	j := &job{resolved: resolved, start: time.Now()}
+	before := w.committed
+	j.committed = max(before, j.resolved)
+	w.committed = j.committed
+	// Events at or below this were either committed before (a span added
+	// behind the writer writes them again) or may be staged copies of a
+	// span removed and added again: their segments say so (FlagCatchUp), so
+	// that readers drop copies within the epoch there and only there.
+	dupBelow := max(before, w.dupBelow)
+	if stage {
+		w.stageable = false
+		w.stats.stageCuts.Add(1)
+	}
+	limit := func(s *spanBuf) uint64 {
+		if !stage {
+			return j.resolved
+		}
+		i := sort.Search(len(s.recs), func(i int) bool { return s.recs[i].ts > j.resolved })
+		if i < len(s.recs) && s.recs[i].ts <= before {
+			// A catch-up span's events at or below the committed ts
+			// cannot be staged: a frame's committed ts would take a
+			// part of them for committed (the known limit).
+			return j.resolved
+		}
+		return ^uint64(0)
+	}
 	take := func(s *spanBuf) {
-		r, bytes, retired := s.take(j.resolved)
+		r, bytes, retired := s.take(limit(s))
 		j.retired = append(j.retired, retired...)
 		if len(r.recs) == 0 {
 			return
+		}
+		if r.recs[0].ts <= dupBelow {
+			j.flags |= segment.FlagCatchUp
+		}
+		if hi := r.recs[len(r.recs)-1].ts; hi > j.resolved {
+			lo := r.recs[sort.Search(len(r.recs), func(i int) bool { return r.recs[i].ts > j.resolved })].ts
+			s.noteStaged(lo, hi)
+			j.flags |= segment.FlagStaged
+			for i := range r.recs {
+				if r.recs[i].ts > j.resolved {
+					j.staged++
+				}
+			}
 		}
 		sortRun(r.recs)
 		j.runs = append(j.runs, r)
@@ -275,11 +346,8 @@ func (w *Writer) cut(force bool) *job {
 	// its resolved ts and below its first event left buffered.
 	j.spans = make([]segment.SpanTs, 0, len(w.spans))
 	for id, s := range w.spans {
-		ts := s.resolved
-		if len(s.recs) > 0 {
-			ts = min(ts, s.recs[0].ts-1)
-		}
-		j.spans = append(j.spans, segment.SpanTs{Span: uint64(id), Ts: ts})
+		s.commitStaged(j.committed)
+		j.spans = append(j.spans, segment.SpanTs{Span: uint64(id), Ts: s.flushedTs()})
 	}
 	kept := w.retired[:0]
 	for _, s := range w.retired {

@@ -61,6 +61,18 @@ type Writer struct {
 	pending     int64 // quota bytes in span buffers, not yet cut
 	sinceCut    int64 // quota bytes written since the last cut: the threshold counts these
 	closing     bool
+	// committed is the epoch's committed ts as of the last cut: what the
+	// progress frames of the jobs cut so far say once durable.
+	committed uint64
+	// wantStage asks the next cut to stage (a Write is blocked on a quota
+	// that no flush of resolved events can free); stageable says that an
+	// event above the committed ts was written since the last stage cut.
+	wantStage, stageable bool
+	cutResolved          uint64 // the writer's resolved ts at the last cut
+	// dupBelow is the highest ts a span removed with staged events had
+	// staged: it may come again, from the span added back, and segments
+	// holding events at or below it are marked FlagCatchUp.
+	dupBelow uint64
 
 	quota   *quota
 	chunks  *chunkCache
@@ -148,6 +160,7 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	// workers'. The committer lets go of each frame once it is written.
 	w.pools = newPools(2*w.depth+2*o.Workers, segment.BlockHeaderSize+o.BlockSize+o.BlockSize/8)
 	w.maxResolved = st.FlushedTs
+	w.committed = max(st.CommittedTs, st.FlushedTs)
 	w.flushed.Store(st.FlushedTs)
 	nextSeq, err := w.restart(ctx, lease)
 	if err != nil {
@@ -268,6 +281,13 @@ func (w *Writer) RemoveSpan(span SpanID) error {
 		return fmt.Errorf("%w: span %d", ErrUnknownSpan, span)
 	}
 	delete(w.spans, span)
+	if s.staged {
+		// Its staged events stay stored and count once the committed ts
+		// passes them; its next owner writes them again from the span's
+		// flushed ts, below them, and readers drop the copies. If it is
+		// added back here, its segments must say they may hold copies.
+		w.dupBelow = max(w.dupBelow, s.stagedMax)
+	}
 	dropped := s.dropAbove(s.resolved)
 	w.pending -= dropped
 	if len(s.recs) > 0 {
@@ -509,7 +529,7 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	}, w.stuck)
 	if forced {
 		w.stats.overcommits.Add(1)
-		w.log.Warn("memory quota full of events above the resolved ts; admitting a write over the quota",
+		w.log.Warn("memory quota full of a catch-up span's events at or below the committed ts, which cannot be staged; admitting a write over the quota",
 			"span", span, "bytes", n, "quota", w.o.MemoryQuota)
 	}
 	if blocked {
@@ -572,6 +592,9 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	w.arrival += uint64(count)
 	w.pending += n
 	w.sinceCut += n
+	if sc.ts[count-1] > w.committed {
+		w.stageable = true
+	}
 	due := w.sinceCut >= w.o.FlushBytes
 	w.mu.Unlock()
 
@@ -587,15 +610,27 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	return nil
 }
 
-// stuck reports whether a Write waiting on the quota could wait forever: no
-// flush is in flight to free memory, and the resolved ts has not moved since
-// the last cut, so no flush can take any buffered event. The Writes that would
-// move it may be the blocked ones (one span's goroutine blocked while other
-// spans filled the quota), so the waiter is let through instead.
+// stuck reports whether a Write waiting on the quota could wait forever,
+// and otherwise makes sure that something will free memory. A job in flight
+// frees it once durable. With none, a cut frees it: of resolved events when
+// the resolved ts moved since the last cut, else a stage cut of the events
+// above the committed ts, which never waits on a resolved ts. Only when
+// neither can take anything (the quota is full of a catch-up span's events
+// at or below the committed ts, which cannot be staged) is the waiter let
+// through over the quota: the Writes that would resolve them may be the
+// blocked ones.
 func (w *Writer) stuck() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.changes == w.cutChanges && w.quota.inUse() == w.pending
+	if w.quota.inUse() != w.pending {
+		return false
+	}
+	if w.changes != w.cutChanges || w.stageable {
+		w.wantStage = true
+		w.poke()
+		return false
+	}
+	return true
 }
 
 // checkEvents checks events and their order against the span's state, and
@@ -780,9 +815,18 @@ type Stats struct {
 	Backpressure  time.Duration
 	BlockedWrites int64
 	// QuotaOvercommits counts Writes let through over a quota full of
-	// events no flush could take (see the package doc).
+	// events no flush or stage cut could take: a catch-up span's events
+	// at or below the committed ts (see the package doc).
 	QuotaOvercommits int64
-	FlushedTs        uint64
+	// StageCuts counts the cuts that staged events above the resolved ts
+	// because a Write was blocked on the quota; StagedEvents the events
+	// they stored before the resolved ts covered them.
+	StageCuts    int64
+	StagedEvents int64
+	// CommittedTs is the epoch's committed ts of the newest durable
+	// progress: its events at or below it are part of the log.
+	CommittedTs uint64
+	FlushedTs   uint64
 	// PublishedTs is the flushed resolved ts the state object publishes
 	// (at most FlushedTs; it follows within PublishInterval).
 	PublishedTs uint64
@@ -801,7 +845,8 @@ type counters struct {
 	writtenEvents, writtenBytes                       atomic.Int64
 	events, rows, ddls, payload, stored, blocks       atomic.Int64
 	flushes, segments, retries, backpressure, blocked atomic.Int64
-	overcommits, publications                         atomic.Int64
+	overcommits, publications, stageCuts, staged      atomic.Int64
+	committed                                         atomic.Uint64
 	flush, fsync, upload, publish                     latency
 }
 
@@ -815,6 +860,7 @@ func (w *Writer) Stats() Stats {
 		Segments: c.segments.Load(), Retries: c.retries.Load(),
 		BufferedBytes: w.quota.inUse(), Backpressure: time.Duration(c.backpressure.Load()),
 		BlockedWrites: c.blocked.Load(), QuotaOvercommits: c.overcommits.Load(),
+		StageCuts: c.stageCuts.Load(), StagedEvents: c.staged.Load(), CommittedTs: c.committed.Load(),
 		FlushedTs: w.FlushedTs(), PublishedTs: w.PublishedTs(),
 		Publications:  c.publications.Load(),
 		FlushDuration: c.flush.snapshot(), SyncDuration: c.fsync.snapshot(), UploadDuration: c.upload.snapshot(),
