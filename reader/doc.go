@@ -27,12 +27,19 @@
 //   - the fence rule applies next ([meta.WriterState.Accepts], writer states
 //     read after the listing so that a takeover in between only makes the
 //     reader stricter): a segment a fenced epoch committed after its fence is
-//     ignored, and so are the events of a fenced epoch above the largest
-//     commit ts it published (its fence's MaxTs): a zombie's flush into the
+//     ignored, and so are the events of a fenced epoch above its committed
+//     ts (its fence's CommittedTs; MaxTs for a fence a version-2 or 3 state
+//     recorded): events a writer staged above its committed ts (stored
+//     before they were resolved, to bound its memory) count only once a
+//     durable progress frame commits them, and a zombie's flush into the
 //     segment its fence accepts (on local disk, the active segment of the
-//     fence's last seq) was never acknowledged (Stats.AboveFence). A writer
-//     with no state object never held a lease, so nothing fences it: all its
-//     segments are read;
+//     fence's last seq) was never acknowledged (Stats.AboveFence). The
+//     fence's MaxTs, the largest commit ts of the epoch's chain, staged
+//     events included, is what the completeness proof uses. The current
+//     epoch of a writer needs no cut: a read ends at or below what every
+//     writer published as flushed, and its staged events lie above that. A
+//     writer with no state object never held a lease, so nothing fences it:
+//     all its segments are read;
 //   - the completeness rule applies last (see Completeness): Open proves
 //     that no segment the range needs is missing, or fails;
 //   - a key under the prefix that is not a segment name stops Open, naming it
@@ -209,6 +216,8 @@
 // never reached, a checkpoint above the resolved ts (ProblemMeta;
 // VerifyOptions.RequireMeta makes a missing meta object one too). As
 // information it reports torn tails of active segments, segments ignored by
-// fences and a pending delete marker. It totals segments, blocks, events
-// and bytes.
+// fences, the events each fenced epoch holds above its committed ts
+// (ProblemStaged: staged, never committed; Report.Uncommitted totals them)
+// and a pending delete marker. It totals segments, blocks, events and
+// bytes.
 package reader

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"testing"
@@ -52,6 +54,15 @@ type seg struct {
 	torn       bool           // end an active segment with half a block
 	raw        bool           // no compression
 	link       segment.Link   // its link to its predecessor (chained fills it in)
+	flags      segment.Flags  // header flags (format version 4)
+	version    uint16         // format version; 0 is segment.FormatVersion, 3 writes a version-3 segment
+	progress   []frameAt      // progress frames, each after a prefix of events
+}
+
+// frameAt is a progress frame written after the first After events.
+type frameAt struct {
+	After                  int
+	FlushedTs, CommittedTs uint64
 }
 
 func (s seg) header() segment.Header {
@@ -63,7 +74,8 @@ func (s seg) header() segment.Header {
 	if epoch == 0 {
 		epoch = 1
 	}
-	return segment.Header{LogID: testLog, WriterID: s.writer, Epoch: epoch, Seq: s.seq, Compression: c, Created: created, Link: s.link}
+	return segment.Header{LogID: testLog, WriterID: s.writer, Epoch: epoch, Seq: s.seq, Compression: c, Created: created, Link: s.link,
+		Flags: s.flags, Version: s.version}
 }
 
 // chained returns segs with the links a writer would have given them: each
@@ -146,18 +158,57 @@ func (s seg) encode(t testing.TB, w io.Writer) *segment.Writer {
 	if bs == 0 {
 		bs = 300
 	}
-	sw, err := segment.NewWriter(w, s.header(), &segment.WriterOptions{BlockSize: bs})
+	opts := &segment.WriterOptions{BlockSize: bs}
+	var sw *segment.Writer
+	var err error
+	if v := s.version; v != 0 && v != segment.FormatVersion {
+		sw, err = resumeOld(w, s.header(), opts)
+	} else {
+		sw, err = segment.NewWriter(w, s.header(), opts)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf []byte
-	for _, ev := range s.events {
+	frames := s.progress
+	for i, ev := range s.events {
+		for len(frames) > 0 && frames[0].After == i {
+			if _, err := sw.AppendProgressCommitted(frames[0].FlushedTs, frames[0].CommittedTs, nil); err != nil {
+				t.Fatal(err)
+			}
+			frames = frames[1:]
+		}
 		buf = codec.AppendEvent(buf[:0], ev)
 		if err := sw.Append(ev.CommitTs(), kindOf(ev), buf); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, f := range frames {
+		if _, err := sw.AppendProgressCommitted(f.FlushedTs, f.CommittedTs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return sw
+}
+
+// resumeOld starts a segment of an older format version (hdr.Version), as
+// an older build wrote it: NewWriter writes only the current version, so
+// the header is written in its layout with the version patched (and its CRC
+// made again), and a Writer resumes after it.
+func resumeOld(w io.Writer, hdr segment.Header, opts *segment.WriterOptions) (*segment.Writer, error) {
+	cur := hdr
+	cur.Version, cur.Flags = 0, 0
+	var head bytes.Buffer
+	if _, err := segment.NewWriter(&head, cur, opts); err != nil {
+		return nil, err
+	}
+	b := head.Bytes()[:segment.HeaderSize]
+	binary.LittleEndian.PutUint16(b[8:], hdr.Version)
+	binary.LittleEndian.PutUint32(b[segment.HeaderSize-4:], crc32.Checksum(b[:segment.HeaderSize-4], crc32.MakeTable(crc32.Castagnoli)))
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	return segment.ResumeWriter(w, hdr, nil, nil, segment.HeaderSize, opts)
 }
 
 // sealedBytes returns the bytes of the sealed segment and its key.

@@ -27,11 +27,12 @@ type Source struct {
 	digest     uint32
 	digestOf   string // where digest was published, for messages
 	// capped: the segment is of a fenced epoch, whose fence says the
-	// largest commit ts the epoch ever published (capTs). Events above it
-	// were written after the epoch's last publication (a zombie's flush
-	// into the segment its fence accepts) and were never acknowledged:
-	// the stream stops below them, as the fence rule skips whole segments
-	// written after the fence.
+	// epoch's committed ts (capTs). Events above it are not part of the
+	// log: staged (stored before they were resolved, to bound the writer's
+	// memory) and never committed, or written after the epoch's last
+	// durable progress (a zombie's flush into the segment its fence
+	// accepts) and never acknowledged. The stream stops below them, as the
+	// fence rule skips whole segments written after the fence.
 	capped bool
 	capTs  uint64
 }
@@ -90,16 +91,20 @@ func (f fences) accepts(n segment.Name) bool {
 	return st == nil || st.Accepts(n)
 }
 
-// publishedMax returns the largest commit ts a fenced epoch published, for a
-// segment of that epoch; false for a segment of any other epoch.
-func (f fences) publishedMax(n segment.Name) (uint64, bool) {
+// committedCut returns the committed ts of a fenced epoch, for a segment of
+// that epoch; false for a segment of any other epoch (the current epoch
+// needs no cut: a read ends at or below what every writer published as
+// flushed, and its staged events lie above that). The fence's MaxTs is not
+// the cut: it is the largest commit ts of the epoch's chain, staged events
+// included, which the completeness proof needs.
+func (f fences) committedCut(n segment.Name) (uint64, bool) {
 	st := f[n.WriterID]
 	if st == nil || n.Epoch >= st.Epoch {
 		return 0, false
 	}
 	for _, fe := range st.Fences {
 		if fe.Epoch == n.Epoch {
-			return fe.MaxTs, true
+			return fe.CommittedTs, true
 		}
 	}
 	return 0, false
@@ -159,7 +164,7 @@ func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, erro
 			continue
 		}
 		src := &Source{Key: o.Key, Name: n, Size: o.Size}
-		src.capTs, src.capped = fen.publishedMax(n)
+		src.capTs, src.capped = fen.committedCut(n)
 		if n.Active {
 			p.active = append(p.active, src)
 		} else {

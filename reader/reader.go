@@ -88,9 +88,10 @@ type Stats struct {
 	BadNames           int // keys skipped with SkipBadNames
 	SegmentsOpened     int // segments whose prefetch started
 	TornTails          int // active segments read up to a torn tail
-	// AboveFence counts segments of fenced epochs whose events above the
-	// largest commit ts their epoch published were left out: written
-	// after its last publication, never acknowledged.
+	// AboveFence counts segments of fenced epochs whose events above their
+	// epoch's committed ts (its fence's CommittedTs) were left out: staged
+	// and never committed, or written after the epoch's last durable
+	// progress and never acknowledged.
 	AboveFence int
 
 	Events     int64 // events returned

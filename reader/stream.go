@@ -65,20 +65,20 @@ type stream struct {
 
 func (s *stream) head() *Event { return &s.cur.events[s.pos] }
 
-// aboveFence records a segment of a fenced epoch holding events above what
-// the epoch published, which the stream leaves out.
+// aboveFence records a segment of a fenced epoch holding events above the
+// epoch's committed ts, which the stream leaves out.
 func (s *stream) aboveFence() {
 	if s.aboveCounted {
 		return // an active segment sealed while read: counted already
 	}
 	s.aboveCounted = true
 	s.r.stats.aboveFence.Add(1)
-	s.r.c.Logger.Info("reader: leaving out events a fenced epoch wrote after its last publication",
-		"key", s.src.Key, "published_max_ts", s.src.capTs)
+	s.r.c.Logger.Info("reader: leaving out events of a fenced epoch above its committed ts (staged, or written after its last durable progress: never committed)",
+		"key", s.src.Key, "committed_ts", s.src.capTs)
 }
 
 // end is the last commit ts the stream delivers: the range's end, or below
-// it the largest commit ts its fenced epoch published (see Source.capped).
+// it the committed ts of its fenced epoch (see Source.capped).
 func (s *stream) end() uint64 {
 	if s.src.capped {
 		return min(s.r.c.end, s.src.capTs)

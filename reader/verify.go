@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -66,6 +67,7 @@ const (
 	ProblemBadState       ProblemKind = "bad-state"       // a writer state or the meta object fails to read or decode
 	ProblemDeleting       ProblemKind = "deleting"        // info: the log's delete marker: a removal started and has not finished
 	ProblemMeta           ProblemKind = "meta"            // the meta object and the writer states disagree with each other or with the segment names, or the log has no meta object
+	ProblemStaged         ProblemKind = "staged"          // info: a fenced writer epoch holds events above its committed ts (staged, never committed), which readers leave out (Key: its writer state)
 )
 
 // Problem is one finding of Verify.
@@ -103,7 +105,11 @@ type Report struct {
 	DDLs       int64
 	MinTs      uint64 // smallest commit ts read; 0 when none
 	MaxTs      uint64 // largest commit ts read
-	Problems   []Problem
+	// Uncommitted counts the events (of Events) that fenced writer epochs
+	// hold above their committed ts: staged, never committed, left out by
+	// readers. ProblemStaged reports them per epoch.
+	Uncommitted int64
+	Problems    []Problem
 
 	seg  *segInfo  // of a partial report of one segment
 	meta []Problem // of a whole report: the ProblemMeta findings, placed last
@@ -269,7 +275,8 @@ func verifyOnce(ctx context.Context, b *blob.Bucket, logID string, o *VerifyOpti
 	for range min(o.Concurrency, max(len(jobs), 1)) {
 		wg.Go(func() {
 			for ob := range work {
-				part := verifySegment(ctx, b, ob)
+				cut, capped := fen.committedCut(ob.Name)
+				part := verifySegment(ctx, b, ob, cut, capped)
 				mu.Lock()
 				rep.merge(part)
 				infos[ob.Key] = part.seg
@@ -383,6 +390,11 @@ type segInfo struct {
 	footerCRC  uint32              // of its footer (sealed)
 	blocks     []segment.BlockInfo // its whole blocks (active)
 	maxTs      uint64              // the largest commit ts it holds
+	// above counts its events above its fenced epoch's committed ts
+	// (capped): staged, never committed.
+	above  int64
+	capped bool
+	cut    uint64
 }
 
 // pred is what the link check knows of a segment as a predecessor: a
@@ -429,10 +441,42 @@ func verifyChains(probe chain.ProbeFunc, logID string, objs []listed, fen fences
 			verifyDigest(rq, segs, infos, rep)
 		}
 	}
+	type epochKey struct {
+		writer string
+		epoch  uint64
+	}
+	type staged struct {
+		events, segments int64
+		cut              uint64
+	}
+	uncommitted := map[epochKey]*staged{}
 	for _, segs := range ix {
 		for seq, o := range segs {
-			verifyLink(o, seq, segs, fen, infos, rep)
+			verifyLink(o, seq, segs, infos, rep)
+			if in := infos[o.Key]; in != nil && in.capped && in.above > 0 {
+				k := epochKey{o.Name.WriterID, o.Name.Epoch}
+				st := uncommitted[k]
+				if st == nil {
+					st = &staged{cut: in.cut}
+					uncommitted[k] = st
+				}
+				st.events += in.above
+				st.segments++
+			}
 		}
+	}
+	// Per fenced epoch, in a stable order: what it staged and never
+	// committed. Information: a fenced epoch's staged events are the
+	// expected remains of a writer that died mid-transaction.
+	keys := slices.SortedFunc(maps.Keys(uncommitted), func(a, b epochKey) int {
+		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.epoch, b.epoch))
+	})
+	for _, k := range keys {
+		st := uncommitted[k]
+		rep.Uncommitted += st.events
+		rep.add(Info, ProblemStaged, layout.WriterState(logID, k.writer), -1,
+			fmt.Sprintf("fenced epoch %d of writer %q holds %d events above its committed ts %d, in %d segments: staged, never committed; readers leave them out",
+				k.epoch, k.writer, st.events, st.cut, st.segments))
 	}
 	return nil
 }
@@ -459,15 +503,15 @@ func verifyDigest(rq chain.Req, segs map[uint64]listed, infos map[string]*segInf
 }
 
 // verifyLink checks one segment's link against its listed predecessor, and
-// reports events of a fenced epoch above what it published.
-func verifyLink(o listed, seq uint64, segs map[uint64]listed, fen fences, infos map[string]*segInfo, rep *Report) {
+// reports events of a fenced epoch above its committed ts.
+func verifyLink(o listed, seq uint64, segs map[uint64]listed, infos map[string]*segInfo, rep *Report) {
 	in := infos[o.Key]
 	if in == nil || !in.haveHeader {
 		return
 	}
-	if capTs, capped := fen.publishedMax(o.Name); capped && in.maxTs > capTs {
-		rep.add(Info, ProblemFenced, o.Key, -1, fmt.Sprintf("holds events up to commit ts %d, above the %d its epoch had published when writer %q fenced it: written after its last publication, never acknowledged; readers leave them out",
-			in.maxTs, capTs, o.Name.WriterID))
+	if in.capped && in.above > 0 {
+		rep.add(Info, ProblemFenced, o.Key, -1, fmt.Sprintf("holds %d events above commit ts %d (up to %d), the committed ts of its epoch when writer %q fenced it: staged, or written after the epoch's last durable progress, never committed; readers leave them out",
+			in.above, in.cut, in.maxTs, o.Name.WriterID))
 	}
 	l := in.header.Link
 	po, listedPrev := segs[seq-1]
@@ -525,8 +569,12 @@ func (r *Report) merge(p *Report) {
 
 // segChecker checks the records of one segment's blocks.
 type segChecker struct {
-	rep     *Report
-	key     string
+	rep *Report
+	key string
+	// capped: the segment is of a fenced epoch, whose events above cut
+	// are counted (rep.seg.above).
+	capped  bool
+	cut     uint64
 	ev      codec.Event
 	dec     codec.Decoder // aliasing: ev is not used past its record
 	prevTs  uint64
@@ -546,6 +594,9 @@ func (c *segChecker) block(blk *segment.Block) {
 				fmt.Sprintf("record %d has commit ts %d, below the previous record's %d", i, rec.CommitTs, c.prevTs))
 		}
 		c.prevTs, c.started = rec.CommitTs, true
+		if c.capped && rec.CommitTs > c.cut {
+			c.rep.seg.above++
+		}
 		if c.rep.Events == 0 || rec.CommitTs < c.rep.MinTs {
 			c.rep.MinTs = rec.CommitTs
 		}
@@ -580,10 +631,11 @@ func (c *segChecker) block(blk *segment.Block) {
 }
 
 // verifySegment checks one segment; its findings come back as a partial
-// report.
-func verifySegment(ctx context.Context, b *blob.Bucket, ob listed) *Report {
-	rep := &Report{seg: &segInfo{}}
-	c := &segChecker{rep: rep, key: ob.Key, dec: codec.Decoder{Alias: true}}
+// report. capped says that it is of a fenced epoch whose committed ts is
+// cut: its events above cut are counted.
+func verifySegment(ctx context.Context, b *blob.Bucket, ob listed, cut uint64, capped bool) *Report {
+	rep := &Report{seg: &segInfo{capped: capped, cut: cut}}
+	c := &segChecker{rep: rep, key: ob.Key, dec: codec.Decoder{Alias: true}, capped: capped, cut: cut}
 	src := &Source{Key: ob.Key, Name: ob.Name, Size: ob.Size}
 	if ob.Name.Active {
 		rep.Active++

@@ -1,0 +1,120 @@
+package reader
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/segment"
+)
+
+// Staged runs (format version 4): a writer epoch may store events above its
+// committed ts before they are resolved; they count only once a durable
+// progress frame's committed ts covers them. A fenced epoch's events above
+// its fence's committed ts were staged and never committed: no read returns
+// them, though its chain (and the fence's MaxTs) holds them, and Verify
+// counts them as information.
+func TestFencedEpochCutAtCommittedTs(t *testing.T) {
+	for _, backend := range []string{"mem", "local"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			b := newMem(t)
+			if backend == "local" {
+				b = newLocal(t)
+			}
+			l1, err := meta.AcquireWriter(ctx, b, testLog, "z", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			committed := rows(10, 10, 5, "t", 0) // 10..50, committed at 50
+			staged1 := rows(60, 10, 4, "big", 100)
+			staged2 := rows(100, 10, 3, "big", 200)
+			// Seq 1: the committed rows and a frame committing them, then
+			// staged rows of an unresolved transaction and a frame that
+			// makes them durable but commits nothing more. Seq 2, begun
+			// for staged events, more of them.
+			segs := chained(t, []seg{
+				{writer: "z", seq: 1, events: slices.Concat(committed, staged1),
+					progress: []frameAt{{After: 5, FlushedTs: 50, CommittedTs: 50}, {After: 9, FlushedTs: 50, CommittedTs: 50}}},
+				{writer: "z", seq: 2, flags: segment.FlagStaged, events: staged2,
+					progress: []frameAt{{After: 3, FlushedTs: 50, CommittedTs: 50}}},
+			})
+			var keys []string
+			for _, s := range segs {
+				keys = append(keys, s.write(t, b))
+			}
+			hcrc, _ := segs[1].crcs(t)
+			if err := l1.PublishProgress(ctx, meta.Progress{FlushedTs: 50, Seq: 2, ChainMaxTs: segs[1].chainMax(), CommittedTs: 50, Digest: hcrc}); err != nil {
+				t.Fatal(err)
+			}
+			// Epoch 2 fences epoch 1 at seq 2: chain max 120, committed 50.
+			l2, err := meta.AcquireWriter(ctx, b, testLog, "z", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _, err := meta.ReadWriterState(ctx, b, testLog, "z")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Fences) != 1 || st.Fences[0].MaxTs != 120 || st.Fences[0].CommittedTs != 50 {
+				t.Fatalf("fences %+v, want epoch 1 at max ts 120, committed ts 50", st.Fences)
+			}
+			if err := l2.PublishProgress(ctx, meta.Progress{FlushedTs: 1000}); err != nil {
+				t.Fatal(err)
+			}
+			// The new epoch writes the transaction again, from its
+			// flushed ts 50.
+			again := seg{writer: "z", epoch: 2, seq: 3, events: rows(60, 10, 7, "big", 100)}
+			writeAll(t, b, []seg{again})
+
+			wantOut := expect([]seg{{writer: "z", seq: 1, events: committed}, again}, 0, 1000, false)
+			for _, opts := range []Options{{}, {Raw: true}, {KeepDuplicates: true}, {StartTs: 55}} {
+				opts.LogID, opts.EndTs = testLog, 1000
+				out, st, err := readAll(t, b, &opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				equalGot(t, out, expect([]seg{{writer: "z", seq: 1, events: committed}, again}, opts.StartTs, 1000, false))
+				for _, g := range out {
+					if strings.HasPrefix(g.key, testLog+"/seg/z/0000000000000001-") {
+						if g.ts > 50 {
+							t.Fatalf("returned %v of fenced epoch 1, above its committed ts 50", g)
+						}
+					}
+				}
+				if opts.StartTs == 0 && st.AboveFence != 2 {
+					t.Errorf("AboveFence %d, want 2", st.AboveFence)
+				}
+			}
+			out, _, err := readBatches(t, b, &Options{LogID: testLog, EndTs: 1000}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalGot(t, out, wantOut)
+
+			rep, err := Verify(ctx, b, testLog, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK() {
+				t.Fatalf("Verify: %v", rep.Problems)
+			}
+			if rep.Uncommitted != 7 {
+				t.Errorf("Verify counts %d uncommitted events, want 7", rep.Uncommitted)
+			}
+			var found bool
+			for _, p := range rep.Problems {
+				if p.Kind == ProblemStaged {
+					found = p.Severity == Info && p.Key == layout.WriterState(testLog, "z") &&
+						strings.Contains(p.Detail, "epoch 1 ") && strings.Contains(p.Detail, "holds 7 events above its committed ts 50")
+				}
+			}
+			if !found || !hasProblemSev(rep, ProblemFenced, keys[0], Info) || !hasProblemSev(rep, ProblemFenced, keys[1], Info) {
+				t.Errorf("Verify does not report the staged events of epoch 1: %v", rep.Problems)
+			}
+		})
+	}
+}
