@@ -118,6 +118,16 @@
 // unknown, are open from the start. Ties at one commit ts are broken by
 // (writer, epoch, seq), so a read is deterministic.
 //
+// One exception keeps a big transaction from opening a stream per segment:
+// point segments, whose names say they hold one commit ts T only ([T, T]: a
+// transaction too big for one segment, staged in pieces), are opened one
+// after another. When the frontier reaches T, the other segments whose min
+// ts is T open first; then one point segment of T, and the next when it
+// ends (plus Options.Lookahead started early), so a transaction split into
+// any number of segments costs the streams of one. The order at T stays
+// that of (writer, epoch, seq): the point segments of T open in that order,
+// and each ends before the next opens.
+//
 // At each commit ts, DDLs are held back (copied; there are few) and
 // delivered after the last row of that ts, whatever order the segments hold
 // them in.

@@ -115,8 +115,10 @@ type plan struct {
 	// active segments have no ts range in their names: they are opened
 	// first, and join the merge with their first event.
 	active []*Source
-	// sealed segments, sorted by (min ts, writer, epoch, seq): the merge
-	// opens each when its frontier reaches the min ts.
+	// sealed segments, sorted by (min ts, point, writer, epoch, seq): the
+	// merge opens each when its frontier reaches the min ts, and of the
+	// point segments (see isPoint) of one ts one after another, after the
+	// others of that min ts.
 	sealed []*Source
 
 	listed, badNames, outOfRange, fenced, shadowed int
@@ -172,9 +174,29 @@ func makePlan(c *config, objs []listed, canAppend bool, fen fences) (*plan, erro
 		}
 	}
 	slices.SortFunc(p.sealed, func(a, b *Source) int {
-		return cmp.Or(cmp.Compare(a.Name.MinTs, b.Name.MinTs), compareID(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(a.Name.MinTs, b.Name.MinTs), comparePoint(a.Name, b.Name), compareID(a.Name, b.Name))
 	})
 	return p, nil
+}
+
+// isPoint reports whether a segment's name says it holds one commit ts
+// only: a piece of a transaction too big for one segment, or of one flush of
+// a single ts. The merge opens the point segments of one ts one after
+// another instead of all at once (see Reader.top).
+func isPoint(n segment.Name) bool { return !n.Active && n.MinTs == n.MaxTs }
+
+// comparePoint orders point segments after the others of the same min ts,
+// so that those open when the frontier reaches it, and the point segments
+// then one at a time.
+func comparePoint(a, b segment.Name) int {
+	pa, pb := isPoint(a), isPoint(b)
+	switch {
+	case pa == pb:
+		return 0
+	case pa:
+		return 1
+	}
+	return -1
 }
 
 // compareID orders segments of equal min ts, so that the merge breaks ties

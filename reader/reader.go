@@ -147,6 +147,7 @@ type Reader struct {
 	sealed              []*stream
 	nextOpen, nextStart int
 	nextMin             uint64    // min ts of sealed[nextOpen]
+	openPoints          int       // point segments the merge opened and has not finished
 	heap                []*stream // streams with a head event, by (head ts, rank)
 	refill              []*stream // streams that need their next chunk
 	release             []*chunk  // chunks holding events returned by this call
@@ -446,7 +447,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		if !r.haveTs || ts != r.curTs {
 			r.curTs, r.haveTs = ts, true
-			r.multi = r.othersAt(ts)
+			r.multi = r.othersAt(ts) || r.deferredAt(ts)
 			if r.dd != nil {
 				r.dd.reset()
 			}
@@ -474,7 +475,8 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 // othersAt reports whether a stream other than the top one has its head at
 // ts. The second smallest head of a binary heap is a child of the root. The
 // segments the merge has not reached start above ts (top opened every one
-// that does not), so no other segment can hold events at ts.
+// that does not), except the point segments of ts it holds back (see
+// deferredAt), so no other segment can hold events at ts.
 func (r *Reader) othersAt(ts uint64) bool {
 	for _, i := range [2]int{1, 2} {
 		if i < len(r.heap) && r.heap[i].ts == ts {
@@ -482,6 +484,12 @@ func (r *Reader) othersAt(ts uint64) bool {
 		}
 	}
 	return false
+}
+
+// deferredAt reports whether point segments of ts wait to be opened: they
+// hold events of ts too.
+func (r *Reader) deferredAt(ts uint64) bool {
+	return r.nextOpen < len(r.sealed) && r.sealed[r.nextOpen].src.Name.MinTs == ts
 }
 
 // top returns the stream with the smallest head after giving every exhausted
@@ -507,10 +515,23 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 		}
 		if r.nextOpen < len(r.sealed) {
 			s := r.sealed[r.nextOpen]
-			if len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].ts {
-				// The frontier reached the segment's min ts: it joins now.
+			// The frontier reached the segment's min ts: it joins now,
+			// unless it is a point segment and another one is open. That
+			// one holds events of the same ts only (its ts is the
+			// frontier, at or below this one's), so this one joins when
+			// it ends: the point segments of one ts, a transaction split
+			// into any number of them, are read one after another (plus
+			// Lookahead), and their events of the one ts come in any
+			// order, which is what the merge promises at one ts (the
+			// DDLs are held back to the end of the ts anyway).
+			point := isPoint(s.src.Name)
+			if (len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].ts) && !(point && r.openPoints > 0) {
 				if !s.started {
 					s.start()
+				}
+				if point {
+					s.point = true
+					r.openPoints++
 				}
 				r.nextOpen++
 				r.nextMin = r.minOf(r.nextOpen)
@@ -599,6 +620,9 @@ func (r *Reader) consume(s *stream) {
 
 func (r *Reader) closeStream(s *stream) {
 	s.closed = true
+	if s.point {
+		r.openPoints--
+	}
 	r.openStreams(-1)
 	r.chunksLive(-int64(s.allocated))
 	for {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/layout"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
@@ -116,5 +117,103 @@ func TestFencedEpochCutAtCommittedTs(t *testing.T) {
 				t.Errorf("Verify does not report the staged events of epoch 1: %v", rep.Problems)
 			}
 		})
+	}
+}
+
+// bigTxn is one writer epoch's log around a transaction at commit ts 100
+// split into n point segments [100, 100] (a writer's size split, or staged
+// runs): seq 1 holds 10..50, seqs 2..n+1 the transaction (a DDL of ts 100
+// among the rows of one of them), seq n+2 holds 110..150.
+func bigTxn(writer string, epoch uint64, n int) []seg {
+	segs := []seg{{writer: writer, epoch: epoch, seq: 1, events: rows(10, 10, 5, "t", 0)}}
+	for k := range n {
+		evs := rows(100, 0, 40, "big", int64(1000+100*k))
+		if k == 2 {
+			// A DDL of ts 100 before rows of it: delivered after every row
+			// of 100, whatever segment holds them.
+			evs = append([]*codec.Event{ddl(100, "big", "ALTER TABLE big ADD c int")}, evs...)
+		}
+		segs = append(segs, seg{writer: writer, epoch: epoch, seq: uint64(k + 2), events: evs, blockSize: 1 << 10})
+	}
+	return append(segs, seg{writer: writer, epoch: epoch, seq: uint64(n + 2), events: rows(110, 10, 5, "t", 100)})
+}
+
+// The point segments of one commit ts are opened one after another (plus
+// Lookahead), not all at once: a transaction split into any number of
+// segments costs the streams of one.
+func TestEqualTsFanIn(t *testing.T) {
+	const n = 16
+	b := newMem(t)
+	segs := bigTxn("w", 1, n)
+	writeAll(t, b, segs)
+	for _, look := range []int{-1, 1, 3} {
+		for _, batch := range []bool{false, true} {
+			opts := &Options{LogID: testLog, EndTs: 1000, Lookahead: look, Prefetch: 1}
+			var out []got
+			var st Stats
+			var err error
+			if batch {
+				out, st, err = readBatches(t, b, opts, 7)
+			} else {
+				out, st, err = readAll(t, b, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalGot(t, out, expect(segs, 0, 1000, false))
+			if want := 1 + max(look, 0); st.MaxOpenStreams > want {
+				t.Errorf("lookahead %d: %d streams open at once, want at most %d", look, st.MaxOpenStreams, want)
+			}
+			if st.SegmentsOpened != len(segs) || st.Events != int64(len(out)) || st.Events != int64(5+5+40*n+1) {
+				t.Errorf("lookahead %d: %+v", look, st)
+			}
+		}
+	}
+}
+
+// Point segments of a ts among other segments holding it: every event once,
+// in order, rows before the DDLs of each ts.
+func TestEqualTsFanInAmongOthers(t *testing.T) {
+	b := newMem(t)
+	segs := bigTxn("w", 1, 6)
+	// Writer v: a segment whose range spans ts 100, holding rows and a DDL
+	// of it, and point segments of 100 of its own.
+	segs = append(segs,
+		seg{writer: "v", seq: 1, events: slices.Concat(rows(90, 5, 3, "u", 0), rows(100, 0, 3, "u", 10), []*codec.Event{ddl(100, "u", "ALTER TABLE u ADD d int")}, rows(105, 5, 3, "u", 20))},
+		seg{writer: "v", seq: 2, events: rows(100, 0, 5, "u", 30)},
+		seg{writer: "v", seq: 3, events: rows(100, 0, 5, "u", 40)},
+	)
+	writeAll(t, b, segs)
+	for _, look := range []int{-1, 1} {
+		out, st, err := readAll(t, b, &Options{LogID: testLog, EndTs: 1000, Lookahead: look})
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalGot(t, out, expect(segs, 0, 1000, false))
+		if st.MaxOpenStreams > 2+max(look, 0) {
+			t.Errorf("%d streams open at once", st.MaxOpenStreams)
+		}
+	}
+}
+
+// Copies across point segments of one ts that are opened one after another
+// are still duplicates: whether the ts needs the duplicate filter is decided
+// with the point segments not yet opened counted in.
+func TestEqualTsDedupAcrossWriters(t *testing.T) {
+	b := newMem(t)
+	segs := bigTxn("w", 1, 4)
+	// Writer x rewrote the part of the transaction w's seq 3 holds (a
+	// failover), in a point segment of its own.
+	segs = append(segs, seg{writer: "x", seq: 1, events: segs[2].events})
+	writeAll(t, b, segs)
+	for _, look := range []int{-1, 1} {
+		out, st, err := readAll(t, b, &Options{LogID: testLog, EndTs: 1000, Lookahead: look})
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalGot(t, out, expect(segs, 0, 1000, false))
+		if st.Duplicates != int64(len(segs[2].events)) {
+			t.Errorf("%d duplicates dropped, want %d", st.Duplicates, len(segs[2].events))
+		}
 	}
 }

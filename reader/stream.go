@@ -56,6 +56,7 @@ type stream struct {
 
 	// ----
 	started bool
+	point   bool // a point segment the merge opened (Reader.openPoints)
 	closed  bool // done; its chunks go to the Reader's spares
 	cur     *chunk
 	pos     int
