@@ -121,16 +121,62 @@
 // # Memory and back-pressure
 //
 // Events hold MemoryQuota bytes (their encoding plus a small per-event
-// overhead) from Write until they are durable. A Write that would pass the
-// quota blocks until a flush frees memory or its ctx ends; the time spent
+// overhead) from Write until they are durable, whatever the size of a
+// transaction and however long a span stalls. A Write that would pass the
+// quota blocks until memory is freed or its ctx ends; the time spent
 // blocked is counted (Stats.Backpressure; backpressure_seconds_total in
-// package writermetrics). Only events at or below the resolved ts can be flushed, so the
-// quota should hold what arrives between resolved-ts advances. When it is
-// full of events no flush can take — nothing in flight, no resolved-ts change
-// since the last flush — waiting could last forever, since the Write that
-// blocks may be the one whose span holds the resolved ts back; such a Write
-// is let through over the quota and counted (Stats.QuotaOvercommits;
-// quota_overcommits_total). Besides the quota, blocks in flight take up
+// package writermetrics). It waits only on storage, never on a resolved
+// ts: when nothing in flight will free memory, the blocked Write asks for
+// a cut — of the resolved events, when the resolved ts moved, and else a
+// stage cut (below) — and waits for that cut to be durable.
+//
+// # Staged events and the committed ts
+//
+// Each epoch has a committed ts C: the largest flushed ts of its durable
+// progress frames (or the flushed ts it started from). An event of the
+// epoch is part of the log iff its segment is accepted by the fence rule
+// and its commit ts is at or below C; a progress frame carries C
+// (segment.Progress.CommittedTs), the state object publishes it, and a
+// takeover records it in the fence, where readers cut the fenced epoch.
+//
+// A stage cut stores events before the resolved ts covers them: besides
+// the resolved events, it takes every buffered event above C (of each
+// span whose events above the resolved ts are all above C), merged in flush
+// order exactly as a flush's, as blocks of the ordinary chain, followed by
+// a progress frame whose flushed and committed ts have not moved (so their
+// memory leaves the quota once they are durable). They are staged: stored,
+// not committed, until a later frame's C passes them; each span's flushed
+// ts stays below its first staged event, so a takeover restarts the span
+// there and its next owner writes the staged events again, while readers
+// leave the old epoch's copies out. A stage cut happens when a Write is
+// blocked on a full quota with nothing in flight (Stats.StageCuts,
+// Stats.StagedEvents), and when FlushBytes were written while the writer's
+// resolved ts stood still (one span holding it back, or a transaction
+// larger than FlushBytes): compression and storage then overlap
+// production instead of waiting for the resolved ts. On local disk the
+// staged blocks go into the active segment when they sort after it, and
+// into a new segment otherwise (each segment stays one sorted run; the
+// reader merges overlapping segments of one writer); on an object store
+// each cut is its own objects. Rows before DDLs of one ts holds within a
+// cut: a later cut may add rows of a ts after DDLs a stage cut stored
+// (readers deliver a ts's DDLs after all its rows in any case).
+//
+// The one case staging cannot take (the known limit): a span added behind
+// the writer (a catch-up span) whose events lie at or below C. Staging
+// them would let a frame's C take a part of them for committed; they are
+// held until the resolved ts covers them, and when the quota is full of
+// them with nothing else to cut, a Write is let through over the quota
+// (Stats.QuotaOvercommits; quota_overcommits_total) and logged: the
+// Writes that would resolve them may be the blocked ones. Such events are
+// at most what the span's previous owner flushed above the span's start.
+// A span removed while it has staged events keeps them: they count once C
+// passes them, and its next owner's copies (written again from the span's
+// flushed ts) are exact duplicates that readers drop. Segments that may
+// hold copies of events of the same epoch (events at or below C when cut)
+// carry segment.FlagCatchUp, and readers drop duplicates within one epoch
+// only there.
+//
+// Besides the quota, blocks in flight take up
 // to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store
 // (the workers compress ahead while the committer syncs or uploads) and
 // twice min(FlushBytes, 4 MiB) without lz4 on local disk: a bigger flush
@@ -144,7 +190,9 @@
 // objects). Objects are only that large when a flush is: with the defaults
 // (FlushBytes 16 MiB, MaxSegmentBytes 64 MiB) a flush of less than
 // MaxSegmentBytes makes one object, and the bound is reached only when a
-// backlog makes flushes of several full objects.
+// backlog makes flushes of several full objects. Measured
+// (TestStagedUnderDataLimit): a 512 MiB transaction at one commit ts,
+// written with an 8 MiB quota on local disk, peaks at about 40 MiB RSS.
 //
 // # Failures
 //

@@ -75,7 +75,9 @@ type Options struct {
 	// Default 1 s.
 	FlushInterval time.Duration
 	// FlushBytes starts a flush as soon as this many bytes of events have
-	// been written since the last one (and the resolved ts has moved).
+	// been written since the last one: of the resolved events when the
+	// resolved ts has moved, else a stage cut of those above the committed
+	// ts.
 	// Default 16 MiB; at most MemoryQuota.
 	FlushBytes int64
 	// MaxSegmentBytes is the size at which a segment is closed and the next
@@ -97,7 +99,9 @@ type Options struct {
 	// Sync is the sync policy of appendable backends. Default SyncEveryFlush.
 	Sync SyncPolicy
 	// MemoryQuota bounds the bytes of buffered events, from Write until
-	// they are durable. A Write that would pass it blocks (back-pressure).
+	// they are durable. A Write that would pass it blocks (back-pressure)
+	// until a flush or a stage cut frees memory: only on storage, never on
+	// a resolved ts (see Memory and back-pressure in the package doc).
 	// Default 256 MiB.
 	MemoryQuota int64
 	// Workers is the number of goroutines that compress and checksum

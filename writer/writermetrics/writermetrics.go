@@ -18,7 +18,10 @@
 //	redokit_writer_segments_total                  segments sealed, or put as objects
 //	redokit_writer_flush_retries_total             storage or publication attempts retried
 //	redokit_writer_backpressure_seconds_total      time Writes spent blocked on the memory quota
-//	redokit_writer_quota_overcommits_total         Writes let through over a quota full of unflushable events
+//	redokit_writer_quota_overcommits_total         Writes let through over a quota full of a catch-up span's events
+//	redokit_writer_stage_cuts_total                cuts that staged events above the resolved ts to free the quota
+//	redokit_writer_staged_events_total             events stored before the resolved ts covered them (staged)
+//	redokit_writer_committed_ts                    the epoch's committed ts (durable)
 //	redokit_writer_buffered_bytes                  bytes of events in memory, from Write until durable
 //	redokit_writer_blocked_writes                  Writes blocked on the memory quota now
 //	redokit_writer_flushed_resolved_ts             the flushed resolved ts (durable)
@@ -91,7 +94,10 @@ var (
 	descSegments     = desc("segments_total", "Segments completed: sealed, or put as objects.")
 	descRetries      = desc("flush_retries_total", "Failed storage or publication attempts that were retried.")
 	descBackpressure = desc("backpressure_seconds_total", "Time Write calls spent blocked on the memory quota.")
-	descOvercommits  = desc("quota_overcommits_total", "Writes let through over a memory quota full of events no flush could take.")
+	descOvercommits  = desc("quota_overcommits_total", "Writes let through over a memory quota full of a catch-up span's events at or below the committed ts, which no flush or stage cut could take.")
+	descStageCuts    = desc("stage_cuts_total", "Cuts that staged events above the writer's resolved ts (a Write blocked on the quota, or FlushBytes written while the resolved ts stood still).")
+	descStaged       = desc("staged_events_total", "Events stored before the resolved ts covered them (staged; part of the log once the committed ts passes them).")
+	descCommittedTs  = desc("committed_ts", "The writer epoch's committed ts of its newest durable progress.")
 	descBuffered     = desc("buffered_bytes", "Bytes of events held in memory, from Write until durable.")
 	descBlocked      = desc("blocked_writes", "Write calls blocked on the memory quota now.")
 	descFlushedTs    = desc("flushed_resolved_ts", "The writer's flushed resolved ts.")
@@ -103,7 +109,7 @@ var (
 	descUpload       = desc("upload_duration_seconds", "Time of one segment object put.")
 
 	allDescs = []*prometheus.Desc{descEvents, descPayload, descStored, descSegments, descRetries, descBackpressure,
-		descOvercommits, descBuffered, descBlocked, descFlushedTs, descPublishedTs, descPubs, descFlush, descFsync, descUpload, descPublish}
+		descOvercommits, descStageCuts, descStaged, descCommittedTs, descBuffered, descBlocked, descFlushedTs, descPublishedTs, descPubs, descFlush, descFsync, descUpload, descPublish}
 )
 
 // Describe implements prometheus.Collector.
@@ -150,6 +156,9 @@ func collect(ch chan<- prometheus.Metric, s writer.Stats, lv ...string) {
 	counter(descRetries, float64(s.Retries))
 	counter(descBackpressure, s.Backpressure.Seconds())
 	counter(descOvercommits, float64(s.QuotaOvercommits))
+	counter(descStageCuts, float64(s.StageCuts))
+	counter(descStaged, float64(s.StagedEvents))
+	gauge(descCommittedTs, float64(s.CommittedTs))
 	gauge(descBuffered, float64(s.BufferedBytes))
 	gauge(descBlocked, float64(s.BlockedWrites))
 	gauge(descFlushedTs, float64(s.FlushedTs))
