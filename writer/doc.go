@@ -36,8 +36,9 @@
 // at or below the writer's resolved ts R, in flush order — commit ts, then
 // rows before DDLs of the same ts, then the order the events arrived in —
 // and stores them in blocks of about BlockSize (segment format). Events above
-// R stay buffered. After the blocks comes the flush's progress frame
-// (flushed ts R, per-span flushed ts), and only when the blocks and the
+// R stay buffered, unless a stage cut stores them (see Staged events and
+// the committed ts). After the blocks comes the flush's progress frame
+// (flushed ts R, the epoch's committed ts, per-span flushed ts), and only when the blocks and the
 // frame are durable does the flushed ts move to R and Flush return.
 //
 // A flush costs, on local disk, one fdatasync of the active segment (two
