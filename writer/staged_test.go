@@ -305,3 +305,43 @@ func TestCatchUpSegmentsAreFlagged(t *testing.T) {
 func init() {
 	testenv.RunChild("writer-staged-limit", stagedLimitChild)
 }
+
+// TestCatchUpSpanIsTheKnownLimit is the one case staging cannot take: a
+// span added behind the writer whose events lie at or below the committed
+// ts. With the quota full of them and nothing else to cut, a Write is let
+// through over the quota and counted rather than blocking for good (the
+// Write that would resolve them may be the blocked one); once resolved,
+// every event is in the log.
+func TestCatchUpSpanIsTheKnownLimit(t *testing.T) {
+	onBothStores(t, func(t *testing.T, b *blob.Bucket) {
+		ctx := context.Background()
+		o := stagedOptions(64 << 10)
+		w := openSpan1(t, b, o)
+		must(t, w.Write(ctx, 1, row(1, 50, 1)))
+		must(t, w.AdvanceResolved(1, 100))
+		flushTo(t, w, 100)
+		must(t, w.AddSpan(2, 10)) // behind the committed ts 100
+		r := newRand(5)
+		n := int64(0)
+		for ts := uint64(11); ts <= 90; ts++ {
+			for range 4 {
+				n++
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				must(t, w.Write(ctx, 2, bigRow(r, 2, ts, 1000+n, 900)))
+				cancel()
+			}
+		}
+		st := w.Stats()
+		if st.QuotaOvercommits == 0 {
+			t.Fatalf("stats %+v: a quota full of catch-up events was never overcommitted", st)
+		}
+		if st.StagedEvents != 0 {
+			t.Fatalf("%d catch-up events at or below the committed ts were staged", st.StagedEvents)
+		}
+		must(t, w.AdvanceResolved(2, 100))
+		must(t, w.Close(ctx))
+		if gs := readLog(t, b, readOpts{}); int64(len(gs)) != n+1 {
+			t.Fatalf("read %d events, wrote %d", len(gs), n+1)
+		}
+	})
+}
