@@ -178,20 +178,35 @@
 // DDL). Copies inside one segment are never duplicates of each other: a
 // segment is a faithful record of its writer's spans, so two identical rows
 // there are two changes (a transaction inserting the same values twice into a
-// table without a key). A copy in another segment is a rewrite. So at each
-// commit ts the reader delivers, of each distinct encoding, as many copies as
-// the segment holding most of them has, and drops the rest. It identifies
-// encodings by a 128-bit hash (two seeded 64-bit maphashes) and only at a
-// commit ts that more than one segment holds events at, so a ts that one
-// segment alone covers costs nothing; its memory is bounded by the events of
-// one commit ts.
+// table without a key). Nor are copies in two segments of one writer epoch
+// (format version 4): its segments partition its events (a transaction too
+// big for one segment is split across several), so they never hold copies
+// of each other, except a catch-up segment (segment.FlagCatchUp: a span
+// added behind the writer, which may write again what the epoch holds). A
+// copy in a segment of another writer epoch, or in a catch-up segment, or in
+// any segment older than format version 4 (whose writers did not flag
+// catch-up segments), is a rewrite.
+//
+// So the reader counts copies by unit: the version-4 segments of a writer
+// epoch without the catch-up flag are one unit, every other segment a unit
+// of its own. At each commit ts it delivers, of each distinct encoding, as
+// many copies as the unit holding most of them has, and drops the rest. It
+// identifies encodings by a 128-bit hash (two seeded 64-bit maphashes), and
+// only at a commit ts that segments of more than one unit hold events at,
+// so a ts that one writer epoch alone covers costs nothing, however many
+// segments hold it (Stats.Hashed counts the events hashed); its memory is
+// bounded by the events of one commit ts. Whether a point segment the merge
+// has not opened yet is a catch-up segment is in its header, which the
+// reader reads when the ts begins (its stream reuses the read) if that
+// decides whether to hash.
 //
 // Byte equality can only mistake two changes for one when a transaction
 // writes byte-identical rows, which needs a table without a primary or
 // not-null unique key (CDC systems refuse such tables by default), and the
-// per-segment rule keeps even those unless a writer's size split put the
-// copies into two segments. For such tables set KeepDuplicates; with it the
-// reader returns every copy and leaves idempotence to the sink.
+// per-unit rule keeps even those unless another writer epoch, a catch-up
+// segment or, in a log older than format version 4, a writer's size split
+// put copies into another unit. For such tables set KeepDuplicates; with it
+// the reader returns every copy and leaves idempotence to the sink.
 //
 // # Integrity
 //

@@ -371,11 +371,14 @@ func readBatches(t testing.TB, b *blob.Bucket, opts *Options, max int) ([]got, S
 // expect computes what a read of (start, end] must return from the accepted
 // segments: by commit ts; at one ts the rows, then the DDLs; among equal
 // (ts, kind), by segment (writer, epoch, seq), then in segment order; exact
-// duplicates dropped by the per-segment multiplicity rule unless keepDups.
+// duplicates dropped by the per-unit multiplicity rule unless keepDups,
+// where a unit is a writer epoch's version-4 segments without the catch-up
+// flag, or any other segment alone.
 func expect(segs []seg, start, end uint64, keepDups bool) []got {
 	type item struct {
 		g         got
 		rank, pos int
+		unit      string
 	}
 	sorted := slices.Clone(segs)
 	slices.SortFunc(sorted, func(a, b seg) int {
@@ -383,9 +386,13 @@ func expect(segs []seg, start, end uint64, keepDups bool) []got {
 	})
 	var items []item
 	for rank, s := range sorted {
+		unit := fmt.Sprintf("segment %d", rank)
+		if (s.version == 0 || s.version >= 4) && s.flags&segment.FlagCatchUp == 0 {
+			unit = fmt.Sprintf("epoch %s/%d", s.writer, s.header().Epoch)
+		}
 		for pos, ev := range s.events {
 			if ts := ev.CommitTs(); ts > start && ts <= end {
-				items = append(items, item{g: want(ev), rank: rank, pos: pos})
+				items = append(items, item{g: want(ev), rank: rank, pos: pos, unit: unit})
 			}
 		}
 	}
@@ -402,7 +409,7 @@ func expect(segs []seg, start, end uint64, keepDups bool) []got {
 	var out []got
 	type dk struct {
 		payload string
-		rank    int
+		unit    string
 	}
 	var delivered map[string]int
 	var seen map[dk]int
@@ -412,7 +419,7 @@ func expect(segs []seg, start, end uint64, keepDups bool) []got {
 			curTs, delivered, seen = it.g.ts, map[string]int{}, map[dk]int{}
 		}
 		if !keepDups {
-			k := dk{it.g.payload, it.rank}
+			k := dk{it.g.payload, it.unit}
 			seen[k]++
 			if seen[k] <= delivered[it.g.payload] {
 				continue

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/segment"
 )
 
 // Memory is bounded by the segments that overlap the frontier, not by the
@@ -169,6 +170,16 @@ func randomLog(rng *rand.Rand, local bool) []seg {
 			}
 			s := seg{writer: writer, epoch: epoch, seq: uint64(k + 1), events: evs,
 				blockSize: 100 + rng.IntN(2000), raw: rng.IntN(4) == 0}
+			// The duplicate filter's units: a writer epoch's version-4
+			// segments, but a catch-up or version-3 segment alone. (Copies
+			// from the pool into a segment of the same epoch that is
+			// neither are read as distinct changes, as the format says.)
+			switch rng.IntN(4) {
+			case 0:
+				s.flags = segment.FlagCatchUp
+			case 1:
+				s.version = 3
+			}
 			if local && k == nseg-1 && rng.IntN(2) == 0 {
 				s.active = true
 				s.torn = rng.IntN(2) == 0

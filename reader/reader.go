@@ -96,8 +96,14 @@ type Stats struct {
 
 	Events     int64 // events returned
 	Duplicates int64 // exact duplicates dropped
-	Filtered   int64 // events TableFilter rejected
-	Blocks     int64 // blocks read and decoded
+	// Hashed counts the events the duplicate filter hashed: those of a
+	// commit ts that segments of more than one writer epoch hold, or a
+	// catch-up segment or one older than format version 4 (see the package
+	// doc). A transaction one writer epoch split into many segments costs
+	// none.
+	Hashed   int64
+	Filtered int64 // events TableFilter rejected
+	Blocks   int64 // blocks read and decoded
 
 	// The memory bound: the most segment streams open at once, and the most
 	// decoded blocks (chunks) alive at once across them.
@@ -157,7 +163,8 @@ type Reader struct {
 	curTs    uint64 // commit ts of the events being merged
 	haveTs   bool
 	prevSrc  *Source // of the event before
-	multi    bool    // more than one segment holds events at curTs
+	multi    bool    // the events at curTs need the duplicate filter (dedupAt)
+	walk     []int   // dedupAt's stack
 	dd       *dedup
 	held     []*Event // DDLs at curTs, delivered after its rows
 	heldPos  int
@@ -166,6 +173,7 @@ type Reader struct {
 	batch    []*Event
 	events   int64
 	dups     int64
+	hashed   int64
 	err      error // sticky
 	errAfter error // to return after the batch in hand
 	closed   bool
@@ -241,15 +249,27 @@ func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader 
 	// every run: by writer, epoch, seq.
 	all := append(append([]*Source(nil), p.active...), p.sealed...)
 	rank := rankOf(all)
+	// The duplicate filter's units (see stream.unit): one per segment, and
+	// after them one per writer epoch.
+	groups := map[epochID]int32{}
+	newStream := func(src *Source) *stream {
+		k := epochID{src.Name.WriterID, src.Name.Epoch}
+		g, ok := groups[k]
+		if !ok {
+			g = int32(len(all) + len(groups))
+			groups[k] = g
+		}
+		return &stream{r: r, src: src, rank: rank[src], group: g, hdrDone: make(chan struct{})}
+	}
 	for _, src := range p.active {
-		s := &stream{r: r, src: src, rank: rank[src]}
+		s := newStream(src)
 		// An active segment's range is unknown until its first block is
 		// read, so it starts now and joins the merge with its first event.
 		s.start()
 		r.refill = append(r.refill, s)
 	}
 	for _, src := range p.sealed {
-		r.sealed = append(r.sealed, &stream{r: r, src: src, rank: rank[src]})
+		r.sealed = append(r.sealed, newStream(src))
 	}
 	r.nextMin = r.minOf(0)
 	r.lookahead()
@@ -257,6 +277,12 @@ func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader 
 		"listed", p.listed, "sealed", len(p.sealed), "active", len(p.active),
 		"out_of_range", p.outOfRange, "fenced", p.fenced)
 	return r
+}
+
+// epochID is a writer epoch.
+type epochID struct {
+	writer string
+	epoch  uint64
 }
 
 func rankOf(srcs []*Source) map[*Source]int {
@@ -347,7 +373,7 @@ func (r *Reader) Stats() Stats {
 		SegmentsListed: p.listed, SegmentsSelected: len(p.active) + len(p.sealed), SegmentsActive: len(p.active),
 		SegmentsOutOfRange: p.outOfRange, SegmentsFenced: p.fenced, SegmentsShadowed: p.shadowed,
 		BadNames: p.badNames, SegmentsOpened: int(r.stats.opened.Load()), TornTails: int(r.stats.torn.Load()), AboveFence: int(r.stats.aboveFence.Load()),
-		Events: r.events, Duplicates: r.dups, Filtered: r.stats.filtered.Load(), Blocks: r.stats.blocks.Load(),
+		Events: r.events, Duplicates: r.dups, Hashed: r.hashed, Filtered: r.stats.filtered.Load(), Blocks: r.stats.blocks.Load(),
 		MaxOpenStreams: int(r.stats.maxOpen.Load()), MaxChunks: int(r.stats.maxChunks.Load()),
 	}
 }
@@ -446,19 +472,25 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 			return nil, &OrderError{Key: src.Key, PrevKey: r.prevSrc.Key, Ts: ts, PrevTs: r.curTs}
 		}
 		if !r.haveTs || ts != r.curTs {
-			r.curTs, r.haveTs = ts, true
-			r.multi = r.othersAt(ts) || r.deferredAt(ts)
+			multi := false
 			if r.dd != nil {
+				if multi, err = r.dedupAt(ctx, ts, mayBlock); err != nil {
+					return nil, err
+				}
 				r.dd.reset()
 			}
+			r.curTs, r.haveTs, r.multi = ts, true, multi
 		}
 		if src != r.prevSrc {
 			r.prevSrc = src
 		}
-		if r.multi && r.dd != nil && !r.dd.admit(ev.payload, s.rank) {
-			r.dups++
-			r.consume(s)
-			continue
+		if r.multi {
+			r.hashed++
+			if !r.dd.admit(ev.payload, s.unit()) {
+				r.dups++
+				r.consume(s)
+				continue
+			}
 		}
 		if s.cur.ddls > 0 && ev.Event.Kind == codec.DDLEvent {
 			r.held = append(r.held, ev.Clone())
@@ -472,24 +504,121 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 	}
 }
 
-// othersAt reports whether a stream other than the top one has its head at
-// ts. The second smallest head of a binary heap is a child of the root. The
-// segments the merge has not reached start above ts (top opened every one
-// that does not), except the point segments of ts it holds back (see
-// deferredAt), so no other segment can hold events at ts.
-func (r *Reader) othersAt(ts uint64) bool {
-	for _, i := range [2]int{1, 2} {
-		if i < len(r.heap) && r.heap[i].ts == ts {
-			return true
+// dedupAt reports whether the events of ts need the duplicate filter: whether
+// the segments holding them are of more than one unit (stream.unit). They
+// are the streams whose head is at ts (a subtree at the root of the heap)
+// and the point segments of ts the merge holds back (see top), the next in
+// plan order: the segments it has not reached start above ts, since top
+// opened every other one that does not.
+//
+// A point segment held back has not been read yet: its header says whether
+// it is a catch-up segment, so when it is of the same writer epoch as every
+// other segment at ts its header is read now (the read its stream would make
+// first, which it then reuses). With mayBlock false it returns
+// errWouldBlock instead of waiting for headers.
+func (r *Reader) dedupAt(ctx context.Context, ts uint64, mayBlock bool) (bool, error) {
+	u0 := int32(-1)
+	stack := append(r.walk[:0], 0)
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i >= len(r.heap) || r.heap[i].ts != ts {
+			continue
+		}
+		switch u := r.heap[i].unit(); {
+		case u0 < 0:
+			u0 = u
+		case u != u0:
+			r.walk = stack
+			return true, nil
+		}
+		stack = append(stack, 2*i+1, 2*i+2)
+	}
+	r.walk = stack
+	var unknown []*stream // point segments of ts whose headers are not known yet
+	for j := r.nextOpen; j < len(r.sealed) && r.sealed[j].src.Name.MinTs == ts; j++ {
+		s := r.sealed[j]
+		if s.group != u0 {
+			// Another writer epoch, or the segment at ts is a unit of its
+			// own: two units either way.
+			return true, nil
+		}
+		var known bool
+		if s.started {
+			select {
+			case <-s.hdrDone: // the producer's fields are the merge's to read now
+				known = true
+			default:
+			}
+		} else {
+			known = s.hdrKnown
+		}
+		if !known {
+			unknown = append(unknown, s)
+		} else if s.unit() != u0 {
+			return true, nil
 		}
 	}
-	return false
+	if len(unknown) == 0 {
+		return false, nil
+	}
+	if !mayBlock {
+		return false, errWouldBlock
+	}
+	if err := r.readHeaders(ctx, unknown); err != nil {
+		return false, err
+	}
+	for _, s := range unknown {
+		if s.unit() != u0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
-// deferredAt reports whether point segments of ts wait to be opened: they
-// hold events of ts too.
-func (r *Reader) deferredAt(ts uint64) bool {
-	return r.nextOpen < len(r.sealed) && r.sealed[r.nextOpen].src.Name.MinTs == ts
+// readHeaders makes the headers of streams known: a started stream's
+// producer reads it, the others' are read here, at most Concurrency at once.
+// A header that cannot be read stays unknown (the stream is then a unit of
+// its own, and the filter runs): the stream reports the failure when it
+// opens.
+func (r *Reader) readHeaders(ctx context.Context, ss []*stream) error {
+	rctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, r.c.Concurrency)
+	for _, s := range ss {
+		if s.started {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h, data, err := chain.ReadHeader(rctx, r.b, listed{Key: s.src.Key, Name: s.src.Name, Size: s.src.Size})
+			if err != nil {
+				return
+			}
+			if s.src.header == nil {
+				s.src.header = data // the stream opens with it, at no request
+			}
+			s.hdrFlags, s.hdrVersion, s.hdrKnown = h.Flags, h.Version, true
+		})
+	}
+	wg.Wait()
+	for _, s := range ss {
+		if !s.started {
+			continue
+		}
+		select {
+		case <-s.hdrDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+	}
+	return ctx.Err()
 }
 
 // top returns the stream with the smallest head after giving every exhausted

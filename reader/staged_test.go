@@ -167,6 +167,11 @@ func TestEqualTsFanIn(t *testing.T) {
 			if st.SegmentsOpened != len(segs) || st.Events != int64(len(out)) || st.Events != int64(5+5+40*n+1) {
 				t.Errorf("lookahead %d: %+v", look, st)
 			}
+			// The segments of one writer epoch partition its events: the
+			// duplicate filter has nothing to do.
+			if st.Hashed != 0 || st.Duplicates != 0 {
+				t.Errorf("lookahead %d: %d events hashed, %d duplicates, want none", look, st.Hashed, st.Duplicates)
+			}
 		}
 	}
 }
@@ -215,5 +220,103 @@ func TestEqualTsDedupAcrossWriters(t *testing.T) {
 		if st.Duplicates != int64(len(segs[2].events)) {
 			t.Errorf("%d duplicates dropped, want %d", st.Duplicates, len(segs[2].events))
 		}
+	}
+}
+
+// The duplicate filter runs at a ts only across units that can hold copies
+// of each other: segments of different writer epochs, a catch-up segment,
+// a segment older than format version 4. Within one epoch the other
+// segments partition its events, so identical events there are distinct
+// changes.
+func TestDedupScope(t *testing.T) {
+	const n = 6
+	txn := bigTxn("w", 1, n) // seq 1, the transaction in seqs 2..7, seq 8
+	copyOf := func(s seg, writer string, epoch, seq uint64) seg {
+		return seg{writer: writer, epoch: epoch, seq: seq, events: s.events, blockSize: s.blockSize}
+	}
+	// Identical rows in two segments of epoch 1: two changes.
+	twice := row(100, "nokey", 1, "same")
+	withTwice := slices.Clone(txn)
+	withTwice[1].events = append(slices.Clone(withTwice[1].events), twice)
+	withTwice[4].events = append(slices.Clone(withTwice[4].events), twice)
+
+	cases := []struct {
+		name   string
+		segs   []seg
+		hashed bool
+		dups   int
+	}{
+		{name: "one epoch", segs: txn},
+		{name: "one epoch, identical rows in two segments", segs: withTwice},
+		{
+			// Epoch 2 of w wrote the transaction again (a restart from the
+			// checkpoint): its copies are duplicates.
+			name:   "two epochs",
+			segs:   append(slices.Clone(txn), copyOf(txn[2], "w", 2, 1), copyOf(txn[3], "w", 2, 2), copyOf(txn[4], "w", 2, 3)),
+			hashed: true, dups: 3*40 + 1,
+		},
+		{
+			// The same with the rows written twice by epoch 1: epoch 2's
+			// one copy is a duplicate, epoch 1's two are two changes.
+			name:   "two epochs, identical rows in two segments",
+			segs:   append(slices.Clone(withTwice), seg{writer: "w", epoch: 2, seq: 1, events: []*codec.Event{twice}}),
+			hashed: true, dups: 1,
+		},
+		{
+			// A catch-up segment of epoch 1 (seq 9, a span re-added behind
+			// the writer) holding copies of what seq 3 holds.
+			name:   "catch-up segment",
+			segs:   append(slices.Clone(txn), seg{writer: "w", seq: 9, events: txn[2].events, flags: segment.FlagCatchUp}),
+			hashed: true, dups: 40,
+		},
+		{
+			// The catch-up segment is one of the point segments of ts 100
+			// the merge opens one after another: their headers decide.
+			name: "catch-up point segment among the transaction's",
+			segs: func() []seg {
+				segs := slices.Clone(txn)
+				segs[5].flags, segs[5].events = segment.FlagCatchUp, segs[2].events
+				return segs
+			}(),
+			hashed: true, dups: 40,
+		},
+		{
+			// Format version 3: every segment a unit of its own, as before.
+			name: "version 3",
+			segs: func() []seg {
+				segs := slices.Clone(txn)
+				for i := range segs {
+					segs[i].version = 3
+				}
+				return append(segs, seg{writer: "w", seq: uint64(len(segs) + 1), version: 3, events: txn[2].events})
+			}(),
+			hashed: true, dups: 40,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMem(t)
+			writeAll(t, b, tc.segs)
+			for _, look := range []int{-1, 1, 3} {
+				for _, batch := range []bool{false, true} {
+					opts := &Options{LogID: testLog, EndTs: 1000, Lookahead: look}
+					var out []got
+					var st Stats
+					var err error
+					if batch {
+						out, st, err = readBatches(t, b, opts, 5)
+					} else {
+						out, st, err = readAll(t, b, opts)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					equalGot(t, out, expect(tc.segs, 0, 1000, false))
+					if (st.Hashed > 0) != tc.hashed || st.Duplicates != int64(tc.dups) {
+						t.Errorf("lookahead %d: %d events hashed, %d duplicates; want hashing %v, %d duplicates", look, st.Hashed, st.Duplicates, tc.hashed, tc.dups)
+					}
+				}
+			}
+		})
 	}
 }

@@ -38,9 +38,21 @@ type chunk struct {
 // decodes them into chunks and sends them on ch; the merge goroutine owns
 // every field below the line.
 type stream struct {
-	r    *Reader
-	src  *Source
-	rank int // tie-break among events of equal commit ts
+	r     *Reader
+	src   *Source
+	rank  int   // tie-break among events of equal commit ts
+	group int32 // the duplicate filter's unit of its writer epoch (see unit)
+
+	// What the segment's header says of its copies (see unit), known once
+	// hdrKnown: set before the stream starts by the merge (readHeaders),
+	// or by the producer, which closes hdrDone then (or when it ends
+	// without reading a header). The merge reads them only before the
+	// start, after hdrDone or once it has a chunk of the stream.
+	hdrFlags   segment.Flags
+	hdrVersion uint16
+	hdrKnown   bool
+	hdrDone    chan struct{}
+	hdrClosed  bool // the producer's: hdrDone is closed
 
 	ch   chan *chunk // decoded chunks, at most Prefetch waiting
 	free chan *chunk // chunks the merge is done with
@@ -65,6 +77,36 @@ type stream struct {
 }
 
 func (s *stream) head() *Event { return &s.cur.events[s.pos] }
+
+// unit is what the duplicate filter counts copies by. The segments of one
+// writer epoch partition its events: two of them never hold copies of each
+// other, so identical events in them are distinct changes, counted as one
+// segment's are, and a ts that only they hold needs no filter. A segment
+// that may hold copies of its epoch's other segments' events (a catch-up
+// segment: segment.FlagCatchUp) and one older than format version 4 (whose
+// writers did not flag catch-up segments) are units of their own, as is one
+// whose header is not known.
+func (s *stream) unit() int32 {
+	if !s.hdrKnown || s.hdrVersion < 4 || s.hdrFlags&segment.FlagCatchUp != 0 {
+		return int32(s.rank)
+	}
+	return s.group
+}
+
+// headerRead records, in the producer, the header of the stream's segment.
+func (s *stream) headerRead(h segment.Header) {
+	if !s.hdrKnown {
+		s.hdrFlags, s.hdrVersion, s.hdrKnown = h.Flags, h.Version, true
+	}
+	s.headerDone()
+}
+
+func (s *stream) headerDone() {
+	if !s.hdrClosed {
+		s.hdrClosed = true
+		close(s.hdrDone)
+	}
+}
 
 // aboveFence records a segment of a fenced epoch holding events above the
 // epoch's committed ts, which the stream leaves out.
@@ -101,6 +143,7 @@ func (s *stream) start() {
 	go func() {
 		defer r.wg.Done()
 		defer close(s.ch)
+		defer s.headerDone()
 		var err error
 		if s.src.Name.Active {
 			err = s.produceActive(r.ctx)
@@ -139,6 +182,7 @@ func (s *stream) produceSealed(ctx context.Context, src *Source, read []segment.
 	if err := r.checkOpened(src, sr.Header(), sr.Footer().CRC, true); err != nil {
 		return err
 	}
+	s.headerRead(sr.Header())
 	if src.capped && sr.Footer().MaxTs > src.capTs {
 		s.aboveFence()
 	}
@@ -270,6 +314,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 	if err := r.checkOpened(src, h, 0, false); err != nil {
 		return err
 	}
+	s.headerRead(h)
 	var c *chunk
 	above := false
 	var read []segment.BlockInfo // every whole block read, in order
