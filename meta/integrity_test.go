@@ -8,6 +8,8 @@ import (
 	"github.com/redokit/redokit/segment"
 	"hash/crc32"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,7 +237,7 @@ func TestLeaseForeignWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := l.State()
-	other.Token, other.FlushedTs = newToken(), 99
+	other.Token, other.FlushedTs, other.CommittedTs = newToken(), 99, 99
 	if _, err := b.Put(ctx, layout.WriterState("log", "w"), encodeWriterState(&other), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +382,7 @@ func TestReadPairsBodyAndETag(t *testing.T) {
 					t.Fatal(err)
 				}
 				next := l.State()
-				next.Token, next.FlushedTs = newToken(), 42
+				next.Token, next.FlushedTs, next.CommittedTs = newToken(), 42, 42
 				o.key, o.data, token = layout.WriterState("log", "w"), encodeWriterState(&next), next.Token
 			case "meta":
 				c, err := OpenCoordinator(ctx, b, "log", nil)
@@ -610,6 +612,16 @@ func TestStrictBody(t *testing.T) {
 		"trailing data":        func(s string) string { return s + ` {}` },
 		"wrong type":           func(s string) string { return strings.Replace(s, `"has_seq":false`, `"has_seq":0`, 1) },
 		"empty token":          func(s string) string { return s[:strings.Index(s, `"token":"`)+9] + `"}` },
+		"missing committed_ts": func(s string) string { return strings.Replace(s, `"committed_ts":10,"spans"`, `"spans"`, 1) },
+		"missing fence's committed_ts": func(s string) string {
+			return strings.Replace(s, `"digest":3735928559,"committed_ts":10}`, `"digest":3735928559}`, 1)
+		},
+		"committed_ts twice": func(s string) string {
+			return strings.Replace(s, `"committed_ts":10,"spans"`, `"committed_ts":10,"committed_ts":10,"spans"`, 1)
+		},
+		"committed_ts null": func(s string) string {
+			return strings.Replace(s, `"committed_ts":10,"spans"`, `"committed_ts":null,"spans"`, 1)
+		},
 	}
 	for name, damage := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -629,7 +641,7 @@ func TestStrictBody(t *testing.T) {
 		})
 	}
 	// And the envelope as FORMAT.md spells it, byte for byte.
-	want := fmt.Sprintf(`{"version":3,"crc32c":"%08x","body":%s}`, crcOf(body), body)
+	want := fmt.Sprintf(`{"version":%d,"crc32c":"%08x","body":%s}`, StateVersion, crcOf(body), body)
 	if string(data) != want {
 		t.Fatalf("stored object\n%s\nis not the documented envelope\n%s", data, want)
 	}
@@ -637,23 +649,54 @@ func TestStrictBody(t *testing.T) {
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
+// The examples docs/FORMAT.md gives, byte for byte: the objects as this
+// build writes them (version 4), and as versions 3 and 2 wrote them.
+const (
+	formatStateV4 = `{"version":4,"crc32c":"06406232","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"committed_ts":120,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":131,"digest":2596996162,"committed_ts":120}],"generation":7,"meta_generation":4,"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
+	formatMetaV4  = `{"version":4,"crc32c":"d92d490f","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"removed_spans":{},"generation":5,"writer_generations":{"w1":7},"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+	formatStateV3 = `{"version":3,"crc32c":"718df24a","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"generation":7,"meta_generation":4,"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
+	formatMetaV3  = `{"version":3,"crc32c":"d92d490f","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"removed_spans":{},"generation":5,"writer_generations":{"w1":7},"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+	formatStateV2 = `{"version":2,"crc32c":"22c82b34","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
+	formatMetaV2  = `{"version":2,"crc32c":"b682c375","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+)
+
+// readFormatMD returns docs/FORMAT.md, which gives the examples above.
+func readFormatMD(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "FORMAT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestFormatExamples decodes the examples docs/FORMAT.md gives, byte for
-// byte, so that the spec and the code cannot drift apart; and the version-2
-// examples of the release before, which still read (as generation 0) and
-// are written back as version 3.
+// byte, so that the spec and the code cannot drift apart: the version-4
+// objects, which re-encode to the same bytes, and the version-3 and 2
+// examples of the releases before, which still read (version 2 as
+// generation 0; both with the committed ts normalized: the state's the
+// larger of its chain max ts and flushed ts, each fence's its max ts) and
+// are written back as version 4.
 func TestFormatExamples(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New()
 	defer b.Close()
-	state := `{"version":3,"crc32c":"718df24a","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"generation":7,"meta_generation":4,"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
-	metaObj := `{"version":3,"crc32c":"d92d490f","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"removed_spans":{},"generation":5,"writer_generations":{"w1":7},"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
-	stateV2 := `{"version":2,"crc32c":"22c82b34","body":{"log":"L","writer":"w1","epoch":2,"flushed_ts":120,"seq":0,"has_seq":false,"chain_max_ts":0,"digest":0,"spans":[{"span":1,"ts":120}],"fences":[{"epoch":1,"last_seq":3,"max_ts":118,"digest":2596996162}],"owner":"host:4242","updated":"2026-12-03T01:00:00Z","token":"6f1c2a9e0b7d4c3f8a5e1d2c3b4a5968"}}`
-	metaV2 := `{"version":2,"crc32c":"b682c375","body":{"log":"L","checkpoint_ts":100,"resolved_ts":120,"writers":{"w1":2},"spans":{"1":120},"barriers":[],"updated":"2026-12-03T01:00:01Z","token":"0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b"}}`
+	doc := readFormatMD(t)
+	for _, ex := range []string{formatStateV4, formatMetaV4, formatStateV3, formatMetaV3, formatStateV2, formatMetaV2} {
+		if !strings.Contains(doc, ex) {
+			t.Fatalf("docs/FORMAT.md does not give the example\n%s", ex)
+		}
+	}
 	for _, tc := range []struct {
 		name           string
 		state, meta    string
 		stateGen, mGen uint64
-	}{{"version 3", state, metaObj, 7, 5}, {"version 2", stateV2, metaV2, 0, 0}} {
+		fence          Fence
+	}{
+		{"version 4", formatStateV4, formatMetaV4, 7, 5, Fence{Epoch: 1, LastSeq: 3, MaxTs: 131, Digest: 2596996162, CommittedTs: 120}},
+		{"version 3", formatStateV3, formatMetaV3, 7, 5, Fence{Epoch: 1, LastSeq: 3, MaxTs: 118, Digest: 2596996162, CommittedTs: 118}},
+		{"version 2", formatStateV2, formatMetaV2, 0, 0, Fence{Epoch: 1, LastSeq: 3, MaxTs: 118, Digest: 2596996162, CommittedTs: 118}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(tc.state), nil); err != nil {
 				t.Fatal(err)
@@ -665,7 +708,7 @@ func TestFormatExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Epoch != 2 || st.FlushedTs != 120 || len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3, MaxTs: 118, Digest: 2596996162}) || len(st.Spans) != 1 || st.Owner != "host:4242" || st.Generation != tc.stateGen {
+			if st.Epoch != 2 || st.FlushedTs != 120 || st.CommittedTs != 120 || len(st.Fences) != 1 || st.Fences[0] != tc.fence || len(st.Spans) != 1 || st.Owner != "host:4242" || st.Generation != tc.stateGen {
 				t.Fatalf("state example decoded to %+v", st)
 			}
 			m, _, err := ReadMeta(ctx, b, "L")
@@ -675,18 +718,24 @@ func TestFormatExamples(t *testing.T) {
 			if m.CheckpointTs != 100 || m.ResolvedTs != 120 || m.Writers["w1"] != 2 || m.Spans[1] != 120 || m.Generation != tc.mGen {
 				t.Fatalf("meta example decoded to %+v", m)
 			}
-			if tc.stateGen == 0 {
-				// Version 2 is read, never written: its generation fields
-				// are refused there, and the re-encoding is version 3.
-				withGen := strings.Replace(tc.state, `"owner"`, `"generation":1,"owner"`, 1)
-				if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(withGen), nil); err != nil {
+			if tc.name != "version 4" {
+				// Older versions are read, never written: the fields
+				// new since are refused there, and the re-encoding is
+				// today's version.
+				withNew := strings.Replace(tc.state, `"spans"`, `"committed_ts":120,"spans"`, 1)
+				if tc.stateGen == 0 {
+					withNew = strings.Replace(tc.state, `"owner"`, `"generation":1,"owner"`, 1)
+				}
+				if _, err := b.Put(ctx, layout.WriterState("L", "w1"), []byte(withNew), nil); err != nil {
 					t.Fatal(err)
 				}
 				if _, _, err := ReadWriterState(ctx, b, "L", "w1"); !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("a version-2 state with a generation: %v, want ErrCorrupt", err)
+					t.Fatalf("a %s state with a newer field: %v, want ErrCorrupt", tc.name, err)
 				}
-				if got := encodeWriterState(st); !strings.HasPrefix(string(got), `{"version":3,`) {
-					t.Fatalf("version-2 state re-encoded as %s", got)
+				for what, got := range map[string][]byte{"state": encodeWriterState(st), "meta": encodeMeta(m)} {
+					if !strings.HasPrefix(string(got), fmt.Sprintf(`{"version":%d,`, StateVersion)) {
+						t.Fatalf("%s %s re-encoded as %s", tc.name, what, got)
+					}
 				}
 				return
 			}

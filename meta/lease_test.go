@@ -39,7 +39,7 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 		t.Fatalf("takeover: epoch %d previous %+v", z.Epoch(), z.Previous)
 	}
 	st := z.State()
-	if len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3}) || st.FlushedTs != 100 {
+	if len(st.Fences) != 1 || st.Fences[0] != (Fence{Epoch: 1, LastSeq: 3, CommittedTs: 100}) || st.FlushedTs != 100 || st.CommittedTs != 100 {
 		t.Fatalf("takeover state %+v", st)
 	}
 	// The zombie can no longer publish, and stays fenced.

@@ -195,9 +195,30 @@ func TestStateRules(t *testing.T) {
 		{"seq without has_seq", map[string]string{"has_seq": "false"}, false},
 		{"seq 0 with has_seq", map[string]string{"seq": "0"}, true},
 		{"span 1.0", map[string]string{"spans": `[{"span":1.0,"ts":120}]`}, false},
-		{"fence at epoch", map[string]string{"fences": `[{"epoch":1,"last_seq":0,"max_ts":0,"digest":0}]`}, false},
+		{"fence at epoch", map[string]string{"fences": `[{"epoch":1,"last_seq":0,"max_ts":0,"digest":0,"committed_ts":0}]`}, false},
+		// committed_ts: at least flushed_ts (120 here); a fence's has no
+		// rule of its own (it may be below its max_ts, or above it).
+		{"committed at flushed", map[string]string{"committed_ts": "120"}, true},
+		{"committed above flushed", map[string]string{"committed_ts": "121"}, true},
+		{"committed below flushed", map[string]string{"committed_ts": "119"}, false},
+		{"committed 0", map[string]string{"committed_ts": "0"}, false},
+		{"fence committed below max", map[string]string{"epoch": "2", "fences": `[{"epoch":1,"last_seq":3,"max_ts":131,"digest":0,"committed_ts":120}]`}, true},
+		{"fence committed above max", map[string]string{"epoch": "2", "fences": `[{"epoch":1,"last_seq":3,"max_ts":118,"digest":0,"committed_ts":120}]`}, true},
+		{"fence committed missing", map[string]string{"epoch": "2", "fences": `[{"epoch":1,"last_seq":3,"max_ts":131,"digest":0}]`}, false},
+		{"fence committed -1", map[string]string{"epoch": "2", "fences": `[{"epoch":1,"last_seq":3,"max_ts":131,"digest":0,"committed_ts":-1}]`}, false},
 	}
-	cases = append(cases, numberForms("flushed_ts", 1<<64-1)...)
+	// flushed_ts with committed_ts kept at or above it, and committed_ts
+	// with flushed_ts at 0.
+	for _, c := range numberForms("flushed_ts", 1<<64-1) {
+		if c.ok {
+			c.set["committed_ts"] = c.set["flushed_ts"]
+		}
+		cases = append(cases, c)
+	}
+	for _, c := range numberForms("committed_ts", 1<<64-1) {
+		c.set["flushed_ts"] = "0"
+		cases = append(cases, c)
+	}
 	cases = append(cases, numberForms("digest", 1<<32-1)...)
 	runRuleCases(t, cases, func(set map[string]string) error {
 		_, err := decodeWriterState("L/writers/w1", resealed(t, base, set))
