@@ -19,6 +19,9 @@
 #                                   default 100)
 #   REDOKIT_CHAIN_HISTORIES=10000 . generated histories of the chain property
 #                                   test (recovery, proof and GC agree; default 500)
+#   REDOKIT_STAGED_CRASH_TRIALS=1000 SIGKILL trials while a single-ts transaction is
+#                                   staged (default 100; REDOKIT_STAGED_CRASH_MIB sizes
+#                                   it, default 8; 1024 for the 1 GiB case)
 #   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
 #                                   MariaDB, PostgreSQL; default 20)
 #   REDOKIT_PGCDC_TXNS=20000 ...... transactions of examples/pgcdc's disaster
@@ -60,8 +63,16 @@ export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
 export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
 export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
 export REDOKIT_APPLY_KILL_TRIALS="${REDOKIT_APPLY_KILL_TRIALS:-20}"
+# The staged-transaction kills run 10 times under -race (each trial's child
+# is the race-built test binary, ~2 s a trial) and all of them without it,
+# in their own step below.
+staged_crash_trials="${REDOKIT_STAGED_CRASH_TRIALS:-100}"
+export REDOKIT_STAGED_CRASH_TRIALS=10
 step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES; apply kills per sink: $REDOKIT_APPLY_KILL_TRIALS)"
 go test -race -count=1 -timeout 30m ./...
+
+step "staged-transaction SIGKILL trials without -race ($staged_crash_trials)"
+REDOKIT_STAGED_CRASH_TRIALS="$staged_crash_trials" go test -count=1 -run '^TestStagedTransactionCrash$' .
 
 step "go test ./benchmarks/... (the benchmark program's own checks: its baselines read what the reader reads)"
 go test -count=1 -timeout 10m ./benchmarks/...
