@@ -541,7 +541,8 @@ func (l *Lease) PublishProgress(ctx context.Context, p Progress) error {
 		spans = slices.Clone(p.Spans)
 		slices.SortFunc(spans, func(a, b segment.SpanTs) int { return cmp.Compare(a.Span, b.Span) })
 	}
-	committed := max(p.CommittedTs, p.FlushedTs)
+	// An epoch's committed ts never falls: a fence cuts the epoch at it.
+	committed := max(p.CommittedTs, p.FlushedTs, l.st.CommittedTs)
 	if p.FlushedTs == l.st.FlushedTs && l.st.HasSeq && p.Seq == l.st.Seq && p.ChainMaxTs == l.st.ChainMaxTs && committed == l.st.CommittedTs && p.Digest == l.st.Digest && slices.Equal(spans, l.st.Spans) {
 		return nil
 	}

@@ -263,11 +263,11 @@ func TestAppendProgressCommittedErrors(t *testing.T) {
 		t.Fatalf("a refused progress frame wrote %d bytes", int64(out.Len())-rc.ValidSize)
 	}
 	p, err := rw.AppendProgressCommitted(last, last, spans(2, last))
-	if err != nil || p.Length != progressSize(2, 3) || p.CommittedTs != p.ChainMaxTs {
+	if err != nil || p.Length != progressSize(2, 3) || p.CommittedTs != max(p.ChainMaxTs, p.FlushedTs) {
 		t.Fatalf("a version-3 frame: %+v %v", p, err)
 	}
 	p, err = rw.AppendProgress(last, nil)
-	if err != nil || p.Length != MinProgressSize || p.CommittedTs != p.ChainMaxTs {
+	if err != nil || p.Length != MinProgressSize || p.CommittedTs != max(p.ChainMaxTs, p.FlushedTs) {
 		t.Fatalf("a version-3 frame without spans: %+v %v", p, err)
 	}
 	if _, err := rw.Seal(); err != nil {
@@ -284,7 +284,7 @@ func TestAppendProgressCommittedErrors(t *testing.T) {
 	}
 	requireCommitted(t, "resumed v3", s.Progress(), rw.Progress())
 	for _, p := range s.Progress() {
-		if p.CommittedTs != p.ChainMaxTs {
+		if p.CommittedTs != max(p.ChainMaxTs, p.FlushedTs) {
 			t.Fatalf("a version-3 frame read with committed ts %d, chain max ts %d", p.CommittedTs, p.ChainMaxTs)
 		}
 	}

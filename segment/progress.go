@@ -69,8 +69,9 @@ type Progress struct {
 	// commit ts is at or below the committed ts of a durable frame: blocks
 	// may hold events staged above it (written before they were resolved,
 	// to bound the writer's memory). A version-3 frame has none; decoding
-	// one sets it to ChainMaxTs, what a version-3 reader cut a fenced
-	// epoch at. It is never below FlushedTs.
+	// one sets it to max(ChainMaxTs, FlushedTs): a version-3 reader cut a
+	// fenced epoch at its chain max ts, and no writer of that version
+	// stored an event it had not committed. It is never below FlushedTs.
 	CommittedTs uint64
 	ChainMaxTs  uint64   // set by the Writer on append; checked on read
 	Spans       []SpanTs // strictly increasing by Span
@@ -178,7 +179,7 @@ func decodeProgress(b []byte, off int64, version uint16) (Progress, int, *proble
 			return Progress{}, 0, hard("progress", off, "committed ts %d is below the flushed ts %d", pr.CommittedTs, pr.FlushedTs)
 		}
 	} else {
-		pr.CommittedTs = pr.ChainMaxTs
+		pr.CommittedTs = max(pr.ChainMaxTs, pr.FlushedTs)
 	}
 	if n > 0 {
 		pr.Spans = make([]SpanTs, n)

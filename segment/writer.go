@@ -355,7 +355,7 @@ func (w *Writer) AppendProgressCommitted(flushedTs, committedTs uint64, spans []
 	}
 	p := Progress{FlushedTs: flushedTs, CommittedTs: committedTs, ChainMaxTs: chainMaxTs(w.hdr.Link.PrevMaxTs, w.blocks)}
 	if w.hdr.Version < 4 {
-		p.CommittedTs = p.ChainMaxTs // what decoding it gives
+		p.CommittedTs = max(p.ChainMaxTs, p.FlushedTs) // what decoding it gives
 	}
 	if len(spans) > 0 {
 		p.Spans = slices.Clone(spans)
