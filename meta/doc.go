@@ -89,7 +89,7 @@
 //
 // Both are stored in one envelope, byte for byte
 //
-//	{"version":2,"crc32c":"<8 lowercase hex digits>","body":<compact JSON>}
+//	{"version":4,"crc32c":"<8 lowercase hex digits>","body":<compact JSON>}
 //
 // where the CRC-32C (Castagnoli) covers the exact body bytes (see
 // docs/FORMAT.md). Decoding is strict: a damaged envelope, a CRC mismatch,

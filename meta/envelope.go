@@ -43,7 +43,7 @@ var (
 // The envelope every stored object of this package is written in (see
 // docs/FORMAT.md): a JSON object whose bytes are exactly
 //
-//	{"version":2,"crc32c":"<8 lowercase hex digits>","body":<body>}
+//	{"version":4,"crc32c":"<8 lowercase hex digits>","body":<body>}
 //
 // with no whitespace and nothing after the closing brace. The CRC-32C
 // (Castagnoli) is over the exact bytes of <body>, which is itself a

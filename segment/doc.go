@@ -35,11 +35,13 @@
 //
 //	offset size  field
 //	     0    8  magic: 0x89 'R' 'D' 'K' 'S' 'E' 'G' '\n'
-//	     8    2  format version: 3 (readers also read 2)
+//	     8    2  format version: 4 (readers also read 2 and 3)
 //	    10    1  compression policy: 0 none, 1 lz4
 //	    11    1  log ID length, 1..64
 //	    12    1  writer ID length, 1..64
-//	    13    3  reserved, zero
+//	    13    1  flags (version 4; zero before): bit 0 staged, bit 1 catch-up
+//	             (see [Flags]); other bits zero
+//	    14    2  reserved, zero
 //	    16    8  writer epoch, >= 1
 //	    24    8  segment sequence number, >= 1
 //	    32    8  creation time: Unix nanoseconds, two's complement int64
@@ -113,10 +115,10 @@
 // across blocks either: a block's min is at least the previous block's max
 // (records of one ts may span blocks). A record is never split across blocks.
 //
-// # Progress frame: 24 + 16 × N + 4 bytes (format version 3)
+// # Progress frame: 32 + 16 × N + 4 bytes (format version 4)
 //
 // A writer's flush progress, made durable by the same sync or upload as the
-// blocks before it ([Writer.AppendProgress], [AppendProgressFrame]):
+// blocks before it ([Writer.AppendProgressCommitted], [AppendProgressFrame]):
 //
 //	offset size  field
 //	     0    1  frame type: 3 (progress)
@@ -124,14 +126,24 @@
 //	     4    4  N: span count, at most MaxProgressSpans (1 << 20)
 //	     8    8  flushed ts
 //	    16    8  chain max ts through this frame
-//	    24 16×N  spans: N × (span uint64, ts uint64), strictly increasing by span
-//	24+16N    4  CRC-32C of bytes [0, 24 + 16N)
+//	    24    8  committed ts, at least the flushed ts (version 4)
+//	    32 16×N  spans: N × (span uint64, ts uint64), strictly increasing by span
+//	32+16N    4  CRC-32C of bytes [0, 32 + 16N)
+//
+// A version-3 segment's frames have no committed ts (spans at 24, CRC at
+// 24 + 16N); reading one gives a committed ts of max(chain max ts, flushed
+// ts). The committed ts is the writer epoch's: an event of the epoch is part
+// of the log only when a durable frame's committed ts covers it, and blocks
+// may hold events staged above it (see [Progress.CommittedTs] and
+// docs/FORMAT.md, "The commit rule").
 //
 // The chain max ts through the frame is the max of the header link's prev
 // chain max ts and the max commit ts of every block before the frame in the
-// segment. A progress frame with no spans, 28 bytes, is the smallest frame.
+// segment. A version-3 progress frame with no spans, 28 bytes, is the
+// smallest frame of any version.
 // A progress frame is valid when its type and N are in range, its CRC holds,
-// its reserved bytes are zero, its spans are strictly increasing and its
+// its reserved bytes are zero, its spans are strictly increasing, its
+// committed ts is at least its flushed ts and its
 // chain max ts is what the header and the blocks before it give. Version-2
 // segments have none: a progress frame in one is corruption.
 //
@@ -263,11 +275,13 @@
 // # Versions
 //
 // The version in the header and trailer (they must be equal) is the version
-// of everything in this comment: 3, which added the progress frame and the
-// gaps it leaves in the footer index. Version 2, which added the chain link,
-// is still read (MinReadVersion): a version-2 segment is one without progress
-// frames, with a gapless index. Writers write version 3; [ResumeWriter]
-// finishes an active version-2 segment as version 2. Version 1 was never
+// of everything in this comment: 4, which added the committed ts to the
+// progress frame and the header's flags byte (a version-3 reader would take
+// staged events for committed). Version 3, which added the progress frame
+// and the gaps it leaves in the footer index, and version 2, which added the
+// chain link, are still read (MinReadVersion): a version-2 segment is one
+// without progress frames, with a gapless index. Writers write version 4;
+// [ResumeWriter] finishes an active version-2 or 3 segment in its version. Version 1 was never
 // released and is not read: it is rejected like any version this package does
 // not implement, with a [*VersionError] naming it. Reserved bytes are zero, and a reader
 // rejects any that are not, so they cannot carry meaning silently: any change
