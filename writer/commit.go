@@ -42,6 +42,10 @@ type committer struct {
 	// flags are the current job's segment flags: a segment begun for it
 	// carries them (nextHeader).
 	flags segment.Flags
+	// lazy are jobs appended without a sync or a progress frame of their
+	// own (job.lazy): the next job's sync makes them durable and releases
+	// them.
+	lazy []*job
 }
 
 // store is how a flush's blocks become durable: appended to a growing
@@ -113,6 +117,10 @@ func (c *committer) run() {
 				}
 				// else: Close gave up; the writer is not broken.
 				c.drop(j, err)
+				for _, l := range c.lazy {
+					c.drop(l, err)
+				}
+				c.lazy = nil
 			}
 		case err := <-c.pub.failed:
 			w.fail(c.fenced(err))
@@ -143,6 +151,25 @@ func (c *committer) drop(j *job, err error) {
 		ch <- flushResult{err: err}
 	}
 	c.release(j)
+}
+
+// releaseLazy gives back the memory of the lazy jobs before the one just
+// made durable, and counts what they stored.
+func (c *committer) releaseLazy() {
+	w := c.w
+	for _, l := range c.lazy {
+		// Out of the lazy count before the quota wakes the waiters, so
+		// that none finds the bytes counted twice.
+		w.lazyBytes.Add(-l.quota)
+		c.release(l)
+		w.stats.staged.Add(l.staged)
+		w.stats.events.Add(l.records)
+		w.stats.rows.Add(l.rows)
+		w.stats.ddls.Add(l.ddls)
+		w.stats.payload.Add(l.payload)
+	}
+	clear(c.lazy)
+	c.lazy = c.lazy[:0]
 }
 
 // release gives a job's memory back to the quota, once.
@@ -186,6 +213,12 @@ func (c *committer) commit(j *job) error {
 			return err
 		}
 	}
+	if j.lazy {
+		// Appended; the next job's sync makes it durable.
+		w.stats.blocks.Add(blocks)
+		c.lazy = append(c.lazy, j)
+		return nil
+	}
 	// The flushed ts is the job's resolved ts: the minimum over the spans.
 	// It falls when a span is added behind the writer, until the span
 	// catches up (meta.Lease.PublishProgress; the coordinator keeps the
@@ -193,7 +226,7 @@ func (c *committer) commit(j *job) error {
 	ts, committed := j.resolved, max(j.committed, c.dur.CommittedTs)
 	spans := c.withRemoved(j.spans)
 	switch {
-	case blocks == 0 && ts == c.dur.FlushedTs && committed == c.dur.CommittedTs && slices.Equal(spans, c.dur.Spans):
+	case blocks == 0 && len(c.lazy) == 0 && ts == c.dur.FlushedTs && committed == c.dur.CommittedTs && slices.Equal(spans, c.dur.Spans):
 		// Nothing new to make durable.
 	case c.store.canRecord():
 		// The progress goes into the segment, after the flush's blocks,
@@ -222,6 +255,7 @@ func (c *committer) commit(j *job) error {
 		c.dur = p
 	}
 	// Durable. The memory can go.
+	c.releaseLazy()
 	c.release(j)
 	if err := c.store.settle(j.final); err != nil {
 		return err

@@ -17,6 +17,7 @@ type job struct {
 	committed uint64 // the epoch's committed ts once the job is durable: max(resolved, the committed ts before)
 	flags     segment.Flags
 	staged    int64 // events of the job above its resolved ts (staged, not committed by it)
+	lazy      bool  // local disk: appended, but made durable (and released) with the next job
 	runs      []run
 	spans     []segment.SpanTs // each span's flushed ts once the job is durable
 	retired   []*chunk         // arena chunks to recycle once the job is done with (recycle)
@@ -269,7 +270,8 @@ func (w *Writer) cut(why cutReason) *job {
 	// too, rather than cut for nothing: the stream goes on while one
 	// span holds the resolved ts back, and compression and storage
 	// overlap production in a transaction larger than FlushBytes.
-	stage := w.wantStage || w.stageable && w.sinceCut >= w.o.FlushBytes && resolved == w.cutResolved
+	pressed := w.wantStage
+	stage := pressed || w.stageable && w.sinceCut >= w.o.FlushBytes && resolved == w.cutResolved
 	w.wantStage = false
 	switch {
 	case why == cutForce || stage:
@@ -284,6 +286,12 @@ func (w *Writer) cut(why cutReason) *job {
 	w.cutChanges = w.changes
 	w.cutResolved = resolved
 	j := &job{resolved: resolved, start: time.Now()}
+	// A stage cut that no Write waits for needs no sync of its own on
+	// local disk: its blocks are made durable by the next job's, and its
+	// memory leaves the quota then (a Write that finds the quota full asks
+	// for a cut that syncs). Production, compression and appends overlap
+	// with one sync per flush the caller asked for, as without staging.
+	j.lazy = stage && !pressed && why != cutForce && w.append
 	before := w.committed
 	j.committed = max(before, j.resolved)
 	w.committed = j.committed
@@ -360,6 +368,9 @@ func (w *Writer) cut(why cutReason) *job {
 	w.retired = kept
 	j.rows = j.records - j.ddls
 	w.pending -= j.quota
+	if j.lazy {
+		w.lazyBytes.Add(j.quota)
+	}
 	w.sinceCut = 0
 	// Writes waiting on the quota look again: if this cut took nothing,
 	// nothing will free memory until the resolved ts moves (see stuck).

@@ -69,6 +69,10 @@ type Writer struct {
 	// event above the committed ts was written since the last stage cut.
 	wantStage, stageable bool
 	cutResolved          uint64 // the writer's resolved ts at the last cut
+	// lazyBytes are quota bytes of lazy jobs (job.lazy): appended, and
+	// released only with the next job's sync, which a blocked Write must
+	// therefore ask for.
+	lazyBytes atomic.Int64
 	// dupBelow is the highest ts a span removed with staged events had
 	// staged: it may come again, from the span added back, and segments
 	// holding events at or below it are marked FlagCatchUp.
@@ -622,10 +626,11 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 func (w *Writer) stuck() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.quota.inUse() != w.pending {
-		return false
+	lazy := w.lazyBytes.Load()
+	if w.quota.inUse() != w.pending+lazy {
+		return false // a job in flight frees memory once durable
 	}
-	if w.changes != w.cutChanges || w.stageable {
+	if lazy > 0 || w.changes != w.cutChanges || w.stageable {
 		w.wantStage = true
 		w.poke()
 		return false
