@@ -166,6 +166,16 @@
 // chunk is given back only then; NextBatch returns early rather than wait for
 // a chunk while it holds events, so it can never hold a stream's whole pool.
 //
+// Prefetch adapts to many open streams (many overlapping segments: a writer
+// that spilled under memory pressure while a span lagged). While few are
+// open (2×Concurrency+4) each reads ahead as above. Beyond that, a stream
+// holds the chunk the merge reads and nothing more, its producer waiting
+// until the merge is through with it, except the few whose chunks in the
+// merge end at the smallest commit ts, the ones the merge will need the next
+// chunk of first (the forecast of an external merge sort): those read one
+// chunk ahead. Memory is then about one decoded block per open stream, plus
+// a few, and the chunks of the events a call returned.
+//
 // # Duplicates
 //
 // Failover rewrites events: a span restarted from the checkpoint on another

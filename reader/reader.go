@@ -155,10 +155,17 @@ type Reader struct {
 	nextMin             uint64    // min ts of sealed[nextOpen]
 	openPoints          int       // point segments the merge opened and has not finished
 	heap                []*stream // streams with a head event, by (head ts, rank)
-	refill              []*stream // streams that need their next chunk
-	release             []*chunk  // chunks holding events returned by this call
-	releaseOf           []*stream
-	out                 int // events returned by the current call
+	// The adaptive prefetch (see heat): streams started and not finished,
+	// those of them that may read ahead, and the others with a chunk in
+	// the merge, by the last commit ts of that chunk.
+	live      int
+	hot       []*stream
+	fc        []*stream
+	many      atomic.Bool // live > hotStreams (producers read it)
+	refill    []*stream   // streams that need their next chunk
+	release   []*chunk    // chunks holding events returned by this call
+	releaseOf []*stream
+	out       int // events returned by the current call
 
 	curTs    uint64 // commit ts of the events being merged
 	haveTs   bool
@@ -259,7 +266,7 @@ func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader 
 			g = int32(len(all) + len(groups))
 			groups[k] = g
 		}
-		return &stream{r: r, src: src, rank: rank[src], group: g, hdrDone: make(chan struct{})}
+		return &stream{r: r, src: src, rank: rank[src], group: g, hdrDone: make(chan struct{}), hotIdx: -1, fcIdx: -1}
 	}
 	for _, src := range p.active {
 		s := newStream(src)
@@ -629,6 +636,13 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 		return r.heap[0], nil // the common case: nothing to refill or open
 	}
 	for {
+		// Every segment the frontier reached starts before the merge
+		// waits for any of them, so that their first blocks are read
+		// and decoded in parallel.
+		r.join()
+		if len(r.refill) == 0 {
+			break
+		}
 		for len(r.refill) > 0 {
 			s := r.refill[len(r.refill)-1]
 			got, err := r.fetch(ctx, s, mayBlock)
@@ -638,42 +652,53 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 			r.refill = r.refill[:len(r.refill)-1]
 			if got {
 				r.push(s)
+				r.forecast(s)
 			} else {
 				r.closeStream(s)
 			}
 		}
-		if r.nextOpen < len(r.sealed) {
-			s := r.sealed[r.nextOpen]
-			// The frontier reached the segment's min ts: it joins now,
-			// unless it is a point segment and another one is open. That
-			// one holds events of the same ts only (its ts is the
-			// frontier, at or below this one's), so this one joins when
-			// it ends: the point segments of one ts, a transaction split
-			// into any number of them, are read one after another (plus
-			// Lookahead), and their events of the one ts come in any
-			// order, which is what the merge promises at one ts (the
-			// DDLs are held back to the end of the ts anyway).
-			point := isPoint(s.src.Name)
-			if (len(r.heap) == 0 || s.src.Name.MinTs <= r.heap[0].ts) && !(point && r.openPoints > 0) {
-				if !s.started {
-					s.start()
-				}
-				if point {
-					s.point = true
-					r.openPoints++
-				}
-				r.nextOpen++
-				r.nextMin = r.minOf(r.nextOpen)
-				r.nextStart = max(r.nextStart, r.nextOpen)
-				r.refill = append(r.refill, s)
-				r.lookahead()
-				continue
-			}
+	}
+	if len(r.heap) == 0 {
+		return nil, nil
+	}
+	return r.heap[0], nil
+}
+
+// join opens the sealed segments the frontier reached: those whose min ts is
+// at or below the smallest head in the heap (or the next one, when the heap
+// and refill are empty). A stream waiting in refill may have a smaller head,
+// which only makes a segment join early.
+//
+// A point segment joins only when no other is open. That one holds events
+// of one ts only (its ts is the frontier, at or below this one's), so this
+// one joins when it ends: the point segments of one ts, a transaction split
+// into any number of them, are read one after another (plus Lookahead).
+// Their events of the one ts come in no other order than before: the point
+// segments of a ts join in (writer, epoch, seq) order, and each ends before
+// the next joins.
+func (r *Reader) join() {
+	for r.nextOpen < len(r.sealed) {
+		s := r.sealed[r.nextOpen]
+		reached := len(r.refill) == 0
+		if len(r.heap) > 0 {
+			reached = s.src.Name.MinTs <= r.heap[0].ts
 		}
-		if len(r.heap) == 0 {
-			return nil, nil
+		point := isPoint(s.src.Name)
+		if !reached || point && r.openPoints > 0 {
+			return
 		}
-		return r.heap[0], nil
+		if !s.started {
+			s.start()
+		}
+		if point {
+			s.point = true
+			r.openPoints++
+		}
+		r.nextOpen++
+		r.nextMin = r.minOf(r.nextOpen)
+		r.nextStart = max(r.nextStart, r.nextOpen)
+		r.refill = append(r.refill, s)
+		r.lookahead()
 	}
 }
 
@@ -735,11 +760,28 @@ func (r *Reader) consume(s *stream) {
 		return
 	}
 	c := s.cur
+	if s.fcIdx >= 0 {
+		r.fcRemove(s.fcIdx)
+	}
 	s.cur = nil
+	hot := s.hotIdx >= 0
+	if hot && r.live > r.hotStreams() {
+		// Its chunk read ahead becomes the one in the merge: it is cold
+		// again before its producer learns it has room for another, and
+		// the forecast decides anew when it has that chunk.
+		r.cool(s)
+		s.setLimit(1)
+		r.promote()
+	}
 	if r.out > 0 {
-		// This call returned events that may live in c.
+		// This call returned events that may live in c. A hot stream's
+		// producer goes on meanwhile (c no longer counts against its
+		// limit); a cold one's waits for c, the one chunk it holds.
 		r.release = append(r.release, c)
 		r.releaseOf = append(r.releaseOf, s)
+		if hot {
+			s.through(c)
+		}
 	} else {
 		s.recycle(c)
 	}
@@ -752,8 +794,15 @@ func (r *Reader) closeStream(s *stream) {
 	if s.point {
 		r.openPoints--
 	}
+	r.live--
+	r.many.Store(r.live > r.hotStreams())
+	r.cool(s)
+	if s.fcIdx >= 0 {
+		r.fcRemove(s.fcIdx)
+	}
+	r.promote()
 	r.openStreams(-1)
-	r.chunksLive(-int64(s.allocated))
+	r.chunksLive(-int64(s.allocated.Load()))
 	for {
 		select {
 		case c := <-s.free:
@@ -774,12 +823,18 @@ const maxSpares = 4
 // most of. Nothing uses the chunk's events any more: the merge hands a
 // finished stream's chunks here only after the caller's events are released.
 func (r *Reader) putSpare(c *chunk) {
-	c.n, c.ddls, c.src, c.raw = 0, 0, nil, c.raw[:0]
+	c.n, c.ddls, c.src, c.raw, c.counted = 0, 0, nil, c.raw[:0], false
 	for i := range c.events {
 		c.events[i].payload, c.events[i].Source = nil, nil
 	}
 	r.sparesMu.Lock()
-	if len(r.spares) < maxSpares*(r.c.Prefetch+2) {
+	keep := maxSpares * (r.c.Prefetch + 2)
+	if r.many.Load() {
+		// Under the adaptive prefetch, the spares are for the streams
+		// that read ahead.
+		keep = min(keep, r.hotStreams())
+	}
+	if len(r.spares) < keep {
 		r.spares = append(r.spares, c)
 	}
 	r.sparesMu.Unlock()
@@ -796,6 +851,151 @@ func (r *Reader) takeSpare() *chunk {
 		return c
 	}
 	return &chunk{}
+}
+
+// The adaptive prefetch. A stream reads ahead of the merge (up to its pool,
+// Prefetch+2 chunks) only while it is hot; a cold one holds the chunk the
+// merge reads and nothing more, its producer waiting until that chunk comes
+// back. While few streams are open (hotStreams) every one is hot, as if
+// there were no such rule. When many overlapping segments are open, memory
+// is about one chunk per stream plus hotStreams × 2: the hot ones are
+// those the merge will need a next chunk of first, those whose chunk in the
+// merge ends at the smallest commit ts (the forecast of an external merge
+// sort), and each reads one chunk ahead.
+
+// hotStreams is how many streams may read ahead at once.
+func (r *Reader) hotStreams() int { return 2*r.c.Concurrency + 4 }
+
+// hotLimit is how many chunks a hot stream may have out.
+func (r *Reader) hotLimit(s *stream) int {
+	if r.live <= r.hotStreams() {
+		return s.pool
+	}
+	return min(2, s.pool)
+}
+
+// heat lets s read ahead.
+func (r *Reader) heat(s *stream) {
+	if s.hotIdx < 0 {
+		s.hotIdx = len(r.hot)
+		r.hot = append(r.hot, s)
+	}
+	s.setLimit(r.hotLimit(s))
+}
+
+// cool takes s out of the hot streams; the caller sets its limit.
+func (r *Reader) cool(s *stream) {
+	i := s.hotIdx
+	if i < 0 {
+		return
+	}
+	n := len(r.hot) - 1
+	r.hot[i] = r.hot[n]
+	r.hot[i].hotIdx = i
+	r.hot[n] = nil
+	r.hot = r.hot[:n]
+	s.hotIdx = -1
+}
+
+// started counts a stream that starts, and decides whether it reads ahead.
+// When it makes the streams many, those that read ahead as far as their
+// pools go read one chunk ahead from now on.
+func (r *Reader) started(s *stream) {
+	s.hotIdx, s.fcIdx = -1, -1
+	r.live++
+	r.many.Store(r.live > r.hotStreams())
+	if r.live == r.hotStreams()+1 {
+		for _, h := range r.hot {
+			h.setLimit(r.hotLimit(h))
+		}
+	}
+	if r.live <= r.hotStreams() && len(r.hot) < r.hotStreams() {
+		// Few streams: each reads ahead as far as its pool goes.
+		r.heat(s)
+	} else {
+		// Many: it reads its first chunk, and ahead only when the
+		// forecast says it is next (see forecast).
+		s.limit.Store(1)
+	}
+}
+
+// forecast places s, which has a new chunk in the merge, among the cold
+// streams by the chunk's last commit ts, and lets the first of them read
+// ahead while there is room.
+func (r *Reader) forecast(s *stream) {
+	r.cool(s)
+	s.fcIdx = len(r.fc)
+	r.fc = append(r.fc, s)
+	r.fcUp(s.fcIdx)
+	r.promote()
+	if s.hotIdx < 0 {
+		s.setLimit(1)
+	}
+}
+
+// promote heats the cold streams whose chunks end first, while there is room.
+func (r *Reader) promote() {
+	for len(r.hot) < r.hotStreams() && len(r.fc) > 0 {
+		s := r.fc[0]
+		r.fcRemove(0)
+		r.heat(s)
+	}
+}
+
+// fcEnd is the last commit ts of the chunk of a stream in fc.
+func fcEnd(s *stream) uint64 { return s.cur.ts[s.cur.n-1] }
+
+func (r *Reader) fcLess(i, j int) bool { return fcEnd(r.fc[i]) < fcEnd(r.fc[j]) }
+
+func (r *Reader) fcSwap(i, j int) {
+	f := r.fc
+	f[i], f[j] = f[j], f[i]
+	f[i].fcIdx, f[j].fcIdx = i, j
+}
+
+func (r *Reader) fcRemove(i int) {
+	n := len(r.fc) - 1
+	r.fc[i].fcIdx = -1
+	if i != n {
+		r.fc[i] = r.fc[n]
+		r.fc[i].fcIdx = i
+	}
+	r.fc[n] = nil
+	r.fc = r.fc[:n]
+	if i < n {
+		r.fcDown(i)
+		r.fcUp(i)
+	}
+}
+
+func (r *Reader) fcUp(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !r.fcLess(i, p) {
+			return
+		}
+		r.fcSwap(i, p)
+		i = p
+	}
+}
+
+func (r *Reader) fcDown(i int) {
+	n := len(r.fc)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if rt := l + 1; rt < n && r.fcLess(rt, l) {
+			m = rt
+		}
+		if !r.fcLess(m, i) {
+			return
+		}
+		r.fcSwap(i, m)
+		i = m
+	}
 }
 
 // The heap of streams, ordered by (head commit ts, rank).

@@ -320,3 +320,54 @@ func TestDedupScope(t *testing.T) {
 		})
 	}
 }
+
+// Many overlapping segments of one writer epoch (a writer spilling while a
+// span lags): each stream holds the chunk the merge reads and no more, but
+// the few the forecast says the merge needs next, which read one chunk
+// ahead. Memory is about one chunk per segment, not Prefetch+2.
+func TestAdaptivePrefetch(t *testing.T) {
+	const runs = 40
+	b := newMem(t)
+	var segs []seg
+	for k := range runs {
+		// Run k holds ts 1000+k, 1000+k+runs, ...: every run is at the
+		// frontier all the time.
+		segs = append(segs, seg{writer: "w", seq: uint64(k + 1), events: rows(uint64(1000+k), runs, 60, "t", int64(1000*k)), blockSize: 1 << 10})
+	}
+	writeAll(t, b, segs)
+	for _, prefetch := range []int{1, 4} {
+		for _, batch := range []bool{false, true} {
+			opts := &Options{LogID: testLog, EndTs: 1 << 40, Prefetch: prefetch, Concurrency: 1}
+			var out []got
+			var st Stats
+			var err error
+			const batchLen = 10
+			if batch {
+				out, st, err = readBatches(t, b, opts, batchLen)
+			} else {
+				out, st, err = readAll(t, b, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalGot(t, out, expect(segs, 0, 1<<40, false))
+			if st.MaxOpenStreams != runs {
+				t.Errorf("%d streams open at once, want %d", st.MaxOpenStreams, runs)
+			}
+			// hotStreams is 6 at Concurrency 1: each reads one chunk
+			// ahead (and may have read further while the streams were
+			// few); and the events a call returns may hold a chunk each
+			// that their stream is through with.
+			bound := runs + 3*6 + 1
+			if batch {
+				bound += batchLen
+			}
+			if st.MaxChunks > bound {
+				t.Errorf("prefetch %d batch %v: %d chunks alive at once, want at most %d (%d streams)", prefetch, batch, st.MaxChunks, bound, runs)
+			}
+			if st.Blocks < int64(4*runs) {
+				t.Errorf("only %d blocks: the test needs several per segment", st.Blocks)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
@@ -32,6 +33,9 @@ type chunk struct {
 	sr   *segment.Reader
 	srOf *stream
 	raw  []byte
+	// counted: the chunk counts against its stream's limit (stream.out):
+	// from when the producer takes it until the merge is through with it.
+	counted bool
 }
 
 // stream is one segment being read. A goroutine (produce) reads its blocks,
@@ -56,11 +60,28 @@ type stream struct {
 
 	ch   chan *chunk // decoded chunks, at most Prefetch waiting
 	free chan *chunk // chunks the merge is done with
+	// The adaptive prefetch (see Reader.heat): the producer takes a chunk to
+	// fill only while fewer than limit of its chunks are out (being
+	// filled, waiting in ch, or with the merge); out counts them. A chunk
+	// the merge is through with may still hold events the caller has,
+	// until its next call: it counts until then, except for a stream that
+	// reads ahead, whose producer goes on meanwhile (see through). The
+	// merge sets limit and wakes the producer when it raises it, is
+	// through with a chunk, or gives one back.
+	limit atomic.Int32
+	out   atomic.Int32
+	wake  chan struct{}
+	// done: the producer has sent its last chunk and touches neither free
+	// nor allocated again, so the merge gives chunks it is done with to
+	// the Reader's spares instead (they would wait in free for nothing).
+	done atomic.Bool
 	// aboveCounted: aboveFence was called for this stream's segment.
 	aboveCounted bool
 	pool         int // how many chunks the stream may have allocated
-	// Written by the producer, read by the merge after ch is closed.
-	allocated int
+	// How many chunks the stream has, wherever they are: changed by the
+	// producer when it takes one or gives one to the spares, and by the
+	// merge when it gives one to the spares (see recycle).
+	allocated atomic.Int32
 	err       error
 	// dec decodes the stream's events (the producer's only). Its values
 	// alias the payloads, which live as long as their chunk.
@@ -69,6 +90,8 @@ type stream struct {
 	// ----
 	started bool
 	point   bool // a point segment the merge opened (Reader.openPoints)
+	hotIdx  int  // position in Reader.hot (it may read ahead), -1 when not there
+	fcIdx   int  // position in Reader.fc, -1 when not there
 	closed  bool // done; its chunks go to the Reader's spares
 	cur     *chunk
 	pos     int
@@ -137,6 +160,8 @@ func (s *stream) start() {
 	s.pool = r.c.Prefetch + 2 // Prefetch queued + 1 being filled + 1 the merge reads
 	s.ch = make(chan *chunk, r.c.Prefetch)
 	s.free = make(chan *chunk, s.pool)
+	s.wake = make(chan struct{}, 1)
+	r.started(s)
 	r.openStreams(1)
 	r.stats.opened.Add(1)
 	r.wg.Add(1)
@@ -151,6 +176,10 @@ func (s *stream) start() {
 			err = s.produceSealed(r.ctx, s.src, nil)
 		}
 		s.err = err
+		// Its idle chunks go to the spares now; what the merge gives
+		// back from here on goes there too (see recycle).
+		s.spareFree()
+		s.done.Store(true)
 	}()
 }
 
@@ -340,7 +369,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 			r.c.Logger.Info("reader: active segment sealed while read; reading on from its sealed name",
 				"key", src.Key, "sealed", sealed.Key, "blocks_read", len(read), "err", err)
 			if c != nil {
-				s.free <- c // the stream's own chunk: there is room for it
+				s.unget(c)
 			}
 			sealed.predListed, sealed.hasDigest, sealed.digest, sealed.digestOf = src.predListed, src.hasDigest, src.digest, src.digestOf
 			sealed.capped, sealed.capTs = src.capped, src.capTs
@@ -521,24 +550,74 @@ func accepts(f func(codec.TableName) bool, ev *codec.Event) bool {
 }
 
 // getChunk returns an empty chunk from the stream's pool, allocating one
-// while the pool is below its size, and otherwise waiting for the merge to
-// give one back. This wait is what bounds a stream's memory.
+// while the pool is below its size, once the stream has fewer chunks out
+// than its limit allows (one, while the adaptive prefetch keeps it cold),
+// waiting otherwise for the merge to be through with one or to raise the
+// limit. Meanwhile it gives its idle chunks beyond the limit to the Reader's
+// spares. This wait is what bounds a stream's memory.
 func (s *stream) getChunk(ctx context.Context) (*chunk, error) {
-	select {
-	case c := <-s.free:
-		return c, nil
-	default:
+	for {
+		if s.out.Load() < s.limit.Load() {
+			var c *chunk
+			select {
+			case c = <-s.free:
+			default:
+				if int(s.allocated.Load()) < s.pool {
+					s.allocated.Add(1)
+					s.r.chunksLive(1)
+					c = s.r.takeSpare()
+				}
+			}
+			if c != nil {
+				c.counted = true
+				s.out.Add(1)
+				return c, nil
+			}
+		}
+		s.shed()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	if s.allocated < s.pool {
-		s.allocated++
-		s.r.chunksLive(1)
-		return s.r.takeSpare(), nil
+}
+
+// shed gives idle chunks (given back by the merge) beyond the stream's limit
+// to the Reader's spares, for the streams that read ahead: a cold stream
+// holds only the chunk the merge reads.
+func (s *stream) shed() {
+	for s.allocated.Load() > s.limit.Load() {
+		select {
+		case c := <-s.free:
+			s.spare(c)
+		default:
+			return
+		}
 	}
-	select {
-	case c := <-s.free:
-		return c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+}
+
+// spare gives one of the stream's chunks, idle, to the Reader's spares.
+func (s *stream) spare(c *chunk) {
+	s.allocated.Add(-1)
+	s.r.chunksLive(-1)
+	s.r.putSpare(c)
+}
+
+// unget gives back a chunk the producer took and did not send.
+func (s *stream) unget(c *chunk) {
+	c.counted = false
+	s.free <- c // the stream's own chunk: there is room for it
+	s.out.Add(-1)
+}
+
+// through records that the merge is through with c: it no longer counts
+// against the stream's limit. The caller may still hold events in it.
+func (s *stream) through(c *chunk) {
+	if c.counted {
+		c.counted = false
+		s.out.Add(-1)
+		s.poke()
 	}
 }
 
@@ -551,8 +630,18 @@ func (s *stream) send(ctx context.Context, c *chunk) error {
 	}
 }
 
-// recycle gives a chunk the merge is done with back to the producer.
+// recycle gives a chunk the merge is done with back to the producer, or to
+// the Reader's spares when the producer has ended.
 func (s *stream) recycle(c *chunk) {
+	s.through(c)
+	if s.done.Load() || s.out.Load() >= s.limit.Load() {
+		// No use for it: the producer has ended, or has as many chunks
+		// out as it may (a cold stream whose next chunk was read while
+		// the caller held this one's events). It takes another when it
+		// may.
+		s.spare(c)
+		return
+	}
 	c.n, c.ddls = 0, 0
 	c.raw = c.raw[:0]
 	select {
@@ -560,6 +649,40 @@ func (s *stream) recycle(c *chunk) {
 	default:
 		// Cannot happen (free holds the whole pool), but never block the
 		// merge on it.
+	}
+	s.poke()
+	if s.done.Load() {
+		// The producer ended meanwhile, perhaps without seeing c.
+		s.spareFree()
+	}
+}
+
+// spareFree gives the stream's idle chunks to the Reader's spares: the
+// producer's, when it ends; the merge's once it has.
+func (s *stream) spareFree() {
+	for {
+		select {
+		case c := <-s.free:
+			s.spare(c)
+		default:
+			return
+		}
+	}
+}
+
+// poke wakes the producer if it waits for a chunk or a higher limit.
+func (s *stream) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setLimit sets how many chunks the producer may have out.
+func (s *stream) setLimit(n int) {
+	if int(s.limit.Load()) != n {
+		s.limit.Store(int32(n))
+		s.poke()
 	}
 }
 
