@@ -111,7 +111,9 @@
 // keeps a heap of open streams, ordered by the commit ts of their next event,
 // and the list of not yet opened sealed segments sorted by the min ts in their
 // names. Before it returns an event at ts T it opens every segment whose min
-// ts is ≤ T, so any number of overlapping sorted runs read back in order, and
+// ts is ≤ T (starting all of them before it waits for the first block of
+// any, so that those are read and decoded in parallel), so any number of
+// overlapping sorted runs read back in order, and
 // only segments that overlap the frontier are open at once (normally one per
 // writer, plus Options.Lookahead started early so the next segment of a writer
 // is ready when the previous one ends). Active segments, whose range is
