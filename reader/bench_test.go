@@ -180,10 +180,11 @@ func writeBenchWriter(b *blob.Bucket, w int, total int64, mu *sync.Mutex) error 
 	id := int64(w) << 40
 	var written int64
 	var payload []byte
+	var link segment.Link // each segment links its predecessor, as a writer's do
 	for seq := uint64(1); written < total; seq++ {
 		var buf bytes.Buffer
 		hdr := segment.Header{LogID: testLog, WriterID: fmt.Sprintf("capture-%d", w), Epoch: 1, Seq: seq,
-			Compression: segment.CompressionLZ4, Created: created}
+			Compression: segment.CompressionLZ4, Created: created, Link: link}
 		sw, err := segment.NewWriter(&buf, hdr, nil)
 		if err != nil {
 			return err
@@ -208,6 +209,7 @@ func writeBenchWriter(b *blob.Bucket, w int, total int64, mu *sync.Mutex) error 
 		if _, err := b.Put(ctx, key, buf.Bytes(), &blob.PutOptions{IfNotExist: true}); err != nil {
 			return err
 		}
+		link = segment.Link{PrevSeq: seq, PrevMaxTs: max(link.PrevMaxTs, f.MaxTs), PrevHeaderCRC: sw.HeaderCRC(), PrevFooterCRC: f.CRC}
 		written += int64(buf.Len())
 		mu.Lock()
 		bench.keys = append(bench.keys, key)
