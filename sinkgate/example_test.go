@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
@@ -15,7 +16,8 @@ import (
 // A sink wired through a gate: events go to the redo log first and reach the
 // downstream (here, a print) only once the coordinator's persisted global
 // resolved ts covers them; the downstream's progress becomes the log's
-// checkpoint.
+// checkpoint. With Options.Log the gate evicts to the log what does not fit
+// in its memory, and reads it back in place.
 func Example() {
 	ctx := context.Background()
 	b := mem.New()
@@ -34,7 +36,8 @@ func Example() {
 		}
 		return nil
 	})
-	g := sinkgate.New(w, meta.NewWatcher(b, "cf", 5*time.Millisecond), coord, down, nil)
+	log, _ := redokit.Open(ctx, b, "cf")
+	g := sinkgate.New(w, log.Watcher(5*time.Millisecond), coord, down, &sinkgate.Options{Log: log})
 	go g.Run(ctx)
 
 	g.AddSpan(ctx, 1, 100)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
 )
@@ -17,8 +18,11 @@ import (
 type Downstream interface {
 	// Apply writes events downstream. They are all at or below the global
 	// resolved ts, in commit-ts order (rows before DDLs at one ts, then
-	// arrival order), and each batch ends at a commit-ts boundary. The
-	// events belong to the gate: Apply must not keep them past its return.
+	// arrival order), and each batch ends at a commit-ts boundary, except
+	// in a commit ts read back from the log (see the package doc, Eviction)
+	// whose events do not fit in MaxHeldBytes beside what the gate holds:
+	// that one comes in consecutive batches. The events belong to the
+	// gate: Apply must not keep them past its return.
 	// Apply must be idempotent: after a failed call, and after a failover,
 	// the same events come again.
 	Apply(ctx context.Context, events []codec.Event) error
@@ -66,6 +70,27 @@ type Redo interface {
 	Close(ctx context.Context) error
 }
 
+// LogWriter is what a gate needs of its redo writer to read its own events
+// back from the log (Options.Log): the log, writer and epoch its segments
+// are named by, and a flush that makes every event it took durable.
+// *writer.Writer implements it.
+type LogWriter interface {
+	Redo
+	LogID() string
+	ID() string
+	Epoch() uint64
+	// Flush makes every event at or below the writer's resolved ts
+	// durable, and returns that flushed resolved ts.
+	Flush(ctx context.Context) (uint64, error)
+}
+
+// Log is the redo log a gate evicts held events to and reads them back
+// from: the log its writer writes. *redokit.Log implements it.
+type Log interface {
+	ID() string
+	Bucket() *blob.Bucket
+}
+
 var (
 	_ Resolved     = (*meta.Watcher)(nil)
 	_ Checkpointer = (*meta.Coordinator)(nil)
@@ -77,6 +102,34 @@ var (
 // began.
 var ErrClosed = errors.New("sinkgate: closed")
 
+// ErrNoRoom matches the *NoRoomError a Write returns instead of blocking
+// forever: a gate that cannot evict (no Options.Log) is full of events that
+// no release can free before the writing span's own resolved ts moves,
+// which its caller can only do once the Write returns.
+var ErrNoRoom = errors.New("sinkgate: no room for the write")
+
+// NoRoomError is ErrNoRoom with the numbers: the span and bytes of the
+// Write, and what the gate holds.
+type NoRoomError struct {
+	Span  meta.SpanID
+	Bytes int64 // the Write's encoded bytes the gate would hold
+	Held  int64 // encoded bytes the gate holds
+	// Stuck are the held bytes above the span's resolved ts and the
+	// global resolved ts the gate acted on: none of them can be released
+	// before the span's resolved ts moves.
+	Stuck  int64
+	Limit  int64  // Options.MaxHeldBytes
+	Reason string // why the gate could not evict
+}
+
+func (e *NoRoomError) Error() string {
+	return fmt.Sprintf("sinkgate: no room for a write of %d bytes of span %d: the gate holds %d bytes (limit %d), %d of them above what can be released before the span's resolved ts moves, and cannot evict them: %s",
+		e.Bytes, e.Span, e.Held, e.Limit, e.Stuck, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrNoRoom) true.
+func (e *NoRoomError) Is(target error) bool { return target == ErrNoRoom }
+
 // Defaults of Options.
 const (
 	DefaultMaxHeldBytes = 64 << 20
@@ -87,18 +140,28 @@ const (
 // Options configure New. Nil means defaults.
 type Options struct {
 	// MaxHeldBytes bounds the encoded bytes of held events (written to the
-	// redo log, not yet released). A Write that would pass it blocks.
-	// Default 64 MiB.
+	// redo log, not yet released). A Write that would pass it evicts (with
+	// Log), waits for a release that needs nothing of its caller, or fails
+	// with ErrNoRoom (see the package doc). Default 64 MiB.
 	MaxHeldBytes int64
 	// MaxBatch is the number of events per Downstream.Apply call; a batch
-	// always ends at a commit-ts boundary, so one commit ts with more events
-	// makes a bigger batch. Default 1024.
+	// ends at a commit-ts boundary, so one commit ts with more events makes
+	// a bigger batch (except a commit ts read back from the log that does
+	// not fit beside what the gate holds, see Downstream.Apply). Default
+	// 1024.
 	MaxBatch int
 	// RetryBackoff is the wait after a failed read of the resolved ts.
 	// Default 100 ms.
 	RetryBackoff time.Duration
 	// Logger receives failures the gate retries. Default: discard.
 	Logger *slog.Logger
+	// Log is the redo log the writer writes (its ID must be the writer's
+	// LogID, and the writer must implement LogWriter). With it, a full
+	// gate evicts held events to the log and reads them back when the
+	// global resolved ts covers them (see the package doc, Eviction).
+	// Without it, a Write that no release can make room for returns
+	// ErrNoRoom.
+	Log Log
 }
 
 // held is one event the gate holds: its encoding, and what orders it.
@@ -120,7 +183,8 @@ func (h *held) less(o *held) bool {
 	return h.arrival < o.arrival
 }
 
-// spanQ is one span's held events, in arrival (so commit-ts) order.
+// spanQ is one span's held events, in arrival (so commit-ts) order, and
+// what the gate knows of the span's events the log owns.
 type spanQ struct {
 	id       meta.SpanID
 	resolved uint64 // the span's resolved ts as the gate was told
@@ -128,14 +192,58 @@ type spanQ struct {
 	q        []held
 	head     int // q[:head] are released and gone
 	inflight int // q[head:head+inflight] are in the batch being applied
+
+	lastTs uint64 // the highest commit ts of the span a Write took or is taking
+	// tables are the tables the span's events name (a DDL's Table and
+	// Tables): a read-back keeps the events of the gate's spans' tables.
+	tables  map[codec.TableName]struct{}
+	lastTab codec.TableName
+	// The span's events the log owns (evicted, or written into an evicted
+	// range) lie in [winLo, winHi] when inLog is set: winLo only ever
+	// rises, so it is a lower bound of the first one not delivered.
+	inLog        bool
+	winLo, winHi uint64
 }
 
 func (s *spanQ) pending() []held { return s.q[s.head:] }
 
+// noteLog records that the log owns an event of the span at ts.
+func (s *spanQ) noteLog(ts uint64) {
+	if !s.inLog {
+		s.inLog, s.winLo, s.winHi = true, ts, ts
+		return
+	}
+	s.winLo, s.winHi = min(s.winLo, ts), max(s.winHi, ts)
+}
+
+// noteTables adds the tables of events to the span's.
+func (s *spanQ) noteTables(events []codec.Event) {
+	add := func(t codec.TableName) {
+		if s.tables == nil {
+			s.tables = map[codec.TableName]struct{}{}
+		} else if t == s.lastTab {
+			return
+		}
+		s.tables[t] = struct{}{}
+		s.lastTab = t
+	}
+	for i := range events {
+		ev := &events[i]
+		if !ev.IsDDL() {
+			add(ev.Row.Table)
+			continue
+		}
+		add(ev.DDL.Table)
+		for _, t := range ev.DDL.Tables {
+			add(t.TableName)
+		}
+	}
+}
+
 // Stats count what a gate did.
 type Stats struct {
 	HeldEvents    int64 // held now
-	HeldBytes     int64 // their encoded bytes
+	HeldBytes     int64 // their encoded bytes, and those of a batch being read back
 	Written       int64 // events written through the gate
 	Released      int64 // events applied downstream
 	Batches       int64 // Downstream.Apply calls that succeeded
@@ -144,6 +252,11 @@ type Stats struct {
 	Backpressure  time.Duration
 	ReleasedTs    uint64 // see Gate.Released
 	AppliedTs     uint64 // see Gate.Applied
+
+	Evictions int64 // evictions: ranges of commit ts handed to the log
+	Evicted   int64 // events the log owns instead of the gate: evicted, or written into an evicted range
+	InLog     int64 // of those, not delivered yet
+	ReadBack  int64 // events read back from the log and applied downstream
 }
 
 // Gate holds a sink's events until the redo log covers them. Write,
@@ -157,17 +270,27 @@ type Gate struct {
 	o    Options
 	log  *slog.Logger
 
+	// The log the gate evicts to (see spill.go); spillOff says why it
+	// cannot when it is not empty.
+	lw       LogWriter
+	bucket   *blob.Bucket
+	logID    string
+	writerID string
+	epoch    uint64
+	spillOff string
+
 	mu       sync.Mutex
 	spans    map[meta.SpanID]*spanQ
-	retired  []*spanQ // removed spans whose queue still holds releasable events
+	retired  []*spanQ // removed spans whose queue still holds releasable events, or whose events the log owns
 	heldN    int64
 	heldB    int64
 	arrival  uint64
-	released uint64 // highest G a release acted on
+	released uint64 // highest G a release acted on (lowered to where a read-back had to stop)
 	applied  uint64 // the applied ts at the last release
 	sent     uint64 // the applied ts last reported
 	hasSent  bool
 	closed   bool
+	final    bool // Close closed the writer: its flushed ts is final
 	// closeDone is closed when the first Close has finished, with its
 	// result in closeErr: a second Close waits for it and returns the same.
 	closeDone chan struct{}
@@ -176,12 +299,34 @@ type Gate struct {
 	wake      func()        // cancels the release loop's wait for G
 	stats     struct {
 		written, released, batches, dropped, blocked int64
+		evictions, evicted, readBack                 int64
 		backpressure                                 time.Duration
 	}
+
+	// windows are the commit-ts ranges the log owns, sorted, disjoint
+	// (see spill.go).
+	windows []*window
+	// reading is the range a read-back is reading, from its listing on.
+	reading struct {
+		on     bool
+		lo, hi uint64
+	}
+	// looseUntil: a window reaching at or below it cannot count its
+	// events exactly (a span was removed with events above its resolved
+	// ts, which the log may or may not hold).
+	looseUntil uint64
+	// behind counts the spans added behind the writer's flushed ts, and
+	// flushedBehind how many of them a Flush since covered: the writer's
+	// FlushedTs says nothing of their events until one has.
+	behind, flushedBehind uint64
 
 	runMu sync.Mutex    // one release loop at a time: Run, or Close's drain
 	stop  chan struct{} // closed by Close: Run returns
 	cpMu  sync.Mutex    // serializes checkpoint reports, so they arrive in order
+	// rbMu orders AddSpan against a read-back's listing: a span added
+	// between the flushed ts a read-back trusts and its listing could have
+	// events there that the read-back would take from the log as well.
+	rbMu sync.Mutex
 
 	events []codec.Event // decode buffer of the release loop
 }
@@ -207,12 +352,14 @@ func New(w Redo, res Resolved, cp Checkpointer, down Downstream, opts *Options) 
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{
+	g := &Gate{
 		w: w, res: res, cp: cp, down: down, o: o, log: o.Logger,
 		spans: map[meta.SpanID]*spanQ{},
 		room:  make(chan struct{}),
 		stop:  make(chan struct{}),
 	}
+	g.setLog(o.Log)
+	return g
 }
 
 // AddSpan adds a span to the writer and the gate at startTs: the downstream
@@ -227,14 +374,25 @@ func (g *Gate) AddSpan(ctx context.Context, span meta.SpanID, startTs uint64) er
 	if closed {
 		return ErrClosed
 	}
+	g.rbMu.Lock()
 	if err := g.w.AddSpan(span, startTs); err != nil {
+		g.rbMu.Unlock()
 		return err
 	}
+	// Behind the writer's flushed ts, the span's events there are not in
+	// the log until a flush takes them (the writer writes them in
+	// catch-up segments): a read-back must not trust the flushed ts until
+	// a flush has run since.
+	behind := startTs < g.w.FlushedTs()
 	g.mu.Lock()
-	g.spans[span] = &spanQ{id: span, resolved: startTs, applied: startTs}
+	g.spans[span] = &spanQ{id: span, resolved: startTs, applied: startTs, lastTs: startTs}
+	if behind {
+		g.behind++
+	}
 	lower := g.hasSent && startTs < g.sent
 	g.applied = min(g.applied, startTs)
 	g.mu.Unlock()
+	g.rbMu.Unlock()
 	if lower {
 		g.report(ctx)
 	}
@@ -270,7 +428,20 @@ func (g *Gate) RemoveSpan(span meta.SpanID) error {
 	s.q = s.q[:keep]
 	g.free(int64(dropped), freed)
 	g.stats.dropped += int64(dropped)
-	if len(s.pending()) > 0 {
+	if s.lastTs > s.resolved {
+		// Its events above its resolved ts are dropped, but the writer
+		// keeps those it staged: a read-back leaves out the span's
+		// tables above its resolved ts, and cannot count exactly what
+		// it does not know the log holds.
+		g.loosenLocked(s.lastTs)
+	}
+	// Of its events the log owns, a read-back delivers those at or below
+	// its resolved ts.
+	if s.inLog && s.winLo > s.resolved {
+		s.inLog = false
+	}
+	s.winHi = min(s.winHi, s.resolved)
+	if s.inLog || len(s.pending()) > 0 {
 		g.retired = append(g.retired, s)
 	}
 	return nil
@@ -298,6 +469,7 @@ func (g *Gate) AdvanceResolved(span meta.SpanID, ts uint64) error {
 	g.mu.Lock()
 	if s := g.spans[span]; s != nil && ts > s.resolved {
 		s.resolved = ts
+		g.broadcast() // a Write waiting on it may now see room coming
 	}
 	g.mu.Unlock()
 	return nil
@@ -306,8 +478,10 @@ func (g *Gate) AdvanceResolved(span meta.SpanID, ts uint64) error {
 // Write writes events of one span to the redo writer, then holds them until
 // the log's global resolved ts covers them. The writer's rules apply (events
 // of a span in non-decreasing commit ts, above its resolved ts); a Write the
-// writer refuses holds nothing. It blocks while the held events would pass
-// MaxHeldBytes, or while the writer applies back-pressure, until ctx ends.
+// writer refuses holds nothing. When the held events would pass
+// MaxHeldBytes it evicts (with Options.Log), or waits while a release that
+// needs nothing of its caller can make room, or returns a *NoRoomError; it
+// also waits while the writer applies back-pressure, until ctx ends.
 func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Event) error {
 	if len(events) == 0 {
 		return nil
@@ -316,21 +490,23 @@ func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Even
 	// exact, and the caller may reuse its events once Write returns.
 	var buf []byte
 	ends := make([]int, len(events))
+	tss := make([]uint64, len(events))
 	for i := range events {
 		buf = codec.AppendEvent(buf, &events[i])
 		ends[i] = len(buf)
+		tss[i] = events[i].CommitTs()
 	}
 	encs := make([][]byte, len(events))
 	for i, start := 0, 0; i < len(events); i++ {
 		encs[i], start = buf[start:ends[i]:ends[i]], ends[i]
 	}
-	n := int64(len(buf))
-	if err := g.reserve(ctx, n); err != nil {
+	reserved, err := g.reserve(ctx, span, encs, tss)
+	if err != nil {
 		return err
 	}
 	if err := g.w.WriteEncoded(ctx, span, encs...); err != nil {
 		g.mu.Lock()
-		g.free(0, n)
+		g.free(0, reserved)
 		g.mu.Unlock()
 		return err
 	}
@@ -341,17 +517,33 @@ func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Even
 		// Removed while the writer took them. They are above the span's
 		// resolved ts (the writer checked), so RemoveSpan dropped them
 		// from the writer too: the span's next owner writes them.
-		g.free(0, n)
+		g.free(0, reserved)
 		g.stats.dropped += int64(len(events))
 		return nil
 	}
+	s.noteTables(events)
 	wake := false
+	var holds int64
 	for i := range events {
-		s.q = append(s.q, held{ts: events[i].CommitTs(), ddl: events[i].IsDDL(), arrival: g.arrival, data: encs[i]})
+		if w := g.ownerLocked(tss[i]); w != nil {
+			// The log owns this commit ts: the event is read back
+			// from there, in its place.
+			w.n++
+			s.noteLog(tss[i])
+			g.stats.evicted++
+			continue
+		}
+		s.q = append(s.q, held{ts: tss[i], ddl: events[i].IsDDL(), arrival: g.arrival, data: encs[i]})
 		g.arrival++
-		wake = wake || events[i].CommitTs() <= g.released
+		g.heldN++
+		holds += int64(len(encs[i]))
+		wake = wake || tss[i] <= g.released
 	}
-	g.heldN += int64(len(events))
+	// What reserve took, corrected for a range evicted meanwhile.
+	g.heldB += holds - reserved
+	if holds < reserved {
+		g.broadcast()
+	}
 	g.stats.written += int64(len(events))
 	if wake && g.wake != nil {
 		// Already covered (a span catching up behind G): release without
@@ -361,21 +553,44 @@ func (g *Gate) Write(ctx context.Context, span meta.SpanID, events ...codec.Even
 	return nil
 }
 
-// reserve takes n bytes of the held limit, waiting for room.
-func (g *Gate) reserve(ctx context.Context, n int64) error {
+// reserve takes room for the events of a Write that the gate will hold
+// (those of a commit ts the log owns need none), evicting or waiting for
+// room, and returns the bytes taken.
+func (g *Gate) reserve(ctx context.Context, span meta.SpanID, encs [][]byte, tss []uint64) (int64, error) {
 	g.mu.Lock()
 	var since time.Time
 	for {
 		if g.closed {
 			g.unblock(since)
 			g.mu.Unlock()
-			return ErrClosed
+			return 0, ErrClosed
 		}
-		if g.heldB == 0 || g.heldB+n <= g.o.MaxHeldBytes {
+		s := g.spans[span]
+		n := g.holdBytesLocked(encs, tss)
+		fits := n == 0 || g.heldB+n <= g.o.MaxHeldBytes
+		if !fits && s != nil {
+			if g.spillOff == "" {
+				// The Write's own events count as its span's: a
+				// batch larger than the limit goes to the log too.
+				if g.evictLocked(s, encs, tss, n) {
+					continue
+				}
+			} else if err := g.noRoomLocked(s, n); err != nil {
+				g.unblock(since)
+				g.mu.Unlock()
+				return 0, err
+			}
+		}
+		if fits || g.heldB == 0 {
+			// A batch larger than the limit that cannot go to the
+			// log is admitted alone.
 			g.heldB += n
+			if s != nil {
+				s.lastTs = max(s.lastTs, tss[len(tss)-1])
+			}
 			g.unblock(since)
 			g.mu.Unlock()
-			return nil
+			return n, nil
 		}
 		if since.IsZero() {
 			since = time.Now()
@@ -389,10 +604,43 @@ func (g *Gate) reserve(ctx context.Context, n int64) error {
 			g.mu.Lock()
 			g.unblock(since)
 			g.mu.Unlock()
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		g.mu.Lock()
 	}
+}
+
+// holdBytesLocked is the encoded bytes of the events the gate would hold:
+// those of a commit ts the log does not own. The caller holds mu.
+func (g *Gate) holdBytesLocked(encs [][]byte, tss []uint64) int64 {
+	var n int64
+	for i := range encs {
+		if g.ownerLocked(tss[i]) == nil {
+			n += int64(len(encs[i]))
+		}
+	}
+	return n
+}
+
+// noRoomLocked returns the *NoRoomError of a Write of n bytes of span s
+// that no release can make room for before s's resolved ts moves: G cannot
+// pass it (every event of s above it is the caller's to resolve), so the
+// held events above it, and above the G the gate acted on, stay. nil means
+// waiting is enough. The caller holds mu.
+func (g *Gate) noRoomLocked(s *spanQ, n int64) error {
+	bound := max(g.released, s.resolved)
+	var stuck int64
+	for _, q := range g.queues() {
+		for i := q.head + q.inflight; i < len(q.q); i++ {
+			if q.q[i].ts > bound {
+				stuck += int64(len(q.q[i].data))
+			}
+		}
+	}
+	if stuck == 0 || stuck+n <= g.o.MaxHeldBytes {
+		return nil
+	}
+	return &NoRoomError{Span: s.id, Bytes: n, Held: g.heldB, Stuck: stuck, Limit: g.o.MaxHeldBytes, Reason: g.spillOff}
 }
 
 // unblock ends a blocked Write's accounting. The caller holds mu.
@@ -423,19 +671,24 @@ func (g *Gate) Applied() uint64 {
 func (g *Gate) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var inLog int64
+	for _, w := range g.windows {
+		inLog += max(w.n, 0)
+	}
 	return Stats{
 		HeldEvents: g.heldN, HeldBytes: g.heldB,
 		Written: g.stats.written, Released: g.stats.released, Batches: g.stats.batches,
 		Dropped: g.stats.dropped, BlockedWrites: g.stats.blocked, Backpressure: g.stats.backpressure,
 		ReleasedTs: g.released, AppliedTs: g.applied,
+		Evictions: g.stats.evictions, Evicted: g.stats.evicted, InLog: inLog, ReadBack: g.stats.readBack,
 	}
 }
 
 // Run is the release loop: it waits for the global resolved ts to move,
-// applies to the downstream every held event at or below it and reports the
-// applied ts, until ctx ends (its error is returned), Close begins (nil), or
-// the downstream fails (its error; the batch stays held, and Run again
-// retries it).
+// applies to the downstream every held event at or below it (reading back
+// from the log what it evicted) and reports the applied ts, until ctx ends
+// (its error is returned), Close begins (nil), or the downstream or a
+// read-back fails (its error; what failed stays, and Run again retries it).
 func (g *Gate) Run(ctx context.Context) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -466,13 +719,29 @@ func (g *Gate) Run(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if err := g.release(ctx, target); err != nil {
+		stalled, err := g.release(ctx, target)
+		if err != nil {
 			if ctx.Err() != nil {
 				continue
 			}
 			return err
 		}
 		g.report(ctx)
+		if stalled {
+			// A read-back waits for the writer to flush a span that
+			// joined behind it: look again later.
+			g.sleep(ctx, g.o.RetryBackoff)
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func (g *Gate) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -505,41 +774,100 @@ func (g *Gate) waitTarget(ctx context.Context) (uint64, bool) {
 		return last, true // woken by a covered Write
 	}
 	g.log.Warn("sinkgate: cannot read the global resolved ts; retrying", "err", err)
-	t := time.NewTimer(g.o.RetryBackoff)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	g.sleep(ctx, g.o.RetryBackoff)
 	return 0, false
 }
 
-// releasableLocked reports whether a held event is at or below ts.
+// releasableLocked reports whether a held event, or an event the log owns,
+// is at or below ts.
 func (g *Gate) releasableLocked(ts uint64) bool {
-	for _, s := range g.spans {
+	for _, s := range g.queues() {
 		if p := s.pending(); len(p) > 0 && p[0].ts <= ts {
 			return true
 		}
 	}
-	for _, s := range g.retired {
-		if p := s.pending(); len(p) > 0 && p[0].ts <= ts {
+	for _, w := range g.windows {
+		if w.lo <= w.hi && w.lo <= ts || w.err != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// release applies every held event at or below G, batch by batch, and then
-// computes the applied ts. Only one release runs at a time (runMu).
-func (g *Gate) release(ctx context.Context, G uint64) error {
+// release applies every held event at or below G, and every event the log
+// owns there, in order, and then computes the applied ts. stalled means it
+// had to stop below G: a read-back cannot pass what the writer flushed (a
+// span joined behind it). Only one release runs at a time (runMu).
+func (g *Gate) release(ctx context.Context, G uint64) (stalled bool, err error) {
 	g.mu.Lock()
 	g.released = max(g.released, G)
+	target := g.released
 	g.mu.Unlock()
+	reached, err := g.releaseTo(ctx, target)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.settleLocked()
+	if err != nil {
+		return false, err
+	}
+	if reached < target {
+		// Above reached the events wait for the read-back: they are
+		// not covered, for Writes and eviction alike.
+		g.released = reached
+		stalled = true
+	}
+	g.applied = g.appliedLocked(g.released)
+	g.retired = slices.DeleteFunc(g.retired, func(s *spanQ) bool { return len(s.pending()) == 0 && !s.inLog })
+	return stalled, nil
+}
+
+// releaseTo applies, in commit-ts order, the held events at or below target
+// and the events the log owns there, and returns the ts up to which it did:
+// target, or less when a read-back had to stop.
+func (g *Gate) releaseTo(ctx context.Context, target uint64) (uint64, error) {
+	for {
+		g.mu.Lock()
+		var w *window
+		for _, x := range g.windows {
+			if x.err != nil {
+				g.mu.Unlock()
+				return 0, x.err
+			}
+			if x.lo <= x.hi && x.lo <= target {
+				w = x
+				break
+			}
+		}
+		var lo, hi uint64
+		if w != nil {
+			lo, hi = w.lo, w.hi
+		}
+		g.mu.Unlock()
+		if w == nil {
+			return target, g.releaseHeld(ctx, target)
+		}
+		// What the gate holds below the range, then the range from the
+		// log: each event where it would have been.
+		if err := g.releaseHeld(ctx, lo-1); err != nil {
+			return 0, err
+		}
+		end, err := g.readBack(ctx, w, target)
+		if err != nil {
+			return 0, err
+		}
+		if end < min(target, hi) {
+			return end, nil
+		}
+	}
+}
+
+// releaseHeld applies every held event at or below ts, batch by batch.
+func (g *Gate) releaseHeld(ctx context.Context, ts uint64) error {
 	var batch []held
 	for {
-		batch = g.take(batch[:0], G)
+		batch = g.take(batch[:0], ts)
 		if len(batch) == 0 {
-			break
+			return nil
 		}
 		if err := g.apply(ctx, batch); err != nil {
 			g.mu.Lock()
@@ -568,11 +896,6 @@ func (g *Gate) release(ctx context.Context, G uint64) error {
 		g.stats.batches++
 		g.mu.Unlock()
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.applied = g.appliedLocked(G)
-	g.retired = slices.DeleteFunc(g.retired, func(s *spanQ) bool { return len(s.pending()) == 0 })
-	return nil
 }
 
 // queues returns every queue, live and retired. The caller holds mu.
@@ -648,6 +971,9 @@ func (g *Gate) appliedLocked(G uint64) uint64 {
 			// below the oldest held event was released.
 			bound = min(bound, p[0].ts-1)
 		}
+		if s.inLog {
+			bound = min(bound, s.winLo-1)
+		}
 		s.applied = max(s.applied, min(G, bound))
 		if !any || s.applied < ap {
 			ap, any = s.applied, true
@@ -684,11 +1010,11 @@ func (g *Gate) report(ctx context.Context) {
 
 // Close stops new writes, closes the redo writer, waits (until ctx ends)
 // for the global resolved ts to cover the writer's final flushed ts, releases
-// what it covers and drops every other held event. It stops Run. The
-// writer's Close error (meta.ErrFenced for a writer that lost its lease) is
-// returned, joined with any error of the final release. Close is idempotent:
-// a later call waits (until its ctx ends) for the first to finish and returns
-// the same result.
+// what it covers (reading back from the log what it evicted) and drops every
+// other held event. It stops Run. The writer's Close error (meta.ErrFenced
+// for a writer that lost its lease) is returned, joined with any error of
+// the final release. Close is idempotent: a later call waits (until its ctx
+// ends) for the first to finish and returns the same result.
 func (g *Gate) Close(ctx context.Context) (err error) {
 	g.mu.Lock()
 	if g.closed {
@@ -712,6 +1038,9 @@ func (g *Gate) Close(ctx context.Context) (err error) {
 
 	werr := g.w.Close(ctx)
 	final := g.w.FlushedTs()
+	g.mu.Lock()
+	g.final = true
+	g.mu.Unlock()
 	close(g.stop)
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -725,6 +1054,11 @@ func (g *Gate) Close(ctx context.Context) (err error) {
 			}
 		}
 	}
+	for _, w := range g.windows {
+		if w.lo <= w.hi && w.lo <= final {
+			target, any = max(target, min(w.hi, final)), true
+		}
+	}
 	target = max(target, g.released)
 	g.mu.Unlock()
 
@@ -734,7 +1068,7 @@ func (g *Gate) Close(ctx context.Context) (err error) {
 		// writer flushed is covered once G reaches target.
 		G, err := g.res.WaitResolved(ctx, target)
 		if err == nil {
-			err = g.release(ctx, G)
+			_, err = g.release(ctx, G)
 		}
 		rerr = err
 	}
@@ -749,10 +1083,17 @@ func (g *Gate) Close(ctx context.Context) (err error) {
 			bytes += int64(len(h.data))
 		}
 		s.q, s.head, s.inflight = nil, 0, 0
+		s.inLog = false
 	}
+	var inLog int64
+	for _, w := range g.windows {
+		// Above the final flushed ts: not in the log.
+		inLog += max(w.n, 0)
+	}
+	g.windows = nil
 	g.retired = nil
 	g.free(n, bytes)
-	g.stats.dropped += n
+	g.stats.dropped += n + inLog
 	g.mu.Unlock()
 	return errors.Join(werr, rerr)
 }
