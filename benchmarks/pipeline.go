@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redokit/redokit/blob"
 	"os"
 	"path/filepath"
 	"sync"
@@ -126,7 +127,8 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 	runErr := make(chan error, 1)
 	if c.Gate == "on" {
 		watcher := meta.NewWatcher(b, logID, pipeWatchPoll)
-		g := sinkgate.New(w, watcher, coord, sinkgate.DownstreamFunc(downstream), nil)
+		// The gate spills to the log when it is full (sinkgate, Eviction).
+		g := sinkgate.New(w, watcher, coord, sinkgate.DownstreamFunc(downstream), &sinkgate.Options{Log: gateLog{logID, b}})
 		for s := range pipeSpans {
 			if err := g.AddSpan(ctx, writer.SpanID(s), bench.TsBase); err != nil {
 				return err
@@ -276,3 +278,12 @@ func runPipelineCell(ctx context.Context, in childInput, res *Result) error {
 	}
 	return nil
 }
+
+// gateLog is the log a gate evicts to: its ID and bucket (sinkgate.Log).
+type gateLog struct {
+	id string
+	b  *blob.Bucket
+}
+
+func (l gateLog) ID() string           { return l.id }
+func (l gateLog) Bucket() *blob.Bucket { return l.b }

@@ -208,7 +208,7 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	down := &lazySink{uri: cfg.Sink, opts: &apply.SinkOptions{LogID: lg.ID()}}
 	defer down.Close()
 	watcher := lg.Watcher(cfg.Tick)
-	c.gate = sinkgate.New(w, watcher, cp, down, &sinkgate.Options{MaxHeldBytes: 512 << 20, Logger: cfg.Logger})
+	c.gate = sinkgate.New(w, watcher, cp, down, &sinkgate.Options{MaxHeldBytes: 512 << 20, Logger: cfg.Logger, Log: lg})
 	gctx, stopGate := context.WithCancel(ctx)
 	gateDone := make(chan struct{})
 	go func() {

@@ -276,7 +276,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*summary, error) {
 			c.down.log = log
 		}
 		if !cfg.NoGate {
-			c.gate = sinkgate.New(c.w, watcher, checkpoints.Join(c.id, startTs), c.down, &sinkgate.Options{MaxHeldBytes: 1 << 20})
+			c.gate = sinkgate.New(c.w, watcher, checkpoints.Join(c.id, startTs), c.down, &sinkgate.Options{MaxHeldBytes: 1 << 20, Log: log})
 			c.down.released = c.gate.Released
 			rctx, rcancel := context.WithCancel(ctx)
 			c.cancel = rcancel
