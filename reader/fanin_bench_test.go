@@ -46,17 +46,22 @@ const (
 	spillLow = 50
 )
 
-// buildRunsLog writes about total uncompressed bytes of events of n runs of
-// the given shape. Run k's own generator makes its events, in commit-ts
-// order. With one segment, the events of the n runs are merged into it (so
-// both logs hold the very same events); otherwise run k is segment k+1,
-// linked to segment k as a writer links them.
-func buildRunsLog(tb testing.TB, dir string, n int, shape string, one bool, total int64) *runsLog {
-	b, err := local.New(dir, &local.Options{NoSync: true})
+// runsBucket is an empty local bucket for a runs log, removed with tb.
+func runsBucket(tb testing.TB) *blob.Bucket {
+	b, err := local.New(tb.TempDir(), &local.Options{NoSync: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { b.Close() })
+	return b
+}
+
+// buildRunsLog writes into b about total uncompressed bytes of events of n runs of
+// the given shape. Run k's own generator makes its events, in commit-ts
+// order. With one segment, the events of the n runs are merged into it (so
+// both logs hold the very same events); otherwise run k is segment k+1,
+// linked to segment k as a writer links them.
+func buildRunsLog(tb testing.TB, b *blob.Bucket, n int, shape string, one bool, total int64) *runsLog {
 	ctx := context.Background()
 	l := &runsLog{b: b}
 	perRun := int(total / benchRowBytes / int64(n))
@@ -193,15 +198,15 @@ func raise64(a *atomic.Uint64, v uint64) {
 	}
 }
 
-// readRuns reads the whole log once and returns the time, the heap's peak
+// readRuns reads the whole log once and returns the time and CPU time, the heap's peak
 // and the live heap's (as the GCs during the read marked it) above what the
 // heap held before, and the reader's stats.
-func readRuns(b *testing.B, l *runsLog, raw bool) (time.Duration, uint64, uint64, Stats) {
+func readRuns(b *testing.B, l *runsLog, raw bool) (time.Duration, time.Duration, uint64, uint64, Stats) {
 	ctx := context.Background()
 	runtime.GC()
 	base, _ := heapNow()
 	h := watchHeap()
-	t0 := time.Now()
+	t0, c0 := time.Now(), cpuTime()
 	r, err := Open(ctx, l.b, &Options{LogID: testLog, StartTs: 0, EndTs: 1 << 63, Raw: raw})
 	if err != nil {
 		b.Fatal(err)
@@ -209,18 +214,20 @@ func readRuns(b *testing.B, l *runsLog, raw bool) (time.Duration, uint64, uint64
 	n := drainBatches(b, r)
 	st := r.Stats()
 	r.Close()
-	d := time.Since(t0)
+	d, cpu := time.Since(t0), cpuTime()-c0
 	peak, live := h.end()
 	if n != l.rows {
 		b.Fatalf("read %d rows, the log has %d", n, l.rows)
 	}
-	return d, peak - min(peak, base), live - min(live, base), st
+	return d, cpu, peak - min(peak, base), live - min(live, base), st
 }
 
 // BenchmarkOverlappingRuns reads one writer epoch's log of 64 and of 400
-// overlapping sorted segments and, in the same iterations, the same events
+// overlapping sorted segments, of two shapes (interleaved, spill: see
+// there) and, in the same iterations, the same events
 // in one segment, and reports the MiB/s of uncompressed blocks of both, their
-// ratio (x_one_segment: 1 is as fast as one segment), the peak heap of each
+// ratio (x_one_segment: 1 is as fast as one segment; x_one_segment_cpu, the
+// same of CPU time, which a loaded machine sways less), the peak heap of each
 // read above the heap before it (peak: sampled, it counts garbage not
 // collected yet; live: what the GCs during the read found live) and the most
 // chunks alive at once, with the memory of one chunk (chunk-MiB: the one
@@ -240,31 +247,41 @@ func BenchmarkOverlappingRuns(b *testing.B) {
 }
 
 func benchRuns(b *testing.B, shape string, n int, total int64) {
-	l := buildRunsLog(b, b.TempDir(), n, shape, false, total)
-	one := buildRunsLog(b, b.TempDir(), n, shape, true, total)
-	if l.rows != one.rows || l.uncomp > one.uncomp*11/10 || one.uncomp > l.uncomp*11/10 {
-		b.Fatalf("%d runs: %d rows, %d bytes; in one segment %d rows, %d bytes", n, l.rows, l.uncomp, one.rows, one.uncomp)
+	// Built by the first sub-benchmark that runs, so that -bench can pick
+	// some without building every log.
+	var l, one *runsLog
+	lb, ob := runsBucket(b), runsBucket(b)
+	logs := func(b *testing.B) {
+		if l != nil {
+			return
+		}
+		l = buildRunsLog(b, lb, n, shape, false, total)
+		one = buildRunsLog(b, ob, n, shape, true, total)
+		if l.rows != one.rows || l.uncomp > one.uncomp*11/10 || one.uncomp > l.uncomp*11/10 {
+			b.Fatalf("%d runs: %d rows, %d bytes; in one segment %d rows, %d bytes", n, l.rows, l.uncomp, one.rows, one.uncomp)
+		}
+		b.Logf("%s, %d runs: %d rows, %.1f MiB uncompressed, %.1f MiB stored (one segment: %.1f MiB, %.1f MiB)", shape, n, l.rows,
+			float64(l.uncomp)/(1<<20), float64(l.bytes)/(1<<20), float64(one.uncomp)/(1<<20), float64(one.bytes)/(1<<20))
 	}
-	b.Logf("%s, %d runs: %d rows, %.1f MiB uncompressed, %.1f MiB stored (one segment: %.1f MiB, %.1f MiB)", shape, n, l.rows,
-		float64(l.uncomp)/(1<<20), float64(l.bytes)/(1<<20), float64(one.uncomp)/(1<<20), float64(one.bytes)/(1<<20))
 	for _, raw := range []bool{true, false} {
 		mode := "decoded"
 		if raw {
 			mode = "raw"
 		}
 		b.Run(fmt.Sprintf("shape=%s/runs=%d/merge=%s", shape, n, mode), func(b *testing.B) {
+			logs(b)
 			b.SetBytes(l.uncomp)
-			var runsT, oneT time.Duration
+			var runsT, oneT, runsCPU, oneCPU time.Duration
 			var runsPeak, onePeak, runsLive, oneLive uint64
 			var runsSt, oneSt Stats
 			for range b.N {
-				d, p, lv, st := readRuns(b, l, raw)
-				runsT += d
+				d, cpu, p, lv, st := readRuns(b, l, raw)
+				runsT, runsCPU = runsT+d, runsCPU+cpu
 				runsPeak, runsLive = max(runsPeak, p), max(runsLive, lv)
 				runsSt.MaxChunks, runsSt.MaxOpenStreams = max(runsSt.MaxChunks, st.MaxChunks), max(runsSt.MaxOpenStreams, st.MaxOpenStreams)
 				b.StopTimer()
-				d, p, lv, st = readRuns(b, one, raw)
-				oneT += d
+				d, cpu, p, lv, st = readRuns(b, one, raw)
+				oneT, oneCPU = oneT+d, oneCPU+cpu
 				onePeak, oneLive, oneSt.MaxChunks = max(onePeak, p), max(oneLive, lv), max(oneSt.MaxChunks, st.MaxChunks)
 				b.StartTimer()
 			}
@@ -273,6 +290,9 @@ func benchRuns(b *testing.B, shape string, n int, total int64) {
 			b.ReportMetric(mib/runsT.Seconds(), "MiB/s")
 			b.ReportMetric(mib/oneT.Seconds(), "one-MiB/s")
 			b.ReportMetric(oneT.Seconds()/runsT.Seconds(), "x_one_segment")
+			// CPU time hardly depends on what else the machine runs: the
+			// one segment's CPU over the runs'.
+			b.ReportMetric(oneCPU.Seconds()/runsCPU.Seconds(), "x_one_segment_cpu")
 			b.ReportMetric(float64(runsPeak)/(1<<20), "peak-MiB")
 			b.ReportMetric(float64(runsLive)/(1<<20), "live-MiB")
 			b.ReportMetric(float64(onePeak)/(1<<20), "one-peak-MiB")
