@@ -111,11 +111,22 @@
 // TO c; swaps through a third name) each move the indexes the table holds
 // at that point.
 //
+// SQLite refuses to drop a column an index holds. MySQL drops the column
+// from each index that holds it, and an index whose only column it was; so
+// DROP COLUMN c first drops each index holding c, then the column, then
+// creates again, under its name and from its SQL in sqlite_master less c's
+// key part, each index that keeps other columns (a unique one stays unique
+// on them; an upstream whose rows broke that could not have run the DDL),
+// all in the DDL's transaction. A column of the primary key is refused with
+// apply.ErrUnsupportedDDL: MySQL takes it out of the key, and SQLite alters
+// no key.
+//
 // DROP DATABASE, ALTER TABLE … MODIFY/CHANGE/ALTER COLUMN, ADD or DROP
 // PRIMARY KEY (DROP INDEX `PRIMARY`) and other forms SQLite has no statement
 // for fail with apply.ErrUnsupportedDDL in a *apply.DDLError naming the DDL;
 // so does a DEFAULT the rewrite cannot convert exactly, and any DDL SQLite
-// refuses.
+// refuses (a DROP COLUMN of a column a view, a CHECK constraint or a
+// foreign key reads, say: MySQL would leave the view broken, or refuse too).
 //
 // # Errors
 //
@@ -125,5 +136,8 @@
 // applied unless StrictDDL — except a DROP INDEX of an index its table does
 // not have: SQLite commits a DDL with its progress row, so with the table
 // there the drop cannot have run; it fails with an error naming the index
-// (the rewrite reads the catalog to tell).
+// (the rewrite reads the catalog to tell). Nor is SQLite's refusal of an
+// ALTER TABLE that would break another object ("error in index i after drop
+// column: no such column: c", "error in view v after rename: …") ever taken
+// for an effect already there: it fails, naming the DDL and the object.
 package sqlite

@@ -220,6 +220,13 @@ func rewrite(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, 
 			out = append(out, "DROP INDEX "+sqliteddl.Quote(st.Index), sql)
 			t.indexes[i] = liteIndex{name: st.To, sql: sql}
 			continue
+		case sqliteddl.OpDropColumn:
+			stmts, err := c.dropColumn(st)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, stmts...)
+			continue
 		case sqliteddl.OpRenameTable:
 			from, err := c.table(st.Table)
 			if err != nil {
@@ -229,7 +236,7 @@ func rewrite(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, 
 			// clause, and the index is recreated from its table's new
 			// name.
 			out = append(out, st.SQL)
-			moved := &liteTable{exists: from.exists}
+			moved := &liteTable{exists: from.exists, pk: from.pk}
 			for _, ix := range from.indexes {
 				suffix, ok := cutFold(ix.name, st.Table+".")
 				if !ok {
@@ -267,6 +274,7 @@ type catalog struct {
 type liteTable struct {
 	exists  bool
 	indexes []liteIndex
+	pk      []string // the columns of its primary key
 }
 
 type liteIndex struct{ name, sql string }
@@ -303,8 +311,63 @@ func (c *catalog) table(name string) (*liteTable, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("apply: reading the catalog of table %q: %w", name, err)
 	}
+	rows.Close()
+	if t.exists {
+		pk, err := c.q.QueryContext(c.ctx, "SELECT name FROM pragma_table_info(?) WHERE pk > 0", name)
+		if err != nil {
+			return nil, fmt.Errorf("apply: reading the columns of table %q: %w", name, err)
+		}
+		defer pk.Close()
+		for pk.Next() {
+			var col string
+			if err := pk.Scan(&col); err != nil {
+				return nil, fmt.Errorf("apply: reading the columns of table %q: %w", name, err)
+			}
+			t.pk = append(t.pk, col)
+		}
+		if err := pk.Err(); err != nil {
+			return nil, fmt.Errorf("apply: reading the columns of table %q: %w", name, err)
+		}
+	}
 	c.tables[fold(name)] = t
 	return t, nil
+}
+
+// dropColumn is what ALTER TABLE … DROP COLUMN c runs, as MySQL does it:
+// SQLite refuses to drop a column an index holds, so each index holding c
+// is dropped first, and those with other columns are created again without
+// c, under their names, after the drop (a unique index stays unique on the
+// rest). A column of the primary key is refused: MySQL drops it from the
+// key, and SQLite alters no key. When the table is gone, or has no column
+// c, the drop runs as it is, and fails with what counts as a drop already
+// applied.
+func (c *catalog) dropColumn(st sqliteddl.Stmt) ([]string, error) {
+	t, err := c.table(st.Table)
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(t.pk, func(k string) bool { return fold(k) == fold(st.Column) }) {
+		return nil, fmt.Errorf("%w: column %q of table %q is in its primary key, which SQLite cannot alter", apply.ErrUnsupportedDDL, st.Column, st.Table)
+	}
+	var drops, creates []string
+	kept := t.indexes[:0:0]
+	for _, ix := range t.indexes {
+		sql, has, left, err := sqliteddl.IndexWithoutColumn(ix.sql, st.Column)
+		if err != nil {
+			return nil, fmt.Errorf("apply: dropping column %q of table %q from its index %q: %w", st.Column, st.Table, ix.name, err)
+		}
+		if !has {
+			kept = append(kept, ix)
+			continue
+		}
+		drops = append(drops, "DROP INDEX "+sqliteddl.Quote(ix.name))
+		if left > 0 {
+			creates = append(creates, sql)
+			kept = append(kept, liteIndex{name: ix.name, sql: sql})
+		}
+	}
+	t.indexes = kept
+	return slices.Concat(drops, []string{st.SQL}, creates), nil
 }
 
 // fold folds ASCII letters to lower case, as SQLite compares names.
@@ -354,6 +417,13 @@ func alreadyApplied(err error, action codec.ActionType) bool {
 		return false
 	}
 	msg := se.Error()
+	if strings.Contains(msg, "error in ") && strings.Contains(msg, " after ") {
+		// SQLite checks the whole schema after an ALTER TABLE, and fails
+		// naming another object that the change breaks ("error in index
+		// t.i after drop column: no such column: c", "error in view v
+		// after rename: …"): a refusal, never an effect already there.
+		return false
+	}
 	if strings.Contains(msg, "already exists") || strings.Contains(msg, "duplicate column name") {
 		return true
 	}

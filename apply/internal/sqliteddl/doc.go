@@ -5,8 +5,9 @@
 // rewrite, not a parser, and imports no database driver: it reads no
 // catalog. Each statement says what it does to tables and indexes (Stmt.Op),
 // so that its caller, which can read the catalog, renames a table's indexes
-// with the table (RecreateIndex) and checks an index exists before dropping
-// it.
+// with the table (RecreateIndex), checks an index exists before dropping
+// it, and takes a dropped column out of the indexes that hold it
+// (IndexWithoutColumn), as MySQL does and SQLite refuses to.
 package sqliteddl
 
 // quote quotes an identifier for SQLite.

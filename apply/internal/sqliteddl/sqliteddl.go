@@ -56,6 +56,7 @@ const (
 	OpCreateIndex    // creates index Index (its SQLite name) on Table
 	OpDropIndex      // drops index Index (its SQLite name) of Table
 	OpRenameIndex    // renames index Index of Table to To (SQLite names); no SQL: the caller's
+	OpDropColumn     // drops column Column of Table; the caller first drops (and makes again without it) the indexes holding it
 )
 
 // Stmt is one SQLite statement of a rewritten DDL.
@@ -65,6 +66,8 @@ type Stmt struct {
 	Table string // the table it acts on, unquoted
 	To    string // OpRenameTable, OpRenameIndex: the new name
 	Index string // OpCreateIndex, OpDropIndex, OpRenameIndex: the index's SQLite name, unquoted
+	// Column (OpDropColumn) is the column dropped, unquoted.
+	Column string
 	// Auto (OpCreateIndex) is the first column of an index that had no
 	// name in the DDL: MySQL names it so, or adds _2, _3, … when the table
 	// has an index of that name already, which the caller knows.
@@ -624,7 +627,8 @@ func sqliteAlterTable(toks []mysqltok.Token) ([]Stmt, error) {
 			out = append(out, s)
 		case w == "DROP" && len(rest) == 2 && rest[0].Word() == "COLUMN" && rest[1].IsName(),
 			w == "DROP" && len(rest) == 1 && rest[0].IsName() && rest[0].Word() != "PRIMARY":
-			out = append(out, other(prefix+"DROP COLUMN "+quote(rest[len(rest)-1].Name())))
+			c := rest[len(rest)-1].Name()
+			out = append(out, Stmt{SQL: prefix + "DROP COLUMN " + quote(c), Op: OpDropColumn, Table: table, Column: c})
 		case w == "RENAME" && len(rest) == 4 && rest[0].Word() == "COLUMN" && rest[1].IsName() && rest[2].Word() == "TO" && rest[3].IsName():
 			out = append(out, other(prefix+"RENAME COLUMN "+quote(rest[1].Name())+" TO "+quote(rest[3].Name())))
 		case w == "RENAME" && len(rest) == 4 && (rest[0].Word() == "INDEX" || rest[0].Word() == "KEY") && rest[1].IsName() &&

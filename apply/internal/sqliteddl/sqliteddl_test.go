@@ -204,3 +204,46 @@ func TestRecreateIndex(t *testing.T) {
 		t.Error("RecreateIndex took a CREATE TABLE")
 	}
 }
+
+// TestIndexWithoutColumn: DROP COLUMN takes the column out of each index
+// that holds it, as MySQL does (issue 27, finding 3).
+func TestIndexWithoutColumn(t *testing.T) {
+	for _, c := range []struct {
+		sql, column, want string
+		has               bool
+		left              int
+	}{
+		{`CREATE UNIQUE INDEX "t.ub" ON "t" ("b")`, "b", `CREATE UNIQUE INDEX "t.ub" ON "t" ()`, true, 0},
+		{`CREATE UNIQUE INDEX "t.uab" ON "t" ("a", "b")`, "B", `CREATE UNIQUE INDEX "t.uab" ON "t" ("a")`, true, 1},
+		{`CREATE INDEX "t.bc" ON "t" ("b" DESC, "c" DESC)`, "b", `CREATE INDEX "t.bc" ON "t" ("c" DESC)`, true, 1},
+		{`CREATE INDEX "t.cbd" ON "t" ( c COLLATE NOCASE , "b",d ASC )`, "b", `CREATE INDEX "t.cbd" ON "t" (c COLLATE NOCASE, d ASC)`, true, 2},
+		{`CREATE INDEX "t.b" ON "t" ("a")`, "b", `CREATE INDEX "t.b" ON "t" ("a")`, false, 1},
+		// A column named like the index, or the table, is not a key part.
+		{`CREATE INDEX "b" ON "b" ("a", "bb")`, "b", `CREATE INDEX "b" ON "b" ("a", "bb")`, false, 2},
+	} {
+		got, has, left, err := IndexWithoutColumn(c.sql, c.column)
+		if err != nil || has != c.has || left != c.left || has && got != c.want || !has && got != c.sql {
+			t.Errorf("%s without %s:\n got %s, %v, %d, %v\nwant %s, %v, %d", c.sql, c.column, got, has, left, err, c.want, c.has, c.left)
+		}
+	}
+	for _, sql := range []string{
+		`CREATE INDEX "t.x" ON "t" (lower("b"))`,
+		`CREATE INDEX "t.x" ON "t" ("a") WHERE b > 0`,
+	} {
+		if _, _, _, err := IndexWithoutColumn(sql, "b"); !errors.Is(err, apply.ErrUnsupportedDDL) {
+			t.Errorf("%s: err = %v, want ErrUnsupportedDDL", sql, err)
+		}
+	}
+	if _, _, _, err := IndexWithoutColumn(`CREATE TABLE t (b)`, "b"); err == nil {
+		t.Error("IndexWithoutColumn took a CREATE TABLE")
+	}
+	// The statements of a DROP COLUMN say which column.
+	got, err := Rewrite(&codec.DDL{Query: "ALTER TABLE t DROP `b`, DROP COLUMN c"})
+	want := []Stmt{
+		{SQL: `ALTER TABLE "t" DROP COLUMN "b"`, Op: OpDropColumn, Table: "t", Column: "b"},
+		{SQL: `ALTER TABLE "t" DROP COLUMN "c"`, Op: OpDropColumn, Table: "t", Column: "c"},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("got %+v, %v\nwant %+v", got, err, want)
+	}
+}
