@@ -40,6 +40,40 @@
 // row is written just after it. The sink opens as many transactions as Run
 // has workers.
 //
+// # Foreign keys
+//
+// The sink's sessions run with foreign_key_checks=0 (see package apply,
+// "Foreign keys"), set at the start of each transaction; with
+// apply.SinkOptions.ForeignKeyChecks they run with foreign_key_checks=1, set
+// the same way, Run applies each upstream transaction whole and in commit
+// order, and the sink writes its tables parents first and deletes children
+// first. InnoDB checks each row as it is written, and MySQL has no deferred
+// constraints, so no order serves a transaction whose rows reference rows of
+// the same table (a report inserted with the manager it reports to; a
+// manager deleted with its reports), nor tables that reference each other,
+// nor a referenced row that changes while the rows referencing it are
+// written (a key that moves with its children, as ON UPDATE CASCADE logs
+// it). Such a transaction is applied with foreign_key_checks=0, as MySQL's
+// own replication applies its events, and the checks are turned on again
+// after it. The sink then checks the transaction's end state itself, one
+// query per foreign key it touched (the keys' columns are read from
+// information_schema.KEY_COLUMN_USAGE once, and again after each DDL):
+// every row the transaction wrote to a child table must find its parent
+// row, and no child row may hold a value that a row the transaction deleted
+// or updated held and find no parent row. A violation fails the
+// transaction, naming the key, the table and the value, and nothing of it
+// is committed. The other transactions keep InnoDB's own checks.
+//
+// The trade-off: for those transactions the check is the sink's reading,
+// not InnoDB's: it takes no locks, so a session writing the downstream
+// during the apply could delete a parent row between the check and the
+// commit (the downstream is the apply's alone while it runs); a row with a
+// NULL in its key's columns is not checked, as InnoDB does not check it;
+// and a row image that lacks a key's column makes the check read the whole
+// child table. With the checks off InnoDB runs no ON DELETE or ON UPDATE
+// action, which changes no result: the log holds the changes the upstream's
+// own actions made.
+//
 // # Errors
 //
 // Transient (retried by Run): lost connections and network errors, and

@@ -128,6 +128,35 @@
 // refuses (a DROP COLUMN of a column a view, a CHECK constraint or a
 // foreign key reads, say: MySQL would leave the view broken, or refuse too).
 //
+// # Foreign keys
+//
+// The sink's connection runs with SQLite's foreign_keys pragma off, whatever
+// the URI says (see package apply, "Foreign keys"), unless
+// apply.SinkOptions.ForeignKeyChecks: then it is on, Run applies each
+// upstream transaction whole and in commit order, and the sink writes its
+// tables parents first and deletes children first. SQLite checks a key at
+// the end of each statement, and the sink splits a batch into several
+// statements, so no order serves a transaction whose rows reference rows of
+// the same table (a report inserted with the manager it reports to; a
+// manager deleted with its reports), nor tables that reference each other,
+// nor a referenced row that changes while the rows referencing it are
+// written (a key that moves with its children, as ON UPDATE CASCADE logs
+// it). Such a transaction is applied with PRAGMA defer_foreign_keys = ON:
+// SQLite checks every key at COMMIT, against the end state, which is the
+// state the upstream's own commit left. A COMMIT refused so fails the apply
+// naming the rows that break a key (from pragma_foreign_key_check, read only
+// then), and nothing of the transaction is committed.
+//
+// The trade-off: SQLite cannot turn the deferral off within a transaction
+// without forgetting the violations counted so far, so the rest of the
+// database transaction (up to Run's TxnRows rows) is checked at its COMMIT
+// too, and a violation is named by its rows, not by the statement that
+// wrote them. Deferring changes no result: an end state the immediate
+// checks accept, the deferred one does. ON DELETE and ON UPDATE actions
+// (CASCADE, SET NULL) still act at once, as they do without the deferral;
+// the log's own deletes of rows a cascade removed then count as
+// Conflicts.DeletesMissed.
+//
 // # Errors
 //
 // SQLITE_BUSY and SQLITE_LOCKED are transient (retried by Run). A DDL failing

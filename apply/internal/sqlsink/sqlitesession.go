@@ -81,6 +81,13 @@ func (l *sqliteSession) begin(ctx context.Context) error {
 // end commits (or rolls back) and gives the session up. After a failed
 // COMMIT it rolls back, so the session is always free again.
 func (l *sqliteSession) end(ctx context.Context, commit bool) error {
+	return l.endExplained(ctx, commit, nil)
+}
+
+// endExplained is end, with explain (when not nil) turning a failed
+// COMMIT's error into one that says more, before the rollback: SQLite
+// keeps a transaction open when its COMMIT fails on a deferred foreign key.
+func (l *sqliteSession) endExplained(ctx context.Context, commit bool, explain func(error) error) error {
 	defer l.mu.Unlock()
 	if !commit {
 		l.rollback()
@@ -88,6 +95,9 @@ func (l *sqliteSession) end(ctx context.Context, commit bool) error {
 	}
 	_, err := l.conn.ExecContext(ctx, "COMMIT")
 	if err != nil {
+		if explain != nil {
+			err = explain(err)
+		}
 		l.rollback()
 	}
 	return err
@@ -118,7 +128,11 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		t.l.end(ctx, false)
 		return err
 	}
-	if err := t.l.end(ctx, true); err != nil {
+	var explain func(error) error
+	if t.deferredFK {
+		explain = func(err error) error { return explainForeignKey(ctx, t.l.conn, err) }
+	}
+	if err := t.l.endExplained(ctx, true, explain); err != nil {
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
 	t.s.addConflicts(t.conflicts)

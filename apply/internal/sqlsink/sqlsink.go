@@ -39,8 +39,9 @@ type SQLSink struct {
 	replaced, deletesMissed atomic.Int64
 	dryMu                   sync.Mutex
 
-	fkMu sync.Mutex
-	fks  map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
+	fkMu   sync.Mutex
+	fks    map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
+	fkDefs []fkDef                       // MySQL: the foreign keys with their columns; nil until read, and after a DDL
 }
 
 var (
@@ -453,16 +454,25 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 }
 
 // session sets what the apply's MySQL sessions need on the connection of ex:
-// foreign-key checks off unless SinkOptions.ForeignKeyChecks (see there). It
+// foreign-key checks off unless SinkOptions.ForeignKeyChecks (see there),
+// and on with it (a transaction whose checks were deferred turns them off
+// for a while, and a failure may leave them so on a pooled connection). It
 // runs in every transaction, since database/sql may hand any pooled
 // connection to the next one; one statement per transaction of thousands of
 // rows costs nothing that shows. PostgreSQL's sessions get theirs from the
 // connection parameters (package apply/postgres), SQLite's need none.
 func (s *SQLSink) session(ctx context.Context, ex execer) error {
-	if s.d != MySQL || s.o.ForeignKeyChecks || s.o.DryRun != nil {
+	if s.d != MySQL || s.o.DryRun != nil {
 		return nil
 	}
-	if _, err := ex.ExecContext(ctx, "SET SESSION foreign_key_checks = 0"); err != nil {
+	q := "SET SESSION foreign_key_checks = 0"
+	if s.o.ForeignKeyChecks {
+		q = "SET SESSION foreign_key_checks = 1"
+	}
+	if _, err := ex.ExecContext(ctx, q); err != nil {
+		if s.o.ForeignKeyChecks {
+			return fmt.Errorf("apply: %s: turn foreign-key checks on for the apply (SinkOptions.ForeignKeyChecks): %w", s.name, s.d.classify(err))
+		}
 		return fmt.Errorf("apply: %s: turn foreign-key checks off for the apply (SinkOptions.ForeignKeyChecks keeps them on): %w", s.name, s.d.classify(err))
 	}
 	return nil
@@ -647,6 +657,7 @@ func (s *SQLSink) foreignKeys(ctx context.Context, ex execer) (map[apply.Table][
 func (s *SQLSink) forgetForeignKeys() {
 	s.fkMu.Lock()
 	s.fks = nil
+	s.fkDefs = nil
 	s.fkMu.Unlock()
 }
 

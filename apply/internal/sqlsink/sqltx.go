@@ -29,6 +29,9 @@ type sqlTx struct {
 
 	collapsed bool            // the ops hold at most one op per key
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
+	// deferredFK: a group of this transaction had its foreign-key checks
+	// deferred to its end (see fkdefer.go); on SQLite, to the COMMIT.
+	deferredFK bool
 }
 
 // rowOp is one statement's worth of a row change: a delete of an image, or an
@@ -274,10 +277,12 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 // then every upsert, parents before their children, by the foreign keys
 // the downstream's catalog declares. A log keeps no order of the tables
 // inside a transaction, so this is the order the checks accept whatever
-// order the rows came in. What it cannot order fails on the check, naming
-// the statement: a cycle of foreign keys, a table referencing itself, and a
-// parent whose key moves while children point at it (its old row is deleted
-// before the children's new images are written).
+// order the rows came in. What no order of tables serves — a table
+// referencing itself, a cycle of foreign keys, a parent whose rows change
+// while its children are written — MySQL and SQLite apply with the checks
+// deferred to the end of the transaction (see fkdefer.go); on PostgreSQL,
+// which checks at the end of each statement, it fails on the check, naming
+// the statement.
 func (t *sqlTx) ApplyGroup(ctx context.Context, groups []apply.TableRows) error {
 	graph, err := t.s.foreignKeys(ctx, t.ex)
 	if err != nil {
@@ -314,17 +319,29 @@ func (t *sqlTx) ApplyGroup(ctx context.Context, groups []apply.TableRows) error 
 		plans[i] = planned{g.Table, ops, t.collapsed, split}
 	}
 	clear(t.ops)
-	for i := len(plans) - 1; i >= 0; i-- { // children first
-		if err := t.execOps(ctx, plans[i].table, plans[i].ops[:plans[i].split], plans[i].collapsed); err != nil {
+	deferred := t.s.o.ForeignKeyChecks && t.s.d != Postgres && deferral(groups, graph, t.s.d == SQLite)
+	if deferred {
+		if err := t.deferChecks(ctx); err != nil {
 			return err
 		}
 	}
-	for _, p := range plans { // parents first
-		if err := t.execOps(ctx, p.table, p.ops[p.split:], p.collapsed); err != nil {
-			return err
+	err = func() error {
+		for i := len(plans) - 1; i >= 0; i-- { // children first
+			if err := t.execOps(ctx, plans[i].table, plans[i].ops[:plans[i].split], plans[i].collapsed); err != nil {
+				return err
+			}
 		}
+		for _, p := range plans { // parents first
+			if err := t.execOps(ctx, p.table, p.ops[p.split:], p.collapsed); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if deferred && err == nil {
+		err = t.endDeferral(ctx, groups)
 	}
-	return nil
+	return err
 }
 
 // parentsFirst orders groups so that a table comes after every table it
