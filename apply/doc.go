@@ -101,9 +101,16 @@
 // tables inside a transaction, so the SQL sinks order each one by the
 // foreign keys the downstream's catalog declares: every delete first,
 // children before parents, then every upsert, parents before children. What
-// that cannot order fails on the check, loudly: a cycle of foreign keys, a
-// table referencing itself, a parent whose key moves while children point
-// at it.
+// that cannot order (a cycle of foreign keys, a table referencing itself, a
+// parent written in the same transaction as its children) is applied so that
+// the checks see the transaction's end state: SQLite defers them to COMMIT
+// (defer_foreign_keys), MariaDB turns them off for that transaction's
+// statements, as replication does, and the sink then checks each foreign key
+// the transaction touched itself; a violation fails the transaction, naming
+// the key, the table and the value, and nothing of it is committed.
+// PostgreSQL checks at the end of each statement and declares no deferrable
+// constraints: there a reparenting, a key move or a two-table cycle inside
+// one transaction still fails on the check, loudly (23503).
 //
 // A table with no key: a delete then matches every column of the old image
 // exactly — NULLs by IS NULL, floating-point values by their exact binary
