@@ -28,12 +28,18 @@ import (
 // object store or as a local writer's active segments; uploads that fail in
 // a flush that is never reported; crashes; takeovers whose fences come from
 // the recovery walk; zombies that flush past their fence; GC below a
-// checkpoint; listings that miss a key), and at every step holds the three
-// rules of this package against it and against each other:
+// checkpoint; listings that miss a key; staged flushes, whose frames'
+// committed ts stays below events their blocks hold, and catch-up flushes,
+// whose flushed ts falls below the committed ts), and at every step holds
+// the three rules of this package against it and against each other:
 //
 //   - recovery (Durable) covers every acknowledged flush: the fence it
-//     gives a crashed epoch names a seq, chain max ts and flushed ts at or
-//     above every flush the epoch reported;
+//     gives a crashed epoch names a seq and chain max ts at or above every
+//     flush the epoch reported, and a committed ts at or above each one's
+//     flushed ts; it is the epoch's newest reported frame, so its committed
+//     ts is that frame's (meta.Progress.CommittedTs) — never a higher one,
+//     such as the chain max ts, which would take events staged above it for
+//     committed — and its flushed ts that frame's;
 //   - the proof (Prove) accepts exactly what recovery plus the
 //     publications cover: it passes on every valid state, every segment of
 //     a covered flush the read needs is listed, and it refuses, with an
@@ -105,6 +111,7 @@ type segRec struct {
 type flushRec struct {
 	epoch, seq uint64 // the segment holding its progress frame
 	flushedTs  uint64
+	committed  uint64 // the epoch's committed ts its frame says
 	chainMax   uint64
 	segs       []uint64 // the seqs holding its blocks
 }
@@ -117,6 +124,9 @@ type epochRun struct {
 	tail    segment.Link
 	act     *openSeg // local: the active segment
 	dead    bool
+	// flushed and committed are the flushed ts and committed ts of the
+	// epoch's last frame (before its first, what it started from).
+	flushed, committed uint64
 }
 
 type openSeg struct {
@@ -146,6 +156,11 @@ type model struct {
 
 type propStats struct {
 	histories, flushes, failed, takeovers, zombies, gcs, collected, drops, relisted, refused, spared int
+	// staged: frames whose committed ts is below their chain max ts (their
+	// blocks hold events above it); fallen: frames whose flushed ts is
+	// below their committed ts (a catch-up); stagedFences: fences whose
+	// committed ts is below their max ts.
+	staged, fallen, stagedFences int
 }
 
 func (m *model) logf(format string, args ...any) {
@@ -220,6 +235,45 @@ func (m *model) sealPut(e *epochRun, s *openSeg) string {
 	return key
 }
 
+// resolve picks the flushed ts of e's next progress frame, its blocks
+// appended (the model's clock at m.ts), and the committed ts the frame
+// says: the largest flushed ts of the epoch so far, or what it started
+// from, as the writer keeps it. Most flushes resolve every event; a staged
+// one (a stage cut) resolves below some of the events its blocks hold or
+// earlier blocks hold, which lie above the committed ts until a later
+// frame's committed ts passes them; a catch-up one (a span added behind
+// the writer, at or above the checkpoint) makes the flushed ts fall below
+// the committed ts, which stays.
+func (m *model) resolve(e *epochRun) (flushed, committed uint64) {
+	flushed = m.ts
+	switch x := m.rng.IntN(8); {
+	case x < 3:
+		flushed = e.flushed + m.rng.Uint64N(m.ts-e.flushed)
+	case x == 3 && e.committed > m.cp:
+		flushed = m.cp + m.rng.Uint64N(e.committed-m.cp)
+	}
+	committed = max(e.committed, flushed)
+	e.flushed, e.committed = flushed, committed
+	return flushed, committed
+}
+
+// frame appends the progress frame of a flush to s (resolve).
+func (m *model) frame(e *epochRun, s *openSeg, fr *flushRec) {
+	fr.flushedTs, fr.committed = m.resolve(e)
+	p, err := s.sw.AppendProgressCommitted(fr.flushedTs, fr.committed, []segment.SpanTs{{Span: 1, Ts: fr.flushedTs}})
+	m.must(err)
+	if p.CommittedTs != fr.committed || p.FlushedTs != fr.flushedTs {
+		m.fail("model: appended a frame of flushed ts %d, committed ts %d; it says %d, %d", fr.flushedTs, fr.committed, p.FlushedTs, p.CommittedTs)
+	}
+	fr.chainMax = p.ChainMaxTs
+	if fr.committed < fr.chainMax {
+		m.stats.staged++
+	}
+	if fr.flushedTs < fr.committed {
+		m.stats.fallen++
+	}
+}
+
 // flushObject is one flush on an object store: 1..3 objects, the last
 // holding the progress frame (or the frame alone in one more). With fail,
 // some upload fails: the frame is stored only after the others, so it is
@@ -234,22 +288,18 @@ func (m *model) flushObject(e *epochRun, fail bool) (flushRec, bool) {
 		m.blocks(s, 1+m.rng.IntN(2))
 		fr.segs = append(fr.segs, s.seq)
 		if i == n-1 && !alone {
-			p, err := s.sw.AppendProgress(m.ts, []segment.SpanTs{{Span: 1, Ts: m.ts}})
-			m.must(err)
-			fr.chainMax = p.ChainMaxTs
+			m.frame(e, s, &fr)
 		}
 		m.link(e, s)
 		objs = append(objs, s)
 	}
 	if alone {
 		s := m.newSeg(e)
-		p, err := s.sw.AppendProgress(m.ts, []segment.SpanTs{{Span: 1, Ts: m.ts}})
-		m.must(err)
-		fr.chainMax = p.ChainMaxTs
+		m.frame(e, s, &fr)
 		m.link(e, s)
 		objs = append(objs, s)
 	}
-	fr.epoch, fr.seq, fr.flushedTs = e.epoch, objs[len(objs)-1].seq, m.ts
+	fr.epoch, fr.seq = e.epoch, objs[len(objs)-1].seq
 	failing := map[int]bool{}
 	if fail {
 		for len(failing) == 0 {
@@ -269,7 +319,7 @@ func (m *model) flushObject(e *epochRun, fail bool) (flushRec, bool) {
 	if len(failing) == 0 {
 		stored = append(stored, m.sealPut(e, objs[len(objs)-1]))
 	}
-	m.logf("epoch %d flush to %d (objects seq %d..%d, frame in %d, fail %v): stored %d", e.epoch, fr.flushedTs, objs[0].seq, fr.seq, fr.seq, fail, len(stored))
+	m.logf("epoch %d flush to %d, committed %d, chain max %d (objects seq %d..%d, frame in %d, fail %v): stored %d", e.epoch, fr.flushedTs, fr.committed, fr.chainMax, objs[0].seq, fr.seq, fr.seq, fail, len(stored))
 	return fr, !fail
 }
 
@@ -299,12 +349,12 @@ func (m *model) flushLocal(e *epochRun, fail bool) (flushRec, bool) {
 		m.logf("epoch %d local flush fails (seq %d)", e.epoch, s.seq)
 		return flushRec{}, false
 	}
-	p, err := s.sw.AppendProgress(m.ts, []segment.SpanTs{{Span: 1, Ts: m.ts}})
-	m.must(err)
+	fr := flushRec{epoch: e.epoch, seq: s.seq, segs: []uint64{s.seq}}
+	m.frame(e, s, &fr)
 	m.put(key, s.buf.Bytes())
 	r.key, r.durable = key, slices.Clone(s.sw.Blocks())
-	m.logf("epoch %d local flush to %d in seq %d", e.epoch, m.ts, s.seq)
-	return flushRec{epoch: e.epoch, seq: s.seq, flushedTs: m.ts, chainMax: p.ChainMaxTs, segs: []uint64{s.seq}}, true
+	m.logf("epoch %d local flush to %d, committed %d, chain max %d in seq %d", e.epoch, fr.flushedTs, fr.committed, fr.chainMax, s.seq)
+	return fr, true
 }
 
 // rotate ends the local writer's active segment: the next flush starts a
@@ -320,7 +370,10 @@ func (m *model) rotate(e *epochRun) {
 	m.link(e, s)
 	e.act = nil
 	r := m.rec(e.epoch, s.seq)
-	if m.st.HasSeq && m.st.Seq == s.seq && len(m.acked) > 0 && m.acked[len(m.acked)-1].flushedTs == m.st.FlushedTs {
+	// The newest frame is published when the state names its chain max ts
+	// (two frames may share a flushed ts: a staged flush resolves nothing
+	// new; the chain max ts grows with every flush).
+	if newest := len(m.acked) - 1; m.st.HasSeq && m.st.Seq == s.seq && newest >= 0 && m.acked[newest].epoch == e.epoch && m.acked[newest].chainMax == m.st.ChainMaxTs {
 		active := r.key
 		m.sealPut(e, s)
 		m.must(m.b.Delete(m.ctx, active))
@@ -365,9 +418,9 @@ func (m *model) publish() {
 	if f.epoch != m.st.Epoch {
 		return
 	}
-	m.st.HasSeq, m.st.Seq, m.st.FlushedTs, m.st.ChainMaxTs = true, f.seq, f.flushedTs, f.chainMax
+	m.st.HasSeq, m.st.Seq, m.st.FlushedTs, m.st.CommittedTs, m.st.ChainMaxTs = true, f.seq, f.flushedTs, f.committed, f.chainMax
 	m.st.Digest = m.rec(f.epoch, f.seq).hdr.CRC
-	m.logf("epoch %d publishes seq %d flushed %d chain max %d", f.epoch, f.seq, f.flushedTs, f.chainMax)
+	m.logf("epoch %d publishes seq %d flushed %d committed %d chain max %d", f.epoch, f.seq, f.flushedTs, f.committed, f.chainMax)
 }
 
 // listed lists the log's segments.
@@ -378,10 +431,11 @@ func (m *model) listed() []Entry {
 }
 
 // gc moves the checkpoint (never past the global resolved ts, the published
-// flushed ts) and collects below it.
+// flushed ts, nor past the current epoch's flushed ts, which a catch-up
+// lowers to no less than the checkpoint) and collects below it.
 func (m *model) gc() {
-	if m.st.FlushedTs > m.cp {
-		m.cp += uint64(m.rng.IntN(int(m.st.FlushedTs-m.cp) + 1))
+	if top := min(m.st.FlushedTs, m.cur.flushed); top > m.cp {
+		m.cp += uint64(m.rng.IntN(int(top-m.cp) + 1))
 	}
 	needed := m.needed(m.cp)
 	gone := Collectable(m.listed(), m.cp)
@@ -535,7 +589,7 @@ func (m *model) takeover() {
 		m.drv.arm("")
 		l1, h1 := fenceOf(&prev, d)
 		l2, h2 := fenceOf(&prev, d2)
-		if err != nil || h1 != h2 || l1.Seq != l2.Seq || l1.FlushedTs != l2.FlushedTs || l1.ChainMaxTs != l2.ChainMaxTs || l1.Digest != l2.Digest {
+		if err != nil || h1 != h2 || l1.Seq != l2.Seq || l1.FlushedTs != l2.FlushedTs || l1.ChainMaxTs != l2.ChainMaxTs || l1.CommittedTs != l2.CommittedTs || l1.Digest != l2.Digest {
 			m.fail("recovery of epoch %d over a listing that missed a key: %+v, %v; with a whole listing %+v", prev.Epoch, d2, err, d)
 		}
 		m.stats.drops++
@@ -544,21 +598,43 @@ func (m *model) takeover() {
 	if prev.HasSeq && d != nil && d.Seq < prev.Seq {
 		m.fail("recovery of epoch %d: durable seq %d below the published %d", prev.Epoch, d.Seq, prev.Seq)
 	}
-	for _, f := range m.acked {
-		if f.epoch == prev.Epoch && (!has || f.seq > last.Seq || f.flushedTs > last.FlushedTs || f.chainMax > last.ChainMaxTs) {
-			m.fail("recovery of epoch %d gives %+v (has %v), below the reported flush to %d in seq %d (chain max %d)",
-				prev.Epoch, last, has, f.flushedTs, f.seq, f.chainMax)
+	var newest *flushRec
+	for i, f := range m.acked {
+		if f.epoch != prev.Epoch {
+			continue
+		}
+		newest = &m.acked[i]
+		if !has || f.seq > last.Seq || f.chainMax > last.ChainMaxTs || f.flushedTs > last.CommittedTs || f.committed > last.CommittedTs {
+			m.fail("recovery of epoch %d gives %+v (has %v), below the reported flush to %d, committed %d, in seq %d (chain max %d)",
+				prev.Epoch, last, has, f.flushedTs, f.committed, f.seq, f.chainMax)
 		}
 	}
-	next := meta.WriterState{LogID: propLog, WriterID: propWriter, Epoch: prev.Epoch + 1, FlushedTs: last.FlushedTs, Fences: slices.Clone(prev.Fences)}
+	// Nothing of the epoch is durable beyond its newest reported frame (a
+	// flush that failed stored no frame): the fence is that frame. Its
+	// committed ts is the frame's, never the chain max ts above it, which
+	// staged events may hold, nor its flushed ts, which a catch-up lowered.
+	if newest != nil && (last.Seq != newest.seq || last.FlushedTs != newest.flushedTs || last.CommittedTs != newest.committed || last.ChainMaxTs != newest.chainMax) {
+		m.fail("recovery of epoch %d gives %+v, not its newest reported frame (seq %d, flushed ts %d, committed ts %d, chain max %d)",
+			prev.Epoch, last, newest.seq, newest.flushedTs, newest.committed, newest.chainMax)
+	}
+	if d != nil && d.CommittedTs < d.FlushedTs {
+		m.fail("recovery of epoch %d gives committed ts %d below its flushed ts %d", prev.Epoch, d.CommittedTs, d.FlushedTs)
+	}
+	// The new epoch starts from the flushed ts, and has committed nothing
+	// of its own yet (meta.AcquireWriter).
+	next := meta.WriterState{LogID: propLog, WriterID: propWriter, Epoch: prev.Epoch + 1, FlushedTs: last.FlushedTs, CommittedTs: last.FlushedTs, Fences: slices.Clone(prev.Fences)}
 	if has {
-		next.Fences = append(next.Fences, meta.Fence{Epoch: prev.Epoch, LastSeq: last.Seq, MaxTs: last.ChainMaxTs, Digest: last.Digest})
+		f := meta.Fence{Epoch: prev.Epoch, LastSeq: last.Seq, MaxTs: last.ChainMaxTs, Digest: last.Digest, CommittedTs: max(last.CommittedTs, last.FlushedTs)}
+		if f.CommittedTs < f.MaxTs {
+			m.stats.stagedFences++
+		}
+		next.Fences = append(next.Fences, f)
 	}
 	m.st = next
 	m.stats.takeovers++
 	m.logf("takeover: epoch %d, fence %+v (has %v)", next.Epoch, last, has)
 	old := m.cur
-	m.cur = &epochRun{epoch: next.Epoch, nextSeq: m.maxSeq() + 1}
+	m.cur = &epochRun{epoch: next.Epoch, nextSeq: m.maxSeq() + 1, flushed: next.FlushedTs, committed: next.CommittedTs}
 	// A zombie of the old epoch on an object store flushes once more: its
 	// objects lie past the fence and count for nothing.
 	if !m.local && !old.dead && m.rng.IntN(4) == 0 {
@@ -573,7 +649,7 @@ func fenceOf(prev *meta.WriterState, d *meta.Progress) (meta.Progress, bool) {
 	if d != nil {
 		return *d, true
 	}
-	return meta.Progress{FlushedTs: prev.FlushedTs, Seq: prev.Seq, ChainMaxTs: prev.ChainMaxTs, Digest: prev.Digest}, prev.HasSeq
+	return meta.Progress{FlushedTs: prev.FlushedTs, Seq: prev.Seq, ChainMaxTs: prev.ChainMaxTs, CommittedTs: prev.CommittedTs, Digest: prev.Digest}, prev.HasSeq
 }
 
 func (m *model) epochKeys(epoch uint64) []string {
@@ -708,6 +784,9 @@ func TestChainProperty(t *testing.T) {
 			t.Fatalf("history %d of seed %d fails (replay it alone: REDOKIT_CHAIN_SEED=%d REDOKIT_CHAIN_HISTORIES=1): %s", i, seed, seed+i, msg)
 		}
 	}
-	t.Logf("seed %d: %d histories, %d flushes (%d failed), %d takeovers (%d zombie flushes), %d GC cycles collecting %d segments, %d listings that missed a key, %d re-listings, %d losses refused, %d spared",
-		seed, stats.histories, stats.flushes, stats.failed, stats.takeovers, stats.zombies, stats.gcs, stats.collected, stats.drops, stats.relisted, stats.refused, stats.spared)
+	t.Logf("seed %d: %d histories, %d flushes (%d failed), %d takeovers (%d zombie flushes), %d GC cycles collecting %d segments, %d listings that missed a key, %d re-listings, %d losses refused, %d spared; %d frames with events staged above their committed ts, %d with the flushed ts below it, %d fences below their max ts",
+		seed, stats.histories, stats.flushes, stats.failed, stats.takeovers, stats.zombies, stats.gcs, stats.collected, stats.drops, stats.relisted, stats.refused, stats.spared, stats.staged, stats.fallen, stats.stagedFences)
+	if n >= 100 && (stats.staged == 0 || stats.fallen == 0 || stats.stagedFences == 0) {
+		t.Errorf("%d histories made %d staged frames, %d catch-up frames and %d fences below their max ts: the committed ts was not exercised", n, stats.staged, stats.fallen, stats.stagedFences)
+	}
 }
