@@ -31,6 +31,7 @@ type tortureOptions struct {
 	duration time.Duration
 	seed     uint64
 	writers  int
+	quota    int64
 	broken   string // hidden: a broken mode of the Liar, for tests
 }
 
@@ -56,8 +57,17 @@ answers of stored writes, see writes refused, delayed and reordered (a lying
 wrapper around the driver). At the end, with the faults off, every
 acknowledged event above the final checkpoint must read back exactly once,
 in commit-ts order, and every read made during the run must have been whole
-or ended in an error. See the rules in the package doc of
+or ended in an error; no read may return an event a fenced writer epoch
+holds above its committed ts. See the rules in the package doc of
 github.com/redokit/redokit/conformance/torture.
+
+--quota forces staged runs: every writer gets that small a memory quota, and
+now and then one span lags (its resolved ts held back, as by a long
+transaction), so that writers store events above their committed ts before
+they are resolved (stage cuts), and writer processes are killed with such
+events stored. The verdict counts the stage cuts; a run that made none says
+so. The workload writes a few KiB between flushes: a quota of 1 MiB never
+fills, 2048 (torture.StageQuota) fills many times a run.
 
 The verdict is PASS with counts (exit 0) or FAIL naming each rule broken and
 its evidence (exit 1). Everything happens under a fresh scratch prefix
@@ -77,6 +87,7 @@ run in this process (abandoned instead of killed).`,
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long the writers write")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the workload and the faults (default: random, printed)")
 	f.IntVar(&o.writers, "writers", 3, "writer processes (writer IDs)")
+	f.Int64Var(&o.quota, "quota", 0, "writers' memory quota in bytes, FlushBytes a quarter of it, with lagging spans: a quota the workload fills forces stage cuts (2048 does, 1 MiB never fills; 0: the writers' default, 256 MiB, no lagging span)")
 	f.StringVar(&o.broken, "broken", "", "break the store on purpose: misreport-lost, list-skip or stale-meta (tests)")
 	_ = f.MarkHidden("broken")
 	return cmd
@@ -91,6 +102,8 @@ func (o *tortureOptions) validate(cmd *cobra.Command) error {
 		return usageErrorf("--duration must be positive and at most 24h")
 	case o.writers < 1 || o.writers > 16:
 		return usageErrorf("--writers must be between 1 and 16")
+	case o.quota < 0:
+		return usageErrorf("--quota must not be negative (0: the writers' default)")
 	case o.broken != "" && o.broken != string(blobtest.BrokenMisreport) && o.broken != string(blobtest.BrokenListSkip) && o.broken != string(blobtest.BrokenStale):
 		return usageErrorf("--broken %q: want %s, %s or %s", o.broken, blobtest.BrokenMisreport, blobtest.BrokenListSkip, blobtest.BrokenStale)
 	}
@@ -146,7 +159,7 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 	}
 	cfg := torture.Config{
 		Bucket: lb, Clean: sb, Liar: liar, Seed: o.seed, Writers: o.writers,
-		Steps: 1 << 40, Duration: o.duration,
+		Steps: 1 << 40, Duration: o.duration, MemoryQuota: o.quota,
 	}
 	if o.broken == string(blobtest.BrokenStale) {
 		// Spans added behind barriers (in-process writers): what a stale
@@ -193,6 +206,10 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 		}
 		if rep.WriterFaults != "" {
 			fmt.Fprintf(a.stdout, "faults injected (writer processes, as last recorded): %s\n", rep.WriterFaults)
+		}
+		if !rep.OK() && o.quota > 0 {
+			// A PASS verdict says it.
+			fmt.Fprintf(a.stdout, "staging: %s\n", rep.Staging())
 		}
 		for _, v := range rep.Violations {
 			fmt.Fprintf(a.stdout, "VIOLATION %s\n", v)
@@ -273,6 +290,9 @@ func (a *app) tortureProcesses(ctx context.Context, o *tortureOptions, cfg tortu
 			"--start", strconv.FormatInt(start.UnixNano(), 10)}
 		if o.broken != "" {
 			args = append(args, "--broken", o.broken)
+		}
+		if o.quota > 0 {
+			args = append(args, "--quota", strconv.FormatInt(o.quota, 10))
 		}
 		cmd := exec.Command(exe, args...)
 		// The storage URL goes through the environment, never argv, where
@@ -360,7 +380,12 @@ func (a *app) tortureProcesses(ctx context.Context, o *tortureOptions, cfg tortu
 			}
 		}
 	}
-	s.Count(func(n *torture.Counts) { n.Flushes += int64(flushes) })
+	s.Count(func(n *torture.Counts) {
+		n.Flushes += int64(flushes)
+		n.StageCuts += h.StageCuts
+		n.StagedEvents += h.StagedEvents
+		n.QuotaOvercommits += h.QuotaOvercommits
+	})
 	rep := s.Finish(context.WithoutCancel(ctx))
 	rep.WriterFaults = summary(h.Faults)
 	return rep, runErr
@@ -380,7 +405,7 @@ func (a *app) tortureChildCmd() *cobra.Command {
 		prefix, writerID, spans, history, broken string
 		seed                                     uint64
 		incarnation                              int
-		startNano                                int64
+		startNano, quota                         int64
 	)
 	cmd := &cobra.Command{
 		Use:         "torture-child",
@@ -422,6 +447,7 @@ func (a *app) tortureChildCmd() *cobra.Command {
 			err = torture.RunChild(ctx, torture.ChildConfig{
 				Bucket: lb, Clean: clean, LogID: "torture", Seed: seed, WriterID: writerID, Spans: sp,
 				History: h, Start: time.Unix(0, startNano), Liar: liar, Incarnation: incarnation,
+				MemoryQuota: quota,
 			})
 			if errors.Is(err, context.Canceled) {
 				return nil
@@ -438,6 +464,7 @@ func (a *app) tortureChildCmd() *cobra.Command {
 	f.Uint64Var(&seed, "seed", 0, "seed")
 	f.IntVar(&incarnation, "incarnation", 0, "how many times this writer was started")
 	f.Int64Var(&startNano, "start", 0, "the run's clock origin, Unix nanoseconds")
+	f.Int64Var(&quota, "quota", 0, "the writer's memory quota (torture --quota)")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ type tortureJSON struct {
 	Viol    []torture.Violation `json:"violations"`
 	Stale   int                 `json:"stale_serves"`
 	Faults  string              `json:"faults"`
+	Quota   int64               `json:"memory_quota"`
 }
 
 // tortureRun runs torture --json on storage and decodes its verdict. The
@@ -79,6 +81,7 @@ func TestTortureUsage(t *testing.T) {
 		{"torture", "--storage", t.TempDir(), "--duration", "0s"},
 		{"torture", "--storage", t.TempDir(), "--writers", "0"},
 		{"torture", "--storage", t.TempDir(), "--broken", "nonsense"},
+		{"torture", "--storage", t.TempDir(), "--quota", "-1"},
 		{"torture", "--duration", "1s"},
 	} {
 		wantCode(t, cli(t, args...), 2)
@@ -106,6 +109,39 @@ func TestTortureMem(t *testing.T) {
 	wantPass(t, nil, r, v)
 	if !strings.Contains(v.Mode, "in-process") {
 		t.Fatalf("mode %q: want in-process writers on mem://", v.Mode)
+	}
+}
+
+// TestTortureStaged: with --quota the writers stage (a memory quota the
+// workload fills, and lagging spans): writer processes killed with SIGKILL
+// on local disk, in-process writers on mem. The run must pass having made
+// stage cuts, counted from the writer processes' histories too; a run that
+// staged nothing fails the test. The text verdict says what was staged.
+func TestTortureStaged(t *testing.T) {
+	quota := strconv.Itoa(torture.StageQuota)
+	for _, c := range []struct{ name, storage string }{
+		{"local", t.TempDir()},
+		{"mem", memName(t)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, v := tortureRun(t, c.storage, "--writers", "2", "--quota", quota)
+			wantPass(t, nil, r, v)
+			if v.Counts.StageCuts == 0 || v.Counts.StagedEvents == 0 {
+				t.Fatalf("--quota %s: %d stage cuts, %d staged events: want the writers to stage\n%s", quota, v.Counts.StageCuts, v.Counts.StagedEvents, r)
+			}
+			if v.Quota != torture.StageQuota {
+				t.Fatalf("the report's memory quota is %d, want %s", v.Quota, quota)
+			}
+			t.Logf("%d stage cuts staged %d events, %d writes over the quota, %d events above fenced epochs' committed ts left out",
+				v.Counts.StageCuts, v.Counts.StagedEvents, v.Counts.QuotaOvercommits, v.Counts.Uncommitted)
+		})
+	}
+	// The text output says what was staged.
+	r := cli(t, "torture", "--storage", memName(t), "--seed", "7", "--duration", "1s", "--quota", quota)
+	wantCode(t, r, 0)
+	mustContain(t, "torture --quota", r.stdout, "PASS seed 7: ", "; memory quota "+quota+" bytes: ", " stage cuts staged ")
+	if strings.Contains(r.stdout, "NOTHING STAGED") {
+		t.Fatalf("nothing was staged:\n%s", r.stdout)
 	}
 }
 

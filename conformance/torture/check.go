@@ -13,6 +13,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/segment"
 )
 
 // The rules' names (see the package doc).
@@ -32,6 +33,7 @@ const (
 	RuleVerifyClean          = "verify-clean"
 	RuleLiveness             = "liveness"
 	RuleEpochUnique          = "epoch-unique"
+	RuleUncommitted          = "nothing-uncommitted"
 )
 
 // Rules are every rule, in the order a report lists them.
@@ -39,7 +41,7 @@ var Rules = []string{
 	RuleExactlyOnce, RuleOrder, RuleRowsBeforeDDL, RuleAltered, RuleAboveResolved,
 	RuleReadShort, RuleAckLost, RuleWatermarkMonotonic, RuleCheckpointMonotonic,
 	RuleCheckpointLeResolved, RuleGCSafe, RuleWrongfulFence, RuleVerifyClean, RuleLiveness,
-	RuleEpochUnique,
+	RuleEpochUnique, RuleUncommitted,
 }
 
 // Violation is one broken rule, with what shows it.
@@ -83,6 +85,20 @@ type Counts struct {
 	Opens         int64 `json:"opens"`        // writer epochs opened (each checked for epoch-unique)
 	SpansAdded    int64 `json:"spans_added"`  // spans added during the run, each behind a barrier (Config.GrowSpans)
 	StaleCaught   int64 `json:"stale_caught"` // operations that ended in an error matching meta.ErrStale: a stale object caught
+	// What the writers did with their memory quota (writer.Stats, summed
+	// over every epoch; a killed writer process counts up to its last
+	// acknowledged flush): stage cuts, the events they staged above the
+	// committed ts, and Writes let through over a quota full of a catch-up
+	// span's events (which cannot be staged). Config.MemoryQuota forces
+	// stage cuts; a run under it that made none did not test staging.
+	StageCuts        int64 `json:"stage_cuts"`
+	StagedEvents     int64 `json:"staged_events"`
+	QuotaOvercommits int64 `json:"quota_overcommits"`
+	// Uncommitted counts the events fenced writer epochs hold above their
+	// fences' committed ts after the run (reader.Verify's
+	// Report.Uncommitted: staged and never committed, or written by a
+	// zombie past its fence), which every read must leave out.
+	Uncommitted int64 `json:"uncommitted"`
 }
 
 // Report is the verdict of a run.
@@ -104,8 +120,11 @@ type Report struct {
 	// older version of a metadata object (blobtest.Stale).
 	StaleServes int `json:"stale_serves,omitempty"`
 	// WriterFaults is what the Liars of writer processes did (torture).
-	WriterFaults string      `json:"writer_faults,omitempty"`
-	Violations   []Violation `json:"violations"`
+	WriterFaults string `json:"writer_faults,omitempty"`
+	// MemoryQuota is the writers' memory quota (Config.MemoryQuota; 0:
+	// their default).
+	MemoryQuota int64       `json:"memory_quota,omitempty"`
+	Violations  []Violation `json:"violations"`
 	// Suppressed counts violations beyond the first few of each rule.
 	Suppressed int `json:"suppressed,omitempty"`
 }
@@ -133,10 +152,28 @@ func (r *Report) Verdict() string {
 		if r.AckedUnproven > 0 {
 			unproven = fmt.Sprintf(" (%d more above the final global resolved ts, which no read may reach)", r.AckedUnproven)
 		}
-		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once%s; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments, %d ended in errors; checkpoint %d, resolved %d",
-			r.Seed, r.AckedEvents, unproven, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, c.GCErrors, r.FinalCheckpoint, r.FinalResolved)
+		return fmt.Sprintf("PASS seed %d: %d acknowledged events above the final checkpoint read back exactly once%s; %d flushes acknowledged, %d failed; %d failovers, %d zombies, %d kills; %d reads checked whole (%d events), %d ended in errors; %d GC runs deleted %d segments, %d ended in errors; %s; checkpoint %d, resolved %d",
+			r.Seed, r.AckedEvents, unproven, c.Flushes, c.FailedFlushes, c.Failovers, c.Zombies, c.Kills, c.Reads, c.ReadEvents, c.ReadErrors, c.GCRuns, c.GCDeleted, c.GCErrors, r.Staging(), r.FinalCheckpoint, r.FinalResolved)
 	}
 	return fmt.Sprintf("FAIL seed %d: %s (first: %s)", r.Seed, strings.Join(r.BrokenRules(), ", "), r.Violations[0])
+}
+
+// Staging says what the writers staged: stage cuts and staged events,
+// writes over the quota, and the events fenced epochs hold above their
+// committed ts, which reads left out; under a forced quota
+// (Report.MemoryQuota) a run that staged nothing says so.
+func (r *Report) Staging() string {
+	c := r.Counts
+	quota := "default memory quota"
+	if r.MemoryQuota > 0 {
+		quota = fmt.Sprintf("memory quota %d bytes", r.MemoryQuota)
+	}
+	s := fmt.Sprintf("%s: %d stage cuts staged %d events, %d writes over the quota, %d events above fenced epochs' committed ts left out",
+		quota, c.StageCuts, c.StagedEvents, c.QuotaOvercommits, c.Uncommitted)
+	if r.MemoryQuota > 0 && c.StageCuts == 0 {
+		s += " (NOTHING STAGED: the quota never filled, staging was not tested)"
+	}
+	return s
 }
 
 // maxPerRule bounds the violations kept per rule.
@@ -413,6 +450,32 @@ func (h *history) checkRead(what string, lo, hi, cpEnd, mustHi uint64, evs []rea
 			what, len(missing), mustHi, acked, missing[0], len(evs), where)
 	}
 	return got
+}
+
+// checkCommitted checks the events a read returned against the writer
+// states (read after the run): none may come from a fenced epoch above its
+// fence's committed ts. Those are staged and never committed, or a
+// zombie's written past its fence, and not part of the log; a reader that
+// let them through could still pass every other rule, its duplicate filter
+// dropping the copies the next owner wrote again.
+func (h *history) checkCommitted(what string, states map[string]*meta.WriterState, evs []readEvent) {
+	for _, ev := range evs {
+		n, err := segment.ParseName(ev.key)
+		if err != nil {
+			continue
+		}
+		st := states[n.WriterID]
+		if st == nil || n.Epoch >= st.Epoch {
+			continue
+		}
+		for _, f := range st.Fences {
+			if f.Epoch == n.Epoch && ev.ts > f.CommittedTs {
+				h.violate(RuleUncommitted, "%s: returned an event at ts %d from %s, of writer %s epoch %d, whose fence's committed ts is %d (max ts %d): staged or written past the fence, never committed",
+					what, ev.ts, ev.key, n.WriterID, n.Epoch, f.CommittedTs, f.MaxTs)
+				return
+			}
+		}
+	}
 }
 
 func (h *history) isAcked(id eventID) bool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -37,6 +38,11 @@ type ChildConfig struct {
 	TsEvery time.Duration
 	// FlushEvery is the pause between flushes (default 10 ms).
 	FlushEvery time.Duration
+	// MemoryQuota is the writer's memory quota (Config.MemoryQuota; 0: the
+	// default). With it, now and then one span of the writer lags for a
+	// few rounds (its events written, its resolved ts left behind), as in
+	// the in-process workload, so that the writer stages.
+	MemoryQuota int64
 	// Liar, when set, is the Liar under Bucket: what it did so far goes
 	// into the history every few flushes (a killed process says nothing
 	// at its end). Incarnation tells this process's lines from those of
@@ -59,6 +65,11 @@ type HistoryLine struct {
 	// "<kind>/<action>" (see blobtest.Liar.Counts).
 	Incarnation int            `json:"incarnation,omitempty"`
 	Faults      map[string]int `json:"faults,omitempty"`
+	// Kind "ack": what the writer did with its memory quota so far
+	// (writer.Stats: StageCuts, StagedEvents, QuotaOvercommits).
+	StageCuts        int64 `json:"stage_cuts,omitempty"`
+	StagedEvents     int64 `json:"staged_events,omitempty"`
+	QuotaOvercommits int64 `json:"quota_overcommits,omitempty"`
 }
 
 // History is what the children of a run left in their history files.
@@ -70,6 +81,9 @@ type History struct {
 	Opens []Open
 	// Faults add up, over every process, the last counts it wrote.
 	Faults map[string]int
+	// StageCuts, StagedEvents and QuotaOvercommits add up, over every
+	// writer epoch (one per process), the last counts its acks carried.
+	StageCuts, StagedEvents, QuotaOvercommits int64
 }
 
 // Open is one open of a writer ID: the epoch it took.
@@ -113,7 +127,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 			continue
 		}
 		start = max(m.CheckpointTs, BaseTs)
-		w, err = writer.Open(blobtest.WithTakeover(ctx), c.Bucket, WriterOptions(c.LogID, c.WriterID))
+		w, err = writer.Open(blobtest.WithTakeover(ctx), c.Bucket, withQuota(WriterOptions(c.LogID, c.WriterID), c.MemoryQuota))
 		if err != nil {
 			lastErr = err
 			continue
@@ -145,7 +159,9 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		if f <= start {
 			return nil
 		}
-		if err := WriteHistoryLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f}); err != nil {
+		st := w.Stats()
+		if err := WriteHistoryLine(c.History, HistoryLine{Kind: "ack", Writer: c.WriterID, Epoch: epoch, Spans: c.Spans, From: start, To: f,
+			StageCuts: st.StageCuts, StagedEvents: st.StagedEvents, QuotaOvercommits: st.QuotaOvercommits}); err != nil {
 			return err
 		}
 		if acks++; c.Liar != nil && acks%10 == 1 {
@@ -154,10 +170,18 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		return nil
 	}
 	pos := start
+	// A span held back (MemoryQuota): written to, not resolved, for the
+	// rounds left.
+	r := rand.New(rand.NewPCG(c.Seed^uint64(c.Incarnation), idHash(c.WriterID)))
+	var lagging uint64
+	lagLeft := 0
 	for {
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
+			if lagLeft > 0 {
+				w.AdvanceResolved(writer.SpanID(lagging), pos) // an error shows in Close
+			}
 			if err := w.Close(cctx); err != nil {
 				return fail("close", err)
 			}
@@ -165,6 +189,11 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		}
 		target := BaseTs + uint64(time.Since(c.Start)/c.TsEvery)
 		if target > pos {
+			if lagLeft > 0 {
+				lagLeft--
+			} else if c.MemoryQuota > 0 && r.IntN(8) == 0 {
+				lagging, lagLeft = c.Spans[r.IntN(len(c.Spans))], 2+r.IntN(6)
+			}
 			for _, sp := range c.Spans {
 				for ts := pos + 1; ts <= target; ts++ {
 					if evs := gen.Events(sp, ts); len(evs) > 0 {
@@ -172,6 +201,9 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 							return fail("write", err)
 						}
 					}
+				}
+				if lagLeft > 0 && sp == lagging {
+					continue
 				}
 				if err := w.AdvanceResolved(writer.SpanID(sp), target); err != nil {
 					return fail("advance", err)
@@ -191,6 +223,15 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		}
 		sleep(ctx, c.FlushEvery)
 	}
+}
+
+// idHash hashes a writer ID into a seed.
+func idHash(id string) uint64 {
+	h := uint64(0x1d)
+	for i := 0; i < len(id); i++ {
+		h = mix(h ^ uint64(id[i]))
+	}
+	return h
 }
 
 // WriteHistoryLine appends a line to the history and syncs it: once it returns,
@@ -217,6 +258,7 @@ func WriteHistoryLine(f *os.File, l HistoryLine) error {
 func ReadHistory(files ...string) (*History, error) {
 	h := &History{Faults: map[string]int{}}
 	last := map[string]map[string]int{} // writer/incarnation → its last fault counts
+	stats := map[Open]HistoryLine{}     // writer epoch → its last ack
 	for _, name := range files {
 		f, err := os.Open(name)
 		if errors.Is(err, os.ErrNotExist) {
@@ -225,7 +267,7 @@ func ReadHistory(files ...string) (*History, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = readHistory(f, h, last)
+		err = readHistory(f, h, last, stats)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -236,10 +278,15 @@ func ReadHistory(files ...string) (*History, error) {
 			h.Faults[k] += v
 		}
 	}
+	for _, l := range stats {
+		h.StageCuts += l.StageCuts
+		h.StagedEvents += l.StagedEvents
+		h.QuotaOvercommits += l.QuotaOvercommits
+	}
 	return h, nil
 }
 
-func readHistory(r io.Reader, h *History, last map[string]map[string]int) error {
+func readHistory(r io.Reader, h *History, last map[string]map[string]int, stats map[Open]HistoryLine) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var bad error
@@ -257,6 +304,7 @@ func readHistory(r io.Reader, h *History, last map[string]map[string]int) error 
 			for _, sp := range l.Spans {
 				h.Acks = append(h.Acks, Ack{Writer: l.Writer, Epoch: l.Epoch, Span: sp, From: l.From, To: l.To})
 			}
+			stats[Open{l.Writer, l.Epoch}] = l
 		case "open":
 			h.Opens = append(h.Opens, Open{Writer: l.Writer, Epoch: l.Epoch})
 		case "violation":

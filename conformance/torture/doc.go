@@ -41,6 +41,23 @@
 // the barrier is set the checker expects the span's events above its ts in
 // every range the global resolved ts promises.
 //
+// With Config.MemoryQuota (redokit torture --quota), every writer's memory
+// quota is that small (FlushBytes a quarter of it), and now and then one
+// span lags for a few steps: its events are written, its resolved ts stays
+// behind, as a long transaction holds a span back, and its writer's
+// resolved ts stands still. The writers stage: a Write blocked on the full
+// quota, or FlushBytes written while the writer's resolved ts stands
+// still, makes a stage cut, which stores the buffered events above the
+// epoch's committed ts before they are resolved. Such events are part of
+// the log only once a later progress frame's committed ts covers them; a
+// takeover cuts the fenced epoch at its committed ts, and the spans' next
+// owners write the events above it again. The report counts the stage
+// cuts, the staged events, the Writes let through over the quota and the
+// events left above fenced epochs' committed ts; a run under a forced
+// quota that never staged says so in its verdict. The workload's events
+// are small (a few hundred bytes per span and step): StageQuota fills,
+// 1 MiB never does.
+//
 // An acknowledged flush is a flushed ts F a writer reported (Flush returned
 // it without error): every event of each of its spans in (S, F] is
 // acknowledged, S being where the writer took the span on.
@@ -76,6 +93,11 @@
 //	                        took an epoch at or below one whose segments were
 //	                        already in the log (writer processes record the
 //	                        epoch each open took in their history)
+//	nothing-uncommitted     after the run, a final read returned an event of a
+//	                        fenced writer epoch above its fence's committed ts
+//	                        (staged and never committed, or written past the
+//	                        fence); the duplicate filter would hide it from the
+//	                        other rules when the next owner wrote it again
 //
 // Store errors may fail a write (which then is not acknowledged), a read
 // (which then proves nothing) or a coordinator tick: none of them is a

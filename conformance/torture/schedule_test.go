@@ -41,6 +41,12 @@ func scheduleFor(seed uint64) (blobtest.Schedule, string) {
 	return s, string(k)
 }
 
+// staged reports whether the schedule of seed forces staged runs: every
+// other pair of seeds (2, 3, 6, 7, ...), so that as many of them lose
+// answers on every kind of put as on one, and a third give no retries.
+// Its writers get torture.StageQuota (and lagging spans), and stage.
+func staged(seed uint64) bool { return seed%4 >= 2 }
+
 // runSchedule runs one seeded schedule on a fresh store and returns its
 // report.
 func runSchedule(t *testing.T, backend string, seed uint64, steps int) (*torture.Report, string) {
@@ -64,9 +70,13 @@ func runSchedule(t *testing.T, backend string, seed uint64, steps int) (*torture
 	if seed%3 == 0 {
 		retries, what = -1, what+", no retries"
 	}
+	var quota int64
+	if staged(seed) {
+		quota, what = torture.StageQuota, what+", staging forced"
+	}
 	rep, err := torture.Run(t.Context(), torture.Config{
 		Bucket: l.Bucket(), Clean: clean, Liar: l, Seed: seed, Steps: steps, OpTimeout: 20 * time.Second,
-		RetryAttempts: retries,
+		RetryAttempts: retries, MemoryQuota: quota,
 	})
 	if err != nil && rep == nil {
 		t.Fatalf("%s seed %d: %v", backend, seed, err)
@@ -77,9 +87,14 @@ func runSchedule(t *testing.T, backend string, seed uint64, steps int) (*torture
 // TestFaultSchedules runs REDOKIT_FAULT_SCHEDULES seeded schedules (default
 // 20; scripts/test.sh sets 100) on mem and on local disk, with lost answers
 // on every kind of put: no acknowledged event may be lost, no writer fenced
-// wrongly, no read end short without an error. REDOKIT_FAULT_SEED=N runs
-// that seed alone; REDOKIT_FAULT_STEPS sets the steps of each (default
-// 100 on mem, 60 on local disk). A failure names its seed and backend.
+// wrongly, no read end short without an error. Every other pair of seeds
+// (staged) forces staged runs: a writer memory quota the workload fills
+// (torture.StageQuota), so that writers store events above their committed
+// ts before they are resolved, and takeovers fence epochs holding such
+// events, which no read may return; such a schedule fails if its writers
+// made no stage cut. REDOKIT_FAULT_SEED=N runs that seed alone;
+// REDOKIT_FAULT_STEPS sets the steps of each (default 100 on mem, 60 on
+// local disk). A failure names its seed and backend.
 func TestFaultSchedules(t *testing.T) {
 	n := envInt(t, "REDOKIT_FAULT_SCHEDULES", 20)
 	// Local disk fsyncs every flush: fewer steps keep its share of the
@@ -95,7 +110,8 @@ func TestFaultSchedules(t *testing.T) {
 	}
 	for _, backend := range []string{"mem", "local"} {
 		t.Run(backend, func(t *testing.T) {
-			var faults int
+			var faults, stagedRuns int
+			var c torture.Counts
 			for i := range n {
 				seed := first + uint64(i)
 				rep, what := runSchedule(t, backend, seed, steps[backend])
@@ -106,8 +122,19 @@ func TestFaultSchedules(t *testing.T) {
 				for _, v := range rep.Violations {
 					t.Errorf("%s seed %d (lost answers on %s; rerun with REDOKIT_FAULT_SEED=%d): %s", backend, seed, what, seed, v)
 				}
+				if staged(seed) {
+					stagedRuns++
+					c.StageCuts += rep.Counts.StageCuts
+					c.StagedEvents += rep.Counts.StagedEvents
+					c.QuotaOvercommits += rep.Counts.QuotaOvercommits
+					c.Uncommitted += rep.Counts.Uncommitted
+					if rep.Counts.StageCuts == 0 {
+						t.Errorf("%s seed %d (lost answers on %s; rerun with REDOKIT_FAULT_SEED=%d): staging was forced, but the writers made no stage cut: %s", backend, seed, what, seed, rep.Staging())
+					}
+				}
 			}
-			t.Logf("%d schedules, %d faults injected", n, faults)
+			t.Logf("%d schedules, %d faults injected; %d with staging forced: %d stage cuts staged %d events, %d writes over the quota, %d events above fenced epochs' committed ts left out",
+				n, faults, stagedRuns, c.StageCuts, c.StagedEvents, c.QuotaOvercommits, c.Uncommitted)
 		})
 	}
 }

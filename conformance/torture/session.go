@@ -19,6 +19,7 @@ import (
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/writer"
 )
 
 // Config configures a run.
@@ -52,6 +53,16 @@ type Config struct {
 	// 4; negative: none): with few, faults fail flushes, and the writers
 	// fail over more.
 	RetryAttempts int
+	// MemoryQuota, when positive, is every writer's writer.Options.MemoryQuota,
+	// with FlushBytes a quarter of it. A quota the workload fills forces
+	// staged runs: a Write blocked on the full quota, or FlushBytes written
+	// while the writer's resolved ts stood still, makes a stage cut, which
+	// stores buffered events above the epoch's committed ts before they
+	// are resolved (Counts.StageCuts, Counts.StagedEvents). The workload
+	// writes a few hundred bytes per span and step, so a quota of 1 MiB
+	// never fills: StageQuota does, many times a run. Zero leaves the
+	// writers' default quota (256 MiB), which never fills either.
+	MemoryQuota int64
 	// GrowSpans adds that many spans during the run (in-process writers
 	// only), as a CDC system does when a DDL creates a table: a coordinator
 	// of its own (beside the session's) sets a barrier at the upstream's
@@ -103,6 +114,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
+	}
+	if c.MemoryQuota < 0 {
+		return fmt.Errorf("torture: Config.MemoryQuota %d is negative", c.MemoryQuota)
 	}
 	return nil
 }
@@ -234,6 +248,16 @@ func (s *Session) NoteOpen(writerID string, epoch uint64) { s.h.noteOpen(writerI
 
 // Count lets the writers' runner add to the counts.
 func (s *Session) Count(f func(c *Counts)) { s.h.count(f) }
+
+// noteWriter adds a closed (or abandoned and woken) writer's stage cuts,
+// staged events and writes over the quota to the counts.
+func (s *Session) noteWriter(st writer.Stats) {
+	s.h.count(func(c *Counts) {
+		c.StageCuts += st.StageCuts
+		c.StagedEvents += st.StagedEvents
+		c.QuotaOvercommits += st.QuotaOvercommits
+	})
+}
 
 // AckedMax is the highest acknowledged ts of span.
 func (s *Session) AckedMax(span uint64) uint64 { return s.h.ackedMax(span) }
@@ -429,7 +453,7 @@ func (s *Session) Finish(ctx context.Context) *Report {
 	if s.cfg.Liar != nil {
 		s.cfg.Liar.SetLying(false)
 	}
-	rep := &Report{Seed: s.cfg.Seed, Mode: "in-process"}
+	rep := &Report{Seed: s.cfg.Seed, Mode: "in-process", MemoryQuota: s.cfg.MemoryQuota}
 	var cp, rs uint64
 	err := s.retry(ctx, "settle the coordinator after the run", func(ctx context.Context) error {
 		c, err := meta.OpenCoordinator(ctx, s.cfg.Bucket, s.cfg.LogID, nil)
@@ -440,6 +464,14 @@ func (s *Session) Finish(ctx context.Context) *Report {
 			return err
 		}
 		cp, rs, err = s.observe(ctx, "after the run")
+		return err
+	})
+	// The writer states as the run left them, with the fences the final
+	// reads must apply (a failure to read them is a liveness violation).
+	var states map[string]*meta.WriterState
+	s.retry(ctx, "read the writer states after the run", func(ctx context.Context) error {
+		var err error
+		states, err = meta.ListWriterStates(ctx, s.cfg.Clean, s.cfg.LogID, nil)
 		return err
 	})
 	if err == nil {
@@ -476,6 +508,7 @@ func (s *Session) Finish(ctx context.Context) *Report {
 			}
 			cancel()
 			got := s.h.checkRead(what, cp, hi, cp, rs, evs, rerr)
+			s.h.checkCommitted(what, states, evs)
 			var missing []eventID
 			for id := range acked {
 				if !got[id] {
@@ -533,6 +566,7 @@ func (s *Session) verify(ctx context.Context) {
 		}
 		s.h.violate(RuleVerifyClean, "%s", p)
 	}
+	s.h.count(func(c *Counts) { c.Uncommitted = rep.Uncommitted })
 }
 
 // finalReads is how many times the final range is read.

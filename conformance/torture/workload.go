@@ -35,6 +35,24 @@ func WriterOptions(logID, writerID string) *writer.Options {
 	}
 }
 
+// StageQuota is a writer memory quota (Config.MemoryQuota) that the torture
+// workload fills, so that its writers stage: a few steps' worth of one
+// writer's events. Its FlushBytes (a quarter) are written in a step or
+// two while a lagging span holds the writer's resolved ts still, and the
+// quota fills in a few; Writes block on it too while a writer catches a
+// span up (events at or below the committed ts, which cannot be staged:
+// those Writes are let through over the quota, Counts.QuotaOvercommits).
+const StageQuota = 2 << 10
+
+// withQuota gives o the memory quota quota, FlushBytes a quarter of it
+// (Config.MemoryQuota); 0 leaves the defaults.
+func withQuota(o *writer.Options, quota int64) *writer.Options {
+	if quota > 0 {
+		o.MemoryQuota, o.FlushBytes = quota, max(1, quota/4)
+	}
+	return o
+}
+
 // slot is one writer ID and its current writer.
 type slot struct {
 	id    string
@@ -81,6 +99,10 @@ type inProcess struct {
 	// registered and not yet taken on by a writer.
 	grown   int
 	pending []growth
+	// lag holds spans back (Config.MemoryQuota): a span in it is written
+	// its events, but its resolved ts stays where it is for the steps
+	// left, as a long transaction holds a span back (lagStep).
+	lag map[uint64]int
 }
 
 // growth is a span added during the run, registered at start, that a
@@ -93,6 +115,7 @@ type growth struct {
 func (p *inProcess) run(ctx context.Context) error {
 	cfg := &p.s.cfg
 	p.owner = map[uint64]int{}
+	p.lag = map[uint64]int{}
 	for _, id := range p.s.ids {
 		sl := &slot{id: id, spans: map[uint64]uint64{}}
 		if err := p.open(ctx, sl); err != nil {
@@ -116,6 +139,9 @@ func (p *inProcess) run(ctx context.Context) error {
 		if cfg.GrowSpans > 0 {
 			p.growStep(ctx, step)
 		}
+		if cfg.MemoryQuota > 0 {
+			p.lagStep()
+		}
 		prev := p.clock
 		p.clock += 1 + p.r.Uint64N(2)
 		for _, sp := range p.spans {
@@ -123,7 +149,7 @@ func (p *inProcess) run(ctx context.Context) error {
 			if sl.w == nil {
 				continue
 			}
-			if err := p.feed(ctx, sl, sp, prev, p.clock); err != nil {
+			if err := p.feed(ctx, sl, sp, prev, p.clock, p.lag[sp] == 0); err != nil {
 				p.fail(ctx, sl, "write", err)
 			}
 		}
@@ -206,21 +232,53 @@ func (p *inProcess) grow(ctx context.Context, step int) {
 	p.pending = append(p.pending, growth{span: span, start: start, takeAt: step + 1 + p.r.IntN(4)})
 }
 
-// feed writes the events of span in (from, to] to its owner and advances
-// the span's resolved ts to to.
-func (p *inProcess) feed(ctx context.Context, sl *slot, span, from, to uint64) error {
+// lagStep ends the lags whose time is up and now and then starts one: a
+// span, whose owner's resolved ts then stands still for two to seven steps
+// while its other spans write. Under a small quota (Config.MemoryQuota)
+// what they write can only be staged: FlushBytes of it make stage cuts,
+// and a full quota blocks Writes until a stage cut frees it. A takeover in
+// the meantime fences an epoch with staged events above its committed ts.
+func (p *inProcess) lagStep() {
+	for sp, n := range p.lag {
+		if n <= 1 {
+			delete(p.lag, sp)
+		} else {
+			p.lag[sp] = n - 1
+		}
+	}
+	if len(p.lag) == 0 && p.r.IntN(4) == 0 {
+		p.lag[p.spans[p.r.IntN(len(p.spans))]] = 2 + p.r.IntN(6)
+	}
+}
+
+// feed writes the events of span in (from, to] to its owner and, with
+// resolve, advances the span's resolved ts to to.
+func (p *inProcess) feed(ctx context.Context, sl *slot, span, from, to uint64, resolve bool) error {
 	n := 0
 	for ts := from + 1; ts <= to; ts++ {
 		evs := p.s.h.gen.Events(span, ts)
 		if len(evs) == 0 {
 			continue
 		}
-		if err := sl.w.Write(ctx, writer.SpanID(span), evs...); err != nil {
+		// A Write blocks while the memory quota is full: a writer that
+		// frees none of it (no flush, no stage cut) hangs the run.
+		wctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
+		err := sl.w.Write(wctx, writer.SpanID(span), evs...)
+		cancel()
+		if err != nil {
+			if wctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+				st := sl.w.Stats()
+				p.s.h.violate(RuleLiveness, "writer %s epoch %d: a Write of span %d at ts %d did not return within %v (buffered %d bytes, memory quota %d; %d stage cuts, %d writes over the quota, flushed ts %d)",
+					sl.id, sl.epoch, span, ts, p.s.cfg.OpTimeout, st.BufferedBytes, p.s.cfg.MemoryQuota, st.StageCuts, st.QuotaOvercommits, st.FlushedTs)
+			}
 			return err
 		}
 		n += len(evs)
 	}
 	p.s.h.count(func(c *Counts) { c.WrittenEvents += int64(n) })
+	if !resolve {
+		return nil
+	}
 	return sl.w.AdvanceResolved(writer.SpanID(span), to)
 }
 
@@ -230,6 +288,7 @@ func (p *inProcess) take(ctx context.Context, i int, span, start uint64) {
 	sl := p.slots[i]
 	p.owner[span] = i
 	sl.spans[span] = start
+	delete(p.lag, span) // its new owner resolves it as it catches up
 	if sl.w == nil {
 		return // its reopening takes it on
 	}
@@ -238,7 +297,7 @@ func (p *inProcess) take(ctx context.Context, i int, span, start uint64) {
 		return
 	}
 	if start < p.clock {
-		if err := p.feed(ctx, sl, span, start, p.clock); err != nil {
+		if err := p.feed(ctx, sl, span, start, p.clock, true); err != nil {
 			p.fail(ctx, sl, "write", err)
 		}
 	}
@@ -250,7 +309,7 @@ func (p *inProcess) open(ctx context.Context, sl *slot) error {
 	var w *writer.Writer
 	err := p.s.retry(ctx, "open writer "+sl.id, func(ctx context.Context) error {
 		var err error
-		o := WriterOptions(p.s.cfg.LogID, sl.id)
+		o := withQuota(WriterOptions(p.s.cfg.LogID, sl.id), p.s.cfg.MemoryQuota)
 		if p.s.cfg.RetryAttempts != 0 {
 			o.RetryAttempts = p.s.cfg.RetryAttempts
 		}
@@ -338,6 +397,7 @@ func (p *inProcess) fail(ctx context.Context, sl *slot, op string, err error) {
 	cctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
 	w.Close(cctx)
 	cancel()
+	p.s.noteWriter(w.Stats())
 }
 
 // checkFence: a writer told it is fenced while its state object holds its
@@ -382,6 +442,7 @@ func (p *inProcess) failover(ctx context.Context, sl *slot, abandon bool) {
 		cctx, cancel := context.WithTimeout(ctx, p.s.cfg.OpTimeout)
 		err := w.Close(cctx)
 		cancel()
+		p.s.noteWriter(w.Stats())
 		if err != nil {
 			p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
 			p.checkFence(ctx, sl.id, sl.epoch, "close", err)
@@ -405,6 +466,7 @@ func (p *inProcess) wakeZombie(ctx context.Context, i int) {
 		p.checkFence(ctx, z.id, z.epoch, "a zombie's flush", err)
 	}
 	z.w.Close(cctx)
+	p.s.noteWriter(z.w.Stats())
 }
 
 // reopenDead opens a new epoch of every slot without a writer and moves
@@ -448,6 +510,14 @@ func (p *inProcess) reopenDead(ctx context.Context) error {
 // stop closes every writer and zombie; what a Close reports flushed is
 // acknowledged.
 func (p *inProcess) stop(ctx context.Context) {
+	// Spans held back are resolved first: their owners' final flushes
+	// then take everything written.
+	for _, sp := range slices.Sorted(maps.Keys(p.lag)) {
+		if sl := p.slots[p.owner[sp]]; sl.w != nil {
+			sl.w.AdvanceResolved(writer.SpanID(sp), p.clock) // an error shows in Close
+		}
+	}
+	p.lag = nil
 	for i := len(p.zombies) - 1; i >= 0; i-- {
 		p.wakeZombie(ctx, i)
 	}
@@ -464,7 +534,9 @@ func (p *inProcess) stop(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.cfg.OpTimeout)
-		if err := sl.w.Close(cctx); err == nil {
+		err := sl.w.Close(cctx)
+		p.s.noteWriter(sl.w.Stats())
+		if err == nil {
 			p.acked(sl.id, sl.epoch, sl.spans, sl.w.FlushedTs())
 		} else {
 			p.s.h.count(func(c *Counts) { c.FailedFlushes++ })
