@@ -277,7 +277,8 @@ refused, naming the bound, never read short.
 
 --start-ts and --end-ts take a commit ts (a TiDB TSO) or an RFC 3339 time,
 which stands for the first TSO of its millisecond (physical milliseconds << 18):
---end-ts 2025-01-01T12:00:00Z applies what committed up to that instant.
+--end-ts 2025-01-01T12:00:00Z applies what committed up to that instant. A time
+without a zone (2025-01-01T12:00:00, 2025-01-01 12:00) is UTC.
 
 Sinks:
   mysql://user:password@host:3306/db   MySQL, MariaDB, TiDB (also mariadb://, tidb://)

@@ -410,3 +410,25 @@ func TestApplyDryRun(t *testing.T) {
 		t.Fatalf("a dry run wrote %d progress rows", n)
 	}
 }
+
+// TestTsFlagWithoutZone: a time without a zone is UTC (issue 27, item 7:
+// before, "2025-01-01T00:00:00.01" was refused as not RFC 3339), and the
+// forms an operator copies from a log line all parse to the same TSO.
+func TestTsFlagWithoutZone(t *testing.T) {
+	want := uint64(time.Date(2025, 1, 1, 12, 30, 0, 0, time.UTC).UnixMilli()) << 18
+	for _, s := range []string{"2025-01-01T12:30:00Z", "2025-01-01T12:30:00", "2025-01-01 12:30:00", "2025-01-01T12:30", "2025-01-01 12:30", "2025-01-01T14:30:00+02:00"} {
+		var ts uint64
+		if err := (tsValue{&ts}).Set(s); err != nil || ts != want {
+			t.Errorf("%q: ts %d, %v; want %d", s, ts, err, want)
+		}
+	}
+	var ts uint64
+	if err := (tsValue{&ts}).Set("2025-01-01"); err != nil || ts != uint64(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())<<18 {
+		t.Errorf("a date: ts %d, %v", ts, err)
+	}
+	for _, bad := range []string{"yesterday", "2025-13-01T00:00:00", "12:30"} {
+		if err := (tsValue{&ts}).Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -25,9 +25,9 @@ func (v tsValue) Set(s string) error {
 		*v.ts = n
 		return nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseTime(s)
 	if err != nil {
-		return errors.New("want a commit ts (a number) or an RFC 3339 time such as 2025-01-01T12:00:00Z")
+		return errors.New("want a commit ts (a number) or an RFC 3339 time such as 2025-01-01T12:00:00Z (a time without a zone is UTC)")
 	}
 	ts, err := timeTS(t)
 	if err != nil {
@@ -44,4 +44,23 @@ func timeTS(t time.Time) (uint64, error) {
 		return 0, errors.New("the time is outside what a TSO holds (1970 to 4199)")
 	}
 	return uint64(ms) << 18, nil
+}
+
+// zonelessLayouts are the times without a zone a ts flag takes, as UTC: an
+// operator who types the time a log line shows should not have to add a Z,
+// and UTC is what every time redokit prints is in.
+var zonelessLayouts = []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"}
+
+// parseTime reads an RFC 3339 time, or one of zonelessLayouts as UTC.
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil {
+		return t, nil
+	}
+	for _, l := range zonelessLayouts {
+		if t, lerr := time.ParseInLocation(l, s, time.UTC); lerr == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, err
 }
