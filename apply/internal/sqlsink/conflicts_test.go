@@ -81,6 +81,23 @@ func TestDryRun(t *testing.T) {
 	})
 }
 
+// A dry run of CREATE DATABASE prints it without a USE of the schema it
+// creates, as the real run does (issue 27, item 7: MariaDB's dry run printed
+// USE before CREATE DATABASE, which would fail).
+func TestDryRunCreateSchema(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e *env) {
+		var out bytes.Buffer
+		s := e.open(&apply.SinkOptions{DryRun: &out})
+		ev := ddlEv(9, "fresh", "", codec.ActionCreateSchema, "CREATE DATABASE fresh")
+		if _, err := apply.Run(context.Background(), sliceSource([]*codec.Event{ev}), s, nil); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if text := out.String(); strings.Contains(text, "USE") {
+			t.Errorf("dry run of CREATE DATABASE uses the schema first:\n%s", text)
+		}
+	})
+}
+
 // A row inserted and deleted inside one batch collapses to the delete alone,
 // which then matches nothing: that is no conflict. A delete of a row the
 // downstream never held is one.

@@ -478,6 +478,13 @@ func (s *SQLSink) session(ctx context.Context, ex execer) error {
 	return nil
 }
 
+// useSchema reports whether MySQL runs a DDL after USE of its schema: one of
+// a table, not one that creates or drops the schema itself (which need not
+// exist before, or no longer does after).
+func useSchema(ddl *codec.DDL) bool {
+	return ddl.Table.Schema != "" && ddl.Type != codec.ActionCreateSchema && ddl.Type != codec.ActionDropSchema
+}
+
 // ApplyDDL runs a DDL. MySQL runs the query as logged on one connection after
 // USE of the DDL's schema, then records the mark (MySQL commits a DDL
 // implicitly, so the two cannot be one transaction). SQLite runs the
@@ -494,7 +501,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	}
 	if w := s.o.DryRun; w != nil {
 		stmts := []string{ddl.Query}
-		if ddl.Table.Schema != "" && s.d == MySQL {
+		if s.d == MySQL && useSchema(ddl) {
 			stmts = []string{"USE " + s.d.Quote(ddl.Table.Schema), ddl.Query}
 		}
 		if rewrite := drivers[s.d].Rewrite; rewrite != nil {
@@ -534,7 +541,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	if err := s.session(ctx, conn); err != nil {
 		return derr("", err)
 	}
-	if ddl.Table.Schema != "" && ddl.Type != codec.ActionCreateSchema && ddl.Type != codec.ActionDropSchema {
+	if useSchema(ddl) {
 		if _, err := conn.ExecContext(ctx, "USE "+s.d.Quote(ddl.Table.Schema)); err != nil {
 			return derr("USE "+s.d.Quote(ddl.Table.Schema), s.d.classify(err))
 		}
