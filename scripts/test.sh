@@ -13,7 +13,8 @@
 #   REDOKIT_BITFLIPS=5000 ...       single-bit flips Verify must find (default 2000,
 #                                   ~10 s)
 #   REDOKIT_FAULT_SCHEDULES=1000 .. seeded fault schedules on mem and local disk
-#                                   (default 100, ~1.5 min under -race)
+#                                   (default 100, ~1.5 min under -race; half of them
+#                                   force staged runs with a tiny writer quota)
 #   REDOKIT_STALE_SCHEDULES=1000 .. stale-read schedules (blobtest.Stale serves older
 #                                   versions of the meta object and writer states;
 #                                   default 100)
