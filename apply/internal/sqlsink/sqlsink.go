@@ -42,6 +42,8 @@ type SQLSink struct {
 	fkMu   sync.Mutex
 	fks    map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
 	fkDefs []fkDef                       // MySQL: the foreign keys with their columns; nil until read, and after a DDL
+
+	pg pgCatalog // PostgreSQL: what the sink read of the tables' unique keys, until a DDL
 }
 
 var (
@@ -496,6 +498,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		record = &mark
 	}
 	defer s.forgetForeignKeys()
+	defer s.pgAfterDDL()
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}

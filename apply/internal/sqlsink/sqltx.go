@@ -44,6 +44,11 @@ type rowOp struct {
 	// key in the batch, whose row may never have reached the database; it
 	// missing is no conflict.
 	madeHere bool
+	// fresh: an upsert of an inserted row whose key no other op of the
+	// batch has (collapse clears it when it folds others away): no row
+	// downstream held its key, nor any unique value the batch moves
+	// (see pgUnits).
+	fresh bool
 }
 
 // plan turns rows into ops: for each commit ts, every delete (of deleted
@@ -73,7 +78,7 @@ func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
 		for _, r := range rows[i:j] {
 			switch r.Op() {
 			case codec.OpInsert, codec.OpUpdate:
-				ops = append(ops, rowOp{ts: r.CommitTs, img: r.Columns})
+				ops = append(ops, rowOp{ts: r.CommitTs, img: r.Columns, fresh: r.Op() == codec.OpInsert})
 			}
 		}
 		i = j
@@ -116,6 +121,9 @@ func (t *sqlTx) collapse() {
 		t.kb = kb
 		if !ok {
 			return
+		}
+		if _, again := t.last[string(kb)]; again {
+			t.ops[i].fresh = false // ops before it are folded away
 		}
 		t.last[string(kb)] = i
 	}
@@ -239,11 +247,27 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 }
 
 // execOps writes ops in order, runs of one kind and shape sharing a
-// statement. collapsed says that ops hold at most one op per key.
+// statement. collapsed says that ops hold at most one op per key. On
+// PostgreSQL, the upserts of a table with unique keys besides its key may
+// go by units, each cleared first (see pgClearUnit).
 func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) error {
+	units, err := t.pgUnits(ctx, table, ops)
+	if err != nil {
+		return err
+	}
+	unit := 0 // with units: the upserts at the head of ops left of the current unit
 	for len(ops) > 0 {
+		limit := len(ops)
+		if units && !ops[0].del {
+			if unit == 0 {
+				if unit, err = t.pgClearUnit(ctx, table, ops, collapsed); err != nil {
+					return err
+				}
+			}
+			limit = unit // a statement never reaches into the next unit
+		}
 		n := 1
-		for n < len(ops) && n < t.s.o.MaxStatementRows && ops[n].del == ops[0].del {
+		for n < limit && n < t.s.o.MaxStatementRows && ops[n].del == ops[0].del {
 			if ops[0].del && !sameKeyShape(ops[0].img, ops[n].img) ||
 				!ops[0].del && !sameUpsertShape(ops[0].img, ops[n].img) {
 				break
@@ -267,6 +291,9 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 			return err
 		}
 		ops = ops[n:]
+		if unit > 0 {
+			unit -= n
+		}
 	}
 	return nil
 }
@@ -431,7 +458,7 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 			res, err = st.ExecContext(ctx, t.args...)
 		}
 	} else {
-		res, err = t.ex.ExecContext(ctx, string(t.buf), t.args...)
+		res, err = t.ex.ExecContext(ctx, t.query(), t.args...)
 	}
 	if err != nil {
 		first, last := ops[0].ts, ops[0].ts
@@ -466,7 +493,9 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 // (Conflicts.Replaced). That delete fires no foreign-key action while the
 // checks are off (the default); with SinkOptions.ForeignKeyChecks the error
 // stands, as it does on PostgreSQL, where a failed statement aborts the
-// transaction. Generated columns are left out.
+// transaction. (A unique value that moves between rows the log changes is
+// no such conflict: PostgreSQL's sink deletes those rows first, see
+// pgUnits.) Generated columns are left out.
 func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
 	n, err := t.writeUpsert(ctx, table, ops, false)
 	if err == nil || t.s.d == Postgres || t.s.o.ForeignKeyChecks || !t.s.d.duplicateKey(err) {
