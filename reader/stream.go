@@ -253,7 +253,7 @@ func (s *stream) produceSealed(ctx context.Context, src *Source, read []segment.
 		}
 		blk, err := c.sr.ReadBlock(i)
 		if err != nil {
-			return err
+			return sealedBlockDamage(err, blocks[i])
 		}
 		if _, err := s.fill(c, blk, src, false); err != nil {
 			return err
@@ -364,7 +364,7 @@ func (s *stream) produceActive(ctx context.Context) error {
 			// prefix; otherwise the error stands.
 			sealed, serr := findSealed(ctx, r.b, src.Name)
 			if serr != nil || sealed == nil {
-				return err
+				return activeBlockDamage(ctx, r.b, src.Key, attrs.Size, read, err)
 			}
 			r.c.Logger.Info("reader: active segment sealed while read; reading on from its sealed name",
 				"key", src.Key, "sealed", sealed.Key, "blocks_read", len(read), "err", err)
@@ -530,7 +530,7 @@ func (c *chunk) copyPayload(p []byte) []byte {
 
 func recordError(src *Source, blk *segment.Block, i int, rec segment.Record, detail string) error {
 	return &segment.CorruptionError{Object: src.Key, Offset: blk.Info.Offset, Part: "block",
-		Detail: fmt.Sprintf("record %d (commit ts %d, %v): %s", i, rec.CommitTs, rec.Kind, detail)}
+		Detail: fmt.Sprintf("record %d (commit ts %d, %v): %s; the block holds commit ts [%d, %d]", i, rec.CommitTs, rec.Kind, detail, blk.Info.MinTs, blk.Info.MaxTs)}
 }
 
 // accepts applies a table filter to a decoded event.

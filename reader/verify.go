@@ -77,6 +77,15 @@ type Problem struct {
 	Key      string // the object
 	Offset   int64  // byte offset in the object, -1 when the problem has no position
 	Detail   string
+	// MinTs and MaxTs bound, both included, the commit ts of the events of
+	// a damaged block (ProblemCorrupt of a block, ProblemBadEvent) when
+	// HasTs: in a sealed segment the block's entry in the footer's index,
+	// in an active one the max ts of the whole block before it and the min
+	// ts of the whole block after it (0 and math.MaxUint64 when there is
+	// none). A read whose range ends below MinTs does not need the block.
+	// Detail says the range too.
+	MinTs, MaxTs uint64
+	HasTs        bool
 }
 
 func (p Problem) String() string {
@@ -544,11 +553,20 @@ func (r *Report) addErr(key string, err error) {
 	switch {
 	case errors.As(err, &ce):
 		r.add(Error, ProblemCorrupt, key, ce.Offset, ce.Part+": "+ce.Detail)
+		if lo, hi, ok := blockRange(err); ok {
+			r.setRange(lo, hi)
+		}
 	case errors.As(err, &ve):
 		r.add(Error, ProblemVersion, key, ve.Offset, fmt.Sprintf("format version %d (this build reads %d to %d)", ve.Version, segment.MinReadVersion, segment.FormatVersion))
 	default:
 		r.add(Error, ProblemUnreadable, key, -1, err.Error())
 	}
+}
+
+// setRange gives the last problem added the commit-ts range [lo, hi].
+func (r *Report) setRange(lo, hi uint64) {
+	p := &r.Problems[len(r.Problems)-1]
+	p.MinTs, p.MaxTs, p.HasTs = lo, hi, true
 }
 
 func (r *Report) merge(p *Report) {
@@ -626,7 +644,9 @@ func (c *segChecker) block(blk *segment.Block) {
 		if bad > 1 {
 			firstBad += fmt.Sprintf(" (and %d more records of the block)", bad-1)
 		}
+		firstBad += fmt.Sprintf("; the block holds commit ts [%d, %d]", blk.Info.MinTs, blk.Info.MaxTs)
 		c.rep.add(Error, ProblemBadEvent, c.key, blk.Info.Offset, firstBad)
+		c.rep.setRange(blk.Info.MinTs, blk.Info.MaxTs)
 	}
 }
 
@@ -685,7 +705,7 @@ func verifySegment(ctx context.Context, b *blob.Bucket, ob listed, cut uint64, c
 			if ctx.Err() != nil {
 				return rep
 			}
-			rep.addErr(ob.Key, err)
+			rep.addErr(ob.Key, sealedBlockDamage(err, f.Blocks[i]))
 			if !segment.IsCorrupt(err) {
 				return rep // an I/O error: the rest would fail the same way
 			}
@@ -725,8 +745,9 @@ func verifyActive(ctx context.Context, b *blob.Bucket, src *Source, c *segChecke
 		}
 		if err != nil {
 			// A scanner cannot resynchronise after damage that is not a
-			// torn tail: what follows is reported as part of this error.
-			rep.addErr(src.Key, err)
+			// torn tail: what follows is reported as part of this error,
+			// with the ts range the blocks around the damage bound.
+			rep.addErr(src.Key, activeBlockDamage(ctx, b, src.Key, src.Size, sc.Blocks(), err))
 			return
 		}
 		c.block(blk)

@@ -11,6 +11,8 @@
 #   PG sink     PostgreSQL from Debian (postgresql)        apt, unless found in
 #               PATH or /usr/lib/postgresql/*/bin; as root it runs as the
 #               postgres user (it refuses root)
+#   jq          jq from Debian, not a server: emulators_tools   apt, unless in PATH
+#               (a test runs it on redokit's --json)
 #
 # Use from a script (this is what scripts/test.sh does):
 #
@@ -176,6 +178,7 @@ _emu_apt_install() {
 		case $n in
 		mariadb) _emu_mariadbd >/dev/null || pkgs+=(mariadb-server-core mariadb-client-core) ;;
 		postgres) { _emu_pg_bin postgres && _emu_pg_bin initdb && _emu_pg_bin pg_isready; } >/dev/null || pkgs+=(postgresql) ;;
+		jq) command -v jq >/dev/null || pkgs+=(jq) ;;
 		esac
 	done
 	((${#pkgs[@]})) || return 0
@@ -228,6 +231,14 @@ emulators_install() {
 	if [[ -n $apt_pid ]]; then wait "$apt_pid" || rc=1; fi
 	_emu_unlock
 	return $rc
+}
+
+# emulators_tools: install the programs the tests run beside the servers,
+# from Debian's apt like the servers' packages, when missing: jq
+# (TestJSONTsThroughJQ feeds `redokit meta --json` through it, as
+# docs/OPERATIONS.md tells operators to; under CI it fails without it).
+emulators_tools() {
+	_emu_apt_install jq
 }
 
 # --- ports and probes ------------------------------------------------------------
@@ -812,8 +823,11 @@ _emu_main() {
 	install)
 		emulators_install "$@"
 		;;
+	tools)
+		emulators_tools
+		;;
 	*)
-		echo "usage: $0 start [s3] [gcs] [azure] [toxiproxy] [mariadb] [postgres] | stop | env | env-file | install [names...]" >&2
+		echo "usage: $0 start [s3] [gcs] [azure] [toxiproxy] [mariadb] [postgres] | stop | env | env-file | install [names...] | tools" >&2
 		echo "       or: source $0; emulators_start [names...]; trap emulators_stop EXIT" >&2
 		return 2
 		;;

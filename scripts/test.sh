@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The one test command: static checks, the local servers the tests talk to
-# (scripts/emulators.sh: S3, GCS, Azure, toxiproxy, MariaDB, PostgreSQL),
-# every test under the race detector, and a bounded run of every fuzz target.
+# (scripts/emulators.sh: S3, GCS, Azure, toxiproxy, MariaDB, PostgreSQL; and
+# jq, which a test runs), every test under the race detector, and a bounded
+# run of every fuzz target.
 #
 #   scripts/test.sh                 everything (what CI runs)
-#   REDOKIT_NO_EMULATORS=1 ...      skip starting servers (tests that need one
-#                                   skip with a reason; under CI=true they fail)
+#   REDOKIT_NO_EMULATORS=1 ...      skip starting servers and installing jq (tests
+#                                   that need one skip with a reason; under CI
+#                                   they fail)
 #   REDOKIT_FUZZTIME=30s ...        longer fuzzing per target (default 8s)
 #   REDOKIT_CRASH_TRIALS=500 ...    more SIGKILL crash trials (default 50)
 #   REDOKIT_CRASH_GC_TRIALS=1000 .. SIGKILL trials with a coordinator, GC and a
@@ -57,6 +59,9 @@ if [ "${REDOKIT_NO_EMULATORS:-}" != "1" ] && [ -f scripts/emulators.sh ]; then
   source scripts/emulators.sh
   trap emulators_stop EXIT
   emulators_start
+  # jq, which a test runs on redokit's --json (apt, like MariaDB's and
+  # PostgreSQL's packages, once their apt run is over).
+  emulators_tools
 fi
 
 export REDOKIT_CRASH_TRIALS="${REDOKIT_CRASH_TRIALS:-50}"

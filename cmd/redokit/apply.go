@@ -21,12 +21,13 @@ import (
 	"github.com/redokit/redokit/reader"
 )
 
-// applySummary is what apply prints.
+// applySummary is what apply prints. Its ts are JSON strings (see
+// jsonts.go).
 type applySummary struct {
 	Log          string  `json:"log"`
 	Sink         string  `json:"sink"` // password redacted
-	StartTs      uint64  `json:"start_ts"`
-	EndTs        uint64  `json:"end_ts"`
+	StartTs      uint64  `json:"start_ts,string"`
+	EndTs        uint64  `json:"end_ts,string"`
 	Events       int64   `json:"events"`
 	Rows         int64   `json:"rows"`
 	DDLs         int64   `json:"ddls"`
@@ -70,12 +71,12 @@ type appliedJSON struct {
 type appliedTable struct {
 	Schema   string `json:"schema"`
 	Table    string `json:"table"`
-	CommitTs uint64 `json:"commit_ts"`
+	CommitTs uint64 `json:"commit_ts,string"`
 }
 
 // appliedDDL: every DDL below commit_ts is applied, and the first count at it.
 type appliedDDL struct {
-	CommitTs uint64 `json:"commit_ts"`
+	CommitTs uint64 `json:"commit_ts,string"`
 	Count    int    `json:"count"`
 }
 
@@ -215,7 +216,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		sum.Seconds = time.Since(started).Seconds()
 	}
 	if err != nil {
-		err = fmt.Errorf("apply log %s (%d, %d] to %s: %w", a.logID, start, end, apply.Redact(sinkURI), err)
+		err = damageHint(fmt.Errorf("apply log %s (%d, %d] to %s: %w", a.logID, start, end, apply.Redact(sinkURI), err))
 		sum.Error = err.Error()
 		return sum, err
 	}

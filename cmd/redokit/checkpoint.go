@@ -48,7 +48,8 @@ already deleted do not come back, and a replay that needs them fails.
 It shows the move and asks first (or needs --yes when stdin is not a
 terminal).`,
 		Example: `  redokit checkpoint set --storage /var/redo --log cf1 455000000000000000
-  redokit checkpoint set --storage s3://bucket/redo --log cf1 2025-01-01T12:00:00Z --yes`,
+  redokit checkpoint set --storage s3://bucket/redo --log cf1 2025-01-01T12:00:00Z --yes
+  redokit checkpoint set --storage /var/redo --log cf1 --yes "$(redokit meta --storage /var/redo --log cf1 --json | jq -r .resolved_ts)"`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -118,9 +119,9 @@ func (a *app) printCheckpoint(from, to, resolved uint64, moved bool) error {
 	if a.jsonOut {
 		return a.printJSON(struct {
 			Log        string `json:"log"`
-			From       uint64 `json:"from"`
-			To         uint64 `json:"checkpoint_ts"`
-			ResolvedTs uint64 `json:"resolved_ts"`
+			From       uint64 `json:"from,string"`
+			To         uint64 `json:"checkpoint_ts,string"`
+			ResolvedTs uint64 `json:"resolved_ts,string"`
 			Moved      bool   `json:"moved"`
 		}{a.logID, from, to, resolved, moved})
 	}

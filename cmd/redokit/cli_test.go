@@ -85,13 +85,13 @@ func TestGenMetaLsDumpVerify(t *testing.T) {
 		t.Fatalf("meta wrote to stderr (a progress bar off a terminal?):\n%s", r)
 	}
 	var info struct {
-		CheckpointTs uint64 `json:"checkpoint_ts"`
-		ResolvedTs   uint64 `json:"resolved_ts"`
+		CheckpointTs uint64 `json:"checkpoint_ts,string"`
+		ResolvedTs   uint64 `json:"resolved_ts,string"`
 		Writers      []struct {
 			Writer    string `json:"writer"`
 			Live      bool   `json:"live"`
 			Epoch     uint64 `json:"epoch"`
-			FlushedTs uint64 `json:"flushed_ts"`
+			FlushedTs uint64 `json:"flushed_ts,string"`
 		} `json:"writers"`
 	}
 	r = cli(t, "meta", "--storage", dir, "--log", "cf1", "--json")
@@ -140,7 +140,7 @@ func TestGenMetaLsDumpVerify(t *testing.T) {
 	ops := map[string]int{}
 	for _, l := range lines {
 		var ev struct {
-			CommitTs uint64         `json:"commit_ts"`
+			CommitTs uint64         `json:"commit_ts,string"`
 			Op       string         `json:"op"`
 			Table    string         `json:"table"`
 			Columns  map[string]any `json:"columns"`
@@ -183,8 +183,8 @@ func TestRangeFlags(t *testing.T) {
 	r := cli(t, "meta", "--storage", store, "--log", "r", "--json")
 	wantCode(t, r, 0)
 	var m struct {
-		CheckpointTs uint64 `json:"checkpoint_ts"`
-		ResolvedTs   uint64 `json:"resolved_ts"`
+		CheckpointTs uint64 `json:"checkpoint_ts,string"`
+		ResolvedTs   uint64 `json:"resolved_ts,string"`
 	}
 	decodeJSON(t, r.stdout, &m)
 	sink := "sqlite://" + filepath.Join(t.TempDir(), "r.db")

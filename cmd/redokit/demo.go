@@ -27,8 +27,8 @@ type demoReport struct {
 	Txns     int64  `json:"transactions"`
 	Rows     int64  `json:"rows"`
 	DDLs     int64  `json:"ddls"`
-	LastTs   uint64 `json:"last_commit_ts"`
-	Resolved uint64 `json:"global_resolved_ts"`
+	LastTs   uint64 `json:"last_commit_ts,string"` // ts are JSON strings (see jsonts.go)
+	Resolved uint64 `json:"global_resolved_ts,string"`
 
 	Written      writeTotals `json:"written"`
 	WriteSeconds float64     `json:"write_seconds"`
@@ -37,7 +37,7 @@ type demoReport struct {
 
 	SinkApply    *applySummary `json:"sink_apply"` // the downstream during normal operation, up to the checkpoint
 	SinkAhead    *applySummary `json:"sink_ahead"` // the downstream past the checkpoint before the disaster
-	Checkpoint   uint64        `json:"checkpoint_ts"`
+	Checkpoint   uint64        `json:"checkpoint_ts,string"`
 	GC           *gcSummary    `json:"gc"`
 	Failover     *failover     `json:"failover"`
 	Recovery     *applySummary `json:"recovery"` // the replay after the disaster

@@ -161,8 +161,11 @@ failover) dropped.
 Each line has commit_ts, start_ts, op (insert, update, delete or ddl), table,
 physical_id and segment (the object it came from); rows have "columns" (the
 post image) and "old" (the pre image) as objects in column order; DDLs have
-ddl_type, query and tables. Values are JSON numbers, strings or null; binary
-values are base64; decimals, dates, times and JSON documents are strings.`,
+ddl_type, query and tables. commit_ts and start_ts are strings of digits, as
+every ts in redokit's JSON: a TSO is above 2^53, which a JSON number read as a
+double (jq, JavaScript) rounds. Values are JSON numbers, strings or null;
+binary values are base64; decimals, dates, times and JSON documents are
+strings.`,
 		Example: `  redokit dump --storage file:///var/redo --log cf1 --table shop.orders | jq .columns
   redokit dump --storage s3://bucket/redo --log cf1 --start-ts 0 --end-ts 455000000000000000 --limit 10`,
 		Args:        cobra.NoArgs,
@@ -208,7 +211,7 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 				}
 				if err != nil {
 					_ = out.Flush()
-					return err
+					return damageHint(err)
 				}
 				line = appendEventJSON(line[:0], ev, withTypes)
 				line = append(line, '\n')
@@ -246,10 +249,13 @@ values are base64; decimals, dates, times and JSON documents are strings.`,
 // appendEventJSON appends one event as a JSON object. It is written by hand
 // so that columns keep their order and values keep their kind.
 func appendEventJSON(b []byte, ev *reader.Event, withTypes bool) []byte {
-	b = append(b, `{"commit_ts":`...)
+	// The ts are strings of digits, as in every JSON the CLI prints (see
+	// jsonts.go): a TSO is above what a double holds.
+	b = append(b, `{"commit_ts":"`...)
 	b = strconv.AppendUint(b, ev.CommitTs(), 10)
-	b = append(b, `,"start_ts":`...)
+	b = append(b, `","start_ts":"`...)
 	b = strconv.AppendUint(b, ev.StartTs(), 10)
+	b = append(b, '"')
 	t := ev.TableName()
 	if ev.IsDDL() {
 		b = append(b, `,"op":"ddl"`...)

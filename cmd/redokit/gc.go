@@ -90,7 +90,7 @@ func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
 		}
 		return a.printJSON(struct {
 			Log          string   `json:"log"`
-			CheckpointTs uint64   `json:"checkpoint_ts"`
+			CheckpointTs uint64   `json:"checkpoint_ts,string"`
 			DryRun       bool     `json:"dry_run"`
 			Listed       int      `json:"listed"`
 			Deleted      int      `json:"deleted"`

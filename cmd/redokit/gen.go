@@ -93,8 +93,8 @@ type writeResult struct {
 	Seconds    float64     `json:"seconds"`
 	EventsPerS float64     `json:"events_per_second"`
 	MBPerS     float64     `json:"payload_mb_per_second"`
-	ResolvedTs uint64      `json:"resolved_ts"`
-	LastTs     uint64      `json:"last_commit_ts"`
+	ResolvedTs uint64      `json:"resolved_ts,string"` // ts are JSON strings (see jsonts.go)
+	LastTs     uint64      `json:"last_commit_ts,string"`
 }
 
 func (a *app) genCmd() *cobra.Command {

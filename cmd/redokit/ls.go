@@ -16,8 +16,8 @@ type segInfo struct {
 	Writer   string `json:"writer,omitempty"`
 	Epoch    uint64 `json:"epoch"`
 	Seq      uint64 `json:"seq"`
-	MinTs    uint64 `json:"min_ts"`
-	MaxTs    uint64 `json:"max_ts"`
+	MinTs    uint64 `json:"min_ts,string"` // 0 for an active segment: its name has no range
+	MaxTs    uint64 `json:"max_ts,string"`
 	Size     int64  `json:"size"`
 	Sealed   bool   `json:"sealed"`
 	Fenced   bool   `json:"fenced,omitempty"`   // its writer's fence excludes it: readers ignore it
@@ -152,8 +152,8 @@ type segSum struct {
 	BadNames int    `json:"bad_names"`
 	Bytes    int64  `json:"bytes"`
 	Writers  int    `json:"writers"`
-	MinTs    uint64 `json:"min_ts"`
-	MaxTs    uint64 `json:"max_ts"`
+	MinTs    uint64 `json:"min_ts,string"` // of the sealed segments
+	MaxTs    uint64 `json:"max_ts,string"`
 }
 
 func summarize(segs []segInfo) segSum {

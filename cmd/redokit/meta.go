@@ -57,16 +57,16 @@ to do about it).`,
 
 // writerInfo is one writer as meta shows it.
 type writerInfo struct {
-	WriterID  string       `json:"writer"`
-	Live      bool         `json:"live"`
-	Epoch     uint64       `json:"epoch"`
-	FlushedTs uint64       `json:"flushed_ts"`
-	Seq       uint64       `json:"seq"`
-	HasSeq    bool         `json:"has_seq"`
-	Fences    []meta.Fence `json:"fences,omitempty"`
-	Spans     int          `json:"spans,omitempty"`
-	Owner     string       `json:"owner,omitempty"`
-	Updated   time.Time    `json:"updated"`
+	WriterID  string      `json:"writer"`
+	Live      bool        `json:"live"`
+	Epoch     uint64      `json:"epoch"`
+	FlushedTs uint64      `json:"flushed_ts,string"`
+	Seq       uint64      `json:"seq"`
+	HasSeq    bool        `json:"has_seq"`
+	Fences    []fenceJSON `json:"fences,omitempty"`
+	Spans     int         `json:"spans,omitempty"`
+	Owner     string      `json:"owner,omitempty"`
+	Updated   time.Time   `json:"updated"`
 	// AgeSeconds is how long ago the state object was written (now −
 	// Updated); Stale: longer ago than --stale-after (or no state object).
 	AgeSeconds float64 `json:"age_seconds"`
@@ -77,15 +77,15 @@ type writerInfo struct {
 	NoState bool `json:"no_state,omitempty"`
 }
 
-// logInfo is what meta prints.
+// logInfo is what meta prints. Its ts are JSON strings (see jsonts.go).
 type logInfo struct {
-	LogID        string                 `json:"log"`
-	Storage      string                 `json:"storage"`
-	CheckpointTs uint64                 `json:"checkpoint_ts"`
-	ResolvedTs   uint64                 `json:"resolved_ts"`
-	Updated      time.Time              `json:"updated"`
-	Spans        map[meta.SpanID]uint64 `json:"spans,omitempty"`
-	Barriers     []meta.Barrier         `json:"barriers,omitempty"`
+	LogID        string        `json:"log"`
+	Storage      string        `json:"storage"`
+	CheckpointTs uint64        `json:"checkpoint_ts,string"`
+	ResolvedTs   uint64        `json:"resolved_ts,string"`
+	Updated      time.Time     `json:"updated"`
+	Spans        spanTs        `json:"spans,omitempty"`
+	Barriers     []barrierJSON `json:"barriers,omitempty"`
 	// StaleAfterSeconds is the --stale-after threshold of the writers' Stale.
 	StaleAfterSeconds float64      `json:"stale_after_seconds"`
 	Writers           []writerInfo `json:"writers"`
@@ -150,7 +150,7 @@ func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket, staleAfter time.D
 	m := st.Meta
 	info := &logInfo{
 		LogID: m.LogID, Storage: a.storageShown(), CheckpointTs: m.CheckpointTs, ResolvedTs: m.ResolvedTs,
-		Updated: m.Updated, Spans: m.Spans, Barriers: m.Barriers, m: m, states: map[string]*meta.WriterState{},
+		Updated: m.Updated, Spans: spanTs(m.Spans), Barriers: barriersJSON(m.Barriers), m: m, states: map[string]*meta.WriterState{},
 		StaleAfterSeconds: staleAfter.Seconds(),
 	}
 	now := time.Now()
@@ -159,7 +159,7 @@ func (a *app) readLogInfo(ctx context.Context, b *blob.Bucket, staleAfter time.D
 		if s := ws.State; s != nil {
 			info.states[ws.ID] = s
 			w.Epoch, w.FlushedTs, w.Seq, w.HasSeq = s.Epoch, s.FlushedTs, s.Seq, s.HasSeq
-			w.Fences, w.Spans, w.Owner, w.Updated = s.Fences, len(s.Spans), s.Owner, s.Updated
+			w.Fences, w.Spans, w.Owner, w.Updated = fencesJSON(s.Fences), len(s.Spans), s.Owner, s.Updated
 			age := now.Sub(s.Updated)
 			w.AgeSeconds, w.Stale = age.Seconds(), age > staleAfter
 		} else {
@@ -242,7 +242,7 @@ func ageString(seconds float64) string {
 
 // fencesString shows fences as "e1≤7 e2≤9": epoch 1's segments above seq 7
 // were written after it was fenced.
-func fencesString(fs []meta.Fence) string {
+func fencesString(fs []fenceJSON) string {
 	if len(fs) == 0 {
 		return "-"
 	}

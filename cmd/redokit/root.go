@@ -170,7 +170,10 @@ into the downstream after a disaster.
 Every command takes --storage URI (file:///dir or a plain path, s3://bucket/prefix,
 gs://bucket, azblob://container, mem://, gocloud+SCHEME://...) and --log ID
 (REDOKIT_STORAGE and REDOKIT_LOG set their defaults), and --json for
-machine-readable output.
+machine-readable output, where every commit ts is a string of digits
+("resolved_ts": "463000000000000777"): a TSO is above 2^53, which a JSON
+number read as a double (jq, JavaScript) rounds. 'jq -r .resolved_ts' prints
+it as every ts argument takes it.
 
 Start with 'redokit demo': it writes a log with several writers, fails one
 over, collects garbage, replays the log into SQLite and verifies the result.
@@ -190,7 +193,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.storage, "storage", "", "storage URI of the log's bucket, or a local directory (env REDOKIT_STORAGE)")
 	pf.StringVar(&a.logID, "log", "", "log (changefeed) ID (env REDOKIT_LOG)")
-	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
+	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output (commit ts as strings of digits)")
 	pf.BoolVar(&a.noProgress, "no-progress", false, "never show progress bars (they only show on a terminal anyway)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log what the library does, to stderr")
 

@@ -127,8 +127,8 @@ func TestCheckpointSet(t *testing.T) {
 	dir := t.TempDir()
 	genLog(t, dir, "cp")
 	var info struct {
-		CheckpointTs uint64 `json:"checkpoint_ts"`
-		ResolvedTs   uint64 `json:"resolved_ts"`
+		CheckpointTs uint64 `json:"checkpoint_ts,string"`
+		ResolvedTs   uint64 `json:"resolved_ts,string"`
 	}
 	r := cli(t, "meta", "--storage", dir, "--log", "cp", "--json")
 	wantCode(t, r, 0)
@@ -191,8 +191,8 @@ func TestCheckpointSet(t *testing.T) {
 	r = set(back, "--yes", "--force", "--json")
 	wantCode(t, r, 0)
 	var out struct {
-		From  uint64 `json:"from"`
-		To    uint64 `json:"checkpoint_ts"`
+		From  uint64 `json:"from,string"`
+		To    uint64 `json:"checkpoint_ts,string"`
 		Moved bool   `json:"moved"`
 	}
 	decodeJSON(t, r.stdout, &out)
@@ -261,8 +261,8 @@ func TestProgressBars(t *testing.T) {
 	genLog(t, store, "p", "--rows", "20000")
 	r := cli(t, "meta", "--storage", store, "--log", "p", "--json")
 	var info struct {
-		CheckpointTs uint64 `json:"checkpoint_ts"`
-		ResolvedTs   uint64 `json:"resolved_ts"`
+		CheckpointTs uint64 `json:"checkpoint_ts,string"`
+		ResolvedTs   uint64 `json:"resolved_ts,string"`
 	}
 	decodeJSON(t, r.stdout, &info)
 	span := fmt.Sprint(info.ResolvedTs - info.CheckpointTs)

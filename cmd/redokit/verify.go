@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/reader"
+	"github.com/redokit/redokit/segment"
 )
 
 // problemJSON is a reader.Problem as verify prints it.
@@ -26,6 +28,13 @@ type problemJSON struct {
 	Key      string `json:"key"`
 	Offset   int64  `json:"offset"` // -1: the problem has no position
 	Detail   string `json:"detail"`
+	// MinTs and MaxTs bound the commit ts a damaged block held (see
+	// reader.Problem), as strings (jsonts.go); each is left out when nothing
+	// bounds the block on its side, and both when the problem is not a
+	// damaged block. A replay whose --end-ts is below min_ts does not read
+	// the block.
+	MinTs string `json:"min_ts,omitempty"`
+	MaxTs string `json:"max_ts,omitempty"`
 }
 
 func (a *app) verifyCmd() *cobra.Command {
@@ -39,9 +48,12 @@ name. It then checks the meta object and the writer states against each other
 and against the segments (checkpoint at or below the resolved ts, a state for
 every live writer, no segment from an epoch its writer never reached).
 
-Every problem is listed with its object and byte offset. The exit code is 1 if
-any problem is an error; informational findings (a torn tail of an active
-segment, a zombie's segment a fence excludes) do not fail it.`,
+Every problem is listed with its object and byte offset; a damaged block also
+with the commit-ts range it held (a sealed segment's footer index gives it; in
+an active segment the blocks around it bound it): a replay whose --end-ts is
+below that range does not read the block (--json: min_ts and max_ts). The exit
+code is 1 if any problem is an error; informational findings (a torn tail of an
+active segment, a zombie's segment a fence excludes) do not fail it.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: a.onBucket(func(cmd *cobra.Command, b *blob.Bucket) error {
@@ -159,11 +171,18 @@ func (h *countHandler) WithGroup(name string) slog.Handler {
 func verifyJSON(rep *reader.Report) any {
 	probs := make([]problemJSON, 0, len(rep.Problems))
 	for _, p := range rep.Problems {
-		probs = append(probs, problemJSON{Severity: p.Severity.String(), Kind: string(p.Kind), Key: p.Key, Offset: p.Offset, Detail: p.Detail})
+		pj := problemJSON{Severity: p.Severity.String(), Kind: string(p.Kind), Key: p.Key, Offset: p.Offset, Detail: p.Detail}
+		if p.HasTs && p.MinTs > 0 {
+			pj.MinTs = strconv.FormatUint(p.MinTs, 10)
+		}
+		if p.HasTs && p.MaxTs < math.MaxUint64 {
+			pj.MaxTs = strconv.FormatUint(p.MaxTs, 10)
+		}
+		probs = append(probs, pj)
 	}
 	return struct {
 		Log        string        `json:"log"`
-		ChainsFrom uint64        `json:"chains_from"`
+		ChainsFrom uint64        `json:"chains_from,string"`
 		OK         bool          `json:"ok"`
 		Errors     int           `json:"errors"`
 		Objects    int           `json:"objects"`
@@ -175,8 +194,8 @@ func verifyJSON(rep *reader.Report) any {
 		Events     int64         `json:"events"`
 		Rows       int64         `json:"rows"`
 		DDLs       int64         `json:"ddls"`
-		MinTs      uint64        `json:"min_ts"`
-		MaxTs      uint64        `json:"max_ts"`
+		MinTs      uint64        `json:"min_ts,string"`
+		MaxTs      uint64        `json:"max_ts,string"`
 		Problems   []problemJSON `json:"problems"`
 	}{rep.LogID, rep.ChainsFrom, rep.OK(), len(rep.Errors()), rep.Objects, rep.Bytes, rep.Sealed, rep.Active, rep.Ignored,
 		rep.Blocks, rep.Events, rep.Rows, rep.DDLs, rep.MinTs, rep.MaxTs, probs}
@@ -218,4 +237,13 @@ func (a *app) printVerify(rep *reader.Report) {
 		return
 	}
 	fmt.Fprintf(a.stdout, "FAILED: %d errors, %d informational findings\n", errs, len(rep.Problems)-errs)
+}
+
+// damageHint points a read that met damaged bytes (a corrupt block names
+// its key, offset and commit-ts range) at the runbook.
+func damageHint(err error) error {
+	if err == nil || !segment.IsCorrupt(err) {
+		return err
+	}
+	return fmt.Errorf("%w (a replay whose --end-ts is below the damaged range does not read it; 'redokit verify' lists every damaged block; docs/OPERATIONS.md, \"A damaged block\")", err)
 }

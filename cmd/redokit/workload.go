@@ -207,14 +207,14 @@ func (p *pipeline) flushAll(ctx context.Context) (uint64, error) {
 
 // failover records what happened to a killed writer.
 type failover struct {
-	Writer        string       `json:"writer"`
-	OldEpoch      uint64       `json:"old_epoch"`
-	NewEpoch      uint64       `json:"new_epoch"`
-	FlushedBefore uint64       `json:"flushed_ts_before"` // the dead writer's durable flushed ts (as its successor found it in its segments)
-	RestartTs     uint64       `json:"restart_ts"`        // where the replacement restarted its spans (the checkpoint)
-	Rewritten     int64        `json:"rewritten_events"`  // events the replacement wrote again from the restart ts
-	Lost          int64        `json:"lost_events"`       // accepted by the dead writer, never made durable
-	Fences        []meta.Fence `json:"fences"`            // the fences of the writer ID after the takeover
+	Writer        string      `json:"writer"`
+	OldEpoch      uint64      `json:"old_epoch"`
+	NewEpoch      uint64      `json:"new_epoch"`
+	FlushedBefore uint64      `json:"flushed_ts_before,string"` // the dead writer's durable flushed ts (as its successor found it in its segments)
+	RestartTs     uint64      `json:"restart_ts,string"`        // where the replacement restarted its spans (the checkpoint)
+	Rewritten     int64       `json:"rewritten_events"`         // events the replacement wrote again from the restart ts
+	Lost          int64       `json:"lost_events"`              // accepted by the dead writer, never made durable
+	Fences        []fenceJSON `json:"fences"`                   // the fences of the writer ID after the takeover
 }
 
 // killAndReplace kills writer victim the way a crash does (its unflushed
@@ -253,7 +253,7 @@ func (p *pipeline) killAndReplace(ctx context.Context, victim int, restartTs uin
 	fo.NewEpoch = w.Epoch()
 	s.w, s.spans = w, map[uint64]bool{}
 	if ws, _, err := meta.ReadWriterState(ctx, p.b, p.logID, s.id); err == nil {
-		fo.Fences = ws.Fences
+		fo.Fences = fencesJSON(ws.Fences)
 		// The new epoch starts at the old one's durable progress, read
 		// from its segments: with lazy publication that may be past what
 		// its state object said when it died.

@@ -67,7 +67,7 @@ object counts it as live (the global resolved ts waits for live writers).`,
 			if a.jsonOut {
 				return a.printJSON(struct {
 					Log               string       `json:"log"`
-					ResolvedTs        uint64       `json:"resolved_ts"`
+					ResolvedTs        uint64       `json:"resolved_ts,string"`
 					StaleAfterSeconds float64      `json:"stale_after_seconds"`
 					Writers           []writerInfo `json:"writers"`
 				}{info.LogID, info.ResolvedTs, info.StaleAfterSeconds, orEmpty(info.Writers)})
@@ -102,15 +102,15 @@ func orEmpty(ws []writerInfo) []writerInfo {
 
 // fenceResult is what fence (and rm) did to a writer's state.
 type fenceResult struct {
-	Log             string      `json:"log"`
-	Writer          string      `json:"writer"`
-	Key             string      `json:"key"`
-	EpochBefore     uint64      `json:"epoch_before"`
-	FlushedTsBefore uint64      `json:"flushed_ts_before"`
-	Epoch           uint64      `json:"epoch"`
-	FlushedTs       uint64      `json:"flushed_ts"`
-	Fence           *meta.Fence `json:"fence,omitempty"`
-	Removed         bool        `json:"removed,omitempty"`
+	Log             string     `json:"log"`
+	Writer          string     `json:"writer"`
+	Key             string     `json:"key"`
+	EpochBefore     uint64     `json:"epoch_before"`
+	FlushedTsBefore uint64     `json:"flushed_ts_before,string"`
+	Epoch           uint64     `json:"epoch"`
+	FlushedTs       uint64     `json:"flushed_ts,string"`
+	Fence           *fenceJSON `json:"fence,omitempty"`
+	Removed         bool       `json:"removed,omitempty"`
 }
 
 // writerState reads writer id's state object; a missing one is an error
@@ -141,9 +141,10 @@ func (a *app) fence(ctx context.Context, b *blob.Bucket, id string, before *meta
 	}
 	res := &fenceResult{Log: a.logID, Writer: id, Key: key, EpochBefore: before.Epoch, FlushedTsBefore: before.FlushedTs,
 		Epoch: after.Epoch, FlushedTs: after.FlushedTs}
-	for i := range after.Fences {
-		if after.Fences[i].Epoch == before.Epoch {
-			res.Fence = &after.Fences[i]
+	for _, f := range after.Fences {
+		if f.Epoch == before.Epoch {
+			fj := newFenceJSON(f)
+			res.Fence = &fj
 		}
 	}
 	return res, nil

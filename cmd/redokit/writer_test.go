@@ -63,13 +63,13 @@ type writerJSON struct {
 	Writer     string  `json:"writer"`
 	Live       bool    `json:"live"`
 	Epoch      uint64  `json:"epoch"`
-	FlushedTs  uint64  `json:"flushed_ts"`
+	FlushedTs  uint64  `json:"flushed_ts,string"`
 	AgeSeconds float64 `json:"age_seconds"`
 	Stale      bool    `json:"stale"`
 }
 
 type writersJSON struct {
-	ResolvedTs        uint64       `json:"resolved_ts"`
+	ResolvedTs        uint64       `json:"resolved_ts,string"`
 	StaleAfterSeconds float64      `json:"stale_after_seconds"`
 	Writers           []writerJSON `json:"writers"`
 }
@@ -207,13 +207,13 @@ func TestWriterFence(t *testing.T) {
 	r := cli(t, "writer", "fence", "w1", "--storage", d.store, "--log", "fenced", "--json")
 	wantCode(t, r, 0)
 	var res struct {
-		Writer          string      `json:"writer"`
-		Key             string      `json:"key"`
-		EpochBefore     uint64      `json:"epoch_before"`
-		FlushedTsBefore uint64      `json:"flushed_ts_before"`
-		Epoch           uint64      `json:"epoch"`
-		FlushedTs       uint64      `json:"flushed_ts"`
-		Fence           *meta.Fence `json:"fence"`
+		Writer          string     `json:"writer"`
+		Key             string     `json:"key"`
+		EpochBefore     uint64     `json:"epoch_before"`
+		FlushedTsBefore uint64     `json:"flushed_ts_before,string"`
+		Epoch           uint64     `json:"epoch"`
+		FlushedTs       uint64     `json:"flushed_ts,string"`
+		Fence           *fenceJSON `json:"fence"`
 	}
 	decodeJSON(t, r.stdout, &res)
 	if res.Writer != "w1" || res.Key != d.log.WriterKey("w1") || res.EpochBefore != before.Epoch || res.Epoch != before.Epoch+1 ||
