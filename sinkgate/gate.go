@@ -335,6 +335,11 @@ type Gate struct {
 // res says the log covers and reporting the applied ts to cp. The gate
 // starts with no spans: add them with AddSpan (not w.AddSpan), and drive the
 // writer only through the gate from then on. A nil cp reports nothing.
+//
+// Add the spans before the first Run when cp carries a value for them
+// already (a restarted process reporting under its predecessor's name): a
+// gate with no spans reports the global resolved ts as its applied ts, and
+// whoever folds cp's values may take that one before AddSpan lowers it.
 func New(w Redo, res Resolved, cp Checkpointer, down Downstream, opts *Options) *Gate {
 	var o Options
 	if opts != nil {
@@ -365,8 +370,9 @@ func New(w Redo, res Resolved, cp Checkpointer, down Downstream, opts *Options) 
 // AddSpan adds a span to the writer and the gate at startTs: the downstream
 // holds every event of the span at or below startTs (a new table's creation
 // ts, or the log's checkpoint when the span moves here from another writer).
-// When startTs is below the applied ts the gate last reported, it reports the
-// lower value at once.
+// When startTs is below the gate's applied ts, or below the one it last
+// reported, it reports the lower value at once, after any report under way:
+// the lower value is the last the Checkpointer gets.
 func (g *Gate) AddSpan(ctx context.Context, span meta.SpanID, startTs uint64) error {
 	g.mu.Lock()
 	closed := g.closed
@@ -389,7 +395,14 @@ func (g *Gate) AddSpan(ctx context.Context, span meta.SpanID, startTs uint64) er
 	if behind {
 		g.behind++
 	}
-	lower := g.hasSent && startTs < g.sent
+	// Report again whenever the span lowers the applied ts, not only
+	// below the last value sent: Run may be reporting the value before
+	// it (report reads it, then calls the Checkpointer without mu), and
+	// that report, the first one or one above the last sent, would
+	// otherwise be the last the Checkpointer gets until a release
+	// succeeds, which a dead downstream never lets happen. report takes
+	// cpMu, so this one arrives after it.
+	lower := startTs < g.applied || g.hasSent && startTs < g.sent
 	g.applied = min(g.applied, startTs)
 	g.mu.Unlock()
 	g.rbMu.Unlock()

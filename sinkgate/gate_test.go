@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
 	"github.com/redokit/redokit/testkit/testenv"
 )
@@ -110,6 +113,82 @@ func TestCatchUpBehindG(t *testing.T) {
 	G.Set(110)
 	G.awaitWaiting(t, 111)
 	cp.expect(t, 110, "once the span caught up")
+}
+
+// TestAddSpanDuringReport: a span that joins while the release loop is
+// reporting a higher applied ts lowers the checkpoint after that report, not
+// before it: the lower value is the last one the Checkpointer gets. First
+// with nothing reported yet (a gate with no spans reports G: a restarted
+// capture whose loop ran before its spans were in), then with a report under
+// way above the last one sent. In both, the higher report used to be the
+// last, and nothing corrected it while no release succeeded (the downstream
+// down): a coordinator folding it moved the checkpoint above events the
+// downstream never got, and the recovery from it diverged (examples/pgcdc's
+// drill, rows and a column missing downstream).
+func TestAddSpanDuringReport(t *testing.T) {
+	ctx := context.Background()
+	cp := &heldCP{entered: make(chan uint64), proceed: make(chan struct{})}
+	cp.setHold(true)
+	g, G := newGate(t, 100, cp, &recorder{}, nil)
+	runGate(t, g)
+
+	// addDuring adds span at startTs while a report of want is held in
+	// the Checkpointer, then lets the report go.
+	addDuring := func(want uint64, span meta.SpanID, startTs uint64) {
+		t.Helper()
+		select {
+		case ts := <-cp.entered:
+			if ts != want {
+				t.Fatalf("the release loop reports %d, want %d", ts, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the release loop never reported %d", want)
+		}
+		cp.setHold(false)
+		added := make(chan error, 1)
+		go func() { added <- g.AddSpan(ctx, span, startTs) }()
+		// The span is in (AddSpan may now wait for the report under way).
+		testenv.WaitFor(t, "the span joined", func() bool { return g.Applied() == startTs })
+		cp.proceed <- struct{}{}
+		must(t, <-added)
+		G.awaitWaiting(t, G.get()+1) // the loop's own report is done too
+	}
+
+	addDuring(100, 1, 50) // a gate with no spans reports G
+	cp.expect(t, 50, "after span 1 joined at 50 during the first report")
+
+	must(t, g.AdvanceResolved(1, 200))
+	cp.setHold(true)
+	G.Set(200)
+	addDuring(200, 2, 150) // above the 50 sent, below the 200 under way
+	cp.expect(t, 150, "after span 2 joined at 150 during a report of 200")
+}
+
+// heldCP is a Checkpointer that, while hold is set, tells entered each ts it
+// is called with and waits for proceed before taking it.
+type heldCP struct {
+	cps
+	holdMu  sync.Mutex
+	hold    bool
+	entered chan uint64
+	proceed chan struct{}
+}
+
+func (h *heldCP) setHold(v bool) {
+	h.holdMu.Lock()
+	h.hold = v
+	h.holdMu.Unlock()
+}
+
+func (h *heldCP) SetCheckpoint(ctx context.Context, ts uint64) error {
+	h.holdMu.Lock()
+	hold := h.hold
+	h.holdMu.Unlock()
+	if hold {
+		h.entered <- ts
+		<-h.proceed
+	}
+	return h.cps.SetCheckpoint(ctx, ts)
 }
 
 // TestBackpressure: held bytes are bounded; a Write past the bound waits for

@@ -48,6 +48,12 @@ func (f *fakeG) Set(g uint64) {
 	f.changed = make(chan struct{})
 }
 
+func (f *fakeG) get() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.g
+}
+
 func (f *fakeG) WaitResolved(ctx context.Context, ts uint64) (uint64, error) {
 	f.mu.Lock()
 	f.waiting[ts]++
