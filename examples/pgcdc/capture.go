@@ -210,23 +210,7 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	watcher := lg.Watcher(cfg.Tick)
 	c.gate = sinkgate.New(w, watcher, cp, down, &sinkgate.Options{MaxHeldBytes: 512 << 20, Logger: cfg.Logger, Log: lg})
 	gctx, stopGate := context.WithCancel(ctx)
-	gateDone := make(chan struct{})
-	go func() {
-		defer close(gateDone)
-		for {
-			err := c.gate.Run(gctx)
-			if err == nil || gctx.Err() != nil || errors.Is(err, sinkgate.ErrClosed) {
-				return
-			}
-			// The batch stays held; the log keeps growing meanwhile.
-			c.logger.Warn("downstream failed; retrying", "writer", c.id, "err", apply.Redact(err.Error()))
-			select {
-			case <-gctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
+	var gateDone <-chan struct{}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -234,9 +218,22 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 			err = cerr
 		}
 		stopGate()
-		<-gateDone
+		if gateDone != nil {
+			<-gateDone
+		}
 	}()
-	if err := c.replay(ctx, lg); err != nil {
+	m, err := waitMeta(ctx, lg, cfg.Tick, c.logger)
+	if err != nil {
+		return err
+	}
+	// The owned spans restart at the log's checkpoint, where the
+	// downstream is known to hold everything (see replay).
+	from := min(m.CheckpointTs, c.start)
+	c.resolved = from
+	if gateDone, err = startGate(gctx, c.gate, spans.owned(idx), from, 500*time.Millisecond, c.logger, c.id); err != nil {
+		return err
+	}
+	if err := c.replay(ctx, lg, from); err != nil {
 		return err
 	}
 
@@ -346,24 +343,77 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	}
 }
 
-// replay adds the owned spans to the gate at the log's checkpoint, where
-// the downstream is known to hold everything, and hands the gate what the
-// log holds of them above it, up to the slot's confirmed LSN: the slot sends
+// startGate adds spans to the gate g at from, and only then starts its
+// release loop in the background, which retries a failed downstream every
+// retry until ctx ends; the channel returned is closed once the loop has
+// stopped.
+//
+// The order is what keeps the checkpoint behind the downstream. A gate with
+// no spans reports the global resolved ts G as its applied ts, and the
+// checkpoint file it reports to is its writer's: a restarted capture's loop
+// run before its spans were in would overwrite the dead process's applied ts
+// with G, and the coordinator (the checkpoint never moves back) could fold it
+// before AddSpan lowered it. While the downstream is down nothing corrects
+// it, and the recovery, which replays (checkpoint, resolved], would skip what
+// the dead process logged but never got downstream.
+func startGate(ctx context.Context, g *sinkgate.Gate, spans []meta.SpanID, from uint64, retry time.Duration, logger *slog.Logger, id string) (<-chan struct{}, error) {
+	for _, s := range spans {
+		if err := g.AddSpan(ctx, s, from); err != nil {
+			return nil, err
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			err := g.Run(ctx)
+			if err == nil || ctx.Err() != nil || errors.Is(err, sinkgate.ErrClosed) {
+				return
+			}
+			// The batch stays held; the log keeps growing meanwhile.
+			logger.Warn("downstream failed; retrying", "writer", id, "err", apply.Redact(err.Error()))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
+		}
+	}()
+	return done, nil
+}
+
+// waitMeta reads the log's meta object, waiting while there is none yet: the
+// coordinator creates it, and a capture may start first (-role all runs them
+// at once, and so may a deployment's processes).
+func waitMeta(ctx context.Context, lg *redokit.Log, tick time.Duration, logger *slog.Logger) (*meta.Meta, error) {
+	warned := false
+	for {
+		m, err := lg.Meta(ctx)
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, redokit.ErrNoLog) {
+			return nil, fmt.Errorf("read the log's meta object: %w", err)
+		}
+		if !warned {
+			logger.Info("waiting for the coordinator to create the log", "log", lg.ID(), "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the log's meta object: %w", err)
+		case <-time.After(tick):
+		}
+	}
+}
+
+// replay hands the gate what the log holds of the owned spans above from
+// (the log's checkpoint, where startGate added them: the downstream is known
+// to hold everything there), up to the slot's confirmed LSN: the slot sends
 // nothing below that again, and a dead predecessor's downstream may have
 // applied less than it logged (the downstream may have been down). The
 // events go to the log again too, as copies the reader drops.
-func (c *capturer) replay(ctx context.Context, lg *redokit.Log) error {
-	m, err := lg.Meta(ctx)
-	if err != nil {
-		return fmt.Errorf("read the log's meta object: %w", err)
-	}
-	from := min(m.CheckpointTs, c.start)
-	c.resolved = from
-	for s := range c.own {
-		if err := c.gate.AddSpan(ctx, s, from); err != nil {
-			return err
-		}
-	}
+func (c *capturer) replay(ctx context.Context, lg *redokit.Log, from uint64) error {
 	if from >= c.start {
 		return nil
 	}
