@@ -47,18 +47,28 @@
 // rare in a log. The rows at a DDL's commit ts come before it (the source's
 // order), so they are committed before it runs.
 //
-// Within one commit ts of one table the SQL sinks apply every delete (of a
-// deleted row, and of the old image of an update that changes the row's
-// key) before every upsert (of an inserted row, and the new image of an
-// update). The row changes of one commit ts are one upstream transaction's
-// final state of each row (TiDB and TiCDC emit at most one change per row key
-// per transaction), so this order is right whatever order they arrive in,
-// and it is the only safe one when a transaction moves a row onto a key
-// another row left. When every key of a batch compares exactly by its bytes
-// (integers, dates and times, binary strings, strings of a _bin collation),
-// the batch is reduced further to the last change of each key — deletes,
-// then upserts — which gives the same rows in a few large statements; a key
-// of a case-insensitive or unknown collation keeps the per-commit-ts order.
+// Within one commit ts of one table the SQL sinks apply the net effect of
+// its row changes on each row, every delete before every upsert. The row
+// changes of one commit ts are one upstream transaction, in one of two
+// shapes the log does not label: each row's final state, at most one change
+// per row in no meaningful order (TiDB and TiCDC: `UPDATE t SET k = 3 - k`
+// is update 1→2 and update 2→1, each pre image the row before the
+// transaction), or each statement's change in the order it ran (a binlog,
+// PostgreSQL's logical decoding: a row may change several times, a swap
+// goes through a spare key, a row is inserted and deleted again). A pre
+// image that is exactly the image an earlier change of the same commit ts
+// wrote at its key is that row changed again, and the two cancel; any other
+// pre image is the row the key held before the commit ts, deleted unless a
+// change writes the key. So each key ends with its last image written,
+// deleted, or untouched, in both shapes, and a transaction that moves a row
+// onto a key another row left needs no order of its own. A table without a
+// key matches a pre image with an identical post image of the commit ts,
+// in either order, as no change. When every key of a batch compares exactly
+// by its bytes (integers, dates and times, binary strings, strings of a
+// _bin collation), the batch is reduced further to the last change of each
+// key — deletes, then upserts — which gives the same rows in a few large
+// statements; a key of a case-insensitive or unknown collation keeps the
+// per-commit-ts order.
 //
 // # Idempotency ("safe mode", always on)
 //
@@ -77,14 +87,24 @@
 //
 // Where the replay overlaps changes already downstream, a new image can meet
 // two rows at once: its key held by one, another unique key by a stale one.
-// MySQL and SQLite then write that statement again as REPLACE (a delete of
-// both rows and an insert) and count its rows (Conflicts.Replaced); with the
-// foreign-key checks off, that delete fires nothing. With
-// SinkOptions.ForeignKeyChecks, and always on PostgreSQL (where a failed
-// statement aborts its transaction), the duplicate-key error stops Run,
-// naming the table, rather than delete a parent row. Deletes that match no
-// row are counted too (Conflicts.DeletesMissed); [ConflictReporter] gives
-// both.
+// Every SQL sink then writes it with REPLACE semantics, deleting the stale
+// row, and counts it (Conflicts.Replaced): MySQL and SQLite with REPLACE and
+// INSERT OR REPLACE, row by row; PostgreSQL, where a failed statement aborts
+// its transaction, runs the statements of a table with another unique key
+// under a savepoint and, when one fails, deletes the rows outside each
+// image's key that hold one of its unique values, then writes it again.
+// With the foreign-key checks off (the default) that delete fires nothing;
+// with SinkOptions.ForeignKeyChecks the duplicate-key error stops Run,
+// naming the table, rather than delete a parent row. A unique value that
+// moves between the rows the log changes is no such conflict, and is not
+// counted: the upserts of a table with another unique key go by units (a
+// reduced batch, or one commit ts), and a unit that changes rows first
+// deletes the rows of every key it writes. Deletes that match no row are
+// counted too (Conflicts.DeletesMissed), and so are rows inserted into a
+// table without a key where the downstream held an identical row that this
+// log's progress does not account for (Conflicts.DuplicatedKeyless, see
+// below); [ConflictReporter] gives them, in all and per table, and
+// Result.SkippedRows counts per table what the progress let Run skip.
 //
 // # Foreign keys
 //
@@ -119,8 +139,20 @@
 // columns, and deletes one row (LIMIT 1, through rowid on SQLite and ctid on
 // PostgreSQL); every update is a delete and an insert. Identical rows of
 // such a table cannot be told apart, so an insert replayed twice is two
-// rows: Run's progress keeps a resumed apply exactly-once for them, and
-// copies that failover wrote are the reader's to drop (it does, by default).
+// rows: Run's progress keeps a resumed apply exactly-once for them (it skips
+// every row change at or below what the progress records), and copies that
+// failover wrote are the reader's to drop (it does, by default). What no
+// progress can tell is a downstream written by something else — its own
+// sink, which ran past the log's checkpoint before the disaster, or an apply
+// that keeps no progress (sinkgate.ApplyTo). So when a SQL sink first
+// writes a table without a key in a Run that found the table holding rows
+// and skipped none of its changes (a replay that starts past what the
+// progress records of it: [RunSkipped]), it checks each statement of
+// inserts against the rows there and counts the inserts that met an
+// identical row (Conflicts.DuplicatedKeyless, per table): the insert is
+// applied, since an identical row may be legitimate, and the report says
+// that the table may now hold such a row twice. The check scans the table
+// once per statement, only in that case.
 //
 // # Progress and resuming
 //

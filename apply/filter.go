@@ -132,13 +132,17 @@ func (f *tableFilter) selectsSchema(schema string) bool {
 //   - every one selected: the DDL passes;
 //   - none selected: it is dropped;
 //   - some of each (a RENAME from a selected table to an unselected one or
-//     back, a DROP TABLE of two tables on both sides): the source yields an
-//     error wrapping [ErrFilterBoundary] naming the DDL, its commit ts and
-//     the tables on each side, and Run stops before it. Applying it would
-//     carry an unselected table into the downstream, dropping it would leave
-//     a selected one behind under its old name: either way the downstream
-//     silently stops matching the filtered upstream. The operator widens or
-//     narrows the filter and runs again.
+//     back, a DROP TABLE of two tables on both sides): the source yields a
+//     [*FilterBoundaryError] (wrapping [ErrFilterBoundary]) naming the DDL,
+//     its commit ts, the tables on each side and the ways on, and Run stops
+//     before it. Applying it would carry an unselected table into the
+//     downstream, dropping it would leave a selected one behind under its
+//     old name: either way the downstream silently stops matching the
+//     filtered upstream. The filter does not follow a rename by itself: a
+//     run that resumes past it with the same patterns would not select the
+//     new name, and a table renamed into the filter brings rows the
+//     downstream never had. The operator ends the apply before the DDL, or
+//     selects the new name of a table renamed out of the filter.
 //
 // A DDL that names no table (CREATE, ALTER or DROP DATABASE) passes when its
 // schema matches the schema part of some include pattern, or there is no
@@ -214,25 +218,18 @@ func (f *tableFilter) keeps(ev *codec.Event) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("apply: table filter: DDL at commit ts %d %q: %w", d.CommitTs, d.Query, err)
 	}
+	var crossing []TableRename
 	for _, r := range renames {
 		from, to := f.selects(r[0]), f.selects(r[1])
 		if from != to {
-			side := func(b bool) string {
-				if b {
-					return "selected"
-				}
-				return "not selected"
-			}
-			return false, fmt.Errorf("apply: %w: DDL at commit ts %d %q renames %s (%s) to %s (%s)",
-				ErrFilterBoundary, d.CommitTs, d.Query, r[0], side(from), r[1], side(to))
+			crossing = append(crossing, TableRename{From: r[0], To: r[1], FromSelected: from})
 		}
 		add(r[0])
 		add(r[1])
 	}
 	switch {
 	case len(in) > 0 && len(out) > 0:
-		return false, fmt.Errorf("apply: %w: DDL at commit ts %d %q touches selected tables %v and tables not selected %v",
-			ErrFilterBoundary, d.CommitTs, d.Query, in, out)
+		return false, &FilterBoundaryError{CommitTs: d.CommitTs, Query: d.Query, Selected: in, NotSelected: out, Renames: crossing}
 	case len(in) > 0:
 		return true, nil
 	case len(out) > 0:
@@ -240,6 +237,107 @@ func (f *tableFilter) keeps(ev *codec.Event) (bool, error) {
 	}
 	return f.selectsSchema(d.Table.Schema), nil
 }
+
+// FilterBoundaryError is the error a FilterTables source yields for a DDL
+// that touches tables the filter selects and tables it does not (it wraps
+// ErrFilterBoundary). Run stops before the DDL, and a run again with the same
+// filter stops there again: the filter cannot say which side the DDL's
+// tables belong on. The ways on are three:
+//
+//   - End the apply just before it (Source events up to CommitTs-1; redokit
+//     apply --end-ts CommitTs-1).
+//   - A RENAME of a selected table to a name the filter does not select:
+//     select the new name too. The rename then passes, the downstream's
+//     table takes the new name, and its rows after the rename follow it.
+//   - A RENAME of a table the filter does not select to a selected name,
+//     and any other DDL on both sides: the downstream lacks the unselected
+//     tables, which the filter left out so far, and the DDL needs them (the
+//     renamed table's rows become the selected table's). Select them only
+//     once the downstream holds them as the log has them at CommitTs-1
+//     (restored there, or applied from where they begin into a fresh
+//     downstream with them selected): a resumed apply skips their rows below
+//     the progress it recorded without them.
+type FilterBoundaryError struct {
+	CommitTs uint64
+	Query    string
+	// Selected and NotSelected are the tables the DDL names, by side.
+	Selected, NotSelected []Table
+	// Renames are the renames of the DDL that cross the boundary.
+	Renames []TableRename
+}
+
+// TableRename is one rename of a DDL: From becomes To.
+type TableRename struct {
+	From, To     Table
+	FromSelected bool // From is selected and To is not; else the other way round
+}
+
+func (e *FilterBoundaryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apply: %v: DDL at commit ts %d %q ", ErrFilterBoundary, e.CommitTs, e.Query)
+	side := func(sel bool) string {
+		if sel {
+			return "selected"
+		}
+		return "not selected"
+	}
+	if len(e.Renames) > 0 {
+		for i, r := range e.Renames {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "renames %s (%s) to %s (%s)", r.From, side(r.FromSelected), r.To, side(!r.FromSelected))
+		}
+	} else {
+		fmt.Fprintf(&b, "touches selected tables %v and tables not selected %v", e.Selected, e.NotSelected)
+	}
+	if e.CommitTs > 0 {
+		fmt.Fprintf(&b, "; to go on, end the apply at commit ts %d, before it", e.CommitTs-1)
+	}
+	if e.Follows() {
+		fmt.Fprintf(&b, ", or select %s too (the rename then carries the table there, and its rows after the rename follow it)", tableList(e.NotSelected))
+	} else {
+		fmt.Fprintf(&b, ", or select %s too once the downstream holds %s as the log has them at commit ts %d (the filter left them out so far, and the DDL needs them)",
+			tableList(e.NotSelected), tableList(e.Needs()), e.CommitTs-1)
+	}
+	return b.String()
+}
+
+func (e *FilterBoundaryError) Unwrap() error { return ErrFilterBoundary }
+
+// Follows reports whether selecting the tables not selected too lets the
+// apply go on as it is: the DDL renames selected tables to unselected names,
+// and needs no table the downstream lacks (Needs).
+func (e *FilterBoundaryError) Follows() bool {
+	return len(e.Renames) > 0 && len(e.Needs()) == 0
+}
+
+// Needs returns the tables not selected that the DDL needs downstream: all
+// of them but the new names of tables it renames out of the filter. The
+// filter left them out so far.
+func (e *FilterBoundaryError) Needs() []Table {
+	var out []Table
+	for _, t := range e.NotSelected {
+		if !slices.ContainsFunc(e.Renames, func(r TableRename) bool { return r.FromSelected && r.To == t }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func tableList(ts []Table) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// DDLRenames returns the (old, new) table pairs a DDL renames: RENAME TABLE
+// a TO b[, c TO d…] and ALTER TABLE a … RENAME [TO|AS] b, unqualified names
+// in the DDL's schema. It fails on a DDL of a rename action whose query does
+// not name the tables it renames.
+func DDLRenames(d *codec.DDL) ([][2]Table, error) { return ddlRenames(d) }
 
 // ddlRenames returns the (old, new) table pairs a DDL's query renames:
 // RENAME TABLE a TO b[, c TO d…] and ALTER TABLE a … RENAME [TO|AS] b.

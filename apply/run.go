@@ -95,10 +95,13 @@ func (o *Options) withDefaults(sink Sink) Options {
 // Result counts what Run did. It is returned with the error too, counting
 // what was done before it.
 type Result struct {
-	Events       int64 // events read from the source
-	Rows         int64 // row changes applied in committed transactions
-	DDLs         int64 // DDLs applied
-	Skipped      int64 // events skipped as already applied (at or below the recorded progress)
+	Events  int64 // events read from the source
+	Rows    int64 // row changes applied in committed transactions
+	DDLs    int64 // DDLs applied
+	Skipped int64 // events skipped as already applied (at or below the recorded progress)
+	// SkippedRows counts the row changes of Skipped per table: those the
+	// downstream's recorded progress says it holds already.
+	SkippedRows  map[Table]int64
 	Transactions int64 // row transactions committed
 	Retries      int64 // transactions and DDLs retried after a transient error
 	Duration     time.Duration
@@ -158,6 +161,7 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	res.Rows = r.rows.Load()
+	res.SkippedRows = r.skips.snapshot()
 	res.Transactions = r.txns.Load()
 	res.Retries += r.retries.Load()
 	// Every worker has stopped: res.Applied is no longer written.
@@ -207,12 +211,59 @@ type runner struct {
 	// appliedMu guards res.Applied, which the workers raise as their
 	// commits succeed.
 	appliedMu sync.Mutex
+
+	skips skipCounts // the row changes skipped per table, shared with the sink (RunSkipped)
+}
+
+// skipCounts counts the row changes Run skipped per table. The loop writes
+// it; a sink reads it through the context of its transactions
+// (RunSkipped).
+type skipCounts struct {
+	mu sync.Mutex
+	n  map[Table]int64
+}
+
+func (s *skipCounts) add(t Table) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[Table]int64{}
+	}
+	s.n[t]++
+}
+
+func (s *skipCounts) snapshot() map[Table]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.n)
+}
+
+type skipKey struct{}
+
+// RunSkipped reports how many row changes of table t the Run whose context
+// ctx is (the context a sink's ApplyRows and ApplyGroup get) has skipped so
+// far as already applied, at or below the progress the sink recorded; ok is
+// false when ctx is no Run's. Run reads a table's changes in commit-ts
+// order and skips those its progress covers before it hands out any other,
+// so a sink that asks when it first writes a table learns whether this
+// replay overlapped what the progress records (a resume: n > 0), or starts
+// past it, where rows the downstream holds beyond the recorded progress
+// were written by something else.
+func RunSkipped(ctx context.Context, t Table) (n int64, ok bool) {
+	s, ok := ctx.Value(skipKey{}).(*skipCounts)
+	if !ok {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[t], true
 }
 
 func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Progress) *runner {
 	cctx, cancel := context.WithCancelCause(ctx)
-	r := &runner{ctx: cctx, cancel: cancel, sink: sink, o: o, res: res, prog: prog,
+	r := &runner{cancel: cancel, sink: sink, o: o, res: res, prog: prog,
 		tables: map[Table]*tableBuf{}, seed: maphash.MakeSeed()}
+	r.ctx = context.WithValue(cctx, skipKey{}, &r.skips)
 	if co, ok := sink.(CommitOrderer); ok && co.NeedsCommitOrder() {
 		r.ordered = true
 	}
@@ -313,6 +364,7 @@ func (r *runner) row(ev *codec.Event) error {
 	// DDL ran (a DDL is a barrier), so it is skipped too.
 	if done, ok := r.prog.Tables[t]; ok && ts <= done || r.prog.DDL.CommitTs > 0 && ts <= r.prog.DDL.CommitTs {
 		r.res.Skipped++
+		r.skips.add(t)
 		return nil
 	}
 	if ev.Row.Op() == codec.OpNone {

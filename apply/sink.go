@@ -1,10 +1,13 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
+	"strings"
 
 	"github.com/redokit/redokit/codec"
 )
@@ -123,16 +126,92 @@ type Tx interface {
 }
 
 // Conflicts counts what an apply found downstream that the log did not lead
-// it to expect: rows the replay overlapped. Both are normal where the
-// downstream ran past the log's checkpoint before the disaster, and a sign
-// of divergence elsewhere.
+// it to expect: rows the replay overlapped. They are normal where the
+// downstream ran past the log's checkpoint before the disaster (its own
+// sink applied changes this replay applies again), and a sign of divergence
+// elsewhere. Tables breaks the counts down by table.
 type Conflicts struct {
-	// Replaced counts rows written by deleting other rows that held one of
-	// their unique keys (see the SQL sinks' upsert).
+	// Replaced counts rows written by deleting another row that held one
+	// of their unique values: a stale row, outside the rows the batch
+	// writes (see the SQL sinks' upsert). Unique values moving between the
+	// rows a transaction changes are no conflict, and not counted.
 	Replaced int64 `json:"replaced"`
 	// DeletesMissed counts deletes (and the old images of updates that
 	// moved a row's key) that matched no row.
 	DeletesMissed int64 `json:"deletes_missed"`
+	// DuplicatedKeyless counts rows inserted into a table without a key
+	// where the downstream already held a row identical to it, written by
+	// something the sink's progress does not account for (the
+	// downstream's own sink, which ran past the checkpoint). Identical
+	// rows of such a table cannot be told apart, so the insert is applied,
+	// and the table may now hold a row twice: this count is how many, at
+	// most (a table without a key may hold identical rows legitimately).
+	DuplicatedKeyless int64 `json:"duplicated_keyless"`
+	// Tables are the counts per table (downstream names), sorted, those
+	// with a count only; with [Conflicts.WithSkipped], also the rows Run
+	// skipped as already applied.
+	Tables []TableConflicts `json:"tables"`
+}
+
+// TableConflicts are the Conflicts of one table, and the rows of it that Run
+// skipped as already applied (Result.SkippedRows; 0 unless
+// [Conflicts.WithSkipped] added them).
+type TableConflicts struct {
+	Schema            string `json:"schema"`
+	Table             string `json:"table"`
+	Skipped           int64  `json:"skipped"`
+	Replaced          int64  `json:"replaced"`
+	DeletesMissed     int64  `json:"deletes_missed"`
+	DuplicatedKeyless int64  `json:"duplicated_keyless"`
+}
+
+// Zero reports whether c counts nothing (the rows skipped aside).
+func (c Conflicts) Zero() bool {
+	return c.Replaced == 0 && c.DeletesMissed == 0 && c.DuplicatedKeyless == 0
+}
+
+// Add adds the counts of table t.
+func (c *Conflicts) Add(t Table, replaced, deletesMissed, duplicatedKeyless int64) {
+	if replaced == 0 && deletesMissed == 0 && duplicatedKeyless == 0 {
+		return
+	}
+	c.Replaced += replaced
+	c.DeletesMissed += deletesMissed
+	c.DuplicatedKeyless += duplicatedKeyless
+	tc := c.table(t)
+	tc.Replaced += replaced
+	tc.DeletesMissed += deletesMissed
+	tc.DuplicatedKeyless += duplicatedKeyless
+}
+
+// table returns the entry of t in c.Tables, added in order if missing.
+func (c *Conflicts) table(t Table) *TableConflicts {
+	i, found := slices.BinarySearchFunc(c.Tables, t, func(tc TableConflicts, t Table) int {
+		return cmp.Or(strings.Compare(tc.Schema, t.Schema), strings.Compare(tc.Table, t.Name))
+	})
+	if !found {
+		c.Tables = slices.Insert(c.Tables, i, TableConflicts{Schema: t.Schema, Table: t.Name})
+	}
+	return &c.Tables[i]
+}
+
+// Clone returns a copy of c that shares nothing with it.
+func (c Conflicts) Clone() Conflicts {
+	c.Tables = slices.Clone(c.Tables)
+	return c
+}
+
+// WithSkipped returns a copy of c with the rows Run skipped per table
+// (Result.SkippedRows) in its Tables: what a replay did per table, in one
+// report.
+func (c Conflicts) WithSkipped(skipped map[Table]int64) Conflicts {
+	c = c.Clone()
+	for t, n := range skipped {
+		if n > 0 {
+			c.table(t).Skipped += n
+		}
+	}
+	return c
 }
 
 // ConflictReporter is implemented by a sink that counts Conflicts over the

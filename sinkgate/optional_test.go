@@ -243,7 +243,7 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 				}
 			}
 			if _, ok := s.(apply.ConflictReporter); ok {
-				if c, ok := w.(apply.ConflictReporter); ok && c.Conflicts() != (apply.Conflicts{Replaced: 7, DeletesMissed: 8}) {
+				if c, ok := w.(apply.ConflictReporter); ok && !reflect.DeepEqual(c.Conflicts(), apply.Conflicts{Replaced: 7, DeletesMissed: 8}) {
 					t.Errorf("%s: Conflicts %+v, want the sink's", name, c.Conflicts())
 				}
 			}

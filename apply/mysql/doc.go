@@ -33,8 +33,14 @@
 // # Statements
 //
 // Tables are named `schema`.`table`, from the log. Row statements are
-// multi-row REPLACE and DELETE … WHERE key IN (…) (or OR-ed key tuples) of up
-// to apply.SinkOptions.MaxStatementRows rows and 4 MiB. A DDL runs as logged,
+// multi-row INSERT … ON DUPLICATE KEY UPDATE and DELETE … WHERE key IN (…)
+// (or OR-ed key tuples) of up to apply.SinkOptions.MaxStatementRows rows and
+// 4 MiB; a row that meets a stale row on another unique key is written
+// again alone with REPLACE (see package apply, "Idempotency"). The unique
+// keys of a table are read from information_schema.STATISTICS (again after
+// each DDL): the rows of a table with another unique key than its key are
+// written by units, the rows of the unit's keys deleted first, so that a
+// unique value moving between rows never meets the row that held it. A DDL runs as logged,
 // on one connection after USE of its schema (not for CREATE/DROP DATABASE),
 // which is then discarded; MySQL commits a DDL implicitly, so its progress
 // row is written just after it. The sink opens as many transactions as Run

@@ -78,12 +78,25 @@
 // therefore go by units — the batch's, or one commit ts's when the batch is
 // not reduced — and a unit holding an update or a row inserted again first
 // deletes the rows of every key it writes, then writes them: the same rows
-// in the end, in one more statement. A unit of new rows alone is written as
-// is. The delete fires no foreign-key action (session_replication_role is
-// replica); with apply.SinkOptions.ForeignKeyChecks a table that a foreign
-// key references is written as is, and a unique value moving inside it
-// fails, naming the statement, rather than cascade. Triggers enabled ALWAYS
-// or REPLICA see a delete and an insert where such a row was updated.
+// in the end, in one more statement (the MySQL and SQLite sinks do the
+// same). A unit of new rows alone is written as is. The delete fires no
+// foreign-key action (session_replication_role is replica); with
+// apply.SinkOptions.ForeignKeyChecks a table that a foreign key references
+// is written as is, and a unique value moving inside it fails, naming the
+// statement, rather than cascade. Triggers enabled ALWAYS or REPLICA see a
+// delete and an insert where such a row was updated.
+//
+// A row that still meets another row on a unique key is a stale one, left
+// by changes the replay overlaps (the downstream ran past the checkpoint).
+// The statements of a table with such a key run under a savepoint (SAVEPOINT
+// and RELEASE, two round trips a statement); when one fails with 23505 the
+// sink rolls back to it, deletes for each of its rows the rows that hold one
+// of its unique values and are not the row of its key, counting the row as
+// replaced (apply.Conflicts.Replaced), and writes the statement again: what
+// MySQL's REPLACE does. A unique index on an expression, or partial, cannot
+// be matched by columns: a row holding its value stops the apply, naming
+// the table. With apply.SinkOptions.ForeignKeyChecks no row is deleted: the
+// duplicate key stops the apply, naming the table.
 //
 // # DDL and types
 //

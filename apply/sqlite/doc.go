@@ -28,8 +28,12 @@
 // one connection for its life, runs one transaction at a time
 // (apply.TxLimiter: Run uses one worker) and keeps its statements prepared,
 // splitting each batch into statements of power-of-two row counts so that the
-// few shapes recur. Row statements are INSERT OR REPLACE and DELETE. A DDL
-// and its progress row are one transaction.
+// few shapes recur. Row statements are INSERT … ON CONFLICT DO UPDATE and
+// DELETE; a row that meets a stale row on another unique key is written
+// again alone with INSERT OR REPLACE (see package apply, "Idempotency"). The
+// rows of a table with another unique key than its key (pragma_index_list,
+// read again after each DDL) are written by units, the rows of the unit's
+// keys deleted first. A DDL and its progress row are one transaction.
 //
 // # Values
 //

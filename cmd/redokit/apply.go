@@ -53,8 +53,9 @@ type applySummary struct {
 	// dry run (whose commits wrote nothing).
 	Applied *appliedJSON `json:"applied,omitempty"`
 	// Conflicts is what the replay met downstream that the log did not
-	// lead it to expect (see apply.Conflicts); null for a sink that does
-	// not count them.
+	// lead it to expect (see apply.Conflicts), in all and per table, with
+	// the rows skipped as already applied per table; null for a sink that
+	// does not count them.
 	Conflicts *apply.Conflicts `json:"conflicts"`
 	// Error is why the apply stopped, when it did.
 	Error string `json:"error,omitempty"`
@@ -159,6 +160,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		if src, err = apply.FilterTables(src, ctl.include, ctl.exclude); err != nil {
 			return sum, err
 		}
+		src = filterHint(src, ctl.exclude)
 	}
 	filtered := src
 	src = func(yield func(*codec.Event, error) bool) {
@@ -197,8 +199,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 	}
 	sum.Filtered = read - passed
 	if cr, ok := sink.(apply.ConflictReporter); ok && !sum.DryRun {
-		c := cr.Conflicts()
-		sum.Conflicts = &c
+		sum.Conflicts = conflictReport(cr.Conflicts(), res)
 	}
 	st := r.Stats()
 	sum.Segments, sum.Duplicates = st.SegmentsSelected, st.Duplicates
@@ -302,7 +303,10 @@ names no table (CREATE/DROP DATABASE) is applied when its schema matches the
 schema part of some --table (or none is given), unless an --exclude-table
 schema.* excludes its whole schema. A DDL that touches tables on both sides —
 a RENAME TABLE from a selected table to an unselected one, or back — stops
-the apply with an error naming it: widen or narrow the filter and run again.
+the apply before it with an error naming it, its commit ts, and the flags
+that go on: --end-ts just before it, or the --table that follows a rename
+to its new name (or, for a table renamed into the filter, that selects its
+old name once the downstream holds it).
 Keep the same filter for every run into one progress table (--progress-table):
 the progress does not remember it.
 
@@ -410,6 +414,7 @@ func (a *app) printStopped(s *applySummary) {
 	} else {
 		fmt.Fprintf(tw, "  DDLs\tnone recorded\n")
 	}
+	printConflicts(tw, s.Conflicts)
 	tw.Flush()
 	fmt.Fprintln(a.stdout, "running apply again resumes there")
 }
@@ -434,9 +439,7 @@ func (a *app) printApply(s *applySummary) {
 	fmt.Fprintf(tw, "events\t%d (%d rows, %d DDLs applied; %d skipped as already applied; %d duplicates dropped)\n", s.Events, s.Rows, s.DDLs, s.Skipped, s.Duplicates)
 	fmt.Fprintf(tw, "transactions\t%d (%d retries)\n", s.Transactions, s.Retries)
 	fmt.Fprintf(tw, "time\t%.2fs (%.0f rows/s)\n", s.Seconds, s.RowsPerSec)
-	if c := s.Conflicts; c != nil {
-		fmt.Fprintf(tw, "conflicts\t%d rows replaced over a stale unique key; %d deletes matched no row\n", c.Replaced, c.DeletesMissed)
-	}
+	printConflicts(tw, s.Conflicts)
 	tw.Flush()
 	if s.DryRun {
 		fmt.Fprintln(a.stdout, "dry run: nothing was applied")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -198,7 +199,7 @@ func TestApplyTableFilter(t *testing.T) {
 		t.Fatalf("tables %v, want orders with 15 rows", got)
 	}
 	// 15 rows each of items and users, their CREATE TABLEs and CREATE DATABASE crm.
-	if sum.Rows != 15 || sum.DDLs != 2 || sum.Filtered != 33 || sum.Applied == nil || sum.Conflicts == nil || *sum.Conflicts != (apply.Conflicts{}) {
+	if sum.Rows != 15 || sum.DDLs != 2 || sum.Filtered != 33 || sum.Applied == nil || sum.Conflicts == nil || !reflect.DeepEqual(*sum.Conflicts, apply.Conflicts{Tables: []apply.TableConflicts{}}) {
 		t.Fatalf("summary %+v\n%s", sum, r.stdout)
 	}
 	mustContain(t, "json", r.stdout, `"conflicts": {`, `"include_tables": [`, `"shop.*"`)

@@ -36,14 +36,21 @@ type SQLSink struct {
 	ignoredDDLs atomic.Int64
 	mariaDB     bool // MySQL dialect: the server is MariaDB, whose JSON is text
 
-	replaced, deletesMissed atomic.Int64
-	dryMu                   sync.Mutex
+	conflictsMu sync.Mutex
+	conflicts   apply.Conflicts // of the committed transactions
+	dryMu       sync.Mutex
 
 	fkMu   sync.Mutex
 	fks    map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
 	fkDefs []fkDef                       // MySQL: the foreign keys with their columns; nil until read, and after a DDL
 
-	pg pgCatalog // PostgreSQL: what the sink read of the tables' unique keys, until a DDL
+	cat catalog // what the sink read of the tables' unique keys, until a DDL
+
+	klMu      sync.Mutex
+	kl        map[apply.Table]klCheck // what the sink knows of the rows of its tables without a key (keyless.go)
+	marks     map[apply.Table]uint64  // the tables' progress the sink last read; nil until read
+	readMarks bool                    // Progress was read: an apply that keeps progress runs
+
 }
 
 var (
@@ -54,14 +61,21 @@ var (
 	_ apply.CommitOrderer    = (*SQLSink)(nil)
 )
 
-// Conflicts returns what the committed transactions met downstream.
+// Conflicts returns what the committed transactions met downstream, in all
+// and per table.
 func (s *SQLSink) Conflicts() apply.Conflicts {
-	return apply.Conflicts{Replaced: s.replaced.Load(), DeletesMissed: s.deletesMissed.Load()}
+	s.conflictsMu.Lock()
+	defer s.conflictsMu.Unlock()
+	return s.conflicts.Clone()
 }
 
+// addConflicts adds what a committed transaction met.
 func (s *SQLSink) addConflicts(c apply.Conflicts) {
-	s.replaced.Add(c.Replaced)
-	s.deletesMissed.Add(c.DeletesMissed)
+	s.conflictsMu.Lock()
+	defer s.conflictsMu.Unlock()
+	for _, tc := range c.Tables {
+		s.conflicts.Add(apply.Table{Schema: tc.Schema, Name: tc.Table}, tc.Replaced, tc.DeletesMissed, tc.DuplicatedKeyless)
+	}
 }
 
 // dryRun writes a statement and its arguments to w, for SinkOptions.DryRun.
@@ -354,6 +368,7 @@ func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
 	if err := rows.Err(); err != nil {
 		return p, s.d.classify(err)
 	}
+	s.noteProgress()
 	if other != "" && !s.o.AnotherLog {
 		return p, fmt.Errorf("%w: %s holds the progress of log %q in %s, and this is log %q: a downstream normally mirrors one log; "+
 			"set SinkOptions.AnotherLog (--another-log) to apply this one too (its progress is kept apart)",
@@ -498,7 +513,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		record = &mark
 	}
 	defer s.forgetForeignKeys()
-	defer s.pgAfterDDL()
+	defer s.afterDDL(ddl)
 	derr := func(ran string, err error) error {
 		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -27,6 +28,12 @@ type sqlTx struct {
 	last map[string]int // collapse: key → index of its last op
 	kb   []byte
 
+	// What the duplicate checks and REPLACE deletes build their statements
+	// in, beside the statement in buf and args.
+	cbuf  []byte
+	cargs []any
+	ckey  []byte
+
 	collapsed bool            // the ops hold at most one op per key
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 	// deferredFK: a group of this transaction had its foreign-key checks
@@ -47,43 +54,8 @@ type rowOp struct {
 	// fresh: an upsert of an inserted row whose key no other op of the
 	// batch has (collapse clears it when it folds others away): no row
 	// downstream held its key, nor any unique value the batch moves
-	// (see pgUnits).
+	// (see units).
 	fresh bool
-}
-
-// plan turns rows into ops: for each commit ts, every delete (of deleted
-// rows, and of the old image of updates that change the key) before every
-// upsert (of inserted rows and the new image of updates). The row changes of
-// one commit ts are one upstream transaction's final state of each row, so
-// this order is right whatever order they came in, and it is the only safe
-// one when a transaction moves one row onto the key another one left.
-func plan(ops []rowOp, rows []*codec.RowChange) []rowOp {
-	for i := 0; i < len(rows); {
-		j := i + 1
-		for j < len(rows) && rows[j].CommitTs == rows[i].CommitTs {
-			j++
-		}
-		for _, r := range rows[i:j] {
-			switch r.Op() {
-			case codec.OpDelete:
-				ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
-			case codec.OpUpdate:
-				// A REPLACE of the post image alone would not undo a
-				// key change: the old row would stay.
-				if codec.KeyChanged(r.PreColumns, r.Columns) {
-					ops = append(ops, rowOp{del: true, ts: r.CommitTs, img: r.PreColumns})
-				}
-			}
-		}
-		for _, r := range rows[i:j] {
-			switch r.Op() {
-			case codec.OpInsert, codec.OpUpdate:
-				ops = append(ops, rowOp{ts: r.CommitTs, img: r.Columns, fresh: r.Op() == codec.OpInsert})
-			}
-		}
-		i = j
-	}
-	return ops
 }
 
 // collapse reduces t.ops, when their keys allow it, to the last op of each
@@ -247,11 +219,17 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 }
 
 // execOps writes ops in order, runs of one kind and shape sharing a
-// statement. collapsed says that ops hold at most one op per key. On
-// PostgreSQL, the upserts of a table with unique keys besides its key may
-// go by units, each cleared first (see pgClearUnit).
+// statement. collapsed says that ops hold at most one op per key. The
+// upserts of a table with unique keys besides its key may go by units,
+// each cleared first (see units).
 func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) error {
-	units, err := t.pgUnits(ctx, table, ops)
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := t.learnKeyless(ctx, table, ops[0].img); err != nil {
+		return err
+	}
+	units, err := t.units(ctx, table, ops)
 	if err != nil {
 		return err
 	}
@@ -260,7 +238,7 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 		limit := len(ops)
 		if units && !ops[0].del {
 			if unit == 0 {
-				if unit, err = t.pgClearUnit(ctx, table, ops, collapsed); err != nil {
+				if unit, err = t.clearUnit(ctx, table, ops, collapsed); err != nil {
 					return err
 				}
 			}
@@ -485,29 +463,209 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 // An update in place deletes nothing, so no ON DELETE action of a foreign
 // key fires (REPLACE, a delete and an insert, would cascade into the
 // children of a parent whose other columns changed). A row whose new image
-// meets two rows at once — its own key held by one, another unique key by a
-// stale one, which happens only where the replay overlaps changes already
-// downstream — fails with a duplicate-key error: MySQL and SQLite then write
-// the statement again as REPLACE (MySQL) or INSERT OR REPLACE (SQLite),
-// which deletes both rows first, and count its rows as replaced
-// (Conflicts.Replaced). That delete fires no foreign-key action while the
-// checks are off (the default); with SinkOptions.ForeignKeyChecks the error
-// stands, as it does on PostgreSQL, where a failed statement aborts the
-// transaction. (A unique value that moves between rows the log changes is
-// no such conflict: PostgreSQL's sink deletes those rows first, see
-// pgUnits.) Generated columns are left out.
+// meets a row that is not its own on another unique key — a stale row,
+// which happens only where the replay overlaps changes already downstream
+// (unique values moving between the rows a transaction changes are no such
+// conflict: see units) — fails with a duplicate-key error. The sink then
+// writes the statement's rows again with REPLACE semantics, the stale row
+// deleted and the row written, counting each row that needed it
+// (Conflicts.Replaced): MySQL and SQLite row by row, with REPLACE (MySQL) or
+// INSERT OR REPLACE (SQLite) where the upsert fails; PostgreSQL, where a
+// failed statement aborts the transaction, runs the statements of a table
+// with such a key under a savepoint, and after a failure deletes, row by
+// row, the rows outside the row's key that hold one of its unique values,
+// then writes the statement again. That delete fires no foreign-key action
+// while the checks are off (the default); with
+// SinkOptions.ForeignKeyChecks the error stands, naming the table. Generated
+// columns are left out.
+//
+// Inserts into a table without a key are checked for identical rows first
+// where the downstream may hold rows the progress does not account for (see
+// keyless.go).
 func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
-	n, err := t.writeUpsert(ctx, table, ops, false)
-	if err == nil || t.s.d == Postgres || t.s.o.ForeignKeyChecks || !t.s.d.duplicateKey(err) {
+	d := t.s.d
+	guard := false
+	if d == Postgres && t.s.o.DryRun == nil && !t.s.o.ForeignKeyChecks {
+		var err error
+		if guard, err = t.otherUnique(ctx, table, ops[0].img); err != nil {
+			return 0, err
+		}
+	}
+	n, head, err := t.buildUpsert(table, ops, false)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.keylessDuplicates(ctx, table, ops[:n]); err != nil {
+		return 0, err
+	}
+	if guard {
+		if err := t.savepoint(ctx, "SAVEPOINT redokit_upsert"); err != nil {
+			return 0, err
+		}
+	}
+	_, err = t.exec(ctx, table, ops[:n], func() string { return shownRows(t.buf, head, n) })
+	if err == nil {
+		if guard {
+			err = t.savepoint(ctx, "RELEASE SAVEPOINT redokit_upsert")
+		}
 		return n, err
 	}
-	if n, err = t.writeUpsert(ctx, table, ops[:n], true); err == nil {
-		t.conflicts.Replaced += int64(n)
+	if !d.duplicateKey(err) {
+		return n, err
 	}
+	if t.s.o.ForeignKeyChecks {
+		return n, explain(err, "a row not the log's holds a unique value this statement writes: the downstream ran past the log's checkpoint, or diverged; "+
+			"with foreign-key checks on, the sink does not delete it to write the row, REPLACE-style (its children could cascade or dangle)")
+	}
+	if d == Postgres {
+		if !guard {
+			return n, err
+		}
+		if err := t.savepoint(ctx, "ROLLBACK TO SAVEPOINT redokit_upsert"); err != nil {
+			return n, err
+		}
+		return n, t.pgReplace(ctx, table, ops[:n])
+	}
+	for i := range ops[:n] {
+		one := ops[i : i+1]
+		_, err := t.writeUpsert(ctx, table, one, false)
+		if err == nil {
+			continue
+		}
+		if !d.duplicateKey(err) {
+			return n, err
+		}
+		if _, err := t.writeUpsert(ctx, table, one, true); err != nil {
+			return n, err
+		}
+		t.conflicts.Add(table, 1, 0, 0)
+	}
+	return n, nil
+}
+
+// savepoint runs a SAVEPOINT statement of upsert's.
+func (t *sqlTx) savepoint(ctx context.Context, q string) error {
+	if _, err := t.ex.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("apply: %s: %s: %w", t.s.name, q, t.s.d.classify(err))
+	}
+	return nil
+}
+
+// explain adds why to the error of a failed statement.
+func explain(err error, why string) error {
+	var se *apply.StatementError
+	if errors.As(err, &se) {
+		se.Err = fmt.Errorf("%w (%s)", se.Err, why)
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, why)
+}
+
+// pgReplace writes ops, whose statement failed on a unique key, with REPLACE
+// semantics on PostgreSQL: for each row, it deletes the rows that hold one
+// of its unique values and are not the row of its key (counting the row as
+// replaced when it deleted one), then writes the rows again as upserts.
+//
+//	DELETE FROM "s"."t" WHERE (("u" = $1) OR ("v" = $2 AND "w" = $3)) AND NOT ("id" = $4)
+//
+// A unique index on an expression or with a predicate cannot be matched by
+// columns: a row holding a value of it is left, and the upsert fails again,
+// naming the table.
+func (t *sqlTx) pgReplace(ctx context.Context, table apply.Table, ops []rowOp) error {
+	idx, err := t.uniqueIndexes(ctx, table)
+	if err != nil {
+		return err
+	}
+	opaque := ""
+	for _, u := range idx {
+		if !u.plain {
+			opaque = u.name
+		}
+	}
+	for i := range ops {
+		img := ops[i].img
+		key := codec.KeyColumns(img)
+		b := append(t.cbuf[:0], "DELETE FROM "...)
+		b = t.s.d.table(b, table)
+		b = append(b, " WHERE ("...)
+		args := t.cargs[:0]
+		conds := 0
+	index:
+		for _, u := range idx {
+			if !u.plain {
+				continue
+			}
+			at := make([]int, len(u.cols))
+			for j, c := range u.cols {
+				if at[j] = columnIndex(img, c); at[j] < 0 || img[at[j]].Value.IsNull() {
+					continue index // a NULL conflicts with nothing
+				}
+			}
+			if conds > 0 {
+				b = append(b, " OR "...)
+			}
+			b = append(b, '(')
+			for j, k := range at {
+				if j > 0 {
+					b = append(b, " AND "...)
+				}
+				b, args = t.condArgs(b, args, &img[k])
+			}
+			b = append(b, ')')
+			conds++
+		}
+		b = append(b, ')')
+		if conds == 0 {
+			continue
+		}
+		if key != nil {
+			b = append(b, " AND NOT ("...)
+			for j, k := range key {
+				if j > 0 {
+					b = append(b, " AND "...)
+				}
+				b, args = t.condArgs(b, args, &img[k])
+			}
+			b = append(b, ')')
+		}
+		t.cbuf, t.cargs = b, args
+		res, err := t.ex.ExecContext(ctx, t.text(b), args...)
+		if err != nil {
+			return &apply.StatementError{Table: table, FirstTs: ops[i].ts, LastTs: ops[i].ts, SQL: string(b), Err: t.s.d.classify(err)}
+		}
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			t.conflicts.Add(table, 1, 0, 0)
+		}
+	}
+	clear(t.cargs)
+	for rest := ops; len(rest) > 0; {
+		n, err := t.writeUpsert(ctx, table, rest, false)
+		if err != nil {
+			if opaque != "" && t.s.d.duplicateKey(err) {
+				err = explain(err, fmt.Sprintf("a row not the log's holds a value of unique index %s, on an expression or partial: the sink cannot tell which row to replace", opaque))
+			}
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
+}
+
+// writeUpsert builds and runs the statement of a prefix of ops (see
+// buildUpsert), and returns how many rows it wrote.
+func (t *sqlTx) writeUpsert(ctx context.Context, table apply.Table, ops []rowOp, replace bool) (int, error) {
+	n, head, err := t.buildUpsert(table, ops, replace)
+	if err != nil {
+		return 0, err
+	}
+	_, err = t.exec(ctx, table, ops[:n], func() string { return shownRows(t.buf, head, n) })
 	return n, err
 }
 
-func (t *sqlTx) writeUpsert(ctx context.Context, table apply.Table, ops []rowOp, replace bool) (int, error) {
+// buildUpsert writes into t.buf and t.args the statement of a prefix of ops:
+// an upsert, or with replace a REPLACE (MySQL) or INSERT OR REPLACE
+// (SQLite). It returns how many rows it holds and where its VALUES begin.
+func (t *sqlTx) buildUpsert(table apply.Table, ops []rowOp, replace bool) (n, head int, err error) {
 	d := t.s.d
 	img := ops[0].img
 	switch {
@@ -532,15 +690,14 @@ func (t *sqlTx) writeUpsert(ctx context.Context, table apply.Table, ops []rowOp,
 		cols++
 	}
 	if cols == 0 {
-		return 0, &apply.StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[0].ts,
+		return 0, 0, &apply.StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[0].ts,
 			SQL: string(t.buf), Err: fmt.Errorf("row image has no column to write")}
 	}
 	t.buf = append(t.buf, ") VALUES "...)
-	head := len(t.buf)
+	head = len(t.buf)
 	maxRows := t.statementRows(len(ops), max(1, d.maxParams()/cols))
 	t.args = t.args[:0]
 	size := 0
-	n := 0
 	for n < maxRows && (n == 0 || t.lite != nil || size < maxStatementBytes) {
 		if n > 0 {
 			t.buf = append(t.buf, ',')
@@ -567,10 +724,7 @@ func (t *sqlTx) writeUpsert(ctx context.Context, table apply.Table, ops []rowOp,
 	if !replace {
 		t.buf = t.onConflict(t.buf, img)
 	}
-	_, err := t.exec(ctx, table, ops[:n], func() string {
-		return shownRows(t.buf, head, n)
-	})
-	return n, err
+	return n, head, nil
 }
 
 // onConflict appends the clause that turns an INSERT into an update in place
@@ -701,7 +855,7 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 		}
 		deleted, err := t.exec(ctx, table, ops[:1], func() string { return string(t.buf) })
 		if err == nil && deleted == 0 && t.s.o.DryRun == nil {
-			t.conflicts.DeletesMissed++
+			t.conflicts.Add(table, 0, 1, 0)
 		}
 		return 1, err
 	}
@@ -762,34 +916,42 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 			}
 		}
 		if deleted < expected {
-			t.conflicts.DeletesMissed += expected - deleted
+			t.conflicts.Add(table, 0, expected-deleted, 0)
 		}
 	}
 	return n, err
 }
 
 // cond appends a condition that c's column holds exactly c's value: `c` = ?
-// (binding the value) or `c` IS NULL. A JSON value compares as JSON on MySQL
-// (CAST(? AS JSON)) and by its text on PostgreSQL, whose json type has no
-// equality; MariaDB's JSON is text, compared by bytes.
+// (binding the value into t.args) or `c` IS NULL (see condArgs).
 func (t *sqlTx) cond(b []byte, c *codec.Column) []byte {
+	b, t.args = t.condArgs(b, t.args, c)
+	return b
+}
+
+// condArgs appends a condition that c's column holds exactly c's value:
+// `c` = ? (binding the value into args) or `c` IS NULL. A JSON value
+// compares as JSON on MySQL (CAST(? AS JSON)) and by its text on
+// PostgreSQL, whose json type has no equality; MariaDB's JSON is text,
+// compared by bytes.
+func (t *sqlTx) condArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) {
 	d := t.s.d
 	b = d.quote(b, c.Name)
 	if c.Value.IsNull() {
-		return append(b, " IS NULL"...)
+		return append(b, " IS NULL"...), args
 	}
 	json := c.Value.Kind() == codec.KindJSON
 	if json && d == Postgres {
 		b = append(b, "::text"...)
 	}
 	b = append(b, " = "...)
-	t.args = append(t.args, d.arg(c.Value))
+	args = append(args, d.arg(c.Value))
 	if json && d == MySQL && !t.s.mariaDB {
 		b = append(b, "CAST("...)
-		b = d.param(b, len(t.args))
-		return append(b, " AS JSON)"...)
+		b = d.param(b, len(args))
+		return append(b, " AS JSON)"...), args
 	}
-	return d.param(b, len(t.args))
+	return d.param(b, len(args)), args
 }
 
 // Commit records marks in the progress table and commits. A dry run rolls
