@@ -2,7 +2,6 @@ package sqlsink_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -205,5 +204,3 @@ func TestKeylessStatementsInOneTransaction(t *testing.T) {
 		}
 	})
 }
-
-var _ = fmt.Sprint
