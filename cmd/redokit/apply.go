@@ -374,7 +374,7 @@ stdout, and runs none (nor writes the progress table).`,
 					if a.jsonOut {
 						_ = a.printJSON(sum)
 					} else {
-						a.printStopped(sum)
+						a.printStopped(sum, err)
 					}
 				}
 				return err
@@ -403,7 +403,7 @@ stdout, and runs none (nor writes the progress table).`,
 }
 
 // printStopped tells where a failed apply stopped: what the downstream holds.
-func (a *app) printStopped(s *applySummary) {
+func (a *app) printStopped(s *applySummary, err error) {
 	fmt.Fprintf(a.stdout, "apply stopped after %d rows and %d DDLs; the downstream holds:\n", s.Rows, s.DDLs)
 	tw := a.table()
 	for _, t := range s.Applied.Tables {
@@ -416,6 +416,13 @@ func (a *app) printStopped(s *applySummary) {
 	}
 	printConflicts(tw, s.Conflicts)
 	tw.Flush()
+	var fb *apply.FilterBoundaryError
+	if errors.As(err, &fb) {
+		// The same flags stop at the same DDL again: the error says
+		// which flags go on.
+		fmt.Fprintln(a.stdout, "running apply again with the same flags stops at the same DDL: see the error for the flags that go on")
+		return
+	}
 	fmt.Fprintln(a.stdout, "running apply again resumes there")
 }
 

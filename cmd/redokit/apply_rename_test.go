@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/redokit/redokit/codec"
@@ -28,6 +29,11 @@ func TestApplyFilterRenameWayOn(t *testing.T) {
 		mustContain(t, "stderr", r.stderr, "RENAME TABLE orders TO orders_old", fmt.Sprintf("commit ts %d", tsAt(21)),
 			"shop.orders (selected)", "shop.orders_old (not selected)", "stops here again",
 			endBefore, "add --table shop.orders_old:", "rows after it follow it under its new name")
+		// The summary on stdout must not promise that a rerun goes on.
+		mustContain(t, "stdout", r.stdout, "stops at the same DDL")
+		if strings.Contains(r.stdout, "resumes there") {
+			t.Fatalf("stdout says a rerun resumes:\n%s", r.stdout)
+		}
 	}
 	// An --exclude-table that excludes the new name must go too.
 	r := cli(t, append(base, "--exclude-table", "*.*_old")...)
