@@ -48,7 +48,6 @@ type SQLSink struct {
 
 	klMu      sync.Mutex
 	kl        map[apply.Table]klCheck // what the sink knows of the rows of its tables without a key (keyless.go)
-	marks     map[apply.Table]uint64  // the tables' progress the sink last read; nil until read
 	readMarks bool                    // Progress was read: an apply that keeps progress runs
 
 }
