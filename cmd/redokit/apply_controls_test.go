@@ -217,7 +217,7 @@ func TestApplyTableFilter(t *testing.T) {
 	wantCode(t, r, 1)
 	mustContain(t, "stderr", r.stderr, "RENAME TABLE orders TO orders_old", fmt.Sprintf("commit ts %d", tsAt(21)),
 		"shop.orders (selected)", "shop.orders_old (not selected)")
-	mustContain(t, "stdout", r.stdout, "apply stopped", "shop.orders", fmt.Sprintf("rows up to commit ts %d", tsAt(20)), "running apply again resumes there")
+	mustContain(t, "stdout", r.stdout, "apply stopped", "shop.orders", fmt.Sprintf("rows up to commit ts %d", tsAt(20)), "running apply again with the same flags stops at the same DDL")
 	if got := sqliteTables(t, path); len(got) != 1 || got["orders"] != 15 {
 		t.Fatalf("after the refused rename: tables %v", got)
 	}
