@@ -1,47 +1,9 @@
 // Command redokit inspects, verifies, replays and maintains redo logs of
-// change data capture, on any storage backend redokit has a driver for.
-//
-//	redokit demo                      write, fail over, collect, replay and verify a log, locally
-//	redokit gen    --storage --log    write a generated workload to a log
-//	redokit meta   --storage --log    checkpoint, global resolved ts, writers and epochs
-//	redokit ls     --storage --log    the segments
-//	redokit dump   --storage --log    events of a range as JSON lines
-//	redokit verify --storage --log    check every block, the order and the meta
-//	redokit apply  --storage --log --sink URI   replay into MySQL or SQLite
-//	redokit checkpoint set TS --storage --log   move the checkpoint (after a manual recovery)
-//	redokit gc     --storage --log    delete segments below the checkpoint
-//	redokit rm     --storage --log    delete a whole log
-//	redokit check  --storage          is this bucket fit to hold a redo log?
-//	redokit torture --storage --duration   kill writers, lose answers: does the log lose anything?
-//
-// Exit codes: 0 success; 1 failure, whatever the command (a verification
-// that found problems, a log that does not exist, a store or sink that
-// fails, a refusal to delete without --yes, an interrupt); 2 bad usage (an
-// unknown command or flag, a missing required flag or argument, a malformed
-// flag value, a --storage URL of an unknown scheme or with a parameter its
-// backend does not take). With --json, a failure or usage error prints
-// {"error": "...", "exit_code": N} on stdout as well as the text on stderr,
-// unless the command printed its own JSON report first (verify, check,
-// torture, demo; apply's summary of where it stopped). Nothing is ever
-// deleted, and the checkpoint never moved, without --yes or an interactive
-// confirmation.
+// change data capture. It is package github.com/redokit/redokit/cli's Main:
+// see that package's doc for the commands and the exit codes, and
+// docs/BACKENDS.md for building redokit with a driver of your own.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/redokit/redokit/cli"
 
-	_ "github.com/redokit/redokit/backends/local"
-	_ "github.com/redokit/redokit/backends/mem"
-)
-
-func main() {
-	// The first interrupt cancels the context so that writers close, readers
-	// stop and check cleans its scratch prefix up; a second one kills.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main() }
