@@ -44,7 +44,7 @@ step "go vet"
 go vet ./...
 
 step "the local-only build (-tags redokit_nocloud)"
-go vet -tags redokit_nocloud ./cmd/redokit
+go vet -tags redokit_nocloud ./cmd/redokit ./cli
 
 step "staticcheck"
 # Pinned; the module cache keeps it between runs.
