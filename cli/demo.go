@@ -21,7 +21,7 @@ type demoReport struct {
 	Storage  string `json:"storage"`
 	Log      string `json:"log"`
 	SQLite   string `json:"sqlite"`
-	Seed     uint64 `json:"seed"`
+	Seed     uint64 `json:"seed,string"` // a seed is a string too: --seed takes any uint64
 	Writers  int    `json:"writers"`
 	Tables   int    `json:"tables"`
 	Txns     int64  `json:"transactions"`

@@ -215,8 +215,8 @@ const maxExact = 1 << 53
 
 // checkTsStrings fails when the JSON document doc holds a number above 2^53
 // (a ts a double rounds), or a ts field that is not a string: a key ending
-// in "_ts" or holding "_ts_", "from" (checkpoint set's), and the values of
-// a "spans" object (meta's span → ts map). It returns how many ts strings it
+// in "_ts" or holding "_ts_", "from" (checkpoint set's), "seed" (demo's and
+// torture's), and the values of a "spans" object (meta's span → ts map). It returns how many ts strings it
 // saw.
 func checkTsStrings(t *testing.T, what, doc string) int {
 	t.Helper()
@@ -239,7 +239,9 @@ func walkTs(t *testing.T, what, path string, isTs bool, v any) int {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			_, isMap := x[k].(map[string]any)
-			ts := strings.HasSuffix(k, "_ts") || strings.Contains(k, "_ts_") || k == "from"
+			// A seed is no ts, but it is a uint64 that --seed takes back,
+			// above 2^53 when random: a string too.
+			ts := strings.HasSuffix(k, "_ts") || strings.Contains(k, "_ts_") || k == "from" || k == "seed"
 			if k == "spans" && isMap {
 				for sk, sv := range x[k].(map[string]any) {
 					n += walkTs(t, what, path+".spans."+sk, true, sv)
@@ -306,6 +308,9 @@ func TestJSONTsAreStrings(t *testing.T) {
 		{"writer rm", l.args("writer", "rm", "w1", "--yes", "--force", "--json"), 0},
 		{"gen", []string{"gen", "--storage", memName(t), "--log", "g", "--rows", "300", "--json"}, 0},
 		{"demo", []string{"demo", "--storage", memName(t), "--dir", t.TempDir(), "--rows", "1500", "--writers", "2", "--json"}, 0},
+		// A seed above 2^53 (a random one is, most of the time): --seed
+		// must get back what --json printed.
+		{"torture", []string{"torture", "--storage", memName(t), "--duration", "1s", "--seed", fmt.Sprint(bigSeed), "--json"}, 0},
 	}
 	seen := map[string]int{}
 	for _, rn := range runs {
@@ -338,6 +343,35 @@ func TestJSONTsAreStrings(t *testing.T) {
 	if len(m.Spans) == 0 || len(m.Barriers) != 1 || m.Barriers[0].CommitTs != fmt.Sprint(tsoResolved+1<<18) ||
 		len(m.Writers) != 1 || len(m.Writers[0].Fences) != 1 || m.Writers[0].Fences[0].MaxTs != fmt.Sprint(tsoResolved) {
 		t.Fatalf("meta --json lacks the spans, the barrier or the fence:\n%s", r.stdout)
+	}
+}
+
+// bigSeed is torture's seed in TestJSONTsAreStrings: above 2^53, where a
+// double rounds it (to 9007199254740992).
+const bigSeed = uint64(1)<<53 + 1
+
+// TestTortureJSONSeedAndTs: torture --json prints its seed and final ts as
+// strings of every digit (before issue 29 they were numbers, and the seed a
+// script passed back through jq to replay a run was another seed).
+func TestTortureJSONSeedAndTs(t *testing.T) {
+	if uint64(float64(bigSeed)) == bigSeed {
+		t.Fatalf("%d fits a double: the test would prove nothing", bigSeed)
+	}
+	r := cli(t, "torture", "--storage", memName(t), "--duration", "1s", "--seed", fmt.Sprint(bigSeed), "--json")
+	wantCode(t, r, 0)
+	var v struct {
+		Seed            string `json:"seed"`
+		FinalCheckpoint string `json:"final_checkpoint_ts"`
+		FinalResolved   string `json:"final_resolved_ts"`
+	}
+	decodeJSON(t, r.stdout, &v)
+	if v.Seed != fmt.Sprint(bigSeed) {
+		t.Errorf("seed %q, want %d", v.Seed, bigSeed)
+	}
+	cp, err1 := strconv.ParseUint(v.FinalCheckpoint, 10, 64)
+	rs, err2 := strconv.ParseUint(v.FinalResolved, 10, 64)
+	if err1 != nil || err2 != nil || cp == 0 || cp > rs {
+		t.Errorf("final_checkpoint_ts %q, final_resolved_ts %q: want strings of digits, 0 < checkpoint ≤ resolved\n%s", v.FinalCheckpoint, v.FinalResolved, r.stdout)
 	}
 }
 

@@ -103,7 +103,10 @@ type Counts struct {
 
 // Report is the verdict of a run.
 type Report struct {
-	Seed        uint64 `json:"seed"`
+	// Seed, FinalCheckpoint and FinalResolved are JSON strings of digits,
+	// as every ts and seed redokit prints in JSON: they are above 2^53,
+	// where a reader of numbers as doubles (jq, JavaScript) rounds them.
+	Seed        uint64 `json:"seed,string"`
 	Storage     string `json:"storage,omitempty"`
 	Mode        string `json:"mode"`
 	Counts      Counts `json:"counts"`
@@ -112,10 +115,10 @@ type Report struct {
 	// resolved ts, which the reader refuses to read (reader.ErrUnproven):
 	// not checked.
 	AckedUnproven   int64  `json:"acked_unproven,omitempty"`
-	FinalCheckpoint uint64 `json:"final_checkpoint"`  // the meta object's, after the run
-	FinalResolved   uint64 `json:"final_resolved"`    // the meta object's, after the run
-	FinalReadEvents int64  `json:"final_read_events"` // events the last final read returned
-	Faults          string `json:"faults,omitempty"`  // what the Liar did
+	FinalCheckpoint uint64 `json:"final_checkpoint_ts,string"` // the meta object's, after the run
+	FinalResolved   uint64 `json:"final_resolved_ts,string"`   // the meta object's, after the run
+	FinalReadEvents int64  `json:"final_read_events"`          // events the last final read returned
+	Faults          string `json:"faults,omitempty"`           // what the Liar did
 	// StaleServes counts the reads the Liar's Stale answered with an
 	// older version of a metadata object (blobtest.Stale).
 	StaleServes int `json:"stale_serves,omitempty"`
