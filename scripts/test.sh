@@ -40,6 +40,22 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+step "the main module alone (GOWORK=off: go.mod's versions, as a user of the module builds it)"
+# go.work adds the benchmarks module, whose dependencies can raise versions
+# in the build list: the main module would then be tested with versions a
+# user of its go.mod never gets. Its packages must build with the same
+# module versions either way (raise go.mod to what go.work picks), and build,
+# vet and pass a few tests on go.mod alone; examples/outsidedriver's test
+# builds redokit with an outside driver as a backend author would.
+if ! diff <(GOWORK=off go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | sort -u) \
+          <(go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | sort -u); then
+  echo "go.work builds the main module with other versions than go.mod (< go.mod alone, > go.work): raise go.mod's"; exit 1
+fi
+GOWORK=off go build ./...
+GOWORK=off go vet ./...
+GOWORK=off go test -count=1 ./blob ./backends/local ./examples/outsidedriver
+GOWORK=off go test -count=1 -run 'Test(Version|HelpAndNoArgs|UsageErrors)' ./cli
+
 step "go vet"
 go vet ./...
 
