@@ -1,0 +1,494 @@
+package difffuzz
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
+)
+
+// StepKind is what one step of a history does.
+type StepKind uint8
+
+// The steps. A step is interpreted against the model as it stands when
+// the step comes, so that any subset of a history's steps is a legal
+// history too: a step that finds nothing to act on (no table, no row, no
+// column it may drop) does nothing. That is what lets the shrinker drop
+// steps freely.
+const (
+	StepCreate StepKind = iota
+	StepTxn
+	StepBigTxn
+	StepAddColumn
+	StepDropColumn
+	StepModifyColumn
+	StepRenameColumn
+	StepAddIndex
+	StepDropIndex
+	StepRenameTable
+	StepTruncate
+	StepDropTable
+	StepRecreate
+	// StepCheckpoint and StepAhead mark a replay over a downstream that
+	// ran ahead: the downstream (its own sink) applied the log up to
+	// StepAhead, the replay starts after StepCheckpoint. No DDL is
+	// generated from StepCheckpoint on: a downstream that ran past a DDL
+	// meets the DDL's rows in their old shape, which the apply documents
+	// as no case it serves.
+	StepCheckpoint
+	StepAhead
+)
+
+var stepNames = [...]string{"create", "txn", "big-txn", "add-column", "drop-column", "modify-column", "rename-column",
+	"add-index", "drop-index", "rename-table", "truncate", "drop-table", "recreate", "checkpoint", "ahead"}
+
+func (k StepKind) String() string { return stepNames[k] }
+
+// Step is one step: its kind, and the seed of the choices it makes.
+type Step struct {
+	Kind StepKind
+	Seed uint64
+}
+
+// History is a generated history: its steps and how it is applied.
+type History struct {
+	Seed  uint64
+	Steps []Step
+	// NUL lets text values hold a NUL byte (PostgreSQL refuses them).
+	NUL bool
+	// The apply's options.
+	Workers, BatchRows, TxnRows int
+}
+
+// Generate makes the history of seed.
+func Generate(seed uint64) *History {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	h := &History{Seed: seed, NUL: r.IntN(25) == 0}
+	switch r.IntN(3) {
+	case 0:
+		h.Workers, h.BatchRows, h.TxnRows = 1, 1, 1
+	case 1:
+		h.Workers, h.BatchRows, h.TxnRows = 0, 0, 0 // Run's defaults
+	default:
+		h.Workers, h.BatchRows, h.TxnRows = 1+r.IntN(4), 1+r.IntN(20), 1+r.IntN(60)
+	}
+	for range 1 + r.IntN(3) {
+		h.Steps = append(h.Steps, Step{StepCreate, r.Uint64()})
+	}
+	n := 8 + r.IntN(30)
+	for range n {
+		var k StepKind
+		switch p := r.IntN(100); {
+		case p < 50:
+			k = StepTxn
+		case p < 52:
+			k = StepBigTxn
+		case p < 56:
+			k = StepCreate
+		case p < 62:
+			k = StepAddColumn
+		case p < 67:
+			k = StepDropColumn
+		case p < 73:
+			k = StepModifyColumn
+		case p < 77:
+			k = StepRenameColumn
+		case p < 83:
+			k = StepAddIndex
+		case p < 87:
+			k = StepDropIndex
+		case p < 90:
+			k = StepRenameTable
+		case p < 93:
+			k = StepTruncate
+		case p < 96:
+			k = StepDropTable
+		default:
+			k = StepRecreate
+		}
+		h.Steps = append(h.Steps, Step{k, r.Uint64()})
+	}
+	if r.IntN(4) == 0 {
+		// A downstream that ran ahead: a checkpoint, some transactions
+		// the downstream applied, and some it did not.
+		h.Steps = append(h.Steps, Step{StepCheckpoint, 0})
+		for range 2 + r.IntN(6) {
+			h.Steps = append(h.Steps, Step{StepTxn, r.Uint64()})
+		}
+		h.Steps = append(h.Steps, Step{StepAhead, 0})
+		for range r.IntN(4) {
+			h.Steps = append(h.Steps, Step{StepTxn, r.Uint64()})
+		}
+	}
+	return h
+}
+
+// Built is a history made into events, with the model's end state.
+type Built struct {
+	Events []codec.Event
+	Tables map[string]*Table // by name, at the end
+	// CheckpointTs and AheadTs are the ran-ahead marks' commit ts (0
+	// when the history has none): the downstream holds the log up to
+	// AheadTs, the replay starts above CheckpointTs.
+	CheckpointTs, AheadTs uint64
+	// NUL names the tables a row change wrote text with a NUL byte into.
+	NUL map[string]bool
+	// Keyless names the tables that had no key at some point in the
+	// ran-ahead replay.
+	Keyless map[string]bool
+}
+
+type builder struct {
+	schema   string
+	h        *History
+	tables   map[string]*Table
+	ts       uint64
+	evs      []codec.Event
+	ids      int64
+	names    int
+	seq      int
+	ckpt     bool
+	out      *Built
+	distinct map[string]map[string]bool // images of keyless tables written so far, in a ran-ahead history
+}
+
+// Build interprets the history's steps into events (under schema) and the
+// model's end state.
+func (h *History) Build(schema string) *Built {
+	b := &builder{schema: schema, h: h, tables: map[string]*Table{}, ts: 100,
+		out: &Built{NUL: map[string]bool{}, Keyless: map[string]bool{}}}
+	if slices.ContainsFunc(h.Steps, func(s Step) bool { return s.Kind == StepCheckpoint }) {
+		b.distinct = map[string]map[string]bool{}
+	}
+	for _, s := range h.Steps {
+		r := rand.New(rand.NewPCG(s.Seed, uint64(s.Kind)))
+		if b.ckpt && s.Kind != StepTxn && s.Kind != StepAhead && s.Kind != StepBigTxn {
+			continue
+		}
+		b.step(r, s)
+	}
+	if b.out.AheadTs == 0 {
+		b.out.CheckpointTs = 0
+	}
+	b.out.Events = b.evs
+	b.out.Tables = b.tables
+	return b.out
+}
+
+func (b *builder) names_() []string {
+	var ns []string
+	for n := range b.tables {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+func (b *builder) pick(r *rand.Rand) *Table {
+	ns := b.names_()
+	if len(ns) == 0 {
+		return nil
+	}
+	return b.tables[ns[r.IntN(len(ns))]]
+}
+
+func (b *builder) tn(t *Table) codec.TableName {
+	return codec.TableName{Schema: b.schema, Name: t.Name, PhysicalID: t.ID}
+}
+
+// ddl adds a DDL event: at a new commit ts, or at the last one (after its
+// rows, or beside another DDL).
+func (b *builder) ddl(r *rand.Rand, t codec.TableName, action codec.ActionType, q string, roles ...codec.DDLTable) {
+	if r.IntN(4) != 0 || len(b.evs) == 0 {
+		b.ts++
+	}
+	if len(roles) == 0 {
+		roles = []codec.DDLTable{codectest.Affected(t)}
+	}
+	b.evs = append(b.evs, codectest.DDL(b.ts, t, action, q, roles...))
+}
+
+func q(name string) string { return "`" + name + "`" }
+
+func (b *builder) step(r *rand.Rand, s Step) {
+	switch s.Kind {
+	case StepCreate:
+		if len(b.tables) >= 5 {
+			return
+		}
+		b.names++
+		b.create(r, fmt.Sprintf("t%d", b.names))
+	case StepTxn:
+		b.txn(r, false)
+	case StepBigTxn:
+		b.txn(r, true)
+	case StepCheckpoint:
+		b.ckpt = true
+		b.out.CheckpointTs = b.ts
+		for n, t := range b.tables {
+			if t.key() == nil {
+				b.out.Keyless[n] = true
+			}
+		}
+	case StepAhead:
+		if b.ckpt {
+			b.ts++
+			b.out.AheadTs = b.ts
+		}
+	default:
+		t := b.pick(r)
+		if t == nil {
+			return
+		}
+		b.alter(r, s.Kind, t)
+	}
+}
+
+func (b *builder) newCol(r *rand.Rand, name string, types []*colType, nullable bool) *Column {
+	c := &Column{Name: name, T: types[r.IntN(len(types))], Nullable: nullable}
+	if c.T.text && c.T.keyable && r.IntN(2) == 0 {
+		c.Bin = true
+	}
+	return c
+}
+
+func (b *builder) colName() string {
+	b.seq++
+	return fmt.Sprintf("c%d", b.seq)
+}
+
+func (b *builder) idxName() string {
+	b.seq++
+	return fmt.Sprintf("ix%d", b.seq)
+}
+
+// create makes a table of a random shape and emits its CREATE TABLE.
+func (b *builder) create(r *rand.Rand, name string) {
+	b.ids++
+	t := &Table{Name: name, ID: 1000 + b.ids}
+	switch k := r.IntN(10); {
+	case k < 5:
+		t.Cols = append(t.Cols, b.newCol(r, "id", keyTypes, false))
+		t.Idx = append(t.Idx, &Index{Name: "PRIMARY", Cols: []string{"id"}, Unique: true})
+	case k < 6:
+		t.Cols = append(t.Cols, b.newCol(r, "k1", keyTypes, false), b.newCol(r, "k2", keyTypes, false))
+		t.Idx = append(t.Idx, &Index{Name: "PRIMARY", Cols: []string{"k1", "k2"}, Unique: true})
+	case k < 7:
+		t.Cols = append(t.Cols, b.newCol(r, "u", keyTypes, false))
+		t.Idx = append(t.Idx, &Index{Name: b.idxName(), Cols: []string{"u"}, Unique: true})
+	case k < 9:
+		// no key
+	default:
+		t.Tree = true
+		t.Cols = append(t.Cols, &Column{Name: "id", T: tBigint}, &Column{Name: "parent", T: tBigint, Nullable: true})
+		t.Idx = append(t.Idx, &Index{Name: "PRIMARY", Cols: []string{"id"}, Unique: true}, &Index{Name: b.idxName(), Cols: []string{"parent"}})
+	}
+	for range 1 + r.IntN(4) {
+		t.Cols = append(t.Cols, b.newCol(r, b.colName(), allTypes, r.IntN(5) != 0))
+	}
+	b.randomIndex(r, t)
+	b.tables[name] = t
+	b.ddl(r, b.tn(t), codec.ActionCreateTable, t.createSQL(), codec.DDLTable{TableName: b.tn(t), Role: codec.RoleCreated})
+}
+
+// keyable returns the columns of t an index may take (no key column of a
+// tree).
+func (t *Table) keyable() []*Column {
+	var out []*Column
+	for _, c := range t.Cols {
+		if c.T.keyable && !(t.Tree && (c.Name == "id" || c.Name == "parent")) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// randomIndex adds an index on one or two keyable columns to t's
+// definition (not as a DDL), if the rows allow it; it returns it, or nil.
+func (b *builder) randomIndex(r *rand.Rand, t *Table) *Index {
+	cs := t.keyable()
+	if len(cs) == 0 {
+		return nil
+	}
+	x := &Index{Name: b.idxName(), Unique: r.IntN(2) == 0}
+	c := cs[r.IntN(len(cs))]
+	x.Cols = []string{c.Name}
+	if len(cs) > 1 && r.IntN(3) == 0 {
+		d := cs[r.IntN(len(cs))]
+		if d != c {
+			x.Cols = append(x.Cols, d.Name)
+		}
+	}
+	for _, y := range t.Idx {
+		if slices.Equal(y.Cols, x.Cols) {
+			return nil
+		}
+	}
+	t.Idx = append(t.Idx, x)
+	if x.Unique && !t.legal(t.Rows) {
+		t.Idx = t.Idx[:len(t.Idx)-1]
+		return nil
+	}
+	return x
+}
+
+// alter runs a DDL step on t.
+func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
+	tn := b.tn(t)
+	switch k {
+	case StepAddColumn:
+		c := b.newCol(r, b.colName(), allTypes, true)
+		t.Cols = append(t.Cols, c)
+		for i := range t.Rows {
+			t.Rows[i] = append(t.Rows[i], codec.Null())
+		}
+		b.ddl(r, tn, codec.ActionAddColumn, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s", q(t.Name), c.colDef()))
+	case StepDropColumn:
+		if len(t.Cols) < 3 {
+			return
+		}
+		key := t.key()
+		var cand []int
+		for i, c := range t.Cols {
+			_, multi := t.inIndex(c.Name)
+			if multi || (key != nil && slices.Contains(key.Cols, c.Name)) || (t.Tree && c.Name == "parent") {
+				continue
+			}
+			cand = append(cand, i)
+		}
+		if len(cand) == 0 {
+			return
+		}
+		i := cand[r.IntN(len(cand))]
+		name := t.Cols[i].Name
+		t.Idx = slices.DeleteFunc(t.Idx, func(x *Index) bool { return slices.Contains(x.Cols, name) })
+		t.Cols = slices.Delete(t.Cols, i, i+1)
+		for j := range t.Rows {
+			t.Rows[j] = slices.Delete(t.Rows[j], i, i+1)
+		}
+		b.ddl(r, tn, codec.ActionDropColumn, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", q(t.Name), q(name)))
+	case StepModifyColumn:
+		type cand struct {
+			i int
+			w widening
+		}
+		var cs []cand
+		for i, c := range t.Cols {
+			if t.Tree && (c.Name == "id" || c.Name == "parent") {
+				continue
+			}
+			in, _ := t.inIndex(c.Name)
+			for _, w := range widenings {
+				if w.from == c.T && (!in || w.to.keyable) {
+					cs = append(cs, cand{i, w})
+				}
+			}
+		}
+		if len(cs) == 0 {
+			return
+		}
+		ch := cs[r.IntN(len(cs))]
+		c := t.Cols[ch.i]
+		old := c.Name
+		c.T = ch.w.to
+		c.Bin = c.T.text && c.T.keyable && r.IntN(2) == 0
+		for j := range t.Rows {
+			if v := t.Rows[j][ch.i]; !v.IsNull() {
+				t.Rows[j][ch.i] = ch.w.conv(v)
+			}
+		}
+		if r.IntN(3) == 0 {
+			c.Name = b.colName()
+			renameInIndexes(t, old, c.Name)
+			b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s CHANGE COLUMN %s %s", q(t.Name), q(old), c.colDef()))
+			return
+		}
+		b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s", q(t.Name), c.colDef()))
+	case StepRenameColumn:
+		var cs []*Column
+		for _, c := range t.Cols {
+			if !t.Tree || (c.Name != "id" && c.Name != "parent") {
+				cs = append(cs, c)
+			}
+		}
+		if len(cs) == 0 {
+			return
+		}
+		c := cs[r.IntN(len(cs))]
+		old := c.Name
+		c.Name = b.colName()
+		renameInIndexes(t, old, c.Name)
+		b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", q(t.Name), q(old), q(c.Name)))
+	case StepAddIndex:
+		x := b.randomIndex(r, t)
+		if x == nil {
+			return
+		}
+		u := ""
+		if x.Unique {
+			u = "UNIQUE "
+		}
+		cols := "`" + strings.Join(x.Cols, "`, `") + "`"
+		if r.IntN(2) == 0 {
+			b.ddl(r, tn, codec.ActionAddIndex, fmt.Sprintf("CREATE %sINDEX %s ON %s (%s)", u, q(x.Name), q(t.Name), cols))
+		} else {
+			b.ddl(r, tn, codec.ActionAddIndex, fmt.Sprintf("ALTER TABLE %s ADD %s", q(t.Name), x.def()))
+		}
+	case StepDropIndex:
+		key := t.key()
+		var cs []*Index
+		for _, x := range t.Idx {
+			if !x.primary() && x != key && !(t.Tree && slices.Contains(x.Cols, "parent")) {
+				cs = append(cs, x)
+			}
+		}
+		if len(cs) == 0 {
+			return
+		}
+		x := cs[r.IntN(len(cs))]
+		t.Idx = slices.DeleteFunc(t.Idx, func(y *Index) bool { return y == x })
+		if r.IntN(2) == 0 {
+			b.ddl(r, tn, codec.ActionDropIndex, fmt.Sprintf("DROP INDEX %s ON %s", q(x.Name), q(t.Name)))
+		} else {
+			b.ddl(r, tn, codec.ActionDropIndex, fmt.Sprintf("ALTER TABLE %s DROP INDEX %s", q(t.Name), q(x.Name)))
+		}
+	case StepRenameTable:
+		b.names++
+		to := fmt.Sprintf("t%d", b.names)
+		delete(b.tables, t.Name)
+		from := t.Name
+		t.Name = to
+		b.tables[to] = t
+		if r.IntN(2) == 0 {
+			b.ddl(r, tn, codec.ActionRenameTable, fmt.Sprintf("RENAME TABLE %s TO %s", q(from), q(to)))
+		} else {
+			b.ddl(r, tn, codec.ActionRenameTable, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", q(from), q(to)))
+		}
+	case StepTruncate:
+		t.Rows = nil
+		b.ids++
+		t.ID = 1000 + b.ids
+		b.ddl(r, tn, codec.ActionTruncateTable, "TRUNCATE TABLE "+q(t.Name),
+			codec.DDLTable{TableName: tn, Role: codec.RoleDropped}, codec.DDLTable{TableName: b.tn(t), Role: codec.RoleCreated})
+	case StepDropTable:
+		delete(b.tables, t.Name)
+		b.ddl(r, tn, codec.ActionDropTable, "DROP TABLE "+q(t.Name), codec.DDLTable{TableName: tn, Role: codec.RoleDropped})
+	case StepRecreate:
+		delete(b.tables, t.Name)
+		b.ddl(r, tn, codec.ActionDropTable, "DROP TABLE "+q(t.Name), codec.DDLTable{TableName: tn, Role: codec.RoleDropped})
+		b.create(r, t.Name)
+	}
+}
+
+func renameInIndexes(t *Table, from, to string) {
+	for _, x := range t.Idx {
+		for i, n := range x.Cols {
+			if n == from {
+				x.Cols[i] = to
+			}
+		}
+	}
+}
