@@ -153,13 +153,14 @@ type builder struct {
 	ckpt     bool
 	out      *Built
 	distinct map[string]map[string]bool // images of keyless tables written so far, in a ran-ahead history
+	frozen   map[string]bool            // tables no transaction changes
 }
 
 // Build interprets the history's steps into events (under schema) and the
 // model's end state.
 func (h *History) Build(schema string) *Built {
 	b := &builder{schema: schema, h: h, tables: map[string]*Table{}, ts: 100,
-		out: &Built{NUL: map[string]bool{}, Keyless: map[string]bool{}}}
+		out: &Built{NUL: map[string]bool{}, Keyless: map[string]bool{}}, frozen: map[string]bool{}}
 	if slices.ContainsFunc(h.Steps, func(s Step) bool { return s.Kind == StepCheckpoint }) {
 		b.distinct = map[string]map[string]bool{}
 	}
@@ -229,9 +230,24 @@ func (b *builder) step(r *rand.Rand, s Step) {
 		b.ckpt = true
 		b.out.CheckpointTs = b.ts
 		for n, t := range b.tables {
-			if t.key() == nil {
-				b.out.Keyless[n] = true
+			if t.key() != nil {
+				continue
 			}
+			b.out.Keyless[n] = true
+			// A replay cannot tell identical rows of a table without a
+			// key apart (documented): from here on the rows of such a
+			// table are all distinct, and a table already holding two
+			// identical rows (a DROP COLUMN can make them) is left
+			// alone.
+			seen := map[string]bool{}
+			for _, row := range t.Rows {
+				k := rowKey(row)
+				if seen[k] {
+					b.frozen[n] = true
+				}
+				seen[k] = true
+			}
+			b.distinct[n] = seen
 		}
 	case StepAhead:
 		if b.ckpt {

@@ -171,16 +171,21 @@ func (w *work) distinctOK(row []codec.Value) bool {
 		m = map[string]bool{}
 		w.b.distinct[w.t.Name] = m
 	}
+	k := rowKey(row)
+	if m[k] {
+		return false
+	}
+	m[k] = true
+	return true
+}
+
+func rowKey(row []codec.Value) string {
 	var s strings.Builder
 	for _, v := range row {
 		s.WriteString(v.String())
 		s.WriteByte(0)
 	}
-	if m[s.String()] {
-		return false
-	}
-	m[s.String()] = true
-	return true
+	return s.String()
 }
 
 func (b *builder) txn(r *rand.Rand, big bool) {
@@ -194,7 +199,7 @@ func (b *builder) txn(r *rand.Rand, big bool) {
 	picked := map[string]bool{}
 	for range 1 + r.IntN(2) {
 		t := b.tables[ns[r.IntN(len(ns))]]
-		if picked[t.Name] {
+		if picked[t.Name] || b.frozen[t.Name] {
 			continue
 		}
 		picked[t.Name] = true

@@ -173,7 +173,9 @@ func dateOf(r *rand.Rand, small bool, y0, y1 int) codec.DateTime {
 	return codec.DateTime{Year: uint16(y), Month: uint8(m), Day: uint8(1 + r.IntN(daysIn(y, m)))}
 }
 
-func dateGen(r *rand.Rand, small, _ bool) codec.Value { return codec.DateValue(dateOf(r, small, 1000, 9999)) }
+func dateGen(r *rand.Rand, small, _ bool) codec.Value {
+	return codec.DateValue(dateOf(r, small, 1000, 9999))
+}
 
 func dtGen(fsp uint8, ts bool) func(r *rand.Rand, small, nul bool) codec.Value {
 	return func(r *rand.Rand, small, _ bool) codec.Value {
