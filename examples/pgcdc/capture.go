@@ -141,18 +141,19 @@ type spanEvents struct {
 // its own spans written through its gate; the other writers' events are
 // dropped (each writer reads its own slot of the same stream).
 type capturer struct {
-	cfg    *config
-	idx    int
-	id     string
-	spans  *spanMap
-	own    map[meta.SpanID]bool
-	gate   *sinkgate.Gate
-	cat    *pgx.Conn // catalog lookups
-	rels   map[uint32]*relation
-	pks    map[uint32][]string // primary keys the DDL records named
-	start  uint64              // events at or below are in the log already
-	stats  *captureStats
-	logger *slog.Logger
+	cfg     *config
+	idx     int
+	id      string
+	spans   *spanMap
+	own     map[meta.SpanID]bool
+	gate    *sinkgate.Gate
+	cat     *pgx.Conn // catalog lookups
+	rels    map[uint32]*relation
+	pks     map[uint32][]string // primary keys the DDL records named
+	start   uint64              // events at or below are in the log already
+	skipDDL map[uint64]bool     // -skip-ddl: commit LSNs whose untranslatable DDLs are left out
+	stats   *captureStats
+	logger  *slog.Logger
 
 	resolved  uint64
 	inTxn     bool
@@ -169,8 +170,12 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	if err != nil {
 		return err
 	}
+	skip, err := parseSkipDDL(cfg.SkipDDL)
+	if err != nil {
+		return err
+	}
 	c := &capturer{cfg: cfg, idx: idx, id: writerID(idx), spans: spans, own: map[meta.SpanID]bool{},
-		rels: map[uint32]*relation{}, pks: map[uint32][]string{}, stats: stats, logger: cfg.Logger}
+		rels: map[uint32]*relation{}, pks: map[uint32][]string{}, stats: stats, logger: cfg.Logger, skipDDL: skip}
 	for _, s := range spans.owned(idx) {
 		c.own[s] = true
 	}
@@ -183,6 +188,15 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 		return err
 	}
 	defer c.cat.Close(context.Background())
+	// The coordinator records a snapshot pending before it creates the
+	// log: once the log is there, the record says whether to wait.
+	if _, err := waitMeta(ctx, lg, cfg.Tick, c.logger); err != nil {
+		return err
+	}
+	snapLSN, err := waitSnapshot(ctx, cfg, c.logger)
+	if err != nil {
+		return err
+	}
 	slot := cfg.SlotPrefix + strconv.Itoa(idx)
 	var confirmed string
 	if err := c.cat.QueryRow(ctx, "SELECT coalesce(confirmed_flush_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&confirmed); err != nil {
@@ -200,6 +214,9 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	// again at or below it are skipped, those above written again (the
 	// reader drops such copies).
 	c.start = uint64(lsn)
+	// The setup advanced the slots to the snapshot; the floor holds on a
+	// slot it did not.
+	c.start = max(c.start, snapLSN)
 
 	w, err := lg.OpenWriter(ctx, c.id, &writer.Options{FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
 	if err != nil {
@@ -235,6 +252,11 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	}
 	if err := c.replay(ctx, lg, from); err != nil {
 		return err
+	}
+	if uint64(lsn) < c.start {
+		// The slot starts at the snapshot, which holds what it would send
+		// below.
+		lsn = pglogrepl.LSN(c.start)
 	}
 
 	// The global resolved ts, read in the background: the slot is
@@ -417,6 +439,23 @@ func (c *capturer) replay(ctx context.Context, lg *redokit.Log, from uint64) err
 	if from >= c.start {
 		return nil
 	}
+	// What the slot confirmed is in the log: the global resolved ts is at
+	// or above it, or soon will be after an initial snapshot (until the
+	// coordinator's next tick).
+	for {
+		m, err := lg.Meta(ctx)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if m.ResolvedTs >= c.start {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.cfg.Tick):
+		}
+	}
 	r, err := lg.OpenReader(ctx, &redokit.ReadOptions{Start: from, End: c.start})
 	if err != nil {
 		return fmt.Errorf("replay (%d, %d] from the log: %w", from, c.start, err)
@@ -495,6 +534,14 @@ func (c *capturer) handle(ctx context.Context, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("pgoutput message: %w", err)
 	}
+	if c.inTxn && c.commitLSN <= c.start {
+		switch m.(type) {
+		case *pglogrepl.InsertMessage, *pglogrepl.UpdateMessage, *pglogrepl.DeleteMessage, *pglogrepl.TruncateMessage:
+			// In the log before this capture restarted, or in the initial
+			// snapshot: commit drops the transaction.
+			return nil
+		}
+	}
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
 		return c.relation(ctx, m)
@@ -545,7 +592,11 @@ func (c *capturer) handle(ctx context.Context, data []byte) error {
 		}
 		return c.add(rel, pre, nil)
 	case *pglogrepl.TruncateMessage:
-		return fmt.Errorf("a TRUNCATE at LSN %s: the log has no row images for it; the capture does not carry TRUNCATE", pglogrepl.LSN(c.commitLSN))
+		if c.skipDDL[c.commitLSN] {
+			c.logger.Warn("TRUNCATE left out of the log (-skip-ddl)", "writer", c.id, "lsn", pglogrepl.LSN(c.commitLSN).String())
+			return nil
+		}
+		return &DDLError{LSN: c.commitLSN, Query: "TRUNCATE", Reason: errors.New("a TRUNCATE: the log has no row images for it; the capture does not carry TRUNCATE")}
 	case *pglogrepl.CommitMessage:
 		return c.commit(ctx, uint64(m.CommitLSN))
 	case *pglogrepl.LogicalDecodingMessage:
@@ -577,13 +628,8 @@ func (c *capturer) relation(ctx context.Context, m *pglogrepl.RelationMessage) e
 	pk, ok := c.pks[r.oid]
 	if !ok {
 		// A table the DDL records did not create: its key from the catalog.
-		rows, err := c.cat.Query(ctx, `SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
-			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-			WHERE i.indrelid = $1 AND i.indisprimary ORDER BY k.n`, m.RelationID)
-		if err != nil {
-			return fmt.Errorf("table %s.%s: read its primary key: %w", r.schema, r.name, err)
-		}
-		if pk, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		var err error
+		if pk, err = primaryKey(ctx, c.cat, m.RelationID); err != nil {
 			return fmt.Errorf("table %s.%s: read its primary key: %w", r.schema, r.name, err)
 		}
 		var exists bool
@@ -628,33 +674,38 @@ func (c *capturer) image(r *relation, td *pglogrepl.TupleData, old []codec.Colum
 		if rc.err != nil {
 			return nil, rc.err
 		}
-		col := codec.Column{Name: rc.name, Type: rc.ct.typ, Flags: rc.ct.flags, Charset: rc.ct.cs, Collation: rc.ct.coll}
-		if rc.pk {
-			col.Flags |= codec.FlagPrimaryKey | codec.FlagHandleKey
-		} else {
-			col.Flags |= codec.FlagNullable
-		}
+		var v codec.Value
 		d := td.Columns[i]
 		switch d.DataType {
 		case pglogrepl.TupleDataTypeNull:
-			col.Value = codec.Null()
+			v = codec.Null()
 		case pglogrepl.TupleDataTypeToast:
 			if old == nil {
 				return nil, fmt.Errorf("table %s column %s: an unchanged TOASTed value without the old row", tname, rc.name)
 			}
-			col.Value = old[i].Value
+			v = old[i].Value
 		case pglogrepl.TupleDataTypeText:
-			v, err := rc.ct.toValue(tname, rc.name, d.Data)
-			if err != nil {
+			var err error
+			if v, err = rc.ct.toValue(tname, rc.name, d.Data); err != nil {
 				return nil, err
 			}
-			col.Value = v
 		default:
 			return nil, fmt.Errorf("table %s column %s: tuple data kind %q is not text", tname, rc.name, d.DataType)
 		}
-		out[i] = col
+		out[i] = logColumn(rc, v)
 	}
 	return out, nil
+}
+
+// logColumn is one column of a row image in the log.
+func logColumn(rc relCol, v codec.Value) codec.Column {
+	col := codec.Column{Name: rc.name, Type: rc.ct.typ, Flags: rc.ct.flags, Charset: rc.ct.cs, Collation: rc.ct.coll, Value: v}
+	if rc.pk {
+		col.Flags |= codec.FlagPrimaryKey | codec.FlagHandleKey
+	} else {
+		col.Flags |= codec.FlagNullable
+	}
+	return col
 }
 
 func (c *capturer) spanOf(r *relation, img []codec.Column) (meta.SpanID, error) {
@@ -704,34 +755,129 @@ func (c *capturer) add(r *relation, pre, post []codec.Column) error {
 	return nil
 }
 
-// ddlRecord turns a row of the DDL table into the log's DDL event.
+// parseSkipDDL reads -skip-ddl: commit LSNs as PostgreSQL writes them
+// (16/B374D848), comma-separated.
+func parseSkipDDL(spec string) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	for _, f := range strings.Split(spec, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		lsn, err := pglogrepl.ParseLSN(f)
+		if err != nil {
+			return nil, fmt.Errorf("-skip-ddl: %q is not an LSN (as the error that named it wrote it, e.g. 0/1A2B3C8): %w", f, err)
+		}
+		out[uint64(lsn)] = true
+	}
+	return out, nil
+}
+
+// ErrUntranslatedDDL is what a DDL the capture cannot carry stops it with
+// (a *DDLError): the capture would stop at the same LSN on every restart,
+// until the operator names it with -skip-ddl.
+var ErrUntranslatedDDL = errors.New("a DDL the capture does not translate")
+
+// DDLError is a DDL the capture cannot carry: the transaction it committed
+// in, its text, and why.
+type DDLError struct {
+	LSN    uint64 // the commit LSN of its transaction (the log's commit ts)
+	Query  string // the statement, as the trigger recorded it
+	Reason error
+}
+
+func (e *DDLError) Error() string {
+	lsn := pglogrepl.LSN(e.LSN).String()
+	return fmt.Sprintf("%v (in the transaction committed at LSN %s); it stops the capture here on every restart: "+
+		"to go on, apply its change downstream yourself if it needs one, and run the capture with -skip-ddl %s, which leaves the DDLs of that transaction it cannot translate out of the log",
+		e.Reason, lsn, lsn)
+}
+
+func (e *DDLError) Is(target error) bool { return target == ErrUntranslatedDDL }
+
+func (e *DDLError) Unwrap() error { return e.Reason }
+
+// ddlRecord turns a row of the DDL table into the log's DDL event; one it
+// cannot translate is a *DDLError, or skipped if -skip-ddl names its
+// transaction.
 func (c *capturer) ddlRecord(r *relation, td *pglogrepl.TupleData) error {
+	if c.commitLSN <= c.start {
+		return nil // in the log before this capture restarted (or in the initial snapshot)
+	}
 	f := map[string]string{}
 	for i, rc := range r.cols {
 		if i < len(td.Columns) && td.Columns[i].DataType == pglogrepl.TupleDataTypeText {
 			f[rc.name] = string(td.Columns[i].Data)
 		}
 	}
+	err := c.ddlEvent(f)
+	if err == nil {
+		return nil
+	}
+	if c.skipDDL[c.commitLSN] {
+		c.logger.Warn("DDL left out of the log (-skip-ddl)", "writer", c.id, "lsn", pglogrepl.LSN(c.commitLSN).String(), "err", err)
+		return nil
+	}
+	return &DDLError{LSN: c.commitLSN, Query: f["query"], Reason: err}
+}
+
+// statement picks, from the text a DDL record holds, the statement the
+// record is for: the whole text when it is one statement; else the seq-th
+// (the trigger counts the DDLs of each tag in one client message) statement
+// whose tag is the record's.
+func statement(f map[string]string) (string, error) {
 	tag, query := f["tag"], f["query"]
+	stmts, err := splitStatements(query)
+	if err != nil {
+		return "", fmt.Errorf("DDL %s %q: %w", tag, trunc(query), err)
+	}
+	if len(stmts) == 1 {
+		return stmts[0], nil
+	}
+	seq, err := strconv.Atoi(f["seq"])
+	if err != nil || seq < 1 {
+		return "", fmt.Errorf("DDL %s %q: %d statements in one query, and the trigger recorded no position (seq %q; a pgcdc_ddl table of an older setup: run the setup again)", tag, trunc(query), len(stmts), f["seq"])
+	}
+	n := 0
+	for _, s := range stmts {
+		if stmtTag(s) == tag {
+			if n++; n == seq {
+				return s, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("DDL %s %q: the trigger recorded %s number %d of the query, which holds %d", tag, trunc(query), tag, seq, n)
+}
+
+// ddlEvent adds the DDL event a record of the DDL table (its fields f)
+// stands for to the transaction.
+func (c *capturer) ddlEvent(f map[string]string) error {
+	tag := f["tag"]
 	want := map[string]string{"CREATE TABLE": "create", "ALTER TABLE": "alter", "DROP TABLE": "drop"}[tag]
 	if want == "" {
-		return fmt.Errorf("DDL %s %q at LSN %s: the capture carries CREATE TABLE, ALTER TABLE … ADD COLUMN and DROP TABLE only", tag, trunc(query), pglogrepl.LSN(c.commitLSN))
+		return fmt.Errorf("DDL %s %q: the capture carries CREATE TABLE, ALTER TABLE … ADD COLUMN and DROP TABLE only", tag, trunc(f["query"]))
 	}
-	text, kind, _, err := translateDDL(query)
+	query, err := statement(f)
 	if err != nil {
-		return fmt.Errorf("at LSN %s: %w", pglogrepl.LSN(c.commitLSN), err)
+		return err
+	}
+	text, kind, table, err := translateDDL(query)
+	if err != nil {
+		return err
 	}
 	if kind != want {
-		return fmt.Errorf("DDL %s %q at LSN %s: its text is not the statement its tag says", tag, trunc(query), pglogrepl.LSN(c.commitLSN))
+		return fmt.Errorf("DDL %s %q: its text is not the statement its tag says", tag, trunc(query))
 	}
 	oid, err := strconv.ParseInt(f["objid"], 10, 64)
 	if err != nil || f["table_name"] == "" {
-		return fmt.Errorf("DDL %q at LSN %s: the trigger recorded no table (objid %q)", trunc(query), pglogrepl.LSN(c.commitLSN), f["objid"])
+		return fmt.Errorf("DDL %q: the trigger recorded no table (objid %q)", trunc(query), f["objid"])
+	}
+	if table != f["table_name"] {
+		return fmt.Errorf("DDL %q names table %s, the trigger recorded %s", trunc(query), table, f["table_name"])
 	}
 	tn := codec.TableName{Schema: f["schema_name"], Name: f["table_name"], PhysicalID: oid}
 	ts := c.spans.tables[tn.Name]
 	if ts == nil {
-		return fmt.Errorf("DDL %q at LSN %s: table %s is not in -tables", trunc(query), pglogrepl.LSN(c.commitLSN), tn.Name)
+		return fmt.Errorf("DDL %q: table %s is not in -tables", trunc(query), tn.Name)
 	}
 	if ts.count() > 1 && kind != "create" {
 		// Its spans belong to several writers, whose gates release on
@@ -740,7 +886,7 @@ func (c *capturer) ddlRecord(r *relation, td *pglogrepl.TupleData) error {
 		// the gates. A CREATE TABLE precedes every row of the table: a
 		// gate that releases one first fails and retries until the
 		// table is there.
-		return fmt.Errorf("DDL %q at LSN %s: table %s is split into %d spans; only CREATE TABLE is carried on a split table", trunc(query), pglogrepl.LSN(c.commitLSN), tn.Name, ts.count())
+		return fmt.Errorf("DDL %q: table %s is split into %d spans; only CREATE TABLE is carried on a split table", trunc(query), tn.Name, ts.count())
 	}
 	d := codec.DDL{Table: tn, Query: text}
 	switch kind {

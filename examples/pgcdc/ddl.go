@@ -19,12 +19,22 @@ import (
 // numeric(p,s)/decimal(p,s), text, varchar(n)/character varying(n), bytea,
 // boolean/bool, real/float4, double precision/float8, date,
 // timestamp[(p)] [without time zone], timestamptz/timestamp[(p)] with time
-// zone, json, jsonb). Anything else — a DEFAULT, a constraint other than the
-// primary key, an unconstrained numeric (MySQL's DECIMAL would round it) — is
-// an error quoting the statement: a DDL the downstream would run differently
-// must stop the capture, not be skipped.
+// zone, json, jsonb), and smallserial/serial/bigserial (serial2/4/8) and
+// GENERATED {ALWAYS|BY DEFAULT} AS IDENTITY [(…)] on an integer column: the
+// integer type, NOT NULL, and AUTO_INCREMENT when the column is the primary
+// key's first (MySQL allows it on a key only; the sinks drop it, as the log
+// carries every value the sequence gave). Comments are left out. Anything else — a DEFAULT, a constraint other than the
+// primary key, an unconstrained numeric (MySQL's DECIMAL would round it), a
+// serial or identity column added to a table (the values it gives the rows
+// already there are not in the log) — is an error quoting the statement: a
+// DDL the downstream would run differently must stop the capture, not be
+// skipped silently (the operator may skip it by name: -skip-ddl).
 func translateDDL(query string) (mysql string, kind string, table string, err error) {
-	toks, err := tokenize(query)
+	var toks []string
+	clean, err := mask(query, false) // comments out, literals kept (and refused)
+	if err == nil {
+		toks, err = tokenize(clean)
+	}
 	if err != nil {
 		return "", "", "", fmt.Errorf("DDL %q: %w", trunc(query), err)
 	}
@@ -48,6 +58,7 @@ func translateDDL(query string) (mysql string, kind string, table string, err er
 			return fail("expected ( after the table name")
 		}
 		var cols, pk []string
+		auto := map[string]int{} // serial and identity columns: their index in cols
 		for {
 			if p.accept("primary", "key") {
 				if !p.accept("(") {
@@ -67,9 +78,12 @@ func translateDDL(query string) (mysql string, kind string, table string, err er
 					}
 				}
 			} else {
-				def, isPK, err := p.column()
+				def, isPK, isAuto, err := p.column()
 				if err != nil {
 					return fail("%v", err)
+				}
+				if isAuto {
+					auto[strings.Fields(def)[0]] = len(cols)
 				}
 				cols = append(cols, def)
 				if isPK {
@@ -81,6 +95,16 @@ func translateDDL(query string) (mysql string, kind string, table string, err er
 			}
 			if !p.accept(",") {
 				return fail("expected , or ) after %q", p.peek())
+			}
+		}
+		// MySQL allows one AUTO_INCREMENT column, and only as the first
+		// column of a key: the primary key's first column gets it. The
+		// attribute is the downstream's business only (the log carries every
+		// value the upstream's sequence gave); other serial and identity
+		// columns are plain integers there.
+		if len(pk) > 0 {
+			if i, ok := auto[pk[0]]; ok {
+				cols[i] += " AUTO_INCREMENT"
 			}
 		}
 		b.WriteString(strings.Join(cols, ", "))
@@ -102,12 +126,17 @@ func translateDDL(query string) (mysql string, kind string, table string, err er
 		// MySQL has no ADD COLUMN IF NOT EXISTS; the sinks count a
 		// duplicate column as applied, which is what it means.
 		p.accept("if", "not", "exists")
-		def, isPK, err := p.column()
+		def, isPK, isAuto, err := p.column()
 		if err != nil {
 			return fail("%v", err)
 		}
 		if isPK {
 			return fail("a new primary-key column is not translated")
+		}
+		if isAuto {
+			// The upstream fills the existing rows from the sequence, and
+			// the log has no row events for that.
+			return fail("a new serial or identity column is not translated: the values it gives the existing rows are not in the log")
 		}
 		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN %s", quote(table), def)
 	case p.accept("drop", "table"):
@@ -135,8 +164,23 @@ func translateDDL(query string) (mysql string, kind string, table string, err er
 }
 
 // mysqlType maps a PostgreSQL type name, as written in DDL, to MySQL's.
-func (p *parser) mysqlType() (string, error) {
+// serial types map to their integer type; serial reports them.
+func (p *parser) mysqlType() (typ string, serial bool, err error) {
 	t := p.next()
+	switch t {
+	case "smallserial", "serial2":
+		return "SMALLINT", true, nil
+	case "serial", "serial4":
+		return "INT", true, nil
+	case "bigserial", "serial8":
+		return "BIGINT", true, nil
+	}
+	typ, err = p.plainType(t)
+	return typ, false, err
+}
+
+// plainType maps the type name t (read) and its arguments (next) to MySQL's.
+func (p *parser) plainType(t string) (string, error) {
 	args := func() ([]string, error) {
 		if !p.accept("(") {
 			return nil, nil
@@ -229,30 +273,57 @@ func (p *parser) mysqlType() (string, error) {
 	return "", fmt.Errorf("type %q is not one the capture translates", t)
 }
 
-// column parses "name type [NOT NULL|NULL] [PRIMARY KEY]".
-func (p *parser) column() (def string, pk bool, err error) {
+// column parses "name type [NOT NULL|NULL] [PRIMARY KEY]
+// [GENERATED {ALWAYS|BY DEFAULT} AS IDENTITY [(options)]]" (constraints in
+// any order). auto reports a serial or identity column: an integer whose
+// values the upstream's sequence gives, and the log carries.
+func (p *parser) column() (def string, pk, auto bool, err error) {
 	name, err := p.ident()
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
-	typ, err := p.mysqlType()
+	typ, auto, err := p.mysqlType()
 	if err != nil {
-		return "", false, fmt.Errorf("column %s: %w", name, err)
+		return "", false, false, fmt.Errorf("column %s: %w", name, err)
 	}
-	def = quote(name) + " " + typ
+	notNull := auto // serial implies NOT NULL
 	for {
 		switch {
 		case p.accept("not", "null"):
-			def += " NOT NULL"
+			notNull = true
 		case p.accept("null"):
+			if auto {
+				return "", false, false, fmt.Errorf("column %s: NULL on a serial or identity column", name)
+			}
 		case p.accept("primary", "key"):
-			pk = true
-			def += " NOT NULL"
+			pk, notNull = true, true
+		case p.accept("generated", "always", "as", "identity") || p.accept("generated", "by", "default", "as", "identity"):
+			if typ != "SMALLINT" && typ != "INT" && typ != "BIGINT" {
+				return "", false, false, fmt.Errorf("column %s: identity on %s", name, typ)
+			}
+			if auto {
+				return "", false, false, fmt.Errorf("column %s: identity on a serial column", name)
+			}
+			auto, notNull = true, true
+			// Sequence options (START WITH 10 INCREMENT BY 2 …): the log
+			// carries the values they give, so they are read and left.
+			if p.accept("(") {
+				for !p.accept(")") {
+					if p.done() {
+						return "", false, false, fmt.Errorf("column %s: unterminated identity options", name)
+					}
+					p.next()
+				}
+			}
 		default:
 			if s := p.peek(); s != "," && s != ")" && s != ";" && s != "" {
-				return "", false, fmt.Errorf("column %s: %q is not translated (only NOT NULL, NULL and PRIMARY KEY)", name, s)
+				return "", false, false, fmt.Errorf("column %s: %q is not translated (only NOT NULL, NULL, PRIMARY KEY and GENERATED … AS IDENTITY)", name, s)
 			}
-			return def, pk, nil
+			def = quote(name) + " " + typ
+			if notNull {
+				def += " NOT NULL"
+			}
+			return def, pk, auto, nil
 		}
 	}
 }
@@ -321,9 +392,9 @@ func (p *parser) tableName() (string, error) {
 	return n, nil
 }
 
-// tokenize splits SQL into lower-cased words, numbers, punctuation and
-// quoted identifiers (kept with their leading '"', case kept). String
-// literals and comments are refused: no translated form has one.
+// tokenize splits SQL (its comments masked out) into lower-cased words,
+// numbers, punctuation and quoted identifiers (kept with their leading '"',
+// case kept). String literals are refused: no translated form has one.
 func tokenize(s string) ([]string, error) {
 	var toks []string
 	for i := 0; i < len(s); {
@@ -349,7 +420,7 @@ func tokenize(s string) ([]string, error) {
 			toks = append(toks, strings.ToLower(s[i:j]))
 			i = j
 		default:
-			return nil, fmt.Errorf("%q at offset %d is not translated (no literals, comments or operators)", string(c), i)
+			return nil, fmt.Errorf("%q at offset %d is not translated (no literals or operators)", string(c), i)
 		}
 	}
 	return toks, nil

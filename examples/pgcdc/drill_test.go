@@ -193,15 +193,17 @@ func TestDrill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeLog()
-	start, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	upstream, err := setup(ctx, up, cfg.Publication, cfg.slots())
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer upstream.close()
+	start := upstream.start
 	cctx, stopCoord := context.WithCancel(ctx)
 	coordDone := make(chan struct{})
 	go func() {
 		defer close(coordDone)
-		if err := coordinate(cctx, &cfg, lg, start); err != nil && cctx.Err() == nil {
+		if err := coordinate(cctx, &cfg, lg, upstream); err != nil && cctx.Err() == nil {
 			t.Errorf("coordinator: %v", err)
 		}
 	}()

@@ -23,7 +23,35 @@
 //   - the table pgcdc_ddl and two event triggers writing a row into it for
 //     each DDL statement. pgoutput carries no DDL; the row travels in the
 //     WAL like any other, in the transaction of its DDL, so DDLs and rows
-//     come out in LSN order.
+//     come out in LSN order;
+//   - when it creates the slots, an initial snapshot (see below).
+//
+// # The initial snapshot
+//
+// Tables that exist before the capture starts are carried from a snapshot,
+// the way logical replication tools start: after the slots, setup creates a
+// temporary slot that exports its snapshot (CREATE_REPLICATION_SLOT …
+// EXPORT_SNAPSHOT) and imports it into a REPEATABLE READ transaction (SET
+// TRANSACTION SNAPSHOT). Its consistent point S is at or above every slot's:
+// the snapshot holds every transaction that committed below S and none
+// after, and the captures drop what their slots send at or below S. The log
+// starts at S-2; the coordinator logs, under the writer ID pgcdc-snapshot,
+// each table of -tables the snapshot holds: its CREATE TABLE at commit ts
+// S-1 (the types below, NOT NULL, the primary key, AUTO_INCREMENT on a
+// serial or identity first key column; defaults, indexes and other
+// constraints stay upstream) and its rows at S, read as a stream and written
+// in batches of 512 rows per span, so memory does not grow with a table.
+// Then it resolves every span at S, removes that writer from the log's
+// writers, advances the slots to S, and only then records the snapshot done.
+// The captures wait for that, and replay (S-2, S] from the log into their
+// downstreams as they replay any range below their slots (see Acknowledgement
+// and restart).
+//
+// The record is the file "snapshot" of -state: "pending S" from before the
+// log exists, "done S" at the end. A snapshot that was interrupted cannot be
+// resumed (PostgreSQL's exported snapshot lives as long as the transaction
+// that took it): a coordinator that finds it pending refuses to start with
+// ErrSnapshotIncomplete, naming the slots and the log to drop to start over.
 //
 // # Events
 //
@@ -45,11 +73,29 @@
 //
 // DDLs are written as MySQL text, the dialect of the log (the sinks translate
 // MySQL DDL): CREATE TABLE with columns of the types above, NOT NULL and a
-// primary key; ALTER TABLE … ADD COLUMN; DROP TABLE. Any other DDL stops the
-// capture with an error quoting it, and so does a transaction holding DDL and
-// rows (at one commit ts the log orders rows before DDLs, the reverse of a
-// CREATE TABLE followed by its first rows) and a DDL on a split table (its
-// spans belong to several gates, which would need a barrier), and TRUNCATE.
+// primary key; ALTER TABLE … ADD COLUMN; DROP TABLE. smallserial, serial and
+// bigserial columns and GENERATED … AS IDENTITY are their integer type, NOT
+// NULL, and AUTO_INCREMENT on the primary key's first column (the sinks drop
+// it: the log carries every value the sequence gave). A query of several
+// statements (a migration sent as one string) is split at its semicolons
+// outside literals, quoted names, dollar quotes and comments; the trigger
+// counts the statements of each tag in the client's message, so each record
+// gets its own statement.
+//
+// Any other DDL — one with a DEFAULT or a constraint other than the primary
+// key, a serial or identity column added to a table, CREATE INDEX, ALTER …
+// TYPE, … — stops the capture with ErrUntranslatedDDL (a *DDLError) quoting
+// the statement and naming the commit LSN of its transaction, and so do a
+// DDL on a split table (its spans belong to several gates, which would need
+// a barrier) and TRUNCATE. Restarted, the capture stops there again: the way
+// on is -skip-ddl LSN (comma-separated, as many as needed), which leaves the
+// DDLs of that transaction that the capture cannot translate out of the log
+// (each logged as a warning; the ones it can translate are carried). Apply
+// their change downstream by hand first when it matters there (a DEFAULT
+// does not: the log carries every value). A transaction holding DDL and rows
+// stops the capture too (at one commit ts the log orders rows before DDLs,
+// the reverse of a CREATE TABLE followed by its first rows); run DDL in
+// transactions of their own.
 //
 // # Timestamps
 //
@@ -121,6 +167,7 @@ type config struct {
 	Writers       int
 	Role          string
 	Writer        int
+	SkipDDL       string // -skip-ddl: commit LSNs, comma-separated
 	Tick          time.Duration
 	FlushInterval time.Duration
 	Logger        *slog.Logger
@@ -139,6 +186,7 @@ func main() {
 	flag.IntVar(&cfg.Writers, "writers", 2, "writers (captures), each with its own slot and writer ID")
 	flag.StringVar(&cfg.Role, "role", "all", "all | setup | coordinator | capture")
 	flag.IntVar(&cfg.Writer, "writer", 0, "with -role capture: this writer's index")
+	flag.StringVar(&cfg.SkipDDL, "skip-ddl", "", "commit LSNs (comma-separated) of transactions whose DDLs the capture cannot translate: those DDLs are left out of the log (see ErrUntranslatedDDL)")
 	flag.DurationVar(&cfg.Tick, "tick", 100*time.Millisecond, "acknowledgement, heartbeat and coordinator interval")
 	flag.DurationVar(&cfg.FlushInterval, "flush-interval", 50*time.Millisecond, "redo writers' flush interval")
 	flag.Parse()
@@ -165,6 +213,9 @@ func (cfg *config) check() error {
 		return fmt.Errorf("-writer %d: not one of the %d writers", cfg.Writer, cfg.Writers)
 	}
 	if _, err := parseTables(cfg.Tables, cfg.Writers); err != nil {
+		return err
+	}
+	if _, err := parseSkipDDL(cfg.SkipDDL); err != nil {
 		return err
 	}
 	if cfg.State == "" {
@@ -213,16 +264,22 @@ func run(ctx context.Context, cfg *config) error {
 		var st captureStats
 		return runCapture(ctx, cfg, cfg.Writer, lg, fileCheckpoint(cfg.State, cfg.Writer), &st)
 	}
-	start, err := setup(ctx, cfg.PG, cfg.Publication, cfg.slots())
+	up, err := setup(ctx, cfg.PG, cfg.Publication, cfg.slots())
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("upstream set up", "upstream", redactDSN(cfg.PG), "publication", cfg.Publication, "slots", strings.Join(cfg.slots(), ","), "start_lsn", start)
+	defer up.close()
+	cfg.Logger.Info("upstream set up", "upstream", redactDSN(cfg.PG), "publication", cfg.Publication, "slots", strings.Join(cfg.slots(), ","), "start_ts", up.start)
 	switch cfg.Role {
 	case "setup":
+		if up.snap != nil {
+			// The snapshot lives with this process: the coordinator
+			// logs it. Slots made here without it cannot be used.
+			return fmt.Errorf("-role setup created the slots %s, whose initial snapshot only the coordinator can log: drop them and run -role coordinator, which sets up too", strings.Join(cfg.slots(), ", "))
+		}
 		return nil
 	case "coordinator":
-		return coordinate(ctx, cfg, lg, start)
+		return coordinate(ctx, cfg, lg, up)
 	case "all":
 	default:
 		return fmt.Errorf("-role %q: one of all, setup, coordinator, capture", cfg.Role)
@@ -231,7 +288,7 @@ func run(ctx context.Context, cfg *config) error {
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := coordinate(ctx, cfg, lg, start); err != nil {
+		if err := coordinate(ctx, cfg, lg, up); err != nil {
 			cancel(err)
 		}
 	})
@@ -248,27 +305,47 @@ func run(ctx context.Context, cfg *config) error {
 }
 
 // coordinate runs the log's coordinator: it registers the writers and the
-// spans (at startTs, for a new log), computes and persists the global
-// resolved ts, and moves the checkpoint to the least applied ts the captures
-// report.
-func coordinate(ctx context.Context, cfg *config, lg *redokit.Log, startTs uint64) error {
+// spans (at up.start, for a new log), logs the initial snapshot, computes
+// and persists the global resolved ts, and moves the checkpoint to the least
+// applied ts the captures report.
+func coordinate(ctx context.Context, cfg *config, lg *redokit.Log, up *upstream) error {
 	spans, err := parseTables(cfg.Tables, cfg.Writers)
 	if err != nil {
 		return err
 	}
+	startTs := up.start
 	if startTs == 0 {
-		// The slots existed: the log must be the one they fed.
+		// The slots existed: the log must be the one they fed, and its
+		// snapshot complete.
+		state, lsn, err := readSnapshotState(cfg.State)
+		if err != nil {
+			return err
+		}
+		if state == "pending" {
+			return incompleteSnapshot(cfg, lsn)
+		}
 		m, err := lg.Meta(ctx)
 		if err != nil {
 			return fmt.Errorf("log %s: the slots exist but the log has no meta object (%w): use the log they fed, or drop the slots", lg.ID(), err)
 		}
 		startTs = m.CheckpointTs
+	} else if up.snap != nil {
+		// Before the log exists: a capture that finds the log finds the
+		// snapshot pending, and waits for it.
+		if err := writeSnapshotState(cfg.State, "pending", up.snap.lsn); err != nil {
+			return err
+		}
 	}
 	coord, err := lg.OpenCoordinator(ctx, &meta.CoordinatorOptions{StartTs: startTs, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
 	m := coord.Meta()
+	if up.snap != nil {
+		if err := coord.AddWriter(ctx, snapshotWriter); err != nil {
+			return err
+		}
+	}
 	for i := range cfg.Writers {
 		if _, ok := m.Writers[writerID(i)]; !ok {
 			if err := coord.AddWriter(ctx, writerID(i)); err != nil {
@@ -278,6 +355,14 @@ func coordinate(ctx context.Context, cfg *config, lg *redokit.Log, startTs uint6
 	}
 	for _, s := range spans.all {
 		if err := coord.AddSpan(ctx, s, startTs); err != nil {
+			return err
+		}
+	}
+	if up.snap != nil {
+		err := logSnapshot(ctx, cfg, lg, coord, up.snap, spans)
+		up.snap.close()
+		up.snap = nil
+		if err != nil {
 			return err
 		}
 	}

@@ -88,6 +88,54 @@ func mapColumn(table, name string, oid uint32, typmod int32) (colType, error) {
 	return c, nil
 }
 
+// mysqlType is the column's MySQL type, as translateDDL writes it for the
+// same PostgreSQL type: a table the initial snapshot creates is the one its
+// CREATE TABLE would have made.
+func (c colType) mysqlType() (string, error) {
+	switch c.oid {
+	case oidBool:
+		return "TINYINT(1)", nil
+	case oidInt2:
+		return "SMALLINT", nil
+	case oidInt4:
+		return "INT", nil
+	case oidInt8:
+		return "BIGINT", nil
+	case oidNumeric:
+		// typmod is ((precision << 16) | scale) + 4; -1 unconstrained.
+		if c.typmod < 4 {
+			return "", fmt.Errorf("an unconstrained numeric has no exact MySQL DECIMAL: give its precision and scale")
+		}
+		p, s := (c.typmod-4)>>16&0xffff, (c.typmod-4)&0xffff
+		if s > p {
+			return "", fmt.Errorf("numeric(%d,%d) has no MySQL DECIMAL", p, int16(s<<5)>>5)
+		}
+		return fmt.Sprintf("DECIMAL(%d,%d)", p, s), nil
+	case oidText:
+		return "LONGTEXT", nil
+	case oidVarchar:
+		if c.typmod < 4 {
+			return "", fmt.Errorf("a VARCHAR needs its length")
+		}
+		return fmt.Sprintf("VARCHAR(%d)", c.typmod-4), nil
+	case oidBytea:
+		return "LONGBLOB", nil
+	case oidFloat4:
+		return "FLOAT", nil
+	case oidFloat8:
+		return "DOUBLE", nil
+	case oidDate:
+		return "DATE", nil
+	case oidTimestamp:
+		return fmt.Sprintf("DATETIME(%d)", c.fsp), nil
+	case oidTimestamptz:
+		return fmt.Sprintf("TIMESTAMP(%d)", c.fsp), nil
+	case oidJSON, oidJSONB:
+		return "JSON", nil
+	}
+	return "", fmt.Errorf("type OID %d is not mapped", c.oid)
+}
+
 // toValue converts one column's pgoutput text to its codec value, exactly,
 // or fails naming the column and the text.
 func (c colType) toValue(table, name string, text []byte) (codec.Value, error) {
