@@ -29,7 +29,10 @@ import (
 // The disaster drill: a pgbench-style workload on a real PostgreSQL while two
 // capture processes (writers pgcdc-w0 and pgcdc-w1, each its own slot and
 // half the spans) write the log and, through their gates, a PostgreSQL
-// downstream. Midway the downstream dies (its connections are cut and
+// downstream. Two tables exist before the capture (a bigserial key split
+// across both writers, an identity and a serial column): the initial
+// snapshot carries them. A migration sent as one query string creates two
+// tables (bigserial, identity) and alters a third. Midway the downstream dies (its connections are cut and
 // refused) and capture 1 is SIGKILLed, then started again: it resumes from its
 // slot and takes its writer ID over. When the log's global resolved ts covers
 // the last upstream commit, the recovery applies (checkpoint, resolved] into
@@ -115,73 +118,16 @@ func TestDrill(t *testing.T) {
 	base := postgresDSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin, err := connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	var walLevel string
-	if err := admin.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
-		t.Fatal(err)
-	}
-	if walLevel != "logical" {
-		msg := "the PostgreSQL server runs with wal_level=" + walLevel + ": logical replication needs wal_level=logical (scripts/emulators.sh: start postgres with -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20)"
-		testenv.Need(t, msg)
-	}
+	admin := logicalServer(t, ctx, base)
 	txns := testenv.Count(t, "REDOKIT_PGCDC_TXNS", 3000)
-
-	// A database per run, so that runs on the shared server never meet;
-	// slot names are the server's, so they carry the database's name too.
-	db := fmt.Sprintf("pgcdc_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
-	for _, d := range []string{db, db + "_down", db + "_fresh"} {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		// A slot left behind would hold the shared server's WAL forever:
-		// its walsender may outlive the killed capture for a moment.
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		c, err := connect(ctx, base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		slots := []string{db + "_0", db + "_1"}
-		// A slot stays active until its walsender has gone: retry the drop
-		// until it is, within the cleanup's deadline.
-		retry := time.NewTicker(100 * time.Millisecond)
-		defer retry.Stop()
-		for {
-			c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = ANY($1) AND active_pid IS NOT NULL", slots)
-			_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ANY($1)", slots)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("cleanup: drop the replication slots %v: %v", slots, err)
-				return
-			}
-			select {
-			case <-retry.C:
-			case <-ctx.Done():
-			}
-		}
-		for _, d := range []string{db, db + "_down", db + "_fresh"} {
-			if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+d+" WITH (FORCE)"); err != nil {
-				t.Errorf("cleanup: drop database %s: %v", d, err)
-			}
-		}
-	})
+	db := testDatabases(t, ctx, base, 2, "_down", "_fresh")
 	up := withDB(t, base, db)
 	downURI, freshURI := withDB(t, base, db+"_down"), withDB(t, base, db+"_fresh")
 	dir := t.TempDir()
 	cfg := config{
 		PG: up, Log: filepath.Join(dir, "redo"), LogID: "pgcdc", Sink: downURI, State: filepath.Join(dir, "state"),
 		Publication: "pgcdc", SlotPrefix: db + "_", Writers: 2,
-		Tables:        "branches,tellers,accounts:aid:250:500:750,history,extra",
+		Tables:        "branches,tellers,accounts:aid:250:500:750,history,extra,legacy:id:1000,seeded,multi_a,multi_b",
 		Tick:          50 * time.Millisecond,
 		FlushInterval: 250 * time.Millisecond,
 	}
@@ -193,6 +139,25 @@ func TestDrill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeLog()
+	// Tables that were there before the capture: the initial snapshot
+	// carries them (a bigserial key split across both writers, an identity
+	// column and a serial one).
+	pre, err := connect(ctx, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"CREATE TABLE legacy (id bigserial PRIMARY KEY, name text NOT NULL, amount numeric(10,2), at timestamptz, tags jsonb)",
+		`INSERT INTO legacy (name, amount, at, tags) SELECT 'it''s row ' || g, g * 0.5, '2026-02-01 00:00:00+00'::timestamptz + g * interval '1 minute',
+			jsonb_build_object('g', g) FROM generate_series(1, 2000) g`,
+		"CREATE TABLE seeded (k int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v varchar(30), n serial)",
+		"INSERT INTO seeded (v) SELECT 'seed; ' || g FROM generate_series(1, 200) g",
+	} {
+		if _, err := pre.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	pre.Close(ctx)
 	upstream, err := setup(ctx, up, cfg.Publication, cfg.slots())
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +274,16 @@ func TestDrill(t *testing.T) {
 	}
 	step(0.15)
 	w.ddl("ALTER TABLE tellers ADD COLUMN rank int")
+	// A migration sent as one string: the trigger records the whole text
+	// for each of its DDLs.
+	w.ddl(`CREATE TABLE multi_a (id bigserial PRIMARY KEY, v text); -- a migration; in one string
+		ALTER TABLE seeded ADD COLUMN note varchar(20); /* a ; in a comment */
+		CREATE TABLE multi_b (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, s text, n bigserial);`)
+	w.exec("INSERT INTO multi_a (v) SELECT 'a' || g FROM generate_series(1, 100) g")
+	w.exec("INSERT INTO multi_b (s) SELECT 'b' || g FROM generate_series(1, 100) g")
+	w.exec("UPDATE seeded SET note = 'n' || k WHERE k % 3 = 0")
+	w.exec("INSERT INTO legacy (name, amount) SELECT 'new ' || g, g FROM generate_series(1, 100) g")
+	w.exec("UPDATE legacy SET amount = amount + 1, tags = tags || '{\"u\": 1}' WHERE id % 7 = 0")
 	w.ddl("CREATE TABLE extra (id int PRIMARY KEY, v text, at timestamptz)")
 	w.exec("INSERT INTO extra SELECT g, 'extra ' || g, now() FROM generate_series(1, 50) g")
 	w.exec("UPDATE tellers SET rank = tid % 5")
@@ -354,6 +329,11 @@ func TestDrill(t *testing.T) {
 	step(0.55)
 	children[1] = startChild(t, cfg, 1)
 	restarted = true
+	// On both writers' spans of the snapshot's split table, after the
+	// restart.
+	w.exec("DELETE FROM legacy WHERE id % 11 = 0")
+	w.exec("UPDATE legacy SET id = id + 10000 WHERE id % 13 = 0")
+	w.exec("INSERT INTO multi_b (s) VALUES ('after the restart')")
 	step(0.7)
 	w.ddl("DROP TABLE extra")
 	wg.Wait()
@@ -395,6 +375,9 @@ func TestDrill(t *testing.T) {
 	}
 	stopSampler()
 	<-samplerDone
+	if state, lsn, err := readSnapshotState(cfg.State); err != nil || state != "done" || snapshotStart(lsn) != start {
+		t.Errorf("the initial snapshot's record: %q at LSN %s (%v), want done at the log's start ts %d + 2", state, pglogrepl.LSN(lsn), err, start)
+	}
 	var events, rtxns int64
 	for i := range 2 {
 		b, _ := os.ReadFile(filepath.Join(cfg.State, "stats-"+writerID(i)))
@@ -437,6 +420,91 @@ func TestDrill(t *testing.T) {
 		float64(res.Events-burst)/workEnd.Sub(began).Seconds(), res.Events-burst, workEnd.Sub(began).Round(time.Millisecond),
 		burst, burst/covered.Sub(burstAt).Seconds(), covered.Sub(burstAt).Round(time.Millisecond), rpoBytes, rpoTime.Round(time.Millisecond))
 	compareDBs(t, ctx, up, freshURI)
+}
+
+// logicalServer connects to the PostgreSQL server at base, which must run
+// with wal_level=logical (testenv.Need: a failure under CI, a skip with the
+// reason elsewhere).
+func logicalServer(t *testing.T, ctx context.Context, base string) *pgx.Conn {
+	t.Helper()
+	admin, err := connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	var walLevel string
+	if err := admin.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
+		t.Fatal(err)
+	}
+	if walLevel != "logical" {
+		msg := "the PostgreSQL server runs with wal_level=" + walLevel + ": logical replication needs wal_level=logical (scripts/emulators.sh: start postgres with -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20)"
+		testenv.Need(t, msg)
+	}
+	return admin
+}
+
+// testDatabases creates a database per run, and one more per suffix, so that
+// runs on the shared server never meet, and returns its name: the slots'
+// prefix too (slot names are the server's), for writers slots. The cleanup
+// drops the slots and the databases.
+func testDatabases(t *testing.T, ctx context.Context, base string, writers int, suffixes ...string) string {
+	t.Helper()
+	db := fmt.Sprintf("pgcdc_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	dbs := []string{db}
+	for _, s := range suffixes {
+		dbs = append(dbs, db+s)
+	}
+	c, err := connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, d := range dbs {
+		if _, err := c.Exec(ctx, "CREATE DATABASE "+d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// A slot left behind would hold the shared server's WAL forever:
+		// its walsender may outlive the killed capture for a moment.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := connect(ctx, base)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer c.Close(context.Background())
+		var slots []string
+		for i := range writers {
+			slots = append(slots, fmt.Sprintf("%s_%d", db, i))
+		}
+		// A slot stays active until its walsender has gone: retry the drop
+		// until it is, within the cleanup's deadline.
+		retry := time.NewTicker(100 * time.Millisecond)
+		defer retry.Stop()
+		for {
+			c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = ANY($1) AND active_pid IS NOT NULL", slots)
+			_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = ANY($1)", slots)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("cleanup: drop the replication slots %v: %v", slots, err)
+				return
+			}
+			select {
+			case <-retry.C:
+			case <-ctx.Done():
+			}
+		}
+		for _, d := range dbs {
+			if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+d+" WITH (FORCE)"); err != nil {
+				t.Errorf("cleanup: drop database %s: %v", d, err)
+			}
+		}
+	})
+	return db
 }
 
 // applyRange replays a range of the log into the sink at uri, as

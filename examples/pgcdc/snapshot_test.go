@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// TestSnapshotIncompleteRefused: a coordinator restarted over slots whose
+// initial snapshot is still recorded pending (the process taking it died)
+// refuses with ErrSnapshotIncomplete, naming what to drop, instead of
+// starting a log that lacks part of the tables.
+func TestSnapshotIncompleteRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config{State: dir, Tables: "t", Writers: 2, SlotPrefix: "s_", Log: "/srv/redo", Tick: time.Millisecond}
+	if err := writeSnapshotState(dir, "pending", 0x16B3748); err != nil {
+		t.Fatal(err)
+	}
+	err := coordinate(context.Background(), cfg, nil, &upstream{})
+	if !errors.Is(err, ErrSnapshotIncomplete) {
+		t.Fatalf("err %v, want ErrSnapshotIncomplete", err)
+	}
+	for _, s := range []string{"0/16B3748", "s_0, s_1", "/srv/redo", filepath.Join(dir, "snapshot")} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not name %s", err, s)
+		}
+	}
+	// A damaged record is an error, not "no snapshot".
+	if err := os.WriteFile(snapshotStatePath(dir), []byte("pend"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readSnapshotState(dir); err == nil {
+		t.Error("a damaged record read without an error")
+	}
+}
+
+// TestWaitSnapshot: a capture waits while the snapshot is pending and goes
+// on with its LSN once it is done; without a record it does not wait.
+func TestWaitSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config{State: dir, Tick: time.Millisecond}
+	logger := slog.New(slog.DiscardHandler)
+	if lsn, err := waitSnapshot(context.Background(), cfg, logger); err != nil || lsn != 0 {
+		t.Fatalf("no record: %d, %v", lsn, err)
+	}
+	if err := writeSnapshotState(dir, "pending", 1000); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lsn, err := waitSnapshot(context.Background(), cfg, logger)
+		if err == nil && lsn != 1000 {
+			err = errors.New("LSN " + pglogrepl.LSN(lsn).String())
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("returned while pending: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := writeSnapshotState(dir, "done", 1000); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after the snapshot was recorded done")
+	}
+}
+
+// TestUntranslatedDDL, on the real server: a table that existed before the
+// capture (the snapshot carries it), then a DDL the capture cannot
+// translate (CREATE INDEX) and rows after it. The capture stops with
+// ErrUntranslatedDDL naming the LSN, and again at the same LSN when
+// restarted; with -skip-ddl that LSN it carries the rows, and the
+// downstream equals the upstream.
+func TestUntranslatedDDL(t *testing.T) {
+	base := postgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := logicalServer(t, ctx, base)
+	db := testDatabases(t, ctx, base, 1, "_down")
+	up, down := withDB(t, base, db), withDB(t, base, db+"_down")
+	w := newWorkload(t, ctx, up)
+	defer w.close()
+	w.exec("CREATE TABLE t (id bigserial PRIMARY KEY, v text)")
+	w.exec("INSERT INTO t (v) SELECT 'before ' || g FROM generate_series(1, 50) g")
+
+	dir := t.TempDir()
+	cfg := config{PG: up, Log: filepath.Join(dir, "redo"), LogID: "pgcdc", Sink: down, State: filepath.Join(dir, "state"),
+		Publication: "pgcdc", SlotPrefix: db + "_", Writers: 1, Tables: "t", Tick: 50 * time.Millisecond, FlushInterval: 50 * time.Millisecond}
+	if err := cfg.check(); err != nil {
+		t.Fatal(err)
+	}
+	lg, closeLog, err := openLog(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	u, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	cctx, stopCoord := context.WithCancel(ctx)
+	coordDone := make(chan struct{})
+	go func() {
+		defer close(coordDone)
+		if err := coordinate(cctx, &cfg, lg, u); err != nil && cctx.Err() == nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	}()
+	defer func() { stopCoord(); <-coordDone }()
+
+	w.exec("CREATE INDEX t_v ON t (v)")
+	w.exec("INSERT INTO t (v) SELECT 'after ' || g FROM generate_series(1, 20) g")
+	var l string
+	if err := admin.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&l); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := pglogrepl.ParseLSN(l)
+
+	capture := func(skip string) (context.CancelFunc, <-chan error) {
+		c := cfg
+		c.SkipDDL = skip
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			var st captureStats
+			done <- runCapture(rctx, &c, 0, lg, fileCheckpoint(c.State, 0), &st)
+		}()
+		return cancel, done
+	}
+	var first *DDLError
+	for try := range 2 {
+		cancel, done := capture("")
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			err = errors.New("the capture did not stop within 30 s")
+		}
+		cancel()
+		var de *DDLError
+		if !errors.Is(err, ErrUntranslatedDDL) || !errors.As(err, &de) {
+			t.Fatalf("run %d: %v, want ErrUntranslatedDDL", try+1, err)
+		}
+		if first == nil {
+			first = de
+			t.Logf("the capture stops with: %v", err)
+		} else if de.LSN != first.LSN {
+			t.Errorf("run 2 stopped at LSN %s, run 1 at %s", pglogrepl.LSN(de.LSN), pglogrepl.LSN(first.LSN))
+		}
+		for _, s := range []string{"CREATE INDEX t_v ON t (v)", "-skip-ddl " + pglogrepl.LSN(de.LSN).String()} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("run %d: %q does not say %q", try+1, err, s)
+			}
+		}
+	}
+
+	// The way on the error names: the capture passes the DDL and carries
+	// the rows after it, through its gate into the downstream.
+	cancelCapture, done := capture(pglogrepl.LSN(first.LSN).String())
+	defer cancelCapture()
+	for {
+		b, _ := os.ReadFile(filepath.Join(cfg.State, "checkpoint-"+writerID(0)))
+		if applied, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && applied >= uint64(last) {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the capture run with -skip-ddl stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the downstream did not reach the upstream's last commit (%s): checkpoint file %q", last, b)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancelCapture()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("the capture run with -skip-ddl: %v", err)
+	}
+	compareDBs(t, ctx, up, down)
+}
