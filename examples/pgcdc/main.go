@@ -16,7 +16,8 @@
 //   - a publication (-publication) FOR ALL TABLES, so that tables created
 //     later are carried;
 //   - one logical replication slot per writer (-slot-prefix + index),
-//     decoded with pgoutput (github.com/jackc/pglogrepl);
+//     decoded with pgoutput (github.com/jackc/pglogrepl), but with -role
+//     setup;
 //   - REPLICA IDENTITY FULL on every table there, and, through the event
 //     trigger, on every table created later: pgoutput then sends the whole
 //     old row of each update and delete, the before image the log carries;
@@ -40,7 +41,8 @@
 // S-1 (the types below, NOT NULL, the primary key, AUTO_INCREMENT on a
 // serial or identity first key column; defaults, indexes and other
 // constraints stay upstream) and its rows at S, read as a stream and written
-// in batches of 512 rows per span, so memory does not grow with a table.
+// in batches of 512 rows per span by a writer with a 64 MiB memory quota
+// (it stages what passes it), so memory does not grow with a table.
 // Then it resolves every span at S, removes that writer from the log's
 // writers, advances the slots to S, and only then records the snapshot done.
 // The captures wait for that, and replay (S-2, S] from the log into their
@@ -126,11 +128,14 @@
 //
 // -role all (the default) runs setup, the coordinator and every writer in
 // one process until SIGINT. A deployment of several processes runs one
-// -role coordinator (setup, the log's coordinator, the checkpoint) and one
-// -role capture -writer i per writer, with the same -tables, -writers,
-// -log and -state. Each capture's gate reports the downstream's applied ts in
+// -role coordinator (setup, the log's coordinator, the initial snapshot, the
+// checkpoint) and one -role capture -writer i per writer, with the same
+// -tables, -writers, -log and -state (the captures read the snapshot's
+// record there). Each capture's gate reports the downstream's applied ts in
 // a file of -state; the coordinator moves the log's checkpoint to their
-// minimum.
+// minimum. -role setup prepares the upstream (the DDL table, its triggers,
+// REPLICA IDENTITY FULL, the publication) but creates no slot: the slots
+// and the snapshot taken with them are the coordinator's.
 package main
 
 import (
@@ -264,19 +269,20 @@ func run(ctx context.Context, cfg *config) error {
 		var st captureStats
 		return runCapture(ctx, cfg, cfg.Writer, lg, fileCheckpoint(cfg.State, cfg.Writer), &st)
 	}
-	up, err := setup(ctx, cfg.PG, cfg.Publication, cfg.slots())
+	slots := cfg.slots()
+	if cfg.Role == "setup" {
+		// An initial snapshot lives as long as the process that took it:
+		// the slots are made by the process that logs it.
+		slots = nil
+	}
+	up, err := setup(ctx, cfg.PG, cfg.Publication, slots)
 	if err != nil {
 		return err
 	}
 	defer up.close()
-	cfg.Logger.Info("upstream set up", "upstream", redactDSN(cfg.PG), "publication", cfg.Publication, "slots", strings.Join(cfg.slots(), ","), "start_ts", up.start)
+	cfg.Logger.Info("upstream set up", "upstream", redactDSN(cfg.PG), "publication", cfg.Publication, "slots", strings.Join(slots, ","), "start_ts", up.start)
 	switch cfg.Role {
 	case "setup":
-		if up.snap != nil {
-			// The snapshot lives with this process: the coordinator
-			// logs it. Slots made here without it cannot be used.
-			return fmt.Errorf("-role setup created the slots %s, whose initial snapshot only the coordinator can log: drop them and run -role coordinator, which sets up too", strings.Join(cfg.slots(), ", "))
-		}
 		return nil
 	case "coordinator":
 		return coordinate(ctx, cfg, lg, up)

@@ -30,6 +30,11 @@ const snapshotWriter = "pgcdc-snapshot"
 // which its memory quota bounds), whatever the tables' sizes.
 const snapshotBatch = 512
 
+// snapshotMemoryQuota is the snapshot writer's memory quota: a Write that
+// would pass it waits for a flush or a stage cut (the snapshot's rows all
+// share one commit ts, so they are staged), whatever the table's size.
+var snapshotMemoryQuota int64 = 64 << 20
+
 // ErrSnapshotIncomplete is an initial snapshot that did not finish: the
 // snapshot PostgreSQL exported for it lived only as long as the process
 // that took it, so it cannot be resumed, and the slots have moved past the
@@ -180,7 +185,7 @@ func waitSnapshot(ctx context.Context, cfg *config, logger *slog.Logger) (uint64
 // into their downstreams like any range below their slots' confirmed LSN.
 func logSnapshot(ctx context.Context, cfg *config, lg *redokit.Log, coord *meta.Coordinator, snap *snapshot, spans *spanMap) error {
 	s := snap.lsn
-	w, err := lg.OpenWriter(ctx, snapshotWriter, &writer.Options{FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
+	w, err := lg.OpenWriter(ctx, snapshotWriter, &writer.Options{FlushInterval: cfg.FlushInterval, MemoryQuota: snapshotMemoryQuota, Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("initial snapshot: %w", err)
 	}
