@@ -249,7 +249,7 @@ func roundTrip(ctx context.Context, events []codec.Event) ([]codec.Event, error)
 		if err != nil {
 			return nil, fmt.Errorf("read: %w", err)
 		}
-		out = append(out, *ev)
+		out = append(out, *ev.Clone()) // valid until the next iteration only
 	}
 	if len(out) != len(events) {
 		return nil, fmt.Errorf("the log gave back %d events of the %d written", len(out), len(events))

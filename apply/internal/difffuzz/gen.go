@@ -409,13 +409,23 @@ func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 		ch := cs[r.IntN(len(cs))]
 		c := t.Cols[ch.i]
 		old := c.Name
+		was := *c
 		c.T = ch.w.to
 		c.Bin = c.T.text && c.T.keyable && r.IntN(2) == 0
+		rows := make([][]codec.Value, len(t.Rows))
 		for j := range t.Rows {
-			if v := t.Rows[j][ch.i]; !v.IsNull() {
-				t.Rows[j][ch.i] = ch.w.conv(v)
+			rows[j] = slices.Clone(t.Rows[j])
+			if v := rows[j][ch.i]; !v.IsNull() {
+				rows[j][ch.i] = ch.w.conv(v)
 			}
 		}
+		if !t.legal(rows) {
+			// A case-insensitive collation merges two unique values:
+			// MySQL refuses the DDL.
+			*c = was
+			return
+		}
+		t.Rows = rows
 		if r.IntN(3) == 0 {
 			c.Name = b.colName()
 			renameInIndexes(t, old, c.Name)

@@ -135,7 +135,12 @@ func (w *work) value(c *Column) codec.Value {
 		return codec.Null()
 	}
 	in, _ := w.t.inIndex(c.Name)
-	return c.T.gen(w.r, in, w.b.h.NUL && c.T.fam == fStr)
+	v := c.T.gen(w.r, in, w.b.h.NUL && c.T.fam == fStr)
+	if in && c.T.text && !c.Bin && w.r.IntN(3) == 0 {
+		// A case-insensitive key: 'a' and 'A' are one value upstream.
+		v = codec.StringValue(strings.ToUpper(v.Text()))
+	}
+	return v
 }
 
 // newRow makes a row of t.
