@@ -214,9 +214,11 @@ func runCapture(ctx context.Context, cfg *config, idx int, lg *redokit.Log, cp s
 	// again at or below it are skipped, those above written again (the
 	// reader drops such copies).
 	c.start = uint64(lsn)
-	// The setup advanced the slots to the snapshot; the floor holds on a
-	// slot it did not.
-	c.start = max(c.start, snapLSN)
+	if snapLSN > 0 {
+		// A slot made before the snapshot's temporary slot sends what
+		// committed between them, which the snapshot holds.
+		c.start = max(c.start, snapshotTs(snapLSN))
+	}
 
 	w, err := lg.OpenWriter(ctx, c.id, &writer.Options{FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
 	if err != nil {

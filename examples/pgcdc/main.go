@@ -34,20 +34,21 @@
 // temporary slot that exports its snapshot (CREATE_REPLICATION_SLOT …
 // EXPORT_SNAPSHOT) and imports it into a REPEATABLE READ transaction (SET
 // TRANSACTION SNAPSHOT). Its consistent point S is at or above every slot's:
-// the snapshot holds every transaction that committed below S and none
-// after, and the captures drop what their slots send at or below S. The log
-// starts at S-2; the coordinator logs, under the writer ID pgcdc-snapshot,
-// each table of -tables the snapshot holds: its CREATE TABLE at commit ts
-// S-1 (the types below, NOT NULL, the primary key, AUTO_INCREMENT on a
-// serial or identity first key column; defaults, indexes and other
-// constraints stay upstream) and its rows at S, read as a stream and written
-// in batches of 512 rows per span by a writer with a 64 MiB memory quota
-// (it stages what passes it), so memory does not grow with a table.
-// Then it resolves every span at S, removes that writer from the log's
-// writers, advances the slots to S, and only then records the snapshot done.
-// The captures wait for that, and replay (S-2, S] from the log into their
-// downstreams as they replay any range below their slots (see Acknowledgement
-// and restart).
+// the snapshot holds every transaction whose commit record is below S, and
+// the slots send those at or above it. The log starts at S-3; the
+// coordinator logs, under the writer ID pgcdc-snapshot, each table of
+// -tables the snapshot holds: its CREATE TABLE at commit ts S-2 (the types
+// below, NOT NULL, the primary key, AUTO_INCREMENT on a serial or identity
+// first key column; defaults, indexes and other constraints stay upstream)
+// and its rows at S-1, read as a stream and written in batches of 512 rows
+// per span by a writer with a 64 MiB memory quota (it stages what passes
+// it), so memory does not grow with a table. Then it resolves every span at
+// S-1, removes that writer from the log's writers, and only then records
+// the snapshot done. The captures wait for that, drop what their slots send
+// at or below S-1 (a slot made before the temporary one sends what
+// committed in between), and replay (S-3, S-1] from the log into their
+// downstreams as they replay any range below their slots (see
+// Acknowledgement and restart).
 //
 // The record is the file "snapshot" of -state: "pending S" from before the
 // log exists, "done S" at the end. A snapshot that was interrupted cannot be

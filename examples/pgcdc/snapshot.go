@@ -51,11 +51,15 @@ type snapshot struct {
 	tx   pgx.Tx
 }
 
-// The log's timestamps at a snapshot at LSN s: the log starts at s-2, the
-// snapshot's CREATE TABLEs are at s-1 (at one commit ts the log puts rows
-// before DDLs) and its rows at s; the first transaction a slot sends
-// commits above s.
-func snapshotStart(s uint64) uint64 { return s - 2 }
+// The log's timestamps at a snapshot whose consistent point is S. A slot
+// sends every transaction whose commit record starts at or above S (one may
+// start at S itself), and the snapshot holds those below. So its rows are at
+// S-1 (snapshotTs), its CREATE TABLEs at S-2 (at one commit ts the log puts
+// rows before DDLs), and the log starts at S-3; the captures drop what the
+// slots send at or below S-1, and keep the rest.
+func snapshotStart(s uint64) uint64 { return s - 3 }
+
+func snapshotTs(s uint64) uint64 { return s - 1 }
 
 // exportSnapshot creates a temporary replication slot named slot that
 // exports its snapshot, imports that into a transaction, and drops the slot
@@ -103,8 +107,8 @@ func (s *snapshot) close() {
 }
 
 // snapshotState is the state directory's record of the initial snapshot:
-// "pending LSN" from before the log exists until the snapshot is logged and
-// the slots advanced to it, then "done LSN". Captures wait while it is
+// "pending LSN" from before the log exists until the snapshot is logged,
+// then "done LSN". Captures wait while it is
 // pending; a coordinator that finds it pending on a restart refuses with
 // ErrSnapshotIncomplete.
 func snapshotStatePath(dir string) string { return filepath.Join(dir, "snapshot") }
@@ -179,9 +183,10 @@ func waitSnapshot(ctx context.Context, cfg *config, logger *slog.Logger) (uint64
 // logSnapshot writes the snapshot's tables to the log under snapshotWriter:
 // for each table of -tables that exists in it, its CREATE TABLE and its
 // rows (see snapshotStart), streamed in batches. Then it resolves every span
-// at the snapshot, publishes, closes and removes the writer, advances the
-// slots to the snapshot's LSN (what they hold below it is in the snapshot),
-// and records the snapshot done. The captures then replay it from the log
+// at the snapshot, publishes, closes and removes the writer, and records the
+// snapshot done. The slots are left where they were made: the captures drop
+// what they send below the snapshot's LSN (its record says where), and
+// acknowledge it. The captures then replay it from the log
 // into their downstreams like any range below their slots' confirmed LSN.
 func logSnapshot(ctx context.Context, cfg *config, lg *redokit.Log, coord *meta.Coordinator, snap *snapshot, spans *spanMap) error {
 	s := snap.lsn
@@ -217,7 +222,7 @@ func logSnapshot(ctx context.Context, cfg *config, lg *redokit.Log, coord *meta.
 		total += n
 	}
 	for _, sp := range spans.all {
-		if err := w.AdvanceResolved(sp, s); err != nil {
+		if err := w.AdvanceResolved(sp, snapshotTs(s)); err != nil {
 			return err
 		}
 	}
@@ -235,17 +240,6 @@ func logSnapshot(ctx context.Context, cfg *config, lg *redokit.Log, coord *meta.
 	}
 	if err := snap.tx.Commit(ctx); err != nil {
 		return err
-	}
-	for _, slot := range cfg.slots() {
-		var behind bool
-		if err := snap.conn.QueryRow(ctx, "SELECT confirmed_flush_lsn < $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", slot, pglogrepl.LSN(s).String()).Scan(&behind); err != nil {
-			return fmt.Errorf("initial snapshot: slot %s: %w", slot, err)
-		}
-		if behind {
-			if _, err := snap.conn.Exec(ctx, "SELECT pg_replication_slot_advance($1, $2::pg_lsn)", slot, pglogrepl.LSN(s).String()); err != nil {
-				return fmt.Errorf("initial snapshot: advance slot %s to %s: %w", slot, pglogrepl.LSN(s), err)
-			}
-		}
 	}
 	if err := writeSnapshotState(cfg.State, "done", s); err != nil {
 		return err
@@ -358,7 +352,7 @@ func (snap *snapshot) logTable(ctx context.Context, w *writer.Writer, t *tableSp
 	create += ")"
 	tn := codec.TableName{Schema: schema, Name: t.name, PhysicalID: int64(oid)}
 	ddl := codec.Event{Kind: codec.DDLEvent, DDL: codec.DDL{
-		Type: codec.ActionCreateTable, Table: tn, Query: create, StartTs: s - 2, CommitTs: s - 1,
+		Type: codec.ActionCreateTable, Table: tn, Query: create, StartTs: snapshotStart(s), CommitTs: snapshotTs(s) - 1,
 		Tables: []codec.DDLTable{{TableName: tn, Role: codec.RoleCreated}},
 	}}
 	if err := w.Write(ctx, t.first, ddl); err != nil {
@@ -403,7 +397,7 @@ func (snap *snapshot) logTable(ctx context.Context, w *writer.Writer, t *tableSp
 			}
 			sp = t.span(k.Int())
 		}
-		batches[sp] = append(batches[sp], codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{Table: tn, Columns: img, StartTs: s - 1, CommitTs: s}})
+		batches[sp] = append(batches[sp], codec.Event{Kind: codec.RowEvent, Row: codec.RowChange{Table: tn, Columns: img, StartTs: snapshotTs(s) - 1, CommitTs: snapshotTs(s)}})
 		n++
 		if len(batches[sp]) >= snapshotBatch {
 			if err := flush(sp); err != nil {

@@ -246,6 +246,7 @@ func TestSnapshotMemory(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	baseline, peak := ms.HeapInuse, ms.HeapInuse
+	var snapLSN uint64
 	cctx, stopCoord := context.WithCancel(ctx)
 	coordDone := make(chan error, 1)
 	began := time.Now()
@@ -253,7 +254,12 @@ func TestSnapshotMemory(t *testing.T) {
 	for {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapInuse)
-		if state, _, err := readSnapshotState(cfg.State); err != nil || state == "done" {
+		state, lsn, err := readSnapshotState(cfg.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == "done" {
+			snapLSN = lsn
 			break
 		}
 		select {
@@ -263,6 +269,22 @@ func TestSnapshotMemory(t *testing.T) {
 		}
 	}
 	took := time.Since(began)
+	// The coordinator's next tick takes the global resolved ts to the
+	// snapshot's.
+	for {
+		m, err := lg.Meta(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ResolvedTs >= snapshotTs(snapLSN) {
+			break
+		}
+		select {
+		case err := <-coordDone:
+			t.Fatalf("the coordinator stopped: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	stopCoord()
 	<-coordDone
 	grew := int64(peak - baseline)
