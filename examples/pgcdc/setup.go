@@ -117,7 +117,7 @@ func setup(ctx context.Context, dsn, publication string, slots []string) (*upstr
 		// Set up before: bring the DDL table and functions up to date,
 		// with the trigger told to record none of it (the capture stops
 		// on DDL it does not translate).
-		if _, err := conn.Exec(ctx, "SET pgcdc.inner = 'on'"); err != nil {
+		if _, err := conn.Exec(ctx, "SELECT set_config('pgcdc.inner', 'on', false)"); err != nil {
 			return nil, err
 		}
 		if _, err := conn.Exec(ctx, setupSQL); err != nil {

@@ -318,3 +318,100 @@ func TestSnapshotMemory(t *testing.T) {
 		t.Errorf("the log holds %d rows and %d DDLs of the snapshot, want %d and 1", n, ddls, rows)
 	}
 }
+
+// TestSnapshotInterrupted, on the real server: the coordinator stops while
+// it logs the initial snapshot. Started again, it refuses with
+// ErrSnapshotIncomplete instead of running a log that lacks part of the
+// table; a capture started meanwhile waits and logs nothing; the temporary
+// slot that exported the snapshot is gone.
+func TestSnapshotInterrupted(t *testing.T) {
+	base := postgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := logicalServer(t, ctx, base)
+	db := testDatabases(t, ctx, base, 1)
+	up := withDB(t, base, db)
+	w := newWorkload(t, ctx, up)
+	defer w.close()
+	w.exec("CREATE TABLE big (id bigint PRIMARY KEY, pad text)")
+	w.exec(`INSERT INTO big SELECT g, (SELECT string_agg(md5((g * 32 + k)::text), '') FROM generate_series(1, 32) k) FROM generate_series(1, 30000) g`)
+
+	dir := t.TempDir()
+	cfg := config{PG: up, Log: filepath.Join(dir, "redo"), LogID: "pgcdc", Sink: "sqlite://" + filepath.Join(dir, "down.db"), State: filepath.Join(dir, "state"),
+		Publication: "pgcdc", SlotPrefix: db + "_", Writers: 1, Tables: "big", Tick: 20 * time.Millisecond, FlushInterval: 50 * time.Millisecond}
+	if err := cfg.check(); err != nil {
+		t.Fatal(err)
+	}
+	lg, closeLog, err := openLog(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	u, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stopCoord := context.WithCancel(ctx)
+	coordDone := make(chan error, 1)
+	go func() { coordDone <- coordinate(cctx, &cfg, lg, u) }()
+	for {
+		state, _, err := readSnapshotState(cfg.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == "done" {
+			t.Fatal("the snapshot was done before the test could stop it")
+		}
+		if _, err := lg.Meta(ctx); state == "pending" && err == nil {
+			break // the log exists: the snapshot is being logged
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stopCoord()
+	if err := <-coordDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped coordinator: %v", err)
+	}
+	u.close() // the process ends: its transaction, and the temporary slot's connection
+	if state, _, _ := readSnapshotState(cfg.State); state != "pending" {
+		t.Fatalf("the record says %q after the stop, want pending", state)
+	}
+	// The server drops it as the walsender that held it exits, which may
+	// take a moment.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var temp int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1", db+"%_snapshot").Scan(&temp); err != nil {
+			t.Fatal(err)
+		}
+		if temp == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d temporary slots left 10 s after the snapshot's process ended", temp)
+			break
+		}
+	}
+
+	// A capture waits for the snapshot, and logs nothing.
+	wctx, stopWait := context.WithTimeout(ctx, 300*time.Millisecond)
+	var st captureStats
+	err = runCapture(wctx, &cfg, 0, lg, fileCheckpoint(cfg.State, 0), &st)
+	stopWait()
+	if !errors.Is(err, context.DeadlineExceeded) || st.Events.Load() != 0 {
+		t.Errorf("a capture while the snapshot is pending: %v, %d events; want it waiting", err, st.Events.Load())
+	}
+
+	// The restart: the slot exists, the snapshot is pending.
+	u2, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u2.close()
+	if u2.snap != nil || u2.start != 0 {
+		t.Fatalf("setup over the existing slot took a new snapshot (start %d)", u2.start)
+	}
+	err = coordinate(ctx, &cfg, lg, u2)
+	if !errors.Is(err, ErrSnapshotIncomplete) || !strings.Contains(err.Error(), cfg.slots()[0]) {
+		t.Fatalf("the restarted coordinator: %v, want ErrSnapshotIncomplete naming slot %s", err, cfg.slots()[0])
+	}
+	t.Logf("restarted: %v", err)
+}
