@@ -32,7 +32,8 @@ import (
 // downstream. Two tables exist before the capture (a bigserial key split
 // across both writers, an identity and a serial column): the initial
 // snapshot carries them. A migration sent as one query string creates two
-// tables (bigserial, identity) and alters a third. Midway the downstream dies (its connections are cut and
+// tables (bigserial, identity) and alters a third. The coordinator restarts
+// with the capture (setup runs again). Midway the downstream dies (its connections are cut and
 // refused) and capture 1 is SIGKILLed, then started again: it resumes from its
 // slot and takes its writer ID over. When the log's global resolved ts covers
 // the last upstream commit, the recovery applies (checkpoint, resolved] into
@@ -158,21 +159,26 @@ func TestDrill(t *testing.T) {
 		}
 	}
 	pre.Close(ctx)
-	upstream, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	first, err := setup(ctx, up, cfg.Publication, cfg.slots())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer upstream.close()
-	start := upstream.start
-	cctx, stopCoord := context.WithCancel(ctx)
-	coordDone := make(chan struct{})
-	go func() {
-		defer close(coordDone)
-		if err := coordinate(cctx, &cfg, lg, upstream); err != nil && cctx.Err() == nil {
-			t.Errorf("coordinator: %v", err)
-		}
-	}()
-	defer func() { stopCoord(); <-coordDone }()
+	defer first.close()
+	start := first.start
+	// The coordinator runs here; stopCoord stops it and waits.
+	startCoord := func(u *upstream) (stop func()) {
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := coordinate(cctx, &cfg, lg, u); err != nil && cctx.Err() == nil {
+				t.Errorf("coordinator: %v", err)
+			}
+		}()
+		return func() { cancel(); <-done }
+	}
+	stopCoord := startCoord(first)
+	defer func() { stopCoord() }()
 
 	children := []*testenv.Child{startChild(t, cfg, 0), startChild(t, cfg, 1)}
 	defer func() {
@@ -329,8 +335,19 @@ func TestDrill(t *testing.T) {
 	step(0.55)
 	children[1] = startChild(t, cfg, 1)
 	restarted = true
+	// The coordinator restarts too, over the upstream it set up: setup
+	// again (no new slot, no new snapshot), then the log it left.
+	stopCoord()
+	again, err := setup(ctx, up, cfg.Publication, cfg.slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.start != 0 || again.snap != nil {
+		t.Fatalf("setup run again made a new start (%d)", again.start)
+	}
+	stopCoord = startCoord(again)
 	// On both writers' spans of the snapshot's split table, after the
-	// restart.
+	// restarts.
 	w.exec("DELETE FROM legacy WHERE id % 11 = 0")
 	w.exec("UPDATE legacy SET id = id + 10000 WHERE id % 13 = 0")
 	w.exec("INSERT INTO multi_b (s) VALUES ('after the restart')")
@@ -392,7 +409,6 @@ func TestDrill(t *testing.T) {
 	}
 	children = nil
 	stopCoord()
-	<-coordDone
 	m, err = lg.Meta(ctx)
 	if err != nil {
 		t.Fatal(err)
