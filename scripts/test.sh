@@ -29,6 +29,9 @@
 #                                   MariaDB, PostgreSQL; default 20)
 #   REDOKIT_PGCDC_TXNS=20000 ...... transactions of examples/pgcdc's disaster
 #                                   drill (default 3000)
+#   REDOKIT_PGCDC_SNAPSHOT_ROWS=1000000 rows of 1 KiB in examples/pgcdc's
+#                                   snapshot memory test (default 60000, ~10 s
+#                                   under -race)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
