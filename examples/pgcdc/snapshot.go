@@ -126,10 +126,21 @@ func writeSnapshotState(dir, state string, lsn uint64) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(path+".tmp", path)
+	}
+	if err == nil {
+		// The rename is durable once the directory is.
+		var d *os.File
+		if d, err = os.Open(dir); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("initial snapshot: record %s: %w", path, err)
 	}
-	return os.Rename(path+".tmp", path)
+	return nil
 }
 
 // readSnapshotState returns the record; state "" when there is none (the
