@@ -189,3 +189,28 @@ func (w *Writer) AppendFrame(f *Frame) error {
 // written) and whether there is one: a caller with records that sort before
 // it must start another segment.
 func (w *Writer) LastTs() (uint64, bool) { return w.lastTs, w.haveLast }
+
+// ParseFrame makes a Frame of b, which must be exactly one block frame as
+// Writer.AppendFrame wrote it at offset off of segment obj (both name it in
+// the error): its header is checked and its CRC must hold. The frame keeps
+// b. It is how a writer takes back, from its own segment, a frame it let go
+// of after writing it: the CRC proves the bytes read are the bytes written
+// (after a failed fsync the kernel may have dropped them, and whatever the
+// disk held instead is caught here), and a mismatch is a
+// CorruptionError.
+func ParseFrame(obj string, off int64, b []byte) (Frame, error) {
+	bh, p := parseBlockHeader(b, off)
+	switch {
+	case p != nil:
+	case len(b) != BlockHeaderSize+bh.stored:
+		p = soft("block", off, "frame is %d bytes, header says %d", len(b), BlockHeaderSize+bh.stored)
+	case blockCRC(b, b[BlockHeaderSize:]) != bh.crc:
+		p = soft("block", off, "CRC32C mismatch: stored %#08x, computed %#08x", bh.crc, blockCRC(b, b[BlockHeaderSize:]))
+	case b[bReserved] != 0 || b[bReserved+1] != 0:
+		p = hard("block", off, "reserved bytes %x are not zero", b[bReserved:bReserved+2])
+	}
+	if p != nil {
+		return Frame{}, p.err(obj)
+	}
+	return Frame{b: b, bh: bh}, nil
+}

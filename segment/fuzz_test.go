@@ -393,3 +393,29 @@ func FuzzParseName(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseFrame: any bytes either parse as a frame that decodes as a block
+// wherever the full decoder accepts them, or are a CorruptionError; never a
+// panic. A frame ParseFrame accepts keeps exactly the bytes it was given.
+func FuzzParseFrame(f *testing.F) {
+	data, r := openTestdata(f, "sealed.seg")
+	for _, b := range r.Footer().Blocks {
+		f.Add(data[b.Offset:b.End()])
+	}
+	f.Add(make([]byte, BlockHeaderSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ParseFrame("fuzz", 7, b)
+		var d blockDecoder
+		_, p := d.decode(b, 7)
+		switch {
+		case err != nil && !IsCorrupt(err):
+			t.Fatalf("error %v is not a corruption error", err)
+		case err != nil && p == nil:
+			t.Fatalf("ParseFrame refused a frame the block decoder accepts: %v", err)
+		case err == nil && !bytes.Equal(fr.Bytes(), b):
+			t.Fatal("the frame does not hold the bytes it was parsed from")
+		case err == nil && fr.Info().Records == 0:
+			t.Fatalf("a frame of no record: %+v", fr.Info())
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -202,12 +203,44 @@ func (s *appendStore) prepareFor(t *blockTask) error {
 func (s *appendStore) write(t *blockTask) error {
 	t.queued = true
 	s.unsynced = append(s.unsynced, t)
-	if err := s.act.sw.AppendFrame(&t.frame); err != nil {
+	a := s.act
+	if err := a.sw.AppendFrame(&t.frame); err != nil {
 		s.broken = true
 		return err
 	}
 	if t.job != nil {
-		t.release() // a repair builds it again (Writer.rebuild)
+		blocks := a.sw.Blocks()
+		t.stored.key, t.stored.off, t.stored.n = a.key, blocks[len(blocks)-1].Offset, t.frame.Len()
+		t.release() // a repair reads it back (readBack)
+	}
+	return nil
+}
+
+// readBack takes back the frames of unsynced that were let go of once
+// written, from the segments they were written to, before a repair cuts
+// those back. Each must parse with its CRC: after a failed fsync the kernel
+// may have dropped the pages, and what the file then holds is not what was
+// written. A read that fails is retried with the repair; bytes that are
+// not the frame are a permanent error naming the segment and offset (the
+// flush's events are no longer in memory to build it again: the writer
+// stops, and a new epoch goes on from the flushed ts).
+func (s *appendStore) readBack() error {
+	w := s.c.w
+	for _, t := range s.unsynced {
+		if t.frame.Bytes() != nil {
+			continue
+		}
+		at := t.stored
+		b, err := w.b.ReadRange(s.c.ctx, at.key, at.off, int64(at.n))
+		if err != nil {
+			return fmt.Errorf("writer: reading back block at offset %d of %s after a failed write or sync: %w", at.off, at.key, err)
+		}
+		buf := append(t.pools.getFrame(), b...)
+		f, err := segment.ParseFrame(at.key, at.off, buf)
+		if err != nil {
+			return permanent{fmt.Errorf("writer: block at offset %d of %s is not what was written there before a failed write or sync (the kernel may have dropped it), and its events are no longer in memory: %w", at.off, at.key, err)}
+		}
+		t.frame = f
 	}
 	return nil
 }
@@ -407,6 +440,20 @@ func (s *appendStore) repair() error {
 		return nil
 	}
 	w := s.c.w
+	// First, while every frame is still where it was written.
+	if err := s.readBack(); err != nil {
+		var p permanent
+		if a := s.act; errors.As(err, &p) && a != nil && a.af != nil {
+			// The writer stops here: leave the segment at its
+			// durable point, not with what the failed sync left
+			// after it, which a reader would take for corruption
+			// (bad bytes with a good block after them).
+			if rerr := s.rewind(a); rerr != nil {
+				w.log.Warn("cannot cut a segment back to its durable point; the next open recovers it", "key", a.key, "err", rerr)
+			}
+		}
+		return err
+	}
 	if a := s.act; a != nil {
 		if a.syncedBlocks == 0 && a.syncedProg == 0 {
 			// Nothing durable: drop the segment; the frames go to a new
@@ -436,10 +483,6 @@ func (s *appendStore) repair() error {
 		s.prog.seg = nil // written again below
 	}
 	redo := s.unsynced
-	if err := w.rebuild(redo); err != nil {
-		s.broken = true
-		return err
-	}
 	s.unsynced = nil
 	for i, t := range redo {
 		if err := s.prepareFor(t); err != nil {

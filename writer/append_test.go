@@ -97,6 +97,51 @@ func TestRetrySyncAndTornWrite(t *testing.T) {
 	checkIDs(t, readLog(t, b, readOpts{}), 1, 90)
 }
 
+// TestSyncThatDropsPagesStopsTheWriter fails an fdatasync the way a kernel
+// whose writeback failed does: the flush's unsynced pages are dropped (every
+// other page reads as zeros). The writer let go of the frames it wrote and
+// of their events, so a repair reads the frames back; their CRCs show they
+// are not what it wrote, and it must stop with an error naming the segment
+// and offset, never store them again or go on. A new epoch then recovers
+// the durable prefix, exactly, and the same events written again read back
+// once. TestRetrySyncAndTornWrite is the same failure with the pages kept:
+// the read-back repair goes on.
+func TestSyncThatDropsPagesStopsTheWriter(t *testing.T) {
+	ctx := context.Background()
+	f, b := faultyLocal(t, t.TempDir())
+	o := testOptions("w")
+	o.BlockSize = 16 << 10 // blocks of several pages: the first one's header survives, its body does not
+	w := openSpan1(t, b, o)
+	writeFlushed(t, w, 1, 1, 30)
+
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Nth: 1, Fail: true, Drop: true})
+	writeRange(t, w, 1, 31, 1000) // ~70 KiB: pages dropped and pages kept
+	must(t, w.AdvanceResolved(1, 1000))
+	_, err := w.Flush(ctx)
+	var ce *segment.CorruptionError
+	if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "not what was written") || !strings.Contains(err.Error(), "/seg/") {
+		t.Fatalf("Flush after a sync that dropped pages = %v; want the writer stopped on a corruption error naming the segment", err)
+	}
+	// The first frame after the sync point begins in the page kept: its
+	// header reads well, and only its CRC shows its body is gone.
+	if synced, ok := f.SyncedSize(ce.Object); !ok || ce.Offset != synced || !strings.Contains(ce.Detail, "CRC32C") {
+		t.Fatalf("the error names offset %d (%s), want the first frame after the sync point, at %d, by its CRC", ce.Offset, ce.Detail, synced)
+	}
+	if !errors.Is(w.Err(), err) && w.Err() == nil {
+		t.Fatalf("the writer goes on after %v", err)
+	}
+	if w.FlushedTs() != 30 {
+		t.Fatalf("flushed ts %d, want 30: nothing after the failed sync is durable", w.FlushedTs())
+	}
+	w.Close(ctx)
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 30)
+
+	w = openSpan1(t, b, o)
+	writeFlushed(t, w, 1, 31, 1000)
+	must(t, w.Close(ctx))
+	checkIDs(t, readLog(t, b, readOpts{}), 1, 1000)
+}
+
 // TestFlushWaitsForSync holds the active segment's fdatasync: Flush must
 // not return, nor the state object move, until the sync that makes the
 // flush's blocks and its progress frame durable returns.

@@ -41,7 +41,7 @@ func recLess(a, b *rec) bool {
 // Arena chunk sizes: a span's first chunk is small, so that thousands of quiet
 // spans cost little, and chunks double up to the maximum as a span proves
 // busy. Chunks of the maximum size are recycled once the flush that took
-// their records is done with them (durable): a busy writer then copies into
+// their records has built its blocks: a busy writer then copies into
 // memory that is already mapped instead of fresh, zeroed pages (page faults
 // and zeroing cost more than the copy itself).
 const (
@@ -55,12 +55,12 @@ const (
 // back; it holds at most what the memory quota allows.
 type chunkCache struct {
 	free freeList[[]byte]
-	recs freeList[[]rec] // weighed by capacity (recsBudget)
+	recs recPool
 }
 
 func newChunkCache(quota int64) *chunkCache {
 	cc := &chunkCache{free: freeList[[]byte]{max: int(min(quota/maxChunk+1, 4096))}}
-	cc.recs = freeList[[]rec]{max: recsBudget(quota), weight: func(r []rec) int { return cap(r) }}
+	cc.recs.max = recsBudget(quota)
 	return cc
 }
 
@@ -198,10 +198,15 @@ func (s *spanBuf) reserve(cc *chunkCache, n int) (room []byte, num, off uint32) 
 // begins). The caller checked their order.
 func (s *spanBuf) publish(cc *chunkCache, num, off uint32, start int, ends []int, ts []uint64, kinds []segment.Kind, arrival uint64) {
 	s.inflight--
-	if s.recs == nil {
-		s.recs, _ = cc.recs.pop()
+	if need := len(s.recs) + len(ends); need > cap(s.recs) {
+		// Doubling (the pool's classes are powers of two), and the
+		// outgrown slice goes back for a smaller span: a slice grown by
+		// append would be fresh memory at every growth, and the
+		// garbage collector's.
+		grown := append(cc.recs.get(max(need, 2*len(s.recs))), s.recs...)
+		cc.recs.put(s.recs)
+		s.recs = grown
 	}
-	s.recs = slices.Grow(s.recs, len(ends))
 	base := start
 	for i, end := range ends {
 		s.recs = append(s.recs, rec{
@@ -227,22 +232,85 @@ func recsBudget(quota int64) int { return int(quota / 16 / recOverhead) }
 // recycleRecs takes back the record slices of runs that are done with.
 func (cc *chunkCache) recycleRecs(runs []run) {
 	for i := range runs {
-		if r := runs[i].recs; cap(r) > 0 {
-			cc.recs.push(r[:0])
-		}
+		cc.recs.put(runs[i].recs)
+	}
+}
+
+// Record slices come in classes of capacity 1<<k records, minRecClass <= k
+// <= maxRecClass (64 records to 1 M: 2 KiB to 32 MiB); larger ones are
+// made to measure and left to the garbage collector.
+const (
+	minRecClass = 6
+	maxRecClass = 20
+)
+
+// recPool keeps record slices for reuse, by capacity class, up to max
+// records of capacity in all. A span's slice is taken from it, grown
+// through it and given back to it when a flush is done with the slice, so a
+// busy writer reuses the same few slices however its spans' batches vary.
+type recPool struct {
+	mu      sync.Mutex
+	classes [maxRecClass + 1][][]rec
+	held    int
+	max     int
+}
+
+// recClass is the class of a slice that can hold n records.
+func recClass(n int) int {
+	k := minRecClass
+	for k <= maxRecClass && 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// get returns an empty slice that can hold n records.
+func (p *recPool) get(n int) []rec {
+	k := recClass(n)
+	if k > maxRecClass {
+		return make([]rec, 0, n)
+	}
+	p.mu.Lock()
+	if l := p.classes[k]; len(l) > 0 {
+		r := l[len(l)-1]
+		l[len(l)-1] = nil
+		p.classes[k] = l[:len(l)-1]
+		p.held -= cap(r)
+		p.mu.Unlock()
+		return r
+	}
+	p.mu.Unlock()
+	return make([]rec, 0, 1<<k)
+}
+
+// put takes back a slice nothing refers to any more. One that is not of a
+// class, or that the budget has no room for, is left to the collector.
+func (p *recPool) put(r []rec) {
+	c := cap(r)
+	k := recClass(c)
+	if c == 0 || k > maxRecClass || 1<<k != c {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held+c <= p.max {
+		p.classes[k] = append(p.classes[k], r[:0])
+		p.held += c
 	}
 }
 
 // take detaches the records with commit ts <= ts. It also returns the chunks
 // that no record left in the span refers to: the caller recycles them once
-// it no longer reads the run.
-func (s *spanBuf) take(ts uint64) (r run, bytes int64, retired []*chunk) {
+// it no longer reads the run. The run keeps the span's record slice, whole
+// capacity and all, so that it goes back to its pool class; the span's
+// records left over move to a slice of their own.
+func (s *spanBuf) take(cc *chunkCache, ts uint64) (r run, bytes int64, retired []*chunk) {
 	i := sort.Search(len(s.recs), func(i int) bool { return s.recs[i].ts > ts })
 	if i == 0 {
 		return run{}, 0, nil
 	}
 	last := int(s.recs[i-1].chunk - s.base)
-	r = run{recs: s.recs[:i:i], chunks: make([][]byte, last+1), base: s.base}
+	r = run{recs: s.recs[:i], chunks: make([][]byte, last+1), base: s.base}
 	for k := range r.chunks {
 		r.chunks[k] = s.chunks[k].b
 	}
@@ -255,7 +323,7 @@ func (s *spanBuf) take(ts uint64) (r run, bytes int64, retired []*chunk) {
 	keep := last
 	if i < len(s.recs) {
 		keep = int(s.recs[i].chunk - s.base)
-		s.recs = slices.Clone(s.recs[i:])
+		s.recs = append(cc.recs.get(len(s.recs)-i), s.recs[i:]...)
 	} else {
 		s.recs = nil
 	}

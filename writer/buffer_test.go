@@ -108,7 +108,7 @@ func TestTakeKeepsChunksOfOpenReservations(t *testing.T) {
 	}
 	copy(roomB, "b")
 	s.publish(cc, numB, offB, 0, []int{len(roomB)}, []uint64{5}, []segment.Kind{segment.KindRow}, 0)
-	r, _, retired := s.take(5)
+	r, _, retired := s.take(newChunkCache(1<<20), 5)
 	if len(r.recs) != 1 {
 		t.Fatalf("took %d records, want 1", len(r.recs))
 	}
@@ -120,7 +120,7 @@ func TestTakeKeepsChunksOfOpenReservations(t *testing.T) {
 	roomC, numC, offC := s.reserve(cc, 1)
 	copy(roomC, "c")
 	s.publish(cc, numC, offC, 0, []int{1}, []uint64{6}, []segment.Kind{segment.KindRow}, 1)
-	if _, _, retired := s.take(6); len(retired) == 0 {
+	if _, _, retired := s.take(newChunkCache(1<<20), 6); len(retired) == 0 {
 		t.Fatal("retired no chunk once no reservation is open")
 	}
 }
@@ -248,26 +248,32 @@ func TestBigFlushReusesFrames(t *testing.T) {
 	}
 }
 
-// The record-slice cache holds slices up to its budget in records of
+// The record-slice pool holds slices up to its budget in records of
 // capacity, not in slices: a big flush's slices must not pin memory beyond
-// it, and a popped slice makes room again.
-func TestRecordCacheBudgetCountsCapacity(t *testing.T) {
-	cc := newChunkCache(16 * recOverhead * 100) // a budget of 100 records
-	if got := cc.recs.max; got != 100 {
-		t.Fatalf("budget = %d records, want 100", got)
+// it, and a slice taken makes room again. It keeps only its classes (powers
+// of two), and a slice of a class is what get gives for any n it holds.
+func TestRecordPoolBudgetCountsCapacity(t *testing.T) {
+	cc := newChunkCache(16 * recOverhead * 256) // a budget of 256 records
+	p := &cc.recs
+	if p.max != 256 {
+		t.Fatalf("budget = %d records, want 256", p.max)
 	}
-	runs := []run{{recs: make([]rec, 0, 60)}, {recs: make([]rec, 0, 60)}, {recs: make([]rec, 0, 30)}}
-	cc.recycleRecs(runs)
-	if len(cc.recs.items) != 2 || cc.recs.held != 90 {
-		t.Fatalf("kept %d slices holding %d records; want the first and the third (90): the second would pass the budget", len(cc.recs.items), cc.recs.held)
+	cc.recycleRecs([]run{{recs: make([]rec, 0, 128)}, {recs: make([]rec, 0, 100)}, {recs: make([]rec, 0, 128)}, {recs: make([]rec, 0, 64)}})
+	if p.held != 256 || len(p.classes[7]) != 2 || len(p.classes[6]) != 0 {
+		t.Fatalf("held %d records (%d of 128, %d of 64); want the two of 128: 100 is no class, and 64 would pass the budget", p.held, len(p.classes[7]), len(p.classes[6]))
 	}
-	r, ok := cc.recs.pop()
-	if !ok || cap(r) != 30 || cc.recs.held != 60 {
-		t.Fatalf("pop: cap %d ok %v, held %d after; want 30, true, 60", cap(r), ok, cc.recs.held)
+	if r := p.get(65); cap(r) != 128 || len(r) != 0 || p.held != 128 {
+		t.Fatalf("get(65): len %d cap %d, held %d after; want an empty slice of 128 from the pool, 128 held", len(r), cap(r), p.held)
 	}
-	cc.recycleRecs([]run{{recs: make([]rec, 0, 40)}})
-	if cc.recs.held != 100 {
-		t.Fatalf("held %d after a slice of 40 fit the room the pop made; want 100", cc.recs.held)
+	p.put(make([]rec, 0, 64))
+	if p.held != 192 {
+		t.Fatalf("held %d after a slice of 64 fit the room the get made; want 192", p.held)
+	}
+	if r := p.get(1); cap(r) != 64 || p.held != 128 {
+		t.Fatalf("get(1): cap %d, held %d; want the 64 from the pool", cap(r), p.held)
+	}
+	if r := p.get(3 << maxRecClass); cap(r) != 3<<maxRecClass {
+		t.Fatalf("a slice past the largest class: cap %d, want %d (made to measure)", cap(r), 3<<maxRecClass)
 	}
 }
 

@@ -179,7 +179,6 @@ func (c *committer) release(j *job) {
 	}
 	j.released = true
 	c.w.quota.release(j.quota)
-	c.w.recycle(j)
 }
 
 // commit stores one job, makes it durable, publishes the progress and

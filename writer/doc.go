@@ -46,8 +46,10 @@
 // rotation), and nothing else on its path: no sync inside a flush however
 // large it is, and no write of the state object. If the sync fails, the
 // segment is cut back to its last durable point and the flush's blocks
-// are written again: rebuilt from its events, which stay in memory (and
-// in the quota) until the flush is durable, exactly as they were built. A segment
+// are written again: read back from the segment first, each proven by its
+// CRC. (A flush's events leave memory as soon as its blocks are built, so
+// that the next events reuse it; the quota counts them until the flush is
+// durable.) A segment
 // rotated out is sealed afterwards (footer, fsync, rename, directory
 // fsync), once per MaxSegmentBytes. On an object store a flush costs one
 // put per segment object (one, unless the flush is larger than
@@ -203,7 +205,12 @@
 // a retry rewinds the active segment to its last successful sync (truncate)
 // and appends the frames again, because after a failed fsync the kernel may
 // have dropped the pages, and a later fsync that succeeds proves nothing
-// about them. On an object store a failed upload is tried again with the
+// about them. The frames are read back before the rewind, and each must
+// hold its CRC: a frame the kernel dropped reads as something else, and
+// then the writer cuts the segment back to its durable point and stops
+// with a segment.CorruptionError naming the segment and offset (the
+// events are no longer in memory to build it again); Open with the same
+// writer ID goes on from the flushed ts. On an object store a failed upload is tried again with the
 // same bytes under the same name, while the flush's other uploads go on; an
 // if-not-exists put that finds the object already there reads it back, and
 // exactly these bytes mean an earlier attempt whose answer was lost stored

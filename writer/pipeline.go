@@ -20,8 +20,7 @@ type job struct {
 	lazy      bool  // local disk: appended, but made durable (and released) with the next job
 	runs      []run
 	spans     []segment.SpanTs // each span's flushed ts once the job is durable
-	retired   []*chunk         // arena chunks to recycle once the job is done with (recycle)
-	recycled  bool             // its runs are gone: no block of it can be built again
+	retired   []*chunk         // arena chunks to recycle once the job's blocks are built (recycle)
 	final     bool             // Close's flush: seal the active segment after it
 	waiters   []chan flushResult
 	start     time.Time
@@ -45,15 +44,21 @@ type blockTask struct {
 	err   error
 	done  chan struct{} // closed by the worker
 
-	// job and index say which block it is: the index-th that cutBlocks
-	// makes of the job's runs. The committer lets go of its frame once it
-	// is written, before it is durable, and a repair builds it again from
-	// them (rebuild): a flush's frames held until its one sync would be as
-	// much fresh memory again as its records, and touching fresh memory
-	// costs more than building a block. A task without a job (made by a
-	// test) keeps its frame until it is durable.
-	job   *job
-	index int
+	// job is the flush the block belongs to. On the local path the
+	// committer lets go of the frame once it is written, before it is
+	// durable, and a repair reads it back from the segment (readBack, its
+	// CRC the proof): a flush's frames held until its one sync would be as
+	// much memory again as its records, and touching fresh memory costs
+	// more than reading a block back in the rare repair. A task without a
+	// job (made by a test) keeps its frame until it is durable.
+	job *job
+	// stored says where the committer wrote the frame: the segment's key,
+	// the frame's offset and length.
+	stored struct {
+		key string
+		off int64
+		n   int
+	}
 
 	queued bool // the committer holds it for a redo (local path)
 	pools  *pools
@@ -270,8 +275,11 @@ func (w *Writer) cut(why cutReason) *job {
 	// too, rather than cut for nothing: the stream goes on while one
 	// span holds the resolved ts back, and compression and storage
 	// overlap production in a transaction larger than FlushBytes.
+	// (Or while it moved, when nothing buffered is at or below it: a cut
+	// of resolved events would take nothing, as at the start, when the
+	// spans' resolved ts is new to the loop.)
 	pressed := w.wantStage
-	stage := pressed || w.stageable && w.sinceCut >= w.o.FlushBytes && resolved == w.cutResolved
+	stage := pressed || w.stageable && w.sinceCut >= w.o.FlushBytes && (resolved == w.cutResolved || !w.bufferedAtOrBelow(resolved))
 	w.wantStage = false
 	switch {
 	case why == cutForce || stage:
@@ -318,7 +326,7 @@ func (w *Writer) cut(why cutReason) *job {
 		return ^uint64(0)
 	}
 	take := func(s *spanBuf) {
-		r, bytes, retired := s.take(limit(s))
+		r, bytes, retired := s.take(w.chunks, limit(s))
 		j.retired = append(j.retired, retired...)
 		if len(r.recs) == 0 {
 			return
@@ -407,10 +415,8 @@ func (w *Writer) build(j *job) {
 		}
 	}
 	defer hand()
-	index := 0
 	emit := func(bb *segment.BlockBuilder) bool {
-		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools, job: j, index: index}
-		index++
+		t := &blockTask{bb: bb, done: make(chan struct{}), pools: w.pools, job: j}
 		if len(j.tasks) >= min(cap(j.tasks), handAfter) && !hand() {
 			return false
 		}
@@ -427,15 +433,16 @@ func (w *Writer) build(j *job) {
 		return true
 	}
 	w.pools.putBuilder(cutBlocks(j.runs, w.o.BlockSize, w.pools.getBuilder, emit))
-	// The runs stay until the job is done with (recycle): a repair builds
-	// blocks of them again.
+	// Every record is in a block (or the pipeline is ending): the job's
+	// arena memory can hold the next events at once. Nothing builds its
+	// blocks again; the quota keeps counting its bytes until it is durable.
+	w.recycle(j)
 }
 
 // cutBlocks puts the records of runs, in flush order, into block builders
 // (from get) of about blockSize bytes each, and hands each full one to emit,
 // which owns it, until emit returns false. It returns the builder it was
-// filling, which the caller owns. The same runs and block size always make
-// the same blocks, which a repair relies on (rebuild).
+// filling, which the caller owns.
 func cutBlocks(runs []run, blockSize int, get func() *segment.BlockBuilder, emit func(*segment.BlockBuilder) bool) *segment.BlockBuilder {
 	bb := get()
 	next := func() bool {
@@ -466,60 +473,14 @@ func cutBlocks(runs []run, blockSize int, get func() *segment.BlockBuilder, emit
 	return bb
 }
 
-// recycle takes back the memory of a job that is durable or dropped: its
-// record slices and the chunks its cut retired, which hold only records of
-// this job and of earlier ones (done with before it). The committer calls
-// it once the job's blocks are built and none is to be written again.
+// recycle takes back the memory of a job whose blocks are built: its record
+// slices and the chunks its cut retired, which hold only records of this
+// job and of earlier ones (built before it, on the same goroutine).
 func (w *Writer) recycle(j *job) {
-	if j.recycled {
-		return
-	}
-	j.recycled = true
 	w.chunks.recycleRecs(j.runs)
 	j.runs = nil
 	w.chunks.recycle(j.retired)
 	j.retired = nil
-}
-
-// rebuild builds again the frames that tasks let go of (their blocks were
-// written, and a failure undid the write before it was durable), from their
-// jobs' runs, exactly as build made them.
-func (w *Writer) rebuild(tasks []*blockTask) error {
-	want := map[*job]map[int]*blockTask{}
-	for _, t := range tasks {
-		if t.frame.Bytes() != nil {
-			continue
-		}
-		if t.job == nil || t.job.recycled {
-			return permanent{fmt.Errorf("writer: block %d of a flush must be written again, but its records are gone", t.index)}
-		}
-		if want[t.job] == nil {
-			want[t.job] = map[int]*blockTask{}
-		}
-		want[t.job][t.index] = t
-	}
-	var enc segment.FrameEncoder
-	for j, byIndex := range want {
-		index := 0
-		var err error
-		emit := func(bb *segment.BlockBuilder) bool {
-			if t := byIndex[index]; t != nil {
-				t.frame, err = enc.Encode(w.pools.getFrame(), bb, w.comp)
-				delete(byIndex, index)
-			}
-			index++
-			w.pools.putBuilder(bb)
-			return err == nil && len(byIndex) > 0
-		}
-		w.pools.putBuilder(cutBlocks(j.runs, w.o.BlockSize, w.pools.getBuilder, emit))
-		if err != nil {
-			return permanent{fmt.Errorf("writer: building block %d of a flush again: %w", index-1, err)}
-		}
-		for i := range byIndex {
-			return permanent{fmt.Errorf("writer: block %d of a flush must be written again, but building the flush again made only %d blocks", i, index)}
-		}
-	}
-	return nil
 }
 
 // sortRun puts a span's run in flush order. It is in commit-ts order

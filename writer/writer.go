@@ -614,6 +614,22 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	return nil
 }
 
+// bufferedAtOrBelow reports whether a span, current or removed, holds an
+// event at or below ts: whether a cut of resolved events at ts takes any.
+func (w *Writer) bufferedAtOrBelow(ts uint64) bool {
+	for _, s := range w.spans {
+		if len(s.recs) > 0 && s.recs[0].ts <= ts {
+			return true
+		}
+	}
+	for _, s := range w.retired {
+		if len(s.recs) > 0 && s.recs[0].ts <= ts {
+			return true
+		}
+	}
+	return false
+}
+
 // stuck reports whether a Write waiting on the quota could wait forever,
 // and otherwise makes sure that something will free memory. A job in flight
 // frees it once durable. With none, a cut frees it: of resolved events when

@@ -83,7 +83,13 @@ type Call struct {
 // one when Nth is 0. A firing rule first waits (Delay, then until Wait is
 // closed), then fails the call with Err unless Err and Fail are both unset.
 // An OpWrite that fails with Partial set first writes half its bytes, as a
-// torn write does.
+// torn write does. An OpSync that fails with Drop set loses what a kernel
+// may lose when writeback fails: of the 4 KiB pages (by file offset) after
+// the one the last successful Sync ended in, every other one reads as zeros
+// from then on, starting with the first (the pages were dropped, and the
+// disk never had them); the file's length is unchanged. The page of the
+// sync point is kept, so that what follows it starts well and only a
+// checksum can tell.
 type Rule struct {
 	Op      Op
 	Match   func(Call) bool
@@ -93,6 +99,7 @@ type Rule struct {
 	Err     error // the error; nil with Fail means ErrInjected
 	Fail    bool  // fail even though Err is nil
 	Partial bool
+	Drop    bool
 }
 
 type rule struct {
@@ -375,6 +382,7 @@ type fault struct {
 	waits   []<-chan struct{}
 	err     error
 	partial bool
+	drop    bool
 }
 
 // enter counts a call and evaluates the rules for it.
@@ -407,7 +415,7 @@ func (f *Faulty) enter(op Op, key string) (fault, error) {
 			if ft.err == nil {
 				ft.err = ErrInjected
 			}
-			ft.partial = r.Partial
+			ft.partial, ft.drop = r.Partial, r.Drop
 		}
 	}
 	return ft, nil
@@ -638,6 +646,11 @@ func (a *faultyFile) Sync() error {
 	}
 	if ft.err != nil {
 		// A failed fsync promises nothing about the bytes it covered.
+		if ft.drop {
+			if err := a.dropUnsynced(); err != nil {
+				return errors.Join(ft.err, err)
+			}
+		}
 		return ft.err
 	}
 	size := a.inner.Size()
@@ -649,6 +662,41 @@ func (a *faultyFile) Sync() error {
 	}
 	a.setSynced(size)
 	return nil
+}
+
+// dropUnsynced zeroes pages of what was written since the last successful
+// Sync as Rule.Drop says, keeping the length: the inner file is cut back to
+// that point and written again.
+func (a *faultyFile) dropUnsynced() error {
+	a.f.mu.Lock()
+	var synced int64
+	if st := a.f.files[a.key]; st != nil {
+		synced = st.synced
+	}
+	a.f.mu.Unlock()
+	size := a.inner.Size()
+	if size <= synced {
+		return nil
+	}
+	r, err := a.f.inner.NewRangeReader(context.Background(), a.key, synced, size-synced)
+	if err != nil {
+		return err
+	}
+	tail, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	const page = 4 << 10
+	first := synced / page
+	for p := first + 1; p*page < size; p += 2 {
+		clear(tail[p*page-synced : min(size, (p+1)*page)-synced])
+	}
+	if err := a.inner.Truncate(synced); err != nil {
+		return err
+	}
+	_, err = a.inner.Write(tail)
+	return err
 }
 
 func (a *faultyFile) setSynced(size int64) {

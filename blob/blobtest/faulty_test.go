@@ -197,3 +197,54 @@ func TestPartialWrite(t *testing.T) {
 	}
 	af.Close()
 }
+
+// TestDroppedSync: a failed Sync with Drop keeps the length and what was
+// durable, keeps the page the sync point is in, and zeroes every other page
+// after it, starting with the next.
+func TestDroppedSync(t *testing.T) {
+	ctx := context.Background()
+	f := blobtest.NewFaulty(localDriver(t))
+	b := f.Bucket()
+	af, err := b.OpenAppend(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4 << 10
+	durable := bytes.Repeat([]byte{'d'}, 100)
+	tail := bytes.Repeat([]byte{'t'}, 4*page)
+	if _, err := af.Write(durable); err != nil {
+		t.Fatal(err)
+	}
+	if err := af.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.Write(tail); err != nil {
+		t.Fatal(err)
+	}
+	f.Add(blobtest.Rule{Op: blobtest.OpSync, Nth: 1, Fail: true, Drop: true})
+	if err := af.Sync(); !errors.Is(err, blobtest.ErrInjected) {
+		t.Fatalf("dropped sync = %v, want ErrInjected", err)
+	}
+	want := append(bytes.Clone(durable), tail...)
+	for p := 1; p*page < len(want); p += 2 {
+		clear(want[p*page : min(len(want), (p+1)*page)])
+	}
+	got, err := b.ReadAll(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after a dropped sync: %d bytes, zero pages at %v; want %d bytes, pages 1 and 3 zero", len(got), zeroPages(got, page), len(want))
+	}
+	af.Close()
+}
+
+func zeroPages(b []byte, page int) []int {
+	var out []int
+	for p := 0; p*page < len(b); p++ {
+		if bytes.Count(b[p*page:min(len(b), (p+1)*page)], []byte{0}) == min(len(b), (p+1)*page)-p*page {
+			out = append(out, p)
+		}
+	}
+	return out
+}
