@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -289,6 +291,149 @@ func (d reopenTruncates) OpenAppend(ctx context.Context, key string) (blob.Appen
 	return d.appendMem.OpenAppend(ctx, key)
 }
 
+// endsAtFullPage ends a listing at the first full page of 1,000 objects (the
+// largest page size): a store's truncation flag misread, so that a listing
+// of more keys than one page holds stops after the first page, without an
+// error.
+type endsAtFullPage struct{ *mem.Driver }
+
+func (d endsAtFullPage) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	if err == nil && len(page.Objects) == blob.DefaultPageSize {
+		page.NextToken = ""
+	}
+	return page, err
+}
+
+// staleStat answers Stat from a cache of the last Stat of the key, for a
+// second, as a cache in front of HEAD requests that overwrites do not
+// invalidate (deletes do): reads are current, a Stat's ETag and size may be
+// a replaced version's.
+type staleStat struct {
+	*mem.Driver
+	mu    *sync.Mutex
+	cache map[string]cachedStat
+}
+
+type cachedStat struct {
+	a     blob.Attrs
+	until time.Time
+}
+
+func newStaleStat() staleStat {
+	return staleStat{mem.NewDriver(), new(sync.Mutex), map[string]cachedStat{}}
+}
+
+func (d staleStat) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.cache[key]; ok && time.Now().Before(c.until) {
+		return c.a, nil
+	}
+	a, err := d.Driver.Stat(ctx, key)
+	if err == nil {
+		d.cache[key] = cachedStat{a, time.Now().Add(time.Second)}
+	}
+	return a, err
+}
+
+func (d staleStat) Delete(ctx context.Context, keys []string) error {
+	d.mu.Lock()
+	for _, k := range keys {
+		delete(d.cache, k)
+	}
+	d.mu.Unlock()
+	return d.Driver.Delete(ctx, keys)
+}
+
+// caseInsensitive is a case-insensitive, case-preserving store (a file
+// system on macOS or Windows): a key is stored under the spelling it was
+// first put with, and any spelling in another case reaches that object.
+// Listings are byte-exact over the stored spellings.
+type caseInsensitive struct {
+	*mem.Driver
+	mu       *sync.Mutex
+	spelling map[string]string // lower case -> the stored spelling
+}
+
+func newCaseInsensitive() caseInsensitive {
+	return caseInsensitive{mem.NewDriver(), new(sync.Mutex), map[string]string{}}
+}
+
+func (d caseInsensitive) name(key string, create bool) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.spelling[strings.ToLower(key)]; ok {
+		return s
+	}
+	if create {
+		d.spelling[strings.ToLower(key)] = key
+	}
+	return key
+}
+
+func (d caseInsensitive) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	return d.Driver.Put(ctx, d.name(key, true), r, size, opts)
+}
+
+func (d caseInsensitive) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return d.Driver.NewRangeReader(ctx, d.name(key, false), offset, length)
+}
+
+func (d caseInsensitive) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	return d.Driver.Stat(ctx, d.name(key, false))
+}
+
+func (d caseInsensitive) Delete(ctx context.Context, keys []string) error {
+	stored := make([]string, len(keys))
+	d.mu.Lock()
+	for i, k := range keys {
+		stored[i] = k
+		if s, ok := d.spelling[strings.ToLower(k)]; ok {
+			stored[i] = s
+			delete(d.spelling, strings.ToLower(k))
+		}
+	}
+	d.mu.Unlock()
+	return d.Driver.Delete(ctx, stored)
+}
+
+// zeroListModTime lists objects without their ModTime (as a driver that
+// fills only Key and Size from a listing response); Put and Stat have it.
+type zeroListModTime struct{ *mem.Driver }
+
+func (d zeroListModTime) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	for i := range page.Objects {
+		page.Objects[i].ModTime = time.Time{}
+	}
+	return page, err
+}
+
+// shiftedModTime reports every ModTime two hours late: a store's local
+// time read as UTC.
+type shiftedModTime struct{ *mem.Driver }
+
+func (d shiftedModTime) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	a, err := d.Driver.Put(ctx, key, r, size, opts)
+	a.ModTime = a.ModTime.Add(2 * time.Hour)
+	return a, err
+}
+
+func (d shiftedModTime) Stat(ctx context.Context, key string) (blob.Attrs, error) {
+	a, err := d.Driver.Stat(ctx, key)
+	a.ModTime = a.ModTime.Add(2 * time.Hour)
+	return a, err
+}
+
+func (d shiftedModTime) List(ctx context.Context, opts blob.ListOptions) (blob.ListPage, error) {
+	page, err := d.Driver.List(ctx, opts)
+	for i := range page.Objects {
+		page.Objects[i].ModTime = page.Objects[i].ModTime.Add(2 * time.Hour)
+	}
+	return page, err
+}
+
 // brokenCase is a broken driver and the subtests that must catch it.
 type brokenCase struct {
 	name     string
@@ -431,6 +576,44 @@ var brokenCases = []brokenCase{
 		driver:   func() driver.Driver { return newStaleSmallRead(time.Second) },
 		mustFail: []string{"ReadAfterWrite/Overwrite", "ReadAfterWrite/StatPairsWithRead", "ReadAfterWrite/IfMatchPairsWithRead"},
 		mustPass: []string{"RoundTrip", "Atomic", "CompareAndSwap", "BeforeCommit", "ListAfterWrite"},
+	},
+	{
+		// Each rule below is caught by at least two independent
+		// assertions: a listing cut at a full page of 1,000 by
+		// ListThousands and by BatchDelete's listings.
+		name:     "EndsAtFullPage",
+		driver:   func() driver.Driver { return endsAtFullPage{mem.NewDriver()} },
+		mustFail: []string{"ListThousands", "BatchDelete"},
+		mustPass: []string{"RoundTrip", "ListPages", "ListStartAfter", "ListWhileChanging", "Delete"},
+	},
+	{
+		// A stale Stat by ReadAfterWrite/StatAfterOverwrite (no
+		// conditional write needed) and by CompareAndSwap/Sequence.
+		name:     "StaleStat",
+		driver:   func() driver.Driver { return newStaleStat() },
+		mustFail: []string{"ReadAfterWrite/StatAfterOverwrite", "CompareAndSwap/Sequence"},
+		mustPass: []string{"ReadAfterWrite/Overwrite", "ListPages", "ConditionalCreate", "Delete"},
+	},
+	{
+		// Case-insensitive keys by reads (Keys/Case), by Stat of another
+		// case (NotExist) and by listings (ListLiteralPrefix, and
+		// ListOrder's "order/Z" beside "order/z").
+		name:     "CaseInsensitiveKeys",
+		driver:   func() driver.Driver { return newCaseInsensitive() },
+		mustFail: []string{"Keys/Case", "NotExist", "ListLiteralPrefix", "ListOrder"},
+		mustPass: []string{"RoundTrip", "ListPages", "ListStartAfter", "Keys/Tricky", "Keys/UnicodeNormalization", "ReadAfterWrite"},
+	},
+	{
+		name:     "ZeroListModTime",
+		driver:   func() driver.Driver { return zeroListModTime{mem.NewDriver()} },
+		mustFail: []string{"ModTime"},
+		mustPass: []string{"RoundTrip", "ListPages", "ListAfterWrite"},
+	},
+	{
+		name:     "ShiftedModTime",
+		driver:   func() driver.Driver { return shiftedModTime{mem.NewDriver()} },
+		mustFail: []string{"ModTime"},
+		mustPass: []string{"RoundTrip", "ListPages", "ReadAfterWrite"},
 	},
 	{
 		// A correct driver that its harness does not declare appendable.
@@ -806,11 +989,12 @@ func (d stuckList) List(ctx context.Context, opts blob.ListOptions) (blob.ListPa
 }
 
 // TestHungSubtest: a driver call that ignores its context is reported, naming
-// the subtest, once the subtest has run past its deadline by the grace (the
-// panic that ends a real test binary is replaced here by freeing the call).
+// the subtest, once the subtest has run past its deadline by the grace; the
+// subtest is abandoned and the suite goes on: every later rule still runs
+// and reports (the stuck calls are freed only when the test ends).
 func TestHungSubtest(t *testing.T) {
 	unstick := make(chan struct{})
-	var once sync.Once
+	t.Cleanup(func() { close(unstick) })
 	var hung []string
 	var mu sync.Mutex
 	h := small(Harness{
@@ -818,28 +1002,85 @@ func TestHungSubtest(t *testing.T) {
 			return blob.NewBucket(stuckList{mem.NewDriver(), unstick}), nil
 		},
 		ConditionalWrites: true,
-		Timeout:           10 * time.Second,
+		Timeout:           2 * time.Second,
 		hangGrace:         50 * time.Millisecond,
 		onHang: func(t TB, msg string) {
 			mu.Lock()
 			hung = append(hung, t.Name())
 			mu.Unlock()
-			once.Do(func() { close(unstick) })
 		},
 	})
 	rec := NewRecorder()
 	rec.Run(func(t T) { RunBucketOn(t, h) })
-	res := rec.Get("Plain/ListPages")
-	if res == nil || !res.Failed || !strings.Contains(strings.Join(res.Errors, "\n"), "Plain/ListPages is still running") {
-		t.Fatalf("Plain/ListPages, stuck in a List that ignores its context: %+v", res)
+	for _, name := range []string{"Plain/ListPages", "Prefixed/ListPages"} {
+		res := rec.Get(name)
+		if res == nil || !res.Failed || !strings.Contains(strings.Join(res.Errors, "\n"), name+" is still running") ||
+			!strings.Contains(strings.Join(res.Errors, "\n"), "abandoned") {
+			t.Fatalf("%s, stuck in a List that ignores its context: %+v", name, res)
+		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Contains(hung, "Plain/ListPages") {
-		t.Fatalf("reported hung: %v", hung)
+	if !slices.Equal(hung, []string{"Plain/ListPages", "Prefixed/ListPages"}) {
+		t.Errorf("reported hung: %v, want Plain/ListPages and Prefixed/ListPages", hung)
 	}
-	if res := rec.Get("Plain/RoundTrip"); res == nil || res.Failed {
-		t.Fatalf("Plain/RoundTrip: %+v", res)
+	mu.Unlock()
+	// The rules before and after the hung one ran and passed, in both
+	// modes: the run went on.
+	for _, name := range []string{"Plain/RoundTrip", "Plain/ListStartAfter", "Plain/Closed", "Prefixed/RoundTrip", "Prefixed/BatchDelete", "Prefixed/Isolation"} {
+		if res := rec.Get(name); res == nil || res.Failed {
+			t.Errorf("%s after an abandoned subtest: %+v", name, res)
+		}
+	}
+	if f := rec.Failed(); !slices.Equal(f, []string{"Plain", "Plain/ListPages", "Prefixed", "Prefixed/ListPages"}) {
+		t.Errorf("failed: %v, want only the two ListPages (and their modes)", f)
+	}
+}
+
+// hungChildEnv makes TestHungSubtestStd's child run the suite on a driver
+// that hangs.
+const hungChildEnv = "CONFORMANCE_HUNG_CHILD"
+
+// TestHungSubtestStd: under go test itself (a *testing.T, where the suite
+// once ended the binary with a panic), a subtest stuck in a call that
+// ignores its context fails naming its rule and the run goes on to report
+// every later rule. The suite runs in a child go test process, whose test
+// fails on purpose; this test reads its -test.v output.
+func TestHungSubtestStd(t *testing.T) {
+	if os.Getenv(hungChildEnv) == "1" {
+		RunBucket(t, small(Harness{
+			MakeBucket: func(ctx context.Context, t TB) (*blob.Bucket, error) {
+				return blob.NewBucket(stuckList{mem.NewDriver(), make(chan struct{})}), nil
+			},
+			ConditionalWrites: true,
+			Timeout:           3 * time.Second,
+			hangGrace:         50 * time.Millisecond,
+		}))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHungSubtestStd$", "-test.v", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), hungChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("the child go test: %v, want exit 1 (its suite fails on purpose)\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{
+		"--- FAIL: TestHungSubtestStd/Plain/ListPages",
+		"Plain/ListPages is still running",
+		"--- FAIL: TestHungSubtestStd/Prefixed/ListPages",
+		"--- PASS: TestHungSubtestStd/Plain/ListStartAfter",
+		"--- PASS: TestHungSubtestStd/Prefixed/Isolation",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the child's output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "panic:") {
+		t.Errorf("the child panicked")
+	}
+	if t.Failed() {
+		t.Logf("the child's output:\n%s", text)
 	}
 }
 

@@ -86,8 +86,31 @@ func (s *suite) batchDelete(t T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("batch/%05d", i)
 	}
-	// Put them with a few workers: the point is the delete, and a remote
-	// store takes a while for 2,500 sequential Puts.
+	// A few workers: the point is the delete, and a remote store takes a
+	// while for 2,500 sequential Puts.
+	putMany(t, e.b, keys)
+	s.settle(t, e.b, "batch/", keys, fmt.Sprintf("after putting %d keys", len(keys)))
+
+	before := e.b.Stats()
+	if err := e.b.Delete(ctx, keys...); err != nil {
+		t.Fatalf("Delete of %d keys: %v", len(keys), err)
+	}
+	d := e.b.Stats().Sub(before)
+	wantCalls := int64((len(keys) + blob.MaxDeleteBatch - 1) / blob.MaxDeleteBatch)
+	if d.Deletes != wantCalls || d.DeletedKeys != int64(len(keys)) {
+		t.Errorf("Delete of %d keys made %d driver calls for %d keys, want %d calls (Bucket.Stats)", len(keys), d.Deletes, d.DeletedKeys, wantCalls)
+	}
+	s.settle(t, e.b, "", nil, fmt.Sprintf("after deleting %d keys in one call", len(keys)))
+	for _, k := range []string{keys[0], keys[blob.MaxDeleteBatch-1], keys[blob.MaxDeleteBatch], keys[len(keys)-1]} {
+		_, err := e.b.Stat(ctx, k)
+		wantNotExist(t, err, k, fmt.Sprintf("Stat(%q) after the batch delete", k))
+	}
+}
+
+// putMany puts each key with its own name as content, on 16 goroutines.
+func putMany(t T, b *blob.Bucket, keys []string) {
+	t.Helper()
+	ctx := t.Context()
 	var (
 		mu    sync.Mutex
 		first error
@@ -97,7 +120,7 @@ func (s *suite) batchDelete(t T) {
 	for range 16 {
 		wg.Go(func() {
 			for k := range next {
-				if _, err := e.b.Put(ctx, k, []byte(k), nil); err != nil {
+				if _, err := b.Put(ctx, k, []byte(k), nil); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("Put(%q): %w", k, err)
@@ -114,21 +137,5 @@ func (s *suite) batchDelete(t T) {
 	wg.Wait()
 	if first != nil {
 		t.Fatalf("putting %d keys: %v", len(keys), first)
-	}
-	s.settle(t, e.b, "batch/", keys, fmt.Sprintf("after putting %d keys", len(keys)))
-
-	before := e.b.Stats()
-	if err := e.b.Delete(ctx, keys...); err != nil {
-		t.Fatalf("Delete of %d keys: %v", len(keys), err)
-	}
-	d := e.b.Stats().Sub(before)
-	wantCalls := int64((len(keys) + blob.MaxDeleteBatch - 1) / blob.MaxDeleteBatch)
-	if d.Deletes != wantCalls || d.DeletedKeys != int64(len(keys)) {
-		t.Errorf("Delete of %d keys made %d driver calls for %d keys, want %d calls (Bucket.Stats)", len(keys), d.Deletes, d.DeletedKeys, wantCalls)
-	}
-	s.settle(t, e.b, "", nil, fmt.Sprintf("after deleting %d keys in one call", len(keys)))
-	for _, k := range []string{keys[0], keys[blob.MaxDeleteBatch-1], keys[blob.MaxDeleteBatch], keys[len(keys)-1]} {
-		_, err := e.b.Stat(ctx, k)
-		wantNotExist(t, err, k, fmt.Sprintf("Stat(%q) after the batch delete", k))
 	}
 }

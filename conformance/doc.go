@@ -1,12 +1,14 @@
 // Package conformance is the test suite a redokit storage backend must pass
 // before it holds a redo log. It proves, through the portable [blob.Bucket],
 // that a [driver.Driver] keeps the blob contract the redo writer, reader and GC
-// rely on. Backend authors import it from a test:
+// rely on. Backend authors import it from a test, with a MakeBucket that
+// calls their backend's New (which takes no context; see docs/BACKENDS.md,
+// "The shape of a backend"):
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.RunBucket(t, conformance.Harness{
 //			MakeBucket: func(ctx context.Context, t conformance.TB) (*blob.Bucket, error) {
-//				return mybackend.Open(ctx, t.TempDir(), nil)
+//				return mybackend.New(t.TempDir(), nil)
 //			},
 //			ConditionalWrites: true,
 //		})
@@ -32,8 +34,12 @@
 // [DefaultTimeout], 2 minutes) after it starts, so a driver call that hangs
 // fails the subtest named after the rule, saying it ran into its deadline,
 // instead of the test binary's timeout. A subtest still running 30 seconds
-// after its deadline (a call that ignores its context) ends the binary with a
-// panic naming it and dumping every goroutine.
+// after its deadline (a call that ignores its context cannot be interrupted)
+// fails, naming its rule, with every goroutine's stack in its log, and is
+// abandoned: its goroutine is left behind (what it reports afterwards is
+// dropped), and the run goes on with the next rule, so every later result
+// is still reported. The deadline covers Harness.ListSettle's polls too: see
+// "Read-after-write consistency".
 //
 // # What it proves
 //
@@ -49,14 +55,21 @@
 //	RangedRead         offset to end, middle, length 0, ranges past the end read empty, a
 //	                   negative offset is ErrInvalidArgument; readers pass iotest.TestReader
 //	NotExist           Stat and reads of a missing key match ErrNotExist and name the key,
-//	                   including a key that is only a "directory" of others
+//	                   including a key that is only a "directory" of others and another
+//	                   case of an existing key ("Key" exists, "key" does not)
 //	Keys               unicode, spaces, URL-special characters, dot-names, NFC and NFD
-//	                   spellings (distinct keys), ~900-byte keys; invalid keys are ErrInvalidKey
+//	                   spellings (distinct keys), keys differing only by case (distinct
+//	                   objects, read back and deleted one by one: Case), ~900-byte keys;
+//	                   invalid keys are ErrInvalidKey
 //	ListOrder          listing is in byte order ("a-b" < "a/b" < "a0"), not file-walk order
 //	ListPrefix         prefixes are strings, not directories ("order/a" matches "order/a-b")
 //	ListLiteralPrefix  a prefix matches byte for byte: "_", "%", "*", "?", "[" and "\" in it are
 //	                   no pattern (SQL LIKE, glob), and "lit/case/" does not match "lit/Case/x"
 //	ListPages          page sizes 1..N+1 give the same listing, no page too long
+//	ListThousands      1,257 keys list whole in pages of 1,000 (Bucket.List and ListPage), and
+//	                   from a cursor at the end of the first page: a listing cut at a full page
+//	                   loses every key after it (BatchDelete's listings of 2,500 keys catch
+//	                   that too)
 //	ListStartAfter     StartAfter an existing key, between keys, before and after all
 //	ListWhilePaging    keys inserted after the cursor appear, keys deleted after it do not,
 //	                   changes before it change nothing; no duplicates, nothing missing
@@ -78,7 +91,9 @@
 //	                   the content does; 16 racers on one ETag: exactly one winner
 //	ReadAfterWrite     metadata-sized objects (a few hundred bytes, like a redo log's meta
 //	                   objects): a read right after an overwrite returns the new body, whole and
-//	                   by range; a Stat's ETag pairs with the body read right after it (Stat,
+//	                   by range; a Stat right after a Put returns that Put's ETag and size, at
+//	                   300 bytes and 64 KiB (StatAfterOverwrite: a stale Stat, which
+//	                   CompareAndSwap/Sequence also catches); a Stat's ETag pairs with the body read right after it (Stat,
 //	                   read, Stat, as package meta reads); a Put IfMatch the ETag a Stat returned
 //	                   wins only when the body read with that Stat is the version it names;
 //	                   a driver.VersionReader's ReadVersion returns the last Put's bytes with
@@ -86,6 +101,10 @@
 //	BeforeCommit       PutOptions.BeforeCommit runs once, while a read of the key still shows
 //	                   the old object or nothing; its error abandons the put, leaving the key
 //	                   as it was (a driver.Stager calls it itself, between staging and commit)
+//	ModTime            the ModTime Put returns, Stat reports and a listing shows (Bucket.List and
+//	                   ListPage) is the time of the object's last write within ModTimeTolerance
+//	                   (a minute of clock skew): gc --grace keeps segments by the listed ModTime,
+//	                   so a zero one, or one hours off, loses new segments
 //	Context            an expired or canceled context fails every operation with an error
 //	                   matching context.DeadlineExceeded or context.Canceled, changing nothing
 //	Closed             every operation after Close fails with ErrClosed; Close is idempotent
@@ -137,6 +156,15 @@
 // reads never are, and package conformance/redo refuses a harness that
 // sets it, since such a store cannot hold a redo log.
 //
+// The polls run inside their rule's deadline (Harness.Timeout). Each poll
+// lists the whole prefix, page by page, so a rule that settles n times on a
+// listing of p pages can take up to n × (ListSettle + p × a page's latency)
+// when the store lags to the limit: ListAfterWrite settles about 20 times on
+// one-page listings, BatchDelete twice (three pages, then one) and
+// ListThousands once on two. With ListSettle = 5s and a store that uses it, ListAfterWrite alone
+// needs close to 2 minutes, the default Timeout: raise Timeout with
+// ListSettle, or a lag the harness allows fails as a deadline.
+//
 // # What it cannot see
 //
 // The suite sees a backend only through blob.Bucket, so it cannot prove that
@@ -170,10 +198,17 @@
 // pass, and on deliberately broken drivers (a non-atomic put, an unmapped
 // not-found error, an unsorted or key-dropping listing, a listing that
 // matches prefixes as LIKE patterns or ignoring case, one that loses an
-// object sealed while it runs, one that hangs, a failing delete of a
-// missing key, an ignored IfNotExist, an off-by-one range, an ETag that never
-// changes, a listing that shows new objects a second late, reads of small
-// objects that return the replaced body for a second after an overwrite,
-// and more), each of which must fail the subtest that names its rule. They run the suite on a [Recorder], to watch a subtest fail without
-// failing themselves.
+// object sealed while it runs, one that hangs, one that ignores its context
+// and never returns, a failing delete of a missing key, an ignored
+// IfNotExist, an off-by-one range, an ETag that never changes, a listing
+// that shows new objects a second late, reads of small objects that return
+// the replaced body for a second after an overwrite, a listing that ends at
+// a full page of 1,000, a Stat served from a cache overwrites do not clear,
+// a case-insensitive store, a listing without ModTimes, ModTimes two hours
+// off, and more), each of which must fail the subtest that names its rule;
+// the rules a single assertion used to guard (a page of more than 1,000
+// keys, a stale Stat ETag, case-insensitive keys) are each caught by at
+// least two. They run the suite on a [Recorder], to watch a subtest fail
+// without failing themselves, and once under go test itself
+// (TestHungSubtestStd), to show a hung subtest fails and the run goes on.
 package conformance

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,7 +80,10 @@ type Harness struct {
 	// redokit requires: a store that needs ListSettle cannot hold a redo log,
 	// and package conformance/redo refuses a harness that sets it. It never
 	// relaxes reads (a read that lags a write fails ReadAfterWrite) nor a
-	// check that something must not be listed.
+	// check that something must not be listed. The polls count against
+	// Timeout: a rule that settles n times on listings of p pages may take
+	// n × (ListSettle + p × a page's latency), so raise Timeout with it
+	// (the package doc has the figures).
 	ListSettle time.Duration
 
 	// LargeObject is the size in bytes of the large round trip and caps the
@@ -93,13 +98,14 @@ type Harness struct {
 	// after the rule with a deadline error, instead of the whole test binary
 	// running into go test's timeout. A subtest still running 30 seconds
 	// after its deadline (a call that ignores its context cannot be
-	// interrupted) ends the test binary with a panic that names it and
-	// dumps every goroutine. 0 means DefaultTimeout; raise it for a slow
-	// store.
+	// interrupted) fails, naming the rule, with a dump of every goroutine
+	// in its log, and is abandoned: its goroutine is left running, and the
+	// suite goes on with the next rule, so every later result is still
+	// reported. 0 means DefaultTimeout; raise it for a slow store.
 	Timeout time.Duration
 
-	// hangGrace and onHang replace the 30 seconds and the panic in the
-	// package's own tests.
+	// hangGrace replaces the 30 seconds, and onHang is told of each
+	// abandoned subtest, in the package's own tests.
 	hangGrace time.Duration
 	onHang    func(t TB, msg string)
 }
@@ -176,60 +182,167 @@ func (t *timedT) Run(name string, f func(T)) bool {
 // Subtest runs f as the subtest name of t the way the suite runs each of its
 // rules, for suites built on a Harness (package conformance/redo): its
 // context ends Harness.Timeout after it starts, a subtest that runs into
-// that deadline says so, and one still running 30 seconds later ends the
-// binary with a panic naming it (see Harness.Timeout).
+// that deadline says so, and one still running 30 seconds later is failed,
+// naming it, and abandoned, so that the run goes on with the next rule (see
+// Harness.Timeout). A panic in f fails the subtest too.
 func (h Harness) Subtest(t T, name string, f func(T)) {
 	s := &suite{h: h}
 	t.Run(name, func(t T) {
 		ctx, cancel := context.WithTimeout(t.Context(), s.timeout())
+		defer cancel()
+		// f runs on a goroutine of its own, behind a guard, so that this
+		// one can give up on it: a driver call that ignores its context
+		// cannot be interrupted, only left behind.
+		g := &guard{T: t, state: &guardState{}}
 		done := make(chan struct{})
-		go s.watch(t, ctx, done)
-		defer func() {
-			// Deferred, so that it runs after a Fatalf too.
-			close(done)
-			if ctx.Err() == context.DeadlineExceeded && t.Failed() {
-				t.Errorf("%s ran into its deadline (Harness.Timeout = %v): a driver call hung, or the store is slower than the harness allows", name, s.timeout())
-			}
-			cancel()
+		go func() {
+			defer close(done)
+			defer func() {
+				if p := recover(); p != nil {
+					g.Errorf("panic: %v\n%s", p, debug.Stack())
+				}
+			}()
+			f(&timedT{T: g, ctx: ctx})
 		}()
-		f(&timedT{T: t, ctx: ctx})
+		if !s.wait(ctx, done) {
+			g.state.abandon()
+			msg := fmt.Sprintf("conformance: subtest %s is still running %v after its deadline (Harness.Timeout = %v): a driver call ignores its context, or hangs; "+
+				"the suite abandoned it (its goroutine is left running) and goes on", t.Name(), s.hangGrace(), s.timeout())
+			t.Errorf("%s", msg)
+			t.Logf("the goroutines when %s was abandoned:\n%s", t.Name(), stacks())
+			if s.h.onHang != nil {
+				s.h.onHang(t, msg)
+			}
+			return
+		}
+		if ctx.Err() == context.DeadlineExceeded && t.Failed() {
+			t.Errorf("%s ran into its deadline (Harness.Timeout = %v): a driver call hung, or the store is slower than the harness allows", name, s.timeout())
+		}
 	})
 }
 
-// watch reports the subtest t hung when it has not returned (done) hangGrace
-// after ctx's deadline.
-func (s *suite) watch(t T, ctx context.Context, done <-chan struct{}) {
+// wait reports whether the subtest ended (done) by hangGrace after ctx's
+// deadline.
+func (s *suite) wait(ctx context.Context, done <-chan struct{}) bool {
 	select {
 	case <-done:
-		return
+		return true
 	case <-ctx.Done():
 	}
-	grace := cmp.Or(s.h.hangGrace, defaultHangGrace)
-	timer := time.NewTimer(grace)
+	timer := time.NewTimer(s.hangGrace())
 	defer timer.Stop()
 	select {
 	case <-done:
-		return
+		return true
 	case <-timer.C:
+		return false
 	}
-	msg := fmt.Sprintf("conformance: subtest %s is still running %v after its deadline (Harness.Timeout = %v): a driver call ignores its context, or hangs", t.Name(), grace, s.timeout())
-	t.Errorf("%s", msg)
-	if s.h.onHang != nil {
-		s.h.onHang(t, msg)
-		return
+}
+
+func (s *suite) hangGrace() time.Duration { return cmp.Or(s.h.hangGrace, defaultHangGrace) }
+
+// guardState is shared by the guards of one rule's subtest and of every
+// subtest below it.
+type guardState struct {
+	// mu is held for reading across every call into the T, and for
+	// writing to abandon: once abandon returns, no call is under way and
+	// none will reach the T, whose test may then end.
+	mu        sync.RWMutex
+	abandoned bool
+}
+
+func (g *guardState) abandon() {
+	g.mu.Lock()
+	g.abandoned = true
+	g.mu.Unlock()
+}
+
+// guard is the T a rule's body sees. Until the rule is abandoned it passes
+// every call on; after, the body is a goroutine left behind, and a T whose
+// test has ended must not hear from it (testing panics on a log after the
+// end, which would end the binary): its messages are dropped, and a call
+// that would end or start a test (Fatalf, Skipf, Run, TempDir) blocks it
+// for good.
+type guard struct {
+	T
+	state *guardState
+}
+
+func (g *guard) Logf(format string, args ...any) {
+	g.state.mu.RLock()
+	defer g.state.mu.RUnlock()
+	if !g.state.abandoned {
+		g.T.Logf(format, args...)
 	}
-	panicHung(t, msg)
+}
+
+func (g *guard) Errorf(format string, args ...any) {
+	g.state.mu.RLock()
+	defer g.state.mu.RUnlock()
+	if !g.state.abandoned {
+		g.T.Errorf(format, args...)
+	}
+}
+
+// Fatalf and Skipf end the calling goroutine (runtime.Goexit), which runs
+// the deferred unlock.
+func (g *guard) Fatalf(format string, args ...any) {
+	g.state.mu.RLock()
+	defer g.state.mu.RUnlock()
+	if g.state.abandoned {
+		blockForever()
+	}
+	g.T.Fatalf(format, args...)
+}
+
+func (g *guard) Skipf(format string, args ...any) {
+	g.state.mu.RLock()
+	defer g.state.mu.RUnlock()
+	if g.state.abandoned {
+		blockForever()
+	}
+	g.T.Skipf(format, args...)
+}
+
+func (g *guard) Cleanup(f func()) {
+	g.state.mu.RLock()
+	defer g.state.mu.RUnlock()
+	if !g.state.abandoned {
+		g.T.Cleanup(f)
+	}
+}
+
+func (g *guard) TempDir() string {
+	g.state.mu.RLock()
+	if g.state.abandoned {
+		g.state.mu.RUnlock()
+		blockForever()
+	}
+	defer g.state.mu.RUnlock()
+	return g.T.TempDir()
+}
+
+// Run runs a nested subtest, guarded by the same state. It does not hold
+// the lock while the subtest runs: that is what may hang.
+func (g *guard) Run(name string, f func(T)) bool {
+	g.state.mu.RLock()
+	abandoned := g.state.abandoned
+	g.state.mu.RUnlock()
+	if abandoned {
+		blockForever()
+	}
+	return g.T.Run(name, func(c T) { f(&guard{T: c, state: g.state}) })
+}
+
+// blockForever parks an abandoned goroutine.
+func blockForever() { select {} }
+
+// stacks dumps every goroutine, at most 256 KiB of it.
+func stacks() string {
+	buf := make([]byte, 256<<10)
+	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // timeout is the deadline of each subtest (suites other than RunBucket do
 // not fill in the harness's defaults).
 func (s *suite) timeout() time.Duration { return cmp.Or(s.h.Timeout, DefaultTimeout) }
-
-// panicHung ends the test binary: the hung goroutine cannot be stopped, and
-// a panic that names the subtest and shows where every goroutine is beats
-// waiting for go test's timeout.
-func panicHung(_ TB, msg string) {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	panic(fmt.Sprintf("%s\n\n%s", msg, buf))
-}

@@ -157,6 +157,45 @@ func (s *suite) listPages(t T) {
 	}
 }
 
+// thousandsKeys is more keys than a page of the largest size holds
+// (blob.DefaultPageSize), and not a multiple of it.
+const thousandsKeys = blob.DefaultPageSize + blob.DefaultPageSize/4 + 7
+
+// listThousands: a listing of more keys than the largest page holds is
+// whole: through Bucket.List (pages of 1,000), through ListPage in pages of
+// 1,000 (none longer), and from a cursor at the end of the first page. A
+// redo log's segment listing runs past 1,000 keys, and a store that ends a
+// listing at a full page (a truncation flag misread) loses every segment
+// after it without an error. BatchDelete, which lists 2,500 keys before and
+// after deleting them, catches that too, independently.
+func (s *suite) listThousands(t T) {
+	e := s.bucket(t)
+	keys := make([]string, thousandsKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("thousands/%05d", (i*7919)%thousandsKeys)
+	}
+	putMany(t, e.b, keys)
+	want := sortedCopy(keys)
+	s.settle(t, e.b, "thousands/", want, fmt.Sprintf("after putting %d keys (Bucket.List, pages of %d)", len(keys), blob.DefaultPageSize))
+	got, err := listPaged(t, e.b, "thousands/", "", blob.DefaultPageSize, 2*len(want)+4)
+	if err != nil {
+		t.Errorf("%v", err)
+	} else if !slices.Equal(got, want) {
+		t.Errorf("List(%q) of %d keys in pages of %d: %s", "thousands/", len(want), blob.DefaultPageSize, diffKeys(got, want))
+	}
+	cursor := want[blob.DefaultPageSize-1]
+	var rest []string
+	for a, err := range e.b.ListFrom(t.Context(), "thousands/", cursor) {
+		if err != nil {
+			t.Fatalf("ListFrom(%q, %q): %v", "thousands/", cursor, err)
+		}
+		rest = append(rest, a.Key)
+	}
+	if !slices.Equal(rest, want[blob.DefaultPageSize:]) {
+		t.Errorf("ListFrom(%q, %q), the last key of a first page of %d: %s", "thousands/", cursor, blob.DefaultPageSize, diffKeys(rest, want[blob.DefaultPageSize:]))
+	}
+}
+
 // listStartAfter: StartAfter starts strictly after any string.
 func (s *suite) listStartAfter(t T) {
 	e := s.bucket(t)

@@ -404,6 +404,15 @@ func (s *suite) notExist(t T) {
 		}
 	}
 	wantContent(t, e.b, "notexist/dir/child", []byte("child"), "after reading its parent \"directory\"")
+	// Keys are bytes: another case of an existing key is a missing key (a
+	// case-insensitive store or file system finds the existing one).
+	put(t, e.b, "notexist/case/Key", []byte("Key"))
+	for _, key := range []string{"notexist/case/key", "notexist/case/KEY", "notexist/Case/Key"} {
+		_, err := e.b.Stat(ctx, key)
+		wantNotExist(t, err, key, fmt.Sprintf("Stat(%q), where only %q exists (keys are case-sensitive)", key, "notexist/case/Key"))
+		_, err = e.b.ReadAll(ctx, key)
+		wantNotExist(t, err, key, fmt.Sprintf("ReadAll(%q), where only %q exists (keys are case-sensitive)", key, "notexist/case/Key"))
+	}
 }
 
 // tricky are keys that break drivers which build paths or URLs from keys
@@ -458,6 +467,33 @@ func (s *suite) keys(t T) {
 		wantContent(t, e.b, nfc, []byte("nfc"), "NFC key after putting its NFD twin")
 		wantContent(t, e.b, nfd, []byte("nfd"), "NFD key after putting its NFC twin")
 		s.settle(t, e.b, "", sortedCopy([]string{nfc, nfd}), "after putting NFC and NFD keys")
+	})
+	t.Run("Case", func(t T) {
+		// Keys are bytes: keys that differ only by case are distinct
+		// objects, each with its own content (a case-insensitive store
+		// or file system makes them alias, the last Put winning). Checked
+		// by reads here, independently of the listings of
+		// ListLiteralPrefix.
+		e := s.bucket(t)
+		ctx := t.Context()
+		spellings := []string{"keys/case/Name", "keys/case/name", "keys/case/NAME", "keys/Case/name"}
+		for _, k := range spellings {
+			put(t, e.b, k, []byte("content of "+k))
+		}
+		for _, k := range spellings {
+			wantContent(t, e.b, k, []byte("content of "+k), "after putting every spelling of the key in another case")
+			if st, err := e.b.Stat(ctx, k); err != nil {
+				t.Errorf("Stat(%q): %v", k, err)
+			} else if st.Size != int64(len("content of "+k)) {
+				t.Errorf("Stat(%q).Size = %d, want %d", k, st.Size, len("content of "+k))
+			}
+		}
+		if err := e.b.Delete(ctx, spellings[0]); err != nil {
+			t.Fatalf("Delete(%q): %v", spellings[0], err)
+		}
+		for _, k := range spellings[1:] {
+			wantContent(t, e.b, k, []byte("content of "+k), fmt.Sprintf("after deleting %q", spellings[0]))
+		}
 	})
 	t.Run("Long", func(t T) {
 		// As long as fits MaxKeyLen with the bucket's prefix and some room
