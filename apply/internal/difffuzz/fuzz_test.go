@@ -49,7 +49,7 @@ func TestApplyDifferential(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
 			f := newFuzzer(t, d)
-			var st stats
+			st := stats{refusals: map[string]int{}}
 			start := time.Now()
 			for i := range n {
 				seed := base + uint64(i)
@@ -68,18 +68,19 @@ func TestApplyDifferential(t *testing.T) {
 				min, minRes := f.shrink(h, res)
 				b := min.Build(f.schemaFor(min))
 				t.Fatalf("history seed %d diverges on %s (reproduce: REDOKIT_APPLY_FUZZ_SEED=%d REDOKIT_APPLY_FUZZ_HISTORIES=1 REDOKIT_APPLY_FUZZ_SINKS=%s go test -run TestApplyDifferential ./apply/internal/difffuzz/)\n"+
-					"first divergence: %s\nshrunk from %d to %d steps %v, options workers=%d batch=%d txn=%d, checkpoint %d, ahead %d:\n%s\ndivergence of the minimal history: %s",
-					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows,
+					"first divergence: %s\nshrunk from %d to %d steps %v, options workers=%d batch=%d txn=%d foreign-key checks %v, checkpoint %d, ahead %d:\n%s\ndivergence of the minimal history: %s",
+					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows, min.FK,
 					b.CheckpointTs, b.AheadTs, difffuzz.Format(b.Events), minRes)
 			}
-			t.Logf("%d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, %d documented refusals (NUL in PostgreSQL text, a column type change on SQLite), %d keyless tables doubled and counted",
-				n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refused, st.doubled)
+			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted",
+				d, n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refusals, st.fk, st.doubled)
 		})
 	}
 }
 
 type stats struct {
-	events, rows, ahead, resumed, refused, doubled int
+	events, rows, ahead, resumed, fk, doubled int
+	refusals                                  map[string]int // by kind
 }
 
 // fuzzer applies histories to one sink.
@@ -181,8 +182,8 @@ func (f *fuzzer) newDownstream(schema string) (*downstream, error) {
 	return ds, nil
 }
 
-func (ds *downstream) open(progressTable string) (*sqlsink.SQLSink, error) {
-	o := &apply.SinkOptions{ProgressTable: progressTable}
+func (ds *downstream) open(progressTable string, fk bool) (*sqlsink.SQLSink, error) {
+	o := &apply.SinkOptions{ProgressTable: progressTable, ForeignKeyChecks: fk}
 	if ds.f.d == sqlsink.Postgres {
 		o.ProgressSchema = ds.schema
 	}
@@ -293,23 +294,20 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 	}
 	defer ds.drop()
 	st.events += len(evs)
+	if h.FK {
+		st.fk++
+	}
 	o := &apply.Options{Workers: h.Workers, BatchRows: h.BatchRows, TxnRows: h.TxnRows, RetryBackoff: time.Millisecond}
 	r := rand.New(rand.NewPCG(h.Seed, 99))
 
-	// refused says whether err is the documented refusal of a NUL in
-	// PostgreSQL text: a StatementError naming a table the log wrote a
-	// NUL into.
-	//
-	// Or SQLite's documented refusal of a column type change: a DDLError
-	// of ErrUnsupportedDDL naming the MODIFY or CHANGE COLUMN.
+	// refused says whether err is a documented refusal (see refusal),
+	// and counts it.
 	refused := func(err error) bool {
-		var se *apply.StatementError
-		if f.d == sqlsink.Postgres && errors.As(err, &se) && b.NUL[se.Table.Name] {
-			return true
+		k := refusal(f.d, h, b, err)
+		if k != "" {
+			st.refusals[k]++
 		}
-		var de *apply.DDLError
-		return f.d == sqlsink.SQLite && errors.As(err, &de) && errors.Is(err, apply.ErrUnsupportedDDL) &&
-			(strings.Contains(de.Query, "MODIFY COLUMN") || strings.Contains(de.Query, "CHANGE COLUMN"))
+		return k != ""
 	}
 	run := func(what string, s *sqlsink.SQLSink, evs []codec.Event) (string, bool) {
 		defer s.Close()
@@ -318,7 +316,6 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		case err == nil:
 			return "", false
 		case refused(err):
-			st.refused++
 			return "", true
 		}
 		return fmt.Sprintf("%s: Run: %v", what, err), false
@@ -329,14 +326,14 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		// The downstream's own sink ran to AheadTs; the replay starts
 		// at the checkpoint, with no progress of its own.
 		st.ahead++
-		own, err := ds.open("its_own_progress")
+		own, err := ds.open("its_own_progress", h.FK)
 		if err != nil {
 			return "open: " + err.Error()
 		}
 		if msg, stop := run("the downstream's own apply", own, upTo(evs, b.AheadTs)); msg != "" || stop {
 			return msg
 		}
-		if replay, err = ds.open(""); err != nil {
+		if replay, err = ds.open("", h.FK); err != nil {
 			return "open: " + err.Error()
 		}
 		evs = since(evs, b.CheckpointTs)
@@ -346,7 +343,7 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 			// it over the first's progress.
 			st.resumed++
 			cut := evs[r.IntN(len(evs))].CommitTs()
-			s, err := ds.open("")
+			s, err := ds.open("", h.FK)
 			if err != nil {
 				return "open: " + err.Error()
 			}
@@ -354,7 +351,7 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 				return msg
 			}
 		}
-		if replay, err = ds.open(""); err != nil {
+		if replay, err = ds.open("", h.FK); err != nil {
 			return "open: " + err.Error()
 		}
 	}
@@ -368,7 +365,6 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		switch {
 		case err == nil:
 		case refused(err):
-			st.refused++
 			return ""
 		default:
 			return fmt.Sprintf("Run: %v", err)
@@ -597,7 +593,7 @@ func (ds *downstream) rows(t *difffuzz.Table) ([]string, error) {
 // shrink drops steps of h while it still diverges: chunks of halving
 // size, then single steps, until no step can go.
 func (f *fuzzer) shrink(h *difffuzz.History, res string) (*difffuzz.History, string) {
-	var st stats
+	st := stats{refusals: map[string]int{}}
 	cur := h
 	for size := len(cur.Steps) / 2; size >= 1; size /= 2 {
 		for i := 0; i+size <= len(cur.Steps); {
@@ -620,4 +616,35 @@ func (f *fuzzer) shrink(h *difffuzz.History, res string) (*difffuzz.History, str
 		}
 	}
 	return cur, res
+}
+
+// refusal names the documented refusal err is, or returns "": NUL in
+// PostgreSQL text (a StatementError naming a table the log wrote a NUL
+// into), SQLite's refusal of a column type change (a DDLError of
+// ErrUnsupportedDDL naming the MODIFY or CHANGE COLUMN), and with the
+// foreign-key checks on the two of package apply's "Foreign keys".
+func refusal(d sqlsink.Dialect, h *difffuzz.History, b *difffuzz.Built, err error) string {
+	var se *apply.StatementError
+	if d == sqlsink.Postgres && errors.As(err, &se) && b.NUL[se.Table.Name] {
+		return "NUL in text (PostgreSQL)"
+	}
+	// PostgreSQL's, with the foreign-key checks on, of a
+	// transaction that moves a tree's keys or parents: it checks each
+	// statement, and declares no deferrable key (documented).
+	if d == sqlsink.Postgres && h.FK && errors.As(err, &se) && b.Trees[se.Table.Name] && strings.Contains(err.Error(), "23503") {
+		return "foreign key (PostgreSQL, a tree's keys moved)"
+	}
+	// Any sink's, with the foreign-key checks on, of a unique
+	// value moving between rows of a table a foreign key references
+	// (a tree): the sink writes it as is rather than delete rows that
+	// may be parents, and the duplicate key stops it (documented).
+	if h.FK && errors.As(err, &se) && b.Trees[se.Table.Name] && strings.Contains(err.Error(), "with foreign-key checks on") {
+		return "unique value moving in a referenced table (foreign-key checks on)"
+	}
+	var de *apply.DDLError
+	if d == sqlsink.SQLite && errors.As(err, &de) && errors.Is(err, apply.ErrUnsupportedDDL) &&
+		(strings.Contains(de.Query, "MODIFY COLUMN") || strings.Contains(de.Query, "CHANGE COLUMN")) {
+		return "column type change (SQLite)"
+	}
+	return ""
 }

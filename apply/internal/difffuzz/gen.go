@@ -61,12 +61,16 @@ type History struct {
 	NUL bool
 	// The apply's options.
 	Workers, BatchRows, TxnRows int
+	// FK applies with the foreign-key checks on
+	// (apply.SinkOptions.ForeignKeyChecks): every transaction then keeps
+	// each tree's parents there, as an upstream checking its keys does.
+	FK bool
 }
 
 // Generate makes the history of seed.
 func Generate(seed uint64) *History {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	h := &History{Seed: seed, NUL: r.IntN(25) == 0}
+	h := &History{Seed: seed, NUL: r.IntN(25) == 0, FK: r.IntN(5) == 0}
 	switch r.IntN(3) {
 	case 0:
 		h.Workers, h.BatchRows, h.TxnRows = 1, 1, 1
@@ -111,8 +115,9 @@ func Generate(seed uint64) *History {
 		}
 		h.Steps = append(h.Steps, Step{k, r.Uint64()})
 	}
-	if r.IntN(4) == 0 {
-		// A downstream that ran ahead: a checkpoint, some transactions
+	if r.IntN(4) == 0 && !h.FK {
+		// A downstream that ran ahead (with the foreign-key checks on
+		// a stale row stops the replay, documented: not generated): a checkpoint, some transactions
 		// the downstream applied, and some it did not.
 		h.Steps = append(h.Steps, Step{StepCheckpoint, 0})
 		for range 2 + r.IntN(6) {
@@ -139,6 +144,8 @@ type Built struct {
 	// Keyless names the tables that had no key at some point in the
 	// ran-ahead replay.
 	Keyless map[string]bool
+	// Trees names the self-referencing tables, under every name they had.
+	Trees map[string]bool
 }
 
 type builder struct {
@@ -160,7 +167,7 @@ type builder struct {
 // model's end state.
 func (h *History) Build(schema string) *Built {
 	b := &builder{schema: schema, h: h, tables: map[string]*Table{}, ts: 100,
-		out: &Built{NUL: map[string]bool{}, Keyless: map[string]bool{}}, frozen: map[string]bool{}}
+		out: &Built{NUL: map[string]bool{}, Keyless: map[string]bool{}, Trees: map[string]bool{}}, frozen: map[string]bool{}}
 	if slices.ContainsFunc(h.Steps, func(s Step) bool { return s.Kind == StepCheckpoint }) {
 		b.distinct = map[string]map[string]bool{}
 	}
@@ -307,6 +314,9 @@ func (b *builder) create(r *rand.Rand, name string) {
 	}
 	b.randomIndex(r, t)
 	b.tables[name] = t
+	if t.Tree {
+		b.out.Trees[name] = true
+	}
 	b.ddl(r, b.tn(t), codec.ActionCreateTable, t.createSQL(), codec.DDLTable{TableName: b.tn(t), Role: codec.RoleCreated})
 }
 
@@ -357,11 +367,21 @@ func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 	switch k {
 	case StepAddColumn:
 		c := b.newCol(r, b.colName(), allTypes, true)
+		fill, def := codec.Null(), ""
+		if d, ok := defaults[c.T]; ok && r.IntN(2) == 0 {
+			// A default: MySQL fills the rows there with it, and a
+			// NOT NULL column may take it.
+			fill, def = d.v, " DEFAULT "+d.sql
+			c.Nullable = r.IntN(2) == 0
+		}
 		t.Cols = append(t.Cols, c)
 		for i := range t.Rows {
-			t.Rows[i] = append(t.Rows[i], codec.Null())
+			t.Rows[i] = append(t.Rows[i], fill)
 		}
-		b.ddl(r, tn, codec.ActionAddColumn, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s", q(t.Name), c.colDef()))
+		if _, in := t.inIndex(c.Name); in {
+			panic("a new column in an index")
+		}
+		b.ddl(r, tn, codec.ActionAddColumn, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s%s", q(t.Name), c.colDef(), def))
 	case StepDropColumn:
 		if len(t.Cols) < 3 {
 			return
@@ -488,6 +508,9 @@ func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 		from := t.Name
 		t.Name = to
 		b.tables[to] = t
+		if t.Tree {
+			b.out.Trees[to] = true
+		}
 		if r.IntN(2) == 0 {
 			b.ddl(r, tn, codec.ActionRenameTable, fmt.Sprintf("RENAME TABLE %s TO %s", q(from), q(to)))
 		} else {
@@ -517,4 +540,18 @@ func renameInIndexes(t *Table, from, to string) {
 			}
 		}
 	}
+}
+
+// defaults are the DEFAULTs an added column may take, as a DDL writes them
+// and as the value MySQL fills the rows there with.
+var defaults = map[*colType]struct {
+	sql string
+	v   codec.Value
+}{
+	tInt:     {"7", codec.IntValue(7)},
+	tBigint:  {"-1", codec.IntValue(-1)},
+	tVarchar: {"'d''ef'", codec.StringValue("d'ef")},
+	tDec:     {"1.500", codec.DecimalValue("1.500")},
+	tDate:    {"'2024-02-29'", codec.DateValue(codec.DateTime{Year: 2024, Month: 2, Day: 29})},
+	tDouble:  {"0.25", codec.Float64Value(0.25)},
 }

@@ -57,36 +57,54 @@ func (w *work) ok() bool {
 			}
 		}
 	}
+	if w.b.h.FK && w.t.Tree {
+		// Every parent there: the upstream checks its foreign key.
+		idc, pc := w.t.col("id"), w.t.col("parent")
+		ids := map[int64]bool{}
+		for _, row := range w.rows {
+			if row.cur != nil {
+				ids[row.cur[idc].Int()] = true
+			}
+		}
+		for _, row := range w.rows {
+			if row.cur != nil && !row.cur[pc].IsNull() && !ids[row.cur[pc].Int()] {
+				return false
+			}
+		}
+	}
 	return true
 }
 
 // change sets the rows at idx to imgs (nil deletes) together, if every
 // unique index allows the result; in statement order each is an event.
 func (w *work) change(idx []int, imgs [][]codec.Value) bool {
+	olds := make([][]codec.Value, len(idx))
 	for k, i := range idx {
-		if w.rows[i].cur != nil {
-			w.add(w.rows[i].cur, -1)
+		olds[k] = w.rows[i].cur
+		if olds[k] != nil {
+			w.add(olds[k], -1)
 		}
 		if imgs[k] != nil {
 			w.add(imgs[k], 1)
 		}
+		w.rows[i].cur = imgs[k]
 	}
 	if !w.ok() {
 		for k, i := range idx {
 			if imgs[k] != nil {
 				w.add(imgs[k], -1)
 			}
-			if w.rows[i].cur != nil {
-				w.add(w.rows[i].cur, 1)
+			if olds[k] != nil {
+				w.add(olds[k], 1)
 			}
+			w.rows[i].cur = olds[k]
 		}
 		return false
 	}
 	for k, i := range idx {
 		if w.stmt {
-			w.emit(w.rows[i].cur, imgs[k])
+			w.emit(olds[k], imgs[k])
 		}
-		w.rows[i].cur = imgs[k]
 		w.rows[i].touched = true
 	}
 	return true
@@ -403,19 +421,11 @@ func (w *work) rekeyParent(l []int) {
 			imgs = append(imgs, img)
 		}
 	}
-	if !w.stmt {
-		w.change(idx, imgs)
-		return
-	}
-	// The parent first, then each child, as the cascade runs.
+	// The parent first, then each child, as the cascade runs: one
+	// statement, checked as one.
 	if p := slices.Index(idx, i); p > 0 {
 		idx[0], idx[p] = idx[p], idx[0]
 		imgs[0], imgs[p] = imgs[p], imgs[0]
 	}
-	if !w.change(idx[:1], imgs[:1]) {
-		return
-	}
-	for k := range idx[1:] {
-		w.change(idx[k+1:k+2], imgs[k+1:k+2])
-	}
+	w.change(idx, imgs)
 }
