@@ -99,7 +99,12 @@
 // moves between the rows the log changes is no such conflict, and is not
 // counted: the upserts of a table with another unique key go by units (a
 // reduced batch, or one commit ts), and a unit that changes rows first
-// deletes the rows of every key it writes. Deletes that match no row are
+// deletes the rows of every key it writes. With SinkOptions.ForeignKeyChecks
+// a table that a foreign key references (its own included) is written as
+// is instead, since that delete could cascade or leave children dangling:
+// on every sink a unique value moving between its rows then stops Run with
+// the duplicate-key StatementError, naming the table and the foreign-key
+// checks. Deletes that match no row are
 // counted too (Conflicts.DeletesMissed), and so are rows inserted into a
 // table without a key where the downstream held an identical row that this
 // log's progress does not account for (Conflicts.DuplicatedKeyless, see
