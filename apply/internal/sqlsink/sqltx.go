@@ -514,8 +514,9 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 		return n, err
 	}
 	if t.s.o.ForeignKeyChecks {
-		return n, explain(err, "a row not the log's holds a unique value this statement writes: the downstream ran past the log's checkpoint, or diverged; "+
-			"with foreign-key checks on, the sink does not delete it to write the row, REPLACE-style (its children could cascade or dangle)")
+		return n, explain(err, "another row holds a unique value this statement writes: a unique value moving between rows of a table a foreign key references "+
+			"(with foreign-key checks on, the sink writes such a table as is), or a row not the log's (the downstream ran past the log's checkpoint, or diverged); "+
+			"with foreign-key checks on, the sink does not delete that row to write this one, REPLACE-style (its children could cascade or dangle)")
 	}
 	if d == Postgres {
 		if !guard {
