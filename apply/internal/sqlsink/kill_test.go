@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,12 @@ import (
 // then completes it, and the downstream must end identical, row for row, to
 // that of one uninterrupted run — on each sink. REDOKIT_APPLY_KILL_TRIALS sets
 // the trials per sink (scripts/test.sh runs 20; plain `go test` 3).
+//
+// The log holds DDLs in its middle too (killDDLs), and every other trial
+// kills its child the moment it reports a DDL begun: the child prints
+// "ddl begin" and "ddl end" around each ApplyDDL, so the parent knows from
+// the last line it got whether the child died inside one, and the test log
+// counts those trials.
 
 const killRows = 4000
 
@@ -58,7 +65,51 @@ func killEvents(schema string) []*codec.Event {
 		live = append(live, img)
 		out = append(out, rowEv(ts, schema, "audit", nil, img))
 	}
+	return withKillDDLs(schema, out)
+}
+
+// killDDLs are the DDLs in the middle of the kill log, each at the commit ts
+// that ends the given share of its events (after that ts's rows): columns
+// and indexes added to and dropped from tables that hold rows by then.
+var killDDLs = []struct {
+	at     float64
+	table  string
+	action codec.ActionType
+	query  string
+}{
+	{0.2, "orders", codec.ActionAddColumn, "ALTER TABLE orders ADD COLUMN note VARCHAR(32)"},
+	{0.4, "items", codec.ActionAddIndex, "CREATE INDEX ix_items_a ON items (a)"},
+	{0.6, "users", codec.ActionAddColumn, "ALTER TABLE users ADD COLUMN flag BIGINT DEFAULT 7"},
+	{0.8, "items", codec.ActionDropIndex, "DROP INDEX ix_items_a ON items"},
+	{0.8, "events", codec.ActionAddIndex, "CREATE UNIQUE INDEX ux_events ON events (id, a)"},
+	{0.9, "orders", codec.ActionDropColumn, "ALTER TABLE orders DROP COLUMN note"},
+}
+
+func withKillDDLs(schema string, evs []*codec.Event) []*codec.Event {
+	out := make([]*codec.Event, 0, len(evs)+len(killDDLs))
+	next := 0
+	for i, ev := range evs {
+		out = append(out, ev)
+		last := i+1 == len(evs) || evs[i+1].CommitTs() != ev.CommitTs()
+		for last && next < len(killDDLs) && float64(i+1) >= killDDLs[next].at*float64(len(evs)) {
+			d := killDDLs[next]
+			out = append(out, ddlEv(ev.CommitTs(), schema, d.table, d.action, d.query))
+			next++
+		}
+	}
 	return out
+}
+
+// ddlTracer is the child's sink: the SQL sink (every method and optional
+// interface of it, embedded), printing "ddl begin" and "ddl end" around
+// each DDL for the parent.
+type ddlTracer struct{ *sqlsink.SQLSink }
+
+func (s ddlTracer) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
+	fmt.Println("ddl begin")
+	err := s.SQLSink.ApplyDDL(ctx, ddl, mark)
+	fmt.Println("ddl end")
+	return err
 }
 
 // The child's side: started by runKillChild, the test binary applies
@@ -80,7 +131,7 @@ func init() {
 		// would prove nothing.
 		fmt.Println("applying")
 		o := killOptions
-		_, err = apply.Run(ctx, sliceSource(killEvents(schema)), s, &o)
+		_, err = apply.Run(ctx, sliceSource(killEvents(schema)), ddlTracer{s.(*sqlsink.SQLSink)}, &o)
 		return err
 	})
 }
@@ -99,33 +150,46 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 			if len(want["audit"]) == 0 || len(want["orders"]) == 0 {
 				t.Fatalf("the reference run left empty tables: %d audit, %d orders rows", len(want["audit"]), len(want["orders"]))
 			}
+			// The CREATE TABLEs that open the log come before the
+			// DDLs of killDDLs: a kill at a DDL picks one of those.
+			creates := slices.IndexFunc(evs, func(ev *codec.Event) bool { return !ev.IsDDL() })
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-			killed := 0
+			killed, inDDL := 0, 0
 			for trial := range trials {
 				e := newEnv(t, d)
 				// The events name their schema: the trial's downstream must
 				// be applied under the reference's names to compare.
 				kills := 1 + rng.IntN(3)
-				hit := false
+				hit, hitDDL := false, false
 				for k := range kills {
 					// The first kill lands early in the run (a child may run
 					// faster than the in-process reference, warmed up);
-					// the next ones anywhere in what is left, or after.
+					// the next ones anywhere in what is left, or after. In
+					// every other trial the first kill comes the moment
+					// the child begins a DDL, one of the log's at random
+					// (a run resumed past it skips it: the kill then comes
+					// at the delay).
 					limit := full + full/4
 					if k == 0 {
 						limit = full / 4
 					}
 					delay := time.Duration(rng.Int64N(int64(limit) + 1))
-					done, err := runKillChild(t, e, delay)
+					atDDL := 0
+					if k == 0 && trial%2 == 1 {
+						atDDL, delay = creates+1+rng.IntN(len(killDDLs)), full+full/4
+					}
+					r, err := runKillChild(t, e, delay, atDDL)
 					if err != nil {
 						t.Fatalf("trial %d: child: %v", trial, err)
 					}
-					if !done {
-						hit = true
-					}
+					hit = hit || !r.done
+					hitDDL = hitDDL || r.inDDL
 				}
 				if hit {
 					killed++
+				}
+				if hitDDL {
+					inDDL++
 				}
 				s := e.open(nil)
 				if _, err := apply.Run(context.Background(), sliceSource(killEvents(e.schema)), s, &killOptions); err != nil {
@@ -139,7 +203,12 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d trials, %d of them killed a child mid-apply; an uninterrupted run takes %v", trials, killed, full)
+			t.Logf("%d trials, %d of them killed a child mid-apply, %d inside a DDL; an uninterrupted run takes %v", trials, killed, inDDL, full)
+			if trials >= 10 && inDDL == 0 {
+				// Half the trials kill at a DDL begun: none dying inside
+				// one would leave the DDL's recovery untested.
+				t.Errorf("none of %d trials killed a child inside a DDL", trials)
+			}
 			if killed < trials/2+1 {
 				t.Errorf("only %d of %d trials killed a child before it finished: the trials proved little", killed, trials)
 			}
@@ -147,9 +216,13 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 	}
 }
 
+// killRun is how a child ended: done (it finished before the kill), or
+// killed, and then whether inside a DDL (its last line was "ddl begin").
+type killRun struct{ done, inDDL bool }
+
 // runKillChild runs the child applying into e's downstream and kills it
-// after delay; done reports that it finished first.
-func runKillChild(t *testing.T, e *env, delay time.Duration) (done bool, err error) {
+// after delay, or when it begins its atDDL-th DDL (1-based; 0: never).
+func runKillChild(t *testing.T, e *env, delay time.Duration, atDDL int) (killRun, error) {
 	t.Helper()
 	progress := ""
 	if e.dialect == sqlsink.Postgres {
@@ -159,19 +232,45 @@ func runKillChild(t *testing.T, e *env, delay time.Duration) (done bool, err err
 	if line, ok := <-c.Lines; !ok || line != "applying" {
 		// The child failed before it opened the sink: Wait says why.
 		if err := c.Wait(); err != nil {
-			return true, fmt.Errorf("%v: %s", err, c.Stderr())
+			return killRun{done: true}, fmt.Errorf("%v: %s", err, c.Stderr())
 		}
-		return true, nil
+		return killRun{done: true}, nil
 	}
-	kill := time.AfterFunc(delay, func() { _ = c.Kill() })
-	err = c.Wait()
-	if !kill.Stop() {
-		return false, nil // killed
+	var killedAt atomic.Bool
+	kill := func() {
+		killedAt.Store(true)
+		_ = c.Kill()
+	}
+	timer := time.AfterFunc(delay, kill)
+	// Every line until the child is gone: the last one says where it
+	// died. Wait drains Lines too, so it waits for this.
+	var inDDL bool
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		n := 0
+		for line := range c.Lines {
+			switch line {
+			case "ddl begin":
+				inDDL = true
+				if n++; n == atDDL {
+					kill()
+				}
+			case "ddl end":
+				inDDL = false
+			}
+		}
+	}()
+	<-read
+	err := c.Wait()
+	timer.Stop()
+	if killedAt.Load() {
+		return killRun{inDDL: inDDL}, nil
 	}
 	if err != nil {
-		return true, fmt.Errorf("%v: %s", err, c.Stderr())
+		return killRun{done: true}, fmt.Errorf("%v: %s", err, c.Stderr())
 	}
-	return true, nil
+	return killRun{done: true}, nil
 }
 
 // firstDiff shows the first rows where two sorted dumps part.
