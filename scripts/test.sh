@@ -26,7 +26,13 @@
 #                                   staged (default 100; REDOKIT_STAGED_CRASH_MIB sizes
 #                                   it, default 8; 1024 for the 1 GiB case)
 #   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
-#                                   MariaDB, PostgreSQL; default 20)
+#                                   MariaDB, PostgreSQL; default 20; half of them
+#                                   kill at a DDL begun)
+#   REDOKIT_APPLY_FUZZ_HISTORIES=10000 histories of apply's differential fuzzer
+#                                   per sink (default 200, ~2 min under -race;
+#                                   REDOKIT_APPLY_FUZZ_SEED=n replays from history
+#                                   seed n, REDOKIT_APPLY_FUZZ_SINKS=postgres
+#                                   limits the sinks)
 #   REDOKIT_PGCDC_TXNS=20000 ...... transactions of examples/pgcdc's disaster
 #                                   drill (default 3000)
 #   REDOKIT_PGCDC_SNAPSHOT_ROWS=1000000 rows of 1 KiB in examples/pgcdc's
@@ -88,12 +94,13 @@ export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
 export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
 export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
 export REDOKIT_APPLY_KILL_TRIALS="${REDOKIT_APPLY_KILL_TRIALS:-20}"
+export REDOKIT_APPLY_FUZZ_HISTORIES="${REDOKIT_APPLY_FUZZ_HISTORIES:-200}"
 # The staged-transaction kills run 10 times under -race (each trial's child
 # is the race-built test binary, ~2 s a trial) and all of them without it,
 # in their own step below.
 staged_crash_trials="${REDOKIT_STAGED_CRASH_TRIALS:-100}"
 export REDOKIT_STAGED_CRASH_TRIALS=10
-step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES; apply kills per sink: $REDOKIT_APPLY_KILL_TRIALS)"
+step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES; apply kills per sink: $REDOKIT_APPLY_KILL_TRIALS; apply fuzz histories per sink: $REDOKIT_APPLY_FUZZ_HISTORIES)"
 go test -race -count=1 -timeout 30m ./...
 
 step "staged runs without -race: SIGKILL trials ($staged_crash_trials) and the memory bounds under a data limit"
