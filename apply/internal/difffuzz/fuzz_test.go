@@ -590,27 +590,32 @@ func (ds *downstream) rows(t *difffuzz.Table) ([]string, error) {
 	return out, rows.Err()
 }
 
-// shrink drops steps of h while it still diverges: chunks of halving
-// size, then single steps, until no step can go.
+// shrink drops steps of h while it still diverges on f's sink.
 func (f *fuzzer) shrink(h *difffuzz.History, res string) (*difffuzz.History, string) {
 	st := stats{refusals: map[string]int{}}
+	return shrink(h, res, func(h *difffuzz.History) string { return f.check(h, &st) })
+}
+
+// shrink drops steps of h while check still finds a divergence: chunks of
+// halving size, then single steps, until no step can go; then it tries
+// simpler apply options.
+func shrink(h *difffuzz.History, res string, check func(*difffuzz.History) string) (*difffuzz.History, string) {
 	cur := h
 	for size := len(cur.Steps) / 2; size >= 1; size /= 2 {
 		for i := 0; i+size <= len(cur.Steps); {
 			cand := *cur
 			cand.Steps = slices.Concat(cur.Steps[:i], cur.Steps[i+size:])
-			if r := f.check(&cand, &st); r != "" {
+			if r := check(&cand); r != "" {
 				cur, res = &cand, r
 				continue
 			}
 			i += size
 		}
 	}
-	// Simpler options, if the divergence stays.
 	for _, o := range [][3]int{{1, 1, 1}, {0, 0, 0}} {
 		cand := *cur
 		cand.Workers, cand.BatchRows, cand.TxnRows = o[0], o[1], o[2]
-		if r := f.check(&cand, &st); r != "" {
+		if r := check(&cand); r != "" {
 			cur, res = &cand, r
 			break
 		}
