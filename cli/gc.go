@@ -30,13 +30,22 @@ func (a *app) gcCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Delete the segments wholly below the checkpoint ts",
-		Long: `gc deletes every sealed segment of the log whose largest commit ts is below the
-checkpoint ts in the meta object: the downstream has applied all of it. It
-decides from the segment names alone and reads no object. Active segments, and
-segments ending at the checkpoint, stay.
+		Long: `gc deletes, per writer epoch, the bottom of its chain of sealed segments whose
+largest commit ts is below the checkpoint ts in the meta object: the downstream
+has applied all of it. Segments ending at the checkpoint stay, and so does a
+segment above one that stays. It decides from the segment names, the checkpoint
+and the writer states, and reads no segment.
 
-It shows what it would delete and asks before deleting (or needs --yes when
-stdin is not a terminal). --dry-run only shows.`,
+By the fences in the writer states it also deletes what no reader accepts (a
+zombie's segments above its epoch's fence, an epoch replaced before it
+published anything) and a fenced epoch's whole chain, its unsealed (.active)
+segment too, once the fence is below the checkpoint. A dead writer's .active
+segment goes after 'redokit writer rm' fenced it and the checkpoint passed
+the fence; an active segment of a current epoch always stays.
+
+gc writes nothing: on a full store it is the first thing to run (OPERATIONS.md,
+"Storage full"). It shows what it would delete and asks before deleting (or
+needs --yes when stdin is not a terminal). --dry-run only shows.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1", annLog: "1"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -97,8 +106,12 @@ func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
 			FreedBytes   int64    `json:"freed_bytes"`
 			KeptByGrace  int      `json:"kept_by_grace"`
 			KeptByChain  int      `json:"kept_by_chain"`
+			Superseded   int      `json:"superseded"`
+			KeptActive   int      `json:"kept_active"`
+			FenceRuleErr string   `json:"fence_rule_error,omitempty"`
 			Keys         []string `json:"keys"`
-		}{a.logID, m.CheckpointTs, dry, res.Listed, res.Deleted, res.FreedBytes, res.KeptByGrace, res.KeptByChain, keys})
+		}{a.logID, m.CheckpointTs, dry, res.Listed, res.Deleted, res.FreedBytes, res.KeptByGrace, res.KeptByChain,
+			res.Superseded, res.KeptActive, errString(res.FenceRuleErr), keys})
 	}
 	verb := "deleted"
 	if dry {
@@ -116,7 +129,18 @@ func (a *app) printGC(res *gc.Result, m *meta.Meta, dry bool) error {
 		// stays: they go once it does (see package gc).
 		fmt.Fprintf(a.stdout, ", %d below the checkpoint kept until the segments below them in their chain go", res.KeptByChain)
 	}
+	if res.Superseded > 0 {
+		fmt.Fprintf(a.stdout, ", %d of them of epochs their writer's fence superseded", res.Superseded)
+	}
+	if res.KeptActive > 0 {
+		// The case an operator meets on a full disk: a dead writer's
+		// unsealed segment, which only a fence lets go.
+		fmt.Fprintf(a.stdout, ", %d active (unsealed) kept: a dead writer's goes after 'redokit writer rm' and a checkpoint past its fence", res.KeptActive)
+	}
 	fmt.Fprintln(a.stdout)
+	if res.FenceRuleErr != nil {
+		fmt.Fprintf(a.stderr, "warning: the writer states of log %s could not be read, so nothing was collected by their fences: %v\n", a.logID, res.FenceRuleErr)
+	}
 	return nil
 }
 

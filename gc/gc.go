@@ -28,16 +28,39 @@
 // everything below it. A cycle that runs beside another one may stop early
 // at the holes that one leaves; the next cycle goes on.
 //
-// It decides from the listing alone — segment names carry their writer,
-// epoch, seq and ts range, and the listing is in key order, which is (writer,
-// epoch, seq) order — so one cycle over N segments costs ceil(N/1000) list
-// pages and ceil(deleted/1000) batch deletes, and reads no object. Active
-// (unsealed) segments are never collected: their range is not final. GC does
-// not read the writer states, so it treats every epoch alike: a fenced
-// epoch's zombie segments (above its fence) and the segments of an epoch that
-// published nothing, which readers ignore, are collected by the same prefix
-// rule, once they and everything below them in their epoch are below the
-// checkpoint; deleting a segment no reader accepts never shortens a read.
+// It decides from the listing, the checkpoint and the writer states — segment
+// names carry their writer, epoch, seq and ts range, and the listing is in key
+// order, which is (writer, epoch, seq) order — so one cycle over N segments
+// costs ceil(N/1000) list pages, one listing and one read per writer state,
+// and ceil(deleted/1000) batch deletes, and reads no segment. An active
+// (unsealed) segment of a writer's current epoch is never collected: its
+// range is not final, and its writer may be appending to it.
+//
+// Superseded epochs are collected by the fence rule, from the writer's state
+// (FORMAT.md, "The fence rule" and "The commit rule"), never from a listing
+// alone. For a segment of epoch e of writer W whose state's current epoch is
+// above e:
+//
+//   - no fence for e in the state: the epoch published nothing before it was
+//     replaced, and a fence is only ever recorded when an epoch is replaced,
+//     so none will come. No reader accepts the segment: it is collected
+//     whatever its ts, active or sealed;
+//   - a fence {e, last_seq} with the segment's seq above last_seq: written by
+//     a zombie after the fence; no reader accepts it: collected likewise;
+//   - a fence whose max_ts (the chain's maximum, which readers prove the
+//     epoch with) and committed_ts (the cut above which readers leave the
+//     epoch's events out) are both strictly below the checkpoint: every event
+//     of the epoch that counts is below the checkpoint, and a read from the
+//     checkpoint does not check the epoch's chain (its M is at or below the
+//     read's start), so the epoch's whole chain is collected, its active
+//     segment too (a local writer killed before it sealed it).
+//
+// Only a fence makes an active segment collectable: a dead writer's active
+// segment stays until the writer is fenced ('redokit writer rm'), and the
+// checkpoint passes its fence. A segment of an epoch newer than the state
+// read (a takeover since) is judged by the prefix rule. When the writer
+// states cannot be read, the cycle collects by the prefix rule alone
+// (Result.FenceRuleErr says why): that only keeps more.
 //
 // Collect is idempotent and safe to run concurrently with itself (a key
 // deleted twice is not an error), with writers (a writer only creates
@@ -89,14 +112,28 @@ type Options struct {
 
 // Result is what one Collect did.
 type Result struct {
-	Checkpoint   uint64   // the ts collected below: the log's checkpoint, or Options.Below
-	Listed       int      // segment objects listed
-	Deleted      int      // segments deleted (or, in a dry run, that would be)
-	FreedBytes   int64    // their total size
-	KeptByGrace  int      // segments below the checkpoint kept by the grace period
-	KeptByChain  int      // segments below the checkpoint kept because a segment below them in their epoch stays
+	Checkpoint  uint64 // the ts collected below: the log's checkpoint, or Options.Below
+	Listed      int    // segment objects listed
+	Deleted     int    // segments deleted (or, in a dry run, that would be)
+	FreedBytes  int64  // their total size
+	KeptByGrace int    // segments below the checkpoint kept by the grace period
+	KeptByChain int    // segments below the checkpoint kept because a segment below them in their epoch stays
+	// Superseded counts the deleted segments (among Deleted) of epochs
+	// their writer's state superseded: of an epoch that published nothing
+	// before it was replaced, above their epoch's fence, or of a fenced
+	// epoch wholly below the checkpoint (see the package doc).
+	Superseded int
+	// KeptActive counts the active (unsealed) segments kept: of a writer's
+	// current epoch or of a writer without a state object (its writer may
+	// append to them), or of a fenced epoch whose fence the checkpoint has
+	// not passed. A dead writer's active segment goes once the writer is
+	// fenced ('redokit writer rm') and the checkpoint passes its fence.
+	KeptActive   int
 	DeletedKeys  []string // the keys deleted, in key order
 	SkippedNames int      // keys under the segment prefix that are not segment names
+	// FenceRuleErr is why this cycle collected by the prefix rule alone:
+	// the writer states could not be read (nil when they were).
+	FenceRuleErr error
 }
 
 // Collect reads the checkpoint from logID's meta object and deletes the
@@ -130,6 +167,16 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (
 	}
 	now := o.Now()
 	res := &Result{Checkpoint: checkpointTs}
+	// The fences are the proof the fence rule rests on. A state only ever
+	// gains epochs and fences, so one read before the listing judges every
+	// segment listed after it.
+	states, err := meta.ListWriterStates(ctx, b, logID, nil)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return res, fmt.Errorf("gc: read the writer states: %w", err)
+		}
+		res.FenceRuleErr, states = err, nil
+	}
 	var batch []string
 	flush := func() error {
 		if len(batch) == 0 || o.DryRun {
@@ -154,7 +201,23 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (
 			res.SkippedNames++
 			continue
 		}
-		switch rule.Add(e.Name, a.ModTime) {
+		graced := o.Grace > 0 && now.Sub(a.ModTime) < o.Grace
+		var v chain.Verdict
+		switch {
+		case !superseded(states[e.Name.WriterID], e.Name, checkpointTs):
+			// Not fed to the prefix rule otherwise: a superseded epoch's
+			// segments are judged by its fence alone.
+			v = rule.Add(e.Name, a.ModTime)
+			if v == chain.Keep && e.Name.Active {
+				res.KeptActive++
+			}
+		case graced:
+			v = chain.KeepGrace
+		default:
+			v = chain.Collect
+			res.Superseded++
+		}
+		switch v {
 		case chain.KeepGrace:
 			res.KeptByGrace++
 			continue
@@ -178,6 +241,27 @@ func Collect(ctx context.Context, b *blob.Bucket, logID string, opts *Options) (
 		return res, fmt.Errorf("gc: delete: %w", err)
 	}
 	return res, nil
+}
+
+// superseded reports whether segment n of a writer whose state is st lies in
+// an epoch the state superseded and holds nothing a read from the checkpoint
+// needs (the fence rule of the package doc). Without a state nothing is
+// superseded: a writer without one was never fenced.
+func superseded(st *meta.WriterState, n segment.Name, checkpoint uint64) bool {
+	if st == nil || n.Epoch >= st.Epoch {
+		return false
+	}
+	for _, f := range st.Fences {
+		if f.Epoch != n.Epoch {
+			continue
+		}
+		// Above the fence: a zombie's. At or below it: part of the log, with
+		// nothing a read from the checkpoint needs once both the chain's
+		// maximum and the cut are strictly below it.
+		return n.Seq > f.LastSeq || max(f.MaxTs, f.CommittedTs) < checkpoint
+	}
+	// Replaced without a fence: the epoch published nothing.
+	return true
 }
 
 // DeleteLog removes every object of logID: it writes the delete marker, then

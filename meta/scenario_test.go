@@ -256,16 +256,32 @@ func (c *checker) flushedReadable(ctx context.Context, cp, resolved uint64) erro
 }
 
 // afterGC is invariant 4: GC deleted only segments wholly below the
-// checkpoint.
+// checkpoint, or segments no read from the checkpoint needs by their
+// writer's state: segments the fence rule does not accept (a zombie's, or
+// an epoch's replaced without a fence), and those of a fenced epoch whose
+// chain maximum and committed ts are both below the checkpoint.
 func (c *checker) afterGC(cp uint64, deleted []string) error {
+	states, err := meta.ListWriterStates(context.Background(), c.b, c.logID, nil)
+	if err != nil {
+		return err
+	}
 	for _, k := range deleted {
 		n, err := segment.ParseName(k)
 		if err != nil {
 			return fmt.Errorf("invariant 4: GC deleted %s, not a segment: %w", k, err)
 		}
-		if n.Active || n.MaxTs >= cp {
-			return fmt.Errorf("invariant 4: GC at checkpoint %d deleted %s, which holds events up to %d", cp, k, n.MaxTs)
+		if !n.Active && n.MaxTs < cp {
+			continue
 		}
+		if st := states[n.WriterID]; st != nil && n.Epoch < st.Epoch {
+			if !st.Accepts(n) {
+				continue
+			}
+			if i := slices.IndexFunc(st.Fences, func(f meta.Fence) bool { return f.Epoch == n.Epoch }); i >= 0 && st.Fences[i].MaxTs < cp && st.Fences[i].CommittedTs < cp {
+				continue
+			}
+		}
+		return fmt.Errorf("invariant 4: GC at checkpoint %d deleted %s, which holds events up to %d and is accepted by its writer's state", cp, k, n.MaxTs)
 	}
 	return nil
 }
