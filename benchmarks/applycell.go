@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -28,8 +29,15 @@ import (
 
 // Apply sinks: the Cell.Sink of an apply cell.
 const (
-	applySQLite  = "sqlite"
-	applyMariaDB = "mariadb"
+	applySQLite   = "sqlite"
+	applyMariaDB  = "mariadb"
+	applyPostgres = "postgres"
+)
+
+// Apply logs: the Cell.Mix of an apply cell.
+const (
+	applyMixed  = ""       // the gen workload: inserts, updates, deletes, DDLs
+	applyInsert = "insert" // the gen workload's CREATEs and inserts only
 )
 
 // applyUnavailable is the Info key of an apply cell whose sink could not be
@@ -51,13 +59,23 @@ type genLog struct {
 	lastTs uint64
 	rows   int64 // row changes written
 	ddls   int64
-	model  *workload.Model // the upstream state at lastTs
+	model  *workload.Model // the upstream state at lastTs (mixed logs)
+	// Insert-only logs: the DDL events written (the CREATEs), and the rows
+	// written, by table: the upstream's final rows.
+	ddlEvents []codec.Event
+	inserts   map[string][][]codec.Column
 }
 
 // writeGenLog writes cfg's whole workload into log logID through one redo
 // writer (the CLI's writer options), spans added and removed as the DDLs
-// create and drop tables, every span resolved after each transaction.
-func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload.Config) (*genLog, error) {
+// create and drop tables, every span resolved after each transaction. With
+// insertsOnly the workload's updates and deletes are left out (and its
+// DDLs, cfg.DDLRate being negative, are the initial CREATEs): the log of
+// the insert-heavy cell, whose final rows are the rows inserted.
+func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload.Config, insertsOnly bool) (*genLog, error) {
+	if insertsOnly && cfg.DDLRate >= 0 {
+		return nil, fmt.Errorf("an insert-only gen log wants no DDLs but the CREATEs (DDLRate %v)", cfg.DDLRate)
+	}
 	w, err := writer.Open(ctx, b, &writer.Options{LogID: logID, WriterID: "w1", FlushInterval: 200 * time.Millisecond,
 		FlushBytes: 4 << 20, MaxSegmentBytes: 16 << 20, BlockSize: 64 << 10, MemoryQuota: 128 << 20})
 	if err != nil {
@@ -70,12 +88,33 @@ func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload
 	}
 	g := workload.New(cfg)
 	l := &genLog{cfg: g.Config(), lastTs: cfg.StartTs}
+	if insertsOnly {
+		l.inserts = map[string][][]codec.Column{}
+	}
 	var order []uint64
 	bySpan := map[uint64][]codec.Event{}
 	for {
 		tx, ok := g.Next()
 		if !ok {
 			break
+		}
+		if insertsOnly {
+			if tx.DDL {
+				l.ddlEvents = append(l.ddlEvents, tx.Changes[0].Event)
+			} else {
+				kept := tx.Changes[:0]
+				for _, ch := range tx.Changes {
+					if ch.Event.Row.Op() == codec.OpInsert {
+						kept = append(kept, ch)
+						name := ch.Event.Row.Table.Name
+						l.inserts[name] = append(l.inserts[name], ch.Event.Row.Columns)
+					}
+				}
+				if len(kept) == 0 {
+					continue
+				}
+				tx.Changes = kept
+			}
 		}
 		order = order[:0]
 		clear(bySpan)
@@ -133,25 +172,35 @@ func modelRows(m *workload.Model) int64 {
 	return n
 }
 
+// openApplyEnv opens the cell's downstream server (or folder). A nil env
+// with a nil error means the sink is not available (res.Info says why).
+func openApplyEnv(ctx context.Context, in childInput, res *Result) (*applyEnv, error) {
+	switch c := in.Cell; c.Sink {
+	case applySQLite:
+		env, err := newSQLiteEnv(in.Dir, c.Sync)
+		if env != nil {
+			res.Info["synchronous"] = env.sync
+		}
+		return env, err
+	case applyMariaDB:
+		return newMariaDBEnv(ctx, in, res, true)
+	case applyPostgres:
+		return newPostgresEnv(ctx, in, res, true)
+	default:
+		return nil, fmt.Errorf("apply cell %s: unknown sink %q", c.ID, c.Sink)
+	}
+}
+
 // runApplyCell writes the gen log (untimed), replays it whole with apply.Run
 // into a fresh downstream (timed from reader.Open to Run's return), checks
 // the downstream holds the upstream's rows, then replays its first NaiveRows
 // row changes (and the DDLs among them) naively into another fresh
-// downstream of the same sink and settings (timed likewise).
+// downstream of the same sink and settings (timed likewise). The insert
+// cell (Mix "insert") compares apply.Run with the sink's bulk load instead
+// (runApplyInsertCell).
 func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	c := in.Cell
-	var (
-		env *applyEnv
-		err error
-	)
-	switch c.Sink {
-	case applySQLite:
-		env, err = newSQLiteEnv(in.Dir)
-	case applyMariaDB:
-		env, err = newMariaDBEnv(ctx, in, res, true)
-	default:
-		return fmt.Errorf("apply cell %s: unknown sink %q", c.ID, c.Sink)
-	}
+	env, err := openApplyEnv(ctx, in, res)
 	if err != nil {
 		return err
 	}
@@ -159,6 +208,9 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 		return nil // not available: res.Info says why
 	}
 	defer env.close()
+	if c.Mix == applyInsert {
+		return runApplyInsertCell(ctx, in, res, env)
+	}
 
 	b, _, done, err := openBucket(ctx, in.Backend, in.Dir)
 	if err != nil {
@@ -167,7 +219,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	defer done()
 	const logID = "apply"
 	t0 := time.Now()
-	l, err := writeGenLog(ctx, b, logID, genConfig(c.Rows, env.schema))
+	l, err := writeGenLog(ctx, b, logID, genConfig(c.Rows, env.schema), false)
 	if err != nil {
 		return fmt.Errorf("write the gen log: %w", err)
 	}
@@ -226,7 +278,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 		return err
 	}
 	defer r.Close()
-	nv, err := newNaive(ctx, nsink, env.mysql)
+	nv, err := newNaive(ctx, nsink, env.dialect)
 	if err != nil {
 		return err
 	}
@@ -247,46 +299,59 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 
 // applyEnv is a downstream server (or folder) the cell makes fresh sinks in.
 type applyEnv struct {
-	schema string // the gen workload's schema ("" for gen's default)
-	mysql  bool
-	admin  *sql.DB // MariaDB: a connection pool with no default database
-	open   func(ctx context.Context, name, logID string) (*mysql.Sink, error)
+	schema  string  // the gen workload's schema ("" for gen's default)
+	dialect string  // the sink: applySQLite, applyMariaDB or applyPostgres
+	sync    string  // SQLite: the synchronous pragma of both downstreams
+	admin   *sql.DB // MariaDB, PostgreSQL: a pool outside the downstreams
+	open    func(ctx context.Context, name, logID string) (*mysql.Sink, error)
 	// reset drops what the apply wrote, before the naive replay.
 	reset func(ctx context.Context) error
 	close func()
-	// countRows counts the rows of the model's tables downstream.
-	countRows func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error)
+	// ref is a table of the gen schema as the downstream's SQL names it.
+	ref func(table string) string
 }
 
-// newSQLiteEnv makes sinks on fresh files in a temporary folder, with the
-// SQLite sink's defaults (WAL, synchronous=NORMAL, busy_timeout).
-func newSQLiteEnv(dir string) (*applyEnv, error) {
-	d, err := os.MkdirTemp(dir, "redokit-apply-")
-	if err != nil {
-		return nil, err
-	}
-	return &applyEnv{
-		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
-			return sqlite.Open(ctx, "sqlite://"+filepath.Join(d, name+".db"), &apply.SinkOptions{LogID: logID})
-		},
-		reset: func(context.Context) error { return nil }, // the naive replay has a file of its own
-		close: func() { os.RemoveAll(d) },
-		countRows: func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error) {
-			return countModelRows(ctx, db, m, func(t string) string { return `"` + t + `"` })
-		},
-	}, nil
-}
-
-func countModelRows(ctx context.Context, db *sql.DB, m *workload.Model, table func(string) string) (int64, error) {
+// countRows counts the rows of the model's tables downstream.
+func (e *applyEnv) countRows(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error) {
 	var total int64
 	for name := range m.Tables {
 		var n int64
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table(name)).Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+e.ref(name)).Scan(&n); err != nil {
 			return 0, fmt.Errorf("table %s: %w", name, err)
 		}
 		total += n
 	}
 	return total, nil
+}
+
+// newSQLiteEnv makes sinks on fresh files in a temporary folder, with the
+// SQLite sink's defaults (WAL, synchronous=NORMAL, busy_timeout), or with
+// synchronous=FULL when sync is "full" (an fsync of the WAL at every commit:
+// a commit is durable).
+func newSQLiteEnv(dir, sync string) (*applyEnv, error) {
+	query := ""
+	switch sync {
+	case "", "normal":
+		sync = "normal"
+	case "full":
+		query = "?_pragma=synchronous(FULL)"
+	default:
+		return nil, fmt.Errorf("SQLite synchronous=%q: want normal or full", sync)
+	}
+	d, err := os.MkdirTemp(dir, "redokit-apply-")
+	if err != nil {
+		return nil, err
+	}
+	return &applyEnv{
+		dialect: applySQLite,
+		sync:    sync,
+		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
+			return sqlite.Open(ctx, "sqlite://"+filepath.Join(d, name+".db")+query, &apply.SinkOptions{LogID: logID})
+		},
+		reset: func(context.Context) error { return nil }, // the naive replay has a file of its own
+		close: func() { os.RemoveAll(d) },
+		ref:   func(t string) string { return `"` + t + `"` },
+	}, nil
 }
 
 // newMariaDBEnv makes sinks on the server of REDOKIT_MYSQL_DSN: the
@@ -327,9 +392,9 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 	}
 	var version string
 	var flush, syncBinlog int64
-	var logBin bool
-	if err := admin.QueryRowContext(ctx, "SELECT VERSION(), @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.sync_binlog, @@GLOBAL.log_bin").
-		Scan(&version, &flush, &syncBinlog, &logBin); err != nil {
+	var logBin, localInfile bool
+	if err := admin.QueryRowContext(ctx, "SELECT VERSION(), @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.sync_binlog, @@GLOBAL.log_bin, @@GLOBAL.local_infile").
+		Scan(&version, &flush, &syncBinlog, &logBin, &localInfile); err != nil {
 		admin.Close()
 		return nil, fmt.Errorf("MariaDB at %s: read the durability settings: %w", cfg.Addr, err)
 	}
@@ -344,12 +409,22 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 				fmt.Fprintf(os.Stderr, "apply/mariadb: restore sync_binlog=%d: %v\n", syncBinlog, err)
 			}
 		}
+		if !localInfile && in.Cell.Mix == applyInsert {
+			if _, err := admin.ExecContext(rctx, "SET GLOBAL local_infile=0"); err != nil {
+				fmt.Fprintf(os.Stderr, "apply/mariadb: restore local_infile=0: %v\n", err)
+			}
+		}
 	}
 	var set []string
 	if durable {
 		set = append(set, "SET GLOBAL innodb_flush_log_at_trx_commit=1")
 		if logBin {
 			set = append(set, "SET GLOBAL sync_binlog=1")
+		}
+		if !localInfile && in.Cell.Mix == applyInsert {
+			// The bulk baseline is LOAD DATA LOCAL INFILE; the driver
+			// sends a registered reader's rows, the server must accept them.
+			set = append(set, "SET GLOBAL local_infile=1")
 		}
 	} else {
 		restore = func() {}
@@ -377,6 +452,9 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 	res.Info["log_bin"] = fmt.Sprint(logBin)
 	res.Info["sync_binlog"] = fmt.Sprint(msync)
 	res.Info["innodb_flush_log_at_trx_commit_before"] = fmt.Sprint(flush)
+	if in.Cell.Mix == applyInsert {
+		res.Info["local_infile_before"] = fmt.Sprint(localInfile)
+	}
 	res.Metrics["innodb_flush_log_at_trx_commit"] = float64(mflush)
 
 	schema := fmt.Sprintf("rkbench_%d_%d", os.Getpid(), in.Rep)
@@ -396,9 +474,9 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 	}
 	var dbs []*sql.DB
 	return &applyEnv{
-		admin:  admin,
-		schema: schema,
-		mysql:  true,
+		admin:   admin,
+		schema:  schema,
+		dialect: applyMariaDB,
 		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
 			db := sql.OpenDB(conn)
 			dbs = append(dbs, db)
@@ -417,9 +495,7 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 			restore()
 			admin.Close()
 		},
-		countRows: func(ctx context.Context, db *sql.DB, m *workload.Model) (int64, error) {
-			return countModelRows(ctx, db, m, func(t string) string { return "`" + schema + "`.`" + t + "`" })
-		},
+		ref: func(t string) string { return "`" + schema + "`.`" + t + "`" },
 	}, nil
 }
 
@@ -441,21 +517,23 @@ func newMariaDBEnv(ctx context.Context, in childInput, res *Result, durable bool
 type naive struct {
 	sink  *mysql.Sink
 	conn  *sql.Conn
-	my    bool
+	my    bool // MariaDB
+	pg    bool // PostgreSQL
 	stmts map[string]*sql.Stmt
 	buf   []byte
 	args  []any
 }
 
-func newNaive(ctx context.Context, sink *mysql.Sink, my bool) (*naive, error) {
-	if my {
+func newNaive(ctx context.Context, sink *mysql.Sink, dialect string) (*naive, error) {
+	my, pg := dialect == applyMariaDB, dialect == applyPostgres
+	if my || pg {
 		sink.DB().SetMaxOpenConns(2) // the connection below, and the sink's DDLs
 	}
 	conn, err := sink.DB().Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &naive{sink: sink, conn: conn, my: my, stmts: map[string]*sql.Stmt{}}, nil
+	return &naive{sink: sink, conn: conn, my: my, pg: pg, stmts: map[string]*sql.Stmt{}}, nil
 }
 
 func (n *naive) close() {
@@ -529,7 +607,7 @@ func (n *naive) quote(b []byte, name string) []byte {
 }
 
 func (n *naive) table(b []byte, t apply.Table) []byte {
-	if n.my {
+	if n.my || n.pg {
 		b = n.quote(b, t.Schema)
 		b = append(b, '.')
 	}
@@ -538,7 +616,9 @@ func (n *naive) table(b []byte, t apply.Table) []byte {
 
 func (n *naive) exec(ctx context.Context) error {
 	q := string(n.buf)
-	if n.my {
+	if n.my || n.pg {
+		// MySQL: interpolated, as the sink runs it; PostgreSQL: pgx
+		// prepares each statement text once on the connection and keeps it.
 		_, err := n.conn.ExecContext(ctx, q, n.args...)
 		return err
 	}
@@ -574,11 +654,28 @@ func (n *naive) upsert(ctx context.Context, t apply.Table, img []codec.Column) e
 		if k > 0 {
 			n.buf = append(n.buf, ',')
 		}
-		n.buf = append(n.buf, '?')
+		n.buf = n.param(n.buf, k+1)
 	}
-	if n.my {
+	switch {
+	case n.my:
 		n.buf = append(n.buf, ") ON DUPLICATE KEY UPDATE "...)
-	} else {
+	case n.pg:
+		// PostgreSQL's DO UPDATE names its conflict target; a keyless
+		// table's row is only inserted.
+		key := codec.KeyColumns(img)
+		if key == nil {
+			n.buf = append(n.buf, ')')
+			return n.exec(ctx)
+		}
+		n.buf = append(n.buf, ") ON CONFLICT ("...)
+		for j, i := range key {
+			if j > 0 {
+				n.buf = append(n.buf, ',')
+			}
+			n.buf = n.quote(n.buf, img[i].Name)
+		}
+		n.buf = append(n.buf, ") DO UPDATE SET "...)
+	default:
 		n.buf = append(n.buf, ") ON CONFLICT DO UPDATE SET "...)
 	}
 	for k, i := range cols {
@@ -617,7 +714,12 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 	n.args = n.args[:0]
 	key := codec.KeyColumns(img)
 	if key == nil {
-		if !n.my {
+		switch {
+		case n.pg:
+			n.buf = append(n.buf, "ctid = (SELECT ctid FROM "...)
+			n.buf = n.table(n.buf, t)
+			n.buf = append(n.buf, " WHERE "...)
+		case !n.my:
 			n.buf = append(n.buf, "rowid = (SELECT rowid FROM "...)
 			n.buf = n.table(n.buf, t)
 			n.buf = append(n.buf, " WHERE "...)
@@ -633,8 +735,9 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 			n.buf = append(n.buf, " IS NULL"...)
 			continue
 		}
-		n.buf = append(n.buf, " = ?"...)
+		n.buf = append(n.buf, " = "...)
 		n.args = append(n.args, naiveArg(n.my, img[i].Value))
+		n.buf = n.param(n.buf, len(n.args))
 	}
 	if codec.KeyColumns(img) == nil {
 		n.buf = append(n.buf, " LIMIT 1"...)
@@ -643,6 +746,14 @@ func (n *naive) delete(ctx context.Context, t apply.Table, img []codec.Column) e
 		}
 	}
 	return n.exec(ctx)
+}
+
+// param appends the k-th (from 1) placeholder: $k on PostgreSQL, ? elsewhere.
+func (n *naive) param(b []byte, k int) []byte {
+	if n.pg {
+		return strconv.AppendInt(append(b, '$'), int64(k), 10)
+	}
+	return append(b, '?')
 }
 
 // naiveArg binds a value as the SQL sink does (its Dialect.arg): MySQL takes

@@ -22,7 +22,7 @@ import (
 // leaves in SQLite the same tables with the same rows, value for value and
 // type for type, as apply.Run does, and as many rows as the upstream holds.
 func TestNaiveMatchesApply(t *testing.T) {
-	env, err := newSQLiteEnv(t.TempDir())
+	env, err := newSQLiteEnv(t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,23 @@ func TestNaiveMatchesApplyMariaDB(t *testing.T) {
 	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpMySQL(t, env.admin, env.schema) })
 }
 
+// TestNaiveMatchesApplyPostgres is the same on PostgreSQL
+// (REDOKIT_POSTGRES_DSN), in fresh schemas, dropped after; the server's
+// durability settings are left as they are.
+func TestNaiveMatchesApplyPostgres(t *testing.T) {
+	testenv.Postgres(t)
+	res := newResult()
+	env, err := newPostgresEnv(context.Background(), childInput{Rep: 900 + os.Getpid()%100}, res, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env == nil {
+		t.Fatal(res.Info[applyUnavailable])
+	}
+	defer env.close()
+	naiveVersusApply(t, env, func(db *sql.DB) map[string][]string { return dumpPostgres(t, env.admin, env.schema) })
+}
+
 func naiveVersusApply(t *testing.T, env *applyEnv, dump func(*sql.DB) map[string][]string) {
 	ctx := context.Background()
 	b, err := local.New(t.TempDir(), &local.Options{NoSync: true})
@@ -56,7 +73,7 @@ func naiveVersusApply(t *testing.T, env *applyEnv, dump func(*sql.DB) map[string
 	defer b.Close()
 	cfg := genConfig(4000, env.schema)
 	cfg.DDLRate = 0.03 // DDLs of every kind in a short log
-	l, err := writeGenLog(ctx, b, "t", cfg)
+	l, err := writeGenLog(ctx, b, "t", cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +138,7 @@ func naiveVersusApply(t *testing.T, env *applyEnv, dump func(*sql.DB) map[string
 		t.Fatal(err)
 	}
 	defer r.Close()
-	nv, err := newNaive(ctx, ns, env.mysql)
+	nv, err := newNaive(ctx, ns, env.dialect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +211,35 @@ func dumpMySQL(t *testing.T, db *sql.DB, schema string) map[string][]string {
 		}
 		out[schemaKey] = append(out[schemaKey], ddl)
 		out[name] = dumpRows(t, db, fmt.Sprintf("SELECT * FROM `%s`.`%s` ORDER BY 1", schema, name))
+	}
+	return out
+}
+
+// dumpPostgres is dumpMySQL for a PostgreSQL schema: each table's columns
+// (name, type, nullability, default) and its rows in key order.
+func dumpPostgres(t *testing.T, db *sql.DB, schema string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		cols := dumpRows(t, db, fmt.Sprintf(`SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+			WHERE table_schema = '%s' AND table_name = '%s' ORDER BY ordinal_position`, schema, name))
+		out[schemaKey] = append(out[schemaKey], name+": "+strings.Join(cols, "; "))
+		out[name] = dumpRows(t, db, fmt.Sprintf(`SELECT * FROM "%s"."%s" ORDER BY 1`, schema, name))
 	}
 	return out
 }
@@ -276,12 +322,19 @@ func firstDiff(got, want []string) string {
 }
 
 // TestApplyReport checks the apply rows of the report and the README
-// snippet: both sinks, the naive baseline, the ratio against the 5× target,
+// snippet: every sink, the naive baseline and the bulk load, each ratio
+// against its target (5× with SQLite's default, 20× durable, 0.5× bulk),
 // and an unreachable sink marked not available with its reason.
 func TestApplyReport(t *testing.T) {
 	cells := buildMatrix(matrixOpts{quick: true, filter: "apply/"})
-	if len(cells) != 2 {
-		t.Fatalf("-quick -cells apply/ keeps %d cells, want apply/sqlite and apply/mariadb", len(cells))
+	var ids []string
+	for _, c := range cells {
+		ids = append(ids, c.ID)
+	}
+	wantIDs := []string{"apply/sqlite", "apply/sqlite-full", "apply/mariadb", "apply/postgres",
+		"apply/insert/sqlite", "apply/insert/mariadb", "apply/insert/postgres"}
+	if !slices.Equal(ids, wantIDs) {
+		t.Fatalf("-quick -cells apply/ keeps %v, want %v", ids, wantIDs)
 	}
 	ok := func(apply, naive float64) *Result {
 		res := newResult()
@@ -290,31 +343,158 @@ func TestApplyReport(t *testing.T) {
 		res.Metrics["naive_rows"] = 5000
 		return res
 	}
+	bulk := func(apply, bulk float64) *Result {
+		res := newResult()
+		res.Metrics["apply_rows_s"], res.Metrics["bulk_rows_s"] = apply, bulk
+		res.Metrics["ratio_apply_bulk"] = apply / bulk
+		res.Metrics["log_rows"] = 61000
+		return res
+	}
 	gone := newResult()
 	gone.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set"
 	results := map[string][]*Result{
-		"apply/sqlite":  {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
-		"apply/mariadb": {gone, gone, gone},
+		"apply/sqlite":          {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
+		"apply/sqlite-full":     {ok(60000, 1000), ok(60000, 2000), ok(60000, 2500)},
+		"apply/mariadb":         {gone, gone, gone},
+		"apply/postgres":        {ok(40000, 1000), ok(44000, 1000), ok(42000, 1000)},
+		"apply/insert/sqlite":   {bulk(60000, 100000), bulk(66000, 100000), bulk(70000, 100000)},
+		"apply/insert/mariadb":  {gone, gone, gone},
+		"apply/insert/postgres": {bulk(40000, 100000), bulk(45000, 100000), bulk(30000, 100000)},
 	}
 	r := buildReport(Machine{}, nil, cells, results, true, 3, 0)
-	verdicts := map[string]string{}
+	verdicts, notes := map[string]string{}, map[string]string{}
 	for _, tg := range r.Targets {
-		verdicts[tg.Cell] = tg.Verdict + " / " + tg.Note
+		verdicts[tg.Cell] = fmt.Sprintf("%s / %g", tg.Verdict, tg.Need)
+		notes[tg.Cell] = tg.Note
 	}
-	if v := verdicts["apply/sqlite"]; !strings.HasPrefix(v, "met") || !strings.Contains(v, "spread crosses") {
-		t.Errorf("apply/sqlite: verdict %q, want met with the spread crossing the line (3×–6×)", v)
+	for id, want := range map[string]string{
+		"apply/sqlite":          "met / 5",
+		"apply/sqlite-full":     "met / 20",
+		"apply/postgres":        "met / 20",
+		"apply/mariadb":         "not measured / 20",
+		"apply/insert/sqlite":   "met / 0.5",
+		"apply/insert/postgres": "not met / 0.5",
+		"apply/insert/mariadb":  "not measured / 0.5",
+	} {
+		if got := verdicts[id]; got != want {
+			t.Errorf("%s: verdict %q, want %q", id, got, want)
+		}
 	}
-	if v := verdicts["apply/mariadb"]; v != "not measured / not available: REDOKIT_MYSQL_DSN is not set" {
-		t.Errorf("apply/mariadb: verdict %q", v)
+	if n := notes["apply/sqlite"]; !strings.Contains(n, "the spread crosses the line") { // 3×–6×
+		t.Errorf("apply/sqlite: note %q, want the spread crossing the line", n)
+	}
+	if n := notes["apply/sqlite-full"]; strings.Contains(n, "the spread crosses the line") { // 24×–60×
+		t.Errorf("apply/sqlite-full: note %q; its spread stays above 20×", n)
+	}
+	for _, id := range []string{"apply/mariadb", "apply/insert/mariadb"} {
+		if n := notes[id]; n != "not available: REDOKIT_MYSQL_DSN is not set" {
+			t.Errorf("%s: note %q", id, n)
+		}
 	}
 	snip := renderSnippet(r)
 	for _, want := range []string{"| SQLite, WAL, synchronous=NORMAL | 60.0k | 10.0k (first 5.00k rows) | 6.0× (3.0–6.0) | ≥ 5× | met |",
-		"| mariadb | – | – | – | ≥ 5× | not available: REDOKIT_MYSQL_DSN is not set |"} {
+		"| mariadb | – | – | – | ≥ 20× | not available: REDOKIT_MYSQL_DSN is not set |",
+		"| SQLite, WAL, synchronous=FULL | 60.0k | 2.00k (first 5.00k rows) | 30.0× (24.0–60.0) | ≥ 20× | met |",
+		"| SQLite, WAL, synchronous=NORMAL | 61.0k | 66.0k | prepared INSERTs in one transaction | 100k | 0.66× (0.60–0.70) | ≥ 0.5× | met |",
+		"| PostgreSQL | 61.0k | 40.0k | COPY FROM STDIN | 100k | 0.40× (0.30–0.45) | ≥ 0.5× | not met |",
+		"| mariadb | – | – | LOAD DATA LOCAL INFILE | – | – | ≥ 0.5× | not available: REDOKIT_MYSQL_DSN is not set |"} {
 		if !strings.Contains(snip, want) {
 			t.Errorf("the snippet lacks %q:\n%s", want, snip)
 		}
 	}
-	if md := renderMarkdown(r, nil); !strings.Contains(md, "## Apply against a naive replay") {
-		t.Error("the report has no apply section")
+	md := renderMarkdown(r, nil)
+	for _, want := range []string{"### Mixed log against a naive replay", "### Insert-heavy log against the database's bulk load"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no section %q", want)
+		}
+	}
+}
+
+// TestApplyInsertCell runs the insert cell on a small log on each sink
+// (MariaDB and PostgreSQL when their DSN is set; in CI they must be): apply
+// and the bulk load must leave the same rows, as many as the log inserted.
+func TestApplyInsertCell(t *testing.T) {
+	ctx := context.Background()
+	for _, sink := range []string{applySQLite, applyMariaDB, applyPostgres} {
+		t.Run(sink, func(t *testing.T) {
+			in := childInput{Rep: 950 + os.Getpid()%40, Dir: t.TempDir(), Backend: &Backend{Name: "local-nosync", Kind: "local", NoSync: true},
+				Cell: Cell{ID: "apply/insert/" + sink, Kind: "apply", Backend: "local-nosync", Sink: sink, Mix: applyInsert, Rows: 3000}}
+			res := newResult()
+			var env *applyEnv
+			var err error
+			switch sink {
+			case applySQLite:
+				env, err = newSQLiteEnv(in.Dir, "")
+			case applyMariaDB:
+				testenv.MySQL(t)
+				env, err = newMariaDBEnv(ctx, in, res, false)
+			case applyPostgres:
+				testenv.Postgres(t)
+				env, err = newPostgresEnv(ctx, in, res, false)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env == nil {
+				t.Fatal(res.Info[applyUnavailable])
+			}
+			defer env.close()
+			if err := runApplyInsertCell(ctx, in, res, env); err != nil {
+				t.Fatal(err)
+			}
+			rows := res.Metrics["log_rows"]
+			if rows < 1500 || rows >= 3000 {
+				t.Errorf("the insert-only log has %v row changes of the workload's 3000; want its inserts (about 60%%)", rows)
+			}
+			for _, m := range []string{"apply_rows_s", "bulk_rows_s", "ratio_apply_bulk"} {
+				if !(res.Metrics[m] > 0) {
+					t.Errorf("%s = %v", m, res.Metrics[m])
+				}
+			}
+			t.Logf("%s: %v rows, apply %.0f rows/s, bulk %.0f rows/s (%.2f×), digest %s", sink, rows,
+				res.Metrics["apply_rows_s"], res.Metrics["bulk_rows_s"], res.Metrics["ratio_apply_bulk"], res.Info["digest"])
+		})
+	}
+}
+
+// TestDigestSeesADifference checks the insert cell's comparison can fail:
+// one value changed, or one row fewer, changes the digest.
+func TestDigestSeesADifference(t *testing.T) {
+	ctx := context.Background()
+	env, err := newSQLiteEnv(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	sink, err := env.open(ctx, "d", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	db := sink.DB()
+	for _, q := range []string{`CREATE TABLE "a" (id INTEGER PRIMARY KEY, v TEXT)`, `INSERT INTO "a" VALUES (1, 'x'), (2, 'y'), (3, NULL)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d0, err := digestTables(ctx, db, env, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d0.rows != 3 {
+		t.Fatalf("digest counted %d rows of 3", d0.rows)
+	}
+	for _, q := range []string{`UPDATE "a" SET v = 'z' WHERE id = 2`, `DELETE FROM "a" WHERE id = 3`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+		d, err := digestTables(ctx, db, env, []string{"a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == d0 {
+			t.Errorf("after %s the digest is unchanged", q)
+		}
+		d0 = d
 	}
 }

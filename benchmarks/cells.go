@@ -40,12 +40,16 @@ type Cell struct {
 	// Pipeline: the redo gate on or off; Rate rows/s in the latency phase.
 	Gate string `json:"gate,omitempty"`
 	Rate int    `json:"rate,omitempty"`
-	// Apply: the sink (sqlite, mariadb), the row changes of the gen log
-	// replayed, and the row changes of the naive replay (a prefix of the
-	// log when fewer).
+	// Apply: the sink (sqlite, mariadb, postgres), the row changes of the
+	// gen workload (Mix "insert": the workload whose inserts alone make the
+	// log, against the sink's bulk load; "": the whole mixed log, against
+	// the naive replay), and the row changes of the naive replay (a prefix
+	// of the log when fewer). Sync is SQLite's synchronous pragma ("" is
+	// the sink's NORMAL; "full" makes each commit durable).
 	Sink      string `json:"sink,omitempty"`
 	Rows      int    `json:"rows,omitempty"`
 	NaiveRows int    `json:"naive_rows,omitempty"`
+	Sync      string `json:"sync,omitempty"`
 	// Read: MiB of payload each of the Writers writes into the log read.
 	LogMiB int `json:"log_mib,omitempty"`
 	// Roles of the cell in the report's targets.
@@ -182,16 +186,27 @@ func buildMatrix(o matrixOpts) []Cell {
 	}
 
 	// `redokit apply` against a naive replay of the same gen log, into
-	// SQLite and MariaDB (durable commits). The naive replay runs on a
-	// prefix of the log: per-row durable commits on MariaDB would take
-	// hours over the whole of it.
-	rows, naiveLite, naiveMaria := 1_000_000, 100_000, 20_000
+	// SQLite (its default synchronous=NORMAL, and FULL), MariaDB and
+	// PostgreSQL (durable commits); and of the gen workload's inserts alone
+	// against each database's bulk load of the same rows. The naive replay
+	// runs on a prefix of the log: per-row durable commits would take hours
+	// over the whole of it.
+	rows, naiveLite, naiveDurable := 1_000_000, 100_000, 20_000
 	if o.quick {
-		rows, naiveLite, naiveMaria = 100_000, 20_000, 5_000
+		rows, naiveLite, naiveDurable = 100_000, 20_000, 5_000
 	}
-	cells = append(cells,
-		Cell{ID: "apply/sqlite", Kind: "apply", Backend: "local-nosync", Sink: applySQLite, RowSize: 200, Rows: rows, NaiveRows: naiveLite},
-		Cell{ID: "apply/mariadb", Kind: "apply", Backend: "local-nosync", Sink: applyMariaDB, RowSize: 200, Rows: rows, NaiveRows: naiveMaria})
+	for _, c := range []Cell{
+		{ID: "apply/sqlite", Sink: applySQLite, NaiveRows: naiveLite},
+		{ID: "apply/sqlite-full", Sink: applySQLite, Sync: "full", NaiveRows: naiveDurable},
+		{ID: "apply/mariadb", Sink: applyMariaDB, NaiveRows: naiveDurable},
+		{ID: "apply/postgres", Sink: applyPostgres, NaiveRows: naiveDurable},
+		{ID: "apply/insert/sqlite", Sink: applySQLite, Mix: applyInsert},
+		{ID: "apply/insert/mariadb", Sink: applyMariaDB, Mix: applyInsert},
+		{ID: "apply/insert/postgres", Sink: applyPostgres, Mix: applyInsert},
+	} {
+		c.Kind, c.Backend, c.RowSize, c.Rows = "apply", "local-nosync", 200, rows
+		cells = append(cells, c)
+	}
 
 	for i := range cells {
 		if cells[i].Kind == "writer" {

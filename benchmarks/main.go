@@ -190,6 +190,9 @@ func headline(c Cell, r *Result) string {
 	case "pipeline":
 		return fmt.Sprintf("%.0f rows/s, e2e p50 %.1f ms p99 %.1f ms", m["pipe_rows_s"], m["e2e_p50_ms"], m["e2e_p99_ms"])
 	case "apply":
+		if _, ok := m["bulk_rows_s"]; ok {
+			return fmt.Sprintf("apply %.0f rows/s, bulk %.0f rows/s", m["apply_rows_s"], m["bulk_rows_s"])
+		}
 		return fmt.Sprintf("apply %.0f rows/s, naive %.0f rows/s", m["apply_rows_s"], m["naive_rows_s"])
 	}
 	return ""

@@ -233,7 +233,11 @@ func judgeTargets(r *Report) []Target {
 		}
 	}
 	for _, cr := range r.cell(func(c Cell) bool { return c.Kind == "apply" }) {
-		add(applyGoal(cr), applyNeed, "ratio_apply_naive", cr, applyNote(cr))
+		if cr.Cell.Mix == applyInsert {
+			add(applyGoal(cr), applyNeedBulk, "ratio_apply_bulk", cr, "")
+		} else {
+			add(applyGoal(cr), applyNeedOf(cr.Cell), "ratio_apply_naive", cr, applyNote(cr))
+		}
 		if cr.Unavailable != "" {
 			ts[len(ts)-1].Note = "not available: " + cr.Unavailable
 		}
