@@ -139,7 +139,8 @@
 //
 // A table with no key: a delete then matches every column of the old image
 // exactly — NULLs by IS NULL, floating-point values by their exact binary
-// value, JSON as JSON on MySQL, as text on MariaDB (where JSON is text) and
+// value, text by its bytes whatever its collation (on MySQL, 'a' never
+// matches a row holding 'A' or 'a '), JSON as JSON on MySQL, as text on MariaDB (where JSON is text) and
 // PostgreSQL (whose json type has no equality) — leaving out only generated
 // columns, and deletes one row (LIMIT 1, through rowid on SQLite and ctid on
 // PostgreSQL); every update is a delete and an insert. Identical rows of

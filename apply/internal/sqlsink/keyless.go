@@ -246,7 +246,7 @@ func (t *sqlTx) matchRow(b []byte, args []any, img []codec.Column) ([]byte, []an
 		if n > 0 {
 			b = append(b, " AND "...)
 		}
-		b, args = t.condArgs(b, args, c)
+		b, args = t.exactCondArgs(b, args, c)
 		n++
 	}
 	if n == 0 {

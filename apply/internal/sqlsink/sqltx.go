@@ -844,7 +844,7 @@ func (t *sqlTx) delete(ctx context.Context, table apply.Table, ops []rowOp) (int
 			if n > 0 {
 				t.buf = append(t.buf, " AND "...)
 			}
-			t.buf = t.cond(t.buf, c)
+			t.buf, t.args = t.exactCondArgs(t.buf, t.args, c)
 			n++
 		}
 		if n == 0 {
@@ -953,6 +953,23 @@ func (t *sqlTx) condArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) 
 		return append(b, " AS JSON)"...), args
 	}
 	return d.param(b, len(args)), args
+}
+
+// exactCondArgs is condArgs for matching a row of a table without a key,
+// which must find the very row the image is, not one its collation deems
+// equal: on MySQL a string of a case- or accent-insensitive collation
+// compares by its bytes (CAST(`c` AS BINARY) = ?), or a delete of 'a'
+// could delete a row holding 'A'. SQLite and PostgreSQL compare text by
+// its bytes already.
+func (t *sqlTx) exactCondArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) {
+	if t.s.d != MySQL || c.Value.Kind() != codec.KindString || binaryCollation(c) {
+		return t.condArgs(b, args, c)
+	}
+	b = append(b, "CAST("...)
+	b = t.s.d.quote(b, c.Name)
+	b = append(b, " AS BINARY) = "...)
+	args = append(args, t.s.d.arg(c.Value))
+	return t.s.d.param(b, len(args)), args
 }
 
 // Commit records marks in the progress table and commits. A dry run rolls
