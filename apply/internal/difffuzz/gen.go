@@ -32,6 +32,7 @@ const (
 	StepTruncate
 	StepDropTable
 	StepRecreate
+	StepMultiAlter
 	// StepCheckpoint and StepAhead mark a replay over a downstream that
 	// ran ahead: the downstream (its own sink) applied the log up to
 	// StepAhead, the replay starts after StepCheckpoint. No DDL is
@@ -43,7 +44,7 @@ const (
 )
 
 var stepNames = [...]string{"create", "txn", "big-txn", "add-column", "drop-column", "modify-column", "rename-column",
-	"add-index", "drop-index", "rename-table", "truncate", "drop-table", "recreate", "checkpoint", "ahead"}
+	"add-index", "drop-index", "rename-table", "truncate", "drop-table", "recreate", "multi-alter", "checkpoint", "ahead"}
 
 func (k StepKind) String() string { return stepNames[k] }
 
@@ -61,6 +62,9 @@ type History struct {
 	NUL bool
 	// The apply's options.
 	Workers, BatchRows, TxnRows int
+	// NoTypeChange leaves out column type changes (MODIFY and CHANGE
+	// COLUMN), which SQLite refuses.
+	NoTypeChange bool
 	// FK applies with the foreign-key checks on
 	// (apply.SinkOptions.ForeignKeyChecks): every transaction then keeps
 	// each tree's parents there, as an upstream checking its keys does.
@@ -108,10 +112,12 @@ func Generate(seed uint64) *History {
 			k = StepRenameTable
 		case p < 93:
 			k = StepTruncate
-		case p < 96:
+		case p < 95:
 			k = StepDropTable
-		default:
+		case p < 97:
 			k = StepRecreate
+		default:
+			k = StepMultiAlter
 		}
 		h.Steps = append(h.Steps, Step{k, r.Uint64()})
 	}
@@ -173,7 +179,8 @@ func (h *History) Build(schema string) *Built {
 	}
 	for _, s := range h.Steps {
 		r := rand.New(rand.NewPCG(s.Seed, uint64(s.Kind)))
-		if b.ckpt && s.Kind != StepTxn && s.Kind != StepAhead && s.Kind != StepBigTxn {
+		if b.ckpt && s.Kind != StepTxn && s.Kind != StepAhead && s.Kind != StepBigTxn ||
+			h.NoTypeChange && s.Kind == StepModifyColumn {
 			continue
 		}
 		b.step(r, s)
@@ -312,7 +319,7 @@ func (b *builder) create(r *rand.Rand, name string) {
 	for range 1 + r.IntN(4) {
 		t.Cols = append(t.Cols, b.newCol(r, b.colName(), allTypes, r.IntN(5) != 0))
 	}
-	b.randomIndex(r, t)
+	b.randomIndex(r, t, func(...string) bool { return true })
 	b.tables[name] = t
 	if t.Tree {
 		b.out.Trees[name] = true
@@ -334,8 +341,13 @@ func (t *Table) keyable() []*Column {
 
 // randomIndex adds an index on one or two keyable columns to t's
 // definition (not as a DDL), if the rows allow it; it returns it, or nil.
-func (b *builder) randomIndex(r *rand.Rand, t *Table) *Index {
-	cs := t.keyable()
+func (b *builder) randomIndex(r *rand.Rand, t *Table, free func(...string) bool) *Index {
+	var cs []*Column
+	for _, c := range t.keyable() {
+		if free(c.Name) {
+			cs = append(cs, c)
+		}
+	}
 	if len(cs) == 0 {
 		return nil
 	}
@@ -365,141 +377,37 @@ func (b *builder) randomIndex(r *rand.Rand, t *Table) *Index {
 func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 	tn := b.tn(t)
 	switch k {
-	case StepAddColumn:
-		c := b.newCol(r, b.colName(), allTypes, true)
-		fill, def := codec.Null(), ""
-		if d, ok := defaults[c.T]; ok && r.IntN(2) == 0 {
-			// A default: MySQL fills the rows there with it, and a
-			// NOT NULL column may take it.
-			fill, def = d.v, " DEFAULT "+d.sql
-			c.Nullable = r.IntN(2) == 0
+	case StepAddColumn, StepDropColumn, StepModifyColumn, StepRenameColumn, StepAddIndex, StepDropIndex:
+		cl, action, x := b.clause(r, k, t, map[string]bool{})
+		switch {
+		case cl == "":
+		case k == StepAddIndex && r.IntN(2) == 0:
+			u := ""
+			if x.Unique {
+				u = "UNIQUE "
+			}
+			b.ddl(r, tn, action, fmt.Sprintf("CREATE %sINDEX %s ON %s (`%s`)", u, q(x.Name), q(t.Name), strings.Join(x.Cols, "`, `")))
+		case k == StepDropIndex && r.IntN(2) == 0:
+			b.ddl(r, tn, action, fmt.Sprintf("DROP INDEX %s ON %s", q(x.Name), q(t.Name)))
+		default:
+			b.ddl(r, tn, action, fmt.Sprintf("ALTER TABLE %s %s", q(t.Name), cl))
 		}
-		t.Cols = append(t.Cols, c)
-		for i := range t.Rows {
-			t.Rows[i] = append(t.Rows[i], fill)
-		}
-		if _, in := t.inIndex(c.Name); in {
-			panic("a new column in an index")
-		}
-		b.ddl(r, tn, codec.ActionAddColumn, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s%s", q(t.Name), c.colDef(), def))
-	case StepDropColumn:
-		if len(t.Cols) < 3 {
-			return
-		}
-		key := t.key()
-		var cand []int
-		for i, c := range t.Cols {
-			_, multi := t.inIndex(c.Name)
-			if multi || (key != nil && slices.Contains(key.Cols, c.Name)) || (t.Tree && c.Name == "parent") {
+	case StepMultiAlter:
+		// One ALTER TABLE of several clauses, on columns and indexes
+		// no two of its clauses share (MySQL applies them together).
+		busy := map[string]bool{}
+		var cls []string
+		for range 2 + r.IntN(3) {
+			k := []StepKind{StepAddColumn, StepDropColumn, StepModifyColumn, StepRenameColumn, StepAddIndex, StepDropIndex}[r.IntN(6)]
+			if k == StepModifyColumn && b.h.NoTypeChange {
 				continue
 			}
-			cand = append(cand, i)
-		}
-		if len(cand) == 0 {
-			return
-		}
-		i := cand[r.IntN(len(cand))]
-		name := t.Cols[i].Name
-		t.Idx = slices.DeleteFunc(t.Idx, func(x *Index) bool { return slices.Contains(x.Cols, name) })
-		t.Cols = slices.Delete(t.Cols, i, i+1)
-		for j := range t.Rows {
-			t.Rows[j] = slices.Delete(t.Rows[j], i, i+1)
-		}
-		b.ddl(r, tn, codec.ActionDropColumn, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", q(t.Name), q(name)))
-	case StepModifyColumn:
-		type cand struct {
-			i int
-			w widening
-		}
-		var cs []cand
-		for i, c := range t.Cols {
-			if t.Tree && (c.Name == "id" || c.Name == "parent") {
-				continue
-			}
-			in, _ := t.inIndex(c.Name)
-			for _, w := range widenings {
-				if w.from == c.T && (!in || w.to.keyable) {
-					cs = append(cs, cand{i, w})
-				}
+			if cl, _, _ := b.clause(r, k, t, busy); cl != "" {
+				cls = append(cls, cl)
 			}
 		}
-		if len(cs) == 0 {
-			return
-		}
-		ch := cs[r.IntN(len(cs))]
-		c := t.Cols[ch.i]
-		old := c.Name
-		was := *c
-		c.T = ch.w.to
-		c.Bin = c.T.text && c.T.keyable && r.IntN(2) == 0
-		rows := make([][]codec.Value, len(t.Rows))
-		for j := range t.Rows {
-			rows[j] = slices.Clone(t.Rows[j])
-			if v := rows[j][ch.i]; !v.IsNull() {
-				rows[j][ch.i] = ch.w.conv(v)
-			}
-		}
-		if !t.legal(rows) {
-			// A case-insensitive collation merges two unique values:
-			// MySQL refuses the DDL.
-			*c = was
-			return
-		}
-		t.Rows = rows
-		if r.IntN(3) == 0 {
-			c.Name = b.colName()
-			renameInIndexes(t, old, c.Name)
-			b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s CHANGE COLUMN %s %s", q(t.Name), q(old), c.colDef()))
-			return
-		}
-		b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s", q(t.Name), c.colDef()))
-	case StepRenameColumn:
-		var cs []*Column
-		for _, c := range t.Cols {
-			if !t.Tree || (c.Name != "id" && c.Name != "parent") {
-				cs = append(cs, c)
-			}
-		}
-		if len(cs) == 0 {
-			return
-		}
-		c := cs[r.IntN(len(cs))]
-		old := c.Name
-		c.Name = b.colName()
-		renameInIndexes(t, old, c.Name)
-		b.ddl(r, tn, codec.ActionModifyColumn, fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", q(t.Name), q(old), q(c.Name)))
-	case StepAddIndex:
-		x := b.randomIndex(r, t)
-		if x == nil {
-			return
-		}
-		u := ""
-		if x.Unique {
-			u = "UNIQUE "
-		}
-		cols := "`" + strings.Join(x.Cols, "`, `") + "`"
-		if r.IntN(2) == 0 {
-			b.ddl(r, tn, codec.ActionAddIndex, fmt.Sprintf("CREATE %sINDEX %s ON %s (%s)", u, q(x.Name), q(t.Name), cols))
-		} else {
-			b.ddl(r, tn, codec.ActionAddIndex, fmt.Sprintf("ALTER TABLE %s ADD %s", q(t.Name), x.def()))
-		}
-	case StepDropIndex:
-		key := t.key()
-		var cs []*Index
-		for _, x := range t.Idx {
-			if !x.primary() && x != key && !(t.Tree && slices.Contains(x.Cols, "parent")) {
-				cs = append(cs, x)
-			}
-		}
-		if len(cs) == 0 {
-			return
-		}
-		x := cs[r.IntN(len(cs))]
-		t.Idx = slices.DeleteFunc(t.Idx, func(y *Index) bool { return y == x })
-		if r.IntN(2) == 0 {
-			b.ddl(r, tn, codec.ActionDropIndex, fmt.Sprintf("DROP INDEX %s ON %s", q(x.Name), q(t.Name)))
-		} else {
-			b.ddl(r, tn, codec.ActionDropIndex, fmt.Sprintf("ALTER TABLE %s DROP INDEX %s", q(t.Name), q(x.Name)))
+		if len(cls) > 0 {
+			b.ddl(r, tn, codec.ActionMultiSchemaChange, fmt.Sprintf("ALTER TABLE %s %s", q(t.Name), strings.Join(cls, ", ")))
 		}
 	case StepRenameTable:
 		b.names++
@@ -554,4 +462,153 @@ var defaults = map[*colType]struct {
 	tDec:     {"1.500", codec.DecimalValue("1.500")},
 	tDate:    {"'2024-02-29'", codec.DateValue(codec.DateTime{Year: 2024, Month: 2, Day: 29})},
 	tDouble:  {"0.25", codec.Float64Value(0.25)},
+}
+
+// clause applies one change of kind k to t's definition and rows and
+// returns it as a clause of ALTER TABLE, with its action and the index it
+// adds or drops; "" when t offers nothing for it. It leaves alone the
+// columns in busy, and adds those it touches.
+func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]bool) (string, codec.ActionType, *Index) {
+	free := func(cols ...string) bool {
+		for _, c := range cols {
+			if busy[c] {
+				return false
+			}
+		}
+		return true
+	}
+	mark := func(cols ...string) {
+		for _, c := range cols {
+			busy[c] = true
+		}
+	}
+	switch k {
+	case StepAddColumn:
+		c := b.newCol(r, b.colName(), allTypes, true)
+		fill, def := codec.Null(), ""
+		if d, ok := defaults[c.T]; ok && r.IntN(2) == 0 {
+			// A default: MySQL fills the rows there with it, and a
+			// NOT NULL column may take it.
+			fill, def = d.v, " DEFAULT "+d.sql
+			c.Nullable = r.IntN(2) == 0
+		}
+		t.Cols = append(t.Cols, c)
+		for i := range t.Rows {
+			t.Rows[i] = append(t.Rows[i], fill)
+		}
+		mark(c.Name)
+		return "ADD COLUMN " + c.colDef() + def, codec.ActionAddColumn, nil
+	case StepDropColumn:
+		if len(t.Cols) < 3 {
+			return "", 0, nil
+		}
+		key := t.key()
+		var cand []int
+		for i, c := range t.Cols {
+			_, multi := t.inIndex(c.Name)
+			if multi || (key != nil && slices.Contains(key.Cols, c.Name)) || (t.Tree && c.Name == "parent") || !free(c.Name) {
+				continue
+			}
+			cand = append(cand, i)
+		}
+		if len(cand) == 0 {
+			return "", 0, nil
+		}
+		i := cand[r.IntN(len(cand))]
+		name := t.Cols[i].Name
+		t.Idx = slices.DeleteFunc(t.Idx, func(x *Index) bool { return slices.Contains(x.Cols, name) })
+		t.Cols = slices.Delete(t.Cols, i, i+1)
+		for j := range t.Rows {
+			t.Rows[j] = slices.Delete(t.Rows[j], i, i+1)
+		}
+		mark(name)
+		return "DROP COLUMN " + q(name), codec.ActionDropColumn, nil
+	case StepModifyColumn:
+		type cand struct {
+			i int
+			w widening
+		}
+		var cs []cand
+		for i, c := range t.Cols {
+			if t.Tree && (c.Name == "id" || c.Name == "parent") || !free(c.Name) {
+				continue
+			}
+			in, _ := t.inIndex(c.Name)
+			for _, w := range widenings {
+				if w.from == c.T && (!in || w.to.keyable) {
+					cs = append(cs, cand{i, w})
+				}
+			}
+		}
+		if len(cs) == 0 {
+			return "", 0, nil
+		}
+		ch := cs[r.IntN(len(cs))]
+		c := t.Cols[ch.i]
+		old := c.Name
+		was := *c
+		c.T = ch.w.to
+		c.Bin = c.T.text && c.T.keyable && r.IntN(2) == 0
+		rows := make([][]codec.Value, len(t.Rows))
+		for j := range t.Rows {
+			rows[j] = slices.Clone(t.Rows[j])
+			if v := rows[j][ch.i]; !v.IsNull() {
+				rows[j][ch.i] = ch.w.conv(v)
+			}
+		}
+		if !t.legal(rows) {
+			// A case-insensitive collation merges two unique values:
+			// MySQL refuses the DDL.
+			*c = was
+			return "", 0, nil
+		}
+		t.Rows = rows
+		mark(old)
+		if r.IntN(3) == 0 {
+			c.Name = b.colName()
+			renameInIndexes(t, old, c.Name)
+			mark(c.Name)
+			return "CHANGE COLUMN " + q(old) + " " + c.colDef(), codec.ActionModifyColumn, nil
+		}
+		return "MODIFY COLUMN " + c.colDef(), codec.ActionModifyColumn, nil
+	case StepRenameColumn:
+		var cs []*Column
+		for _, c := range t.Cols {
+			if (!t.Tree || (c.Name != "id" && c.Name != "parent")) && free(c.Name) {
+				cs = append(cs, c)
+			}
+		}
+		if len(cs) == 0 {
+			return "", 0, nil
+		}
+		c := cs[r.IntN(len(cs))]
+		old := c.Name
+		c.Name = b.colName()
+		renameInIndexes(t, old, c.Name)
+		mark(old, c.Name)
+		return "RENAME COLUMN " + q(old) + " TO " + q(c.Name), codec.ActionModifyColumn, nil
+	case StepAddIndex:
+		x := b.randomIndex(r, t, free)
+		if x == nil {
+			return "", 0, nil
+		}
+		mark(x.Cols...)
+		return "ADD " + x.def(), codec.ActionAddIndex, x
+	case StepDropIndex:
+		key := t.key()
+		var cs []*Index
+		for _, x := range t.Idx {
+			if !x.primary() && x != key && !(t.Tree && slices.Contains(x.Cols, "parent")) && free(x.Cols...) {
+				cs = append(cs, x)
+			}
+		}
+		if len(cs) == 0 {
+			return "", 0, nil
+		}
+		x := cs[r.IntN(len(cs))]
+		t.Idx = slices.DeleteFunc(t.Idx, func(y *Index) bool { return y == x })
+		mark(x.Cols...)
+		return "DROP INDEX " + q(x.Name), codec.ActionDropIndex, x
+	}
+	return "", 0, nil
 }
