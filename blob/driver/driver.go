@@ -35,11 +35,15 @@ type Driver interface {
 	Stat(ctx context.Context, key string) (Attrs, error)
 
 	// List returns one page of the objects whose keys start with
-	// opts.Prefix, in strictly increasing byte order of key, beginning after
-	// opts.StartAfter (when not empty) or at opts.Token (an opaque
-	// continuation from the previous page). A page holds at most
-	// opts.PageSize objects (the driver may return fewer); NextToken is empty
-	// on the last page. Listing is flat: there are no directories.
+	// opts.Prefix, in strictly increasing byte order of key: when
+	// opts.Token is set, the page that follows the one whose NextToken it
+	// is (the token is the driver's own and opaque to callers; one that
+	// encodes the last key returned continues strictly after that key);
+	// otherwise from the first key strictly after opts.StartAfter (any
+	// string; "" is the start). A page holds at most opts.PageSize objects
+	// (1 to DefaultPageSize: Bucket never passes 0) and may hold fewer,
+	// even none, with more to come; NextToken is empty on the last page and
+	// only there. Listing is flat: there are no directories.
 	//
 	// A listing never misses an object: it returns every object that exists
 	// throughout it (from before its first page is asked for until after its
@@ -92,6 +96,9 @@ type Attrs struct {
 	Key     string
 	Size    int64
 	ETag    string // opaque; changes whenever the content changes (S3 keeps it for identical bytes, so compare-and-swap users write content that differs)
+	// ModTime is the time of the object's last write, by the store's
+	// clock; never zero, in listings too (GC's grace period reads it there;
+	// the conformance suite allows conformance.ModTimeTolerance of skew).
 	ModTime time.Time
 }
 
@@ -99,8 +106,8 @@ type Attrs struct {
 type ListOptions struct {
 	Prefix     string
 	StartAfter string // list keys strictly greater than this one
-	Token      string // continuation from ListPage.NextToken; takes precedence over StartAfter
-	PageSize   int    // at most this many objects; 0 means the driver's default (at most 1000)
+	Token      string // the previous page's ListPage.NextToken: continue after that page; takes precedence over StartAfter
+	PageSize   int    // at most this many objects: 1 to DefaultPageSize (Bucket turns a caller's 0 into DefaultPageSize)
 }
 
 // ListPage is one page of a listing.
