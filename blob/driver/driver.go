@@ -93,9 +93,9 @@ type PutOptions struct {
 type Attrs struct {
 	// Key is relative to the bucket that returned it. In a listing it may
 	// be a key that is not valid (see ListPage).
-	Key     string
-	Size    int64
-	ETag    string // opaque; changes whenever the content changes (S3 keeps it for identical bytes, so compare-and-swap users write content that differs)
+	Key  string
+	Size int64
+	ETag string // opaque; changes whenever the content changes (S3 keeps it for identical bytes, so compare-and-swap users write content that differs)
 	// ModTime is the time of the object's last write, by the store's
 	// clock; never zero, in listings too (GC's grace period reads it there;
 	// the conformance suite allows conformance.ModTimeTolerance of skew).
