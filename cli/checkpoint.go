@@ -105,7 +105,7 @@ terminal).`,
 				// compare-and-swap.
 				return fmt.Errorf("checkpoint %d of log %s: the checkpoint moved meanwhile, to %d; pass --force to move it back: %w", ts, a.logID, now.CheckpointTs, err)
 			case err != nil:
-				return fmt.Errorf("set the checkpoint of log %s to %d: %w", a.logID, ts, err)
+				return fmt.Errorf("set the checkpoint of log %s to %d%s: %w", a.logID, ts, fullHint(err), err)
 			}
 			return a.printCheckpoint(from, now.CheckpointTs, now.ResolvedTs, true)
 		},

@@ -154,7 +154,10 @@ func (a *app) rmCmd() *cobra.Command {
 		Short: "Delete a whole log: segments, writer states and meta object",
 		Long: `rm deletes every object of the log. It writes a marker first, so a removal that
 is interrupted is finished by the next writer or coordinator that opens the log
-(a new log of the same ID never mixes with the old one's leftovers).
+(a new log of the same ID never mixes with the old one's leftovers). On a full
+store (no space left for the marker) it deletes first: the log's segments one at
+a time, from the bottom of a writer's chain (reads of the log fail on the gap
+meanwhile), until the marker fits, then the rest.
 
 It asks for the log ID to confirm (or needs --yes when stdin is not a terminal),
 and refuses while a writer published progress in the last 30 seconds unless
@@ -186,8 +189,15 @@ and refuses while a writer published progress in the last 30 seconds unless
 				}
 			}
 			n, err := log.Delete(ctx)
-			if err != nil {
-				return fmt.Errorf("delete log %q (%d objects deleted; run rm again to finish; until then writers and coordinators refuse the log, except those opened through redokit.Log, which finish the removal first): %w", a.logID, n, err)
+			switch {
+			case errors.Is(err, gc.ErrNoMarker) && n == 0:
+				return fmt.Errorf("delete log %q: nothing deleted, the removal did not start (writers and coordinators do not refuse the log)%s: %w", a.logID, fullHint(err), err)
+			case errors.Is(err, gc.ErrNoMarker):
+				// Deleted to make room on a full store, then the marker
+				// still failed: readers fail on the gap; nothing else knows.
+				return fmt.Errorf("delete log %q: %d segments deleted to make room for the delete marker, which still could not be written: the log is partly deleted without its marker, so reads of it fail on the missing segments, while writers and coordinators do not refuse it; run rm again to finish%s: %w", a.logID, n, fullHint(err), err)
+			case err != nil:
+				return fmt.Errorf("delete log %q (%d objects deleted; the delete marker is written, so writers and coordinators refuse the log until rm is run again to finish, except those opened through redokit.Log, which finish the removal first): %w", a.logID, n, err)
 			}
 			if a.jsonOut {
 				return a.printJSON(struct {

@@ -133,7 +133,7 @@ func (a *app) fence(ctx context.Context, b *blob.Bucket, id string, before *meta
 	log := a.log(b)
 	key := log.WriterKey(id)
 	if err := log.FenceWriter(ctx, id); err != nil {
-		return nil, fmt.Errorf("fence writer %s of log %s (%s): %w", id, a.logID, key, err)
+		return nil, fmt.Errorf("fence writer %s of log %s (%s)%s: %w", id, a.logID, key, fullHint(err), err)
 	}
 	after, err := a.writerState(ctx, b, id)
 	if err != nil {
@@ -282,8 +282,8 @@ when stdin is not a terminal).`,
 				err = coord.RemoveWriter(ctx, id)
 			}
 			if err != nil {
-				return fmt.Errorf("writer %s of log %s is fenced (epoch %d, %s) but still live: remove it from the meta object %s: %w (run again with --force: the fence made its state fresh)",
-					id, a.logID, res.Epoch, key, log.MetaKey(), err)
+				return fmt.Errorf("writer %s of log %s is fenced (epoch %d, %s) but still live: remove it from the meta object %s: %w (run again with --force: the fence made its state fresh)%s",
+					id, a.logID, res.Epoch, key, log.MetaKey(), err, fullHint(err))
 			}
 			res.Removed = true
 			if a.jsonOut {

@@ -81,6 +81,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/redokit/redokit/blob"
@@ -264,17 +265,77 @@ func superseded(st *meta.WriterState, n segment.Name, checkpoint uint64) bool {
 	return true
 }
 
+// ErrNoMarker matches the error of a DeleteLog whose delete marker could not
+// be written: the removal never started, so nothing refuses the log (writers
+// and coordinators only refuse a log whose marker is there). Segments it
+// deleted to make room for the marker are counted in its result.
+var ErrNoMarker = errors.New("gc: the delete marker could not be written")
+
+// NoSpace reports whether err is a store's "no space left" (ENOSPC) or "disk
+// quota exceeded" (EDQUOT): a write that fails for want of room, which only
+// a deletion can cure.
+func NoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
 // DeleteLog removes every object of logID: it writes the delete marker, then
 // deletes everything under the log's prefix in batches, the marker last. It
 // returns how many objects it deleted (the marker not counted).
+//
+// On a full store (NoSpace) the marker cannot be written, and nothing else
+// makes room without a write. So DeleteLog deletes first: segments one at a
+// time, lowest key first, trying the marker again after each, until it
+// fits. Lowest key first is the bottom of a writer epoch's chain, so until
+// the marker is there a read of the log fails on the gap the deletion left
+// (reader.ErrIncomplete), as the completeness rule requires, rather than
+// returning less; a writer or coordinator is not refused meanwhile, and an
+// error then says so (ErrNoMarker).
 func DeleteLog(ctx context.Context, b *blob.Bucket, logID string) (int, error) {
 	if err := segment.ValidateID(logID); err != nil {
 		return 0, fmt.Errorf("gc: log ID: %w", err)
 	}
-	if _, err := b.Put(ctx, layout.DeleteMarker(logID), []byte("deleting\n"), nil); err != nil {
-		return 0, fmt.Errorf("gc: write delete marker: %w", err)
+	marker := layout.DeleteMarker(logID)
+	put := func() error {
+		_, err := b.Put(ctx, marker, []byte("deleting\n"), nil)
+		return err
 	}
-	return finishDelete(ctx, b, logID)
+	err := put()
+	made := 0
+	if NoSpace(err) {
+		made, err = makeRoom(ctx, b, logID, put, err)
+	}
+	if err != nil {
+		return made, fmt.Errorf("%w: %s: %w", ErrNoMarker, marker, err)
+	}
+	n, err := finishDelete(ctx, b, logID)
+	return made + n, err
+}
+
+// makeRoom deletes the log's segments one at a time, lowest key first, and
+// tries put after each, until put stops failing for want of room. It
+// returns how many it deleted, and put's last error (full, the error of the
+// first put, when there was nothing to delete).
+func makeRoom(ctx context.Context, b *blob.Bucket, logID string, put func() error, full error) (int, error) {
+	deleted := 0
+	for {
+		// A fresh listing of one key each time: the previous one is gone.
+		page, err := b.ListPage(ctx, layout.Segments(logID), blob.ListOptions{PageSize: 1})
+		if err != nil {
+			return deleted, errors.Join(full, fmt.Errorf("list %s to make room: %w", layout.Segments(logID), err))
+		}
+		if len(page.Objects) == 0 {
+			return deleted, fmt.Errorf("%w (deleted all %d segments of the log to make room, and it still does not fit)", full, deleted)
+		}
+		key := page.Objects[0].Key
+		if err := b.Delete(ctx, key); err != nil {
+			return deleted, errors.Join(full, fmt.Errorf("delete %s to make room: %w", key, err))
+		}
+		deleted++
+		full = put()
+		if !NoSpace(full) {
+			return deleted, full
+		}
+	}
 }
 
 // ResumeDeleteLog finishes a removal of logID that a crash interrupted, and

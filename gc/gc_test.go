@@ -2,9 +2,13 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,4 +296,85 @@ func collectBelow(t *testing.T, ctx context.Context, b *blob.Bucket, log string,
 	}
 	o.Below = cp
 	return Collect(ctx, b, log, &o)
+}
+
+// fullDriver is a store with room for a fixed number of new objects: a
+// deletion frees room for one, and a put with no room left fails with
+// ENOSPC, as a full file system does. It records the order of events.
+type fullDriver struct {
+	*mem.Driver
+	mu     sync.Mutex
+	room   int
+	events []string
+}
+
+func (d *fullDriver) setRoom(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.room, d.events = n, nil
+}
+
+func (d *fullDriver) Put(ctx context.Context, key string, r io.Reader, size int64, opts blob.PutOptions) (blob.Attrs, error) {
+	d.mu.Lock()
+	if d.room == 0 {
+		d.events = append(d.events, "full "+key)
+		d.mu.Unlock()
+		return blob.Attrs{}, &os.PathError{Op: "write", Path: key, Err: syscall.ENOSPC}
+	}
+	d.room--
+	d.events = append(d.events, "put "+key)
+	d.mu.Unlock()
+	return d.Driver.Put(ctx, key, r, size, opts)
+}
+
+func (d *fullDriver) Delete(ctx context.Context, keys []string) error {
+	d.mu.Lock()
+	d.room += len(keys)
+	for _, k := range keys {
+		d.events = append(d.events, "delete "+k)
+	}
+	d.mu.Unlock()
+	return d.Driver.Delete(ctx, keys)
+}
+
+// TestDeleteLogOnAFullStore: with no room for the delete marker, DeleteLog
+// deletes one segment, the lowest key (the bottom of a chain), writes the
+// marker in the room it freed, and removes the rest. With no segment to
+// delete it fails with ErrNoMarker, having deleted nothing, and the error
+// says the store is full.
+func TestDeleteLogOnAFullStore(t *testing.T) {
+	ctx := context.Background()
+	d := &fullDriver{Driver: mem.NewDriver(), room: 1 << 20}
+	b := blob.NewBucket(d)
+	defer b.Close()
+	names := putSegments(t, b, "log", 5)
+	putSegments(t, b, "keep", 2)
+	recordCheckpoint(t, b, "log", 1)
+	recordCheckpoint(t, b, "empty", 1)
+	d.setRoom(0)
+	n, err := DeleteLog(ctx, b, "log")
+	if err != nil || n != 6 { // 5 segments and the meta object
+		t.Fatalf("DeleteLog on a full store: %d deleted, %v", n, err)
+	}
+	marker := layout.DeleteMarker("log")
+	want := []string{"full " + marker, "delete " + names[0].Format(), "put " + marker}
+	if len(d.events) < 3 || !slices.Equal(d.events[:3], want) {
+		t.Fatalf("DeleteLog on a full store did\n%v\nwant it to start with\n%v", d.events, want)
+	}
+	if n := countKeys(t, b, "log/"); n != 0 {
+		t.Fatalf("%d objects of the log left", n)
+	}
+	if n := countKeys(t, b, "keep/"); n != 2 {
+		t.Fatalf("another log lost objects: %d left", n)
+	}
+
+	// Nothing to make room with: nothing happens, and the error says so.
+	d.setRoom(0)
+	n, err = DeleteLog(ctx, b, "empty")
+	if !errors.Is(err, ErrNoMarker) || !NoSpace(err) || n != 0 {
+		t.Fatalf("DeleteLog of a log with no segment on a full store: %d deleted, %v", n, err)
+	}
+	if ok, _ := b.Exists(ctx, layout.Meta("empty")); !ok {
+		t.Fatal("the meta object went although the removal never started")
+	}
 }
