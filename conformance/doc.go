@@ -66,7 +66,7 @@
 //	ListLiteralPrefix  a prefix matches byte for byte: "_", "%", "*", "?", "[" and "\" in it are
 //	                   no pattern (SQL LIKE, glob), and "lit/case/" does not match "lit/Case/x"
 //	ListPages          page sizes 1..N+1 give the same listing, no page too long
-//	ListThousands      1,257 keys list whole in pages of 1,000 (Bucket.List and ListPage), and
+//	ListThousands      1,009 keys list whole in pages of 1,000 (Bucket.List and ListPage), and
 //	                   from a cursor at the end of the first page: a listing cut at a full page
 //	                   loses every key after it (BatchDelete's listings of 2,500 keys catch
 //	                   that too)

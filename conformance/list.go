@@ -159,7 +159,7 @@ func (s *suite) listPages(t T) {
 
 // thousandsKeys is more keys than a page of the largest size holds
 // (blob.DefaultPageSize), and not a multiple of it.
-const thousandsKeys = blob.DefaultPageSize + blob.DefaultPageSize/4 + 7
+const thousandsKeys = blob.DefaultPageSize + 9
 
 // listThousands: a listing of more keys than the largest page holds is
 // whole: through Bucket.List (pages of 1,000), through ListPage in pages of
