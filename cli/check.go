@@ -94,8 +94,9 @@ store whose listings lag, because such a store cannot hold a redo log.
 Everything happens under a fresh scratch prefix (redokit-check-…/) that is
 removed afterwards, also when a rule fails; nothing outside it is read or
 written. A driver call that ignores its deadline (--timeout) by 30 seconds
-ends check with a panic naming the rule, and then the scratch prefix stays.
-The exit code is 1 if any rule fails.`,
+fails its rule, saying so, and is left behind: check goes on with the next
+rule, and removes the scratch prefix at the end as usual. The exit code is 1
+if any rule fails.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annStorage: "1"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
