@@ -245,6 +245,19 @@ func (l *Log) OpenReader(ctx context.Context, o *ReadOptions) (*reader.Reader, e
 	return reader.Open(ctx, l.b, &ro)
 }
 
+// Follow starts a follower of the log (see reader.Follower): every event
+// above o.StartTs (0: the checkpoint), in commit-ts order, as the global
+// resolved ts moves, each round of it proven complete as a recovery's read
+// is. o.LogID is set to the log's; nil means defaults.
+func (l *Log) Follow(ctx context.Context, o *reader.FollowOptions) (*reader.Follower, error) {
+	var fo reader.FollowOptions
+	if o != nil {
+		fo = *o
+	}
+	fo.LogID = l.id
+	return reader.Follow(ctx, l.b, &fo)
+}
+
 // Collect runs one GC cycle below the log's checkpoint (see package gc).
 func (l *Log) Collect(ctx context.Context, opts *gc.Options) (*gc.Result, error) {
 	return gc.Collect(ctx, l.b, l.id, opts)

@@ -232,6 +232,26 @@
 // is skipped silently. An event below one already returned is an *OrderError.
 // No event outside the range is ever returned.
 //
+// # Following
+//
+// [Follow] reads a log as it grows, for a warm standby: every event above a
+// start ts, in order, without end. It reads in rounds, each an ordinary
+// bounded read of (position, global resolved ts] opened with Open, so each
+// round is proven complete (fences, takeovers, staged and catch-up
+// segments, GC below it) exactly as a recovery's read is; between rounds it
+// polls the meta object until the global resolved ts moves above its
+// position. Rounds end between commit ts, so no event is returned twice
+// and none is skipped; its memory is one round's reader's. An older meta
+// object (a lagging replica or cache) can only hold it back: it never reads
+// above a resolved ts the log published. A round whose Open cannot prove
+// what it read fresh (ErrUnproven, meta.ErrStale, meta.ErrInconsistent) or
+// meets a transient store error is opened again, for at most
+// FollowOptions.OpenTimeout, before the follower fails. Position says what
+// it has returned (all events at or below it), Lag how far behind the
+// newest global resolved ts it saw it is, in ts and in time. A start below
+// the checkpoint whose segments GC deleted fails with ErrIncomplete naming
+// the gap; a log removed under it, ErrLogGone.
+//
 // # Verify
 //
 // [Verify] walks a whole log and reports every problem it finds, each with its

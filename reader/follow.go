@@ -1,0 +1,343 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/meta"
+)
+
+// FollowOptions configure Follow. The embedded Options are those of each
+// round's reader (Prefetch, Raw, TableFilter, …); their StartTs is where
+// the follower starts (events above it; 0 means the log's checkpoint), and
+// their EndTs must be 0: a follower has no end.
+type FollowOptions struct {
+	Options
+	// Poll is how often the log's meta object is read while the follower
+	// is at the global resolved ts. 0 means DefaultFollowPoll.
+	Poll time.Duration
+	// OpenTimeout bounds how long a round whose Open cannot prove what it
+	// read fresh or consistent (a lagging replica or cache in front of the
+	// store serves an older metadata object for a while) or that meets a
+	// transient store error is tried again, a poll apart, before the
+	// follower fails with the last error. Nothing of the round was
+	// returned yet, so trying again is safe. 0 means
+	// DefaultFollowOpenTimeout.
+	OpenTimeout time.Duration
+}
+
+// Defaults for the zero FollowOptions fields.
+const (
+	DefaultFollowPoll        = 100 * time.Millisecond
+	DefaultFollowOpenTimeout = time.Minute
+)
+
+// ErrLogGone is returned by a Follower whose log's meta object is gone: the
+// log was removed (redokit rm) under it.
+var ErrLogGone = errors.New("reader: the log's meta object is gone")
+
+// Follower reads a log as it grows: every event above its start, in
+// commit-ts order, without end. It reads in rounds: each round is an
+// ordinary bounded read of (position, global resolved ts], opened with
+// Open and so proven complete before it returns anything (fences,
+// takeovers, staged and catch-up segments, rotation and GC below the
+// position are a round's reader's business, exactly as for a recovery);
+// at the end of a round the position moves to its end, and the follower
+// waits, polling the meta object, for the global resolved ts to move above
+// it. A round never reaches above the global resolved ts, so the position
+// never passes an event the log may still get, and no round repeats one
+// another returned: duplicates are exact copies at one commit ts, and
+// rounds split the log between commit ts. Its memory is one reader's at a
+// time. It is not safe for concurrent use, except Position and Lag.
+type Follower struct {
+	// ctx is the life of the rounds' readers (their prefetching): Follow's
+	// ctx, until Close. Next's ctx bounds only its own wait.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	b           *blob.Bucket
+	opts        Options
+	poll        time.Duration
+	openTimeout time.Duration
+
+	r     *Reader // the open round, nil between rounds
+	bound uint64  // the open round's end
+	err   error   // sticky: a round failed part way
+
+	mu       sync.Mutex
+	pos      uint64 // every event at or below it has been returned
+	resolved uint64 // the highest global resolved ts seen
+	// seen are the global resolved ts above pos, each with when the
+	// meta object first showed it, in order: the first one's age is how
+	// long the oldest event the follower has not returned has been in
+	// the log, proven complete. At most maxSeen; past that the later ones
+	// go, which can only make the lag read longer.
+	seen []seenTs
+}
+
+type seenTs struct {
+	ts uint64
+	at time.Time
+}
+
+const maxSeen = 4096
+
+// Follow starts a follower of the log o.LogID; ctx bounds its whole life
+// (its rounds' reading ahead), and each Next has a ctx of its own. It reads
+// the meta object once: a log without one is an error, and StartTs 0
+// becomes its checkpoint. A start below the checkpoint is allowed, but GC may have
+// deleted segments there: the first round's completeness proof then fails
+// with ErrIncomplete, naming the gap, instead of reading short.
+func Follow(ctx context.Context, b *blob.Bucket, o *FollowOptions) (*Follower, error) {
+	var fo FollowOptions
+	if o != nil {
+		fo = *o
+	}
+	if fo.EndTs != 0 {
+		return nil, fmt.Errorf("reader: follow: EndTs %d is set; a follower has no end (read a bounded range with Open)", fo.EndTs)
+	}
+	if fo.Poll <= 0 {
+		fo.Poll = DefaultFollowPoll
+	}
+	if fo.OpenTimeout <= 0 {
+		fo.OpenTimeout = DefaultFollowOpenTimeout
+	}
+	m, err := meta.LoadMeta(ctx, b, fo.LogID)
+	if blob.IsNotExist(err) {
+		return nil, fmt.Errorf("reader: follow log %s: it has no meta object %s: %w", fo.LogID, layout.Meta(fo.LogID), ErrNoRange)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reader: follow log %s: %w", fo.LogID, err)
+	}
+	f := &Follower{b: b, opts: fo.Options, poll: fo.Poll, openTimeout: fo.OpenTimeout, pos: fo.StartTs}
+	f.ctx, f.cancel = context.WithCancel(ctx)
+	if f.pos == 0 {
+		f.pos = m.CheckpointTs
+	}
+	f.noteResolved(m.ResolvedTs)
+	return f, nil
+}
+
+// Position is the follower's position: every event at or below it has
+// been returned, and of those above it only some of the next commit ts
+// may have been (the events of one commit ts come one by one).
+func (f *Follower) Position() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pos
+}
+
+// Lag is how far the follower is behind the newest global resolved ts it
+// has seen: in commit ts, and in time since the log first showed, proven
+// complete, the oldest event it has not returned (as the follower measures
+// it, whatever a commit ts means). Both are 0 when it is caught up.
+func (f *Follower) Lag() (ts uint64, behind time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.resolved <= f.pos || len(f.seen) == 0 {
+		return 0, 0
+	}
+	return f.resolved - f.pos, time.Since(f.seen[0].at)
+}
+
+func (f *Follower) noteResolved(ts uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ts <= f.resolved {
+		return
+	}
+	f.resolved = ts
+	if ts > f.pos && len(f.seen) < maxSeen {
+		f.seen = append(f.seen, seenTs{ts, time.Now()})
+	}
+}
+
+// passed moves the position to ts, when that is ahead: every event at or
+// below it was returned.
+func (f *Follower) passed(ts uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ts <= f.pos {
+		return
+	}
+	f.pos = ts
+	i := 0
+	for i < len(f.seen) && f.seen[i].ts <= ts {
+		i++
+	}
+	f.seen = append(f.seen[:0], f.seen[i:]...)
+}
+
+// Next returns the next event, waiting for the log to get one; the event
+// is valid until the next call. It returns ctx's error when ctx ends while
+// it waits between rounds (the follower stays usable). An error in a round
+// is final, ctx's included: the follower returns it from then on, and a
+// new one started from Position goes on (repeating the events returned
+// at the commit ts above it, if any).
+func (f *Follower) Next(ctx context.Context) (*Event, error) {
+	for {
+		if f.err != nil {
+			return nil, f.err
+		}
+		if f.r != nil {
+			ev, err := f.r.Next(ctx)
+			switch {
+			case err == nil:
+				// Every event below this one's commit ts is returned.
+				f.passed(ev.CommitTs() - 1)
+				return ev, nil
+			case err == io.EOF:
+				f.r.Close()
+				f.r = nil
+				f.passed(f.bound)
+				continue
+			case ctx.Err() != nil:
+				// The round's reader is done for, part way through a
+				// commit ts perhaps: going on would skip or repeat
+				// events. A new follower from Position goes on.
+				f.r.Close()
+				f.r = nil
+				f.err = fmt.Errorf("reader: follow log %s: interrupted in round (%d, %d]; follow again from position %d: %w", f.opts.LogID, f.Position(), f.bound, f.Position(), err)
+				return nil, f.err
+			default:
+				f.r.Close()
+				f.r = nil
+				f.err = fmt.Errorf("reader: follow log %s: round (%d, %d]: %w", f.opts.LogID, f.Position(), f.bound, err)
+				return nil, f.err
+			}
+		}
+		bound, err := f.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o := f.opts
+		o.StartTs, o.EndTs = f.Position(), bound
+		r, err := f.open(ctx, &o)
+		if err != nil {
+			return nil, err
+		}
+		f.r, f.bound = r, bound
+	}
+}
+
+// open opens a round's reader, trying again, a poll apart and for at most
+// the open timeout, after an error that a later read may not meet.
+func (f *Follower) open(ctx context.Context, o *Options) (*Reader, error) {
+	start := time.Now()
+	for try := 1; ; try++ {
+		r, err := Open(f.ctx, f.b, o)
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		again := errors.Is(err, meta.ErrStale) || errors.Is(err, meta.ErrInconsistent) || errors.Is(err, ErrUnproven) || blob.IsTransient(err)
+		if !again || time.Since(start) >= f.openTimeout {
+			f.err = fmt.Errorf("reader: follow log %s: open round (%d, %d] (try %d, %v): %w", f.opts.LogID, o.StartTs, o.EndTs, try, time.Since(start).Round(time.Millisecond), err)
+			return nil, f.err
+		}
+		if f.opts.Logger != nil {
+			f.opts.Logger.Warn("follow: a round could not be opened; trying again", "log", f.opts.LogID, "start", o.StartTs, "end", o.EndTs, "try", try, "err", err)
+		}
+		t := time.NewTimer(f.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// wait polls the meta object until the global resolved ts is above the
+// position, and returns it. A transient store error is retried at the next
+// poll; a missing meta object is ErrLogGone.
+func (f *Follower) wait(ctx context.Context) (uint64, error) {
+	var t *time.Ticker
+	for {
+		m, err := meta.LoadMeta(ctx, f.b, f.opts.LogID)
+		switch {
+		case err == nil:
+			f.noteResolved(m.ResolvedTs)
+			if m.ResolvedTs > f.Position() {
+				if t != nil {
+					t.Stop()
+				}
+				return m.ResolvedTs, nil
+			}
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case blob.IsNotExist(err):
+			f.err = fmt.Errorf("reader: follow log %s at position %d: %w (%s); it was removed", f.opts.LogID, f.Position(), ErrLogGone, layout.Meta(f.opts.LogID))
+			return 0, f.err
+		case !blob.IsTransient(err):
+			f.err = fmt.Errorf("reader: follow log %s: read its meta object: %w", f.opts.LogID, err)
+			return 0, f.err
+		}
+		if t == nil {
+			t = time.NewTicker(f.poll)
+			defer t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Events iterates over the events as Next returns them, until ctx ends or
+// an error; the error is yielded (ctx's too) with a nil event. Each event
+// is valid until the next iteration.
+func (f *Follower) Events(ctx context.Context) iter.Seq2[*Event, error] {
+	return func(yield func(*Event, error) bool) {
+		for {
+			ev, err := f.Next(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// CodecEvents is Events as codec events.
+func (f *Follower) CodecEvents(ctx context.Context) iter.Seq2[*codec.Event, error] {
+	return func(yield func(*codec.Event, error) bool) {
+		for ev, err := range f.Events(ctx) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&ev.Event, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Close stops the open round, if any. The follower returns an error from
+// then on.
+func (f *Follower) Close() error {
+	f.cancel()
+	if f.r != nil {
+		f.r.Close()
+		f.r = nil
+	}
+	if f.err == nil {
+		f.err = errors.New("reader: follower closed")
+	}
+	return nil
+}
