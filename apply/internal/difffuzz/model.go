@@ -125,11 +125,18 @@ func (t *Table) tuple(x *Index, row []codec.Value) (string, bool) {
 		if v.IsNull() {
 			return "", false
 		}
-		if c.T.text && !c.Bin {
-			// utf8mb4_general_ci: the generator's key values differ
-			// at most in the case of ASCII letters.
-			b.WriteString(strings.ToLower(v.String()))
-		} else {
+		switch {
+		case c.T.text && v.Kind() == codec.KindString:
+			// PAD SPACE (utf8mb4_bin and utf8mb4_general_ci both):
+			// trailing spaces do not count; utf8mb4_general_ci: the
+			// generator's key values differ at most in the case of
+			// ASCII letters.
+			k := strings.TrimRight(v.Text(), " ")
+			if !c.Bin {
+				k = strings.ToLower(k)
+			}
+			b.WriteString(k)
+		default:
 			b.WriteString(v.String())
 		}
 		b.WriteByte(0)

@@ -158,6 +158,11 @@ func (w *work) value(c *Column) codec.Value {
 		// A case-insensitive key: 'a' and 'A' are one value upstream.
 		v = codec.StringValue(strings.ToUpper(v.Text()))
 	}
+	if in && c.T.text && c.T != tChar && v.Kind() == codec.KindString && w.r.IntN(6) == 0 {
+		// PAD SPACE: 'a' and 'a ' are one value upstream (a CHAR
+		// column drops trailing spaces).
+		v = codec.StringValue(v.Text() + " ")
+	}
 	return v
 }
 
