@@ -1,17 +1,23 @@
 // Package redokit is the handle a CDC system wires in: a Log opened from a
 // bucket and a log ID. It owns what the packages beneath it must agree on —
 // where the log's objects lie, which span type names a table or key range,
-// and which read ranges the log guarantees — and hands out each part:
+// and which read ranges the log guarantees — and hands out each part. A
+// Service runs the loops a CDC process needs around its writers (Example is
+// the whole wiring, runnable):
 //
-//	log, _ := redokit.Open(ctx, bucket, "changefeed-1")
-//	coord, _ := log.OpenCoordinator(ctx, nil)        // global resolved ts, checkpoint
-//	w, _ := log.OpenWriter(ctx, "capture-1", nil)      // events per span, flushed durably
-//	gcs := log.StartGC(ctx, nil)                       // deletes below the checkpoint, on its own schedule
-//	r, _ := log.OpenReader(ctx, nil)                   // (checkpoint, global resolved], proven complete
+//	log, err := redokit.Open(ctx, bucket, "changefeed-1")
+//	svc, err := log.Start(ctx, nil)                    // coordinator tick, GC, checkpoint fan-in; Close stops them
+//	w, err := svc.OpenWriter(ctx, "capture-1", nil)    // events per span, flushed durably
+//	err = svc.AddSpan(ctx, w, span, startTs)           // registered on the coordinator, then the writer
+//	cp := svc.Checkpoints().Join("sink-1", startTs)    // a gate's Checkpointer (sinkgate.New): min of applied ts → checkpoint → GC
+//	f, err := svc.Follow(ctx, nil)                     // a warm standby: every event as the log proves it
+//	r, err := log.OpenReader(ctx, nil)                 // after a disaster: (checkpoint, global resolved], proven complete
 //
-// The packages beneath (blob, segment, codec, meta, writer, reader, gc) stay
-// usable on their own; this one adds no behaviour of its own beyond the range
-// rules and the order of opening (an interrupted removal is finished first).
+// Each part is also there alone (OpenCoordinator, OpenWriter, StartGC,
+// OpenReader, Follow), and the packages beneath (blob, segment, codec,
+// meta, writer, reader, gc) stay usable on their own; this one adds no
+// behaviour of its own beyond the range rules, the order of opening (an
+// interrupted removal is finished first) and the Service's wiring.
 package redokit
 
 import (

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redokit/redokit/blob"
@@ -56,7 +57,7 @@ var ErrLogGone = errors.New("reader: the log's meta object is gone")
 // never passes an event the log may still get, and no round repeats one
 // another returned: duplicates are exact copies at one commit ts, and
 // rounds split the log between commit ts. Its memory is one reader's at a
-// time. It is not safe for concurrent use, except Position and Lag.
+// time. It is not safe for concurrent use, except Position, Lag and Closed.
 type Follower struct {
 	// ctx is the life of the rounds' readers (their prefetching): Follow's
 	// ctx, until Close. Next's ctx bounds only its own wait.
@@ -68,9 +69,10 @@ type Follower struct {
 	poll        time.Duration
 	openTimeout time.Duration
 
-	r     *Reader // the open round, nil between rounds
-	bound uint64  // the open round's end
-	err   error   // sticky: a round failed part way
+	r      *Reader // the open round, nil between rounds
+	bound  uint64  // the open round's end
+	err    error   // sticky: a round failed part way
+	closed atomic.Bool
 
 	mu       sync.Mutex
 	pos      uint64 // every event at or below it has been returned
@@ -328,9 +330,13 @@ func (f *Follower) CodecEvents(ctx context.Context) iter.Seq2[*codec.Event, erro
 	}
 }
 
+// Closed reports whether Close was called. Safe for concurrent use.
+func (f *Follower) Closed() bool { return f.closed.Load() }
+
 // Close stops the open round, if any. The follower returns an error from
 // then on.
 func (f *Follower) Close() error {
+	f.closed.Store(true)
 	f.cancel()
 	if f.r != nil {
 		f.r.Close()

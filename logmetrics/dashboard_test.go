@@ -1,4 +1,4 @@
-package writermetrics_test
+package logmetrics_test
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/backends/mem"
+	"github.com/redokit/redokit/logmetrics"
 	"github.com/redokit/redokit/writer"
-	"github.com/redokit/redokit/writer/writermetrics"
 )
 
 // dashboardPath is the Grafana dashboard docs/OPERATIONS.md describes.
-const dashboardPath = "../../docs/grafana/redokit-dashboard.json"
+const dashboardPath = "../docs/grafana/redokit-dashboard.json"
 
 // notOnDashboard lists exported metric families the dashboard may leave out,
 // each with the reason. It is empty: every metric the collector exports has
@@ -137,12 +138,21 @@ func exported(t *testing.T) exports {
 	ctx := context.Background()
 	b := mem.New()
 	t.Cleanup(func() { b.Close() })
-	w, err := writer.Open(ctx, b, &writer.Options{LogID: "dash", WriterID: "w1", FlushInterval: time.Hour})
+	// The log-level collector of a Service with one writer: it exports the
+	// service's metrics and, through writermetrics, its writer's.
+	log, err := redokit.Open(ctx, b, "dash")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Close(context.Background()) })
-	c := writermetrics.New(w)
+	svc, err := log.Start(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	if _, err := svc.OpenWriter(ctx, "w1", &writer.Options{FlushInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := logmetrics.New("dash", svc)
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
@@ -560,7 +570,7 @@ func TestScanPromQL(t *testing.T) {
 
 // operationsPath is the operators' guide, whose alert rules and metric
 // tables name the same metrics.
-const operationsPath = "../../docs/OPERATIONS.md"
+const operationsPath = "../docs/OPERATIONS.md"
 
 // notMetrics are the redokit_ names in docs/OPERATIONS.md that are not
 // metrics.
