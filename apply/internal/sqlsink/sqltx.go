@@ -70,8 +70,9 @@ type rowOp struct {
 //
 // It applies only when every op's key compares by bytes the way the
 // database compares it: integers, dates, times, binary strings, decimals of
-// one column (one scale), and strings of a _bin collation (trailing spaces
-// ignored, as PAD SPACE does). A string key of a case- or accent-insensitive
+// one column (one scale), and strings of a _bin collation (on MySQL
+// trailing spaces ignored, as PAD SPACE does; SQLite and PostgreSQL compare
+// them too). A string key of a case- or accent-insensitive
 // (or unknown) collation, a float or a NULL in a key, or a table without a
 // key leaves the ops as they are.
 func (t *sqlTx) collapse() {
@@ -159,7 +160,12 @@ func (t *sqlTx) keyBytes(b []byte, img []codec.Column, key0 []int) ([]byte, bool
 			if !binaryCollation(c) {
 				return b, false
 			}
-			p := bytes.TrimRight(v.Bytes(), " ")
+			p := v.Bytes()
+			if t.s.d == MySQL {
+				// PAD SPACE: 'a' and 'a ' are one key to MySQL, two
+				// to SQLite and PostgreSQL, which compare every byte.
+				p = bytes.TrimRight(p, " ")
+			}
 			b = binary.AppendUvarint(b, uint64(len(p)))
 			b = append(b, p...)
 		default: // NULL, floats, JSON
