@@ -150,7 +150,8 @@ type Built struct {
 	// Keyless names the tables that had no key at some point in the
 	// ran-ahead replay.
 	Keyless map[string]bool
-	// Trees names the self-referencing tables, under every name they had.
+	// Trees names the tables of a foreign key (trees and their children),
+	// under every name they had.
 	Trees map[string]bool
 }
 
@@ -299,7 +300,18 @@ func (b *builder) idxName() string {
 func (b *builder) create(r *rand.Rand, name string) {
 	b.ids++
 	t := &Table{Name: name, ID: 1000 + b.ids}
-	switch k := r.IntN(10); {
+	var trees []string
+	for _, n := range b.names_() {
+		if b.tables[n].Tree {
+			trees = append(trees, n)
+		}
+	}
+	switch k := r.IntN(11); {
+	case k == 10 && len(trees) > 0:
+		// A child of a tree: its pid references the tree's id.
+		t.Ref = trees[r.IntN(len(trees))]
+		t.Cols = append(t.Cols, b.newCol(r, "id", keyTypes, false), &Column{Name: "pid", T: tBigint, Nullable: true})
+		t.Idx = append(t.Idx, &Index{Name: "PRIMARY", Cols: []string{"id"}, Unique: true}, &Index{Name: b.idxName(), Cols: []string{"pid"}})
 	case k < 5:
 		t.Cols = append(t.Cols, b.newCol(r, "id", keyTypes, false))
 		t.Idx = append(t.Idx, &Index{Name: "PRIMARY", Cols: []string{"id"}, Unique: true})
@@ -321,7 +333,7 @@ func (b *builder) create(r *rand.Rand, name string) {
 	}
 	b.randomIndex(r, t, func(...string) bool { return true })
 	b.tables[name] = t
-	if t.Tree {
+	if t.Tree || t.Ref != "" {
 		b.out.Trees[name] = true
 	}
 	b.ddl(r, b.tn(t), codec.ActionCreateTable, t.createSQL(), codec.DDLTable{TableName: b.tn(t), Role: codec.RoleCreated})
@@ -332,7 +344,7 @@ func (b *builder) create(r *rand.Rand, name string) {
 func (t *Table) keyable() []*Column {
 	var out []*Column
 	for _, c := range t.Cols {
-		if c.T.keyable && !(t.Tree && (c.Name == "id" || c.Name == "parent")) {
+		if c.T.keyable && !t.fixed(c.Name) {
 			out = append(out, c)
 		}
 	}
@@ -409,6 +421,31 @@ func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 		if len(cls) > 0 {
 			b.ddl(r, tn, codec.ActionMultiSchemaChange, fmt.Sprintf("ALTER TABLE %s %s", q(t.Name), strings.Join(cls, ", ")))
 		}
+	case StepRenameTable, StepTruncate, StepDropTable, StepRecreate:
+		if b.referenced(t) {
+			// MySQL refuses to drop or truncate a table a foreign key
+			// of another references; a rename would carry the key
+			// along on each side, untested here.
+			return
+		}
+		b.whole(r, k, t)
+	}
+}
+
+// referenced reports whether a child table's foreign key references t.
+func (b *builder) referenced(t *Table) bool {
+	for _, c := range b.tables {
+		if c.Ref == t.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// whole runs a DDL step on the table as a whole.
+func (b *builder) whole(r *rand.Rand, k StepKind, t *Table) {
+	tn := b.tn(t)
+	switch k {
 	case StepRenameTable:
 		b.names++
 		to := fmt.Sprintf("t%d", b.names)
@@ -416,7 +453,7 @@ func (b *builder) alter(r *rand.Rand, k StepKind, t *Table) {
 		from := t.Name
 		t.Name = to
 		b.tables[to] = t
-		if t.Tree {
+		if t.Tree || t.Ref != "" {
 			b.out.Trees[to] = true
 		}
 		if r.IntN(2) == 0 {
@@ -506,7 +543,7 @@ func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]boo
 		var cand []int
 		for i, c := range t.Cols {
 			_, multi := t.inIndex(c.Name)
-			if multi || (key != nil && slices.Contains(key.Cols, c.Name)) || (t.Tree && c.Name == "parent") || !free(c.Name) {
+			if multi || (key != nil && slices.Contains(key.Cols, c.Name)) || t.fixed(c.Name) || !free(c.Name) {
 				continue
 			}
 			cand = append(cand, i)
@@ -530,7 +567,7 @@ func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]boo
 		}
 		var cs []cand
 		for i, c := range t.Cols {
-			if t.Tree && (c.Name == "id" || c.Name == "parent") || !free(c.Name) {
+			if t.fixed(c.Name) || !free(c.Name) {
 				continue
 			}
 			in, _ := t.inIndex(c.Name)
@@ -574,7 +611,7 @@ func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]boo
 	case StepRenameColumn:
 		var cs []*Column
 		for _, c := range t.Cols {
-			if (!t.Tree || (c.Name != "id" && c.Name != "parent")) && free(c.Name) {
+			if !t.fixed(c.Name) && free(c.Name) {
 				cs = append(cs, c)
 			}
 		}
@@ -598,7 +635,7 @@ func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]boo
 		key := t.key()
 		var cs []*Index
 		for _, x := range t.Idx {
-			if !x.primary() && x != key && !(t.Tree && slices.Contains(x.Cols, "parent")) && free(x.Cols...) {
+			if !x.primary() && x != key && !slices.ContainsFunc(x.Cols, t.fkCol) && free(x.Cols...) {
 				cs = append(cs, x)
 			}
 		}

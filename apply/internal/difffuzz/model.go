@@ -38,6 +38,20 @@ type Table struct {
 	// Tree marks a self-referencing table: id (its key) and parent (an id
 	// of the table, or NULL), declared with a foreign key.
 	Tree bool
+	// Ref names the tree a child table's pid references (an id of it, or
+	// NULL), declared with a foreign key; "" for other tables.
+	Ref string
+}
+
+// fixed reports whether column name of t is one of a foreign key's (a
+// tree's id or parent, a child's pid), which no DDL alters.
+func (t *Table) fixed(name string) bool {
+	return t.Tree && (name == "id" || name == "parent") || t.Ref != "" && name == "pid"
+}
+
+// fkCol reports whether column name of t references another row.
+func (t *Table) fkCol(name string) bool {
+	return t.Tree && name == "parent" || t.Ref != "" && name == "pid"
 }
 
 func (t *Table) col(name string) int {
@@ -208,6 +222,9 @@ func (t *Table) createSQL() string {
 	}
 	if t.Tree {
 		parts = append(parts, "CONSTRAINT `fk"+fmt.Sprint(t.ID)+"` FOREIGN KEY (`parent`) REFERENCES `"+t.Name+"` (`id`)")
+	}
+	if t.Ref != "" {
+		parts = append(parts, "CONSTRAINT `fk"+fmt.Sprint(t.ID)+"` FOREIGN KEY (`pid`) REFERENCES `"+t.Ref+"` (`id`)")
 	}
 	return fmt.Sprintf("CREATE TABLE `%s` (%s) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", t.Name, strings.Join(parts, ", "))
 }

@@ -176,7 +176,20 @@ func (w *work) newRow() []codec.Value {
 		row[w.t.col("id")] = codec.IntValue(w.r.Int64N(40))
 		row[w.t.col("parent")] = w.parent()
 	}
+	if w.t.Ref != "" {
+		row[w.t.col("pid")] = w.pid()
+	}
 	return row
+}
+
+// pid is a child's reference: NULL or the id of a row of its tree (as the
+// tree stands, with what this transaction wrote to it so far).
+func (w *work) pid() codec.Value {
+	p := w.b.tables[w.t.Ref]
+	if p == nil || len(p.Rows) == 0 || w.r.IntN(5) == 0 {
+		return codec.Null()
+	}
+	return p.Rows[w.r.IntN(len(p.Rows))][p.col("id")]
 }
 
 // parent is a parent id for a tree row: NULL or the id of a row.
@@ -225,12 +238,28 @@ func (b *builder) txn(r *rand.Rand, big bool) {
 	stmt := !big && r.IntN(2) == 0
 	var evs []codec.Event
 	picked := map[string]bool{}
+	var order []*Table
 	for range 1 + r.IntN(2) {
 		t := b.tables[ns[r.IntN(len(ns))]]
+		if p := b.tables[t.Ref]; p != nil && r.IntN(2) == 0 {
+			// A child with its tree in one transaction: new parents
+			// and their children, children moving to a new parent.
+			if r.IntN(2) == 0 {
+				order = append(order, p, t)
+			} else {
+				order = append(order, t, p)
+			}
+			continue
+		}
+		order = append(order, t)
+	}
+	saved := map[*Table][][]codec.Value{}
+	for _, t := range order {
 		if picked[t.Name] || b.frozen[t.Name] {
 			continue
 		}
 		picked[t.Name] = true
+		saved[t] = t.Rows
 		if b.ckpt && t.key() == nil {
 			b.out.Keyless[t.Name] = true
 		}
@@ -264,11 +293,40 @@ func (b *builder) txn(r *rand.Rand, big bool) {
 		}
 		evs = append(evs, w.evs...)
 	}
+	if b.h.FK && !b.childrenOK() {
+		// A child left without its parent: the upstream, checking its
+		// foreign keys, refuses the transaction.
+		for t, rows := range saved {
+			t.Rows = rows
+		}
+		return
+	}
 	if !stmt {
 		// Each row's final state, in no meaningful order.
 		r.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
 	}
 	b.evs = append(b.evs, evs...)
+}
+
+// childrenOK reports whether every child row's pid is an id of its tree.
+func (b *builder) childrenOK() bool {
+	for _, c := range b.tables {
+		p := b.tables[c.Ref]
+		if p == nil {
+			continue
+		}
+		ids := map[int64]bool{}
+		for _, row := range p.Rows {
+			ids[row[p.col("id")].Int()] = true
+		}
+		pc := c.col("pid")
+		for _, row := range c.Rows {
+			if !row[pc].IsNull() && !ids[row[pc].Int()] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // op makes one change of the transaction, or none when its try fails.
@@ -305,6 +363,10 @@ func (w *work) op(big bool) {
 			c := t.Cols[ci]
 			if t.Tree && c.Name == "parent" {
 				img[ci] = w.parent()
+				continue
+			}
+			if t.Ref != "" && c.Name == "pid" {
+				img[ci] = w.pid()
 				continue
 			}
 			if t.Tree && c.Name == "id" {
