@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -967,8 +968,41 @@ func (t *sqlTx) condArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) 
 // compares by its bytes (CAST(`c` AS BINARY) = ?), or a delete of 'a'
 // could delete a row holding 'A'. SQLite and PostgreSQL compare text by
 // its bytes already.
+//
+// A float zero matches only a zero of its sign: -0 = 0 in SQL, and SQLite
+// and PostgreSQL keep both (MariaDB stores -0 as 0): atan2(0, c) is pi for
+// -0 and 0 for 0 on SQLite; PostgreSQL prints -0 as "-0".
 func (t *sqlTx) exactCondArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) {
-	if t.s.d != MySQL || c.Value.Kind() != codec.KindString || binaryCollation(c) {
+	d := t.s.d
+	if k := c.Value.Kind(); d != MySQL && (k == codec.KindFloat32 || k == codec.KindFloat64) {
+		f := c.Value.Float64()
+		if k == codec.KindFloat32 {
+			f = float64(c.Value.Float32())
+		}
+		b, args = t.condArgs(b, args, c)
+		if f != 0 {
+			return b, args
+		}
+		neg := math.Signbit(f)
+		switch d {
+		case SQLite:
+			b = append(b, " AND atan2(0, "...)
+			b = d.quote(b, c.Name)
+			if neg {
+				return append(b, ") > 0"...), args
+			}
+			return append(b, ") = 0"...), args
+		case Postgres:
+			b = append(b, " AND "...)
+			b = d.quote(b, c.Name)
+			if neg {
+				return append(b, "::text = '-0'"...), args
+			}
+			return append(b, "::text <> '-0'"...), args
+		}
+		return b, args
+	}
+	if d != MySQL || c.Value.Kind() != codec.KindString || binaryCollation(c) {
 		return t.condArgs(b, args, c)
 	}
 	b = append(b, "CAST("...)
