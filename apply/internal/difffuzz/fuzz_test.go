@@ -70,7 +70,7 @@ func TestApplyDifferential(t *testing.T) {
 				t.Fatalf("history seed %d diverges on %s (reproduce: REDOKIT_APPLY_FUZZ_SEED=%d REDOKIT_APPLY_FUZZ_HISTORIES=1 REDOKIT_APPLY_FUZZ_SINKS=%s go test -run TestApplyDifferential ./apply/internal/difffuzz/)\n"+
 					"first divergence: %s\nshrunk from %d to %d steps %v, options workers=%d batch=%d txn=%d foreign-key checks %v, checkpoint %d, ahead %d:\n%s\ndivergence of the minimal history: %s",
 					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows, min.FK,
-					b.CheckpointTs, b.AheadTs, difffuzz.Format(b.Events), minRes)
+					b.CheckpointTs, b.AheadTs, difffuzz.Format(b.Events, 200), minRes)
 			}
 			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted",
 				d, n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refusals, st.fk, st.doubled)

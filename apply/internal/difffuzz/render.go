@@ -166,9 +166,15 @@ func SQLiteText(v any) (string, bool) {
 	return fmt.Sprintf("%T %v", v, v), true
 }
 
-// Format writes events one a line, for a failure message.
-func Format(evs []codec.Event) string {
+// Format writes events one a line, for a failure message: at most max
+// lines, the events in the middle of a longer history left out (a big
+// transaction's inserts, mostly).
+func Format(evs []codec.Event, max int) string {
 	var b strings.Builder
+	if len(evs) > max {
+		head, tail := evs[:max/2], evs[len(evs)-max/2:]
+		return Format(head, max) + fmt.Sprintf("  … %d events …\n", len(evs)-len(head)-len(tail)) + Format(tail, max)
+	}
 	for _, ev := range evs {
 		if ev.IsDDL() {
 			fmt.Fprintf(&b, "  ts %d DDL %s\n", ev.DDL.CommitTs, ev.DDL.Query)
