@@ -280,7 +280,9 @@ func openDrillLog(t *testing.T, storage, id string) *drillLog {
 	return &drillLog{storage: storage, id: id, b: b, log: log}
 }
 
-func (l *drillLog) args(cmd ...string) []string { return append(cmd, "--storage", l.storage, "--log", l.id) }
+func (l *drillLog) args(cmd ...string) []string {
+	return append(cmd, "--storage", l.storage, "--log", l.id)
+}
 
 func (l *drillLog) meta(t *testing.T) *meta.Meta {
 	t.Helper()
