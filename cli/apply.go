@@ -110,14 +110,34 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 // filter and the schema mapping wrap the reader's events on their way to
 // apply.Run (see apply.FilterTables and apply.MapSchemas).
 func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) (*applySummary, error) {
+	sum := a.newApplySummary(sinkURI, start, end, sopts, ctl)
+	sink, err := a.openSink(ctx, sinkURI, sopts)
+	if err != nil {
+		return sum, err
+	}
+	defer sink.Close()
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: a.logID, StartTs: start, EndTs: end, Logger: a.logger()})
+	if err != nil {
+		return sum, err
+	}
+	defer r.Close()
+	return a.applyReader(ctx, r, sink, sum, opts, ctl)
+}
+
+// newApplySummary is the summary of an apply of (start, end] before it runs.
+func (a *app) newApplySummary(sinkURI string, start, end uint64, sopts *apply.SinkOptions, ctl *applyControls) *applySummary {
 	sum := &applySummary{Log: a.logID, Sink: apply.Redact(sinkURI), StartTs: start, EndTs: end}
 	if sopts != nil && sopts.DryRun != nil {
 		sum.DryRun = true
 	}
-	if ctl == nil {
-		ctl = &applyControls{}
+	if ctl != nil {
+		sum.Tables, sum.ExcludeTables, sum.MapSchema = ctl.include, ctl.exclude, ctl.mapSchema
 	}
-	sum.Tables, sum.ExcludeTables, sum.MapSchema = ctl.include, ctl.exclude, ctl.mapSchema
+	return sum
+}
+
+// openSink opens the sink at sinkURI, its progress kept under this log.
+func (a *app) openSink(ctx context.Context, sinkURI string, sopts *apply.SinkOptions) (apply.Sink, error) {
 	o := apply.SinkOptions{}
 	if sopts != nil {
 		o = *sopts
@@ -129,16 +149,22 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 	sink, err := apply.Open(ctx, sinkURI, &o)
 	if err != nil {
 		if errors.Is(err, apply.ErrBadURI) {
-			return sum, &exitErr{code: exitUsage, err: fmt.Errorf("--sink: %w", err)}
+			return nil, &exitErr{code: exitUsage, err: fmt.Errorf("--sink: %w", err)}
 		}
-		return sum, fmt.Errorf("open the sink %s: %w", apply.Redact(sinkURI), err)
+		return nil, fmt.Errorf("open the sink %s: %w", apply.Redact(sinkURI), err)
 	}
-	defer sink.Close()
-	r, err := reader.Open(ctx, b, &reader.Options{LogID: a.logID, StartTs: start, EndTs: end, Logger: a.logger()})
-	if err != nil {
-		return sum, err
+	return sink, nil
+}
+
+// applyReader replays what r reads into sink with apply.Run, through the
+// operator's controls, and fills sum (its range set by the caller).
+func (a *app) applyReader(ctx context.Context, r *reader.Reader, sink apply.Sink, sum *applySummary, opts *apply.Options, ctl *applyControls) (*applySummary, error) {
+	if ctl == nil {
+		ctl = &applyControls{}
 	}
-	defer r.Close()
+	start, end := sum.StartTs, sum.EndTs
+	shown := sum.Sink // the sink URI, redacted
+	var err error
 	bar := a.rangeBar(start, end, "applying")
 	// The bar observes the stream on its way to Run: every 1024 events.
 	var read, passed int64 // events read, and passed by the filter
@@ -181,7 +207,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 	var before apply.Progress
 	if sum.DryRun {
 		if before, err = sink.Progress(ctx); err != nil {
-			return sum, fmt.Errorf("read the progress of %s: %w", apply.Redact(sinkURI), err)
+			return sum, fmt.Errorf("read the progress of %s: %w", shown, err)
 		}
 	}
 	started := time.Now()
@@ -194,7 +220,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		if perr != nil {
 			err = fmt.Errorf("read the progress after the dry run: %w", perr)
 		} else if after.DDL != before.DDL || !maps.Equal(after.Tables, before.Tables) {
-			err = fmt.Errorf("--dry-run: the sink %s does not support dry runs: it applied the changes and recorded its progress", apply.Redact(sinkURI))
+			err = fmt.Errorf("--dry-run: the sink %s does not support dry runs: it applied the changes and recorded its progress", shown)
 		}
 	}
 	sum.Filtered = read - passed
@@ -217,7 +243,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		sum.Seconds = time.Since(started).Seconds()
 	}
 	if err != nil {
-		err = damageHint(fmt.Errorf("apply log %s (%d, %d] to %s: %w", a.logID, start, end, apply.Redact(sinkURI), err))
+		err = damageHint(fmt.Errorf("apply log %s (%d, %d] to %s: %w", a.logID, start, end, shown, err))
 		sum.Error = err.Error()
 		return sum, err
 	}
@@ -261,6 +287,8 @@ func (a *app) applyCmd() *cobra.Command {
 		another   bool
 		sinkName  string
 		fkChecks  bool
+		follow    bool
+		poll      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
@@ -276,6 +304,15 @@ object. --end-ts above the global resolved ts is refused unless --force: the
 log is only complete up to it. With --force the read may pass it only as far
 as the writers' published progress proves the log complete; beyond that it is
 refused, naming the bound, never read short.
+
+--follow keeps applying as the log grows, for a warm standby: rounds of
+(position, global resolved ts], each proven complete and committed with the
+sink's progress, then a wait (--follow-poll) for the resolved ts to move on.
+It prints a line per round with how far the downstream is behind (--json: a
+JSON object per line, and one with "stopped" at the end). Ctrl-C stops it
+with exit 0: what was committed stays, with its progress, and a rerun goes on
+from the checkpoint, skipping what the downstream holds. It refuses a start
+whose segments GC deleted (naming the gap) and a removed log.
 
 --start-ts and --end-ts take a commit ts (a TiDB TSO) or an RFC 3339 time,
 which stands for the first TSO of its millisecond (physical milliseconds << 18):
@@ -352,6 +389,32 @@ stdout, and runs none (nor writes the progress table).`,
 			if dryRun && a.jsonOut {
 				return usageErrorf("--dry-run prints SQL on stdout, where --json prints the summary: pass one of them")
 			}
+			if follow {
+				for _, fl := range []string{"end-ts", "force", "dry-run"} {
+					if cmd.Flags().Changed(fl) {
+						return usageErrorf("--follow has no end: it keeps the downstream at the global resolved ts, and --%s does not go with it", fl)
+					}
+				}
+				if poll <= 0 {
+					return usageErrorf("--follow-poll %v: want a positive duration", poll)
+				}
+				b, m, err := a.openMeta(ctx)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				start := m.CheckpointTs
+				if cmd.Flags().Changed("start-ts") {
+					start = rf.start
+					if start < m.CheckpointTs {
+						fmt.Fprintf(a.stderr, "redokit: warning: --start-ts %d is below the checkpoint ts %d: GC may have deleted segments below the checkpoint (the first round then fails, naming the gap)\n", start, m.CheckpointTs)
+					}
+				}
+				sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger(),
+					LogID: m.LogID, SinkName: sinkName, AnotherLog: another, ForeignKeyChecks: fkChecks}
+				return a.applyFollow(ctx, b, sinkURI, start, poll, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+					sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas})
+			}
 			b, m, start, end, err := rf.open(ctx, cmd, a)
 			if err != nil {
 				return err
@@ -398,6 +461,8 @@ stdout, and runs none (nor writes the progress table).`,
 	f.BoolVar(&dryRun, "dry-run", false, "print the statements the sink would run, with their values, and run none")
 	f.BoolVar(&another, "another-log", false, "apply this log into a downstream that holds another log's progress (kept apart per log)")
 	f.StringVar(&sinkName, "sink-name", "", "name this apply's progress apart from other applies of the same log into the same downstream (e.g. one per table filter)")
+	f.BoolVar(&follow, "follow", false, "keep applying as the log grows (a warm standby): rounds up to the global resolved ts, each committed with its progress, until Ctrl-C; a restart goes on from the sink's progress")
+	f.DurationVar(&poll, "follow-poll", 100*time.Millisecond, "with --follow, how often the log's meta object is read while the downstream is at the global resolved ts")
 	f.BoolVar(&fkChecks, "foreign-key-checks", false, "keep the downstream's foreign-key checks on (default off for the apply's sessions, as replication does; on makes the apply keep commit order with one worker)")
 	return cmd
 }

@@ -216,18 +216,45 @@ func (f *Follower) Next(ctx context.Context) (*Event, error) {
 				return nil, f.err
 			}
 		}
-		bound, err := f.wait(ctx)
-		if err != nil {
-			return nil, err
-		}
-		o := f.opts
-		o.StartTs, o.EndTs = f.Position(), bound
-		r, err := f.open(ctx, &o)
+		r, bound, err := f.nextRound(ctx)
 		if err != nil {
 			return nil, err
 		}
 		f.r, f.bound = r, bound
 	}
+}
+
+// NextRound is the follower for a caller that consumes a round whole (an
+// apply that commits each round with its progress): it waits until the
+// global resolved ts is above the position, and returns a reader of
+// (Position, end], proven as Open proves a range, and end. The caller
+// reads it and closes it, and calls Finish(end) once it has consumed the
+// round; a round not finished is read again by the next NextRound. ctx
+// bounds the wait; the reader lives until it is closed or the follower is.
+// A follower is driven by Next or by NextRound, not both.
+func (f *Follower) NextRound(ctx context.Context) (*Reader, uint64, error) {
+	if f.err != nil {
+		return nil, 0, f.err
+	}
+	return f.nextRound(ctx)
+}
+
+// Finish moves the position to end, the end of a round NextRound returned,
+// once the caller has consumed it.
+func (f *Follower) Finish(end uint64) { f.passed(end) }
+
+func (f *Follower) nextRound(ctx context.Context) (*Reader, uint64, error) {
+	bound, err := f.wait(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	o := f.opts
+	o.StartTs, o.EndTs = f.Position(), bound
+	r, err := f.open(ctx, &o)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r, bound, nil
 }
 
 // open opens a round's reader, trying again, a poll apart and for at most

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/reader"
+)
+
+// followRound is one round of apply --follow: a JSON line with --json.
+type followRound struct {
+	Log        string  `json:"log"`
+	StartTs    uint64  `json:"start_ts,string"`
+	EndTs      uint64  `json:"end_ts,string"`
+	Events     int64   `json:"events"`
+	Rows       int64   `json:"rows"`
+	DDLs       int64   `json:"ddls"`
+	Skipped    int64   `json:"skipped"`
+	Seconds    float64 `json:"seconds"`
+	LagTs      uint64  `json:"lag_ts,string"` // behind the newest global resolved ts seen, after the round
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// followSummary is what apply --follow prints when it stops.
+type followSummary struct {
+	Log      string   `json:"log"`
+	Sink     string   `json:"sink"`
+	StartTs  uint64   `json:"start_ts,string"`
+	Position uint64   `json:"position_ts,string"` // every event at or below it is applied
+	Rounds   int64    `json:"rounds"`
+	Events   int64    `json:"events"`
+	Rows     int64    `json:"rows"`
+	DDLs     int64    `json:"ddls"`
+	Seconds  float64  `json:"seconds"`
+	Stopped  string   `json:"stopped"` // why: "signal", or the error
+	Last     *applied `json:"applied,omitempty"`
+}
+
+type applied = appliedJSON
+
+// applyFollow keeps the sink at the log's global resolved ts: rounds of
+// (position, global resolved ts], each read as apply reads a range (proven
+// complete first) and replayed by apply.Run, which commits the sink's
+// progress with the rows; the position moves past a round only once Run
+// has applied all of it. A restart starts from start (the checkpoint, or
+// --start-ts) and the sink's progress skips what it holds, so a SIGKILL
+// loses nothing and applies nothing twice. ctx ending (SIGINT, SIGTERM)
+// stops it between or inside a round, with what was committed kept and
+// its progress recorded: a stop, not a failure (exit 0).
+func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, start uint64, poll time.Duration, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) error {
+	sink, err := a.openSink(ctx, sinkURI, sopts)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	// The follower's reading ahead lives as long as the command; each
+	// wait is bounded by ctx.
+	f, err := reader.Follow(context.WithoutCancel(ctx), b, &reader.FollowOptions{
+		Options: reader.Options{LogID: a.logID, StartTs: start, Logger: a.logger()}, Poll: poll})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	began := time.Now()
+	sum := &followSummary{Log: a.logID, Sink: apply.Redact(sinkURI), StartTs: start, Position: start}
+	stop := func(why string, err error) error {
+		sum.Position, sum.Seconds, sum.Stopped = f.Position(), time.Since(began).Seconds(), why
+		if a.jsonOut {
+			if perr := a.printJSONLine(sum); perr != nil {
+				return errors.Join(err, perr)
+			}
+		} else {
+			fmt.Fprintf(a.stdout, "apply --follow stopped (%s) at %s: %d rounds, %d rows, %d DDLs in %.1fs\n",
+				why, tsDesc(sum.Position), sum.Rounds, sum.Rows, sum.DDLs, sum.Seconds)
+		}
+		return err
+	}
+	if !a.jsonOut {
+		fmt.Fprintf(a.stderr, "redokit: following log %s from %s into %s (stop with Ctrl-C)\n", a.logID, tsDesc(start), sum.Sink)
+	}
+	for {
+		r, end, err := f.NextRound(ctx)
+		if ctx.Err() != nil {
+			return stop("signal", nil)
+		}
+		if err != nil {
+			return stop(err.Error(), err)
+		}
+		rs := a.newApplySummary(sinkURI, f.Position(), end, sopts, ctl)
+		rs, err = a.applyReader(ctx, r, sink, rs, opts, ctl)
+		r.Close()
+		if rs.Applied != nil {
+			sum.Last = rs.Applied
+		}
+		sum.Events, sum.Rows, sum.DDLs = sum.Events+rs.Events, sum.Rows+rs.Rows, sum.DDLs+rs.DDLs
+		if err != nil {
+			if ctx.Err() != nil {
+				// Stopped inside the round: what Run committed is in
+				// the downstream with its progress, and a rerun goes
+				// on from there.
+				return stop("signal", nil)
+			}
+			return stop(err.Error(), err)
+		}
+		f.Finish(end)
+		sum.Rounds++
+		lagTs, lag := f.Lag()
+		if a.jsonOut {
+			if err := a.printJSONLine(&followRound{Log: a.logID, StartTs: rs.StartTs, EndTs: end, Events: rs.Events, Rows: rs.Rows,
+				DDLs: rs.DDLs, Skipped: rs.Skipped, Seconds: rs.Seconds, LagTs: lagTs, LagSeconds: lag.Seconds()}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(a.stdout, "applied (%d, %d]: %d rows, %d DDLs in %.3fs; behind the global resolved ts by %d (%.1fs)\n",
+				rs.StartTs, end, rs.Rows, rs.DDLs, rs.Seconds, lagTs, lag.Seconds())
+		}
+	}
+}
+
+// printJSONLine prints v as one line of JSON (a stream of objects).
+func (a *app) printJSONLine(v any) error {
+	a.printedJSON = true
+	return json.NewEncoder(a.stdout).Encode(v)
+}

@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/testkit/workload"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestApplyFollow: apply --follow keeps a SQLite downstream at the global
+// resolved ts of a log that grows while it runs, one JSON line per round
+// with its lag; Ctrl-C (its ctx) stops it with exit 0 and the downstream
+// as far as the log is resolved; a restart goes on from the sink's progress
+// without applying anything twice; and the flags that give it an end are
+// refused.
+func TestApplyFollow(t *testing.T) {
+	ctx := context.Background()
+	store := memName(t)
+	b, err := blob.Open(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	wf := workloadFlags{flushInterval: 20 * time.Millisecond, segmentSize: 64 << 10}
+	p, err := newPipeline(ctx, b, "f", workload.Config{}, 1, wf.writerOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.abort()
+	const span = 1 << 8
+	route := func(e logEvent, first bool) {
+		t.Helper()
+		tx := &workload.Txn{CommitTs: tsAt(e.k)}
+		if e.ddl != nil {
+			tx.DDL = true
+			tx.Changes = []workload.Change{{Span: workload.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
+		}
+		for _, r := range e.rows {
+			tx.Changes = append(tx.Changes, workload.Change{Span: span, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
+		}
+		if first {
+			tx.NewSpans = []uint64{span}
+		}
+		if err := p.route(ctx, tx, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush := func() uint64 {
+		t.Helper()
+		ts, err := p.flushAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	route(ddlTx(1, "shop", "", codec.ActionCreateSchema, "CREATE DATABASE IF NOT EXISTS shop"), true)
+	route(ddlTx(2, "shop", "orders", codec.ActionCreateTable, "CREATE TABLE shop.orders (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20))"), false)
+	for k := 3; k <= 10; k++ {
+		route(rowsTx(k, "shop.orders"), false)
+	}
+	flush()
+
+	path := filepath.Join(t.TempDir(), "standby.db")
+	sink := "sqlite://" + path
+	for _, bad := range [][]string{{"--end-ts", "5"}, {"--force"}, {"--dry-run"}} {
+		r := cli(t, append([]string{"apply", "--storage", store, "--log", "f", "--sink", sink, "--follow"}, bad...)...)
+		wantCode(t, r, exitUsage)
+		mustContain(t, "stderr", r.stderr, "--follow has no end", bad[0])
+	}
+
+	follow := func(fctx context.Context) (*syncBuffer, chan int) {
+		var out, errb syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			a := newApp(strings.NewReader(""), &out, &errb)
+			done <- a.execute(fctx, []string{"apply", "--storage", store, "--log", "f", "--sink", sink, "--follow", "--follow-poll", "2ms", "--json"})
+		}()
+		return &out, done
+	}
+	// orders counts the standby's rows while apply writes it: its own
+	// connection waits out the writer's lock; no table yet is -1.
+	orders := func() int {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM orders").Scan(&n); err != nil {
+			if strings.Contains(err.Error(), "no such table") {
+				return -1
+			}
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitRows := func(n int, out *syncBuffer) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if orders() == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the standby did not reach %d rows; its output:\n%s", n, out.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	fctx, stop := context.WithCancel(ctx)
+	out, done := follow(fctx)
+	waitRows(8, out)
+	for k := 11; k <= 30; k++ {
+		route(rowsTx(k, "shop.orders"), false)
+		if k%5 == 0 {
+			flush()
+		}
+	}
+	waitRows(28, out)
+	// Written, not resolved: the standby does not apply it.
+	route(rowsTx(31, "shop.orders"), false)
+	time.Sleep(30 * time.Millisecond)
+	if got := orders(); got != 28 {
+		t.Fatalf("the standby applied an event above the global resolved ts: %d rows", got)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("apply --follow stopped by its ctx: exit %d\n%s", code, out.String())
+	}
+	var rounds int
+	var last followSummary
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, `"stopped"`) {
+			if err := json.Unmarshal([]byte(line), &last); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var r followRound
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", line, err)
+		}
+		if r.EndTs <= r.StartTs {
+			t.Fatalf("round %+v", r)
+		}
+		rounds++
+	}
+	if rounds < 2 || last.Stopped != "signal" || last.Position != tsAt(30) || last.Rows != 28 {
+		t.Fatalf("%d rounds, summary %+v; want several rounds, stopped by the signal at ts %d after 28 rows\n%s", rounds, last, tsAt(30), out.String())
+	}
+
+	// A restart: the sink's progress skips what it holds.
+	flush()
+	fctx, stop = context.WithCancel(ctx)
+	out, done = follow(fctx)
+	waitRows(29, out)
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("restarted apply --follow: exit %d\n%s", code, out.String())
+	}
+	// It reads from the checkpoint again: its first round skips the 28
+	// rows and 2 DDLs the downstream holds, and applies the one new row.
+	var first followRound
+	if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Rows != 1 || first.Skipped != 30 {
+		t.Fatalf("the restart's first round %+v: want 1 row applied and 30 events skipped\n%s", first, out.String())
+	}
+}
