@@ -632,10 +632,11 @@ func (b *builder) clause(r *rand.Rand, k StepKind, t *Table, busy map[string]boo
 		mark(x.Cols...)
 		return "ADD " + x.def(), codec.ActionAddIndex, x
 	case StepDropIndex:
-		key := t.key()
+		// A handle key may go too: the table then has no key (or
+		// another unique index of NOT NULL columns becomes it).
 		var cs []*Index
 		for _, x := range t.Idx {
-			if !x.primary() && x != key && !slices.ContainsFunc(x.Cols, t.fkCol) && free(x.Cols...) {
+			if !x.primary() && !slices.ContainsFunc(x.Cols, t.fkCol) && free(x.Cols...) {
 				cs = append(cs, x)
 			}
 		}
