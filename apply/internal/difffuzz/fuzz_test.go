@@ -355,20 +355,15 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 			return "open: " + err.Error()
 		}
 	}
-	conflicts := func() apply.Conflicts { return replay.Conflicts() }
-	var c apply.Conflicts
-	{
-		s := replay
-		_, err := apply.Run(ctx, apply.SliceSource(evs), s, o)
-		c = conflicts()
-		s.Close()
-		switch {
-		case err == nil:
-		case refused(err):
-			return ""
-		default:
-			return fmt.Sprintf("Run: %v", err)
-		}
+	_, err = apply.Run(ctx, apply.SliceSource(evs), replay, o)
+	c := replay.Conflicts()
+	replay.Close()
+	switch {
+	case err == nil:
+	case refused(err):
+		return ""
+	default:
+		return fmt.Sprintf("Run: %v", err)
 	}
 	return f.compare(ds, b, c, st)
 }
