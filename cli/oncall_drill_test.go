@@ -315,7 +315,7 @@ func (l *drillLog) segments(t *testing.T) []segment.Name {
 func (d *drill) startGen(t *testing.T, storage, logID string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(d.path, "redokit"), "gen", "--storage", storage, "--log", logID, "--rows", "100000000",
-		"--writers", "2", "--flush-interval", "50ms", "--segment-size", "65536", "--ddl-rate", "0", "--tables", "2")
+		"--writers", "2", "--flush-interval", "50ms", "--segment-size", "65536", "--ddl-rate", "0", "--tables", "2", "--row-size", "2000")
 	cmd.Env = append(os.Environ(), "REDOKIT_STORAGE=", "REDOKIT_LOG=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -531,13 +531,14 @@ func (d *drill) storageFull(t *testing.T) {
 	store := filepath.Join(mnt, "redo")
 	l := openDrillLog(t, store, "full")
 	gen := d.startGen(t, store, "full")
-	deadline := time.Now().Add(45 * time.Second)
-	for freeBytes(t, mnt) > 0 && time.Now().Before(deadline) {
+	started := time.Now()
+	for freeBytes(t, mnt) > 0 && time.Since(started) < 45*time.Second {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if freeBytes(t, mnt) > 0 {
 		t.Fatalf("gen did not fill the file system in 45s")
 	}
+	t.Logf("gen filled the file system in %v", time.Since(started).Round(time.Millisecond))
 	kill(t, gen)
 	vars := map[string]string{"RESERVE": reserve, "RESERVE_SIZE": "512K"}
 
