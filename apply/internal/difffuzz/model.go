@@ -228,23 +228,3 @@ func (t *Table) createSQL() string {
 	}
 	return fmt.Sprintf("CREATE TABLE `%s` (%s) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", t.Name, strings.Join(parts, ", "))
 }
-
-func (t *Table) clone() *Table {
-	c := *t
-	c.Cols = make([]*Column, len(t.Cols))
-	for i, col := range t.Cols {
-		cc := *col
-		c.Cols[i] = &cc
-	}
-	c.Idx = make([]*Index, len(t.Idx))
-	for i, x := range t.Idx {
-		xx := *x
-		xx.Cols = slices.Clone(x.Cols)
-		c.Idx[i] = &xx
-	}
-	c.Rows = make([][]codec.Value, len(t.Rows))
-	for i, r := range t.Rows {
-		c.Rows[i] = slices.Clone(r)
-	}
-	return &c
-}
