@@ -28,6 +28,8 @@
 #   REDOKIT_APPLY_KILL_TRIALS=100 . SIGKILL trials of apply per sink (SQLite,
 #                                   MariaDB, PostgreSQL; default 20; half of them
 #                                   kill at a DDL begun)
+#   REDOKIT_FOLLOW_KILLS=100 ...    SIGKILLs of apply --follow per sink while a load
+#                                   writes the log, each run restarted (default 20)
 #   REDOKIT_APPLY_FUZZ_HISTORIES=10000 histories of apply's differential fuzzer
 #                                   per sink (default 200, ~2 min under -race;
 #                                   REDOKIT_APPLY_FUZZ_SEED=n replays from history
@@ -94,6 +96,7 @@ export REDOKIT_CRASH_GC_TRIALS="${REDOKIT_CRASH_GC_TRIALS:-100}"
 export REDOKIT_BITFLIPS="${REDOKIT_BITFLIPS:-2000}"
 export REDOKIT_FAULT_SCHEDULES="${REDOKIT_FAULT_SCHEDULES:-100}"
 export REDOKIT_APPLY_KILL_TRIALS="${REDOKIT_APPLY_KILL_TRIALS:-20}"
+export REDOKIT_FOLLOW_KILLS="${REDOKIT_FOLLOW_KILLS:-20}"
 export REDOKIT_APPLY_FUZZ_HISTORIES="${REDOKIT_APPLY_FUZZ_HISTORIES:-200}"
 # The staged-transaction kills run 10 times under -race (each trial's child
 # is the race-built test binary, ~2 s a trial) and all of them without it,
