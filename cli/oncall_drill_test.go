@@ -555,6 +555,12 @@ func (d *drill) storageFull(t *testing.T) {
 	if free := freeBytes(t, mnt); free > 64<<10 {
 		t.Fatalf("gc on a full store with the checkpoint at the start freed %d bytes: the drill's state is not the one the procedure is for", free)
 	}
+	// "Commands that only read (meta, ls, writer ls, verify, dump, apply
+	// from the log) work."
+	for _, args := range [][]string{{"ls"}, {"writer", "ls"}, {"verify"}, {"dump", "--limit", "3"},
+		{"apply", "--sink", "sqlite://" + filepath.Join(t.TempDir(), "down.db")}} {
+		wantCode(t, cli(t, l.args(args...)...), 0)
+	}
 
 	// 2. The reserve makes room; the dead writers are fenced and removed.
 	waitStale(t, l)
