@@ -17,8 +17,8 @@ type SchedulerOptions struct {
 	// Collect configures each cycle. Below is ignored: a scheduler always
 	// collects below the log's own checkpoint.
 	Collect Options
-	// Logger receives a line per cycle that deleted something (Debug) or
-	// failed (Warn). nil discards.
+	// Logger receives a line per cycle that deleted something (Debug),
+	// failed, or could not read the writer states (Warn). nil discards.
 	Logger *slog.Logger
 	// OnCycle, when set, is called after each cycle with its result, for
 	// metrics and tests.
@@ -96,6 +96,9 @@ func (s *Scheduler) run(ctx context.Context) {
 		switch {
 		case err != nil:
 			s.o.Logger.Warn("gc cycle failed", "log", s.logID, "err", err)
+		case res.FenceRuleErr != nil:
+			// A degraded cycle: it kept what only the fences free.
+			s.o.Logger.Warn("gc cycle could not read the writer states: nothing was collected by their fences", "log", s.logID, "err", res.FenceRuleErr, "deleted", res.Deleted)
 		case res.Deleted > 0:
 			s.o.Logger.Debug("gc", "log", s.logID, "checkpoint", res.Checkpoint, "deleted", res.Deleted, "freed", res.FreedBytes)
 		}
