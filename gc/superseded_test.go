@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
@@ -78,6 +79,14 @@ func TestCollectSupersededEpochs(t *testing.T) {
 	}
 	if got := survivors(t, b); len(got) != 10 {
 		t.Fatalf("a dry run deleted: %v", got)
+	}
+
+	// --grace keeps what the fence would free as it keeps the rest.
+	res, err = collectBelow(t, ctx, b, "log", 1000, &Options{DryRun: true, Grace: time.Hour})
+	// Below 1000 every fence is passed: a's epoch 1 (5), b1, d1 by their
+	// fences and b21 by the prefix rule would go; a21 and c1 are active.
+	if err != nil || res.Deleted != 0 || res.KeptByGrace != 8 || res.KeptActive != 2 {
+		t.Fatalf("dry run with an hour of grace: %+v, %v", res, err)
 	}
 
 	// At 31 the whole epoch 1 of a goes, its active segment too; d's
