@@ -62,6 +62,10 @@ func TestApplyDifferential(t *testing.T) {
 					h.NoTypeChange = true
 				}
 				res := f.check(h, &st)
+				if (i+1)%1000 == 0 {
+					// A long batch says how far it got.
+					t.Logf("%s: %d histories, seeds %d to %d, in %v: no divergence", d, i+1, base, seed, time.Since(start).Round(time.Second))
+				}
 				if res == "" {
 					continue
 				}
