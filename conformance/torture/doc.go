@@ -83,7 +83,9 @@
 //	checkpoint-monotonic    the checkpoint went backwards
 //	checkpoint-le-resolved  the checkpoint passed the global resolved ts
 //	gc-safe                 GC deleted a segment whose max commit ts is not below
-//	                        every checkpoint ever set, or an active segment
+//	                        every checkpoint ever set, or an active segment,
+//	                        that its writer's state does not supersede (a
+//	                        zombie's, or a fenced epoch's below the checkpoint)
 //	no-wrongful-fence       a writer was told it was fenced while its state object
 //	                        still holds its own epoch (no newer epoch exists)
 //	verify-clean            after the run, reader.Verify reports an error

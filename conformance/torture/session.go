@@ -573,7 +573,10 @@ func (s *Session) verify(ctx context.Context) {
 const finalReads = 3
 
 // deleteWatch is the driver GC deletes through: a segment it deletes must be
-// sealed and wholly below every checkpoint ever set.
+// sealed and wholly below every checkpoint ever set, or hold no event of the
+// log above it by its writer's state (read through the clean bucket; a state
+// only gains fences): a segment the fence rule does not accept, or one of a
+// fenced epoch whose fence's max ts and committed ts are below it.
 type deleteWatch struct {
 	driver.Driver
 	s *Session
@@ -581,14 +584,28 @@ type deleteWatch struct {
 
 func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 	ceil := d.s.h.checkpointCeiling()
+	var states map[string]*meta.WriterState
+	var statesErr error
 	for _, k := range keys {
 		n, err := segment.ParseName(k)
 		if err != nil {
 			continue
 		}
-		if n.Active || n.MaxTs >= ceil {
-			d.s.h.violate(RuleGCSafe, "GC deleted %s (max ts %d, active %v) while no checkpoint above %d was ever set", k, n.MaxTs, n.Active, ceil)
+		if !n.Active && n.MaxTs < ceil {
+			continue
 		}
+		if states == nil && statesErr == nil {
+			states, statesErr = meta.ListWriterStates(ctx, d.s.cfg.Clean, d.s.cfg.LogID, nil)
+		}
+		if st := states[n.WriterID]; st != nil && n.Epoch < st.Epoch {
+			if !st.Accepts(n) {
+				continue
+			}
+			if f := slices.IndexFunc(st.Fences, func(f meta.Fence) bool { return f.Epoch == n.Epoch }); f >= 0 && max(st.Fences[f].MaxTs, st.Fences[f].CommittedTs) < ceil {
+				continue
+			}
+		}
+		d.s.h.violate(RuleGCSafe, "GC deleted %s (max ts %d, active %v) while no checkpoint above %d was ever set, and its writer's state (%v) does not supersede it", k, n.MaxTs, n.Active, ceil, statesErr)
 	}
 	return d.Driver.Delete(ctx, keys)
 }
