@@ -317,14 +317,32 @@ func (d *drill) startGen(t *testing.T, storage, logID string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(d.path, "redokit"), "gen", "--storage", storage, "--log", logID, "--rows", "100000000",
 		"--writers", "2", "--flush-interval", "50ms", "--segment-size", "65536", "--ddl-rate", "0", "--tables", "2", "--row-size", "2000")
 	cmd.Env = append(os.Environ(), "REDOKIT_STORAGE=", "REDOKIT_LOG=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	// gen's own messages, to explain a gen that stopped by itself.
+	cmd.Stderr = &genOutput{}
 	flipMust(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
 	return cmd
+}
+
+// genOutput is a buffer a process writes while the test may read it.
+type genOutput struct {
+	mu sync.Mutex
+	w  bytes.Buffer
+}
+
+func (l *genOutput) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *genOutput) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 // kill SIGKILLs gen, as a lost host would end it: its writers stay live.
@@ -539,7 +557,7 @@ func (d *drill) storageFull(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if freeBytes(t, mnt) > 0 {
-		t.Fatalf("gen did not fill the file system in 45s")
+		t.Fatalf("gen did not fill the file system in 45s; its stderr:\n%s", gen.Stderr.(*genOutput).String())
 	}
 	t.Logf("gen filled the file system in %v", time.Since(started).Round(time.Millisecond))
 	kill(t, gen)
