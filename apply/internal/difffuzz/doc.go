@@ -15,8 +15,9 @@
 // a seed names a history and its shrinking both.
 //
 // The steps: CREATE TABLE (a primary key of one or two columns, a unique
-// NOT NULL handle key, no key, or a tree: an id and a parent referencing
-// it by a foreign key), with columns of every codec type — signed and
+// NOT NULL handle key, no key, a tree: an id and a parent referencing it
+// by a foreign key, or a child whose pid references a tree's id), with
+// columns of every codec type — signed and
 // unsigned integers of each width, FLOAT, DOUBLE, DECIMAL, CHAR, VARCHAR
 // (binary and case-insensitive collations), TEXT, VARBINARY, BLOB, DATE,
 // DATETIME, TIMESTAMP, TIME, YEAR, BIT, ENUM, SET, JSON — and unique and
@@ -25,8 +26,10 @@
 // indexed column too), MODIFY and CHANGE COLUMN to a type that holds every
 // value (an INT becoming a VARCHAR, a FLOAT a DOUBLE, a DATE a DATETIME,
 // …), RENAME COLUMN, CREATE and DROP INDEX (unique ones only where the rows
-// allow), RENAME TABLE, TRUNCATE, DROP TABLE, and a table dropped and made
-// again under its name. DDLs come at a commit ts of their own, after the
+// allow; dropping a handle key's leaves the table without a key), one
+// ALTER TABLE of several such clauses, RENAME TABLE, TRUNCATE, DROP TABLE,
+// and a table dropped and made again under its name (never a tree a child
+// references). DDLs come at a commit ts of their own, after the
 // rows of the one before, or beside another DDL.
 //
 // A transaction step changes one or two tables at one commit ts, in one of
@@ -37,9 +40,12 @@
 // deletes, keys swapped between rows, unique values moving from one row to
 // another, a tree's parent taking a new id with its children following,
 // identical rows in a table without a key; a big transaction inserts
-// hundreds of rows at one commit ts. Each change keeps every unique index
-// (case-insensitively where the collation is) and, when the history applies
-// with the foreign-key checks on, every tree's parents.
+// hundreds of rows at one commit ts; a child table is often written in one
+// transaction with its tree. Each change keeps every unique index (with
+// PAD SPACE, and case-insensitively where the collation is: key values
+// differ in case and trailing spaces too) and, when the history applies
+// with the foreign-key checks on, every parent a tree or a child refers to
+// (at each change for a tree, at the transaction's end across tables).
 //
 // A quarter of the histories (none with the foreign-key checks on) end with
 // a replay over a downstream that ran ahead: the downstream's own sink
