@@ -246,7 +246,13 @@
 // above a resolved ts the log published. A round whose Open cannot prove
 // what it read fresh (ErrUnproven, meta.ErrStale, meta.ErrInconsistent) or
 // meets a transient store error is opened again, for at most
-// FollowOptions.OpenTimeout, before the follower fails. Position says what
+// FollowOptions.OpenTimeout, before the follower fails; so is a round that
+// fails part way because the log changed under it (a takeover's recovery
+// cut or sealed a segment it was reading), from the position, passing over
+// the events of the commit ts at hand that it returned already (a multiset
+// of their payload hashes, byte-identical copies counted one by one; past
+// 1 M events at one ts such a failure is final instead). Corruption is
+// never read again. Position says what
 // it has returned (all events at or below it), Lag how far behind the
 // newest global resolved ts it saw it is, in ts and in time. A start below
 // the checkpoint whose segments GC deleted fails with ErrIncomplete naming

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"iter"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,10 +71,14 @@ type Follower struct {
 	poll        time.Duration
 	openTimeout time.Duration
 
-	r      *Reader // the open round, nil between rounds
-	bound  uint64  // the open round's end
-	err    error   // sticky: a round failed part way
-	closed atomic.Bool
+	r       *Reader   // the open round, nil between rounds
+	bound   uint64    // the open round's end
+	roundAt time.Time // when the round was opened: how long it may be read again
+	at      atTs      // the commit ts of the last event returned, and those returned at it
+	skip    *atTs     // after a round was opened again: events at at.ts to pass over
+	reopens int       // rounds read again after a failure part way
+	err     error     // sticky: a round failed for good
+	closed  atomic.Bool
 
 	mu       sync.Mutex
 	pos      uint64 // every event at or below it has been returned
@@ -193,12 +199,22 @@ func (f *Follower) Next(ctx context.Context) (*Event, error) {
 			ev, err := f.r.Next(ctx)
 			switch {
 			case err == nil:
+				ts := ev.CommitTs()
+				if f.skip != nil {
+					if ts != f.skip.ts {
+						f.skip = nil
+					} else if f.skip.take(ev.Payload()) {
+						continue // returned before the round was opened again
+					}
+				}
+				f.at.note(ts, ev.Payload())
 				// Every event below this one's commit ts is returned.
-				f.passed(ev.CommitTs() - 1)
+				f.passed(ts - 1)
 				return ev, nil
 			case err == io.EOF:
 				f.r.Close()
 				f.r = nil
+				f.skip = nil
 				f.passed(f.bound)
 				continue
 			case ctx.Err() != nil:
@@ -209,6 +225,25 @@ func (f *Follower) Next(ctx context.Context) (*Event, error) {
 				f.r = nil
 				f.err = fmt.Errorf("reader: follow log %s: interrupted in round (%d, %d]; follow again from position %d: %w", f.opts.LogID, f.Position(), f.bound, f.Position(), err)
 				return nil, f.err
+			case reopenable(err) && !f.at.full && time.Since(f.roundAt) < f.openTimeout:
+				// The log changed under the round (a takeover's recovery
+				// cut or sealed a segment it read): the round is read
+				// again from the position, without the events of the
+				// commit ts at hand that were returned already.
+				f.r.Close()
+				f.r = nil
+				f.reopens++
+				if f.opts.Logger != nil {
+					f.opts.Logger.Warn("follow: a round failed part way; reading it again", "log", f.opts.LogID, "position", f.Position(), "end", f.bound, "err", err)
+				}
+				o := f.opts
+				o.StartTs, o.EndTs = f.Position(), f.bound
+				r, err := f.open(ctx, &o)
+				if err != nil {
+					return nil, err
+				}
+				f.r, f.skip = r, f.at.clone()
+				continue
 			default:
 				f.r.Close()
 				f.r = nil
@@ -220,8 +255,63 @@ func (f *Follower) Next(ctx context.Context) (*Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.r, f.bound = r, bound
+		f.r, f.bound, f.roundAt = r, bound, time.Now()
 	}
+}
+
+// reopenable reports whether a round that failed with err part way may be
+// read again: the log changed under it in a way a new read settles (a
+// segment sealed, cut or replaced under it by a takeover: not-exist, or a
+// chain that no longer proves as it did), or a store or freshness error
+// a later read may not meet. Corruption never is.
+func reopenable(err error) bool {
+	return blob.IsNotExist(err) || errors.Is(err, ErrIncomplete) || errors.Is(err, ErrUnproven) ||
+		errors.Is(err, meta.ErrStale) || errors.Is(err, meta.ErrInconsistent) || blob.IsTransient(err)
+}
+
+// atTs is the commit ts of the last event a follower returned and the
+// events it returned at it, as a multiset of payload hashes: what a round
+// read again from below that ts must not return again. Byte-identical
+// events each count (the reader may return copies it keeps), so a hash
+// counts them. At most maxAtTs distinct events; past that full is set and
+// a failure at that ts is final rather than the memory unbounded.
+type atTs struct {
+	ts   uint64
+	seen map[uint64]int
+	full bool
+}
+
+const maxAtTs = 1 << 20
+
+var followSeed = maphash.MakeSeed()
+
+func (a *atTs) note(ts uint64, payload []byte) {
+	if ts != a.ts || a.seen == nil {
+		a.ts, a.full = ts, false
+		if a.seen == nil {
+			a.seen = map[uint64]int{}
+		}
+		clear(a.seen)
+	}
+	if len(a.seen) >= maxAtTs {
+		a.full = true
+		return
+	}
+	a.seen[maphash.Bytes(followSeed, payload)]++
+}
+
+func (a *atTs) clone() *atTs {
+	return &atTs{ts: a.ts, seen: maps.Clone(a.seen)}
+}
+
+// take consumes one count of payload, if there is one left.
+func (a *atTs) take(payload []byte) bool {
+	h := maphash.Bytes(followSeed, payload)
+	if a.seen[h] == 0 {
+		return false
+	}
+	a.seen[h]--
+	return true
 }
 
 // NextRound is the follower for a caller that consumes a round whole (an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,11 @@ func expectQuiet(t *testing.T, f *Follower) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	if ev, err := f.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("follower at %d returned %v, %v; want it waiting for the global resolved ts", f.Position(), ev, err)
+		what := fmt.Sprint(err)
+		if ev != nil {
+			what = fmt.Sprintf("an event at %d", ev.CommitTs())
+		}
+		t.Fatalf("follower at %d returned %s; want it waiting for the global resolved ts", f.Position(), what)
 	}
 }
 
@@ -336,5 +341,58 @@ func TestFollowerUnderStaleMetadata(t *testing.T) {
 				t.Fatalf("nothing was served stale (%v): the test proves nothing", cs)
 			}
 		})
+	}
+}
+
+// TestFollowerReopensARoundPartWay: a round whose read fails part way
+// through a commit ts (here a segment read fails; in life a takeover cuts
+// or seals a segment under it) is read again from the position, and the
+// events of that commit ts returned before are not returned again: every
+// event exactly once. Byte-identical events count one by one.
+func TestFollowerReopensARoundPartWay(t *testing.T) {
+	ctx := context.Background()
+	d := mem.NewDriver()
+	wb := blob.NewBucket(d)
+	w, c := freshLog(t, wb, 1) // 10
+	const n = 60
+	for i := 1; i <= n; i++ {
+		id := int64(min(i, n-2)) // the last three are the same row: copies count one by one
+		if err := w.Write(ctx, 1, *row(20, "t", id, bigValue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.AdvanceResolved(1, 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := blobtest.NewFaulty(d)
+	segs := func(c blobtest.Call) bool { return strings.Contains(c.Key, "/seg/") }
+	f.Add(blobtest.Rule{Op: blobtest.OpRead, Match: segs, Nth: 12, Fail: true})
+	fl := follower(t, f.Bucket(), 0)
+	fl.opts.KeepDuplicates = true // the two copies are one transaction's identical rows
+	count := map[int64]int{}
+	for range n + 1 {
+		ts, id := nextTs(t, fl)
+		if ts == 20 {
+			count[id]++
+		}
+	}
+	expectQuiet(t, fl)
+	for i := int64(1); i <= n-2; i++ {
+		want := 1
+		if i == n-2 {
+			want = 3
+		}
+		if count[i] != want {
+			t.Fatalf("id %d returned %d times, want %d (all: %v)", i, count[i], want, count)
+		}
+	}
+	if fl.reopens == 0 {
+		t.Fatal("no round was read again: the injected failure missed the round")
 	}
 }
