@@ -964,10 +964,10 @@ func (t *sqlTx) condArgs(b []byte, args []any, c *codec.Column) ([]byte, []any) 
 
 // exactCondArgs is condArgs for matching a row of a table without a key,
 // which must find the very row the image is, not one its collation deems
-// equal: on MySQL a string of a case- or accent-insensitive collation
-// compares by its bytes (CAST(`c` AS BINARY) = ?), or a delete of 'a'
-// could delete a row holding 'A'. SQLite and PostgreSQL compare text by
-// its bytes already.
+// equal: on MySQL a string compares by its bytes (CAST(`c` AS BINARY) =
+// ?), or a delete of 'a' could delete a row holding 'A' (a case-insensitive
+// collation) or 'a ' (PAD SPACE, which _bin collations have too). SQLite
+// and PostgreSQL compare text by its bytes already.
 //
 // A float zero matches only a zero of its sign: -0 = 0 in SQL, and SQLite
 // and PostgreSQL keep both (MariaDB stores -0 as 0): atan2(0, c) is pi for
@@ -1002,7 +1002,7 @@ func (t *sqlTx) exactCondArgs(b []byte, args []any, c *codec.Column) ([]byte, []
 		}
 		return b, args
 	}
-	if d != MySQL || c.Value.Kind() != codec.KindString || binaryCollation(c) {
+	if d != MySQL || c.Value.Kind() != codec.KindString {
 		return t.condArgs(b, args, c)
 	}
 	b = append(b, "CAST("...)
