@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,8 @@ func buildRedokit(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "redokit-tinyfs")
 	start := time.Now()
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	// go test puts its own GOROOT/bin first in the test's PATH.
+	cmd := exec.Command("go", "build", "-o", bin, ".")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build of the example: %v\n%s", err, out)
