@@ -59,7 +59,7 @@ var ErrLogGone = errors.New("reader: the log's meta object is gone")
 // never passes an event the log may still get, and no round repeats one
 // another returned: duplicates are exact copies at one commit ts, and
 // rounds split the log between commit ts. Its memory is one reader's at a
-// time. It is not safe for concurrent use, except Position, Lag and Closed.
+// time. It is not safe for concurrent use, except Position, Lag, Reopens and Closed.
 type Follower struct {
 	// ctx is the life of the rounds' readers (their prefetching): Follow's
 	// ctx, until Close. Next's ctx bounds only its own wait.
@@ -71,14 +71,15 @@ type Follower struct {
 	poll        time.Duration
 	openTimeout time.Duration
 
-	r       *Reader   // the open round, nil between rounds
-	bound   uint64    // the open round's end
-	roundAt time.Time // when the round was opened: how long it may be read again
-	at      atTs      // the commit ts of the last event returned, and those returned at it
-	skip    *atTs     // after a round was opened again: events at at.ts to pass over
-	reopens int       // rounds read again after a failure part way
-	err     error     // sticky: a round failed for good
-	closed  atomic.Bool
+	r           *Reader      // the open round, nil between rounds
+	bound       uint64       // the open round's end
+	roundAt     time.Time    // when the round was opened: how long it may be read again
+	at          atTs         // the commit ts of the last event returned, and those returned at it
+	skip        *atTs        // after a round was opened again: events at at.ts to pass over
+	reopens     int          // rounds read again after a failure part way
+	reopenCount atomic.Int64 // the same, for Reopens from any goroutine
+	err         error        // sticky: a round failed for good
+	closed      atomic.Bool
 
 	mu       sync.Mutex
 	pos      uint64 // every event at or below it has been returned
@@ -233,6 +234,7 @@ func (f *Follower) Next(ctx context.Context) (*Event, error) {
 				f.r.Close()
 				f.r = nil
 				f.reopens++
+				f.reopenCount.Add(1)
 				if f.opts.Logger != nil {
 					f.opts.Logger.Warn("follow: a round failed part way; reading it again", "log", f.opts.LogID, "position", f.Position(), "end", f.bound, "err", err)
 				}
@@ -446,6 +448,10 @@ func (f *Follower) CodecEvents(ctx context.Context) iter.Seq2[*codec.Event, erro
 		}
 	}
 }
+
+// Reopens is how many rounds were read again after failing part way
+// (the log changed under them).
+func (f *Follower) Reopens() int { return int(f.reopenCount.Load()) }
 
 // Closed reports whether Close was called. Safe for concurrent use.
 func (f *Follower) Closed() bool { return f.closed.Load() }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,6 +179,16 @@ type background struct {
 	firstBelow            string // the first of those errors, for the log
 	firstTakeover         string // likewise
 	lastResolved, lastCp  uint64
+
+	// The follower (a warm standby) reads the whole log as it grows; the
+	// checkpoint never passes its position, as a standby that joins the
+	// checkpoint fan-in holds it.
+	fpos     atomic.Uint64 // its position
+	fseen    map[string]bool
+	fprevTs  uint64
+	fprevDDL bool
+	fevents  int
+	freopens int
 }
 
 func (bg *background) fail(format string, args ...any) {
@@ -230,6 +241,9 @@ func (bg *background) coordinateOnce(ctx context.Context, r *rand.Rand) {
 	// Mostly close behind the watermark, as a downstream keeping up would
 	// be, so that GC collects while readers still read just above it.
 	cp := m.ResolvedTs - uint64(r.IntN(int(min(m.ResolvedTs-m.CheckpointTs, 60))+1))
+	if cp = min(cp, bg.fpos.Load()); cp <= m.CheckpointTs {
+		return // the standby holds the checkpoint
+	}
 	if err := bg.coord.SetCheckpoint(ctx, cp); err != nil {
 		if ctx.Err() == nil {
 			bg.fail("checkpoint %d (resolved %d): %v", cp, m.ResolvedTs, err)
@@ -339,6 +353,83 @@ func (bg *background) readOnce(ctx context.Context) {
 	}
 }
 
+// follow runs a follower from the log's start, checking every event as it
+// comes: in commit-ts order (rows before the DDLs of their ts), each one
+// once, byte-identical to what the workload wrote. Its reads race every
+// kill, takeover, seal and GC of the trial, and any error fails the trial:
+// a standby must go on through all of them. finish waits until it has
+// passed the final global resolved ts and checks it returned every event
+// up to it.
+func (bg *background) follow() (finish func(t *testing.T, resolved uint64)) {
+	f, err := reader.Follow(context.Background(), bg.b, &reader.FollowOptions{Options: reader.Options{LogID: testLog}, Poll: time.Millisecond, OpenTimeout: 20 * time.Second})
+	if err != nil {
+		bg.fail("follow: %v", err)
+		return func(*testing.T, uint64) {}
+	}
+	bg.fseen = map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	next := func() bool {
+		ev, err := f.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				bg.fail("follower at %d: %v\n%s", f.Position(), err, dumpLog(bg.b))
+			}
+			return false
+		}
+		ts, k := ev.Event.CommitTs(), readKey(&ev.Event)
+		want := map[string][]byte{}
+		for _, e := range bg.tr.upTo(ts) {
+			if e.ts == ts {
+				want[e.key()] = e.encoding()
+			}
+		}
+		enc, ok := want[k]
+		switch {
+		case ts < bg.fprevTs || ts == bg.fprevTs && bg.fprevDDL && !ev.Event.IsDDL():
+			bg.fail("follower returned %s after an event at ts %d (a DDL: %v)", k, bg.fprevTs, bg.fprevDDL)
+		case !ok:
+			bg.fail("follower returned %s, which the workload never wrote", k)
+		case bg.fseen[k]:
+			bg.fail("follower returned %s twice", k)
+		case !bytes.Equal(codec.AppendEvent(nil, &ev.Event), enc):
+			bg.fail("follower returned %s altered", k)
+		default:
+			bg.fseen[k] = true
+			bg.fprevTs, bg.fprevDDL = ts, ev.Event.IsDDL()
+			bg.fevents++
+			bg.fpos.Store(f.Position())
+			return true
+		}
+		return false
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for next() {
+		}
+	}()
+	return func(t *testing.T, resolved uint64) {
+		t.Helper()
+		defer f.Close()
+		deadline := time.Now().Add(30 * time.Second)
+		for f.Position() < resolved && len(bg.failures()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		<-done
+		bg.freopens = f.Reopens()
+		if fl := bg.failures(); len(fl) > 0 {
+			t.Fatalf("follower:\n%s", joinLines(fl))
+		}
+		if pos := f.Position(); pos < resolved {
+			t.Fatalf("the follower is at %d, below the final global resolved ts %d", pos, resolved)
+		}
+		if n := len(bg.tr.upTo(resolved)); len(bg.fseen) != n {
+			t.Fatalf("the follower returned %d events up to the final global resolved ts %d; the workload wrote %d", len(bg.fseen), resolved, n)
+		}
+	}
+}
+
 // dumpLog describes the log's objects for a failure message: the segment
 // keys and the writer state as stored.
 func dumpLog(b *blob.Bucket) string {
@@ -443,7 +534,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 	base := crashGCSeed(t)
 	rng := rand.New(rand.NewPCG(base, 12))
 	start := time.Now()
-	var kills, reads, readErrs, sealedErrs, takeoverErrs, belowErrs, events, collected, verified int
+	var kills, reads, readErrs, sealedErrs, takeoverErrs, belowErrs, events, collected, verified, followed, reopened int
 	var firstTakeover, firstBelow string
 	for trial := range trials {
 		seed := rng.Uint64()
@@ -464,6 +555,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 				must(t, coord.AddSpan(ctx, s, 0))
 			}
 			bg := &background{b: b, coord: coord, tr: &crashTruth{seed: seed}}
+			finishFollow := bg.follow()
 			stop := bg.run(seed)
 			defer func() {
 				stop()
@@ -513,7 +605,10 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			if f := bg.failures(); len(f) > 0 {
 				t.Fatalf("during the run:\n%s", joinLines(f))
 			}
-			bg.checkQuiet(t, r.last, "after the last epoch closed")
+			final := bg.checkQuiet(t, r.last, "after the last epoch closed")
+			finishFollow(t, final.ResolvedTs)
+			followed += bg.fevents
+			reopened += bg.freopens
 			if n := len(activeFiles(t, dir)); n != 0 {
 				t.Fatalf("%d active segments after a clean close", n)
 			}
@@ -523,6 +618,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			break
 		}
 	}
+	t.Logf("a follower through every trial: %d events, each once and in order, %d rounds read again after the log changed under them", followed, reopened)
 	t.Logf("%d trials in %v: %d kills mid-run, %d concurrent reads (%d events; %d ended by an error after GC passed their start, %d by a not-exist error on an active segment sealed under them, %d by an error while a new epoch took over, %d by a not-exist error on a segment wholly below their start), %d segments collected, %d verified clean",
 		trials, time.Since(start).Round(time.Millisecond), kills, reads, events, readErrs, sealedErrs, takeoverErrs, belowErrs, collected, verified)
 	if firstBelow != "" {
