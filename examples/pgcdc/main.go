@@ -158,12 +158,14 @@ import (
 	_ "github.com/redokit/redokit/apply/postgres"
 	_ "github.com/redokit/redokit/apply/sqlite"
 	"github.com/redokit/redokit/backends/local"
+	_ "github.com/redokit/redokit/backends/s3"
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/meta"
 )
 
 type config struct {
 	PG            string
-	Log           string // the redo log's directory (local backend)
+	Log           string // the redo log: a directory (local backend), or a store URL such as s3://bucket/prefix
 	LogID         string
 	Sink          string // the downstream's URI (apply.Open)
 	State         string // checkpoint files
@@ -182,7 +184,7 @@ type config struct {
 func main() {
 	cfg := &config{}
 	flag.StringVar(&cfg.PG, "pg", os.Getenv("PGCDC_UPSTREAM"), "upstream PostgreSQL DSN (default $PGCDC_UPSTREAM)")
-	flag.StringVar(&cfg.Log, "log", "pgcdc-redo", "redo log directory")
+	flag.StringVar(&cfg.Log, "log", "pgcdc-redo", "redo log: a directory, or a store URL (s3://bucket/prefix?endpoint=…)")
 	flag.StringVar(&cfg.LogID, "log-id", "pgcdc", "redo log ID")
 	flag.StringVar(&cfg.Sink, "sink", "", "downstream URI: sqlite:///path.db or postgres://… (required)")
 	flag.StringVar(&cfg.State, "state", "", "directory of the captures' checkpoint files (default: -log/../state)")
@@ -245,7 +247,15 @@ func (cfg *config) slots() []string {
 }
 
 func openLog(ctx context.Context, cfg *config) (*redokit.Log, func(), error) {
-	b, err := local.New(cfg.Log, &local.Options{CreateDir: true})
+	var b *blob.Bucket
+	var err error
+	if strings.Contains(cfg.Log, "://") {
+		// A store URL (s3://bucket/prefix?endpoint=…, file:///dir): a log
+		// in another site than its downstream.
+		b, err = blob.Open(ctx, cfg.Log)
+	} else {
+		b, err = local.New(cfg.Log, &local.Options{CreateDir: true})
+	}
 	if err != nil {
 		return nil, nil, err
 	}
