@@ -30,6 +30,9 @@
 #                                   kill at a DDL begun)
 #   REDOKIT_FOLLOW_KILLS=100 ...    SIGKILLs of apply --follow per sink while a load
 #                                   writes the log, each run restarted (default 20)
+#   REDOKIT_TWOSITE_TRIALS=50 ...   examples/pgcdc's two-site drill: site A killed at a
+#                                   random moment, site B's apply --follow promotes
+#                                   (default 1, ~5 s a trial)
 #   REDOKIT_APPLY_FUZZ_HISTORIES=10000 histories of apply's differential fuzzer
 #                                   per sink (default 200, ~2 min under -race;
 #                                   REDOKIT_APPLY_FUZZ_SEED=n replays from history
