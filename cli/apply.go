@@ -116,7 +116,7 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 		return sum, err
 	}
 	defer sink.Close()
-	r, err := reader.Open(ctx, b, &reader.Options{LogID: a.logID, StartTs: start, EndTs: end, Logger: a.logger()})
+	r, err := openRange(ctx, b, a.logID, start, end, reader.Options{Logger: a.logger()})
 	if err != nil {
 		return sum, err
 	}

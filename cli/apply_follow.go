@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/reader"
@@ -60,8 +61,12 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 	defer sink.Close()
 	// The follower's reading ahead lives as long as the command; each
 	// wait is bounded by ctx.
-	f, err := reader.Follow(context.WithoutCancel(ctx), b, &reader.FollowOptions{
-		Options: reader.Options{LogID: a.logID, StartTs: start, Logger: a.logger()}, Poll: poll})
+	lg, err := redokit.Open(ctx, b, a.logID)
+	if err != nil {
+		return err
+	}
+	f, err := lg.Follow(context.WithoutCancel(ctx), &reader.FollowOptions{
+		Options: reader.Options{StartTs: start, Logger: a.logger()}, Poll: poll})
 	if err != nil {
 		return err
 	}

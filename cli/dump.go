@@ -76,6 +76,19 @@ func (r *rangeFlags) resolve(cmd *cobra.Command, a *app, m *meta.Meta) (start, e
 	return start, end, nil
 }
 
+// openRange opens a reader of (start, end] through the Log handle, as a
+// program using redokit does. The range already passed redokit.CheckRange
+// against the meta object the command read (with --force and --start-ts as
+// the user asked): a checkpoint that moved since must not refuse it now,
+// and the reader still refuses what the log cannot prove (ErrUnproven).
+func openRange(ctx context.Context, b *blob.Bucket, logID string, start, end uint64, o reader.Options) (*reader.Reader, error) {
+	lg, err := redokit.Open(ctx, b, logID)
+	if err != nil {
+		return nil, err
+	}
+	return lg.OpenReader(ctx, &redokit.ReadOptions{Options: o, Start: start, End: end, AllowAboveResolved: true, AllowBelowCheckpoint: true})
+}
+
 // open opens the log's bucket and meta and resolves the range against them
 // (resolve); the caller closes the bucket.
 func (r *rangeFlags) open(ctx context.Context, cmd *cobra.Command, a *app) (b *blob.Bucket, m *meta.Meta, start, end uint64, err error) {
@@ -187,11 +200,8 @@ strings.`,
 			if start == end {
 				return nil
 			}
-			// The range passed redokit.CheckRange against the meta object
-			// read above: open exactly it, without reading the meta again.
-			r, err := reader.Open(ctx, b, &reader.Options{
-				LogID: a.logID, StartTs: start, EndTs: end, TableFilter: filter,
-				KeepDuplicates: keepDups, Logger: a.logger(),
+			r, err := openRange(ctx, b, a.logID, start, end, reader.Options{
+				TableFilter: filter, KeepDuplicates: keepDups, Logger: a.logger(),
 			})
 			if err != nil {
 				return err
