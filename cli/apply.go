@@ -289,6 +289,7 @@ func (a *app) applyCmd() *cobra.Command {
 		fkChecks  bool
 		follow    bool
 		poll      time.Duration
+		metrics   string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
@@ -389,6 +390,9 @@ stdout, and runs none (nor writes the progress table).`,
 			if dryRun && a.jsonOut {
 				return usageErrorf("--dry-run prints SQL on stdout, where --json prints the summary: pass one of them")
 			}
+			if metrics != "" && !follow {
+				return usageErrorf("--metrics-addr goes with --follow")
+			}
 			if follow {
 				for _, fl := range []string{"end-ts", "force", "dry-run"} {
 					if cmd.Flags().Changed(fl) {
@@ -412,7 +416,7 @@ stdout, and runs none (nor writes the progress table).`,
 				}
 				sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger(),
 					LogID: m.LogID, SinkName: sinkName, AnotherLog: another, ForeignKeyChecks: fkChecks}
-				return a.applyFollow(ctx, b, sinkURI, start, poll, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+				return a.applyFollow(ctx, b, sinkURI, start, poll, metrics, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
 					sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas})
 			}
 			b, m, start, end, err := rf.open(ctx, cmd, a)
@@ -462,6 +466,7 @@ stdout, and runs none (nor writes the progress table).`,
 	f.BoolVar(&another, "another-log", false, "apply this log into a downstream that holds another log's progress (kept apart per log)")
 	f.StringVar(&sinkName, "sink-name", "", "name this apply's progress apart from other applies of the same log into the same downstream (e.g. one per table filter)")
 	f.BoolVar(&follow, "follow", false, "keep applying as the log grows (a warm standby): rounds up to the global resolved ts, each committed with its progress, until Ctrl-C; a restart goes on from the sink's progress")
+	f.StringVar(&metrics, "metrics-addr", "", "with --follow, serve Prometheus metrics of the follower's lag on this `ADDR` (host:port), at /metrics")
 	f.DurationVar(&poll, "follow-poll", 100*time.Millisecond, "with --follow, how often the log's meta object is read while the downstream is at the global resolved ts")
 	f.BoolVar(&fkChecks, "foreign-key-checks", false, "keep the downstream's foreign-key checks on (default off for the apply's sessions, as replication does; on makes the apply keep commit order with one worker)")
 	return cmd

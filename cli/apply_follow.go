@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/logmetrics"
 	"github.com/redokit/redokit/reader"
 )
 
@@ -53,7 +59,7 @@ type applied = appliedJSON
 // loses nothing and applies nothing twice. ctx ending (SIGINT, SIGTERM)
 // stops it between or inside a round, with what was committed kept and
 // its progress recorded: a stop, not a failure (exit 0).
-func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, start uint64, poll time.Duration, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) error {
+func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, start uint64, poll time.Duration, metricsAddr string, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) error {
 	sink, err := a.openSink(ctx, sinkURI, sopts)
 	if err != nil {
 		return err
@@ -71,6 +77,13 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 		return err
 	}
 	defer f.Close()
+	if metricsAddr != "" {
+		stopMetrics, err := a.serveMetrics(metricsAddr, logmetrics.NewFollower(a.logID, f))
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	began := time.Now()
 	sum := &followSummary{Log: a.logID, Sink: apply.Redact(sinkURI), StartTs: start, Position: start}
 	stop := func(why string, err error) error {
@@ -125,6 +138,28 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 				rs.StartTs, end, rs.Rows, rs.DDLs, rs.Seconds, lagTs, lag.Seconds())
 		}
 	}
+}
+
+// serveMetrics serves Prometheus metrics of c on addr (/metrics) until the
+// returned function is called. The listener is open when it returns, so a
+// port already taken is an error before anything runs.
+func (a *app) serveMetrics(addr string, c prometheus.Collector) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageErrorf("--metrics-addr %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	if !a.jsonOut {
+		fmt.Fprintf(a.stderr, "redokit: metrics on http://%s/metrics\n", ln.Addr())
+	}
+	return func() { srv.Close() }, nil
 }
 
 // printJSONLine prints v as one line of JSON (a stream of objects).

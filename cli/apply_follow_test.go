@@ -6,6 +6,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -96,14 +99,33 @@ func TestApplyFollow(t *testing.T) {
 		mustContain(t, "stderr", r.stderr, "--follow has no end", bad[0])
 	}
 
+	r := cli(t, "apply", "--storage", store, "--log", "f", "--sink", sink, "--metrics-addr", "127.0.0.1:0")
+	wantCode(t, r, exitUsage)
+	mustContain(t, "stderr", r.stderr, "--metrics-addr goes with --follow")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
 	follow := func(fctx context.Context) (*syncBuffer, chan int) {
 		var out, errb syncBuffer
 		done := make(chan int, 1)
 		go func() {
 			a := newApp(strings.NewReader(""), &out, &errb)
-			done <- a.execute(fctx, []string{"apply", "--storage", store, "--log", "f", "--sink", sink, "--follow", "--follow-poll", "2ms", "--json"})
+			done <- a.execute(fctx, []string{"apply", "--storage", store, "--log", "f", "--sink", sink, "--follow", "--follow-poll", "2ms", "--json", "--metrics-addr", metricsAddr})
 		}()
 		return &out, done
+	}
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
 	}
 	// orders counts the standby's rows while apply writes it: its own
 	// connection waits out the writer's lock; no table yet is -1.
@@ -147,6 +169,7 @@ func TestApplyFollow(t *testing.T) {
 		}
 	}
 	waitRows(28, out)
+	mustContain(t, "metrics", scrape(), `redokit_follower_count{log="f"} 1`, `redokit_follower_lag_seconds{log="f"}`, `redokit_follower_lag_ts{log="f"}`)
 	// Written, not resolved: the standby does not apply it.
 	route(rowsTx(31, "shop.orders"), false)
 	time.Sleep(30 * time.Millisecond)

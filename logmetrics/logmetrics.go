@@ -19,12 +19,17 @@
 //	redokit_follower_count                  followers started through the service and not closed
 //	redokit_follower_lag_ts                 the largest follower lag, in commit ts
 //	redokit_follower_lag_seconds            the largest follower lag, in seconds since the oldest event it has not returned was proven complete
+//
+// A process that follows a log without a Service (redokit apply --follow
+// --metrics-addr) exports the three follower metrics of its one follower
+// with a FollowerCollector.
 package logmetrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redokit/redokit"
+	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/writer/writermetrics"
 )
 
@@ -105,4 +110,38 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	// The service's writers, as it has them now (a closed service has none).
 	writermetrics.New(c.svc.Writers()...).Collect(ch)
+}
+
+// FollowerCollector exports one follower of a process that follows a log
+// without a Service (redokit apply --follow): redokit_follower_count (1
+// until it is closed), redokit_follower_lag_ts and
+// redokit_follower_lag_seconds, labelled with log, as a Collector does.
+// Register one or the other for a log, not both.
+type FollowerCollector struct {
+	logID string
+	f     *reader.Follower
+}
+
+// NewFollower returns a FollowerCollector of f, a follower of logID.
+func NewFollower(logID string, f *reader.Follower) *FollowerCollector {
+	return &FollowerCollector{logID: logID, f: f}
+}
+
+// Describe implements prometheus.Collector.
+func (c *FollowerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFollowers
+	ch <- descLagTs
+	ch <- descLagSec
+}
+
+// Collect implements prometheus.Collector.
+func (c *FollowerCollector) Collect(ch chan<- prometheus.Metric) {
+	n := 1.0
+	if c.f.Closed() {
+		n = 0
+	}
+	ts, d := c.f.Lag()
+	ch <- prometheus.MustNewConstMetric(descFollowers, prometheus.GaugeValue, n, c.logID)
+	ch <- prometheus.MustNewConstMetric(descLagTs, prometheus.GaugeValue, float64(ts), c.logID)
+	ch <- prometheus.MustNewConstMetric(descLagSec, prometheus.GaugeValue, d.Seconds(), c.logID)
 }
