@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"io"
 
@@ -55,13 +56,19 @@ func (r *objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
 				return copy(p, k.data), nil
 			}
 		}
-		data, err := r.b.ReadRange(r.ctx, r.key, off, int64(len(p)))
-		n := copy(p, data)
-		if err == nil && n < len(p) {
-			err = io.EOF
+		// Straight into p: a buffer of the store's client would be as
+		// large again, and grown past it to find the end.
+		rc, err := r.b.NewRangeReader(r.ctx, r.key, off, int64(len(p)))
+		if err != nil {
+			return 0, err
+		}
+		n, err := io.ReadFull(rc, p)
+		rc.Close()
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF // the object is shorter than asked
 		}
 		if err == nil && r.keep && len(r.kept) < 4 {
-			r.kept = append(r.kept, keptRead{off, data[:n:n]})
+			r.kept = append(r.kept, keptRead{off, bytes.Clone(p[:n])})
 		}
 		return n, err
 	}
