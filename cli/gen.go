@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -173,6 +174,20 @@ func (a *app) writeWorkload(ctx context.Context, b *blob.Bucket, wf *workloadFla
 			break
 		}
 		if err := p.route(ctx, tx, -1); err != nil {
+			if ctx.Err() != nil {
+				// Interrupted: close the writers as at the end (Close
+				// flushes only what is resolved) and release them, or the
+				// meta object lists them live for good and rm refuses the
+				// log. A context of its own, bounded: a second interrupt
+				// kills anyway.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				if _, cerr := p.closeAll(cctx); cerr != nil {
+					p.abort()
+					return nil, errors.Join(err, cerr)
+				}
+				return nil, err
+			}
 			p.abort()
 			return nil, err
 		}
