@@ -49,6 +49,23 @@ func rowsTx(k int, tables ...string) logEvent {
 	return e
 }
 
+// rowSpan is the one span of a hand-written log's rows.
+const rowSpan = 1 << 8
+
+// txn is e as the workload's transaction: a DDL on the DDL span, rows on
+// rowSpan.
+func (e logEvent) txn() *workload.Txn {
+	tx := &workload.Txn{CommitTs: tsAt(e.k)}
+	if e.ddl != nil {
+		tx.DDL = true
+		tx.Changes = []workload.Change{{Span: workload.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
+	}
+	for _, r := range e.rows {
+		tx.Changes = append(tx.Changes, workload.Change{Span: rowSpan, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
+	}
+	return tx
+}
+
 // writeLog writes events through the real writer (one writer, every row on
 // one span) and closes the log, so its global resolved ts is the last
 // commit ts.
@@ -65,21 +82,13 @@ func writeLog(t *testing.T, storage, logID string, events []logEvent) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const span = 1 << 8
 	for i, e := range events {
-		tx := &workload.Txn{CommitTs: tsAt(e.k)}
-		if e.ddl != nil {
-			tx.DDL = true
-			tx.Changes = []workload.Change{{Span: workload.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
-		}
-		for _, r := range e.rows {
-			tx.Changes = append(tx.Changes, workload.Change{Span: span, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
-		}
+		tx := e.txn()
 		if i == 0 {
 			if e.ddl == nil {
 				t.Fatal("writeLog: the first event must be a DDL (the row span starts at it)")
 			}
-			tx.NewSpans = []uint64{span}
+			tx.NewSpans = []uint64{rowSpan}
 		}
 		if err := p.route(ctx, tx, -1); err != nil {
 			p.abort()

@@ -58,19 +58,11 @@ func TestApplyFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.abort()
-	const span = 1 << 8
 	route := func(e logEvent, first bool) {
 		t.Helper()
-		tx := &workload.Txn{CommitTs: tsAt(e.k)}
-		if e.ddl != nil {
-			tx.DDL = true
-			tx.Changes = []workload.Change{{Span: workload.DDLSpan, Event: codec.Event{Kind: codec.DDLEvent, DDL: *e.ddl}}}
-		}
-		for _, r := range e.rows {
-			tx.Changes = append(tx.Changes, workload.Change{Span: span, Event: codec.Event{Kind: codec.RowEvent, Row: r}})
-		}
+		tx := e.txn()
 		if first {
-			tx.NewSpans = []uint64{span}
+			tx.NewSpans = []uint64{rowSpan}
 		}
 		if err := p.route(ctx, tx, -1); err != nil {
 			t.Fatal(err)

@@ -138,12 +138,7 @@ func TestFollowerThroughTakeoverAndGC(t *testing.T) {
 		if _, err := old.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		nw, err := writer.Open(ctx, b, &writer.Options{LogID: testLog, WriterID: "w", FlushInterval: time.Hour,
-			PublishInterval: time.Hour, MaxSegmentBytes: 4 << 10, RetryAttempts: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nw.Close(context.Background()) })
+		nw := openFreshWriter(t, b)
 		if err := nw.AddSpan(1, nw.FlushedTs()); err != nil {
 			t.Fatal(err)
 		}

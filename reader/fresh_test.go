@@ -30,12 +30,7 @@ func freshLog(t *testing.T, b *blob.Bucket, n int) (*writer.Writer, *meta.Coordi
 	if err := c.AddSpan(ctx, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	w, err := writer.Open(ctx, b, &writer.Options{LogID: testLog, WriterID: "w", FlushInterval: time.Hour,
-		PublishInterval: time.Hour, MaxSegmentBytes: 4 << 10, RetryAttempts: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close(context.Background()) })
+	w := openFreshWriter(t, b)
 	if err := w.AddSpan(1, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +41,19 @@ func freshLog(t *testing.T, b *blob.Bucket, n int) (*writer.Writer, *meta.Coordi
 		}
 	}
 	return w, c
+}
+
+// openFreshWriter opens (a new epoch of) freshLog's writer "w": a flush
+// is published only when asked, a segment holds one of bigValue's rows.
+func openFreshWriter(t *testing.T, b *blob.Bucket) *writer.Writer {
+	t.Helper()
+	w, err := writer.Open(context.Background(), b, &writer.Options{LogID: testLog, WriterID: "w", FlushInterval: time.Hour,
+		PublishInterval: time.Hour, MaxSegmentBytes: 4 << 10, RetryAttempts: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
 }
 
 // bigValue makes each row fill a segment of 4 KiB, so that on local disk

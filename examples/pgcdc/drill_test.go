@@ -46,14 +46,10 @@ import (
 // test (startChild).
 func init() {
 	testenv.RunChild("pgcdc-capture", func(args []string) error {
-		var cfg config
-		if len(args) != 1 {
-			return fmt.Errorf("want the configuration, got %q", args)
-		}
-		if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
+		cfg, err := childConfig(args)
+		if err != nil {
 			return err
 		}
-		cfg.Logger = nil
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
 		if err := cfg.check(); err != nil {
@@ -78,6 +74,20 @@ func init() {
 		}()
 		return runCapture(ctx, &cfg, cfg.Writer, lg, fileCheckpoint(cfg.State, cfg.Writer), &st)
 	})
+}
+
+// childConfig is the configuration a child process gets as its one
+// argument, in JSON.
+func childConfig(args []string) (config, error) {
+	var cfg config
+	if len(args) != 1 {
+		return cfg, fmt.Errorf("want the configuration, got %q", args)
+	}
+	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
+		return cfg, err
+	}
+	cfg.Logger = nil
+	return cfg, nil
 }
 
 func postgresDSN(t *testing.T) string { return testenv.Postgres(t) }

@@ -51,14 +51,10 @@ import (
 
 func init() {
 	testenv.RunChild("pgcdc-site", func(args []string) error {
-		var cfg config
-		if len(args) != 1 {
-			return fmt.Errorf("want the configuration, got %q", args)
-		}
-		if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
+		cfg, err := childConfig(args)
+		if err != nil {
 			return err
 		}
-		cfg.Logger = nil
 		// Site A runs until it is SIGKILLed: the disaster.
 		return run(context.Background(), &cfg)
 	})
