@@ -72,9 +72,31 @@ func TestBench(t *testing.T) {
 		wantCode(t, r, 0)
 		mustContain(t, "stdout", r.stdout, "a temporary directory", "write rows/s", "writer payload ÷ raw append", "MIN – MAX")
 	})
+	// At --rate the writers write that many rows/s, not flat out, and the
+	// flush figures say at what rate they were measured (issue 29, item 7:
+	// OPERATIONS.md offered bench "to measure your store at your interval",
+	// but it only wrote flat out).
+	t.Run("Rate", func(t *testing.T) {
+		const rate = 4000
+		r := cli(t, "bench", "--storage", "mem://", "--seconds", "500ms", "--reps", "2", "--rate", "4000", "--flush-interval", "50ms", "--json")
+		m := figures(t, r)
+		if got := m["write rows/s"].Median; got < rate/2 || got > rate*1.1 {
+			t.Errorf("--rate %d: wrote %.0f rows/s", rate, got)
+		}
+		if _, ok := m["flush p50 ms (at 4000 rows/s)"]; !ok {
+			t.Errorf("no flush p50 figure named for the rate: %v", m)
+		}
+		var o struct {
+			Rate float64 `json:"rate_rows_s"`
+		}
+		decodeJSON(t, r.stdout, &o)
+		if o.Rate != rate {
+			t.Errorf("rate_rows_s %v, want %d", o.Rate, rate)
+		}
+	})
 	t.Run("Usage", func(t *testing.T) {
 		for _, args := range [][]string{
-			{"--compression", "zstd"}, {"--seconds", "0s"}, {"--writers", "0"}, {"--reps", "0"}, {"--row-size", "10"},
+			{"--compression", "zstd"}, {"--seconds", "0s"}, {"--writers", "0"}, {"--reps", "0"}, {"--row-size", "10"}, {"--rate", "-1"},
 		} {
 			r := cli(t, append([]string{"bench"}, args...)...)
 			wantCode(t, r, 2)
