@@ -59,3 +59,27 @@ func TestCheckConsistencyRules(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRunGivesNoVerdict: the rules selected by --run passing is no
+// verdict on the whole bucket, and check does not print one (issue 29, item
+// 7: it said "is fit to hold a redo log" after one rule).
+func TestCheckRunGivesNoVerdict(t *testing.T) {
+	store := memName(t)
+	r := cli(t, "check", "--storage", store, "--run", "^RoundTrip$")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "is fit to hold a redo log") {
+		t.Fatalf("check --run printed a verdict on the bucket:\n%s", r.stdout)
+	}
+	mustContain(t, "check --run", r.stdout, `the rules selected by --run "^RoundTrip$" pass`, "without --run for a verdict")
+
+	r = cli(t, "check", "--storage", store, "--run", "^RoundTrip$", "--json")
+	wantCode(t, r, 0)
+	var out struct {
+		OK  bool   `json:"ok"`
+		Run string `json:"run"`
+	}
+	decodeJSON(t, r.stdout, &out)
+	if !out.OK || out.Run != "^RoundTrip$" {
+		t.Fatalf("check --run --json: ok %v, run %q; want the selection named", out.OK, out.Run)
+	}
+}
