@@ -31,7 +31,10 @@ import (
 // must be the workload's events of its range exactly, in order, or fail with
 // an error. A read that comes back short without an error is the bug hunted
 // here. After each kill, with the background paused, the acknowledged flushes
-// must be covered by the global resolved ts and read back exactly.
+// must be covered by the global resolved ts and read back exactly. A
+// follower (a warm standby) reads the whole log through every trial, and
+// half the trials' writers run on a 1 KiB quota, so that they stage events
+// before they are resolved and the kills land in staged runs.
 
 // crashGCTrials is how many trials to run: REDOKIT_CRASH_GC_TRIALS, else 100
 // under CI, else 5.
@@ -535,6 +538,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 	rng := rand.New(rand.NewPCG(base, 12))
 	start := time.Now()
 	var kills, reads, readErrs, sealedErrs, takeoverErrs, belowErrs, events, collected, verified, followed, reopened int
+	var staged int64 // stage cuts of the killed children (odd seeds run on a tiny quota)
 	var firstTakeover, firstBelow string
 	for trial := range trials {
 		seed := rng.Uint64()
@@ -580,11 +584,18 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			// global resolved ts covers published at once, acked only
 			// once the next epoch has read the killed one's chain.
 			var acked, published uint64
+			if seed%2 == 1 {
+				// Half the trials stage: a 1 KiB quota is less than a
+				// tick's events, so the writer stores events above its
+				// resolved ts before they are resolved.
+				t.Setenv(crashQuotaEnv, "1024")
+			}
 			for k, delay := range delays {
 				c := startChild(t, "kill", dir, seed)
 				if c.killAfter(t, delay) {
 					kills++
 				}
+				staged += c.stageCuts
 				if c.from < acked {
 					t.Fatalf("kill %d: the writer reopened at flushed ts %d, below the %d acknowledged before", k, c.from, acked)
 				}
@@ -618,7 +629,7 @@ func TestWriterCrashWithReaderAndGC(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("a follower through every trial: %d events, each once and in order, %d rounds read again after the log changed under them", followed, reopened)
+	t.Logf("a follower through every trial: %d events, each once and in order, %d rounds read again after the log changed under them; %d stage cuts by the killed writers", followed, reopened, staged)
 	t.Logf("%d trials in %v: %d kills mid-run, %d concurrent reads (%d events; %d ended by an error after GC passed their start, %d by a not-exist error on an active segment sealed under them, %d by an error while a new epoch took over, %d by a not-exist error on a segment wholly below their start), %d segments collected, %d verified clean",
 		trials, time.Since(start).Round(time.Millisecond), kills, reads, events, readErrs, sealedErrs, takeoverErrs, belowErrs, collected, verified)
 	if firstBelow != "" {

@@ -97,6 +97,12 @@ func crashOptions() *Options {
 	}
 }
 
+// crashQuotaEnv, set for a child, is its writer's MemoryQuota: the trials
+// that read through the reader (crash_gc_test.go) run half their children
+// on a tiny one. (readLog, which reads segments raw, applies no committed
+// ts cut, so TestWriterCrash's checks cannot read a staged log.)
+const crashQuotaEnv = "REDOKIT_CRASH_CHILD_QUOTA"
+
 // The child side: crashChild, run from the test binary before any test.
 func init() {
 	testenv.RunChild("writer-crash", func(args []string) error {
@@ -129,7 +135,17 @@ func crashChild(mode, dir string, seed uint64) error {
 		return err
 	}
 	defer b.Close()
-	w, err := Open(ctx, b, crashOptions())
+	o := crashOptions()
+	if q := os.Getenv(crashQuotaEnv); q != "" {
+		// A quota smaller than a tick's events: the writer stages what is
+		// not resolved yet (stage cuts), so the kills land in staged runs.
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %v", crashQuotaEnv, q, err)
+		}
+		o.MemoryQuota = n
+	}
+	w, err := Open(ctx, b, o)
 	if err != nil {
 		return err
 	}
@@ -181,6 +197,7 @@ func crashChild(mode, dir string, seed uint64) error {
 				return false
 			}
 			fmt.Fprintln(os.Stdout, "F", f)
+			fmt.Fprintln(os.Stdout, "S", w.Stats().StageCuts)
 			if ts%100 == 0 {
 				if _, err := w.Publish(ctx); err != nil {
 					werr = err
@@ -223,6 +240,7 @@ type childRun struct {
 	// resolved ts must cover it even before a next epoch reads the chain.
 	published uint64
 	from      uint64 // the flushed ts the writer reopened at
+	stageCuts int64  // the most stage cuts the child reported
 	ready     bool
 	fin       bool
 	out       []string
@@ -324,6 +342,10 @@ func (c *childRun) handle(t *testing.T, line string) {
 				t.Fatalf("child printed published ts %d after %d, with flushed ts %d", ts, c.published, c.last)
 			}
 			c.published = ts
+		case strings.HasPrefix(line, "S "):
+			n, err := strconv.ParseInt(line[2:], 10, 64)
+			must(t, err)
+			c.stageCuts = max(c.stageCuts, n)
 		case strings.HasPrefix(line, "READY "):
 			from, err := strconv.ParseUint(line[len("READY "):], 10, 64)
 			must(t, err)
