@@ -74,6 +74,11 @@ func formatVersion(stamped string, info *debug.BuildInfo, ok bool) string {
 			c += " of " + when
 		}
 		parts = append(parts, c)
+	} else if !strings.HasPrefix(v, "v") {
+		// A release names its commit by its version; a devel build
+		// without VCS stamping (go build -buildvcs=false, a build outside
+		// the checkout, a go run) names nothing, so say how to get it.
+		parts = append(parts, "no commit recorded (build in a git checkout of redokit with -buildvcs=true, or stamp -ldflags \"-X "+modulePath+"/cli.version=…\")")
 	}
 	parts = append(parts, info.GoVersion)
 	return fmt.Sprintf("%s, %s", v, strings.Join(parts, ", "))
