@@ -159,6 +159,14 @@ func (a *app) openSink(ctx context.Context, sinkURI string, sopts *apply.SinkOpt
 // applyReader replays what r reads into sink with apply.Run, through the
 // operator's controls, and fills sum (its range set by the caller).
 func (a *app) applyReader(ctx context.Context, r *reader.Reader, sink apply.Sink, sum *applySummary, opts *apply.Options, ctl *applyControls) (*applySummary, error) {
+	return a.applyReaderUntil(ctx, nil, r, sink, sum, opts, ctl)
+}
+
+// applyReaderUntil is applyReader that, once stop ends (nil: never), ends
+// the stream at the next commit ts: the transaction in hand is applied and
+// committed with its progress, and the run ends as if the range ended there
+// (sum.EndTs says where). ctx must then outlive stop.
+func (a *app) applyReaderUntil(ctx, stop context.Context, r *reader.Reader, sink apply.Sink, sum *applySummary, opts *apply.Options, ctl *applyControls) (*applySummary, error) {
 	if ctl == nil {
 		ctl = &applyControls{}
 	}
@@ -169,8 +177,14 @@ func (a *app) applyReader(ctx context.Context, r *reader.Reader, sink apply.Sink
 	// The bar observes the stream on its way to Run: every 1024 events.
 	var read, passed int64 // events read, and passed by the filter
 	var src apply.Source = func(yield func(*codec.Event, error) bool) {
+		var ts uint64
 		for ev, err := range r.CodecEvents(ctx) {
 			if err == nil {
+				if stop != nil && stop.Err() != nil && ev.CommitTs() != ts && read > 0 {
+					sum.EndTs = ts // every event up to ts was handed to Run
+					return
+				}
+				ts = ev.CommitTs()
 				if read++; read%1024 == 0 {
 					bar.update(ev.CommitTs(), read)
 				}
@@ -404,7 +418,7 @@ stdout, and runs none (nor writes the progress table).`,
 				}
 				b, m, err := a.openMeta(ctx)
 				if err != nil {
-					return err
+					return followStopped(ctx, err)
 				}
 				defer b.Close()
 				start := m.CheckpointTs
@@ -416,8 +430,8 @@ stdout, and runs none (nor writes the progress table).`,
 				}
 				sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger(),
 					LogID: m.LogID, SinkName: sinkName, AnotherLog: another, ForeignKeyChecks: fkChecks}
-				return a.applyFollow(ctx, b, sinkURI, start, poll, metrics, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
-					sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas})
+				return followStopped(ctx, a.applyFollow(ctx, b, sinkURI, start, poll, metrics, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+					sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas}))
 			}
 			b, m, start, end, err := rf.open(ctx, cmd, a)
 			if err != nil {

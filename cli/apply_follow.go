@@ -57,8 +57,9 @@ type applied = appliedJSON
 // has applied all of it. A restart starts from start (the checkpoint, or
 // --start-ts) and the sink's progress skips what it holds, so a SIGKILL
 // loses nothing and applies nothing twice. ctx ending (SIGINT, SIGTERM)
-// stops it between or inside a round, with what was committed kept and
-// its progress recorded: a stop, not a failure (exit 0).
+// stops it: between rounds at once; inside one at the next commit ts, once
+// the transaction in hand is applied and committed with its progress. A
+// stop, not a failure (exit 0).
 func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, start uint64, poll time.Duration, metricsAddr string, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) error {
 	sink, err := a.openSink(ctx, sinkURI, sopts)
 	if err != nil {
@@ -110,7 +111,9 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 			return stop(err.Error(), err)
 		}
 		rs := a.newApplySummary(sinkURI, f.Position(), end, sopts, ctl)
-		rs, err = a.applyReader(ctx, r, sink, rs, opts, ctl)
+		// A signal ends the round at the next commit ts: the transaction
+		// in hand is applied and committed, with its progress.
+		rs, err = a.applyReaderUntil(context.WithoutCancel(ctx), ctx, r, sink, rs, opts, ctl)
 		r.Close()
 		if rs.Applied != nil {
 			sum.Last = rs.Applied
@@ -124,6 +127,15 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 				return stop("signal", nil)
 			}
 			return stop(err.Error(), err)
+		}
+		if ctx.Err() != nil {
+			// The round ended early at rs.EndTs (or just ended): what it
+			// applied is committed; a rerun goes on from there.
+			if rs.EndTs == end {
+				f.Finish(end)
+			}
+			sum.Rounds++
+			return stop("signal", nil)
 		}
 		f.Finish(end)
 		sum.Rounds++
@@ -160,6 +172,16 @@ func (a *app) serveMetrics(addr string, c prometheus.Collector) (stop func(), er
 		fmt.Fprintf(a.stderr, "redokit: metrics on http://%s/metrics\n", ln.Addr())
 	}
 	return func() { srv.Close() }, nil
+}
+
+// followStopped is err, unless ctx ended (a signal): --follow has no end,
+// so a signal is how it stops, even before it began to apply.
+func followStopped(ctx context.Context, err error) error {
+	var ee *exitErr
+	if err != nil && ctx.Err() != nil && !(errors.As(err, &ee) && ee.code == exitUsage) {
+		return nil
+	}
+	return err
 }
 
 // printJSONLine prints v as one line of JSON (a stream of objects).
