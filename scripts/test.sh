@@ -34,7 +34,7 @@
 #                                   random moment, site B's apply --follow promotes
 #                                   (default 1, ~5 s a trial)
 #   REDOKIT_APPLY_FUZZ_HISTORIES=10000 histories of apply's differential fuzzer
-#                                   per sink (default 200, ~2 min under -race;
+#                                   per sink (default 200, 2-3 min under -race;
 #                                   REDOKIT_APPLY_FUZZ_SEED=n replays from history
 #                                   seed n, REDOKIT_APPLY_FUZZ_SINKS=postgres
 #                                   limits the sinks)
