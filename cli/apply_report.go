@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -158,4 +159,19 @@ func shellWord(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// MarshalJSON adds "exit_code" to the summary of an apply that failed, as
+// every --json failure has it: the summary stands in for the error object
+// (see the package doc), so a script that reads exit_code must find it here
+// too (issue 29, item 7: apply --json failures lacked it).
+func (s applySummary) MarshalJSON() ([]byte, error) {
+	type plain applySummary // its fields and tags, not this method
+	if s.Error == "" {
+		return json.Marshal(plain(s))
+	}
+	return json.Marshal(struct {
+		plain
+		ExitCode int `json:"exit_code"`
+	}{plain(s), exitError})
 }

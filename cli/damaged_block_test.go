@@ -61,6 +61,21 @@ func checkDamagedBlock(t *testing.T, l *tsoLog, key string, off int64, lo, hi ui
 		mustContain(t, cmd[0]+" stderr", r.stderr, fmt.Sprintf("%q", key), "corrupt block "+at, rangeText, "A damaged block")
 	}
 
+	// With --json the failed apply's summary (where it stopped) stands in
+	// for the error object, exit_code included (issue 29, item 7: it had
+	// none).
+	r = cli(t, l.args("apply", "--sink", "sqlite://"+filepath.Join(t.TempDir(), "json.db"), "--json")...)
+	wantCode(t, r, 1)
+	var failed struct {
+		Applied  *appliedJSON `json:"applied"`
+		Error    string       `json:"error"`
+		ExitCode int          `json:"exit_code"`
+	}
+	decodeJSON(t, r.stdout, &failed)
+	if failed.Applied == nil || !strings.Contains(failed.Error, "corrupt block "+at) || failed.ExitCode != 1 {
+		t.Fatalf("apply --json over a damaged block: want the summary with the error and exit_code 1, got\n%s", r.stdout)
+	}
+
 	// The runbook: everything below the range replays.
 	end := fmt.Sprint(lo - 1)
 	r = cli(t, l.args("apply", "--sink", sink, "--end-ts", end, "--json")...)

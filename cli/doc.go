@@ -24,7 +24,8 @@
 // backend does not take). With --json, a failure or usage error prints
 // {"error": "...", "exit_code": N} on stdout as well as the text on stderr,
 // unless the command printed its own JSON report first (verify, check,
-// torture, demo; apply's summary of where it stopped). Nothing is ever
+// torture, demo; apply's summary of where it stopped, which then has "error"
+// and "exit_code" too). Nothing is ever
 // deleted, and the checkpoint never moved, without --yes or an interactive
 // confirmation.
 //
