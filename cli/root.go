@@ -22,7 +22,6 @@ import (
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
-	"github.com/redokit/redokit/segment"
 )
 
 // Exit codes.
@@ -238,7 +237,7 @@ func (a *app) preRun(cmd *cobra.Command, _ []string) error {
 		}
 	}
 	if a.logID != "" {
-		if err := segment.ValidateID(a.logID); err != nil {
+		if err := checkID(a.logID); err != nil {
 			return usageErrorf("--log %q: %v", a.logID, err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/meta"
-	"github.com/redokit/redokit/segment"
 )
 
 func (a *app) writerCmd() *cobra.Command {
@@ -160,7 +159,7 @@ func (a *app) printFence(r *fenceResult) {
 }
 
 func writerArg(args []string) (string, error) {
-	if err := segment.ValidateID(args[0]); err != nil {
+	if err := checkID(args[0]); err != nil {
 		return "", usageErrorf("writer %q: %v", args[0], err)
 	}
 	return args[0], nil
