@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -320,11 +321,28 @@ func (a *app) logger() *slog.Logger {
 
 // storageShown is the storage URL as it may be printed.
 func (a *app) storageShown() string {
-	if !strings.ContainsAny(a.storage, "@?") {
-		// Nothing to hide; url.Redacted would also turn "mem://" into "mem:".
-		return a.storage
+	s := a.storage
+	if strings.ContainsAny(s, "@?") {
+		// Only then: url.Redacted would also turn "mem://" into "mem:".
+		s = blob.RedactURL(s)
 	}
-	return blob.RedactURL(a.storage)
+	return unescapedURL(s)
+}
+
+// unescapedURL is a URL as a person reads it: its path unescaped
+// ("file:///tmp/my dir", not "file:///tmp/my%20dir", which is how a local
+// directory's URL is written), its query left as it is. --storage takes
+// it back as it is shown.
+func unescapedURL(s string) string {
+	head, query, hasQuery := strings.Cut(s, "?")
+	p, err := url.PathUnescape(head)
+	if err != nil || strings.ContainsAny(p, "?#") || strings.ContainsFunc(p, unicode.IsControl) || strings.Contains(strings.ToUpper(head), "%2F") {
+		return s // unescaped, it would read as another URL
+	}
+	if hasQuery {
+		return p + "?" + query
+	}
+	return p
 }
 
 func isTerminal(v any) bool {
