@@ -23,6 +23,7 @@ import (
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/gc"
 )
 
 // Exit codes.
@@ -117,6 +118,9 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		if a.verbose && !errors.Is(cause, errSilent) {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
+	}
+	if gc.NoSpace(err) {
+		err = &noSpaceError{err}
 	}
 	if !errors.Is(err, errSilent) {
 		fmt.Fprintf(a.stderr, "redokit: %s\n", onePrefix(err.Error()))
@@ -517,6 +521,22 @@ func plural(n int, noun string) string {
 // an error wraps one ("--end-ts N: redokit: read range above …").
 func onePrefix(msg string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(msg, "redokit: "), ": redokit: ", ": ")
+}
+
+// noSpaceError is a full store's error as redokit says it. The blob layer
+// has no code for a full store, so its message reads "unknown: … no space
+// left on device", which says the store did something unexplained; the
+// cause is plain, and so are the commands that work on a full store.
+type noSpaceError struct{ err error }
+
+func (e *noSpaceError) Unwrap() error { return e.err }
+
+func (e *noSpaceError) Error() string {
+	msg := strings.ReplaceAll(e.err.Error(), ": "+blob.CodeUnknown.String()+": ", ": ")
+	if !strings.Contains(msg, "the store is full") {
+		msg += fullHint(e.err)
+	}
+	return msg
 }
 
 // isMemStorage reports a mem:// store, which lives only as long as the
