@@ -175,6 +175,10 @@ machine-readable output, where every commit ts is a string of digits
 number read as a double (jq, JavaScript) rounds. 'jq -r .resolved_ts' prints
 it as every ts argument takes it.
 
+'redokit apply' replays a log into MySQL-compatible databases, PostgreSQL or
+SQLite; 'redokit bench' measures a storage, 'redokit check' whether it is fit
+to hold a log.
+
 Start with 'redokit demo': it writes a log with several writers, fails one
 over, collects garbage, replays the log into SQLite and verifies the result.
 

@@ -44,7 +44,12 @@ func (a *app) verifyCmd() *cobra.Command {
 		Long: `verify reads every segment of the log, whatever its ts range: every block's
 CRC32C (all of them, not only the first bad one), every event's encoding and
 commit-ts order, and whether each segment's header and footer agree with its
-name. It then checks the meta object and the writer states against each other
+name. It proves every writer epoch's chain of segments complete from the
+checkpoint: each segment's header links its predecessor (its seq, header and
+footer CRCs, largest commit ts), so a missing or replaced segment, or a chain
+that ends short of the seq its writer published, is an error ("incomplete");
+so is an object under the log's prefix that is not a key the log writes. It
+then checks the meta object and the writer states against each other
 and against the segments (checkpoint at or below the resolved ts, a state for
 every live writer, no segment from an epoch its writer never reached).
 
