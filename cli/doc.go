@@ -8,13 +8,15 @@
 //	redokit meta   --storage --log    checkpoint, global resolved ts, writers and epochs
 //	redokit ls     --storage --log    the segments
 //	redokit dump   --storage --log    events of a range as JSON lines
-//	redokit verify --storage --log    check every block, the order and the meta
-//	redokit apply  --storage --log --sink URI   replay into MySQL or SQLite
+//	redokit verify --storage --log    check every block, the chains, the order and the meta
+//	redokit apply  --storage --log --sink URI   replay into MySQL, PostgreSQL or SQLite
 //	redokit checkpoint set TS --storage --log   move the checkpoint (after a manual recovery)
 //	redokit gc     --storage --log    delete segments below the checkpoint
 //	redokit rm     --storage --log    delete a whole log
 //	redokit check  --storage          is this bucket fit to hold a redo log?
 //	redokit torture --storage --duration   kill writers, lose answers: does the log lose anything?
+//	redokit bench  [--storage]        writer, reader and raw baselines on a storage
+//	redokit writer ls|fence|rm --storage --log   see, fence and remove a dead writer
 //
 // Exit codes: 0 success; 1 failure, whatever the command (a verification
 // that found problems, a log that does not exist, a store or sink that
