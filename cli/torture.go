@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/url"
@@ -169,6 +171,7 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 	if a.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(a.stderr, "torture: "+format+"\n", args...) }
 	}
+	defer a.quietDefaultLogs()()
 	var rep *torture.Report
 	u, _ := url.Parse(a.storage)
 	if u != nil && u.Scheme == "mem" {
@@ -497,4 +500,26 @@ func summary(c map[string]int) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// quietDefaultLogs routes slog.Default, where drivers log (the S3 driver
+// passes the AWS SDK's records on to it), to stderr with --verbose and
+// nowhere otherwise, until the returned func restores it. Under torture's
+// faults a store's SDK warns (a retry it could not rewind), and those lines
+// are noise among the verdict, like the writer processes' own messages,
+// which also show only with --verbose.
+func (a *app) quietDefaultLogs() (restore func()) {
+	prev, out, flags := slog.Default(), log.Writer(), log.Flags()
+	h := slog.DiscardHandler
+	if a.verbose {
+		h = a.logger().Handler()
+	}
+	slog.SetDefault(slog.New(h))
+	return func() {
+		slog.SetDefault(prev)
+		// SetDefault pointed package log at the handler; the default
+		// handler writes through package log, so put it back as it was.
+		log.SetOutput(out)
+		log.SetFlags(flags)
+	}
 }
