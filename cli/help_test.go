@@ -48,3 +48,57 @@ func TestHelpTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardTsScale: the dashboard turns commit ts into seconds by its
+// ts_per_second variable, TiDB's TSO scale by default, and no panel assumes
+// TSOs by a constant (issue 29, item 7: the watermark-age panel did).
+func TestDashboardTsScale(t *testing.T) {
+	raw, err := os.ReadFile("../docs/grafana/redokit-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			Targets     []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name    string `json:"name"`
+				Current struct {
+					Value string `json:"value"`
+				} `json:"current"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	decodeJSON(t, string(raw), &d)
+	def := ""
+	for _, v := range d.Templating.List {
+		if v.Name == "ts_per_second" {
+			def = v.Current.Value
+		}
+	}
+	if def != "262144000" {
+		t.Fatalf("the dashboard's ts_per_second variable: default %q, want 262144000 (TiDB TSOs)", def)
+	}
+	scaled := 0
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			if strings.Contains(q.Expr, "262144000") {
+				t.Errorf("panel %q assumes TSOs by a constant: %s", p.Title, q.Expr)
+			}
+			if strings.Contains(q.Expr, "$ts_per_second") {
+				scaled++
+				if !strings.Contains(p.Description, "ts_per_second") {
+					t.Errorf("panel %q scales by ts_per_second without saying so", p.Title)
+				}
+			}
+		}
+	}
+	if scaled == 0 {
+		t.Fatal("no panel scales commit ts by ts_per_second")
+	}
+}
