@@ -291,6 +291,7 @@ func (w *Writer) cut(why cutReason) *job {
 		// progress could be recorded, which the next tick does.
 		return nil
 	}
+	moved := resolved != w.cutResolved
 	w.cutChanges = w.changes
 	w.cutResolved = resolved
 	j := &job{resolved: resolved, start: time.Now()}
@@ -299,7 +300,10 @@ func (w *Writer) cut(why cutReason) *job {
 	// memory leaves the quota then (a Write that finds the quota full asks
 	// for a cut that syncs). Production, compression and appends overlap
 	// with one sync per flush the caller asked for, as without staging.
-	j.lazy = stage && !pressed && why != cutForce && w.append
+	// Not when the resolved ts moved: a lazy job records no progress, and
+	// with nothing changing after it no later cut would make the move
+	// durable (the flushed ts would stand still on an idle writer).
+	j.lazy = stage && !pressed && why != cutForce && w.append && !moved
 	before := w.committed
 	j.committed = max(before, j.resolved)
 	w.committed = j.committed

@@ -345,3 +345,33 @@ func TestCatchUpSpanIsTheKnownLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestStageCutThatMovesTheResolvedTsIsDurable: a stage cut made while the
+// resolved ts had moved (nothing buffered at or below it: FlushBytes of a
+// transaction above it) carries the move. A lazy cut records no progress,
+// so it must not be lazy: with nothing written after it, no later cut
+// would make the move durable, and the writer's flushed ts would stand
+// still below its resolved ts for as long as it stays idle.
+func TestStageCutThatMovesTheResolvedTsIsDurable(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions("w")
+	o.FlushInterval = 5 * time.Millisecond
+	o.FlushBytes = 4 << 10
+	w := open(t, localBucket(t, t.TempDir()), o)
+	must(t, w.AddSpan(1, 100))
+	must(t, w.AdvanceResolved(1, 200))
+	for i := range 200 { // ~12 KiB at ts 300, not resolved
+		must(t, w.Write(ctx, 1, row(1, 300, int64(i))))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.FlushedTs() < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("flushed ts %d on an idle writer whose resolved ts is 200 (stage cuts %d)", w.FlushedTs(), w.Stats().StageCuts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w.Stats().StageCuts == 0 {
+		t.Fatal("no stage cut: the test proves nothing")
+	}
+	must(t, w.Close(ctx))
+}
