@@ -307,7 +307,7 @@ func (a *app) applyCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
-		Short: "Replay the log into a MySQL-compatible database or SQLite",
+		Short: "Replay the log into a MySQL-compatible database, PostgreSQL or SQLite (--follow: keep a standby at the log)",
 		Long: `apply replays a range of the log into a SQL downstream, in commit-ts order, rows
 of a commit ts before its DDLs, idempotently: the sink records its progress in a
 table of its own (redokit_apply_progress) in the same transactions as the data,
