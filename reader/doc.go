@@ -244,8 +244,9 @@
 // and none is skipped; its memory is one round's reader's. An older meta
 // object (a lagging replica or cache) can only hold it back: it never reads
 // above a resolved ts the log published. A round whose Open cannot prove
-// what it read fresh (ErrUnproven, meta.ErrStale, meta.ErrInconsistent) or
-// meets a transient store error is opened again, for at most
+// what it read fresh (ErrUnproven, meta.ErrStale, meta.ErrInconsistent),
+// finds a segment gone between its listing and its read (GC below the
+// position) or meets a transient store error is opened again, for at most
 // FollowOptions.OpenTimeout, before the follower fails; so is a round that
 // fails part way because the log changed under it (a takeover's recovery
 // cut or sealed a segment it was reading), from the position, passing over

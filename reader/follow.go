@@ -361,7 +361,13 @@ func (f *Follower) open(ctx context.Context, o *Options) (*Reader, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		again := errors.Is(err, meta.ErrStale) || errors.Is(err, meta.ErrInconsistent) || errors.Is(err, ErrUnproven) || blob.IsTransient(err)
+		// Not-exist too: GC deletes what lies below the position while a
+		// round lists and opens, and the reader refuses a segment that
+		// vanished between the two; a new listing no longer has it (and a
+		// segment the round needs that is gone fails the new proof with
+		// ErrIncomplete, which is final).
+		again := errors.Is(err, meta.ErrStale) || errors.Is(err, meta.ErrInconsistent) || errors.Is(err, ErrUnproven) ||
+			blob.IsTransient(err) || blob.IsNotExist(err)
 		if !again || time.Since(start) >= f.openTimeout {
 			f.err = fmt.Errorf("reader: follow log %s: open round (%d, %d] (try %d, %v): %w", f.opts.LogID, o.StartTs, o.EndTs, try, time.Since(start).Round(time.Millisecond), err)
 			return nil, f.err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,5 +390,39 @@ func TestFollowerReopensARoundPartWay(t *testing.T) {
 	}
 	if fl.reopens == 0 {
 		t.Fatal("no round was read again: the injected failure missed the round")
+	}
+}
+
+// TestFollowerRoundOpenOutlivesGC: GC deletes a segment below the
+// follower's position between a round's listing and its read of the
+// segment's header (the reader refuses a segment that vanished, after
+// listing again a few times): the round is opened again, not failed. It
+// failed the standby in a crash+GC trial before the retry.
+func TestFollowerRoundOpenOutlivesGC(t *testing.T) {
+	ctx := context.Background()
+	d := mem.NewDriver()
+	w, c := freshLog(t, blob.NewBucket(d), 4) // 10 .. 40, a segment each
+	f := blobtest.NewFaulty(d)
+	fl := follower(t, f.Bucket(), 0)
+	for _, want := range []uint64{10, 20, 30, 40} {
+		if ts, _ := nextTs(t, fl); ts != want {
+			t.Fatalf("event at %d, want %d", ts, want)
+		}
+	}
+	// The next round's reads of the oldest segment's header find it gone,
+	// as often as the reader lists again.
+	var failed atomic.Int32
+	f.Add(blobtest.Rule{Op: blobtest.OpRead, Err: blob.ErrNotExist, Match: func(call blobtest.Call) bool {
+		return strings.Contains(call.Key, "-00000000000000000010-00000000000000000010.seg") && failed.Add(1) <= 8
+	}})
+	writeFlush(t, w, 50)
+	if _, err := c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := nextTs(t, fl); ts != 50 {
+		t.Fatalf("event at %d, want 50", ts)
+	}
+	if failed.Load() == 0 {
+		t.Fatal("no read of the old segment failed: the test proves nothing")
 	}
 }
