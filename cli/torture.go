@@ -169,6 +169,11 @@ func (a *app) runTorture(ctx context.Context, o *tortureOptions) (err error) {
 		cfg.GrowSpans = 3
 	}
 	if a.verbose {
+		// The children's output, these lines and the store's log records
+		// (quietDefaultLogs) reach stderr from several goroutines at once.
+		prev := a.stderr
+		a.stderr = &lockedWriter{w: prev}
+		defer func() { a.stderr = prev }()
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(a.stderr, "torture: "+format+"\n", args...) }
 	}
 	defer a.quietDefaultLogs()()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,6 +371,9 @@ func (bg *background) follow() (finish func(t *testing.T, resolved uint64)) {
 		return func(*testing.T, uint64) {}
 	}
 	bg.fseen = map[string]bool{}
+	// The follower's own copy of the workload's truth: upTo's slice is
+	// its buffer, which the reader loop's calls would rewrite under it.
+	tr := &crashTruth{seed: bg.tr.seed}
 	ctx, cancel := context.WithCancel(context.Background())
 	next := func() bool {
 		ev, err := f.Next(ctx)
@@ -381,10 +385,9 @@ func (bg *background) follow() (finish func(t *testing.T, resolved uint64)) {
 		}
 		ts, k := ev.Event.CommitTs(), readKey(&ev.Event)
 		want := map[string][]byte{}
-		for _, e := range bg.tr.upTo(ts) {
-			if e.ts == ts {
-				want[e.key()] = e.encoding()
-			}
+		evs := tr.upTo(ts)
+		for i := sort.Search(len(evs), func(i int) bool { return evs[i].ts >= ts }); i < len(evs) && evs[i].ts == ts; i++ {
+			want[evs[i].key()] = evs[i].encoding()
 		}
 		enc, ok := want[k]
 		switch {
@@ -427,7 +430,7 @@ func (bg *background) follow() (finish func(t *testing.T, resolved uint64)) {
 		if pos := f.Position(); pos < resolved {
 			t.Fatalf("the follower is at %d, below the final global resolved ts %d", pos, resolved)
 		}
-		if n := len(bg.tr.upTo(resolved)); len(bg.fseen) != n {
+		if n := len(tr.upTo(resolved)); len(bg.fseen) != n {
 			t.Fatalf("the follower returned %d events up to the final global resolved ts %d; the workload wrote %d", len(bg.fseen), resolved, n)
 		}
 	}
