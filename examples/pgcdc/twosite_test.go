@@ -208,7 +208,12 @@ func twoSiteTrial(t *testing.T, trial uint64) (rtoFollow, rtoCold, coldMinute ti
 
 	// A steady load until site A dies at a random moment.
 	rng := rand.New(rand.NewPCG(trial, uint64(time.Now().UnixNano())))
-	killAfter := time.Duration(1000+rng.IntN(2000)) * time.Millisecond
+	// The kill comes at a random moment after site A's global resolved ts
+	// has passed a committed mark, so every trial has something to prove;
+	// on a loaded machine site A can take longer than the random delay to
+	// start its captures.
+	killAfter := time.Duration(rng.IntN(2000)) * time.Millisecond
+	var firstMark atomic.Uint64
 	var nextAid, hid atomic.Int64
 	nextAid.Store(5000)
 	lctx, stopLoad := context.WithCancel(ctx)
@@ -251,8 +256,23 @@ func twoSiteTrial(t *testing.T, trial uint64) (rtoFollow, rtoCold, coldMinute ti
 				}
 				lsn, _ := pglogrepl.ParseLSN(l)
 				marks[cl] = append(marks[cl], mark{id, uint64(lsn)})
+				firstMark.CompareAndSwap(0, uint64(lsn))
 			}
 		})
+	}
+	for {
+		if fm := firstMark.Load(); fm != 0 {
+			if m, err := lg.Meta(ctx); err == nil && m.ResolvedTs >= fm {
+				break
+			}
+		}
+		select {
+		case <-siteA.Done:
+			t.Fatalf("site A exited before the kill: %v", siteA.Wait())
+		case <-ctx.Done():
+			t.Fatalf("site A's global resolved ts never passed a committed mark (first mark at %s)", pglogrepl.LSN(firstMark.Load()))
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	time.Sleep(killAfter)
 	// The disaster: site A's processes die and its upstream with them.
@@ -332,7 +352,7 @@ func twoSiteTrial(t *testing.T, trial uint64) (rtoFollow, rtoCold, coldMinute ti
 	if uint64(walEnd) > final {
 		rpoBytes = uint64(walEnd) - final
 	}
-	t.Logf("site A killed after %v of load: final global resolved ts %s, upstream WAL at %s (%d bytes after it, the commits lost with the site); RPO at the resolved ts 0 (all %d transactions committed at or below it are in the standby); standby promoted %v after the kill (RTO); a cold apply of the whole log (%d rows) took %v; one minute of this load cold: about %v",
-		killAfter, pglogrepl.LSN(final), walEnd, rpoBytes, covered, rtoFollow.Round(time.Millisecond), res.Rows, rtoCold.Round(time.Millisecond), coldMinute.Round(time.Millisecond))
+	t.Logf("site A killed after %v of load (%v after its resolved ts passed a mark): final global resolved ts %s, upstream WAL at %s (%d bytes after it, the commits lost with the site); RPO at the resolved ts 0 (all %d transactions committed at or below it are in the standby); standby promoted %v after the kill (RTO); a cold apply of the whole log (%d rows) took %v; one minute of this load cold: about %v",
+		kill.Sub(began).Round(time.Millisecond), killAfter, pglogrepl.LSN(final), walEnd, rpoBytes, covered, rtoFollow.Round(time.Millisecond), res.Rows, rtoCold.Round(time.Millisecond), coldMinute.Round(time.Millisecond))
 	return rtoFollow, rtoCold, coldMinute
 }
