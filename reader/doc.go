@@ -150,14 +150,16 @@
 // active segment is scanned from its start, up to the length it had when the
 // read began (a live writer's later appends are not half-read).
 //
-// Each chunk of a sealed segment is read by a segment.Reader of its own, so
-// the payloads of its events, and the byte values decoded from them, point
-// into that reader's decompression buffer and are never copied; the extra
-// readers open from the first one's reads, at no extra request, and a
-// finished stream's chunks keep theirs for the streams that follow
-// (segment.Reader.Reset), so that their buffers are allocated once. (An
-// active segment is one stream through one Scanner, so its payloads are
-// copied, once, into the chunk.)
+// A sealed segment's stream reads with one segment.Reader, which
+// decompresses each block into the buffer of the chunk that takes it
+// (segment.Reader.ReadBlockInto), so the payloads of its events, and the
+// byte values decoded from them, point into that buffer and are never
+// copied. The compressed frame and the segment's tail are read into buffers
+// shared by all streams for the moment they are needed, and a finished
+// stream's chunks, buffers included, go to the streams that follow, so an
+// open stream holds its chunks and little else. (An active segment is one
+// stream through one Scanner, so its payloads are copied, once, into the
+// chunk.)
 //
 // Chunks are recycled, and each stream owns at most Prefetch+2 of them
 // (Prefetch waiting, one being filled, one being merged): a producer that has

@@ -17,6 +17,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // runsLog is one writer epoch's log of overlapping sorted runs, or the same
@@ -301,6 +302,42 @@ func benchRuns(b *testing.B, shape string, n int, total int64) {
 			b.ReportMetric(float64(runsSt.MaxChunks), "chunks")
 			b.ReportMetric(float64(oneSt.MaxChunks), "one-chunks")
 			b.ReportMetric(float64(runsSt.MaxOpenStreams), "streams")
+		})
+	}
+}
+
+// BenchmarkRunsOnly reads only the log of BenchmarkOverlappingRuns's
+// overlapping runs (or, with REDOKIT_BENCH_ONE=1, the same events in one
+// segment), without the other read between iterations, for profiles that
+// show the merge of many runs alone. REDOKIT_BENCH_RUNS sets the runs (default
+// 400), REDOKIT_BENCH_SHAPE the shape (interleaved or spill) and
+// REDOKIT_BENCH_SIZE the bytes, as there.
+func BenchmarkRunsOnly(b *testing.B) {
+	total := int64(256 << 20)
+	if os.Getenv("REDOKIT_BENCH_SIZE") != "" {
+		total = benchSize()
+	}
+	n := testenv.Count(b, "REDOKIT_BENCH_RUNS", 400)
+	shape := os.Getenv("REDOKIT_BENCH_SHAPE")
+	if shape == "" {
+		shape = interleaved
+	}
+	one := os.Getenv("REDOKIT_BENCH_ONE") == "1"
+	l := buildRunsLog(b, runsBucket(b), n, shape, one, total)
+	for _, raw := range []bool{true, false} {
+		mode := "decoded"
+		if raw {
+			mode = "raw"
+		}
+		b.Run("merge="+mode, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(l.uncomp)
+			var cpu time.Duration
+			for b.Loop() {
+				_, c, _, _, _ := readRuns(b, l, raw)
+				cpu += c
+			}
+			b.ReportMetric(cpu.Seconds()/float64(b.N)/(float64(l.uncomp)/(1<<30)), "cpu-s/GiB")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package reader
 
 import (
-	"bytes"
 	"context"
 	"io"
 
@@ -25,10 +24,8 @@ type objectReaderAt struct {
 	rc               io.ReadCloser
 	pos              int64 // offset of the next byte rc yields
 
-	// keep makes it remember the reads outside the window (the trailer and
-	// footer, the header), so that more segment.Readers of the same object
-	// open without a request.
-	keep bool
+	// kept are reads made before, served again without a request (the
+	// header the merge read to decide on the duplicate filter).
 	kept []keptRead
 }
 
@@ -66,9 +63,6 @@ func (r *objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		rc.Close()
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF // the object is shorter than asked
-		}
-		if err == nil && r.keep && len(r.kept) < 4 {
-			r.kept = append(r.kept, keptRead{off, bytes.Clone(p[:n])})
 		}
 		return n, err
 	}

@@ -25,14 +25,12 @@ type chunk struct {
 	ddls   int      // how many of them are DDLs
 	src    *Source  // the Source of every event of the chunk
 	// The payloads of events[:n], and the byte values decoded from them,
-	// point into the buffer of sr, the segment.Reader this chunk reads its
-	// sealed block with, or, for an active segment (one Scanner reads all
-	// its blocks), into raw, a copy. srOf is the stream sr reads for: a
-	// chunk handed to another stream resets sr to that stream's segment,
-	// keeping its buffers.
-	sr   *segment.Reader
-	srOf *stream
-	raw  []byte
+	// point into ub, the records of the sealed block the chunk holds (its
+	// stream's segment.Reader decompresses each block into the buffer of
+	// the chunk that takes it), or, for an active segment (one Scanner
+	// reads all its blocks), into raw, a copy.
+	ub  []byte
+	raw []byte
 	// counted: the chunk counts against its stream's limit (stream.out):
 	// from when the producer takes it until the merge is through with it.
 	counted bool
@@ -187,11 +185,11 @@ func (s *stream) start() {
 // read, the header with another, then the blocks the range needs, as one
 // ranged stream.
 //
-// Each chunk has a segment.Reader of its own and reads its block with it, so
-// the events' payloads point straight into that reader's decompression
-// buffer, which nothing touches until the chunk comes back: no copy. The
-// extra readers cost no request: the objectReaderAt serves their open-time
-// reads from what the first one read.
+// The stream's one segment.Reader decompresses each block into the buffer
+// of the chunk that takes it, so the events' payloads point straight into
+// that buffer, which nothing touches until the chunk comes back: no copy.
+// The Reader holds no frame buffer of its own (segment.Reader.ReadBlockInto),
+// so a stream costs its chunks and little else.
 //
 // read are the blocks already read from the active segment src was sealed
 // from, while it was being read: they must be the sealed segment's first
@@ -199,7 +197,7 @@ func (s *stream) start() {
 // only cuts a torn tail before it does), and the stream goes on after them.
 func (s *stream) produceSealed(ctx context.Context, src *Source, read []segment.BlockInfo) error {
 	r := s.r
-	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key, keep: true}
+	ra := &objectReaderAt{ctx: ctx, b: r.b, key: src.Key}
 	if src.header != nil {
 		ra.kept = append(ra.kept, keptRead{0, src.header})
 	}
@@ -235,26 +233,12 @@ func (s *stream) produceSealed(ctx context.Context, src *Source, read []segment.
 			if c, err = s.getChunk(ctx); err != nil {
 				return err
 			}
-			if c.srOf != s {
-				// A new chunk, or one of a finished stream: read this
-				// segment, with the buffers of the Reader it had.
-				opts := &segment.ReaderOptions{Object: src.Key}
-				if c.sr == nil {
-					c.sr, err = segment.NewReader(ra, src.Size, opts)
-				} else {
-					err = c.sr.Reset(ra, src.Size, opts)
-				}
-				if err != nil {
-					c.srOf = nil
-					return err
-				}
-				c.srOf = s
-			}
 		}
-		blk, err := c.sr.ReadBlock(i)
+		blk, ub, err := sr.ReadBlockInto(i, c.ub)
 		if err != nil {
 			return sealedBlockDamage(err, blocks[i])
 		}
+		c.ub = ub
 		if _, err := s.fill(c, blk, src, false); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 )
 
 // ReaderOptions configure a Reader. The zero value (or nil) is valid.
@@ -16,6 +17,13 @@ type ReaderOptions struct {
 // trailer and, for segments of up to about 1,600 blocks, the whole footer, so
 // that opening costs one ranged read at the end plus one for the header.
 const tailRead = 64 << 10
+
+// tailPool holds the buffers open reads the tail into, framePool those
+// ReadBlockInto reads frames into.
+var (
+	tailPool  = sync.Pool{New: func() any { b := make([]byte, tailRead); return &b }}
+	framePool = sync.Pool{New: func() any { return new([]byte) }}
+)
 
 // Reader reads a sealed segment through an io.ReaderAt: the trailer, then the
 // footer it points to, then blocks by index. Every block's CRC is checked as it
@@ -35,7 +43,6 @@ type Reader struct {
 	footer Footer
 	fOff   int64 // the footer's offset
 
-	tail  []byte // the end of the segment, read at open
 	frame []byte
 	dec   blockDecoder
 	cur   int    // next block Next loads
@@ -64,7 +71,7 @@ func NewReader(r io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) 
 // for each. Blocks and records r returned before are invalid after it. On
 // error r is unusable until the next successful Reset.
 func (r *Reader) Reset(ra io.ReaderAt, size int64, opts *ReaderOptions) error {
-	*r = Reader{r: ra, size: size, tail: r.tail, frame: r.frame, dec: blockDecoder{ub: r.dec.ub}}
+	*r = Reader{r: ra, size: size, frame: r.frame, dec: blockDecoder{ub: r.dec.ub}}
 	if opts != nil {
 		r.obj = opts.Object
 	}
@@ -85,9 +92,12 @@ func (r *Reader) open() error {
 	tailLen := min(r.size, tailRead)
 	tailOff := r.size - tailLen
 	// The header and footer are decoded into values that do not alias the
-	// tail, so its buffer is reused by a Reset.
-	r.tail = growBuf(r.tail, int(tailLen))
-	tail := r.tail[:tailLen]
+	// tail, so its buffer goes back to the pool when open returns: a
+	// program that holds many segments open (a reader merging hundreds of
+	// overlapping runs) does not hold a tail for each.
+	tp := tailPool.Get().(*[]byte)
+	defer tailPool.Put(tp)
+	tail := (*tp)[:tailLen]
 	if err := r.readAt(tail, tailOff); err != nil {
 		return err
 	}
@@ -155,27 +165,75 @@ func (r *Reader) Size() int64 { return r.size }
 // reused by the next ReadBlock or Next. Next continues from where the
 // returned block's own iteration stands, then with block i+1.
 func (r *Reader) ReadBlock(i int) (*Block, error) {
+	b, _, err := r.readBlock(i, nil)
+	return b, err
+}
+
+// ReadBlockInto is ReadBlock with the records in the caller's buffer: the
+// block is decompressed (or, stored uncompressed, copied) into ub, grown
+// when too small, and the buffer is returned for the caller to keep. The
+// records' payloads then stay valid, whatever the Reader reads next, for as
+// long as the caller leaves that buffer alone: a caller that holds the
+// records of several blocks of a segment at once gives each its own buffer
+// and needs one Reader, not one per block. The Reader holds no buffer for
+// it: the frame is read into a buffer shared with other Readers until the
+// block is decoded. The Block value itself is the Reader's, reused by its
+// next read: iterate it before that.
+func (r *Reader) ReadBlockInto(i int, ub []byte) (*Block, []byte, error) {
+	return r.readBlock(i, &ub)
+}
+
+// readBlock reads block i; with ub, into *ub (see ReadBlockInto).
+func (r *Reader) readBlock(i int, ub *[]byte) (*Block, []byte, error) {
 	if i < 0 || i >= len(r.footer.Blocks) {
-		return nil, fmt.Errorf("segment%s: block %d out of range [0, %d)", object(r.obj), i, len(r.footer.Blocks))
+		return nil, nil, fmt.Errorf("segment%s: block %d out of range [0, %d)", object(r.obj), i, len(r.footer.Blocks))
 	}
 	bi := r.footer.Blocks[i]
-	r.frame = growBuf(r.frame, bi.Length)
-	frame := r.frame[:bi.Length]
-	if err := r.readAt(frame, bi.Offset); err != nil {
-		return nil, err
+	var frame []byte
+	if ub == nil {
+		r.frame = growBuf(r.frame, bi.Length)
+		frame = r.frame[:bi.Length]
+	} else {
+		// The records end up in *ub, so the frame is needed only until
+		// this returns: from the pool, not held by the Reader.
+		fp := framePool.Get().(*[]byte)
+		defer framePool.Put(fp)
+		*fp = growBuf(*fp, bi.Length)
+		frame = (*fp)[:bi.Length]
 	}
-	b, p := r.dec.decode(frame, bi.Offset)
+	if err := r.readAt(frame, bi.Offset); err != nil {
+		return nil, nil, err
+	}
+	var b *Block
+	var p *problem
+	if ub == nil {
+		b, p = r.dec.decode(frame, bi.Offset)
+	} else {
+		own := r.dec.ub
+		r.dec.ub = *ub
+		b, p = r.dec.decode(frame, bi.Offset)
+		*ub, r.dec.ub = r.dec.ub, own
+		if p == nil && b.Codec == CompressionNone {
+			// The records are the frame's bytes, which the next read
+			// overwrites.
+			*ub = growBuf(*ub, len(b.data))
+			b.data = (*ub)[:copy(*ub, b.data)]
+		}
+	}
 	if p == nil {
 		p = codecAllowed(r.hdr, b)
 	}
 	if p != nil {
-		return nil, r.corrupt(p)
+		return nil, nil, r.corrupt(p)
 	}
 	if b.Info != bi {
-		return nil, r.corrupt(hard("block", bi.Offset, "header %+v disagrees with its index entry %+v", b.Info, bi))
+		return nil, nil, r.corrupt(hard("block", bi.Offset, "header %+v disagrees with its index entry %+v", b.Info, bi))
 	}
 	r.blk, r.cur, r.skip = b, i+1, false
-	return b, nil
+	if ub == nil {
+		return b, nil, nil
+	}
+	return b, *ub, nil
 }
 
 // ProgressBefore reads and checks what lies before block i of the index and

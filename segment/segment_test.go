@@ -134,6 +134,54 @@ func TestReadBlock(t *testing.T) {
 	}
 }
 
+// TestReadBlockInto: the records of every block read into a buffer of its
+// own stay valid while the Reader reads other blocks, compressed or not (a
+// block stored uncompressed is the Reader's frame, which the next read
+// overwrites unless copied).
+func TestReadBlockInto(t *testing.T) {
+	for _, c := range []Compression{CompressionNone, CompressionLZ4} {
+		t.Run(c.String(), func(t *testing.T) {
+			recs := genRecords(4, 500, false)
+			data := writeSegment(t, testHeader(c), &WriterOptions{BlockSize: 8 << 10}, recs, true)
+			r, err := NewReader(bytes.NewReader(data), int64(len(data)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks := r.Footer().Blocks
+			if len(blocks) < 4 {
+				t.Fatalf("only %d blocks", len(blocks))
+			}
+			var got []rec // payloads alias the buffers
+			for i := range blocks {
+				b, ub, err := r.ReadBlockInto(i, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Info != blocks[i] || len(ub) < blocks[i].Uncompressed {
+					t.Fatalf("block %d: info %+v (index %+v), buffer of %d bytes", i, b.Info, blocks[i], len(ub))
+				}
+				for x, ok := b.Next(); ok; x, ok = b.Next() {
+					got = append(got, rec{ts: x.CommitTs, kind: x.Kind, payload: x.Payload})
+				}
+			}
+			// The Reader's own buffers, and the shared frame, are
+			// overwritten by every block again.
+			for i := range blocks {
+				if _, err := r.ReadBlock(i); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := r.ReadBlockInto(len(blocks)-1-i, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			requireRecs(t, "blocks read into buffers of their own", got, recs)
+			if _, _, err := r.ReadBlockInto(len(blocks), nil); err == nil {
+				t.Fatal("ReadBlockInto past the index succeeded")
+			}
+		})
+	}
+}
+
 func TestSeekTs(t *testing.T) {
 	recs := genRecords(3, 2000, true)
 	data := writeSegment(t, testHeader(CompressionLZ4), &WriterOptions{BlockSize: 1 << 10}, recs, true)
