@@ -30,9 +30,9 @@ type Event struct {
 	// of an event (these two, Kind, the commit ts) shares a cache line.
 	payload []byte
 	codec.Event
-	// Padding to a multiple of the cache line: in a chunk's array of events
+	// Padding to a multiple of the cache line: in an array of events
 	// (page-aligned, as large allocations are) every event then starts a
-	// line, and what a producer writes of a raw event lies in one line
+	// line, and what a raw read writes of an event lies in one line
 	// instead of straddling two. TestEventSize keeps it so.
 	_ [eventPad]byte
 }
@@ -178,6 +178,10 @@ type Reader struct {
 	flushing bool
 
 	batch    []*Event
+	// The Events a raw read hands out in the current call (see event): the
+	// first rawN of the slabs.
+	rawEvs [][]Event
+	rawN   int
 	events   int64
 	dups     int64
 	hashed   int64
@@ -415,7 +419,7 @@ func (r *Reader) begin() error {
 	clear(r.release)
 	clear(r.releaseOf)
 	r.release, r.releaseOf = r.release[:0], r.releaseOf[:0]
-	r.out = 0
+	r.out, r.rawN = 0, 0
 	if r.errAfter != nil {
 		r.err, r.errAfter = r.errAfter, nil
 		return r.err
@@ -463,9 +467,8 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 			}
 			return nil, io.EOF
 		}
-		ev := s.head()
 		ts := s.ts
-		src := s.cur.src // every event's Source: ev's memory is not touched until needed
+		src := s.cur.src // every event's Source
 		if len(r.held) > 0 && ts != r.curTs {
 			// Every row at the DDLs' ts is out: now the DDLs.
 			r.flushing = true
@@ -493,22 +496,48 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		if r.multi {
 			r.hashed++
-			if !r.dd.admit(ev.payload, s.unit()) {
+			if !r.dd.admit(s.cur.pay[s.pos], s.unit()) {
 				r.dups++
 				r.consume(s)
 				continue
 			}
 		}
-		if s.cur.ddls > 0 && ev.Event.Kind == codec.DDLEvent {
-			r.held = append(r.held, ev.Clone())
+		if s.cur.ddls > 0 && s.cur.kind[s.pos] == codec.DDLEvent {
+			r.held = append(r.held, r.event(s).Clone())
 			r.consume(s)
 			continue
 		}
+		ev := r.event(s)
 		r.out++
 		r.events++
 		r.consume(s)
 		return ev, nil
 	}
+}
+
+// event returns the head of s as an Event: the chunk's, decoded, or in a
+// raw read one of the Reader's (see chunk), valid until the next call.
+func (r *Reader) event(s *stream) *Event {
+	c, i := s.cur, s.pos
+	if !r.c.Raw {
+		return &c.events[i]
+	}
+	const slab = 256
+	k := r.rawN
+	r.rawN++
+	if k/slab == len(r.rawEvs) {
+		// Slabs, not one slice grown: the Events handed out by this call
+		// stay where they are.
+		r.rawEvs = append(r.rawEvs, make([]Event, slab))
+	}
+	ev := &r.rawEvs[k/slab][k%slab]
+	ev.Source, ev.payload, ev.Event.Kind = c.src, c.pay[i], c.kind[i]
+	if ev.Event.Kind == codec.DDLEvent {
+		ev.Event.DDL.CommitTs, ev.Event.Row.CommitTs = c.ts[i], 0
+	} else {
+		ev.Event.Row.CommitTs, ev.Event.DDL.CommitTs = c.ts[i], 0
+	}
+	return ev
 }
 
 // dedupAt reports whether the events of ts need the duplicate filter: whether

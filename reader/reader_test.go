@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -226,6 +227,54 @@ func TestRaw(t *testing.T) {
 	equalGot(t, out, expect(segs, 0, 1000, false))
 	if _, err := Open(context.Background(), b, &Options{LogID: testLog, EndTs: 10, Raw: true, TableFilter: func(codec.TableName) bool { return true }}); err == nil {
 		t.Error("Raw with TableFilter: no error")
+	}
+}
+
+// TestRawBatchEventsStayValid: a raw read hands out Events of the Reader's
+// own, filled when returned (the chunks hold only ts, kind and payload):
+// every Event of a batch, more of them than one slab holds, from overlapping
+// segments with DDLs among the rows and a block stored uncompressed, keeps
+// its commit ts, kind, payload and source until the next call, and the
+// read returns what a decoded one does.
+func TestRawBatchEventsStayValid(t *testing.T) {
+	b := newMem(t)
+	var segs []seg
+	for k := range 3 {
+		evs := rows(100+uint64(k), 3, 400, fmt.Sprintf("t%d", k), int64(k)*1000)
+		evs = append(evs, ddl(1300, fmt.Sprintf("t%d", k), "ALTER TABLE t ADD c int"))
+		segs = append(segs, seg{writer: "a", seq: uint64(k + 1), events: evs, blockSize: 4 << 10, raw: k == 1})
+	}
+	writeAll(t, b, segs)
+	exp := expect(segs, 0, 2000, false)
+	for _, max := range []int{1, 700, 100000} {
+		ctx := context.Background()
+		r, err := Open(ctx, b, &Options{LogID: testLog, StartTs: 0, EndTs: 2000, Raw: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []got
+		for {
+			evs, err := r.NextBatch(ctx, max)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Checked only once the whole batch is out.
+			for _, ev := range evs {
+				var dec codec.Event
+				if err := codec.DecodeEvent(ev.Payload(), &dec); err != nil {
+					t.Fatalf("event at ts %d: payload does not decode: %v", ev.CommitTs(), err)
+				}
+				if dec.CommitTs() != ev.CommitTs() || dec.Kind != ev.Kind || ev.Source == nil {
+					t.Fatalf("max %d: event says ts %d, %v, source %v; its payload ts %d, %v", max, ev.CommitTs(), ev.Kind, ev.Source, dec.CommitTs(), dec.Kind)
+				}
+				all = append(all, keep(ev))
+			}
+		}
+		r.Close()
+		equalGot(t, all, exp)
 	}
 }
 

@@ -14,16 +14,25 @@ import (
 )
 
 // chunk is one block's worth of events, decoded, filtered and cut to the
-// range, as a stream hands it to the merge. Chunks are recycled: the events
-// slice and the codec.Events in it (their column slices, their byte copies)
-// and the payload buffers are reused, so a stream allocates nothing once its
+// range, as a stream hands it to the merge. Chunks are recycled: the slices,
+// the codec.Events in events (their column slices, their byte copies) and
+// the payload buffers are reused, so a stream allocates nothing once its
 // pool has grown.
+//
+// What the merge needs of event i is dense in ts, pay and kind. Only a
+// decoded read fills events; a raw one hands out Events the Reader fills
+// from those three when it returns them (Reader.rawEvent), so that a chunk
+// of a raw read is its block's bytes and 33 bytes an event, not the 5 to
+// 10 times that of an array of Events, and hundreds of overlapping runs
+// open at once cost little more than their blocks.
 type chunk struct {
-	events []Event
-	ts     []uint64 // commit ts of events[i], dense for the merge's comparisons
-	n      int      // events[:n] are valid
-	ddls   int      // how many of them are DDLs
-	src    *Source  // the Source of every event of the chunk
+	events []Event // decoded reads only
+	ts     []uint64
+	pay    [][]byte
+	kind   []codec.EventKind
+	n      int     // events i < n are valid
+	ddls   int     // how many of them are DDLs
+	src    *Source // the Source of every event of the chunk
 	// The payloads of events[:n], and the byte values decoded from them,
 	// point into ub, the records of the sealed block the chunk holds (its
 	// stream's segment.Reader decompresses each block into the buffer of
@@ -97,7 +106,6 @@ type stream struct {
 	idx     int    // position in the heap
 }
 
-func (s *stream) head() *Event { return &s.cur.events[s.pos] }
 
 // unit is what the duplicate filter counts copies by. The segments of one
 // writer epoch partition its events: two of them never hold copies of each
@@ -429,11 +437,15 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 	if copyPayload && cap(c.raw) < blk.Info.Uncompressed {
 		c.raw = make([]byte, 0, blk.Info.Uncompressed)
 	}
-	if n := blk.Info.Records; len(c.events) < n {
+	if n := blk.Info.Records; len(c.ts) < n {
+		c.ts = make([]uint64, n)
+		c.pay = make([][]byte, n)
+		c.kind = make([]codec.EventKind, n)
+	}
+	if n := blk.Info.Records; !r.c.Raw && len(c.events) < n {
 		// Grown to the block's record count at once: the Events already
 		// there keep their decode buffers.
 		c.events = append(c.events, make([]Event, n-len(c.events))...)
-		c.ts = make([]uint64, n)
 	}
 	if !r.c.Raw {
 		r.sem <- struct{}{}
@@ -452,7 +464,6 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			pastEnd = true
 			break
 		}
-		ev := &c.events[c.n]
 		payload := rec.Payload
 		if copyPayload {
 			// Copied before decoding, so that the decoded values alias
@@ -466,13 +477,8 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			if err := codec.CheckRecord(payload, codec.EventKind(rec.Kind), rec.CommitTs); err != nil {
 				return false, recordError(src, blk, i, rec, err.Error())
 			}
-			ev.Event.Kind = codec.EventKind(rec.Kind)
-			if rec.Kind == segment.KindDDL {
-				ev.Event.DDL.CommitTs = rec.CommitTs
-			} else {
-				ev.Event.Row.CommitTs = rec.CommitTs
-			}
 		} else {
+			ev := &c.events[c.n]
 			if err := s.dec.Decode(payload, &ev.Event); err != nil {
 				return false, recordError(src, blk, i, rec, err.Error())
 			}
@@ -489,13 +495,12 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 				}
 				continue
 			}
+			ev.payload, ev.Source = payload, src
 		}
-		ev.payload = payload
 		if rec.Kind == segment.KindDDL {
 			c.ddls++
 		}
-		ev.Source = src
-		c.ts[c.n] = rec.CommitTs
+		c.ts[c.n], c.pay[c.n], c.kind[c.n] = rec.CommitTs, payload, codec.EventKind(rec.Kind)
 		c.n++
 	}
 	r.stats.blocks.Add(1)
