@@ -177,11 +177,11 @@ type Reader struct {
 	heldPos  int
 	flushing bool
 
-	batch    []*Event
+	batch []*Event
 	// The Events a raw read hands out in the current call (see event): the
 	// first rawN of the slabs.
-	rawEvs [][]Event
-	rawN   int
+	rawEvs   [][]Event
+	rawN     int
 	events   int64
 	dups     int64
 	hashed   int64

@@ -106,7 +106,6 @@ type stream struct {
 	idx     int    // position in the heap
 }
 
-
 // unit is what the duplicate filter counts copies by. The segments of one
 // writer epoch partition its events: two of them never hold copies of each
 // other, so identical events in them are distinct changes, counted as one
