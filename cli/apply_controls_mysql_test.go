@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // TestApplyMapSchemaToMySQL: with --map-schema src=replica and the sink URI
@@ -17,7 +18,7 @@ import (
 // too, their qualified names mapped, their unqualified ones by USE.
 func TestApplyMapSchemaToMySQL(t *testing.T) {
 	addr := needServer(t, "REDOKIT_MYSQL_ADDR")
-	src, replica := uniqueName("src_"), uniqueName("replica_")
+	src, replica := testenv.UniqueName("src_"), testenv.UniqueName("replica_")
 	db, err := sql.Open("mysql", (&mysql.Config{User: "root", Net: "tcp", Addr: addr, AllowNativePasswords: true}).FormatDSN())
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func TestApplyFollowKilled(t *testing.T) {
 		}
 		defer admin.Close()
 		open := func(t *testing.T) followSink {
-			db := uniqueName("fk_")
+			db := testenv.UniqueName("fk_")
 			if _, err := admin.Exec("CREATE DATABASE `" + db + "`"); err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestApplyFollowKilled(t *testing.T) {
 		}
 		defer admin.Close()
 		open := func(t *testing.T) followSink {
-			db := uniqueName("fk_")
+			db := testenv.UniqueName("fk_")
 			if _, err := admin.Exec("CREATE DATABASE " + db); err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func followKills(t *testing.T, kills int, open func(t *testing.T) followSink) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	schema := uniqueName("fs_")
+	schema := testenv.UniqueName("fs_")
 	wf := workloadFlags{flushInterval: 10 * time.Millisecond, segmentSize: 64 << 10}
 	p, err := newPipeline(ctx, b, "k", workload.Config{}, 1, wf.writerOptions(), nil)
 	if err != nil {

@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"fmt"
-	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/redokit/redokit/testkit/s3test"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // A log in an S3 bucket that does not exist: every command that reads the
@@ -13,8 +14,7 @@ import (
 // dump, apply, gc and checkpoint set all said the latter, while ls, verify,
 // rm and check said NoSuchBucket).
 func TestMissingBucketIsNotAMissingLog(t *testing.T) {
-	ep := needServer(t, "REDOKIT_S3_ENDPOINT")
-	store := fmt.Sprintf("s3://%s/redo?endpoint=%s&use_path_style=true&region=us-east-1", uniqueName("redokit-missing-"), url.QueryEscape(ep))
+	store := s3test.StorageURL(testenv.UniqueName("redokit-missing-"), s3test.Endpoint(t))
 	for _, args := range [][]string{
 		{"meta"},
 		{"dump"},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
+	"github.com/redokit/redokit/testkit/s3test"
 	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/writer"
 )
@@ -742,18 +738,18 @@ func (d *drill) missingBucket(t *testing.T) {
 		flipMust(t, err)
 		saved[a.Key] = buf.Bytes()
 	}
-	bucket, c := s3BucketOf(t, store)
+	bucket, c := s3test.BucketOf(t, store)
 	for k := range saved {
 		flipMust(t, l.b.Delete(ctx, k))
 	}
-	deleteBucket(t, c, bucket)
+	s3test.DeleteBucket(t, c, bucket)
 
 	r := d.run(t, "missing-bucket", store, "gone", nil)
 	if !strings.Contains(r.stderr, "NoSuchBucket") || !strings.Contains(r.stderr, "missing bucket") || strings.Contains(r.stderr, "no log") {
 		t.Fatalf("meta in a deleted bucket should name NoSuchBucket and a missing bucket, never \"no log\":\n%s", r.stderr)
 	}
 
-	createBucket(t, c, bucket)
+	s3test.CreateBucket(t, c, bucket)
 	for k, v := range saved {
 		_, err := l.b.Put(ctx, k, v, nil)
 		flipMust(t, err)
@@ -800,34 +796,5 @@ func (d *drill) staleCheckpoint(t *testing.T) {
 	mustContain(t, "stale-checkpoint run again", r2.stderr, "the range is empty", `checkpoint set "null"`)
 	if cp := l.checkpointTs(t); cp != tsoResolved {
 		t.Fatalf("the procedure run again moved the checkpoint to %d", cp)
-	}
-}
-
-// s3BucketOf returns the bucket of an s3:// storage URL of s3Storage, and a
-// client of the S3 server.
-func s3BucketOf(t *testing.T, store string) (string, *awss3.Client) {
-	t.Helper()
-	u, err := url.Parse(store)
-	flipMust(t, err)
-	c := awss3.New(awss3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(u.Query().Get("endpoint")),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
-	})
-	return u.Host, c
-}
-
-func deleteBucket(t *testing.T, c *awss3.Client, bucket string) {
-	t.Helper()
-	if _, err := c.DeleteBucket(t.Context(), &awss3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("delete bucket %s: %v", bucket, err)
-	}
-}
-
-func createBucket(t *testing.T, c *awss3.Client, bucket string) {
-	t.Helper()
-	if _, err := c.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("create bucket %s: %v", bucket, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redokit/redokit/backends/mem"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // fullStore is a store that a test can fill: while full, every put fails
@@ -81,7 +82,7 @@ func init() {
 
 // newFullStore returns a fresh fullmem:// store and its driver.
 func newFullStore(t *testing.T) (string, *fullStore) {
-	name := uniqueName("full")
+	name := testenv.UniqueName("full")
 	store := "fullmem://" + name
 	b, err := blob.Open(context.Background(), store)
 	flipMust(t, err)

@@ -7,6 +7,8 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // redokit check against the GCS and Azure emulators scripts/emulators.sh
@@ -19,7 +21,7 @@ func TestCheckOnGCS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	bucket := uniqueName("redokit-cli-")
+	bucket := testenv.UniqueName("redokit-cli-")
 	if err := c.Bucket(bucket).Create(t.Context(), "redokit-test", nil); err != nil {
 		t.Fatalf("create bucket %s: %v", bucket, err)
 	}
@@ -36,7 +38,7 @@ func TestCheckOnAzure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	container := uniqueName("redokit-cli-")
+	container := testenv.UniqueName("redokit-cli-")
 	if _, err := c.CreateContainer(t.Context(), container, nil); err != nil {
 		t.Fatalf("create container %s: %v", container, err)
 	}

@@ -2,22 +2,17 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"math"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/testkit/s3test"
 	"github.com/redokit/redokit/testkit/testenv"
 	"github.com/redokit/redokit/testkit/workload"
 )
@@ -35,27 +30,10 @@ func needServer(t *testing.T, name string) string {
 	return v
 }
 
-func uniqueName(prefix string) string {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	return prefix + hex.EncodeToString(r[:])
-}
-
 // s3Storage creates a fresh bucket on the S3 server and returns its URL.
 func s3Storage(t *testing.T) string {
 	t.Helper()
-	ep := needServer(t, "REDOKIT_S3_ENDPOINT")
-	c := awss3.New(awss3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(ep),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
-	})
-	bucket := uniqueName("redokit-cli-")
-	if _, err := c.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("create bucket %s: %v", bucket, err)
-	}
-	return fmt.Sprintf("s3://%s/redo?endpoint=%s&use_path_style=true&region=us-east-1", bucket, url.QueryEscape(ep))
+	return s3test.NewBucket(t, "redokit-cli-")
 }
 
 // TestBenchOnS3 runs bench against a real S3 API: the raw PUT baseline is
@@ -111,7 +89,7 @@ func TestDemoOnS3(t *testing.T) {
 
 func TestApplyToMySQL(t *testing.T) {
 	addr := needServer(t, "REDOKIT_MYSQL_ADDR")
-	schema := uniqueName("cli_")
+	schema := testenv.UniqueName("cli_")
 	store := memName(t)
 	genLog(t, store, "my", "--schema", schema)
 	// The downstream database exists, as it would; the log's own CREATE

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/conformance/torture"
+	"github.com/redokit/redokit/testkit/testenv"
 )
 
 // tortureJSON is what torture --json prints.
@@ -219,7 +220,7 @@ func TestTortureOnGCS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	bucket := uniqueName("redokit-torture-")
+	bucket := testenv.UniqueName("redokit-torture-")
 	if err := c.Bucket(bucket).Create(t.Context(), "redokit-test", nil); err != nil {
 		t.Fatalf("create bucket %s: %v", bucket, err)
 	}
@@ -233,7 +234,7 @@ func TestTortureOnAzure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	container := uniqueName("redokit-torture-")
+	container := testenv.UniqueName("redokit-torture-")
 	if _, err := c.CreateContainer(t.Context(), container, nil); err != nil {
 		t.Fatalf("create container %s: %v", container, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,13 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pglogrepl"
 
 	"github.com/redokit/redokit"
 	"github.com/redokit/redokit/cli"
+	"github.com/redokit/redokit/testkit/s3test"
 	"github.com/redokit/redokit/testkit/testenv"
 )
 
@@ -64,19 +60,7 @@ func init() {
 // in it.
 func s3Log(t *testing.T) string {
 	t.Helper()
-	ep := os.Getenv("REDOKIT_S3_ENDPOINT")
-	if ep == "" {
-		testenv.Need(t, "REDOKIT_S3_ENDPOINT is not set: start the local servers with scripts/emulators.sh (or run scripts/test.sh)")
-	}
-	c := awss3.New(awss3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(ep), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
-	})
-	bucket := fmt.Sprintf("pgcdc-twosite-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
-	if _, err := c.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("create bucket %s: %v", bucket, err)
-	}
-	return fmt.Sprintf("s3://%s/redo?endpoint=%s&use_path_style=true&region=us-east-1", bucket, url.QueryEscape(ep))
+	return s3test.NewBucket(t, "pgcdc-twosite-")
 }
 
 // lockedBuf is a buffer one goroutine writes while another reads.

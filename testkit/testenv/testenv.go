@@ -6,6 +6,8 @@
 package testenv
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"testing"
@@ -43,4 +45,12 @@ func Postgres(t testing.TB) string {
 func MySQL(t testing.TB) string {
 	t.Helper()
 	return Server(t, "REDOKIT_MYSQL_DSN", "MariaDB", "mariadb")
+}
+
+// UniqueName returns prefix and 8 random hex digits: a name (a bucket, a
+// database, a schema) that no other test or run uses.
+func UniqueName(prefix string) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return prefix + hex.EncodeToString(r[:])
 }
