@@ -35,6 +35,7 @@ func init() {
 		AlreadyApplied: alreadyApplied,
 		DuplicateKey:   sqlState("23505"), // unique_violation
 		NoSuchTable:    sqlState("42P01"), // undefined_table
+		CopyFrom:       copyFrom,
 		// Through a function, not the variable's value at init: the
 		// translator may be set after this init runs.
 		Rewrite: func(ctx context.Context, q sqlsink.Queryer, ddl *codec.DDL) ([]string, error) {
@@ -294,6 +295,20 @@ func transient(err error) bool {
 }
 
 // sqlState returns a test for server errors of one SQLSTATE.
+// copyFrom runs a COPY … FROM STDIN on the pgx connection under the
+// database/sql one, in the transaction open on it.
+func copyFrom(ctx context.Context, conn any, query string, data io.Reader) (int64, error) {
+	c, ok := conn.(*stdlib.Conn)
+	if !ok {
+		return 0, fmt.Errorf("apply: COPY: the connection is a %T, not pgx's", conn)
+	}
+	tag, err := c.Conn().PgConn().CopyFrom(ctx, data, query)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
 func sqlState(code string) func(error) bool {
 	return func(err error) bool {
 		var pe *pgconn.PgError

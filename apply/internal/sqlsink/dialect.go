@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"math"
 	"strconv"
 
@@ -209,6 +210,11 @@ type Driver struct {
 	DuplicateKey func(err error) bool
 	// NoSuchTable reports whether err says a table does not exist.
 	NoSuchTable func(err error) bool
+	// CopyFrom runs query, a COPY … FROM STDIN in the text format, on conn
+	// (the driver's connection, as sql.Conn.Raw gives it) inside the
+	// transaction open on it, sending data; it returns the rows copied.
+	// nil: the dialect writes no COPY (see copy.go).
+	CopyFrom func(ctx context.Context, conn any, query string, data io.Reader) (int64, error)
 }
 
 // Queryer reads inside the transaction a DDL runs in.

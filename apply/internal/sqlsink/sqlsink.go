@@ -458,6 +458,19 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 		}
 		return &sqliteTx{sqlTx: sqlTx{s: s, ex: s.lite.conn, lite: s.lite}, l: s.lite}, nil
 	}
+	if s.d == Postgres && s.o.DryRun == nil {
+		// On a connection of its own, which COPY reaches (copy.go).
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
+		}
+		return &sqlTx{s: s, tx: tx, ex: tx, conn: conn}, nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))

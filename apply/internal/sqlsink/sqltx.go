@@ -21,6 +21,7 @@ import (
 type sqlTx struct {
 	s    *SQLSink
 	tx   *sql.Tx
+	conn *sql.Conn      // PostgreSQL: the connection of tx, for COPY (copy.go)
 	ex   execer         // tx, or a *sql.DB for the autocommit baseline of the benchmark
 	lite *sqliteSession // SQLite: where full-size statements stay prepared
 	ops  []rowOp
@@ -240,7 +241,8 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 	if err != nil {
 		return err
 	}
-	unit := 0 // with units: the upserts at the head of ops left of the current unit
+	unit := 0    // with units: the upserts at the head of ops left of the current unit
+	upserts := 0 // ops at the head that go by upserts after their COPY failed
 	for len(ops) > 0 {
 		limit := len(ops)
 		if units && !ops[0].del {
@@ -251,6 +253,26 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 			}
 			limit = unit // a statement never reaches into the next unit
 		}
+		if upserts == 0 {
+			k, ci, err := t.copyRun(ctx, table, ops[:limit], collapsed)
+			if err != nil {
+				return err
+			}
+			if k > 0 {
+				done, err := t.copyUpserts(ctx, table, ops[:k], ci)
+				if err != nil {
+					return err
+				}
+				if done {
+					ops = ops[k:]
+					if unit > 0 {
+						unit -= k
+					}
+					continue
+				}
+				upserts = k
+			}
+		}
 		n := 1
 		for n < limit && n < t.s.o.MaxStatementRows && ops[n].del == ops[0].del {
 			if ops[0].del && !sameKeyShape(ops[0].img, ops[n].img) ||
@@ -260,8 +282,9 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 			// PostgreSQL refuses an upsert that meets one row twice: unless
 			// collapse left one op per key, a statement ends before a key
 			// it holds comes again (a row changed at two commit ts, or a
-			// change the log holds twice).
-			if t.s.d == Postgres && !collapsed && !ops[0].del && t.seenKey(ops[n], n == 1, ops[0]) {
+			// change the log holds twice). A table without a key has no
+			// ON CONFLICT: its identical rows share a statement.
+			if t.s.d == Postgres && !collapsed && !ops[0].del && codec.KeyColumns(ops[0].img) != nil && t.seenKey(ops[n], n == 1, ops[0]) {
 				break
 			}
 			n++
@@ -279,6 +302,7 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 		if unit > 0 {
 			unit -= n
 		}
+		upserts = max(0, upserts-n)
 	}
 	return nil
 }
@@ -1016,12 +1040,15 @@ func (t *sqlTx) exactCondArgs(b []byte, args []any, c *codec.Column) ([]byte, []
 // back: it wrote nothing.
 func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	if t.s.o.DryRun != nil {
-		return t.tx.Rollback()
+		return t.Rollback()
 	}
 	if err := t.s.writeMarks(ctx, t.tx, marks, nil); err != nil {
+		t.Rollback()
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
+	err := t.tx.Commit()
+	t.release()
+	if err != nil {
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
 	t.s.addConflicts(t.conflicts)
@@ -1029,4 +1056,16 @@ func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 }
 
 // Rollback abandons the transaction.
-func (t *sqlTx) Rollback() error { return t.tx.Rollback() }
+func (t *sqlTx) Rollback() error {
+	err := t.tx.Rollback()
+	t.release()
+	return err
+}
+
+// release gives the connection of a finished transaction back to the pool.
+func (t *sqlTx) release() {
+	if t.conn != nil {
+		t.conn.Close()
+		t.conn = nil
+	}
+}

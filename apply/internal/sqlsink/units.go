@@ -25,6 +25,7 @@ type uniqueIndex struct {
 type catalog struct {
 	mu     sync.Mutex
 	unique map[apply.Table][]uniqueIndex
+	copy   map[apply.Table]*copyInfo // what COPY needs (copy.go)
 }
 
 // afterDDL forgets what a DDL may have changed: on PostgreSQL the
@@ -37,6 +38,7 @@ func (s *SQLSink) afterDDL(ddl *codec.DDL) {
 	}
 	s.cat.mu.Lock()
 	s.cat.unique = nil
+	s.cat.copy = nil
 	s.cat.mu.Unlock()
 	s.forgetKeyless(ddl)
 }

@@ -102,7 +102,28 @@ var valsRows = []valsRow{
 }
 
 func TestValuesRoundTrip(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, e *env) {
+	forEachDialect(t, valuesRoundTrip)
+}
+
+// TestValuesRoundTripCopy: PostgreSQL writes a batch of fresh inserts by
+// COPY (copy.go), which must store every value as the upsert stores it
+// (the same text read back), and a value the upsert refuses must fail as
+// it does, naming the table (the COPY fails, and its rows go to the
+// upserts).
+func TestValuesRoundTripCopy(t *testing.T) {
+	e := newEnv(t, sqlsink.Postgres)
+	defer sqlsink.SetMinCopyRows(sqlsink.SetMinCopyRows(1))
+	copied0, fellBack0 := sqlsink.CopyStats()
+	valuesRoundTrip(t, e)
+	copied, fellBack := sqlsink.CopyStats()
+	if copied == copied0 || fellBack == fellBack0 {
+		t.Errorf("%d COPYs, %d of them fell back to the upserts: want both (the rows PostgreSQL holds, and the zero date it refuses)",
+			copied-copied0, fellBack-fellBack0)
+	}
+}
+
+func valuesRoundTrip(t *testing.T, e *env) {
+	{
 		events := []*codec.Event{ddlEv(10, e.schema, "vals", codec.ActionCreateTable, valsDDL)}
 		var rejected []*codec.Event
 		var held []valsRow
@@ -148,5 +169,5 @@ func TestValuesRoundTrip(t *testing.T) {
 		if i != len(held) {
 			t.Fatalf("%d rows read back, want %d", i, len(held))
 		}
-	})
+	}
 }

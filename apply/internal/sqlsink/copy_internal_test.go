@@ -1,0 +1,81 @@
+package sqlsink
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// TestCopyValueIsArg: the COPY data of a value (appendCopyValue, which
+// skips the argument's allocation) is the COPY text of the argument the
+// upsert binds (Dialect.arg), for every kind and column type, refusals
+// included.
+func TestCopyValueIsArg(t *testing.T) {
+	dt := codec.DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 123456, Fsp: 6}
+	vals := []codec.Value{
+		{}, codec.IntValue(0), codec.IntValue(-42), codec.IntValue(math.MinInt64), codec.IntValue(math.MaxInt64),
+		codec.UintValue(7), codec.UintValue(math.MaxInt64), codec.UintValue(math.MaxInt64 + 1), codec.UintValue(math.MaxUint64),
+		codec.BitValue(math.MaxUint64), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(1 << 63), codec.YearValue(2155), codec.YearValue(0),
+		codec.Float32Value(0.1), codec.Float32Value(float32(math.Copysign(0, -1))), codec.Float32Value(math.MaxFloat32),
+		codec.Float64Value(0.1), codec.Float64Value(math.SmallestNonzeroFloat64), codec.Float64Value(-1.7976931348623157e308),
+		codec.Float64Value(math.Inf(1)), codec.Float64Value(math.NaN()),
+		codec.DecimalValue("-12.3400"), codec.StringValue(""), codec.StringValue("tab\there\nnew\\line\rcr é😀"),
+		codec.StringValue("nul\x00inside"), codec.JSONValue(`{"a": "b\\n"}`),
+		codec.BytesValue(nil), codec.BytesValue([]byte{0, '\\', '\t', 0xff}),
+		codec.DateValue(dt), codec.DatetimeValue(dt), codec.TimestampValue(dt),
+		codec.DurationValue(codec.Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 3}),
+	}
+	oids := []uint32{oidBytea, oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8, oidNumeric, 25, 1043, 1082, 1114, 1184, 1186, 114}
+	for _, v := range vals {
+		for _, oid := range oids {
+			got, gok := appendCopyValue([]byte("x\t"), v, oid)
+			want, wok := appendCopyField([]byte("x\t"), Postgres.arg(v), oid)
+			if gok != wok || gok && string(got) != string(want) {
+				t.Errorf("%v (%v) into type %d: %q, %v; the argument's %q, %v", v, v.Kind(), oid, got, gok, want, wok)
+			}
+		}
+	}
+}
+
+// TestCopyField: what COPY's text format reads back as the upsert's
+// parameter, and what it leaves to the upsert.
+func TestCopyField(t *testing.T) {
+	for _, c := range []struct {
+		arg  any
+		oid  uint32
+		want string // "" for a refusal
+	}{
+		{nil, 25, `\N`},
+		{"a\\b\tc\nd\re", 25, `a\\b\tc\nd\re`},
+		{`\N`, 25, `\\N`}, // the text, not NULL
+		{`\.`, 25, `\\.`}, // not the end of the data
+		{"x\x00y", 25, ""},
+		{int64(-5), oidInt4, "-5"},
+		{int64(5), 1043, ""}, // an integer into varchar: pgx's text of it, not ours
+		{0.1, oidFloat8, "0.1"},
+		{float64(float32(0.1)), oidFloat4, "0.1"},
+		{0.1, oidFloat4, "0.1"}, // rounded to float32 first, as pgx binds it
+		{1e300, oidFloat4, ""},  // float32(1e300) is +Inf: pgx's error, not ours
+		{math.Copysign(0, -1), oidFloat8, "-0"},
+		{math.Inf(-1), oidFloat8, ""},
+		{0.5, oidNumeric, ""},
+		{[]byte{0, 0xab}, oidBytea, `\\x00ab`},
+		{[]byte("a"), 25, ""},
+	} {
+		got, ok := appendCopyField(nil, c.arg, c.oid)
+		if c.want == "" {
+			if ok {
+				t.Errorf("%#v into type %d: %q, want it left to the upsert", c.arg, c.oid, got)
+			}
+			continue
+		}
+		if !ok || string(got) != c.want {
+			t.Errorf("%#v into type %d: %q, %v; want %q", c.arg, c.oid, got, ok, c.want)
+		}
+	}
+	if got, _ := appendCopyField(nil, strings.Repeat("é", 3), 25); string(got) != "ééé" {
+		t.Errorf("UTF-8 text: %q", got)
+	}
+}
