@@ -139,8 +139,9 @@
 // Each open segment is a stream: a goroutine reads its blocks, checks their
 // CRC32C (the segment package does), decompresses them, decodes the events in
 // the range (a codec.Decoder per stream, which parses a column definition it
-// has seen only to compare it; Options.Raw skips this) and applies the table
-// filter, then sends the block's events as one chunk on a channel of
+// has seen only to compare it; Options.Raw skips this, and so do cold
+// streams, below) and applies the table filter, then sends the block's
+// events as one chunk on a channel of
 // Options.Prefetch chunks. So I/O, decompression and decoding of all open
 // segments overlap each other and the merge; Options.Concurrency bounds how
 // many blocks are decoded at once. A sealed segment costs one ranged read for
@@ -177,8 +178,14 @@
 // until the merge is through with it, except the few whose chunks in the
 // merge end at the smallest commit ts, the ones the merge will need the next
 // chunk of first (the forecast of an external merge sort): those read one
-// chunk ahead. Memory is then about one decoded block per open stream, plus
-// a few, and the chunks of the events a call returned.
+// chunk ahead. Nor does a cold stream's producer decode its chunk (unless a
+// TableFilter needs the decoded table): the chunk keeps its block's bytes and,
+// of each event, the commit ts, kind and payload (33 bytes), and the merge
+// decodes each event as it returns it, into Events of the Reader's that it
+// reuses call after call; a raw read's chunks are always so. Hundreds of open
+// streams then do not each hold a block's worth of decoded events, nor
+// allocate one. Memory is then about one block per open stream, plus a few
+// decoded ones, and the chunks of the events a call returned.
 //
 // # Duplicates
 //

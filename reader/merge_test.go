@@ -1,12 +1,18 @@
 package reader
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/segment"
 )
@@ -200,5 +206,166 @@ func TestEventSize(t *testing.T) {
 	}
 	if end := unsafe.Offsetof(e.Event) + unsafe.Offsetof(e.Event.Row) + unsafe.Offsetof(e.Event.Row.CommitTs) + 8; end > cacheLine {
 		t.Errorf("a row's commit ts ends at byte %d of an Event", end)
+	}
+}
+
+// manyRuns writes n overlapping segments of one writer epoch, their events
+// interleaved by commit ts (run k holds 1000+n*j+k), a DDL in every run,
+// several blocks each: with Concurrency 1 more streams are open than read
+// ahead, so the merge decodes the events of the cold ones (see chunk).
+func manyRuns(t *testing.T, n int) (*blob.Bucket, []seg) {
+	b := newMem(t)
+	var segs []seg
+	for k := range n {
+		var evs []*codec.Event
+		for j := range 120 {
+			ts := uint64(1000 + n*j + k)
+			if j == 60 {
+				evs = append(evs, ddl(ts, fmt.Sprintf("t%d", k%3), "ALTER TABLE t ADD c int"))
+				continue
+			}
+			evs = append(evs, row(ts, fmt.Sprintf("t%d", k%3), int64(1000*k+j), fmt.Sprintf("v%d", j%7)))
+		}
+		segs = append(segs, seg{writer: "a", seq: uint64(k + 1), events: evs, blockSize: 2 << 10, raw: k%5 == 0})
+	}
+	writeAll(t, b, segs)
+	return b, segs
+}
+
+// TestManyStreamsDecoded: a decoded read of more overlapping segments than
+// read ahead returns what the sort of their events says, every event
+// decoded and intact until the next call, with or without a table filter
+// (which the producers apply), in batches of any size.
+func TestManyStreamsDecoded(t *testing.T) {
+	b, segs := manyRuns(t, 16)
+	exp := expect(segs, 0, 1<<40, false)
+	for _, max := range []int{1, 50, 5000} {
+		ctx := context.Background()
+		r, err := Open(ctx, b, &Options{LogID: testLog, EndTs: 1 << 40, Concurrency: 1, Prefetch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []got
+		for {
+			evs, err := r.NextBatch(ctx, max)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs { // after the whole batch is out
+				if enc := codec.AppendEvent(nil, &ev.Event); !bytes.Equal(enc, ev.Payload()) {
+					t.Fatalf("batches of %d: the event at ts %d re-encodes to %x, its payload is %x", max, ev.CommitTs(), enc, ev.Payload())
+				}
+				all = append(all, keep(ev))
+			}
+		}
+		st := r.Stats()
+		r.Close()
+		equalGot(t, all, exp)
+		if st.MaxOpenStreams != len(segs) {
+			t.Fatalf("%d streams open at once, want all %d (they overlap)", st.MaxOpenStreams, len(segs))
+		}
+	}
+	only := func(tn codec.TableName) bool { return tn.Name == "t1" }
+	out, _, err := readAll(t, b, &Options{LogID: testLog, EndTs: 1 << 40, Concurrency: 1, TableFilter: only})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var filtered []got
+	for _, g := range exp {
+		var ev codec.Event
+		if err := codec.DecodeEvent([]byte(g.payload), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if only(ev.TableName()) {
+			filtered = append(filtered, g)
+		}
+	}
+	equalGot(t, out, filtered)
+}
+
+// TestManyStreamsBadRecord: a record whose event does not decode, in one of
+// many overlapping segments, fails the read with a *segment.CorruptionError
+// naming the segment, its block's offset and the record's index in the
+// block, whether its producer or the merge decodes it, also when the read
+// starts inside that block.
+func TestManyStreamsBadRecord(t *testing.T) {
+	for _, startIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("start_in_block=%v", startIn), func(t *testing.T) {
+			b, _ := manyRuns(t, 16)
+			// Writer z, with no state (so no chain to prove): events
+			// among the others', one of which does not decode. It starts
+			// above the others, so that it opens after them, cold: the
+			// merge decodes its first chunk (and, unless the forecast
+			// heats it, the later ones).
+			z := seg{writer: "z", seq: 1, blockSize: 2 << 10}
+			var buf bytes.Buffer
+			sw := z.encode(t, &buf)
+			const badTs = 1000 + 16*80 + 3
+			for j := 40; j < 120; j++ {
+				ts := uint64(1000 + 16*j + 3)
+				p := codec.AppendEvent(nil, row(ts, "t", int64(j), "z"))
+				if ts == badTs {
+					// Its header (format version, kind, commit ts)
+					// intact, so only a full decode finds it.
+					p = p[:len(p)-1]
+				}
+				if err := sw.Append(ts, segment.KindRow, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := sw.Seal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := z.header().SealedName(f.MinTs, f.MaxTs).Format()
+			if _, err := b.Put(context.Background(), key, buf.Bytes(), nil); err != nil {
+				t.Fatal(err)
+			}
+			// The bad record's block and its index there.
+			sr, err := segment.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var blk segment.BlockInfo
+			idx, start := -1, uint64(0)
+			for i, bi := range sr.Footer().Blocks {
+				if bi.MinTs > badTs || bi.MaxTs < badTs {
+					continue
+				}
+				blk = bi
+				bl, err := sr.ReadBlock(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k := 0; ; k++ {
+					rec, ok := bl.Next()
+					if !ok {
+						break
+					}
+					if rec.CommitTs == badTs {
+						idx = k
+						break
+					}
+					start = rec.CommitTs
+				}
+			}
+			if idx < 2 {
+				t.Fatalf("the bad record is record %d of its block: the test needs records before it", idx)
+			}
+			if !startIn {
+				start = 0
+			}
+			_, _, err = readAll(t, b, &Options{LogID: testLog, StartTs: start, EndTs: 1 << 40, Concurrency: 1, Prefetch: 1})
+			var ce *segment.CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("read: %v; want a *segment.CorruptionError", err)
+			}
+			if want := fmt.Sprintf("record %d (commit ts %d", idx, uint64(badTs)); ce.Object != key || ce.Offset != blk.Offset || !strings.Contains(ce.Detail, want) {
+				t.Fatalf("error %v (object %q, offset %d); want object %q, offset %d, %q", err, ce.Object, ce.Offset, key, blk.Offset, want)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/internal/chain"
+	"github.com/redokit/redokit/segment"
 )
 
 // Event is one event of the log, as the Reader returns it: the decoded
@@ -178,10 +179,11 @@ type Reader struct {
 	flushing bool
 
 	batch []*Event
-	// The Events a raw read hands out in the current call (see event): the
-	// first rawN of the slabs.
+	// The Events of the Reader's handed out in the current call (see
+	// event): the first rawN of the slabs. dec decodes into them.
 	rawEvs   [][]Event
 	rawN     int
+	dec      codec.Decoder
 	events   int64
 	dups     int64
 	hashed   int64
@@ -251,6 +253,9 @@ func planRead(ctx context.Context, b *blob.Bucket, c *config) (*plan, error) {
 // newReader starts reading the segments of p.
 func newReader(ctx context.Context, b *blob.Bucket, c *config, p *plan) *Reader {
 	r := &Reader{c: c, b: b, plan: p, sem: make(chan struct{}, c.Concurrency)}
+	// Decoded values alias the payloads, which live as long as their
+	// chunk: until the call after the one that returned them.
+	r.dec.Alias = true
 	if !c.KeepDuplicates {
 		r.dd = newDedup()
 	}
@@ -502,12 +507,18 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 				continue
 			}
 		}
-		if s.cur.ddls > 0 && s.cur.kind[s.pos] == codec.DDLEvent {
-			r.held = append(r.held, r.event(s).Clone())
+		ev, err := r.event(s)
+		if err != nil {
+			return nil, err
+		}
+		if s.cur.ddls > 0 && ev.Event.Kind == codec.DDLEvent {
+			r.held = append(r.held, ev.Clone())
+			if !s.cur.decoded {
+				r.rawN-- // its slot is free again
+			}
 			r.consume(s)
 			continue
 		}
-		ev := r.event(s)
 		r.out++
 		r.events++
 		r.consume(s)
@@ -515,12 +526,13 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 	}
 }
 
-// event returns the head of s as an Event: the chunk's, decoded, or in a
-// raw read one of the Reader's (see chunk), valid until the next call.
-func (r *Reader) event(s *stream) *Event {
+// event returns the head of s as an Event: the chunk's, when its producer
+// decoded it, or else one of the Reader's (see chunk), decoded here unless
+// the read is raw, valid until the next call.
+func (r *Reader) event(s *stream) (*Event, error) {
 	c, i := s.cur, s.pos
-	if !r.c.Raw {
-		return &c.events[i]
+	if c.decoded {
+		return &c.events[i], nil
 	}
 	const slab = 256
 	k := r.rawN
@@ -531,13 +543,22 @@ func (r *Reader) event(s *stream) *Event {
 		r.rawEvs = append(r.rawEvs, make([]Event, slab))
 	}
 	ev := &r.rawEvs[k/slab][k%slab]
-	ev.Source, ev.payload, ev.Event.Kind = c.src, c.pay[i], c.kind[i]
-	if ev.Event.Kind == codec.DDLEvent {
-		ev.Event.DDL.CommitTs, ev.Event.Row.CommitTs = c.ts[i], 0
-	} else {
-		ev.Event.Row.CommitTs, ev.Event.DDL.CommitTs = c.ts[i], 0
+	ev.Source, ev.payload = c.src, c.pay[i]
+	if !r.c.Raw {
+		if err := decodeChecked(&r.dec, c.pay[i], &ev.Event, c.src, c.blk, c.first+i, c.ts[i], segment.Kind(c.kind[i])); err != nil {
+			return nil, err
+		}
+		return ev, nil
 	}
-	return ev
+	// Only the field of its kind: the other is not the event's, and
+	// writing it would touch a second cache line of the Event.
+	ev.Event.Kind = c.kind[i]
+	if ev.Event.Kind == codec.DDLEvent {
+		ev.Event.DDL.CommitTs = c.ts[i]
+	} else {
+		ev.Event.Row.CommitTs = c.ts[i]
+	}
+	return ev, nil
 }
 
 // dedupAt reports whether the events of ts need the duplicate filter: whether

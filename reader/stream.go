@@ -20,19 +20,27 @@ import (
 // pool has grown.
 //
 // What the merge needs of event i is dense in ts, pay and kind. Only a
-// decoded read fills events; a raw one hands out Events the Reader fills
-// from those three when it returns them (Reader.rawEvent), so that a chunk
-// of a raw read is its block's bytes and 33 bytes an event, not the 5 to
-// 10 times that of an array of Events, and hundreds of overlapping runs
-// open at once cost little more than their blocks.
+// chunk its producer decoded fills events; for the others (a raw read, and
+// the cold streams of a decoded one while many are open) the merge fills
+// Events of the Reader's from those three, decoding them if asked, when it
+// returns them (Reader.event), so that such a chunk is its block's bytes
+// and 33 bytes an event, not the 5 to 10 times that of an array of
+// (decoded) Events, and hundreds of overlapping runs open at once cost
+// little more than their blocks.
 type chunk struct {
-	events []Event // decoded reads only
-	ts     []uint64
-	pay    [][]byte
-	kind   []codec.EventKind
-	n      int     // events i < n are valid
-	ddls   int     // how many of them are DDLs
-	src    *Source // the Source of every event of the chunk
+	events  []Event // decoded events, when decoded
+	decoded bool
+	ts      []uint64
+	pay     [][]byte
+	kind    []codec.EventKind
+	n       int     // events i < n are valid
+	ddls    int     // how many of them are DDLs
+	src     *Source // the Source of every event of the chunk
+	// The block the events are of, and the index in it of the first one
+	// (when not decoded, the chunk holds every record of the block from
+	// there): what names a record that fails to decode.
+	blk   segment.BlockInfo
+	first int
 	// The payloads of events[:n], and the byte values decoded from them,
 	// point into ub, the records of the sealed block the chunk holds (its
 	// stream's segment.Reader decompresses each block into the buffer of
@@ -441,12 +449,21 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 		c.pay = make([][]byte, n)
 		c.kind = make([]codec.EventKind, n)
 	}
-	if n := blk.Info.Records; !r.c.Raw && len(c.events) < n {
+	// Decoded here, in parallel with the merge, unless many streams are
+	// open (see Reader.heat): a block's worth of decoded events for each of
+	// hundreds of streams would be most of a merge's memory and time. The
+	// merge decodes those events as it returns them (Reader.event). Not
+	// even the streams that read ahead decode then: a chunk keeps the
+	// Events it grew, and every stream reads ahead at some time. A table
+	// filter needs the decoded table here.
+	c.decoded = !r.c.Raw && (r.c.TableFilter != nil || !r.many.Load())
+	c.blk, c.first = blk.Info, -1
+	if n := blk.Info.Records; c.decoded && len(c.events) < n {
 		// Grown to the block's record count at once: the Events already
 		// there keep their decode buffers.
 		c.events = append(c.events, make([]Event, n-len(c.events))...)
 	}
-	if !r.c.Raw {
+	if c.decoded {
 		r.sem <- struct{}{}
 		defer func() { <-r.sem }()
 	}
@@ -459,6 +476,9 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 		if rec.CommitTs <= start {
 			continue
 		}
+		if c.first < 0 {
+			c.first = i
+		}
 		if rec.CommitTs > end {
 			pastEnd = true
 			break
@@ -469,23 +489,18 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 			// the bytes the chunk keeps.
 			payload = c.copyPayload(rec.Payload)
 		}
-		if r.c.Raw {
+		if !c.decoded {
 			// A raw read hands out the record's kind and ts without decoding:
 			// they must still be the event's, or it is merged and applied
-			// under the wrong ts.
+			// under the wrong ts. (An event the merge decodes is checked
+			// then, as below.)
 			if err := codec.CheckRecord(payload, codec.EventKind(rec.Kind), rec.CommitTs); err != nil {
-				return false, recordError(src, blk, i, rec, err.Error())
+				return false, recordError(src, blk.Info, i, rec.CommitTs, rec.Kind, err.Error())
 			}
 		} else {
 			ev := &c.events[c.n]
-			if err := s.dec.Decode(payload, &ev.Event); err != nil {
-				return false, recordError(src, blk, i, rec, err.Error())
-			}
-			if got := ev.Event.CommitTs(); got != rec.CommitTs {
-				return false, recordError(src, blk, i, rec, fmt.Sprintf("the event's commit ts is %d", got))
-			}
-			if want := codec.EventKind(rec.Kind); ev.Event.Kind != want {
-				return false, recordError(src, blk, i, rec, fmt.Sprintf("the record is a %v, the event a %v", rec.Kind, ev.Event.Kind))
+			if err := decodeChecked(&s.dec, payload, &ev.Event, src, blk.Info, i, rec.CommitTs, rec.Kind); err != nil {
+				return false, err
 			}
 			if f := r.c.TableFilter; f != nil && !accepts(f, &ev.Event) {
 				filtered++
@@ -516,9 +531,24 @@ func (c *chunk) copyPayload(p []byte) []byte {
 	return c.raw[off:len(c.raw):len(c.raw)]
 }
 
-func recordError(src *Source, blk *segment.Block, i int, rec segment.Record, detail string) error {
-	return &segment.CorruptionError{Object: src.Key, Offset: blk.Info.Offset, Part: "block",
-		Detail: fmt.Sprintf("record %d (commit ts %d, %v): %s; the block holds commit ts [%d, %d]", i, rec.CommitTs, rec.Kind, detail, blk.Info.MinTs, blk.Info.MaxTs)}
+// decodeChecked decodes the payload of record i of block blk of src into ev
+// and checks that the event's commit ts and kind are the record's.
+func decodeChecked(dec *codec.Decoder, payload []byte, ev *codec.Event, src *Source, blk segment.BlockInfo, i int, ts uint64, kind segment.Kind) error {
+	if err := dec.Decode(payload, ev); err != nil {
+		return recordError(src, blk, i, ts, kind, err.Error())
+	}
+	if got := ev.CommitTs(); got != ts {
+		return recordError(src, blk, i, ts, kind, fmt.Sprintf("the event's commit ts is %d", got))
+	}
+	if want := codec.EventKind(kind); ev.Kind != want {
+		return recordError(src, blk, i, ts, kind, fmt.Sprintf("the record is a %v, the event a %v", kind, ev.Kind))
+	}
+	return nil
+}
+
+func recordError(src *Source, blk segment.BlockInfo, i int, ts uint64, kind segment.Kind, detail string) error {
+	return &segment.CorruptionError{Object: src.Key, Offset: blk.Offset, Part: "block",
+		Detail: fmt.Sprintf("record %d (commit ts %d, %v): %s; the block holds commit ts [%d, %d]", i, ts, kind, detail, blk.MinTs, blk.MaxTs)}
 }
 
 // accepts applies a table filter to a decoded event.
