@@ -312,19 +312,19 @@ func renderPeers(r *PeerReport) string {
 		} else {
 			p("Rows of an id and one BLOB column of words (about 512 B encoded). Every log gets the very same encoded records.\n\n")
 		}
-		p("| log | GOMAXPROCS | MiB/s | × raw (paired) | rows/s | CPU s/GiB | CPU s | minor faults/MiB | on disk MiB (payload ÷ disk) | sync interval p50 / p99 ms |")
+		p("| log | GOMAXPROCS | MiB/s | × raw (paired) | rows/s | CPU s/GiB | CPU s | minor faults/MiB | on disk MiB (payload ÷ disk) | sync interval p50 / p99 ms | peak RSS MiB (above idle) |")
 		if w.Cols == 10 {
 			p(" own bytes/row |")
 		}
-		p("\n|---|---|---|---|---|---|---|---|---|---|")
+		p("\n|---|---|---|---|---|---|---|---|---|---|---|")
 		if w.Cols == 10 {
 			p("---|")
 		}
 		p("\n")
 		for _, cr := range cells {
-			p("| %s%s | %d | %s | %s | %s | %s | %s | %s | %s (%.2f×) | %s / %s |", cr.Cell.Peer, cr.errNote(), cr.Cell.Procs, cr.f("mib_s"), cr.ratio("ratio_raw"),
+			p("| %s%s | %d | %s | %s | %s | %s | %s | %s | %s (%.2f×) | %s / %s | %s (%s) |", cr.Cell.Peer, cr.errNote(), cr.Cell.Procs, cr.f("mib_s"), cr.ratio("ratio_raw"),
 				human(cr.m("rows_s")), cr.f("cpu_s_per_gib"), human(cr.m("cpu_s")), human(cr.m("minor_faults_per_mib")), human(cr.m("disk_mib")), cr.m("disk_ratio"),
-				human(cr.m("batch_p50_ms")), human(cr.m("batch_p99_ms")))
+				human(cr.m("batch_p50_ms")), human(cr.m("batch_p99_ms")), human(cr.m("rss_mib")), cr.f("rss_grow_mib"))
 			if w.Cols == 10 {
 				own := cr.m("payload_bytes") / float64(w.Records)
 				if v, ok := cr.Metrics["msgp_bytes_per_row"]; ok {
