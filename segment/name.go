@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redokit/redokit/internal/layout"
 )
@@ -68,7 +69,13 @@ func ValidateID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		if !idChar(id[i]) {
-			return fmt.Errorf("%w: ID %q has %q at byte %d (allowed: A-Z a-z 0-9 . _ -)", ErrInvalidName, id, id[i], i)
+			// The character, not its first byte: byte 0xc3 of "é" would
+			// print as 'Ã'.
+			what := fmt.Sprintf("byte %#02x", id[i])
+			if r, _ := utf8.DecodeRuneInString(id[i:]); r != utf8.RuneError {
+				what = fmt.Sprintf("%q", r)
+			}
+			return fmt.Errorf("%w: ID %q has %s at byte %d (allowed: A-Z a-z 0-9 . _ -)", ErrInvalidName, id, what, i)
 		}
 	}
 	return nil

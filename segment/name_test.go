@@ -220,3 +220,18 @@ func TestNameEpochSeqZero(t *testing.T) {
 		}
 	}
 }
+
+// A bad ID's error names the character that is not allowed, whole: the
+// first byte of "é" alone would print as 'Ã'.
+func TestValidateIDNamesTheCharacter(t *testing.T) {
+	for _, c := range []struct{ id, want string }{
+		{"log/1", `has '/' at byte 3`},
+		{"caf\u00e9", `has 'é' at byte 3`},
+		{"bad\xffid", `has byte 0xff at byte 3`},
+	} {
+		err := ValidateID(c.id)
+		if !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ValidateID(%q) = %v, want ErrInvalidName saying %s", c.id, err, c.want)
+		}
+	}
+}
