@@ -247,3 +247,22 @@ func TestListPassesInvalidKeysThrough(t *testing.T) {
 		t.Fatalf("delete of the invalid key: %v", err)
 	}
 }
+
+// An error no code fits says its cause without "unknown", which reads as if
+// the store had done something unexplained (a full disk's "unknown: … no
+// space left on device", logged by the library's WARN lines); a known code
+// stays in the message, and "unknown" alone stays when there is no cause.
+func TestErrorMessageNamesTheCause(t *testing.T) {
+	for _, c := range []struct {
+		err  *blob.Error
+		want string
+	}{
+		{&blob.Error{Op: "put", Key: "a", Code: blob.CodeUnknown, Err: errors.New("write a: no space left on device")}, `blob: put "a": write a: no space left on device`},
+		{&blob.Error{Op: "put", Key: "a", Code: blob.CodeUnknown}, `blob: put "a": unknown`},
+		{&blob.Error{Op: "get", Key: "b", Code: blob.CodeTransient, Err: errors.New("connection reset")}, `blob: get "b": transient: connection reset`},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+}

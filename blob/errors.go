@@ -79,11 +79,20 @@ func (e *Error) Error() string {
 	if e.Key != "" {
 		msg += " " + strconv.Quote(e.Key)
 	}
-	msg += ": " + e.Code.String()
+	var cause string
 	if e.Err != nil {
-		if s := e.Err.Error(); s != "" && s != e.Code.String() {
-			msg += ": " + s
+		if cause = e.Err.Error(); cause == e.Code.String() {
+			cause = ""
 		}
+	}
+	// "unknown" says only that no code fits: the cause says what happened
+	// (a full disk read "unknown: … no space left on device", as if the
+	// store had done something unexplained).
+	if e.Code != CodeUnknown || cause == "" {
+		msg += ": " + e.Code.String()
+	}
+	if cause != "" {
+		msg += ": " + cause
 	}
 	return msg
 }

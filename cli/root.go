@@ -527,16 +527,14 @@ func onePrefix(msg string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(msg, "redokit: "), ": redokit: ", ": ")
 }
 
-// noSpaceError is a full store's error as redokit says it. The blob layer
-// has no code for a full store, so its message reads "unknown: … no space
-// left on device", which says the store did something unexplained; the
-// cause is plain, and so are the commands that work on a full store.
+// noSpaceError is a full store's error as redokit says it: the cause is
+// plain, and so are the commands that work on a full store.
 type noSpaceError struct{ err error }
 
 func (e *noSpaceError) Unwrap() error { return e.err }
 
 func (e *noSpaceError) Error() string {
-	msg := strings.ReplaceAll(e.err.Error(), ": "+blob.CodeUnknown.String()+": ", ": ")
+	msg := e.err.Error()
 	if !strings.Contains(msg, "the store is full") {
 		msg += fullHint(e.err)
 	}
