@@ -25,7 +25,10 @@ func Fence(ctx context.Context, b *blob.Bucket, logID, writerID string, logger *
 			return durableProgress(ctx, b, prev, appendable, logger)
 		}})
 	if err != nil {
-		return fmt.Errorf("writer %s/%s: fence: %w", logID, writerID, err)
+		// AcquireWriter's errors name the writer's state object (or the
+		// ID that is invalid): saying the log and writer again only
+		// repeats them.
+		return fmt.Errorf("writer: fence: %w", err)
 	}
 	return nil
 }
