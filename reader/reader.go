@@ -153,9 +153,9 @@ type Reader struct {
 	// whose prefetch has not started.
 	sealed              []*stream
 	nextOpen, nextStart int
-	nextMin             uint64    // min ts of sealed[nextOpen]
-	openPoints          int       // point segments the merge opened and has not finished
-	heap                []*stream // streams with a head event, by (head ts, rank)
+	nextMin             uint64      // min ts of sealed[nextOpen]
+	openPoints          int         // point segments the merge opened and has not finished
+	heap                []heapEntry // streams with a head event, by (head ts, rank)
 	// The adaptive prefetch (see heat): streams started and not finished,
 	// those of them that may read ahead, and the others with a chunk in
 	// the merge, by the last commit ts of that chunk.
@@ -501,7 +501,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		if r.multi {
 			r.hashed++
-			if !r.dd.admit(s.cur.pay[s.pos], s.unit()) {
+			if !r.dd.admit(s.cur.recs[s.pos].pay, s.unit()) {
 				r.dups++
 				r.consume(s)
 				continue
@@ -543,20 +543,21 @@ func (r *Reader) event(s *stream) (*Event, error) {
 		r.rawEvs = append(r.rawEvs, make([]Event, slab))
 	}
 	ev := &r.rawEvs[k/slab][k%slab]
-	ev.Source, ev.payload = c.src, c.pay[i]
+	rec := &c.recs[i]
+	ev.Source, ev.payload = c.src, rec.pay
 	if !r.c.Raw {
-		if err := decodeChecked(&r.dec, c.pay[i], &ev.Event, c.src, c.blk, c.first+i, c.ts[i], segment.Kind(c.kind[i])); err != nil {
+		if err := decodeChecked(&r.dec, rec.pay, &ev.Event, c.src, c.blk, c.first+i, rec.ts, segment.Kind(rec.kind)); err != nil {
 			return nil, err
 		}
 		return ev, nil
 	}
 	// Only the field of its kind: the other is not the event's, and
 	// writing it would touch a second cache line of the Event.
-	ev.Event.Kind = c.kind[i]
-	if ev.Event.Kind == codec.DDLEvent {
-		ev.Event.DDL.CommitTs = c.ts[i]
+	ev.Event.Kind = rec.kind
+	if rec.kind == codec.DDLEvent {
+		ev.Event.DDL.CommitTs = rec.ts
 	} else {
-		ev.Event.Row.CommitTs = c.ts[i]
+		ev.Event.Row.CommitTs = rec.ts
 	}
 	return ev, nil
 }
@@ -582,7 +583,7 @@ func (r *Reader) dedupAt(ctx context.Context, ts uint64, mayBlock bool) (bool, e
 		if i >= len(r.heap) || r.heap[i].ts != ts {
 			continue
 		}
-		switch u := r.heap[i].unit(); {
+		switch u := r.heap[i].s.unit(); {
 		case u0 < 0:
 			u0 = u
 		case u != u0:
@@ -683,7 +684,7 @@ func (r *Reader) readHeaders(ctx context.Context, ss []*stream) error {
 // nil when the merge is done.
 func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 	if len(r.refill) == 0 && len(r.heap) > 0 && r.heap[0].ts < r.nextMin {
-		return r.heap[0], nil // the common case: nothing to refill or open
+		return r.heap[0].s, nil // the common case: nothing to refill or open
 	}
 	for {
 		// Every segment the frontier reached starts before the merge
@@ -711,7 +712,7 @@ func (r *Reader) top(ctx context.Context, mayBlock bool) (*stream, error) {
 	if len(r.heap) == 0 {
 		return nil, nil
 	}
-	return r.heap[0], nil
+	return r.heap[0].s, nil
 }
 
 // join opens the sealed segments the frontier reached: those whose min ts is
@@ -792,20 +793,21 @@ func (r *Reader) fetch(ctx context.Context, s *stream, mayBlock bool) (bool, err
 		}
 		return false, nil
 	}
-	s.cur, s.pos, s.ts = c, 0, c.ts[0]
+	s.cur, s.pos, s.ts = c, 0, c.recs[0].ts
 	return true, nil
 }
 
-// consume moves s past its head.
+// consume moves s, the top of the heap, past its head.
 func (r *Reader) consume(s *stream) {
 	s.pos++
 	if s.pos < s.cur.n {
-		ts := s.cur.ts[s.pos]
+		ts := s.cur.recs[s.pos].ts
 		if ts != s.ts {
 			// A head at the same ts keeps its place: (ts, rank) is
 			// unchanged.
 			s.ts = ts
-			r.down(s.idx)
+			r.heap[0].ts = ts
+			r.down(0)
 		}
 		return
 	}
@@ -835,7 +837,7 @@ func (r *Reader) consume(s *stream) {
 	} else {
 		s.recycle(c)
 	}
-	r.remove(s.idx)
+	r.pop()
 	r.refill = append(r.refill, s)
 }
 
@@ -993,7 +995,7 @@ func (r *Reader) promote() {
 }
 
 // fcEnd is the last commit ts of the chunk of a stream in fc.
-func fcEnd(s *stream) uint64 { return s.cur.ts[s.cur.n-1] }
+func fcEnd(s *stream) uint64 { return s.cur.recs[s.cur.n-1].ts }
 
 func (r *Reader) fcLess(i, j int) bool { return fcEnd(r.fc[i]) < fcEnd(r.fc[j]) }
 
@@ -1048,64 +1050,67 @@ func (r *Reader) fcDown(i int) {
 	}
 }
 
-// The heap of streams, ordered by (head commit ts, rank).
+// The heap of streams, ordered by (head commit ts, rank). An entry holds its
+// stream's key, so that the comparisons of a merge of hundreds of streams
+// read the heap's array alone, not the streams; the merge takes and moves
+// only the top, so no stream needs to know its place.
 
-func (r *Reader) less(i, j int) bool {
-	a, b := r.heap[i], r.heap[j]
+type heapEntry struct {
+	ts   uint64 // the stream's head commit ts (stream.ts)
+	rank int
+	s    *stream
+}
+
+func (a *heapEntry) less(b *heapEntry) bool {
 	return a.ts < b.ts || a.ts == b.ts && a.rank < b.rank
 }
 
-func (r *Reader) swap(i, j int) {
-	h := r.heap
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
-}
-
 func (r *Reader) push(s *stream) {
-	s.idx = len(r.heap)
-	r.heap = append(r.heap, s)
-	r.up(s.idx)
-}
-
-func (r *Reader) remove(i int) {
-	n := len(r.heap) - 1
-	if i != n {
-		r.swap(i, n)
-	}
-	r.heap[n] = nil
-	r.heap = r.heap[:n]
-	if i < n {
-		r.down(i)
-		r.up(i)
-	}
-}
-
-func (r *Reader) up(i int) {
+	r.heap = append(r.heap, heapEntry{s.ts, s.rank, s})
+	h := r.heap
+	i := len(h) - 1
+	e := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !r.less(i, p) {
-			return
+		if !e.less(&h[p]) {
+			break
 		}
-		r.swap(i, p)
+		h[i] = h[p]
 		i = p
+	}
+	h[i] = e
+}
+
+// pop removes the top.
+func (r *Reader) pop() {
+	n := len(r.heap) - 1
+	r.heap[0] = r.heap[n]
+	r.heap[n] = heapEntry{}
+	r.heap = r.heap[:n]
+	if n > 0 {
+		r.down(0)
 	}
 }
 
+// down moves entry i down to its place.
 func (r *Reader) down(i int) {
-	n := len(r.heap)
+	h := r.heap
+	n := len(h)
+	e := h[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if rt := l + 1; rt < n && r.less(rt, l) {
+		if rt := l + 1; rt < n && h[rt].less(&h[l]) {
 			m = rt
 		}
-		if !r.less(m, i) {
-			return
+		if !h[m].less(&e) {
+			break
 		}
-		r.swap(i, m)
+		h[i] = h[m]
 		i = m
 	}
+	h[i] = e
 }

@@ -19,20 +19,18 @@ import (
 // the payload buffers are reused, so a stream allocates nothing once its
 // pool has grown.
 //
-// What the merge needs of event i is dense in ts, pay and kind. Only a
+// What the merge needs of event i is in recs[i], one cache line or less. Only a
 // chunk its producer decoded fills events; for the others (a raw read, and
 // the cold streams of a decoded one while many are open) the merge fills
 // Events of the Reader's from those three, decoding them if asked, when it
 // returns them (Reader.event), so that such a chunk is its block's bytes
-// and 33 bytes an event, not the 5 to 10 times that of an array of
+// and 40 bytes an event, not the 5 to 10 times that of an array of
 // (decoded) Events, and hundreds of overlapping runs open at once cost
 // little more than their blocks.
 type chunk struct {
 	events  []Event // decoded events, when decoded
 	decoded bool
-	ts      []uint64
-	pay     [][]byte
-	kind    []codec.EventKind
+	recs    []mergeRec
 	n       int     // events i < n are valid
 	ddls    int     // how many of them are DDLs
 	src     *Source // the Source of every event of the chunk
@@ -51,6 +49,16 @@ type chunk struct {
 	// counted: the chunk counts against its stream's limit (stream.out):
 	// from when the producer takes it until the merge is through with it.
 	counted bool
+}
+
+// mergeRec is what the merge needs of an event: its commit ts (which orders
+// it), its kind (DDLs wait for the rows of their ts) and its payload (which
+// the duplicate filter hashes), together, so that taking the next event of
+// a stream reads one line of memory.
+type mergeRec struct {
+	pay  []byte
+	ts   uint64
+	kind codec.EventKind
 }
 
 // stream is one segment being read. A goroutine (produce) reads its blocks,
@@ -111,7 +119,6 @@ type stream struct {
 	cur     *chunk
 	pos     int
 	ts      uint64 // commit ts of the head event
-	idx     int    // position in the heap
 }
 
 // unit is what the duplicate filter counts copies by. The segments of one
@@ -444,10 +451,8 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 	if copyPayload && cap(c.raw) < blk.Info.Uncompressed {
 		c.raw = make([]byte, 0, blk.Info.Uncompressed)
 	}
-	if n := blk.Info.Records; len(c.ts) < n {
-		c.ts = make([]uint64, n)
-		c.pay = make([][]byte, n)
-		c.kind = make([]codec.EventKind, n)
+	if n := blk.Info.Records; len(c.recs) < n {
+		c.recs = make([]mergeRec, n)
 	}
 	// Decoded here, in parallel with the merge, unless many streams are
 	// open (see Reader.heat): a block's worth of decoded events for each of
@@ -514,7 +519,7 @@ func (s *stream) fill(c *chunk, blk *segment.Block, src *Source, copyPayload boo
 		if rec.Kind == segment.KindDDL {
 			c.ddls++
 		}
-		c.ts[c.n], c.pay[c.n], c.kind[c.n] = rec.CommitTs, payload, codec.EventKind(rec.Kind)
+		c.recs[c.n] = mergeRec{pay: payload, ts: rec.CommitTs, kind: codec.EventKind(rec.Kind)}
 		c.n++
 	}
 	r.stats.blocks.Add(1)
