@@ -501,7 +501,7 @@ func (r *Reader) step(ctx context.Context, mayBlock bool) (*Event, error) {
 		}
 		if r.multi {
 			r.hashed++
-			if !r.dd.admit(s.cur.recs[s.pos].pay, s.unit()) {
+			if !r.dd.admit(s.cur.payloadOf(s.pos), s.unit()) {
 				r.dups++
 				r.consume(s)
 				continue
@@ -543,21 +543,21 @@ func (r *Reader) event(s *stream) (*Event, error) {
 		r.rawEvs = append(r.rawEvs, make([]Event, slab))
 	}
 	ev := &r.rawEvs[k/slab][k%slab]
-	rec := &c.recs[i]
-	ev.Source, ev.payload = c.src, rec.pay
+	ts, kind := c.recs[i].ts, c.kindOf(i)
+	ev.Source, ev.payload = c.src, c.payloadOf(i)
 	if !r.c.Raw {
-		if err := decodeChecked(&r.dec, rec.pay, &ev.Event, c.src, c.blk, c.first+i, rec.ts, segment.Kind(rec.kind)); err != nil {
+		if err := decodeChecked(&r.dec, ev.payload, &ev.Event, c.src, c.blk, c.first+i, ts, segment.Kind(kind)); err != nil {
 			return nil, err
 		}
 		return ev, nil
 	}
 	// Only the field of its kind: the other is not the event's, and
 	// writing it would touch a second cache line of the Event.
-	ev.Event.Kind = rec.kind
-	if rec.kind == codec.DDLEvent {
-		ev.Event.DDL.CommitTs = rec.ts
+	ev.Event.Kind = kind
+	if kind == codec.DDLEvent {
+		ev.Event.DDL.CommitTs = ts
 	} else {
-		ev.Event.Row.CommitTs = rec.ts
+		ev.Event.Row.CommitTs = ts
 	}
 	return ev, nil
 }
