@@ -102,3 +102,48 @@ func TestCopyFallback(t *testing.T) {
 		t.Errorf("conflicts %+v, want 1 row replaced (u) and 1 duplicated without a key (nf)", got.conflicts)
 	}
 }
+
+// TestRenameSwapStatements: statements are forgotten per table after a DDL
+// (pgGens), and a rename names every table on either side: after tables a
+// (c VARCHAR) and b (c INT) swap names in one RENAME TABLE (whose DDL names
+// a as its table), a statement of b of the same text as one run on the old
+// b must not reuse what was prepared for its integer column ('0031' stays
+// '0031'), nor one of a bind text where an integer is. A DDL of another
+// table in between leaves them be. The pool is one connection, so every
+// statement meets its cache.
+func TestRenameSwapStatements(t *testing.T) {
+	s := newServer(t)
+	sink, err := s.open(s.dsn, apply.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.DB().SetMaxOpenConns(1)
+	l := &log27{schema: s.schema}
+	l.ddl(10, "", codec.ActionCreateSchema, "CREATE DATABASE "+s.schema)
+	l.ddl(11, "a", codec.ActionCreateTable, "CREATE TABLE a (id INT PRIMARY KEY, c VARCHAR(10))")
+	l.ddl(12, "b", codec.ActionCreateTable, "CREATE TABLE b (id INT PRIMARY KEY, c INT)")
+	l.ddl(13, "o", codec.ActionCreateTable, "CREATE TABLE o (id INT PRIMARY KEY)")
+	for i := range int64(3) {
+		l.row(20+2*uint64(i), "a", nil, cols(pkInt("id", i), strCol("c", "0031")))
+		l.row(21+2*uint64(i), "b", nil, cols(pkInt("id", i), intCol("c", 31)))
+	}
+	l.ddl(30, "o", codec.ActionAddColumn, "ALTER TABLE o ADD COLUMN v INT")
+	l.ddl(31, "a", codec.ActionRenameTable, "RENAME TABLE a TO tmp, b TO a, tmp TO b")
+	for i := range int64(3) {
+		l.row(40+2*uint64(i), "b", nil, cols(pkInt("id", 10+i), strCol("c", "0031")))
+		l.row(41+2*uint64(i), "a", nil, cols(pkInt("id", 10+i), intCol("c", 31)))
+	}
+	if _, err := apply.Run(context.Background(), apply.SliceSource(l.events), sink,
+		&apply.Options{Workers: 1, BatchRows: 1, TxnRows: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"b": {"0|0031", "10|0031", "11|0031", "12|0031", "1|0031", "2|0031"},
+		"a": {"0|31", "10|31", "11|31", "12|31", "1|31", "2|31"},
+	}
+	for table, w := range want {
+		if got := s.dump27(table); !slices.Equal(got, w) {
+			t.Errorf("%s holds %q, want %q", table, got, w)
+		}
+	}
+}

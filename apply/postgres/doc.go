@@ -63,10 +63,14 @@
 // pgx prepares each statement on its first run on a connection and keeps
 // it by its text; PostgreSQL fixes a prepared statement's parameter types
 // when it is prepared, and keeps them across a DDL. So every row statement
-// carries, in a trailing comment (/* ddl n */), how many DDLs the sinks of
-// the process have run: a statement written after a DDL is prepared anew,
-// and a VARCHAR column that was an integer gets '0031', not 31. (A DDL run
-// on the downstream by another client during the apply is not counted.)
+// carries, in a trailing comment (/* ddl n */), which DDL of the sinks of
+// the process last named its table (as the DDL's table, among its tables,
+// or on either side of a rename; a DDL whose tables cannot be told, such as
+// a schema's, counts for every table): a statement written after a DDL of
+// its table is prepared anew, and a VARCHAR column that was an integer gets
+// '0031', not 31, while the statements of the other tables stay prepared.
+// (A DDL run on the downstream by another client during the apply is not
+// counted.)
 //
 // An upsert is INSERT … ON CONFLICT (key) DO UPDATE, which updates the row
 // holding its key but fails (23505) on a row holding another of its unique
@@ -74,12 +78,12 @@
 // a batch is reduced to each key's last change, so a unique value that
 // moves from one row to another (a chain of them, a swap) would meet the
 // row that held it, although the log is legal. The upserts of a table with
-// a unique key besides its key (read from pg_index, again after every DDL)
-// therefore go by units — the batch's, or one commit ts's when the batch is
-// not reduced — and a unit holding an update or a row inserted again first
-// deletes the rows of every key it writes, then writes them: the same rows
-// in the end, in one more statement (the MySQL and SQLite sinks do the
-// same). A unit of new rows alone is written as is. The delete fires no
+// a unique key besides its key (read from pg_index, again after a DDL of
+// the table) therefore go by units — the batch's, or one commit ts's when
+// the batch is not reduced — and a unit holding an update or a row inserted
+// again first deletes the rows of every key it writes, then writes them:
+// the same rows in the end, in one more statement (the MySQL and SQLite
+// sinks do the same). A unit of new rows alone is written as is. The delete fires no
 // foreign-key action (session_replication_role is replica); with
 // apply.SinkOptions.ForeignKeyChecks a table that a foreign key references
 // is written as is, and a unique value moving inside it fails, naming the

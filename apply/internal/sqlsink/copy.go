@@ -84,7 +84,7 @@ type copyInfo struct {
 }
 
 // copyTable returns what the sink knows of table for COPY, read from the
-// catalog once after each DDL (see afterDDL).
+// catalog once, and again after a DDL of it (see afterDDL).
 func (t *sqlTx) copyTable(ctx context.Context, table apply.Table) (*copyInfo, error) {
 	s := t.s
 	s.cat.mu.Lock()

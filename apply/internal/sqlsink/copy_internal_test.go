@@ -2,9 +2,11 @@ package sqlsink
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -77,5 +79,45 @@ func TestCopyField(t *testing.T) {
 	}
 	if got, _ := appendCopyField(nil, strings.Repeat("é", 3), 25); string(got) != "ééé" {
 		t.Errorf("UTF-8 text: %q", got)
+	}
+}
+
+// TestDDLTables: a DDL moves the tables it names (as its table, among its
+// tables, either side of a rename, in any case) to a new statement
+// generation and leaves the others; one whose tables cannot be told moves
+// them all.
+func TestDDLTables(t *testing.T) {
+	tn := func(name string) codec.TableName { return codec.TableName{Schema: "s", Name: name} }
+	tb := func(name string) apply.Table { return apply.Table{Schema: "s", Name: name} }
+	names := []string{"a", "b", "c", "d", "tmp"}
+	gens := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, n := range names {
+			m[n] = pgGen(tb(n))
+		}
+		return m
+	}
+	for _, c := range []struct {
+		ddl   codec.DDL
+		moved []string // nil: all
+	}{
+		{codec.DDL{Table: tn("A"), Type: codec.ActionModifyColumn, Query: "ALTER TABLE A MODIFY c VARCHAR(10)"}, []string{"a"}},
+		{codec.DDL{Table: tn("a"), Type: codec.ActionRenameTable, Query: "RENAME TABLE a TO tmp, b TO a, tmp TO b"}, []string{"a", "b", "tmp"}},
+		{codec.DDL{Table: tn("c"), Type: codec.ActionRenameTable, Query: "ALTER TABLE c RENAME TO d"}, []string{"c", "d"}},
+		{codec.DDL{Table: tn("c"), Type: codec.ActionDropTable, Query: "DROP TABLE c, d",
+			Tables: []codec.DDLTable{{TableName: tn("c")}, {TableName: tn("d")}}}, []string{"c", "d"}},
+		{codec.DDL{Table: codec.TableName{Schema: "s"}, Type: codec.ActionDropSchema, Query: "DROP DATABASE s"}, nil},
+		{codec.DDL{Table: tn("a"), Type: codec.ActionRenameTable, Query: "RENAME TABLE a TO"}, nil},
+	} {
+		before := gens()
+		tables, all := ddlTables(&c.ddl)
+		pgDDL(tables, all)
+		after := gens()
+		for _, n := range names {
+			moved := c.moved == nil || slices.Contains(c.moved, n)
+			if moved == (after[n] == before[n]) || after[n] < before[n] {
+				t.Errorf("%s: table %s went from generation %d to %d, want moved=%v", c.ddl.Query, n, before[n], after[n], moved)
+			}
+		}
 	}
 }

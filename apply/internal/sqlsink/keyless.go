@@ -204,7 +204,7 @@ func (t *sqlTx) keylessDuplicates(ctx context.Context, table apply.Table, ops []
 		b = append(b, " FROM "...)
 		b = t.s.d.table(b, table)
 		t.cbuf, t.cargs = b, args
-		rows, err := q.QueryContext(ctx, t.text(b), args...)
+		rows, err := q.QueryContext(ctx, t.text(table, b), args...)
 		if err != nil {
 			return &apply.StatementError{Table: table, FirstTs: ops[0].ts, LastTs: ops[len(ops)-1].ts,
 				SQL: "SELECT COUNT(CASE WHEN … THEN 1 END), … FROM " + string(t.s.d.table(nil, table)), Err: t.s.d.classify(err)}

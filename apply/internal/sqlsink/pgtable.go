@@ -2,17 +2,23 @@ package sqlsink
 
 import (
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/codec"
 )
 
 // What the PostgreSQL sink knows of a table's columns is true only until the
-// next DDL: the statements pgx prepared for it (and, on every dialect, the
-// unique keys the sink read from the catalog: see units.go).
+// next DDL of the table: the statements pgx prepared for it (and, on every
+// dialect, the unique keys and columns the sink read from the catalog: see
+// afterDDL in units.go).
 
-// pgDDLs counts the DDLs the PostgreSQL sinks of this process ran (or
-// tried). Every row statement carries the count in a comment (see query),
-// so a statement written after a DDL is never one written before it, even
-// when their text is otherwise the same.
+// pgGens says, for the tables DDLs of the PostgreSQL sinks of this process
+// named, which DDL last did. Every row statement of a table carries its
+// generation in a comment (see text), so a statement written after a DDL of
+// its table is never one written before it, even when their text is
+// otherwise the same.
 //
 // pgx's database/sql connections prepare each statement once, on its first
 // run, and run it again by its text from a cache of their own. PostgreSQL
@@ -23,22 +29,88 @@ import (
 // an integer, or the wrong row). The server re-plans a prepared statement
 // after a DDL, but it never retypes its parameters, and pgx's cache keeps
 // the old description; neither can be reached on every pooled connection,
-// so the text itself changes. One count for every table and every sink
-// (two sinks may share a *sql.DB given to New): DDLs are rare, and a
-// statement prepared again costs one round trip on each connection. DDLs
-// run on the downstream by others than the sink are not counted.
-var pgDDLs atomic.Uint64
+// so the text itself changes. The generations are the process's (two sinks
+// may share a *sql.DB given to New). A row statement names one table, and
+// only a DDL naming that table (as its table, among its tables, or as
+// either side of a rename) changes its columns; a DDL whose tables the sink
+// cannot tell (a schema's, one naming none, a rename whose query does not
+// parse) moves every table to a new generation. Until the first DDL a
+// statement carries no comment. DDLs run on the downstream by others than
+// the sink are not counted.
+var pgGens struct {
+	mu     sync.Mutex
+	ddls   uint64                 // DDLs run (or tried)
+	all    uint64                 // the value of ddls at the last DDL that named every table
+	tables map[apply.Table]uint64 // by lower-case name: the value of ddls at the last DDL naming it
+}
 
-// query is the text the statement in t.buf runs as: the same, except on
-// PostgreSQL after a DDL (see pgDDLs).
-func (t *sqlTx) query() string { return t.text(t.buf) }
+// pgDDL records a DDL of a PostgreSQL sink that named tables, or every
+// table.
+func pgDDL(tables []apply.Table, all bool) {
+	pgGens.mu.Lock()
+	defer pgGens.mu.Unlock()
+	pgGens.ddls++
+	if all {
+		pgGens.all = pgGens.ddls
+		clear(pgGens.tables)
+		return
+	}
+	if pgGens.tables == nil {
+		pgGens.tables = map[apply.Table]uint64{}
+	}
+	for _, t := range tables {
+		pgGens.tables[foldTable(t)] = pgGens.ddls
+	}
+}
 
-// text is the text statement b runs as (see query).
-func (t *sqlTx) text(b []byte) string {
+// pgGen is table's generation: 0 before any DDL.
+func pgGen(table apply.Table) uint64 {
+	pgGens.mu.Lock()
+	defer pgGens.mu.Unlock()
+	return max(pgGens.all, pgGens.tables[foldTable(table)])
+}
+
+// foldTable is the key of a table among those a DDL names: a DDL may spell
+// a name in another case than the row changes do, and forgetting more than
+// needed costs nothing but a read.
+func foldTable(t apply.Table) apply.Table {
+	return apply.Table{Schema: strings.ToLower(t.Schema), Name: strings.ToLower(t.Name)}
+}
+
+// ddlTables returns the tables a DDL may change the columns, keys or rows
+// of, or all when it cannot tell: a schema's DDL, one that names no table,
+// a rename whose query does not parse.
+func ddlTables(ddl *codec.DDL) (tables []apply.Table, all bool) {
+	if ddl.Table.Name == "" {
+		return nil, true
+	}
+	tables = append(tables, apply.TableOf(ddl.Table))
+	for _, t := range ddl.Tables {
+		if t.Name == "" {
+			return nil, true
+		}
+		tables = append(tables, apply.TableOf(t.TableName))
+	}
+	renames, err := apply.DDLRenames(ddl)
+	if err != nil {
+		return nil, true
+	}
+	for _, r := range renames {
+		tables = append(tables, r[0], r[1])
+	}
+	return tables, false
+}
+
+// query is the text the statement in t.buf, of table, runs as: the same,
+// except on PostgreSQL after a DDL (see pgGens).
+func (t *sqlTx) query(table apply.Table) string { return t.text(table, t.buf) }
+
+// text is the text statement b, of table, runs as (see query).
+func (t *sqlTx) text(table apply.Table, b []byte) string {
 	if t.s.d != Postgres {
 		return string(b)
 	}
-	n := pgDDLs.Load()
+	n := pgGen(table)
 	if n == 0 {
 		return string(b)
 	}

@@ -467,7 +467,7 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 			res, err = st.ExecContext(ctx, t.args...)
 		}
 	} else {
-		res, err = t.ex.ExecContext(ctx, t.query(), t.args...)
+		res, err = t.ex.ExecContext(ctx, t.query(table), t.args...)
 	}
 	if err != nil {
 		first, last := ops[0].ts, ops[0].ts
@@ -661,7 +661,7 @@ func (t *sqlTx) pgReplace(ctx context.Context, table apply.Table, ops []rowOp) e
 			b = append(b, ')')
 		}
 		t.cbuf, t.cargs = b, args
-		res, err := t.ex.ExecContext(ctx, t.text(b), args...)
+		res, err := t.ex.ExecContext(ctx, t.text(table, b), args...)
 		if err != nil {
 			return &apply.StatementError{Table: table, FirstTs: ops[i].ts, LastTs: ops[i].ts, SQL: string(b), Err: t.s.d.classify(err)}
 		}

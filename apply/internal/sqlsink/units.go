@@ -28,24 +28,42 @@ type catalog struct {
 	copy   map[apply.Table]*copyInfo // what COPY needs (copy.go)
 }
 
-// afterDDL forgets what a DDL may have changed: on PostgreSQL the
-// statements written before it (pgDDLs), on every dialect the unique keys
-// read, and what the sink knew of the rows of the tables it names (see
-// keyless.go).
+// afterDDL forgets what a DDL may have changed, of the tables it names (see
+// ddlTables), or of every table when it cannot tell: on PostgreSQL the
+// statements written before it (pgGens), on every dialect the unique keys
+// and columns read, and what the sink knew of the rows of the tables it
+// names (see keyless.go). A log with a DDL every thousand rows read every
+// table's unique keys again after each, where one table's had changed.
 func (s *SQLSink) afterDDL(ddl *codec.DDL) {
+	tables, all := ddlTables(ddl)
 	if s.d == Postgres {
-		pgDDLs.Add(1)
+		pgDDL(tables, all)
 	}
 	s.cat.mu.Lock()
-	s.cat.unique = nil
-	s.cat.copy = nil
+	if all {
+		s.cat.unique, s.cat.copy = nil, nil
+	} else {
+		for _, named := range tables {
+			named = foldTable(named)
+			for t := range s.cat.unique {
+				if foldTable(t) == named {
+					delete(s.cat.unique, t)
+				}
+			}
+			for t := range s.cat.copy {
+				if foldTable(t) == named {
+					delete(s.cat.copy, t)
+				}
+			}
+		}
+	}
 	s.cat.mu.Unlock()
 	s.forgetKeyless(ddl)
 }
 
 // uniqueIndexes returns the unique indexes of table, read from the
-// downstream's catalog once after each DDL. A table that does not exist has
-// none.
+// downstream's catalog once, and again after a DDL of it (afterDDL). A
+// table that does not exist has none.
 func (t *sqlTx) uniqueIndexes(ctx context.Context, table apply.Table) ([]uniqueIndex, error) {
 	s := t.s
 	s.cat.mu.Lock()
