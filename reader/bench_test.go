@@ -380,7 +380,7 @@ func cpuTime() time.Duration {
 
 // drainBatches reads r to its end in batches of 1024 and returns how many
 // events it read.
-func drainBatches(b *testing.B, r *Reader) int64 {
+func drainBatches(b testing.TB, r *Reader) int64 {
 	var n int64
 	for {
 		evs, err := r.NextBatch(context.Background(), 1024)

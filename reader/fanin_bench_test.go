@@ -202,7 +202,7 @@ func raise64(a *atomic.Uint64, v uint64) {
 // readRuns reads the whole log once and returns the time and CPU time, the heap's peak
 // and the live heap's (as the GCs during the read marked it) above what the
 // heap held before, and the reader's stats.
-func readRuns(b *testing.B, l *runsLog, raw bool) (time.Duration, time.Duration, uint64, uint64, Stats) {
+func readRuns(b testing.TB, l *runsLog, raw bool) (time.Duration, time.Duration, uint64, uint64, Stats) {
 	ctx := context.Background()
 	runtime.GC()
 	base, _ := heapNow()
