@@ -807,7 +807,7 @@ func (r *Reader) consume(s *stream) {
 			// unchanged.
 			s.ts = ts
 			r.heap[0].ts = ts
-			r.down(0)
+			r.fix()
 		}
 		return
 	}
@@ -1090,6 +1090,50 @@ func (r *Reader) pop() {
 	if n > 0 {
 		r.down(0)
 	}
+}
+
+// fix moves the top, whose head ts grew, to its place. A top that is still
+// the smallest stays, at two comparisons: the next event of a run that
+// leads the merge (a spill's bulk) costs no more. Otherwise its hole goes
+// down the smaller children to a leaf, one comparison a level, and the
+// entry rises from there (Floyd's sift): among many interleaved runs it
+// belongs near the bottom, and this takes half the comparisons of down.
+func (r *Reader) fix() {
+	h := r.heap
+	n := len(h)
+	e := h[0]
+	m := 1
+	if m >= n {
+		return
+	}
+	if m+1 < n && h[m+1].less(&h[m]) {
+		m++
+	}
+	if !h[m].less(&e) {
+		return
+	}
+	i := 0
+	for {
+		h[i] = h[m]
+		i = m
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m = l
+		if l+1 < n && h[l+1].less(&h[l]) {
+			m = l + 1
+		}
+	}
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.less(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = e
 }
 
 // down moves entry i down to its place.
