@@ -190,6 +190,33 @@ func (t *sqlTx) copyRun(ctx context.Context, table apply.Table, ops []rowOp, col
 	return n, ci, nil
 }
 
+// freshFirst moves, where COPY may write them, the fresh inserts of a
+// collapsed batch before its other upserts, keeping each kind's order, so
+// that they make one run for COPY rather than runs cut short by updates.
+// A collapsed batch holds one op per key, deletes first: its upserts meet
+// no row of each other's keys, and those of a table with another unique
+// key go as one unit, cleared first (see units), in which no order of them
+// meets a row holding a unique value they take.
+func (t *sqlTx) freshFirst() {
+	s := t.s
+	if !t.collapsed || s.d != Postgres || t.conn == nil || s.o.DryRun != nil || s.o.ForeignKeyChecks {
+		return
+	}
+	i := 0
+	for i < len(t.ops) && t.ops[i].del {
+		i++
+	}
+	slices.SortStableFunc(t.ops[i:], func(a, b rowOp) int {
+		switch {
+		case a.fresh == b.fresh:
+			return 0
+		case a.fresh:
+			return -1
+		}
+		return 1
+	})
+}
+
 // maxCopyRows bounds the rows of one COPY, and so the buffer its data is
 // built in.
 const maxCopyRows = 1 << 14

@@ -221,6 +221,7 @@ func sameKeyShape(a, b []codec.Column) bool {
 func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.RowChange) error {
 	t.ops = plan(t.ops[:0], rows)
 	t.collapse()
+	t.freshFirst()
 	err := t.execOps(ctx, table, t.ops, t.collapsed)
 	clear(t.ops) // drop the references to Run's rows
 	return err
