@@ -22,10 +22,10 @@ import (
 //
 // What the merge needs of event i is in recs[i] (see mergeRec). Only a
 // chunk its producer decoded fills events; for the others (a raw read, and
-// the cold streams of a decoded one while many are open) the merge fills
-// Events of the Reader's from those three, decoding them if asked, when it
-// returns them (Reader.event), so that such a chunk is its block's bytes
-// and 16 bytes an event, not 20 to 60 times that of an array of
+// the streams of a decoded one while many are open) the merge fills Events
+// of the Reader's from the records, decoding them unless the read is raw,
+// when it returns them (Reader.event), so that such a chunk is its block's
+// bytes and 16 bytes an event, not 20 to 60 times that of an array of
 // (decoded) Events, and hundreds of overlapping runs open at once cost
 // little more than their blocks.
 type chunk struct {
