@@ -120,8 +120,20 @@ func New(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOptions, na
 		return nil, err
 	}
 	s.ownDB = ownDB
+	if ownDB && d != SQLite {
+		db.SetMaxIdleConns(maxIdleConns)
+	}
 	return s, nil
 }
+
+// maxIdleConns is how many connections a sink's own MySQL or PostgreSQL
+// pool keeps idle. database/sql keeps 2 by default: at each DDL, Run's
+// workers (4 by default) commit and give theirs back, all but 2 were closed,
+// and the next transactions connected again, each a new server session
+// (on PostgreSQL a new backend process) whose every statement is prepared
+// anew and whose catalog caches start cold. A log with a DDL every thousand
+// rows made thousands of sessions.
+const maxIdleConns = 16
 
 func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOptions, name string) (*SQLSink, error) {
 	if drivers[d] == nil {
