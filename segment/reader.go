@@ -209,6 +209,13 @@ func (r *Reader) readBlock(i int, ub *[]byte) (*Block, []byte, error) {
 	if ub == nil {
 		b, p = r.dec.decode(frame, bi.Offset)
 	} else {
+		if n := bi.Uncompressed; cap(*ub) < n {
+			// A sixteenth of headroom, not growBuf's quarter: a caller
+			// holding hundreds of these buffers at once (one per open
+			// stream of a merge) pays for the headroom in each, and the
+			// blocks of a segment differ in size by about a record.
+			*ub = make([]byte, n+n/16)
+		}
 		own := r.dec.ub
 		r.dec.ub = *ub
 		b, p = r.dec.decode(frame, bi.Offset)
