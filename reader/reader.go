@@ -1067,9 +1067,12 @@ func (a *heapEntry) less(b *heapEntry) bool {
 
 func (r *Reader) push(s *stream) {
 	r.heap = append(r.heap, heapEntry{s.ts, s.rank, s})
+	r.up(len(r.heap)-1, r.heap[len(r.heap)-1])
+}
+
+// up puts e, whose place is the hole at i or above it, in its place.
+func (r *Reader) up(i int, e heapEntry) {
 	h := r.heap
-	i := len(h) - 1
-	e := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
 		if !e.less(&h[p]) {
@@ -1125,15 +1128,7 @@ func (r *Reader) fix() {
 			m = l + 1
 		}
 	}
-	for i > 0 {
-		p := (i - 1) / 2
-		if !e.less(&h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = e
+	r.up(i, e)
 }
 
 // down moves entry i down to its place.

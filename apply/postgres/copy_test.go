@@ -112,14 +112,7 @@ func TestCopyFallback(t *testing.T) {
 // table in between leaves them be. The pool is one connection, so every
 // statement meets its cache.
 func TestRenameSwapStatements(t *testing.T) {
-	s := newServer(t)
-	sink, err := s.open(s.dsn, apply.SinkOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink.DB().SetMaxOpenConns(1)
-	l := &log27{schema: s.schema}
-	l.ddl(10, "", codec.ActionCreateSchema, "CREATE DATABASE "+s.schema)
+	s, sink, l := oneConnSink(t)
 	l.ddl(11, "a", codec.ActionCreateTable, "CREATE TABLE a (id INT PRIMARY KEY, c VARCHAR(10))")
 	l.ddl(12, "b", codec.ActionCreateTable, "CREATE TABLE b (id INT PRIMARY KEY, c INT)")
 	l.ddl(13, "o", codec.ActionCreateTable, "CREATE TABLE o (id INT PRIMARY KEY)")

@@ -105,14 +105,7 @@ func TestTypeChangeStatements(t *testing.T) {
 		{"drop and add", []string{"ALTER TABLE %s DROP COLUMN c", "ALTER TABLE %s ADD COLUMN c VARCHAR(10)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newServer(t)
-			sink, err := s.open(s.dsn, apply.SinkOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sink.DB().SetMaxOpenConns(1)
-			l := &log27{schema: s.schema}
-			l.ddl(10, "", codec.ActionCreateSchema, "CREATE DATABASE "+s.schema)
+			s, sink, l := oneConnSink(t)
 			l.ddl(11, "t", codec.ActionCreateTable, "CREATE TABLE t (id INT PRIMARY KEY, c INT)")
 			l.ddl(12, "nk", codec.ActionCreateTable, "CREATE TABLE nk (c INT)")
 			l.ddl(13, "k", codec.ActionCreateTable, "CREATE TABLE k (k INT PRIMARY KEY, v INT)")
@@ -554,4 +547,20 @@ func TestUniqueValueMovesReferenced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneConnSink opens a sink on a fresh schema with a pool of one connection,
+// so that every statement meets what that connection prepared, and starts
+// a log that creates the schema (at ts 10).
+func oneConnSink(t *testing.T) (*server, *Sink, *log27) {
+	t.Helper()
+	s := newServer(t)
+	sink, err := s.open(s.dsn, apply.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.DB().SetMaxOpenConns(1)
+	l := &log27{schema: s.schema}
+	l.ddl(10, "", codec.ActionCreateSchema, "CREATE DATABASE "+s.schema)
+	return s, sink, l
 }
