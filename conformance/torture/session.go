@@ -595,7 +595,11 @@ func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 			continue
 		}
 		if states == nil && statesErr == nil {
-			states, statesErr = meta.ListWriterStates(ctx, d.s.cfg.Clean, d.s.cfg.LogID, nil)
+			// Not GC's context: a GC run canceled at the session's end
+			// still calls Delete, and a state read that fails with it
+			// would leave the check undecided (and flagged) for a delete
+			// that may not even happen.
+			states, statesErr = meta.ListWriterStates(context.WithoutCancel(ctx), d.s.cfg.Clean, d.s.cfg.LogID, nil)
 		}
 		if st := states[n.WriterID]; st != nil && n.Epoch < st.Epoch {
 			if !st.Accepts(n) {
