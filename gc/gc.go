@@ -252,17 +252,15 @@ func superseded(st *meta.WriterState, n segment.Name, checkpoint uint64) bool {
 	if st == nil || n.Epoch >= st.Epoch {
 		return false
 	}
-	for _, f := range st.Fences {
-		if f.Epoch != n.Epoch {
-			continue
-		}
-		// Above the fence: a zombie's. At or below it: part of the log, with
-		// nothing a read from the checkpoint needs once both the chain's
-		// maximum and the cut are strictly below it.
-		return n.Seq > f.LastSeq || max(f.MaxTs, f.CommittedTs) < checkpoint
+	if !st.Accepts(n) {
+		// Above its epoch's fence (a zombie's), or of an epoch replaced
+		// without a fence (it published nothing).
+		return true
 	}
-	// Replaced without a fence: the epoch published nothing.
-	return true
+	// Part of the log, with nothing a read from the checkpoint needs once
+	// both the chain's maximum and the cut are strictly below it.
+	f, _ := st.Fence(n.Epoch)
+	return max(f.MaxTs, f.CommittedTs) < checkpoint
 }
 
 // ErrNoMarker matches the error of a DeleteLog whose delete marker could not

@@ -131,12 +131,20 @@ func (s *WriterState) Accepts(n segment.Name) bool {
 		// (read before a takeover). Accept; a fresh read decides.
 		return true
 	}
+	f, ok := s.Fence(n.Epoch)
+	return ok && n.Seq <= f.LastSeq
+}
+
+// Fence returns the fence of an earlier epoch, and false for an epoch that
+// has none (the current one, a newer one, or one replaced before it
+// published anything).
+func (s *WriterState) Fence(epoch uint64) (Fence, bool) {
 	for _, f := range s.Fences {
-		if f.Epoch == n.Epoch {
-			return n.Seq <= f.LastSeq
+		if f.Epoch == epoch {
+			return f, true
 		}
 	}
-	return false
+	return Fence{}, false
 }
 
 // ReadWriterState reads and decodes a writer's state object, and its ETag

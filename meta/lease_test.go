@@ -65,6 +65,12 @@ func TestLeaseFencesThePreviousEpoch(t *testing.T) {
 			t.Errorf("Accepts(epoch %d seq %d) = %v, want %v", c.epoch, c.seq, got, c.want)
 		}
 	}
+	if f, ok := st.Fence(1); !ok || f != st.Fences[0] {
+		t.Errorf("Fence(1) = %+v, %v; want the epoch's fence", f, ok)
+	}
+	if f, ok := st.Fence(2); ok {
+		t.Errorf("Fence(2) of the current epoch = %+v, want none", f)
+	}
 	// An epoch that never published anything leaves no fence: its segments
 	// are all ignored.
 	y, err := AcquireWriter(ctx, b, "log1", "w1", nil)

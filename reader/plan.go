@@ -102,12 +102,8 @@ func (f fences) committedCut(n segment.Name) (uint64, bool) {
 	if st == nil || n.Epoch >= st.Epoch {
 		return 0, false
 	}
-	for _, fe := range st.Fences {
-		if fe.Epoch == n.Epoch {
-			return fe.CommittedTs, true
-		}
-	}
-	return 0, false
+	fe, ok := st.Fence(n.Epoch)
+	return fe.CommittedTs, ok
 }
 
 // plan is the segments Open selected, in the order the merge reaches them.

@@ -605,7 +605,7 @@ func (d *deleteWatch) Delete(ctx context.Context, keys []string) error {
 			if !st.Accepts(n) {
 				continue
 			}
-			if f := slices.IndexFunc(st.Fences, func(f meta.Fence) bool { return f.Epoch == n.Epoch }); f >= 0 && max(st.Fences[f].MaxTs, st.Fences[f].CommittedTs) < ceil {
+			if f, ok := st.Fence(n.Epoch); ok && max(f.MaxTs, f.CommittedTs) < ceil {
 				continue
 			}
 		}

@@ -128,12 +128,8 @@ func FencedBlocks(rec *segment.Recovery, epoch uint64, st, prev *meta.WriterStat
 		return keep
 	}
 	if len(rec.Progress) > 0 {
-		var fenceMax uint64
-		for _, f := range st.Fences {
-			if f.Epoch == epoch {
-				fenceMax = f.MaxTs
-			}
-		}
+		f, _ := st.Fence(epoch)
+		fenceMax := f.MaxTs
 		keep = 0
 		for _, p := range rec.Progress {
 			if p.ChainMaxTs <= fenceMax {
