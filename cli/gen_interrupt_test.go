@@ -41,10 +41,12 @@ func TestInterruptedGenReleasesItsWriters(t *testing.T) {
 	defer cancel()
 	sawLive := make(chan int, 1)
 	go func() {
-		// Interrupt once the writers are live and writing.
+		// Interrupt once all three writers are live and writing: they
+		// register one after another, and on a loaded machine the first
+		// can be live well before the third.
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			if n := liveWriters(); n > 0 {
+			if n := liveWriters(); n == 3 {
 				time.Sleep(50 * time.Millisecond)
 				sawLive <- n
 				cancel()
@@ -52,7 +54,7 @@ func TestInterruptedGenReleasesItsWriters(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		sawLive <- 0
+		sawLive <- liveWriters()
 		cancel()
 	}()
 	var out, errb bytes.Buffer
