@@ -481,25 +481,17 @@ func (d *drill) deadWriter(t *testing.T) {
 }
 
 // mountTmpfs mounts a tmpfs of size at a new directory, for the test's
-// life. It needs root: it skips, saying why, when not root or when the
-// kernel refuses, except that as root under CI=true a refusal fails.
+// life. It needs root: when not root or when the kernel refuses, it skips
+// saying why, or fails under CI=true (testenv.Need).
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		reason := "mounting a small tmpfs to fill needs root"
-		if testenv.InCI() {
-			t.Fatalf("%s (CI is set: the full file system drill must run, as root)", reason)
-		}
-		t.Skip("skipping: " + reason)
+		testenv.Need(t, "mounting a small tmpfs to fill needs root")
 	}
 	dir := t.TempDir()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
 	if err != nil {
-		reason := fmt.Sprintf("mount -t tmpfs -o size=%s tmpfs %s: %v: %s", size, dir, err, out)
-		if testenv.InCI() {
-			t.Fatalf("%s (CI is set and the test runs as root: the full file system drill must run)", reason)
-		}
-		t.Skip("skipping: " + reason)
+		testenv.Need(t, fmt.Sprintf("mount -t tmpfs -o size=%s tmpfs %s: %v: %s", size, dir, err, out))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {

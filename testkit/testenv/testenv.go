@@ -29,8 +29,8 @@ func Server(t testing.TB, envVar, what, name string) string {
 // under CI=true, where every server must be there, fails with it.
 func Need(t testing.TB, reason string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason + " (CI=true: this test must run)")
+	if InCI() {
+		t.Fatal(reason + " (CI is set: this test must run)")
 	}
 	t.Skip("skipping: " + reason)
 }
