@@ -397,6 +397,17 @@ func (a *appendFile) Sync() error {
 	return wrap(a.b.shared.drv, "sync", a.key, a.f.Sync())
 }
 
+// StartWriteback passes the hint on to the driver's file when it takes it
+// (driver.WritebackStarter), and does nothing otherwise: Sync alone makes
+// bytes durable.
+func (a *appendFile) StartWriteback(off, n int64) error {
+	ws, ok := a.f.(driver.WritebackStarter)
+	if !ok {
+		return nil
+	}
+	return wrap(a.b.shared.drv, "start write-back", a.key, ws.StartWriteback(off, n))
+}
+
 func (a *appendFile) Truncate(size int64) error {
 	return wrap(a.b.shared.drv, "truncate", a.key, a.f.Truncate(size))
 }

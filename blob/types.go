@@ -14,6 +14,8 @@ type (
 	ListOptions = driver.ListOptions
 	ListPage    = driver.ListPage
 	AppendFile  = driver.AppendFile
+
+	WritebackStarter = driver.WritebackStarter
 )
 
 // MaxDeleteBatch is the largest number of keys Bucket passes to one driver

@@ -40,6 +40,7 @@ type activeSeg struct {
 	syncedSize   int64 // bytes known durable
 	syncedBlocks int   // blocks known durable
 	syncedProg   int   // progress frames known durable
+	writeback    int64 // bytes whose write-back has been started (startWriteback)
 	// linked is set once the chain has moved past the segment (its blocks
 	// are final): its successor links footerCRC, and the footer written
 	// when it is sealed must have that CRC.
@@ -213,7 +214,35 @@ func (s *appendStore) write(t *blockTask) error {
 		t.stored.key, t.stored.off, t.stored.n = a.key, blocks[len(blocks)-1].Offset, t.frame.Len()
 		t.release() // a repair reads it back (readBack)
 	}
+	s.startWriteback(a)
 	return nil
+}
+
+// writebackChunk is how many bytes appended since the last sync may wait in
+// the page cache before the local path starts writing them out
+// (blob.WritebackStarter). Without it, every sync (a flush's, and a
+// rotation's, which holds up the committer while the producer fills the
+// arena) writes out all that was appended since the last one, up to a
+// segment; with it the disk works while the next blocks are built, and a
+// sync waits for about the last chunk.
+const writebackChunk = 4 << 20
+
+// startWriteback starts the write-out of a's bytes once a chunk of them is
+// waiting. It is a hint: a failure only means that the next sync does the
+// work, and that sync reports any write-back error.
+func (s *appendStore) startWriteback(a *activeSeg) {
+	from, to := max(a.writeback, a.syncedSize), a.sw.Offset()
+	if s.c.w.o.Sync != SyncEveryFlush || to-from < writebackChunk {
+		return
+	}
+	ws, ok := a.af.(blob.WritebackStarter)
+	if !ok {
+		return
+	}
+	if err := ws.StartWriteback(from, to-from); err != nil {
+		s.c.w.log.Debug("starting write-back failed; the next sync writes the bytes out", "key", a.key, "err", err)
+	}
+	a.writeback = to
 }
 
 // readBack takes back the frames of unsynced that were let go of once
@@ -413,6 +442,7 @@ func (s *appendStore) rewind(a *activeSeg) error {
 	if err := a.af.Truncate(a.syncedSize); err != nil {
 		return err
 	}
+	a.writeback = a.syncedSize
 	sw, err := segment.ResumeWriter(countingFile{a.af, s.c.w}, a.hdr, a.sw.Blocks()[:a.syncedBlocks], a.sw.Progress()[:a.syncedProg], a.syncedSize, nil)
 	if err != nil {
 		return err

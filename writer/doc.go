@@ -179,6 +179,14 @@
 // carry segment.FlagCatchUp, and readers drop duplicates within one epoch
 // only there.
 //
+// What stays in memory is less than the quota: a flush's events leave it
+// once their blocks are built, and only the quota's count waits for them
+// to be durable. A Write that finds FlushBytes written since the last cut
+// waits for the loop's next cut (its turn, which waits only on storage),
+// so the events not cut yet and the job being built hold about
+// 2 × FlushBytes, however far production runs ahead of a loop held up by
+// a sync or scheduled late.
+//
 // Besides the quota, blocks in flight take up
 // to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store
 // (the workers compress ahead while the committer syncs or uploads) and

@@ -246,6 +246,9 @@ func (w *Writer) answerPending() {
 func (w *Writer) flushOnce(why cutReason, waiters []chan flushResult, final bool) {
 	j := w.cut(why)
 	if j == nil {
+		w.mu.Lock()
+		w.endCutTurn()
+		w.mu.Unlock()
 		return
 	}
 	j.waiters, j.final = waiters, final
@@ -384,6 +387,7 @@ func (w *Writer) cut(why cutReason) *job {
 		w.lazyBytes.Add(j.quota)
 	}
 	w.sinceCut = 0
+	w.endCutTurn()
 	// Writes waiting on the quota look again: if this cut took nothing,
 	// nothing will free memory until the resolved ts moves (see stuck).
 	defer w.quota.wake()

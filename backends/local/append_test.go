@@ -4,6 +4,8 @@ package local
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -116,4 +118,48 @@ func TestAppend(t *testing.T) {
 	wantCode(t, err, blob.CodeInvalidArgument, "append to a fifo")
 	_, err = b.OpenAppend(ctx, "sealed")
 	wantCode(t, err, blob.CodeInvalidArgument, "append over a directory of keys")
+}
+
+// TestStartWriteback passes the write-back hint through the Bucket to the
+// file: it succeeds on an open file, names the key when the system refuses
+// the range, and fails once the file is closed.
+func TestStartWriteback(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBucket(t, nil)
+	af, err := b.OpenAppend(ctx, "seg/wb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, ok := af.(blob.WritebackStarter)
+	if !ok {
+		t.Fatalf("the bucket's append file %T does not pass write-back hints on", af)
+	}
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if _, err := af.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.StartWriteback(0, int64(len(data))); err != nil {
+		t.Fatalf("start write-back: %v", err)
+	}
+	if err := af.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, b, "seg/wb"); len(got) != len(data) {
+		t.Fatalf("read %d bytes back, wrote %d", len(got), len(data))
+	}
+	if runtime.GOOS == "linux" {
+		err := ws.StartWriteback(-1, 10)
+		if err == nil || !strings.Contains(err.Error(), "seg/wb") {
+			t.Fatalf("a negative offset: %v, want an error naming seg/wb", err)
+		}
+	}
+	if err := af.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.StartWriteback(0, 1); err == nil {
+		t.Fatal("start write-back on a closed file succeeded")
+	}
 }

@@ -168,7 +168,10 @@
 // way IfNotExist does (under the final key's stripe lock), fsyncs both
 // directories, and closes the file; if the rename fails, the file stays open
 // under its key. After a crash every byte written before the last successful
-// Sync is intact; bytes after it may be missing.
+// Sync is intact; bytes after it may be missing. StartWriteback
+// (driver.WritebackStarter) is sync_file_range(2) with SYNC_FILE_RANGE_WRITE
+// alone on Linux: it starts the write-out of a range and waits for nothing,
+// and it leaves a write-back error for the next fdatasync to report.
 //
 // # Durability testing
 //

@@ -27,6 +27,11 @@ func renameNoReplace(oldDir int, oldName string, newDir int, newName string) err
 // (its size), but not its timestamps.
 func fdatasync(fd int) error { return unix.Fdatasync(fd) }
 
+// startWriteback starts writing a file's range out without waiting.
+func startWriteback(fd int, off, n int64) error {
+	return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 // readDir reads every entry of the directory dirFD but "." and "..", from a
 // fresh open file description (the offset that reading moves must not be
 // shared with concurrent listings). It calls getdents64 itself rather than

@@ -17,6 +17,10 @@ func renameNoReplace(oldDir int, oldName string, newDir int, newName string) err
 // fdatasync falls back to fsync where the system has no fdatasync.
 func fdatasync(fd int) error { return unix.Fsync(fd) }
 
+// startWriteback does nothing where there is no sync_file_range: the
+// hint is only a hint.
+func startWriteback(int, int64, int64) error { return nil }
+
 // readDir reads the names of every entry of the directory dirFD but "." and
 // "..", from a fresh open file description. Their types are left to the walk,
 // which stats each one: os.File.ReadDir would silently drop an entry that

@@ -187,6 +187,18 @@ type AppendFile interface {
 	Close() error
 }
 
+// WritebackStarter is an optional fast path of an AppendFile: StartWriteback
+// asks the system to begin writing the bytes in [off, off+n) to storage and
+// returns without waiting for them. It promises nothing about durability,
+// and it must not consume a write-back error (the next Sync still reports
+// one). A writer that starts write-back as it appends makes its later Sync
+// wait only for what is still in flight, instead of for everything written
+// since the last one (sync_file_range(SYNC_FILE_RANGE_WRITE) on Linux, what
+// RocksDB's bytes_per_sync does).
+type WritebackStarter interface {
+	StartWriteback(off, n int64) error
+}
+
 // Aser is the optional escape hatch of a driver: As sets i to the driver's
 // native client when i is a pointer to that client's type, and reports
 // whether it did. Each driver's package doc lists the types it supports.
