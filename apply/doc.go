@@ -41,11 +41,21 @@
 // tables are applied in parallel. A worker applies what it is handed in its
 // open transaction and commits once it holds Options.TxnRows rows.
 //
-// A DDL is a barrier for every table: before it runs, every row held is
-// handed out and every worker commits; then the DDL runs alone. This is
-// simpler than tracking which tables a DDL touches, and always safe; DDLs are
-// rare in a log. The rows at a DDL's commit ts come before it (the source's
-// order), so they are committed before it runs.
+// A DDL is a barrier for the tables it touches: before it runs, every row
+// held of them is handed out and every worker holding rows of them commits;
+// then the DDL runs, and no row is handed out until it has. The rows at a
+// DDL's commit ts come before it (the source's order), so the rows of its
+// tables are committed before it runs. Which tables a DDL touches, the sink
+// says ([DDLScoper]): the MySQL and PostgreSQL sinks name the tables the DDL
+// names or renames and those a foreign key links to them, whose locks it
+// may take; a DDL that names none (a schema's), or may add a foreign key,
+// and every DDL on SQLite (one session), with the foreign-key checks on
+// (commit order), or into a sink that cannot tell, is a barrier for every
+// table: every worker commits first. The other workers keep their
+// transactions open across the DDL, holding rows of other tables from
+// before it, and each commits before it next writes a table of a DDL that
+// ran while its transaction was open (MariaDB refuses a transaction whose
+// snapshot predates a table's DDL to write that table).
 //
 // Within one commit ts of one table the SQL sinks apply the net effect of
 // its row changes on each row, every delete before every upsert. The row
@@ -179,9 +189,12 @@
 // commit ts are never split across transactions, "applied up to commit ts T"
 // is exact: there is never a half-applied commit ts to count. When Run
 // starts it reads the progress and skips (Result.Skipped) each row change at
-// or below its table's recorded ts or the recorded DDL ts (a DDL is a
-// barrier, so every row at or below it was committed before it), and each
-// DDL the DDL row covers. Several DDLs at one commit ts are counted
+// or below its table's recorded ts, and each DDL the DDL row covers. The
+// DDL row says nothing of other tables' rows: a DDL waits only for the rows
+// of the tables it touches, so rows of another table from below it may have
+// been in a transaction that never committed, and are applied on resume
+// (TestScopedDDLResumes fails the first such commit after a DDL, then
+// reruns). Several DDLs at one commit ts are counted
 // (ddl_count), in the order the source delivers them.
 //
 // A commit whose outcome is unknown (the connection broke during COMMIT) is

@@ -7,6 +7,8 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +108,18 @@ type Result struct {
 	Retries      int64 // transactions and DDLs retried after a transient error
 	Duration     time.Duration
 
+	// Where Duration went at the DDLs (see "Ordering, batching and
+	// parallelism" in the package doc): BarrierTime is the time the loop
+	// waited at the barriers before DDLs for the workers to apply the rows
+	// held and commit, DDLTime the time in the sink's ApplyDDL (retries
+	// included). The last barrier, at the source's end, is in neither.
+	BarrierTime time.Duration
+	DDLTime     time.Duration
+	// WriteTime and CommitTime add up, over the workers, the time spent in
+	// the sink's Begin and ApplyRows (or ApplyGroup), and in its Commit:
+	// with several workers they overlap, and may exceed Duration.
+	WriteTime, CommitTime time.Duration
+
 	// Applied is the progress after the run, per table: the sink's
 	// recorded progress when Run started, raised by every mark Run
 	// committed since. After an error it says where the apply stopped:
@@ -164,6 +178,8 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	res.SkippedRows = r.skips.snapshot()
 	res.Transactions = r.txns.Load()
 	res.Retries += r.retries.Load()
+	res.WriteTime = time.Duration(r.writeNs.Load())
+	res.CommitTime = time.Duration(r.commitNs.Load())
 	// Every worker has stopped: res.Applied is no longer written.
 	res.Duration = time.Since(start)
 	o.Logger.Info("apply: done", "events", res.Events, "rows", res.Rows, "ddls", res.DDLs,
@@ -205,6 +221,7 @@ type runner struct {
 	wg      sync.WaitGroup
 
 	rows, txns, retries atomic.Int64
+	writeNs, commitNs   atomic.Int64 // Result.WriteTime, CommitTime
 	errMu               sync.Mutex
 	err                 error
 
@@ -360,9 +377,11 @@ func (r *runner) event(ev *codec.Event) error {
 func (r *runner) row(ev *codec.Event) error {
 	t := TableOf(ev.Row.Table)
 	ts := ev.Row.CommitTs
-	// Every row at or below the recorded DDL ts was committed before that
-	// DDL ran (a DDL is a barrier), so it is skipped too.
-	if done, ok := r.prog.Tables[t]; ok && ts <= done || r.prog.DDL.CommitTs > 0 && ts <= r.prog.DDL.CommitTs {
+	// Only the table's own mark says what is applied: a DDL waits for the
+	// tables it touches alone (DDLScoper), so the rows of another table
+	// at or below a recorded DDL's ts may have been in a transaction that
+	// never committed.
+	if done, ok := r.prog.Tables[t]; ok && ts <= done {
 		r.res.Skipped++
 		r.skips.add(t)
 		return nil
@@ -485,15 +504,82 @@ func (r *runner) barrier() error {
 	if err := r.dispatchAll(); err != nil {
 		return err
 	}
-	done := make(chan error, len(r.workers))
+	if err := r.flush(r.workers); err != nil {
+		return err
+	}
+	// Drop the emptied buffers: tables come and go with DDLs.
+	clear(r.tables)
+	return nil
+}
+
+// ddlBarrier is what runs before DDL d: the barrier, or, when the sink can
+// tell the tables d touches (DDLScoper), the commit of the workers holding
+// rows of those tables only, after handing them the rows held of them.
+// r.tables lists every table with rows since the last full barrier, so no
+// worker's transaction holds a table it does not list.
+func (r *runner) ddlBarrier(d *codec.DDL) error {
+	sc, ok := r.sink.(DDLScoper)
+	if !ok || r.ordered {
+		return r.barrier()
+	}
+	tables, ok, err := sc.DDLTables(r.ctx, d)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return r.barrier()
+	}
+	var ws []*worker
+	for t, b := range r.tables {
+		if !touches(tables, t) {
+			continue
+		}
+		if err := r.dispatch(b); err != nil {
+			return err
+		}
+		if !slices.Contains(ws, b.worker) {
+			ws = append(ws, b.worker)
+		}
+	}
+	if err := r.flush(ws); err != nil {
+		return err
+	}
+	// The other workers keep their transactions open across the DDL; each
+	// commits before it next writes one of its tables. MariaDB refuses a
+	// transaction whose snapshot predates a table's DDL to write the
+	// table (error 159, "insufficient history for index"), and the worker
+	// owning a table created now held none of its rows before it.
 	for _, w := range r.workers {
+		if slices.Contains(ws, w) {
+			continue
+		}
+		select {
+		case w.in <- workItem{fence: tables}:
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		}
+	}
+	return nil
+}
+
+// touches reports whether one of tables is t, compared as DDLScoper says.
+func touches(tables []Table, t Table) bool {
+	return slices.ContainsFunc(tables, func(n Table) bool {
+		return strings.EqualFold(n.Schema, t.Schema) && strings.EqualFold(n.Name, t.Name)
+	})
+}
+
+// flush has workers ws commit, and waits for them.
+func (r *runner) flush(ws []*worker) error {
+	done := make(chan error, len(ws))
+	for _, w := range ws {
 		select {
 		case w.in <- workItem{flush: done}:
 		case <-r.ctx.Done():
 			return context.Cause(r.ctx)
 		}
 	}
-	for range r.workers {
+	for range ws {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -503,15 +589,17 @@ func (r *runner) barrier() error {
 			return context.Cause(r.ctx)
 		}
 	}
-	// Drop the emptied buffers: tables come and go with DDLs.
-	clear(r.tables)
 	return nil
 }
 
 func (r *runner) ddl(d *codec.DDL, mark DDLMark) error {
-	if err := r.barrier(); err != nil {
+	t0 := time.Now()
+	if err := r.ddlBarrier(d); err != nil {
 		return err
 	}
+	t1 := time.Now()
+	r.res.BarrierTime += t1.Sub(t0)
+	defer func() { r.res.DDLTime += time.Since(t1) }()
 	err := r.retry(func() error { return r.sink.ApplyDDL(r.ctx, d, mark) }, func(attempt int, err error) {
 		r.res.Retries++
 		r.o.Logger.Warn("apply: retrying DDL", "commit_ts", d.CommitTs, "query", d.Query, "attempt", attempt, "error", err)
@@ -552,6 +640,10 @@ type workItem struct {
 	rows  []*codec.RowChange
 	group []TableRows  // ordered mode: every table's rows of one commit ts (table and rows unset)
 	flush chan<- error // a commit request when not nil
+	// fence, when not nil, names the tables of a DDL that ran while the
+	// worker's transaction may have been open: it commits before it
+	// writes one of them.
+	fence []Table
 }
 
 // parts returns the tables' rows of an item.
@@ -572,6 +664,7 @@ type worker struct {
 	pending []workItem       // the items of the open transaction, to replay after a transient error
 	marks   map[Table]uint64 // the highest commit ts of each table in the open transaction
 	txRows  int
+	fenced  []Table // tables of DDLs run since the open transaction began (workItem.fence)
 }
 
 func (w *worker) run() {
@@ -591,7 +684,22 @@ func (w *worker) run() {
 		if w.r.ctx.Err() != nil {
 			continue // drain: the runner is stopping
 		}
-		if err := w.apply(item); err != nil {
+		if item.fence != nil {
+			if len(w.pending) > 0 {
+				w.fenced = append(w.fenced, item.fence...)
+			}
+			continue
+		}
+		if w.crossesFence(&item) {
+			if err := w.commit(); err != nil {
+				w.r.fail(err)
+				continue
+			}
+		}
+		t0 := time.Now()
+		err := w.apply(item)
+		w.r.writeNs.Add(int64(time.Since(t0)))
+		if err != nil {
 			w.r.fail(err)
 			continue
 		}
@@ -611,6 +719,21 @@ func (w *worker) rollback() {
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0
+	w.fenced = w.fenced[:0]
+}
+
+// crossesFence reports whether item writes a table of a DDL that ran while
+// the open transaction was.
+func (w *worker) crossesFence(item *workItem) bool {
+	if len(w.fenced) == 0 {
+		return false
+	}
+	for _, p := range item.parts() {
+		if touches(w.fenced, p.Table) {
+			return true
+		}
+	}
+	return false
 }
 
 // apply adds item to the open transaction, replaying the transaction in a new
@@ -675,8 +798,11 @@ func applyItem(ctx context.Context, tx Tx, it *workItem) error {
 
 func (w *worker) commit() error {
 	if len(w.pending) == 0 {
+		w.fenced = w.fenced[:0]
 		return nil
 	}
+	t0 := time.Now()
+	defer func() { w.r.commitNs.Add(int64(time.Since(t0))) }()
 	marks := make([]Mark, 0, len(w.marks))
 	for t, ts := range w.marks {
 		marks = append(marks, Mark{Table: t, CommitTs: ts})
@@ -716,6 +842,7 @@ func (w *worker) commit() error {
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0
+	w.fenced = w.fenced[:0]
 	return nil
 }
 

@@ -246,6 +246,18 @@ type GroupApplier interface {
 	ApplyGroup(ctx context.Context, groups []TableRows) error
 }
 
+// DDLScoper is implemented by a sink that can tell which tables a DDL may
+// touch or lock: DDLTables returns them (ok true), and Run then has only the
+// workers holding rows of those tables (names compared case-insensitively)
+// commit before the DDL runs, while the others keep their transactions open
+// across it. ok false means the sink cannot tell, or the DDL may touch
+// every table: every worker commits first. A table a DDL locks that is left
+// out would wait on a worker's open transaction that only the DDL's end lets
+// commit: a DDL in doubt must report ok false.
+type DDLScoper interface {
+	DDLTables(ctx context.Context, ddl *codec.DDL) (tables []Table, ok bool, err error)
+}
+
 // TxLimiter is implemented by a sink that cannot hold more than
 // MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
 // most that many workers. 0 means no limit.

@@ -1,6 +1,7 @@
 package sqlsink
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,4 +120,45 @@ func (t *sqlTx) text(table apply.Table, b []byte) string {
 	b = strconv.AppendUint(b, n, 10)
 	b = append(b, " */"...)
 	return string(b)
+}
+
+// DDLTables tells Run which tables' open transactions a DDL must wait for
+// (apply.DDLScoper): the tables it names or renames (ddlTables) and those a
+// foreign key links to them either way, whose locks a DDL may take too. It
+// cannot tell (ok false, every worker commits first) for SQLite, whose one
+// session the DDL runs on; for a DDL naming no table or a schema; for one
+// that may add a foreign key (REFERENCES, FOREIGN), which locks the
+// referenced table, not yet in the catalog; in a dry run; and on a pool
+// with a limit of open connections given by the caller, where the
+// workers' open transactions could hold every connection the DDL needs.
+func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, bool, error) {
+	if s.lite != nil || s.d == SQLite || s.o.DryRun != nil || s.db.Stats().MaxOpenConnections > 0 {
+		return nil, false, nil
+	}
+	tables, all := ddlTables(ddl)
+	if all {
+		return nil, false, nil
+	}
+	q := strings.ToUpper(ddl.Query)
+	if strings.Contains(q, "REFERENCES") || strings.Contains(q, "FOREIGN") {
+		return nil, false, nil
+	}
+	fks, err := s.foreignKeys(ctx, s.db)
+	if err != nil {
+		return nil, false, err
+	}
+	named := len(tables)
+	for c, ps := range fks {
+		for _, p := range ps {
+			for _, t := range tables[:named] {
+				if strings.EqualFold(t.Schema, c.Schema) && strings.EqualFold(t.Name, c.Name) {
+					tables = append(tables, p)
+				}
+				if strings.EqualFold(t.Schema, p.Schema) && strings.EqualFold(t.Name, p.Name) {
+					tables = append(tables, c)
+				}
+			}
+		}
+	}
+	return tables, true, nil
 }
