@@ -36,9 +36,19 @@ const (
 
 // Apply logs: the Cell.Mix of an apply cell.
 const (
-	applyMixed  = ""       // the gen workload: inserts, updates, deletes, DDLs
+	applyMixed  = ""       // the gen workload: inserts, updates, deletes, DDLs (DDL-heavy: gen's 0.5% of transactions)
 	applyInsert = "insert" // the gen workload's CREATEs and inserts only
+	// applyRareDDL is the gen workload with DDLs at a CDC stream's rate
+	// rather than gen's: applyRareDDLRate of the transactions.
+	applyRareDDL = "rare-ddl"
 )
+
+// applyRareDDLRate makes about one DDL per 20,000 row changes (gen's
+// transactions hold 4.35 row changes on average, so one in 4,600): schema
+// changes a day against a stream's millions of rows is rarer still, so
+// this is still DDL-rich for CDC, and leaves a few DDLs in the -quick log
+// (100 k row changes) to measure.
+const applyRareDDLRate = 1.0 / 4600
 
 // applyUnavailable is the Info key of an apply cell whose sink could not be
 // reached: the reason. Such a repetition has no metrics and no error.
@@ -51,6 +61,16 @@ const applyUnavailable = "unavailable"
 func genConfig(rows int, schema string) workload.Config {
 	return workload.Config{Schema: schema, Tables: 4, Rows: rows, RowSize: 200, TxnRows: 8, DDLRate: 0.005,
 		SplitSpans: 3, Seed: 1}.Normalize()
+}
+
+// applyLogConfig is the workload of a mixed apply cell: gen's, with DDLs
+// at applyRareDDLRate for Mix applyRareDDL.
+func applyLogConfig(c Cell, schema string) workload.Config {
+	cfg := genConfig(c.Rows, schema)
+	if c.Mix == applyRareDDL {
+		cfg.DDLRate = applyRareDDLRate
+	}
+	return cfg
 }
 
 // genLog is a log written from a gen workload.
@@ -219,7 +239,7 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	defer done()
 	const logID = "apply"
 	t0 := time.Now()
-	l, err := writeGenLog(ctx, b, logID, genConfig(c.Rows, env.schema), false)
+	l, err := writeGenLog(ctx, b, logID, applyLogConfig(c, env.schema), false)
 	if err != nil {
 		return fmt.Errorf("write the gen log: %w", err)
 	}
@@ -262,6 +282,14 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	res.Metrics["apply_s"] = el.Seconds()
 	res.Metrics["apply_cpu_s"] = cpu
 	res.Metrics["apply_txns"] = float64(ar.Transactions)
+	// Where the time went: waiting at the DDLs' barriers for the workers
+	// to commit, in the DDLs (server work the naive loop pays too), and
+	// the rest (reading, and the rows the workers apply meanwhile).
+	res.Metrics["apply_barrier_s"] = ar.BarrierTime.Seconds()
+	res.Metrics["apply_ddl_s"] = ar.DDLTime.Seconds()
+	res.Metrics["apply_other_s"] = (el - ar.BarrierTime - ar.DDLTime).Seconds()
+	res.Metrics["apply_write_s"] = ar.WriteTime.Seconds()
+	res.Metrics["apply_commit_s"] = ar.CommitTime.Seconds()
 	res.Metrics["rss_mib"] = float64(peakRSS()) / mib
 	if err := env.reset(ctx); err != nil {
 		return err
@@ -293,6 +321,8 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	res.Metrics["naive_rows_s"] = float64(n) / nel.Seconds()
 	res.Metrics["naive_s"] = nel.Seconds()
 	res.Metrics["naive_cpu_s"] = ncpu
+	res.Metrics["naive_ddls"] = float64(nv.ddls)
+	res.Metrics["naive_ddl_s"] = nv.ddlTime.Seconds()
 	res.Metrics["ratio_apply_naive"] = res.Metrics["apply_rows_s"] / res.Metrics["naive_rows_s"]
 	return nil
 }
@@ -522,6 +552,9 @@ type naive struct {
 	stmts map[string]*sql.Stmt
 	buf   []byte
 	args  []any
+
+	ddls    int           // DDLs applied
+	ddlTime time.Duration // in the sink's ApplyDDL
 }
 
 func newNaive(ctx context.Context, sink *mysql.Sink, dialect string) (*naive, error) {
@@ -574,7 +607,11 @@ func (n *naive) replay(ctx context.Context, r *reader.Reader, limit int64) (int6
 func (n *naive) event(ctx context.Context, ev *codec.Event) error {
 	if ev.Kind == codec.DDLEvent {
 		n.forget() // the tables' shapes may have changed
-		return n.sink.ApplyDDL(ctx, &ev.DDL, apply.DDLMark{})
+		t0 := time.Now()
+		err := n.sink.ApplyDDL(ctx, &ev.DDL, apply.DDLMark{})
+		n.ddlTime += time.Since(t0)
+		n.ddls++
+		return err
 	}
 	row := &ev.Row
 	table := apply.TableOf(row.Table)

@@ -106,8 +106,16 @@ func applyGoal(cr *CellReport) string {
 	if applyDurable(cr.Cell) {
 		durable = " with durable commits"
 	}
-	return fmt.Sprintf("redokit apply ≥ %g× a naive per-row replay%s (gen log of %s row changes; %s)",
-		applyNeedOf(cr.Cell), durable, human(float64(cr.Cell.Rows)), applySettings(cr))
+	return fmt.Sprintf("redokit apply ≥ %g× a naive per-row replay%s (%s of %s row changes; %s)",
+		applyNeedOf(cr.Cell), durable, applyLogName(cr.Cell), human(float64(cr.Cell.Rows)), applySettings(cr))
+}
+
+// applyLogName names a mixed cell's log by its DDL rate.
+func applyLogName(c Cell) string {
+	if c.Mix == applyRareDDL {
+		return "gen log with rare DDLs (1 per ~20k)"
+	}
+	return "DDL-heavy gen log (1 DDL per ~870)"
 }
 
 // applyNote says over how many row changes the naive rate was taken.
@@ -136,23 +144,34 @@ func renderApply(p func(string, ...any), r *Report) {
 	if len(mixed) > 0 {
 		c0 := mixed[0].Cell
 		p("### Mixed log against a naive replay\n\n")
-		p("The log `redokit gen --rows %d` writes with every other flag at its default (testkit/workload: 4 tables at the start, the first split into 3 spans, 200 B text, transactions of up to 8 row changes — inserts, updates, deletes — and 0.5%% DDLs: CREATE, ADD COLUMN, TRUNCATE, DROP TABLE; seed 1), written before the clock starts through one redo writer on local disk. "+
+		p("The log `redokit gen --rows %d` writes with every other flag at its default (testkit/workload: 4 tables at the start, the first split into 3 spans, 200 B text, transactions of up to 8 row changes — inserts, updates, deletes — and 0.5%% DDLs: CREATE, ADD COLUMN, TRUNCATE, DROP TABLE; seed 1), written before the clock starts through one redo writer on local disk: a DDL every ~870 row changes, far more than a CDC stream carries (the DDL-heavy cells, apply/<sink>). The rare-ddl cells (apply/rare-ddl/<sink>) write the same workload with DDLs in 1 of 4,600 transactions instead, one per ~20,000 row changes (benchmarks/README.md says why). "+
 			"**apply** = `redokit apply`'s path: reader.Open over the whole log and apply.Run with its default options into a fresh downstream, timed from reader.Open to Run's return; the downstream is then checked to hold as many rows as the upstream. "+
 			"**naive** = the same log read again from the start into another fresh downstream of the same sink and settings: one statement per row change in autocommit on one connection (INSERT … ON CONFLICT DO UPDATE or INSERT … ON DUPLICATE KEY UPDATE of the new image, DELETE by key), values bound as the sink binds them, SQLite statements kept prepared, PostgreSQL's prepared by pgx once per text, each DDL through the sink's ApplyDDL; `TestNaiveMatchesApply` (and its MariaDB and PostgreSQL variants) checks that it leaves apply.Run's rows. "+
 			"Where the naive replay covers fewer row changes than the log (a durable commit per row is slow), it runs on the log's first rows — the ones apply starts with — and its rate is rows/s over that prefix. "+
 			durability+
 			"CPU s = user + sys of the child (getrusage) over each replay: it includes SQLite (in the process) but not the MariaDB or PostgreSQL server. Ratio = apply rows/s ÷ naive rows/s within each repetition. Target: ≥ 5× (issue 15) with SQLite's default, ≥ 20× (issue 27) where commits are durable.\n\n", c0.Rows)
-		p("| sink | settings | log row changes (DDLs) | apply rows/s | apply CPU s | naive row changes | naive rows/s | naive CPU s | apply ÷ naive | target | verdict | peak RSS MiB | GOMAXPROCS |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| cell | settings | log row changes (DDLs) | apply rows/s | apply CPU s | naive row changes | naive rows/s | naive CPU s | apply ÷ naive | target | verdict | peak RSS MiB | GOMAXPROCS |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, cr := range mixed {
 			verdict := r.verdict(cr.Cell.ID)
 			need := fmt.Sprintf("≥ %g×", applyNeedOf(cr.Cell))
 			if cr.Unavailable != "" {
-				p("| %s | not available: %s | | | | | | | | %s | %s | | |\n", cr.Cell.Sink, cr.Unavailable, need, verdict)
+				p("| %s | not available: %s | | | | | | | | %s | %s | | |\n", cr.Cell.ID, cr.Unavailable, need, verdict)
 				continue
 			}
-			p("| %s%s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", cr.Cell.Sink, cr.errNote(), applySettings(cr),
+			p("| %s%s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", cr.Cell.ID, cr.errNote(), applySettings(cr),
 				human(cr.m("log_rows")), human(cr.m("log_ddls")), cr.f("apply_rows_s"), cr.f("apply_cpu_s"), human(cr.m("naive_rows")),
 				cr.f("naive_rows_s"), cr.f("naive_cpu_s"), cr.ratio("ratio_apply_naive"), need, verdict, cr.f("rss_mib"), human(cr.m("gomaxprocs")))
+		}
+		p("\n")
+		p("Where the time goes, in seconds (medians, min–max). apply: **at barriers** = apply.Run waiting, before each DDL, for the workers to apply the rows held and commit (Result.BarrierTime); **in DDLs** = in the sink's ApplyDDL, its progress row included (Result.DDLTime); **rest** = everything else (reading and decoding the log, and the rows the workers apply and commit between DDLs). naive: **in DDLs** = its DDLs through the same ApplyDDL with no progress row; the rest is its per-row statements and commits. The DDLs' own server work is paid by both sides; what apply adds at a DDL is its barrier.\n\n")
+		p("| cell | sink | log row changes (DDLs) | apply s | at barriers | in DDLs | rest | naive row changes (DDLs) | naive s | naive in DDLs |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, cr := range mixed {
+			if cr.Unavailable != "" {
+				continue
+			}
+			p("| %s | %s | %s (%s) | %s | %s | %s | %s | %s (%s) | %s | %s |\n", cr.Cell.ID, cr.Cell.Sink,
+				human(cr.m("log_rows")), human(cr.m("log_ddls")), cr.f("apply_s"), cr.f("apply_barrier_s"), cr.f("apply_ddl_s"), cr.f("apply_other_s"),
+				human(cr.m("naive_rows")), human(cr.m("naive_ddls")), cr.f("naive_s"), cr.f("naive_ddl_s"))
 		}
 		p("\n")
 	}
@@ -188,12 +207,12 @@ func renderApplySnippet(p func(string, ...any), r *Report) {
 	inserts := r.cell(func(c Cell) bool { return c.Kind == "apply" && c.Mix == applyInsert })
 	settings := func(cr *CellReport) string { return strings.TrimSuffix(applySettings(cr), " (the sink's defaults)") }
 	if len(mixed) > 0 {
-		p("\n| `redokit apply` (gen log of %s row changes) | apply rows/s | naive per-row replay rows/s | apply ÷ naive | target | verdict |\n|---|---|---|---|---|---|\n", human(float64(mixed[0].Cell.Rows)))
+		p("\n| `redokit apply` (gen log of %s row changes) | log | apply rows/s | naive per-row replay rows/s | apply ÷ naive | target | verdict |\n|---|---|---|---|---|---|---|\n", human(float64(mixed[0].Cell.Rows)))
 		for _, cr := range mixed {
 			verdict := r.verdict(cr.Cell.ID)
 			need := fmt.Sprintf("≥ %g×", applyNeedOf(cr.Cell))
 			if cr.Unavailable != "" {
-				p("| %s | – | – | – | %s | not available: %s |\n", cr.Cell.Sink, need, cr.Unavailable)
+				p("| %s | %s | – | – | – | %s | not available: %s |\n", cr.Cell.Sink, applyLogName(cr.Cell), need, cr.Unavailable)
 				continue
 			}
 			naive := human(cr.m("naive_rows_s"))
@@ -204,7 +223,7 @@ func renderApplySnippet(p func(string, ...any), r *Report) {
 			if s, ok := cr.Metrics["ratio_apply_naive"]; ok {
 				meas = fmt.Sprintf("%.1f× (%.1f–%.1f)", s.Median, s.Min, s.Max)
 			}
-			p("| %s | %s | %s | %s | %s | %s |\n", settings(cr), human(cr.m("apply_rows_s")), naive, meas, need, verdict)
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", settings(cr), applyLogName(cr.Cell), human(cr.m("apply_rows_s")), naive, meas, need, verdict)
 		}
 	}
 	if len(inserts) > 0 {

@@ -43,7 +43,8 @@ type Cell struct {
 	// Apply: the sink (sqlite, mariadb, postgres), the row changes of the
 	// gen workload (Mix "insert": the workload whose inserts alone make the
 	// log, against the sink's bulk load; "": the whole mixed log, against
-	// the naive replay), and the row changes of the naive replay (a prefix
+	// the naive replay; "rare-ddl": the same with DDLs at a CDC stream's
+	// rate), and the row changes of the naive replay (a prefix
 	// of the log when fewer). Sync is SQLite's synchronous pragma ("" is
 	// the sink's NORMAL; "full" makes each commit durable).
 	Sink      string `json:"sink,omitempty"`
@@ -187,7 +188,8 @@ func buildMatrix(o matrixOpts) []Cell {
 
 	// `redokit apply` against a naive replay of the same gen log, into
 	// SQLite (its default synchronous=NORMAL, and FULL), MariaDB and
-	// PostgreSQL (durable commits); and of the gen workload's inserts alone
+	// PostgreSQL (durable commits), with gen's DDLs and with DDLs at a CDC
+	// stream's rate (rare-ddl); and of the gen workload's inserts alone
 	// against each database's bulk load of the same rows. The naive replay
 	// runs on a prefix of the log: per-row durable commits would take hours
 	// over the whole of it.
@@ -200,6 +202,9 @@ func buildMatrix(o matrixOpts) []Cell {
 		{ID: "apply/sqlite-full", Sink: applySQLite, Sync: "full", NaiveRows: naiveDurable},
 		{ID: "apply/mariadb", Sink: applyMariaDB, NaiveRows: naiveDurable},
 		{ID: "apply/postgres", Sink: applyPostgres, NaiveRows: naiveDurable},
+		{ID: "apply/rare-ddl/sqlite-full", Sink: applySQLite, Sync: "full", Mix: applyRareDDL, NaiveRows: naiveDurable},
+		{ID: "apply/rare-ddl/mariadb", Sink: applyMariaDB, Mix: applyRareDDL, NaiveRows: naiveDurable},
+		{ID: "apply/rare-ddl/postgres", Sink: applyPostgres, Mix: applyRareDDL, NaiveRows: naiveDurable},
 		{ID: "apply/insert/sqlite", Sink: applySQLite, Mix: applyInsert},
 		{ID: "apply/insert/mariadb", Sink: applyMariaDB, Mix: applyInsert},
 		{ID: "apply/insert/postgres", Sink: applyPostgres, Mix: applyInsert},
