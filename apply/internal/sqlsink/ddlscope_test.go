@@ -173,3 +173,73 @@ func TestScopedDDLResumes(t *testing.T) {
 		t.Logf("%d tables behind the DDL when the run died (progress %v); the rerun skipped %d events", behind, p.Tables, res.Skipped)
 	})
 }
+
+// TestDDLTablesScope: the tables a DDL makes Run wait for are those it names or
+// renames and those a foreign key links to them, either way; a DDL that
+// may add a foreign key, or names no table, and every DDL on SQLite, make
+// it wait for every table. A foreign key added by a DDL is seen by the next.
+func TestDDLTablesScope(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.ddl("CREATE TABLE p (id BIGINT PRIMARY KEY)")
+		e.ddl("CREATE TABLE c (id BIGINT PRIMARY KEY, pid BIGINT, FOREIGN KEY (pid) REFERENCES p (id))")
+		e.ddl("CREATE TABLE o (id BIGINT PRIMARY KEY)")
+		s := e.open(nil)
+		scope := func(table string, action codec.ActionType, q string) ([]string, bool) {
+			t.Helper()
+			ev := ddlEv(100, e.schema, table, action, q)
+			tables, ok, err := s.DDLTables(ctx, &ev.DDL)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var names []string
+			for _, x := range tables {
+				if x.Schema != e.schema {
+					t.Errorf("%s: table %v of another schema", q, x)
+				}
+				names = append(names, x.Name)
+			}
+			slices.Sort(names)
+			return slices.Compact(names), ok
+		}
+		if e.dialect == sqlsink.SQLite {
+			if _, ok := scope("p", codec.ActionAddColumn, "ALTER TABLE p ADD COLUMN z INT"); ok {
+				t.Fatal("SQLite scoped a DDL: it runs on the workers' one session")
+			}
+			return
+		}
+		for _, c := range []struct {
+			table  string
+			action codec.ActionType
+			q      string
+			want   []string // nil: every table
+		}{
+			{"p", codec.ActionAddColumn, "ALTER TABLE p ADD COLUMN z INT", []string{"c", "p"}},
+			{"c", codec.ActionAddColumn, "ALTER TABLE c ADD COLUMN z INT", []string{"c", "p"}},
+			{"o", codec.ActionTruncateTable, "TRUNCATE TABLE o", []string{"o"}},
+			{"o", codec.ActionRenameTable, "RENAME TABLE o TO o2", []string{"o", "o2"}},
+			{"o", codec.ActionNone, "ALTER TABLE o ADD FOREIGN KEY (id) REFERENCES p (id)", nil},
+			{"", codec.ActionDropSchema, "DROP DATABASE " + e.schema, nil},
+		} {
+			got, ok := scope(c.table, c.action, c.q)
+			if c.want == nil {
+				if ok {
+					t.Errorf("%s: waits for %v, want every table", c.q, got)
+				}
+				continue
+			}
+			if !ok || !slices.Equal(got, c.want) {
+				t.Errorf("%s: waits for %v (scoped %v), want %v", c.q, got, ok, c.want)
+			}
+		}
+		// A foreign key added since the last read: the DDL that added it
+		// makes the sink read them again.
+		if err := s.ApplyDDL(ctx, &ddlEv(101, e.schema, "o", codec.ActionNone,
+			"ALTER TABLE o ADD CONSTRAINT fo FOREIGN KEY (id) REFERENCES p (id)").DDL, apply.DDLMark{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := scope("o", codec.ActionTruncateTable, "TRUNCATE TABLE o"); !ok || !slices.Equal(got, []string{"o", "p"}) {
+			t.Errorf("after the foreign key o → p: TRUNCATE TABLE o waits for %v (scoped %v), want [o p]", got, ok)
+		}
+	})
+}

@@ -43,6 +43,9 @@ type SQLSink struct {
 	fkMu   sync.Mutex
 	fks    map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
 	fkDefs []fkDef                       // MySQL: the foreign keys with their columns; nil until read, and after a DDL
+	// scopeFKs is fks as DDLTables last read it, kept across the DDLs that
+	// cannot add or move a foreign key (see DDLTables).
+	scopeFKs map[apply.Table][]apply.Table
 
 	cat catalog // what the sink read of the tables' unique keys, until a DDL
 

@@ -35,6 +35,11 @@ type catalog struct {
 // names (see keyless.go). A log with a DDL every thousand rows read every
 // table's unique keys again after each, where one table's had changed.
 func (s *SQLSink) afterDDL(ddl *codec.DDL) {
+	if movesForeignKeys(ddl) {
+		s.fkMu.Lock()
+		s.scopeFKs = nil
+		s.fkMu.Unlock()
+	}
 	tables, all := ddlTables(ddl)
 	if s.d == Postgres {
 		pgDDL(tables, all)
