@@ -60,3 +60,77 @@ func TestWritesWaitForTheCut(t *testing.T) {
 	t.Run("local", func(t *testing.T) { run(t, true) })
 	t.Run("mem", func(t *testing.T) { run(t, false) })
 }
+
+// TestSmallStageCuts: on local disk with lz4 off, a transaction written while
+// no resolved ts moves is staged every 4 MiB (smallStageDue), each cut
+// appended without a sync of its own; where spans interleave, so that each
+// stage cut would go below the last and start a segment, cuts stay at
+// FlushBytes.
+func TestSmallStageCuts(t *testing.T) {
+	const (
+		flushBytes = 16 << 20
+		total      = 32 << 20
+		size       = 1000
+		batch      = 64
+	)
+	run := func(t *testing.T, spans int) (stageCuts, syncsBefore int64) {
+		ctx := context.Background()
+		b := localBucket(t, t.TempDir())
+		o := testOptions("w")
+		o.Compression = CompressionNone
+		o.MemoryQuota = 256 << 20
+		o.FlushBytes = flushBytes
+		o.MaxSegmentBytes = 256 << 20
+		o.BlockSize = 64 << 10
+		w := open(t, b, o)
+		for s := range spans {
+			must(t, w.AddSpan(SpanID(s+1), 0))
+		}
+		r := newRand(5)
+		evs := make([]codec.Event, batch)
+		before := b.Stats().Syncs
+		for n := 0; n*size < total; n += batch {
+			span := SpanID(n/batch%spans + 1)
+			// Span 1 runs 1,000,000 ts ahead of the others: where several
+			// spans write, every cut holds events below the last one's.
+			base := uint64(n) + 1
+			if span == 1 && spans > 1 {
+				base += 1_000_000
+			}
+			for k := range evs {
+				evs[k] = bigRow(r, span, base+uint64(k), int64(n+k), size)
+			}
+			must(t, w.Write(ctx, span, evs...))
+		}
+		syncsBefore = b.Stats().Syncs - before
+		stageCuts = w.Stats().StageCuts
+		for s := range spans {
+			must(t, w.AdvanceResolved(SpanID(s+1), 2_000_000))
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		must(t, w.Close(ctx))
+		if got, want := len(readLog(t, b, readOpts{staged: true})), total/size+batch; got < total/size || got > want {
+			t.Fatalf("read %d events back, wrote about %d", got, total/size)
+		}
+		return stageCuts, syncsBefore
+	}
+	t.Run("one span", func(t *testing.T) {
+		cuts, syncs := run(t, 1)
+		// The first cut comes at FlushBytes: AddSpan made events
+		// flushable, so it is not a lazy one.
+		if want := int64(total-flushBytes) / (4 << 20); cuts < want {
+			t.Errorf("%d stage cuts of %d MiB written, want at least %d: one per 4 MiB after the first", cuts, total>>20, want)
+		}
+		if syncs > 1 {
+			t.Errorf("%d fdatasyncs before the flush: the stage cuts are lazy, only the first (the resolved ts new to the loop) may sync", syncs)
+		}
+	})
+	t.Run("interleaved spans", func(t *testing.T) {
+		cuts, _ := run(t, 4)
+		if cuts > total/flushBytes+2 {
+			t.Errorf("%d stage cuts of %d MiB written by interleaved spans, want about one per FlushBytes (%d MiB): each small one would start a segment", cuts, total>>20, flushBytes>>20)
+		}
+	})
+}

@@ -282,7 +282,8 @@ func (w *Writer) cut(why cutReason) *job {
 	// of resolved events would take nothing, as at the start, when the
 	// spans' resolved ts is new to the loop.)
 	pressed := w.wantStage
-	stage := pressed || w.stageable && w.sinceCut >= w.o.FlushBytes && (resolved == w.cutResolved || !w.bufferedAtOrBelow(resolved))
+	stage := pressed || w.smallStageDue() ||
+		w.stageable && w.sinceCut >= w.o.FlushBytes && (resolved == w.cutResolved || !w.bufferedAtOrBelow(resolved))
 	w.wantStage = false
 	switch {
 	case why == cutForce || stage:
@@ -382,6 +383,7 @@ func (w *Writer) cut(why cutReason) *job {
 	clear(w.retired[len(kept):])
 	w.retired = kept
 	j.rows = j.records - j.ddls
+	w.notePassed(j, stage)
 	w.pending -= j.quota
 	if j.lazy {
 		w.lazyBytes.Add(j.quota)
@@ -393,6 +395,24 @@ func (w *Writer) cut(why cutReason) *job {
 	defer w.quota.wake()
 	j.tasks = make(chan *blockTask, w.depth)
 	return j
+}
+
+// notePassed records the commit ts a job's cut reaches, and, for a stage
+// cut, whether it went below the cuts before it (smallStageDue). The caller
+// holds w.mu.
+func (w *Writer) notePassed(j *job, stage bool) {
+	if len(j.runs) == 0 {
+		return
+	}
+	lo, hi := ^uint64(0), uint64(0)
+	for i := range j.runs {
+		recs := j.runs[i].recs
+		lo, hi = min(lo, recs[0].ts), max(hi, recs[len(recs)-1].ts)
+	}
+	if stage {
+		w.stageOverlap = lo < w.cutMaxTs
+	}
+	w.cutMaxTs = max(w.cutMaxTs, hi)
 }
 
 // build merges the job's runs in flush order into blocks, hands each to the

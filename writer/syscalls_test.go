@@ -50,7 +50,10 @@ func TestRequestsPerFlush(t *testing.T) {
 			}
 		}
 		after := b.Stats()
-		if got := w.Stats().Flushes; got != flushes {
+		// On local disk the flushes may come with lazy stage cuts
+		// (smallStageDue), which count as flushes but sync nothing: the
+		// fdatasyncs below must still be one per flush asked for.
+		if got := w.Stats().Flushes; got < flushes || !b.CanAppend() && got != flushes {
 			t.Fatalf("%d flushes, want %d", got, flushes)
 		}
 		syncs, puts := after.Syncs-before.Syncs, after.Puts-before.Puts

@@ -60,6 +60,11 @@ type Writer struct {
 	arrival     uint64
 	pending     int64 // quota bytes in span buffers, not yet cut
 	sinceCut    int64 // quota bytes written since the last cut: the threshold counts these
+	// cutMaxTs is the largest commit ts any cut took; stageOverlap says
+	// that the last stage cut took an event below the cut before it (its
+	// run could not follow the active segment: smallStageDue).
+	cutMaxTs     uint64
+	stageOverlap bool
 	// cutTurn, when a Write waits for the loop to cut (awaitCut), is closed
 	// once the loop has been through its next cut; nil when none waits.
 	cutTurn   chan struct{}
@@ -607,7 +612,7 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	if sc.ts[count-1] > w.committed {
 		w.stageable = true
 	}
-	due := w.sinceCut >= w.o.FlushBytes
+	due := w.cutDue()
 	w.mu.Unlock()
 
 	if forced {
@@ -623,7 +628,8 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 }
 
 // awaitCut holds a Write back while FlushBytes written since the last cut
-// wait for the loop to cut them, until its next cut. The quota bounds the
+// (or a small stage cut's worth, smallStageDue) wait for the loop to cut
+// them, until its next cut. The quota bounds the
 // events until they are durable, but it is sized for transactions and
 // stalls; most of those bytes leave memory as soon as their blocks are
 // built (and on local disk before they are durable), so what stays in
@@ -636,7 +642,7 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 // span's events the cut cannot take) lets the Write through as well.
 func (w *Writer) awaitCut(ctx context.Context) error {
 	w.mu.Lock()
-	if w.sinceCut < w.o.FlushBytes {
+	if !w.cutDue() {
 		w.mu.Unlock()
 		return nil
 	}
@@ -657,6 +663,35 @@ func (w *Writer) awaitCut(ctx context.Context) error {
 		}
 		return ErrClosed
 	}
+}
+
+// lazyStageBytes is the cut size of a lazy stage cut on local disk
+// (smallStageDue), when it is below FlushBytes.
+const lazyStageBytes = 4 << 20
+
+// cutDue reports whether the loop will cut once it gets to it: FlushBytes
+// were written since the last cut, or a small stage cut is due. The caller
+// holds w.mu.
+func (w *Writer) cutDue() bool {
+	return w.sinceCut >= w.o.FlushBytes || w.smallStageDue()
+}
+
+// smallStageDue reports whether a lazy stage cut of lazyStageBytes is due
+// on local disk: nothing made events flushable since the last cut (no span's
+// resolved ts moved: the cut is lazy, with no sync of its own), and the last
+// stage cut followed the one before it in commit ts, so this one most
+// likely goes on in the active segment instead of rotating it (where spans
+// interleave, each stage cut starts a segment, and FlushBytes keeps those
+// few). Cut small, the events leave the arena sooner (measured on W2, lz4
+// off, GOMAXPROCS 1: peak RSS above the idle writer 52 → 37 MiB, page
+// faults 28 → 20 per MiB, CPU 1.14 → 0.98 s/GiB, 745-830 → 877 MiB/s).
+// Not with lz4: there the workers compress a cut while the next one fills,
+// and on a shared machine the runs could not tell a small cut's effect
+// from the noise (RSS was within 56 MiB of the idle writer already). The
+// caller holds w.mu.
+func (w *Writer) smallStageDue() bool {
+	return w.append && w.comp == segment.CompressionNone && w.stageable && !w.stageOverlap && w.changes == w.cutChanges &&
+		w.sinceCut >= min(w.o.FlushBytes, lazyStageBytes)
 }
 
 // endCutTurn lets the Writes waiting in awaitCut go on. The caller holds
