@@ -332,6 +332,7 @@ func TestApplyReport(t *testing.T) {
 		ids = append(ids, c.ID)
 	}
 	wantIDs := []string{"apply/sqlite", "apply/sqlite-full", "apply/mariadb", "apply/postgres",
+		"apply/rare-ddl/sqlite-full", "apply/rare-ddl/mariadb", "apply/rare-ddl/postgres",
 		"apply/insert/sqlite", "apply/insert/mariadb", "apply/insert/postgres"}
 	if !slices.Equal(ids, wantIDs) {
 		t.Fatalf("-quick -cells apply/ keeps %v, want %v", ids, wantIDs)
@@ -341,6 +342,8 @@ func TestApplyReport(t *testing.T) {
 		res.Metrics["apply_rows_s"], res.Metrics["naive_rows_s"] = apply, naive
 		res.Metrics["ratio_apply_naive"] = apply / naive
 		res.Metrics["naive_rows"] = 5000
+		res.Metrics["apply_s"], res.Metrics["apply_barrier_s"], res.Metrics["apply_ddl_s"] = 2, 1.25, 0.5
+		res.Metrics["apply_other_s"] = 0.25
 		return res
 	}
 	bulk := func(apply, bulk float64) *Result {
@@ -353,13 +356,15 @@ func TestApplyReport(t *testing.T) {
 	gone := newResult()
 	gone.Info[applyUnavailable] = "REDOKIT_MYSQL_DSN is not set"
 	results := map[string][]*Result{
-		"apply/sqlite":          {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
-		"apply/sqlite-full":     {ok(60000, 1000), ok(60000, 2000), ok(60000, 2500)},
-		"apply/mariadb":         {gone, gone, gone},
-		"apply/postgres":        {ok(40000, 1000), ok(44000, 1000), ok(42000, 1000)},
-		"apply/insert/sqlite":   {bulk(60000, 100000), bulk(66000, 100000), bulk(70000, 100000)},
-		"apply/insert/mariadb":  {gone, gone, gone},
-		"apply/insert/postgres": {bulk(40000, 100000), bulk(45000, 100000), bulk(30000, 100000)},
+		"apply/sqlite":               {ok(60000, 10000), ok(66000, 11000), ok(30000, 10000)},
+		"apply/sqlite-full":          {ok(60000, 1000), ok(60000, 2000), ok(60000, 2500)},
+		"apply/mariadb":              {gone, gone, gone},
+		"apply/postgres":             {ok(40000, 1000), ok(44000, 1000), ok(42000, 1000)},
+		"apply/rare-ddl/postgres":    {ok(90000, 1000), ok(80000, 1000), ok(85000, 1000)},
+		"apply/rare-ddl/sqlite-full": {ok(30000, 2000), ok(30000, 2000), ok(30000, 2000)},
+		"apply/insert/sqlite":        {bulk(60000, 100000), bulk(66000, 100000), bulk(70000, 100000)},
+		"apply/insert/mariadb":       {gone, gone, gone},
+		"apply/insert/postgres":      {bulk(40000, 100000), bulk(45000, 100000), bulk(30000, 100000)},
 	}
 	r := buildReport(Machine{}, nil, cells, results, true, 3, 0)
 	verdicts, notes := map[string]string{}, map[string]string{}
@@ -368,13 +373,16 @@ func TestApplyReport(t *testing.T) {
 		notes[tg.Cell] = tg.Note
 	}
 	for id, want := range map[string]string{
-		"apply/sqlite":          "met / 5",
-		"apply/sqlite-full":     "met / 20",
-		"apply/postgres":        "met / 20",
-		"apply/mariadb":         "not measured / 20",
-		"apply/insert/sqlite":   "met / 0.5",
-		"apply/insert/postgres": "not met / 0.5",
-		"apply/insert/mariadb":  "not measured / 0.5",
+		"apply/sqlite":               "met / 5",
+		"apply/sqlite-full":          "met / 20",
+		"apply/postgres":             "met / 20",
+		"apply/rare-ddl/postgres":    "met / 20",
+		"apply/rare-ddl/sqlite-full": "not met / 20",
+		"apply/rare-ddl/mariadb":     "not measured / 20",
+		"apply/mariadb":              "not measured / 20",
+		"apply/insert/sqlite":        "met / 0.5",
+		"apply/insert/postgres":      "not met / 0.5",
+		"apply/insert/mariadb":       "not measured / 0.5",
 	} {
 		if got := verdicts[id]; got != want {
 			t.Errorf("%s: verdict %q, want %q", id, got, want)
@@ -392,9 +400,10 @@ func TestApplyReport(t *testing.T) {
 		}
 	}
 	snip := renderSnippet(r)
-	for _, want := range []string{"| SQLite, WAL, synchronous=NORMAL | 60.0k | 10.0k (first 5.00k rows) | 6.0× (3.0–6.0) | ≥ 5× | met |",
-		"| mariadb | – | – | – | ≥ 20× | not available: REDOKIT_MYSQL_DSN is not set |",
-		"| SQLite, WAL, synchronous=FULL | 60.0k | 2.00k (first 5.00k rows) | 30.0× (24.0–60.0) | ≥ 20× | met |",
+	for _, want := range []string{"| SQLite, WAL, synchronous=NORMAL | DDL-heavy gen log (1 DDL per ~870) | 60.0k | 10.0k (first 5.00k rows) | 6.0× (3.0–6.0) | ≥ 5× | met |",
+		"| mariadb | DDL-heavy gen log (1 DDL per ~870) | – | – | – | ≥ 20× | not available: REDOKIT_MYSQL_DSN is not set |",
+		"| SQLite, WAL, synchronous=FULL | DDL-heavy gen log (1 DDL per ~870) | 60.0k | 2.00k (first 5.00k rows) | 30.0× (24.0–60.0) | ≥ 20× | met |",
+		"| SQLite, WAL, synchronous=FULL | gen log with rare DDLs (1 per ~20k) | 30.0k | 2.00k (first 5.00k rows) | 15.0× (15.0–15.0) | ≥ 20× | not met |",
 		"| SQLite, WAL, synchronous=NORMAL | 61.0k | 66.0k | prepared INSERTs in one transaction | 100k | 0.66× (0.60–0.70) | ≥ 0.5× | met |",
 		"| PostgreSQL | 61.0k | 40.0k | COPY FROM STDIN | 100k | 0.40× (0.30–0.45) | ≥ 0.5× | not met |",
 		"| mariadb | – | – | LOAD DATA LOCAL INFILE | – | – | ≥ 0.5× | not available: REDOKIT_MYSQL_DSN is not set |"} {
@@ -403,9 +412,10 @@ func TestApplyReport(t *testing.T) {
 		}
 	}
 	md := renderMarkdown(r, nil)
-	for _, want := range []string{"### Mixed log against a naive replay", "### Insert-heavy log against the database's bulk load"} {
+	for _, want := range []string{"### Mixed log against a naive replay", "### Insert-heavy log against the database's bulk load",
+		"| apply/postgres | postgres | – (–) | 2.00 (2.00–2.00) | 1.25 (1.25–1.25) | 0.50 (0.50–0.50) | 0.25 (0.25–0.25) |"} {
 		if !strings.Contains(md, want) {
-			t.Errorf("the report has no section %q", want)
+			t.Errorf("the report has no section or row %q", want)
 		}
 	}
 }
