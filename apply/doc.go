@@ -48,7 +48,8 @@
 // tables are committed before it runs. Which tables a DDL touches, the sink
 // says ([DDLScoper]): the MySQL and PostgreSQL sinks name the tables the DDL
 // names or renames and those a foreign key links to them, whose locks it
-// may take; a DDL that names none (a schema's), or may add a foreign key,
+// may take; a DDL that names none (a schema's), may add a foreign key, or
+// may read another table's rows (… AS SELECT, LIKE, EXCHANGE PARTITION),
 // and every DDL on SQLite (one session), with the foreign-key checks on
 // (commit order), or into a sink that cannot tell, is a barrier for every
 // table: every worker commits first. The other workers keep their

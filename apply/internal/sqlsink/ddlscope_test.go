@@ -176,8 +176,9 @@ func TestScopedDDLResumes(t *testing.T) {
 
 // TestDDLTablesScope: the tables a DDL makes Run wait for are those it names or
 // renames and those a foreign key links to them, either way; a DDL that
-// may add a foreign key, or names no table, and every DDL on SQLite, make
-// it wait for every table. A foreign key added by a DDL is seen by the next.
+// may add a foreign key, read another table (AS SELECT, LIKE), or names no
+// table, and every DDL on SQLite, make it wait for every table. A foreign
+// key added by a DDL is seen by the next.
 func TestDDLTablesScope(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -220,6 +221,8 @@ func TestDDLTablesScope(t *testing.T) {
 			{"o", codec.ActionRenameTable, "RENAME TABLE o TO o2", []string{"o", "o2"}},
 			{"o", codec.ActionNone, "ALTER TABLE o ADD FOREIGN KEY (id) REFERENCES p (id)", nil},
 			{"", codec.ActionDropSchema, "DROP DATABASE " + e.schema, nil},
+			{"o3", codec.ActionCreateTable, "CREATE TABLE o3 AS SELECT * FROM o", nil},
+			{"o3", codec.ActionCreateTable, "CREATE TABLE o3 LIKE o", nil},
 		} {
 			got, ok := scope(c.table, c.action, c.q)
 			if c.want == nil {

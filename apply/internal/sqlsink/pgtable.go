@@ -131,7 +131,8 @@ func (t *sqlTx) text(table apply.Table, b []byte) string {
 // cannot tell (ok false, every worker commits first) for SQLite, whose one
 // session the DDL runs on; for a DDL naming no table or a schema; for one
 // that may add a foreign key (REFERENCES, FOREIGN), which locks the
-// referenced table, not yet in the catalog; in a dry run; and on a pool
+// referenced table, not yet in the catalog; for one that may read or take
+// another table's rows (SELECT, LIKE, EXCHANGE); in a dry run; and on a pool
 // with a limit of open connections given by the caller, where the
 // workers' open transactions could hold every connection the DDL needs.
 func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, bool, error) {
@@ -144,6 +145,13 @@ func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table,
 	}
 	q := strings.ToUpper(ddl.Query)
 	if strings.Contains(q, "REFERENCES") || strings.Contains(q, "FOREIGN") {
+		return nil, false, nil
+	}
+	// A DDL that may read or take another table's rows (CREATE TABLE … AS
+	// SELECT, … LIKE, EXCHANGE PARTITION … WITH TABLE) must see them all
+	// committed, as the log's order says they were.
+	if strings.Contains(q, "SELECT") || strings.Contains(q, "LIKE") || strings.Contains(q, "EXCHANGE") ||
+		ddl.Type == codec.ActionExchangeTablePartition {
 		return nil, false, nil
 	}
 	s.fkMu.Lock()
