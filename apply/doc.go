@@ -56,7 +56,11 @@
 // transactions open across the DDL, holding rows of other tables from
 // before it, and each commits before it next writes a table of a DDL that
 // ran while its transaction was open (MariaDB refuses a transaction whose
-// snapshot predates a table's DDL to write that table).
+// snapshot predates a table's DDL to write that table). Triggers the
+// downstream has are not followed: a MySQL trigger of one table that writes
+// another makes a DDL of the other wait on the open transaction of the
+// first table's worker, which only ends after the DDL (PostgreSQL's replica
+// sessions fire no ordinary trigger).
 //
 // Within one commit ts of one table the SQL sinks apply the net effect of
 // its row changes on each row, every delete before every upsert. The row
