@@ -113,8 +113,20 @@ func withoutMarks(s apply.Sink) apply.Sink {
 }
 
 // noMarks is a sink that neither reads nor writes progress: see ApplyTo.
-// Its method set is apply.Sink's alone; withoutMarks adds the rest.
+// Its method set is apply.Sink's and apply.DDLScoper's; withoutMarks adds
+// the rest.
 type noMarks struct{ apply.Sink }
+
+// DDLTables keeps the sink's apply.DDLScoper, and answers as a sink without
+// one does otherwise (ok false: every worker commits before the DDL). Unlike
+// the interfaces withoutMarks adds by combination, its absence has an
+// answer of its own, so the wrapper always has it.
+func (s noMarks) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, bool, error) {
+	if sc, ok := s.Sink.(apply.DDLScoper); ok {
+		return sc.DDLTables(ctx, ddl)
+	}
+	return nil, false, nil
+}
 
 func (s noMarks) Progress(context.Context) (apply.Progress, error) { return apply.Progress{}, nil }
 

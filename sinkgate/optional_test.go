@@ -33,6 +33,12 @@ var (
 	optionalTx = []reflect.Type{
 		reflect.TypeFor[apply.GroupApplier](),
 	}
+	// alwaysKept are optional interfaces whose absence has an answer of
+	// its own (DDLScoper's ok false): the wrapper always has them, and
+	// answers as the sink does, or as a sink without them.
+	alwaysKept = []reflect.Type{
+		reflect.TypeFor[apply.DDLScoper](),
+	}
 )
 
 // TestOptionalInterfacesListed: every interface package apply declares,
@@ -70,7 +76,7 @@ func TestOptionalInterfacesListed(t *testing.T) {
 		})
 	}
 	listed := []string{"Sink", "Tx"}
-	for _, it := range slices.Concat(optionalSink, optionalTx) {
+	for _, it := range slices.Concat(optionalSink, optionalTx, alwaysKept) {
 		if it.PkgPath() != reflect.TypeFor[apply.Sink]().PkgPath() {
 			t.Errorf("%v is listed but is not package apply's", it)
 		}
@@ -247,6 +253,12 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 					t.Errorf("%s: Conflicts %+v, want the sink's", name, c.Conflicts())
 				}
 			}
+			// DDLScoper: always there, answering as a sink without one.
+			if sc, ok := w.(apply.DDLScoper); !ok {
+				t.Errorf("%s: apply.Run is given a sink without DDLScoper", name)
+			} else if tables, scoped, err := sc.DDLTables(ctx, &codec.DDL{}); err != nil || scoped || tables != nil {
+				t.Errorf("%s: DDLTables %v, %v, %v: want the answer of a sink that cannot tell (ok false)", name, tables, scoped, err)
+			}
 			// And no progress: none read, none recorded.
 			if p, err := w.Progress(ctx); err != nil || len(p.Tables) != 0 || p.DDL != (apply.DDLMark{}) {
 				t.Errorf("%s: Progress %+v, %v: want none", name, p, err)
@@ -276,5 +288,30 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 				t.Errorf("%s: the Tx committed marks %v, want none", name, log.marks)
 			}
 		}
+	}
+}
+
+type scoper struct{}
+
+func (scoper) DDLTables(context.Context, *codec.DDL) ([]apply.Table, bool, error) {
+	return []apply.Table{{Schema: "db", Name: "t"}}, true, nil
+}
+
+// TestApplyToKeepsDDLScope: a sink that can tell which tables a DDL touches
+// keeps saying so through ApplyTo's wrapper, so that apply.Run commits only
+// the workers holding those tables' rows before it.
+func TestApplyToKeepsDDLScope(t *testing.T) {
+	s := struct {
+		fakeSink
+		scoper
+	}{fakeSink{log: &fakeLog{}}, scoper{}}
+	w := ApplyTo(s, nil).(*applyDownstream).sink
+	sc, ok := w.(apply.DDLScoper)
+	if !ok {
+		t.Fatal("apply.Run is given a sink without DDLScoper")
+	}
+	tables, scoped, err := sc.DDLTables(context.Background(), &codec.DDL{})
+	if err != nil || !scoped || !slices.Equal(tables, []apply.Table{{Schema: "db", Name: "t"}}) {
+		t.Fatalf("DDLTables %v, %v, %v: want the sink's [db.t], true", tables, scoped, err)
 	}
 }
