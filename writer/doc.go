@@ -181,15 +181,18 @@
 //
 // What stays in memory is less than the quota: a flush's events leave it
 // once their blocks are built, and only the quota's count waits for them
-// to be durable. A Write that finds FlushBytes written since the last cut
-// waits for the loop's next cut (its turn, which waits only on storage),
+// to be durable. On local disk, a Write that finds FlushBytes written
+// since the last cut waits for the loop's next cut (its turn, which waits
+// only on storage),
 // so the events not cut yet and the job being built hold about
 // 2 × FlushBytes, however far production runs ahead of a loop held up by
 // a sync or scheduled late. On local disk with lz4 off, stage cuts while
 // no resolved ts moves come every min(FlushBytes, 4 MiB), lazily (synced
 // with the next flush), unless the last one went below the one before it
 // (spans interleaving: each would start a segment), which brings that
-// bound down to about 8 MiB.
+// bound down to about 8 MiB. On an object store the quota alone bounds
+// the events not cut yet: its uploads need production to run ahead of a
+// loop that waits for an upload slot.
 //
 // Besides the quota, blocks in flight take up
 // to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store

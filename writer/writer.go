@@ -639,10 +639,14 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 // arena up to the quota: measured on W2 with a 256 MiB quota, 76 MiB
 // where this keeps it near 2 × FlushBytes. It waits on the loop's turn, and
 // the loop waits only on storage: a turn that cuts nothing (a catch-up
-// span's events the cut cannot take) lets the Write through as well.
+// span's events the cut cannot take) lets the Write through as well. Only
+// on local disk: an object store's uploads need production to run ahead
+// of a loop waiting for an upload slot (measured on the emulators' 16 MiB
+// segments: 0.85-0.96× raw PUT with the wait, 1.06-1.15× without), and
+// there the quota alone bounds the events not cut yet.
 func (w *Writer) awaitCut(ctx context.Context) error {
 	w.mu.Lock()
-	if !w.cutDue() {
+	if !w.append || !w.cutDue() {
 		w.mu.Unlock()
 		return nil
 	}
