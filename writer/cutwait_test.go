@@ -64,7 +64,7 @@ func TestWritesWaitForTheCut(t *testing.T) {
 	t.Run("mem", func(t *testing.T) { run(t, false) })
 }
 
-// TestSmallStageCuts: on local disk with lz4 off, a transaction written while
+// TestSmallStageCuts: on local disk, a transaction written while
 // no resolved ts moves is staged every 4 MiB (smallStageDue), each cut
 // appended without a sync of its own; where spans interleave, so that each
 // stage cut would go below the last and start a segment, cuts stay at

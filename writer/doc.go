@@ -186,8 +186,8 @@
 // only on storage),
 // so the events not cut yet and the job being built hold about
 // 2 × FlushBytes, however far production runs ahead of a loop held up by
-// a sync or scheduled late. On local disk with lz4 off, stage cuts while
-// no resolved ts moves come every min(FlushBytes, 4 MiB), lazily (synced
+// a sync or scheduled late. On local disk, stage cuts while no resolved
+// ts moves come every min(FlushBytes, 4 MiB), lazily (synced
 // with the next flush), unless the last one went below the one before it
 // (spans interleaving: each would start a segment), which brings that
 // bound down to about 8 MiB. On an object store the quota alone bounds

@@ -77,8 +77,8 @@ type Options struct {
 	// FlushBytes starts a flush as soon as this many bytes of events have
 	// been written since the last one: of the resolved events when the
 	// resolved ts has moved, else a stage cut of those above the committed
-	// ts. On local disk with lz4 off, while no resolved ts moves, stage
-	// cuts come every min(FlushBytes, 4 MiB) instead: appended without a sync of their own
+	// ts. On local disk, while no resolved ts moves, stage cuts come every
+	// min(FlushBytes, 4 MiB) instead: appended without a sync of their own
 	// (the next flush's makes them durable), they bound the memory a big
 	// transaction holds and cost no fdatasync.
 	// Default 16 MiB; at most MemoryQuota.

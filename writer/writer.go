@@ -686,15 +686,13 @@ func (w *Writer) cutDue() bool {
 // stage cut followed the one before it in commit ts, so this one most
 // likely goes on in the active segment instead of rotating it (where spans
 // interleave, each stage cut starts a segment, and FlushBytes keeps those
-// few). Cut small, the events leave the arena sooner (measured on W2, lz4
-// off, GOMAXPROCS 1: peak RSS above the idle writer 52 → 37 MiB, page
-// faults 28 → 20 per MiB, CPU 1.14 → 0.98 s/GiB, 745-830 → 877 MiB/s).
-// Not with lz4: there the workers compress a cut while the next one fills,
-// and on a shared machine the runs could not tell a small cut's effect
-// from the noise (RSS was within 56 MiB of the idle writer already). The
-// caller holds w.mu.
+// few). Cut small, the events leave the arena sooner (measured on W2 at
+// GOMAXPROCS 1, lz4 off: peak RSS above the idle writer 52 → 37 MiB, page
+// faults 28 → 20 per MiB, CPU 1.14 → 0.98 s/GiB, 745-830 → 877 MiB/s; lz4
+// on, quiet, two runs alternated: 54 → 34 MiB and 28 → 18 faults per MiB
+// at the same MiB/s, at GOMAXPROCS 1 and 2). The caller holds w.mu.
 func (w *Writer) smallStageDue() bool {
-	return w.append && w.comp == segment.CompressionNone && w.stageable && !w.stageOverlap && w.changes == w.cutChanges &&
+	return w.append && w.stageable && !w.stageOverlap && w.changes == w.cutChanges &&
 		w.sinceCut >= min(w.o.FlushBytes, lazyStageBytes)
 }
 
