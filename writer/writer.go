@@ -629,11 +629,11 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 
 // awaitCut holds a Write back while FlushBytes written since the last cut
 // (or a small stage cut's worth, smallStageDue) wait for the loop to cut
-// them, until its next cut. The quota bounds the
-// events until they are durable, but it is sized for transactions and
-// stalls; most of those bytes leave memory as soon as their blocks are
-// built (and on local disk before they are durable), so what stays in
-// memory is the events not cut yet and the job being built. Without this,
+// them, until its next cut. The quota bounds the events until they are
+// durable, but it is sized for transactions and stalls; most of those
+// bytes leave memory as soon as their blocks are built (and on local disk
+// before they are durable), so what stays in memory is the events not cut
+// yet and the job being built. Without this,
 // a producer that outruns a loop blocked on storage (a segment's rotation
 // syncing it; or a loop the scheduler runs late, at GOMAXPROCS 1) fills the
 // arena up to the quota: measured on W2 with a 256 MiB quota, 76 MiB
