@@ -7,6 +7,7 @@ import (
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/blob/blobtest"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -102,5 +103,44 @@ func TestWritebackHints(t *testing.T) {
 		if stored := w.Stats().StoredBytes; reach > stored {
 			t.Errorf("write-back started over %d bytes, past the %d written", reach, stored)
 		}
+	}
+}
+
+// TestFailedWritebackHints fails every write-back hint: the writer goes on
+// as without them (the next sync writes the bytes out), with no retry and
+// no error, and every event reads back.
+func TestFailedWritebackHints(t *testing.T) {
+	const total = 24 << 20
+	ctx := context.Background()
+	f, b := faultyLocal(t, t.TempDir())
+	f.Add(blobtest.Rule{Op: blobtest.OpWriteback, Fail: true})
+	o := testOptions("w")
+	o.Compression = CompressionNone
+	o.MemoryQuota = 256 << 20
+	o.MaxSegmentBytes = 256 << 20
+	o.BlockSize = 64 << 10
+	w := openSpan1(t, b, o)
+	r := newRand(10)
+	evs := make([]codec.Event, 64)
+	n := 0
+	for ; n*1000 < total; n += len(evs) {
+		for k := range evs {
+			evs[k] = bigRow(r, 1, uint64(n+k+1), int64(n+k), 1000)
+		}
+		must(t, w.Write(ctx, 1, evs...))
+	}
+	must(t, w.AdvanceResolved(1, 1<<40))
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatalf("a flush after failed write-back hints: %v", err)
+	}
+	if got := f.Count(blobtest.OpWriteback); got == 0 {
+		t.Fatal("no write-back hint was given: the test proves nothing")
+	}
+	if s := w.Stats(); s.Retries != 0 {
+		t.Errorf("Stats.Retries = %d: a failed hint is not a failure to retry", s.Retries)
+	}
+	must(t, w.Close(ctx))
+	if got := len(readLog(t, b, readOpts{staged: true})); got != n {
+		t.Fatalf("read %d events back, wrote %d", got, n)
 	}
 }

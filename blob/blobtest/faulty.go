@@ -60,6 +60,7 @@ const (
 	OpSync       Op = "sync"         // AppendFile.Sync
 	OpTruncate   Op = "truncate"     // AppendFile.Truncate
 	OpSeal       Op = "seal"         // AppendFile.Seal
+	OpWriteback  Op = "writeback"    // AppendFile.StartWriteback (driver.WritebackStarter)
 )
 
 // ErrInjected is the error a rule returns when it names none. Faulty
@@ -618,6 +619,36 @@ func (a *faultyFile) Write(p []byte) (int, error) {
 		return 0, ft.err
 	}
 	return a.inner.Write(p)
+}
+
+// StartWriteback passes the hint to the wrapped file when it takes it
+// (driver.WritebackStarter). A rule can fail or delay it like any call: a
+// hint that fails must cost its caller nothing but the hint.
+func (a *faultyFile) StartWriteback(off, n int64) error {
+	ft, err := a.f.enter(OpWriteback, a.key)
+	if err != nil {
+		return err
+	}
+	if err := ft.wait(context.Background()); err != nil {
+		return err
+	}
+	end, err := a.f.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.dead:
+		return ErrCrashed
+	case ft.err != nil:
+		return ft.err
+	}
+	if ws, ok := a.inner.(driver.WritebackStarter); ok {
+		return ws.StartWriteback(off, n)
+	}
+	return nil
 }
 
 func (a *faultyFile) Size() int64 {
