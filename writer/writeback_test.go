@@ -57,21 +57,10 @@ func TestWritebackHints(t *testing.T) {
 		must(t, err)
 		d := &hintingDriver{Driver: ld}
 		b := blob.NewBucket(d)
-		o := testOptions("w")
-		o.Compression = CompressionNone
+		o := writebackOptions()
 		o.Sync = policy
-		o.MemoryQuota = 256 << 20
-		o.MaxSegmentBytes = 256 << 20
-		o.BlockSize = 64 << 10
 		w := openSpan1(t, b, o)
-		r := newRand(9)
-		evs := make([]codec.Event, 64)
-		for n := 0; n*1000 < total; n += len(evs) {
-			for k := range evs {
-				evs[k] = bigRow(r, 1, uint64(n+k+1), int64(n+k), 1000)
-			}
-			must(t, w.Write(ctx, 1, evs...))
-		}
+		writeUnresolved(t, w, total, 9)
 		must(t, w.AdvanceResolved(1, 1<<40))
 		if _, err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -114,21 +103,8 @@ func TestFailedWritebackHints(t *testing.T) {
 	ctx := context.Background()
 	f, b := faultyLocal(t, t.TempDir())
 	f.Add(blobtest.Rule{Op: blobtest.OpWriteback, Fail: true})
-	o := testOptions("w")
-	o.Compression = CompressionNone
-	o.MemoryQuota = 256 << 20
-	o.MaxSegmentBytes = 256 << 20
-	o.BlockSize = 64 << 10
-	w := openSpan1(t, b, o)
-	r := newRand(10)
-	evs := make([]codec.Event, 64)
-	n := 0
-	for ; n*1000 < total; n += len(evs) {
-		for k := range evs {
-			evs[k] = bigRow(r, 1, uint64(n+k+1), int64(n+k), 1000)
-		}
-		must(t, w.Write(ctx, 1, evs...))
-	}
+	w := openSpan1(t, b, writebackOptions())
+	n := writeUnresolved(t, w, total, 10)
 	must(t, w.AdvanceResolved(1, 1<<40))
 	if _, err := w.Flush(ctx); err != nil {
 		t.Fatalf("a flush after failed write-back hints: %v", err)
@@ -143,4 +119,31 @@ func TestFailedWritebackHints(t *testing.T) {
 	if got := len(readLog(t, b, readOpts{staged: true})); got != n {
 		t.Fatalf("read %d events back, wrote %d", got, n)
 	}
+}
+
+// writebackOptions is a writer that appends raw blocks to one segment and
+// syncs only when flushed: what it appends between syncs is all hinted.
+func writebackOptions() *Options {
+	o := testOptions("w")
+	o.Compression = CompressionNone
+	o.MemoryQuota = 256 << 20
+	o.MaxSegmentBytes = 256 << 20
+	o.BlockSize = 64 << 10
+	return o
+}
+
+// writeUnresolved writes about total bytes of 1 KB rows to span 1, each at
+// a commit ts of its own, none resolved, and returns how many.
+func writeUnresolved(t *testing.T, w *Writer, total int, seed uint64) int {
+	t.Helper()
+	r := newRand(seed)
+	evs := make([]codec.Event, 64)
+	n := 0
+	for ; n*1000 < total; n += len(evs) {
+		for k := range evs {
+			evs[k] = bigRow(r, 1, uint64(n+k+1), int64(n+k), 1000)
+		}
+		must(t, w.Write(context.Background(), 1, evs...))
+	}
+	return n
 }

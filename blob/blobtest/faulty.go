@@ -593,24 +593,39 @@ type faultyFile struct {
 	dead  bool // the process crashed
 }
 
-func (a *faultyFile) Write(p []byte) (int, error) {
-	ft, err := a.f.enter(OpWrite, a.key)
+// start begins a call of op on the file: the fault its rules give it,
+// once waited for, with the call counted in flight (Crash waits for it) and
+// the file locked, alive, until done.
+func (a *faultyFile) start(op Op) (ft fault, done func(), err error) {
+	ft, err = a.f.enter(op, a.key)
 	if err != nil {
-		return 0, err
+		return fault{}, nil, err
 	}
 	if err := ft.wait(context.Background()); err != nil {
-		return 0, err
+		return fault{}, nil, err
 	}
 	end, err := a.f.begin()
 	if err != nil {
+		return fault{}, nil, err
+	}
+	a.mu.Lock()
+	done = func() {
+		a.mu.Unlock()
+		end()
+	}
+	if a.dead {
+		done()
+		return fault{}, nil, ErrCrashed
+	}
+	return ft, done, nil
+}
+
+func (a *faultyFile) Write(p []byte) (int, error) {
+	ft, done, err := a.start(OpWrite)
+	if err != nil {
 		return 0, err
 	}
-	defer end()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.dead {
-		return 0, ErrCrashed
-	}
+	defer done()
 	if ft.err != nil {
 		if ft.partial && len(p) > 1 {
 			n, _ := a.inner.Write(p[:len(p)/2])
@@ -625,24 +640,12 @@ func (a *faultyFile) Write(p []byte) (int, error) {
 // (driver.WritebackStarter). A rule can fail or delay it like any call: a
 // hint that fails must cost its caller nothing but the hint.
 func (a *faultyFile) StartWriteback(off, n int64) error {
-	ft, err := a.f.enter(OpWriteback, a.key)
+	ft, done, err := a.start(OpWriteback)
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(context.Background()); err != nil {
-		return err
-	}
-	end, err := a.f.begin()
-	if err != nil {
-		return err
-	}
-	defer end()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case a.dead:
-		return ErrCrashed
-	case ft.err != nil:
+	defer done()
+	if ft.err != nil {
 		return ft.err
 	}
 	if ws, ok := a.inner.(driver.WritebackStarter); ok {
@@ -658,23 +661,11 @@ func (a *faultyFile) Size() int64 {
 }
 
 func (a *faultyFile) Sync() error {
-	ft, err := a.f.enter(OpSync, a.key)
+	ft, done, err := a.start(OpSync)
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(context.Background()); err != nil {
-		return err
-	}
-	end, err := a.f.begin()
-	if err != nil {
-		return err
-	}
-	defer end()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.dead {
-		return ErrCrashed
-	}
+	defer done()
 	if ft.err != nil {
 		// A failed fsync promises nothing about the bytes it covered.
 		if ft.drop {
@@ -739,23 +730,11 @@ func (a *faultyFile) setSynced(size int64) {
 }
 
 func (a *faultyFile) Truncate(size int64) error {
-	ft, err := a.f.enter(OpTruncate, a.key)
+	ft, done, err := a.start(OpTruncate)
 	if err != nil {
 		return err
 	}
-	if err := ft.wait(context.Background()); err != nil {
-		return err
-	}
-	end, err := a.f.begin()
-	if err != nil {
-		return err
-	}
-	defer end()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.dead {
-		return ErrCrashed
-	}
+	defer done()
 	if ft.err != nil {
 		return ft.err
 	}
