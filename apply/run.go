@@ -544,6 +544,14 @@ func (r *runner) ddlBarrier(d *codec.DDL) error {
 	if err := r.flush(ws); err != nil {
 		return err
 	}
+	// Their buffers are empty and their workers hold none of their rows:
+	// dropped here, the list stays the tables live since the last full
+	// barrier, not every table a log ever created and dropped.
+	for t := range r.tables {
+		if touches(tables, t) {
+			delete(r.tables, t)
+		}
+	}
 	// The other workers keep their transactions open across the DDL; each
 	// commits before it next writes one of its tables. MariaDB refuses a
 	// transaction whose snapshot predates a table's DDL to write the
@@ -686,7 +694,7 @@ func (w *worker) run() {
 		}
 		if item.fence != nil {
 			if len(w.pending) > 0 {
-				w.fenced = append(w.fenced, item.fence...)
+				w.fence(item.fence)
 			}
 			continue
 		}
@@ -720,6 +728,17 @@ func (w *worker) rollback() {
 	clear(w.marks)
 	w.txRows = 0
 	w.fenced = w.fenced[:0]
+}
+
+// fence notes the tables of a DDL run while the open transaction was, each
+// once: a transaction open across thousands of DDLs keeps a list as long as
+// the tables they touched, not as the DDLs.
+func (w *worker) fence(tables []Table) {
+	for _, t := range tables {
+		if !touches(w.fenced, t) {
+			w.fenced = append(w.fenced, t)
+		}
+	}
 }
 
 // crossesFence reports whether item writes a table of a DDL that ran while
