@@ -36,10 +36,20 @@
 // out together: when the commit ts moves on, every table holding
 // Options.BatchRows rows or more hands them to its worker; past
 // Options.MaxBufferedRows held in all, every table does. A table belongs to
-// one of Options.Workers workers (a hash of its name), so its rows are
-// applied in commit-ts order by one transaction at a time, while different
-// tables are applied in parallel. A worker applies what it is handed in its
-// open transaction and commits once it holds Options.TxnRows rows.
+// one of Options.Workers workers, so its rows are applied in commit-ts
+// order by one transaction at a time, while different tables are applied
+// in parallel. A table seen first, or again after a barrier emptied it, goes
+// to the worker holding the fewest tables (no open transaction holds its
+// rows then): four tables over four workers get one each, where a hash of
+// the names left a worker idle in most runs. A worker applies what it is
+// handed in its open transaction and commits once it holds
+// Options.TxnRows rows.
+//
+// Run owns a copy of every row it holds (the source may reuse an event's
+// memory). A worker hands its transaction's copies back when the
+// transaction commits, and Run refills them with the next rows: a Tx may
+// keep no row past its end. A replay so allocates copies for the rows in
+// flight, not for every row of the log.
 //
 // A DDL is a barrier for the tables it touches: before it runs, every row
 // held of them is handed out and every worker holding rows of them commits;

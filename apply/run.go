@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
@@ -19,7 +18,7 @@ import (
 // Options configure Run. nil and zero fields take the defaults.
 type Options struct {
 	// Workers is how many transactions apply rows at once, each owning a
-	// fixed share of the tables. 0 means DefaultWorkers; a sink that is a
+	// share of the tables. 0 means DefaultWorkers; a sink that is a
 	// TxLimiter may lower it.
 	Workers int
 	// BatchRows is how many rows of a table Run gathers before it hands them
@@ -193,7 +192,8 @@ type tableBuf struct {
 	table  Table
 	worker *worker
 	rows   []*codec.RowChange
-	ready  bool // listed in runner.ready
+	copies []*rowCopy // the copies rows point into (rowpool.go)
+	ready  bool       // listed in runner.ready
 }
 
 type runner struct {
@@ -216,9 +216,9 @@ type runner struct {
 	ddlTs    uint64 // commit ts of the last DDL read (rows may not follow it at that ts)
 	sawDDL   bool
 
-	workers []*worker
-	seed    maphash.Seed
-	wg      sync.WaitGroup
+	workers    []*worker
+	nextWorker int // where workerFor starts looking
+	wg         sync.WaitGroup
 
 	rows, txns, retries atomic.Int64
 	writeNs, commitNs   atomic.Int64 // Result.WriteTime, CommitTime
@@ -230,6 +230,9 @@ type runner struct {
 	appliedMu sync.Mutex
 
 	skips skipCounts // the row changes skipped per table, shared with the sink (RunSkipped)
+
+	pool  rowPool    // the row copies committed transactions gave back
+	spare []*rowCopy // copies the loop took from pool, not yet used
 }
 
 // skipCounts counts the row changes Run skipped per table. The loop writes
@@ -279,7 +282,7 @@ func RunSkipped(ctx context.Context, t Table) (n int64, ok bool) {
 func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Progress) *runner {
 	cctx, cancel := context.WithCancelCause(ctx)
 	r := &runner{cancel: cancel, sink: sink, o: o, res: res, prog: prog,
-		tables: map[Table]*tableBuf{}, seed: maphash.MakeSeed()}
+		tables: map[Table]*tableBuf{}}
 	r.ctx = context.WithValue(cctx, skipKey{}, &r.skips)
 	if co, ok := sink.(CommitOrderer); ok && co.NeedsCommitOrder() {
 		r.ordered = true
@@ -391,14 +394,15 @@ func (r *runner) row(ev *codec.Event) error {
 	}
 	b := r.tables[t]
 	if b == nil {
-		b = &tableBuf{table: t, worker: r.workers[r.workerOf(t)]}
+		b = &tableBuf{table: t, worker: r.workerFor()}
 		r.tables[t] = b
 	}
-	c := ev.Clone()
+	c := r.copyRow(&ev.Row)
 	if len(b.rows) == 0 {
 		r.order = append(r.order, b)
 	}
-	b.rows = append(b.rows, &c.Row)
+	b.rows = append(b.rows, &c.row)
+	b.copies = append(b.copies, c)
 	r.buffered++
 	if len(b.rows) >= r.o.BatchRows && !b.ready {
 		b.ready = true
@@ -410,16 +414,31 @@ func (r *runner) row(ev *codec.Event) error {
 	return nil
 }
 
-func (r *runner) workerOf(t Table) int {
-	if len(r.workers) == 1 {
-		return 0
+// workerFor returns the worker a table without a buffer gets: the one
+// holding the fewest tables, the next after the last one picked on a tie.
+// Such a table has no rows in any open transaction (its buffer was dropped
+// only once its worker committed), so it may go to any worker. A hash of
+// the name left a worker idle and another with two tables' rows in most
+// runs over four tables.
+func (r *runner) workerFor() *worker {
+	n := len(r.workers)
+	best := r.workers[r.nextWorker%n]
+	for i := range n {
+		if w := r.workers[(r.nextWorker+i)%n]; w.tables < best.tables {
+			best = w
+		}
 	}
-	var h maphash.Hash
-	h.SetSeed(r.seed)
-	h.WriteString(t.Schema)
-	h.WriteByte(0)
-	h.WriteString(t.Name)
-	return int(h.Sum64() % uint64(len(r.workers)))
+	r.nextWorker = best.id + 1
+	best.tables++
+	return best
+}
+
+// dropTable forgets table t's (empty) buffer.
+func (r *runner) dropTable(t Table) {
+	if b := r.tables[t]; b != nil {
+		b.worker.tables--
+		delete(r.tables, t)
+	}
 }
 
 // advance is called when the commit ts moves on: every row held is then a
@@ -467,8 +486,9 @@ func (r *runner) dispatchGroup() error {
 		b.ready = false
 		if len(b.rows) > 0 {
 			item.group = append(item.group, TableRows{Table: b.table, Rows: b.rows})
+			item.copies = append(item.copies, b.copies...)
 			r.buffered -= len(b.rows)
-			b.rows = nil
+			b.rows, b.copies = nil, nil
 		}
 	}
 	clear(r.order)
@@ -488,9 +508,9 @@ func (r *runner) dispatch(b *tableBuf) error {
 	if len(b.rows) == 0 {
 		return nil
 	}
-	item := workItem{table: b.table, rows: b.rows}
+	item := workItem{table: b.table, rows: b.rows, copies: b.copies}
 	r.buffered -= len(b.rows)
-	b.rows = nil
+	b.rows, b.copies = nil, nil
 	select {
 	case b.worker.in <- item:
 		return nil
@@ -509,6 +529,9 @@ func (r *runner) barrier() error {
 	}
 	// Drop the emptied buffers: tables come and go with DDLs.
 	clear(r.tables)
+	for _, w := range r.workers {
+		w.tables = 0
+	}
 	return nil
 }
 
@@ -549,7 +572,7 @@ func (r *runner) ddlBarrier(d *codec.DDL) error {
 	// barrier, not every table a log ever created and dropped.
 	for t := range r.tables {
 		if touches(tables, t) {
-			delete(r.tables, t)
+			r.dropTable(t)
 		}
 	}
 	// The other workers keep their transactions open across the DDL; each
@@ -646,8 +669,11 @@ func (r *runner) retry(f func() error, onRetry func(attempt int, err error)) err
 type workItem struct {
 	table Table
 	rows  []*codec.RowChange
-	group []TableRows  // ordered mode: every table's rows of one commit ts (table and rows unset)
-	flush chan<- error // a commit request when not nil
+	group []TableRows // ordered mode: every table's rows of one commit ts (table and rows unset)
+	// copies are the row copies the rows point into, given back to the
+	// pool when the transaction holding them commits.
+	copies []*rowCopy
+	flush  chan<- error // a commit request when not nil
 	// fence, when not nil, names the tables of a DDL that ran while the
 	// worker's transaction may have been open: it commits before it
 	// writes one of them.
@@ -673,6 +699,8 @@ type worker struct {
 	marks   map[Table]uint64 // the highest commit ts of each table in the open transaction
 	txRows  int
 	fenced  []Table // tables of DDLs run since the open transaction began (workItem.fence)
+
+	tables int // the runner's table buffers that name this worker (runner.workerFor; the runner's goroutine alone uses it)
 }
 
 func (w *worker) run() {
@@ -858,6 +886,10 @@ func (w *worker) commit() error {
 	w.r.recordApplied(marks)
 	w.r.rows.Add(int64(w.txRows))
 	w.r.txns.Add(1)
+	for i := range w.pending {
+		w.r.pool.put(w.pending[i].copies)
+	}
+	clear(w.pending)
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0

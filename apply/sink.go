@@ -116,7 +116,9 @@ type Tx interface {
 	// every row change of the table at each commit ts it holds, so a sink
 	// may reorder within a commit ts (the SQL sink runs deletes first).
 	// The rows belong to Run and are not modified; they stay valid until
-	// the transaction ends.
+	// the transaction ends, and no longer: Run reuses their memory for the
+	// rows it reads next, so a sink keeps nothing of them (not a value's
+	// bytes) past Commit or Rollback.
 	ApplyRows(ctx context.Context, table Table, rows []*codec.RowChange) error
 	// Commit records marks (at most one per table) and commits, atomically.
 	Commit(ctx context.Context, marks []Mark) error

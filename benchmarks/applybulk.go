@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/reader"
 )
@@ -66,7 +67,11 @@ func runApplyInsertCell(ctx context.Context, in childInput, res *Result, env *ap
 	if err != nil {
 		return err
 	}
-	cpu0, t0 := cpuSeconds(), time.Now()
+	if err := env.settleDown(ctx); err != nil {
+		sink.Close()
+		return err
+	}
+	cpu0, gc0, busy0, t0 := cpuSeconds(), gcSeconds(), machineBusySeconds(), time.Now()
 	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: l.lastTs})
 	if err != nil {
 		sink.Close()
@@ -74,7 +79,7 @@ func runApplyInsertCell(ctx context.Context, in childInput, res *Result, env *ap
 	}
 	ar, err := apply.Run(ctx, r.CodecEvents(ctx), sink, nil)
 	r.Close()
-	el, cpu := time.Since(t0), cpuSeconds()-cpu0
+	el, cpu, gc, busy := time.Since(t0), cpuSeconds()-cpu0, gcSeconds()-gc0, machineBusySeconds()-busy0
 	if err != nil {
 		sink.Close()
 		return fmt.Errorf("apply.Run: %w", err)
@@ -94,13 +99,23 @@ func runApplyInsertCell(ctx context.Context, in childInput, res *Result, env *ap
 	res.Metrics["apply_rows_s"] = float64(ar.Rows) / el.Seconds()
 	res.Metrics["apply_s"] = el.Seconds()
 	res.Metrics["apply_cpu_s"] = cpu
+	res.Metrics["apply_gc_cpu_s"] = gc
+	res.Metrics["apply_machine_cpu_s"] = busy
+	res.Metrics["apply_write_s"] = ar.WriteTime.Seconds()
+	res.Metrics["apply_commit_s"] = ar.CommitTime.Seconds()
 	res.Metrics["apply_txns"] = float64(ar.Transactions)
 	res.Metrics["rss_mib"] = float64(peakRSS()) / mib
 	if err := env.reset(ctx); err != nil {
 		return err
 	}
 
-	// The bulk load of the same rows into the same tables.
+	// The bulk load of the same rows into the same tables, read back from
+	// the log only now: rows held in memory through apply.Run would make
+	// every collection of its garbage scan them (1 GiB at full size).
+	inserts, err := readInserts(ctx, b, logID, l.lastTs)
+	if err != nil {
+		return err
+	}
 	bsink, err := env.open(ctx, "bulk", logID)
 	if err != nil {
 		return err
@@ -111,11 +126,14 @@ func runApplyInsertCell(ctx context.Context, in childInput, res *Result, env *ap
 			return fmt.Errorf("bulk downstream: %s: %w", l.ddlEvents[i].DDL.Query, err)
 		}
 	}
-	cpu0, t0 = cpuSeconds(), time.Now()
-	if err := bulkLoad(ctx, env, bsink.DB(), l.inserts, tables); err != nil {
+	if err := env.settleDown(ctx); err != nil {
+		return err
+	}
+	cpu0, busy0, t0 = cpuSeconds(), machineBusySeconds(), time.Now()
+	if err := bulkLoad(ctx, env, bsink.DB(), inserts, tables); err != nil {
 		return fmt.Errorf("bulk load (%s): %w", env.dialect, err)
 	}
-	bel, bcpu := time.Since(t0), cpuSeconds()-cpu0
+	bel, bcpu, bbusy := time.Since(t0), cpuSeconds()-cpu0, machineBusySeconds()-busy0
 	loaded, err := digestTables(ctx, bsink.DB(), env, tables)
 	if err != nil {
 		return fmt.Errorf("digest the rows the bulk load left: %w", err)
@@ -127,9 +145,32 @@ func runApplyInsertCell(ctx context.Context, in childInput, res *Result, env *ap
 	res.Metrics["bulk_rows_s"] = float64(loaded.rows) / bel.Seconds()
 	res.Metrics["bulk_s"] = bel.Seconds()
 	res.Metrics["bulk_cpu_s"] = bcpu
+	res.Metrics["bulk_machine_cpu_s"] = bbusy
 	res.Metrics["ratio_apply_bulk"] = res.Metrics["apply_rows_s"] / res.Metrics["bulk_rows_s"]
 	res.Info["digest"] = fmt.Sprintf("%016x", loaded.sum)
 	return nil
+}
+
+// readInserts reads the rows inserted in log logID up to endTs, by table,
+// each row's columns its own.
+func readInserts(ctx context.Context, b *blob.Bucket, logID string, endTs uint64) (map[string][][]codec.Column, error) {
+	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: endTs})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	rows := map[string][][]codec.Column{}
+	for ev, err := range r.CodecEvents(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("read the inserts back: %w", err)
+		}
+		if ev.Kind != codec.RowEvent || ev.Row.Op() != codec.OpInsert {
+			continue
+		}
+		c := ev.Clone()
+		rows[c.Row.Table.Name] = append(rows[c.Row.Table.Name], c.Row.Columns)
+	}
+	return rows, nil
 }
 
 // digest is what two downstreams must agree on: their rows, and a hash of

@@ -80,10 +80,8 @@ type genLog struct {
 	rows   int64 // row changes written
 	ddls   int64
 	model  *workload.Model // the upstream state at lastTs (mixed logs)
-	// Insert-only logs: the DDL events written (the CREATEs), and the rows
-	// written, by table: the upstream's final rows.
+	// Insert-only logs: the DDL events written (the CREATEs).
 	ddlEvents []codec.Event
-	inserts   map[string][][]codec.Column
 }
 
 // writeGenLog writes cfg's whole workload into log logID through one redo
@@ -108,9 +106,6 @@ func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload
 	}
 	g := workload.New(cfg)
 	l := &genLog{cfg: g.Config(), lastTs: cfg.StartTs}
-	if insertsOnly {
-		l.inserts = map[string][][]codec.Column{}
-	}
 	var order []uint64
 	bySpan := map[uint64][]codec.Event{}
 	for {
@@ -126,8 +121,6 @@ func writeGenLog(ctx context.Context, b *blob.Bucket, logID string, cfg workload
 				for _, ch := range tx.Changes {
 					if ch.Event.Row.Op() == codec.OpInsert {
 						kept = append(kept, ch)
-						name := ch.Event.Row.Table.Name
-						l.inserts[name] = append(l.inserts[name], ch.Event.Row.Columns)
 					}
 				}
 				if len(kept) == 0 {
@@ -253,6 +246,10 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if err := env.settleDown(ctx); err != nil {
+		sink.Close()
+		return err
+	}
 	cpu0, t0 := cpuSeconds(), time.Now()
 	r, err := reader.Open(ctx, b, &reader.Options{LogID: logID, EndTs: l.lastTs})
 	if err != nil {
@@ -311,6 +308,9 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 		return err
 	}
 	defer nv.close()
+	if err := env.settleDown(ctx); err != nil {
+		return err
+	}
 	cpu0, t0 = cpuSeconds(), time.Now()
 	n, err := nv.replay(ctx, r, int64(c.NaiveRows))
 	nel, ncpu := time.Since(t0), cpuSeconds()-cpu0
@@ -336,9 +336,27 @@ type applyEnv struct {
 	open    func(ctx context.Context, name, logID string) (*mysql.Sink, error)
 	// reset drops what the apply wrote, before the naive replay.
 	reset func(ctx context.Context) error
-	close func()
+	// settle, when set, runs (untimed) before each timed replay or load:
+	// on PostgreSQL a CHECKPOINT, so that neither side of a ratio pays
+	// for a checkpoint of the other's writes.
+	settle func(ctx context.Context) error
+	close  func()
 	// ref is a table of the gen schema as the downstream's SQL names it.
 	ref func(table string) string
+}
+
+// settleDown runs env.settle, if any, and a garbage collection: the
+// process has just written the log, and a timed run starts, as a fresh
+// `redokit apply` would, with none of that garbage left to trace.
+func (e *applyEnv) settleDown(ctx context.Context) error {
+	runtime.GC()
+	if e.settle == nil {
+		return nil
+	}
+	if err := e.settle(ctx); err != nil {
+		return fmt.Errorf("%s: settle before a timed run: %w", e.dialect, err)
+	}
+	return nil
 }
 
 // countRows counts the rows of the model's tables downstream.

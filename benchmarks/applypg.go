@@ -156,6 +156,10 @@ func newPostgresEnv(ctx context.Context, in childInput, res *Result, durable boo
 			return postgres.Open(ctx, dsn, &apply.SinkOptions{LogID: logID, ProgressSchema: progress})
 		},
 		reset: drop,
+		settle: func(ctx context.Context) error {
+			_, err := admin.ExecContext(ctx, "CHECKPOINT")
+			return err
+		},
 		close: func() {
 			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

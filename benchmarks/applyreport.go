@@ -140,7 +140,7 @@ func renderApply(p func(string, ...any), r *Report) {
 		p("Not run.\n\n")
 		return
 	}
-	durability := "Durable settings, the same on both sides of every ratio (the baseline runs in another fresh downstream of the same sink, server and settings): MariaDB: the cell sets innodb_flush_log_at_trx_commit=1 (and sync_binlog=1 when the binary log is on) before it measures, records the value it measured with, and restores the old one after. PostgreSQL: fsync and synchronous_commit on (the cell turns either on with ALTER SYSTEM and a reload when it is off, and restores it after), wal_sync_method as the server has it. SQLite: the sink's WAL, with synchronous=NORMAL (its default: a commit is not synced, so not durable) or, in the `-full` cell, synchronous=FULL (the WAL synced at each commit). Each repetition uses fresh databases, schemas or files, dropped after. "
+	durability := "Durable settings, the same on both sides of every ratio (the baseline runs in another fresh downstream of the same sink, server and settings): MariaDB: the cell sets innodb_flush_log_at_trx_commit=1 (and sync_binlog=1 when the binary log is on) before it measures, records the value it measured with, and restores the old one after. PostgreSQL: fsync and synchronous_commit on (the cell turns either on with ALTER SYSTEM and a reload when it is off, and restores it after), wal_sync_method as the server has it. SQLite: the sink's WAL, with synchronous=NORMAL (its default: a commit is not synced, so not durable) or, in the `-full` cell, synchronous=FULL (the WAL synced at each commit). Each repetition uses fresh databases, schemas or files, dropped after. Before each timed replay or load the child collects its garbage (runtime.GC: the log it wrote leaves none for the timed run to trace, as in a fresh `redokit apply`) and, on PostgreSQL, runs CHECKPOINT, so that neither side pays for a checkpoint of the other's writes (both untimed). "
 	if len(mixed) > 0 {
 		c0 := mixed[0].Cell
 		p("### Mixed log against a naive replay\n\n")
@@ -180,11 +180,11 @@ func renderApply(p func(string, ...any), r *Report) {
 		p("### Insert-heavy log against the database's bulk load\n\n")
 		p("The log: the same gen workload (`--rows %d`, seed 1) with no DDL after the initial CREATEs, of which only the inserts are written (its updates and deletes are left out), so that its final rows are the rows inserted, in transactions of up to 8 rows at a commit ts each. "+
 			"**apply** = as above (reader.Open and apply.Run, default options, into a fresh downstream; its time includes the log's 5 CREATE DDLs). "+
-			"**bulk** = the database's own bulk path loading the same rows, values bound as the sink binds them, into another fresh downstream of the same sink and settings whose tables the sink's ApplyDDL created from the log's CREATEs (untimed), in one transaction on one connection, timed from the first row to the commit: MariaDB, `LOAD DATA LOCAL INFILE` per table (tab-separated text streamed through go-sql-driver's reader handler; the cell sets local_infile=1 when the server has it off and restores it after); PostgreSQL, `COPY … FROM STDIN` per table (pgx CopyFrom, binary format); SQLite, one prepared INSERT per table run for each row. "+
+			"**bulk** = the database's own bulk path loading the same rows (read back from the log after the apply, untimed, so that the apply does not run beside them in memory), values bound as the sink binds them, into another fresh downstream of the same sink and settings whose tables the sink's ApplyDDL created from the log's CREATEs (untimed), in one transaction on one connection, timed from the first row to the commit: MariaDB, `LOAD DATA LOCAL INFILE` per table (tab-separated text streamed through go-sql-driver's reader handler; the cell sets local_infile=1 when the server has it off and restores it after); PostgreSQL, `COPY … FROM STDIN` per table (pgx CopyFrom, binary format); SQLite, one prepared INSERT per table run for each row. "+
 			"The two downstreams must then hold as many rows as the log inserted, with the same digest (FNV-64 of every row of every table in key order, each value's scanned type and text), or the repetition fails. "+
 			durability+
-			"Ratio = apply rows/s ÷ bulk rows/s within each repetition. Target (issue 27): ≥ 0.5×.\n\n", c0.Rows)
-		p("| sink | settings | rows | apply rows/s | apply CPU s | bulk path | bulk rows/s | bulk CPU s | apply ÷ bulk | target | verdict | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			"CPU s = user + sys of the child (getrusage), the server's not included; machine CPU s = every process's (/proc/stat), the server's included, over the same time. Ratio = apply rows/s ÷ bulk rows/s within each repetition. Target (issue 27): ≥ 0.5×.\n\n", c0.Rows)
+		p("| sink | settings | rows | apply rows/s | apply CPU s (machine) | bulk path | bulk rows/s | bulk CPU s (machine) | apply ÷ bulk | target | verdict | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, cr := range inserts {
 			verdict := r.verdict(cr.Cell.ID)
 			if cr.Unavailable != "" {
@@ -192,11 +192,21 @@ func renderApply(p func(string, ...any), r *Report) {
 				continue
 			}
 			p("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | ≥ 0.5× | **%s** | %s |\n", cr.Cell.Sink, cr.errNote(), applySettings(cr),
-				human(cr.m("log_rows")), cr.f("apply_rows_s"), cr.f("apply_cpu_s"), bulkPath(cr.Cell.Sink),
-				cr.f("bulk_rows_s"), cr.f("bulk_cpu_s"), cr.ratio("ratio_apply_bulk"), verdict, cr.f("rss_mib"))
+				human(cr.m("log_rows")), cr.f("apply_rows_s"), withMachine(cr, "apply"), bulkPath(cr.Cell.Sink),
+				cr.f("bulk_rows_s"), withMachine(cr, "bulk"), cr.ratio("ratio_apply_bulk"), verdict, cr.f("rss_mib"))
 		}
 		p("\n")
 	}
+}
+
+// withMachine is a side's CPU seconds, and the machine's over the same
+// time where the report has them.
+func withMachine(cr *CellReport, side string) string {
+	own := cr.f(side + "_cpu_s")
+	if _, ok := cr.Metrics[side+"_machine_cpu_s"]; !ok {
+		return own
+	}
+	return own + " (" + cr.f(side+"_machine_cpu_s") + ")"
 }
 
 // renderApplySnippet is the README's apply tables: each sink against its

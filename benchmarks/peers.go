@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -778,4 +780,41 @@ func warmInput(dir string, buf []byte) error {
 	name := filepath.Join(dir, "warm-up")
 	_, err := rawAppend(name, [][]byte{buf}, 1, true)
 	return errors.Join(err, os.Remove(name))
+}
+
+// gcSeconds is the CPU the Go runtime has spent collecting garbage so far
+// (runtime/metrics' estimate): the share of a cell's CPU that its
+// allocations, not its work, cost.
+func gcSeconds() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
+}
+
+// machineBusySeconds is the CPU time every process of the machine has spent
+// so far (/proc/stat: user, nice, system, irq and softirq, in USER_HZ ticks of 1/100
+// s), 0 where there is no /proc: beside a process's own CPU, it shows what
+// a database server spent on the same work.
+func machineBusySeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user, nice, system, irq, softirq
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0
+		}
+		busy += v
+	}
+	return busy / 100
 }

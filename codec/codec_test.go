@@ -244,6 +244,38 @@ func TestCloneSurvivesNextDecode(t *testing.T) {
 	}
 }
 
+// TestCopyRowReuses: CopyRow into a copy that held another row makes an
+// exact copy, sharing no memory with the source (the next decode leaves it
+// whole) nor with the rows copied into it before, and allocates nothing
+// once the copy has held a row as large.
+func TestCopyRowReuses(t *testing.T) {
+	g := newGen(6)
+	var into Event
+	var dst RowChange
+	var arena []byte
+	for range 300 {
+		ev := g.event()
+		if ev.Kind != RowEvent {
+			continue
+		}
+		roundTrip(t, ev, &into)
+		arena = CopyRow(&dst, &into.Row, arena)
+		roundTrip(t, g.event(), &into)
+		kept := Event{Kind: RowEvent, Row: dst}
+		if !kept.Equal(ev) {
+			t.Fatalf("copy changed by the next decode:\nwant %s\ngot  %s", describe(ev), describe(&kept))
+		}
+		if dst.Op() != ev.Row.Op() {
+			t.Fatalf("copy is an %v of an %v", dst.Op(), ev.Row.Op())
+		}
+	}
+	src := benchRow()
+	arena = CopyRow(&dst, &src.Row, arena)
+	if allocs := testing.AllocsPerRun(100, func() { arena = CopyRow(&dst, &src.Row, arena) }); allocs != 0 {
+		t.Fatalf("CopyRow into a copy that held the row allocates %v times", allocs)
+	}
+}
+
 func TestDecodeAllocatesNothingWhenReused(t *testing.T) {
 	ev := benchRow()
 	enc := AppendEvent(nil, ev)

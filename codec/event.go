@@ -118,35 +118,63 @@ func columnsEqual(a, b []Column) bool {
 func (e *Event) Clone() *Event {
 	c := &Event{Kind: e.Kind, Row: e.Row, DDL: e.DDL}
 	// One arena for every byte payload of the copy.
-	n := 0
-	for _, cols := range [2][]Column{e.Row.Columns, e.Row.PreColumns} {
-		for i := range cols {
-			n += len(cols[i].Value.Bytes())
-		}
-	}
-	arena := make([]byte, 0, n)
-	cloneCols := func(src []Column) []Column {
-		if src == nil {
-			return nil
-		}
-		dst := make([]Column, len(src))
-		copy(dst, src)
-		for i := range dst {
-			v := &dst[i].Value
-			if v.kind.hasBytes() {
-				start := len(arena)
-				arena = append(arena, v.b...)
-				v.b = arena[start:len(arena):len(arena)]
-			}
-		}
-		return dst
-	}
-	c.Row.Columns = cloneCols(e.Row.Columns)
-	c.Row.PreColumns = cloneCols(e.Row.PreColumns)
+	arena := make([]byte, 0, rowBytes(&e.Row))
+	c.Row.Columns, arena = copyColumns(nil, e.Row.Columns, arena)
+	c.Row.PreColumns, _ = copyColumns(nil, e.Row.PreColumns, arena)
 	if e.DDL.Tables != nil {
 		c.DDL.Tables = append([]DDLTable(nil), e.DDL.Tables...)
 	}
 	return c
+}
+
+// CopyRow makes dst a deep copy of src that shares no memory with it,
+// reusing dst's column slices and arena (the byte payloads' memory, which
+// CopyRow returns and the caller keeps beside dst for the next CopyRow
+// into it): a consumer that keeps rows past the decoder's next event, and
+// then lets them go, recycles their memory instead of allocating per row.
+func CopyRow(dst, src *RowChange, arena []byte) []byte {
+	if n := rowBytes(src); cap(arena) < n {
+		arena = make([]byte, 0, n)
+	}
+	arena = arena[:0]
+	cols, pre := dst.Columns, dst.PreColumns
+	*dst = *src
+	dst.Columns, arena = copyColumns(cols, src.Columns, arena)
+	dst.PreColumns, arena = copyColumns(pre, src.PreColumns, arena)
+	return arena
+}
+
+// rowBytes is the size of r's byte payloads.
+func rowBytes(r *RowChange) int {
+	n := 0
+	for _, cols := range [2][]Column{r.Columns, r.PreColumns} {
+		for i := range cols {
+			n += len(cols[i].Value.Bytes())
+		}
+	}
+	return n
+}
+
+// copyColumns copies src into dst[:0] (nil when src is), each byte payload
+// appended to arena, which must have room for them all: the copies' slices
+// point into it.
+func copyColumns(dst, src []Column, arena []byte) ([]Column, []byte) {
+	if src == nil {
+		return nil, arena
+	}
+	if dst == nil {
+		dst = make([]Column, 0, len(src))
+	}
+	dst = append(dst[:0], src...)
+	for i := range dst {
+		v := &dst[i].Value
+		if v.kind.hasBytes() {
+			start := len(arena)
+			arena = append(arena, v.b...)
+			v.b = arena[start:len(arena):len(arena)]
+		}
+	}
+	return dst, arena
 }
 
 // TableName identifies a table, or one partition of a partitioned table.

@@ -2,6 +2,7 @@ package sqlsink
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -15,20 +16,7 @@ import (
 // upsert binds (Dialect.arg), for every kind and column type, refusals
 // included.
 func TestCopyValueIsArg(t *testing.T) {
-	dt := codec.DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 123456, Fsp: 6}
-	vals := []codec.Value{
-		{}, codec.IntValue(0), codec.IntValue(-42), codec.IntValue(math.MinInt64), codec.IntValue(math.MaxInt64),
-		codec.UintValue(7), codec.UintValue(math.MaxInt64), codec.UintValue(math.MaxInt64 + 1), codec.UintValue(math.MaxUint64),
-		codec.BitValue(math.MaxUint64), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(1 << 63), codec.YearValue(2155), codec.YearValue(0),
-		codec.Float32Value(0.1), codec.Float32Value(float32(math.Copysign(0, -1))), codec.Float32Value(math.MaxFloat32),
-		codec.Float64Value(0.1), codec.Float64Value(math.SmallestNonzeroFloat64), codec.Float64Value(-1.7976931348623157e308),
-		codec.Float64Value(math.Inf(1)), codec.Float64Value(math.NaN()),
-		codec.DecimalValue("-12.3400"), codec.StringValue(""), codec.StringValue("tab\there\nnew\\line\rcr é😀"),
-		codec.StringValue("nul\x00inside"), codec.JSONValue(`{"a": "b\\n"}`),
-		codec.BytesValue(nil), codec.BytesValue([]byte{0, '\\', '\t', 0xff}),
-		codec.DateValue(dt), codec.DatetimeValue(dt), codec.TimestampValue(dt),
-		codec.DurationValue(codec.Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 3}),
-	}
+	vals := copyTestValues
 	oids := []uint32{oidBytea, oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8, oidNumeric, 25, 1043, 1082, 1114, 1184, 1186, 114}
 	for _, v := range vals {
 		for _, oid := range oids {
@@ -40,6 +28,23 @@ func TestCopyValueIsArg(t *testing.T) {
 		}
 	}
 }
+
+// copyTestValues are values of every kind, and the edges of each.
+var copyTestValues = []codec.Value{
+	{}, codec.IntValue(0), codec.IntValue(-42), codec.IntValue(math.MinInt64), codec.IntValue(math.MaxInt64),
+	codec.UintValue(7), codec.UintValue(math.MaxInt64), codec.UintValue(math.MaxInt64 + 1), codec.UintValue(math.MaxUint64),
+	codec.BitValue(math.MaxUint64), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(1 << 63), codec.YearValue(2155), codec.YearValue(0),
+	codec.Float32Value(0.1), codec.Float32Value(float32(math.Copysign(0, -1))), codec.Float32Value(math.MaxFloat32),
+	codec.Float64Value(0.1), codec.Float64Value(math.SmallestNonzeroFloat64), codec.Float64Value(-1.7976931348623157e308),
+	codec.Float64Value(math.Inf(1)), codec.Float64Value(math.NaN()),
+	codec.DecimalValue("-12.3400"), codec.StringValue(""), codec.StringValue("tab\there\nnew\\line\rcr é😀"),
+	codec.StringValue("nul\x00inside"), codec.JSONValue(`{"a": "b\\n"}`),
+	codec.BytesValue(nil), codec.BytesValue([]byte{0, '\\', '\t', 0xff}),
+	codec.DateValue(copyTestDate), codec.DatetimeValue(copyTestDate), codec.TimestampValue(copyTestDate),
+	codec.DurationValue(codec.Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 3}),
+}
+
+var copyTestDate = codec.DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 123456, Fsp: 6}
 
 // TestCopyField: what COPY's text format reads back as the upsert's
 // parameter, and what it leaves to the upsert.
@@ -54,6 +59,9 @@ func TestCopyField(t *testing.T) {
 		{`\N`, 25, `\\N`}, // the text, not NULL
 		{`\.`, 25, `\\.`}, // not the end of the data
 		{"x\x00y", 25, ""},
+		{"end\x00", 25, ""},
+		{"\\\t\n", 25, `\\\t\n`},
+		{"tail\\", 25, `tail\\`},
 		{int64(-5), oidInt4, "-5"},
 		{int64(5), 1043, ""}, // an integer into varchar: pgx's text of it, not ours
 		{0.1, oidFloat8, "0.1"},
@@ -118,6 +126,53 @@ func TestDDLTables(t *testing.T) {
 			if moved == (after[n] == before[n]) || after[n] < before[n] {
 				t.Errorf("%s: table %s went from generation %d to %d, want moved=%v", c.ddl.Query, n, before[n], after[n], moved)
 			}
+		}
+	}
+}
+
+// TestCopyTextEscapes: appendCopyText, which skips plain bytes eight at a
+// time, escapes every text as a byte-at-a-time escape does, at every
+// length and position, bytes with the high bit set included.
+func TestCopyTextEscapes(t *testing.T) {
+	ref := func(x []byte) (string, bool) {
+		var b []byte
+		for _, c := range x {
+			switch c {
+			case 0:
+				return "", false
+			case '\\':
+				b = append(b, `\\`...)
+			case '\n':
+				b = append(b, `\n`...)
+			case '\r':
+				b = append(b, `\r`...)
+			case '\t':
+				b = append(b, `\t`...)
+			default:
+				b = append(b, c)
+			}
+		}
+		return string(b), true
+	}
+	alphabet := []byte{0, '\\', '\n', '\r', '\t', 0x1f, 0x20, 'a', 0x5b, 0x5d, 0x7f, 0x80, 0x9c, 0xdc, 0xff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 20000 {
+		x := make([]byte, rng.IntN(40))
+		for i := range x {
+			if rng.IntN(4) == 0 {
+				x[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				x[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		want, wok := ref(x)
+		got, ok := appendCopyText([]byte("p"), x)
+		if ok != wok || ok && string(got) != "p"+want {
+			t.Fatalf("case %d, %q: %q, %v; want %q, %v", n, x, got, ok, "p"+want, wok)
+		}
+		sgot, sok := appendCopyText(nil, string(x))
+		if sok != ok || ok && string(sgot) != want {
+			t.Fatalf("case %d, %q as a string: %q, %v", n, x, sgot, sok)
 		}
 	}
 }

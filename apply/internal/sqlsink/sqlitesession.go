@@ -121,6 +121,7 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		return fmt.Errorf("apply: commit of a finished transaction")
 	}
 	t.done = true
+	defer t.giveScratch()
 	if t.s.o.DryRun != nil {
 		return t.l.end(ctx, false)
 	}
@@ -144,5 +145,6 @@ func (t *sqliteTx) Rollback() error {
 		return nil
 	}
 	t.done = true
+	t.giveScratch()
 	return t.l.end(context.Background(), false)
 }

@@ -32,6 +32,7 @@ type SQLSink struct {
 	name     string // the redacted URI, or the dialect name
 	ownDB    bool
 	lite     *sqliteSession // SQLite: the one writer
+	scratch  sync.Pool      // *txScratch: a finished transaction's buffers, for the next
 
 	ignoredDDLs atomic.Int64
 	mariaDB     bool // MySQL dialect: the server is MariaDB, whose JSON is text
@@ -471,7 +472,9 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 		if err := s.lite.begin(ctx); err != nil {
 			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 		}
-		return &sqliteTx{sqlTx: sqlTx{s: s, ex: s.lite.conn, lite: s.lite}, l: s.lite}, nil
+		tx := &sqliteTx{sqlTx: sqlTx{s: s, ex: s.lite.conn, lite: s.lite}, l: s.lite}
+		tx.takeScratch()
+		return tx, nil
 	}
 	if s.d == Postgres && s.o.DryRun == nil {
 		// On a connection of its own, which COPY reaches (copy.go).
@@ -484,7 +487,9 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 			conn.Close()
 			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 		}
-		return &sqlTx{s: s, tx: tx, ex: tx, conn: conn}, nil
+		t := &sqlTx{s: s, tx: tx, ex: tx, conn: conn}
+		t.takeScratch()
+		return t, nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -494,7 +499,9 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 		tx.Rollback()
 		return nil, err
 	}
-	return &sqlTx{s: s, tx: tx, ex: tx}, nil
+	t := &sqlTx{s: s, tx: tx, ex: tx}
+	t.takeScratch()
+	return t, nil
 }
 
 // session sets what the apply's MySQL sessions need on the connection of ex:

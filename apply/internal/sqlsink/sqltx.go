@@ -24,23 +24,62 @@ type sqlTx struct {
 	conn *sql.Conn      // PostgreSQL: the connection of tx, for COPY (copy.go)
 	ex   execer         // tx, or a *sql.DB for the autocommit baseline of the benchmark
 	lite *sqliteSession // SQLite: where full-size statements stay prepared
-	ops  []rowOp
-	buf  []byte
-	args []any
-	last map[string]int // collapse: key → index of its last op
-	kb   []byte
-
-	// What the duplicate checks and REPLACE deletes build their statements
-	// in, beside the statement in buf and args.
-	cbuf  []byte
-	cargs []any
-	ckey  []byte
+	txScratch
 
 	collapsed bool            // the ops hold at most one op per key
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 	// deferredFK: a group of this transaction had its foreign-key checks
 	// deferred to its end (see fkdefer.go); on SQLite, to the COMMIT.
 	deferredFK bool
+}
+
+// txScratch is the memory a transaction builds its statements in. The sink
+// keeps it from one transaction to the next (SQLSink.scratch), so that a
+// replay does not grow its buffers again in every transaction.
+type txScratch struct {
+	ops  []rowOp
+	buf  []byte
+	args []any
+	last map[string]int // collapse: key → index of its last op
+	kb   []byte
+	keep []bool  // collapse: the ops kept
+	out  []rowOp // collapse: the ops kept, in their new order
+
+	// What the duplicate checks and REPLACE deletes build their statements
+	// in, beside the statement in buf and args.
+	cbuf  []byte
+	cargs []any
+	ckey  []byte
+}
+
+// maxScratchBytes bounds the buffers a sink keeps for its next
+// transaction: larger ones (a batch of big values) are left to the
+// collector.
+const maxScratchBytes = 16 << 20
+
+// takeScratch gives t the scratch memory of a finished transaction, if the
+// sink kept one.
+func (t *sqlTx) takeScratch() {
+	if p, _ := t.s.scratch.Get().(*txScratch); p != nil {
+		t.txScratch = *p
+	}
+}
+
+// giveScratch hands t's scratch memory back to the sink, holding no
+// reference to the rows or values t wrote (they belong to apply.Run, which
+// reuses them): a transaction ends once, but a failed Commit is followed by
+// a Rollback, which gives back nothing then.
+func (t *sqlTx) giveScratch() {
+	sc := t.txScratch
+	t.txScratch = txScratch{}
+	if sc.buf == nil && sc.ops == nil || cap(sc.buf)+cap(sc.cbuf) > maxScratchBytes {
+		return
+	}
+	clear(sc.ops[:cap(sc.ops)])
+	clear(sc.args[:cap(sc.args)])
+	clear(sc.cargs[:cap(sc.cargs)])
+	clear(sc.last)
+	t.s.scratch.Put(&sc)
 }
 
 // rowOp is one statement's worth of a row change: a delete of an image, or an
@@ -102,7 +141,9 @@ func (t *sqlTx) collapse() {
 		}
 		t.last[string(kb)] = i
 	}
-	keep := make([]bool, len(t.ops))
+	keep := slices.Grow(t.keep[:0], len(t.ops))[:len(t.ops)]
+	clear(keep)
+	t.keep = keep
 	for _, i := range t.last {
 		keep[i] = true
 	}
@@ -117,7 +158,7 @@ func (t *sqlTx) collapse() {
 			}
 		}
 	}
-	out := make([]rowOp, 0, len(t.last))
+	out := slices.Grow(t.out[:0], len(t.last))
 	for _, del := range []bool{true, false} {
 		for i, op := range t.ops {
 			if keep[i] && op.del == del {
@@ -127,6 +168,8 @@ func (t *sqlTx) collapse() {
 	}
 	clear(t.ops)
 	t.ops = append(t.ops[:0], out...)
+	clear(out)
+	t.out = out[:0]
 	t.collapsed = true
 }
 
@@ -1063,8 +1106,10 @@ func (t *sqlTx) Rollback() error {
 	return err
 }
 
-// release gives the connection of a finished transaction back to the pool.
+// release gives the connection and scratch memory of a finished
+// transaction back to the sink.
 func (t *sqlTx) release() {
+	t.giveScratch()
 	if t.conn != nil {
 		t.conn.Close()
 		t.conn = nil
