@@ -78,7 +78,7 @@ type genLog struct {
 	cfg    workload.Config
 	lastTs uint64
 	midTs  uint64 // the commit ts by which half the row changes are written
-	rows   int64 // row changes written
+	rows   int64  // row changes written
 	ddls   int64
 	model  *workload.Model // the upstream state at lastTs (mixed logs)
 	// Insert-only logs: the DDL events written (the CREATEs).
