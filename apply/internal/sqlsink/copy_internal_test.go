@@ -131,28 +131,15 @@ func TestDDLTables(t *testing.T) {
 }
 
 // TestCopyTextEscapes: appendCopyText, which skips plain bytes eight at a
-// time, escapes every text as a byte-at-a-time escape does, at every
+// time, escapes every text as a strings.Replacer of the four escapes does, at every
 // length and position, bytes with the high bit set included.
 func TestCopyTextEscapes(t *testing.T) {
+	escape := strings.NewReplacer("\\", `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
 	ref := func(x []byte) (string, bool) {
-		var b []byte
-		for _, c := range x {
-			switch c {
-			case 0:
-				return "", false
-			case '\\':
-				b = append(b, `\\`...)
-			case '\n':
-				b = append(b, `\n`...)
-			case '\r':
-				b = append(b, `\r`...)
-			case '\t':
-				b = append(b, `\t`...)
-			default:
-				b = append(b, c)
-			}
+		if slices.Contains(x, 0) {
+			return "", false
 		}
-		return string(b), true
+		return escape.Replace(string(x)), true
 	}
 	alphabet := []byte{0, '\\', '\n', '\r', '\t', 0x1f, 0x20, 'a', 0x5b, 0x5d, 0x7f, 0x80, 0x9c, 0xdc, 0xff}
 	rng := rand.New(rand.NewPCG(1, 2))
