@@ -131,8 +131,8 @@ func TestDDLTables(t *testing.T) {
 }
 
 // TestCopyTextEscapes: appendCopyText, which skips plain bytes eight at a
-// time, escapes every text as a strings.Replacer of the four escapes does, at every
-// length and position, bytes with the high bit set included.
+// time, escapes every text as a strings.Replacer of the four escapes does,
+// at every length and position, bytes with the high bit set included.
 func TestCopyTextEscapes(t *testing.T) {
 	escape := strings.NewReplacer("\\", `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
 	ref := func(x []byte) (string, bool) {
