@@ -201,6 +201,13 @@ func TestApplyFollow(t *testing.T) {
 	fctx, stop = context.WithCancel(ctx)
 	out, done = follow(fctx)
 	waitRows(29, out)
+	// The row is committed before its round ends and prints its line: a
+	// signal in between ends the run with the summary alone.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "\n"); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restart's first round printed no line; its output:\n%s", out.String())
+		}
+	}
 	stop()
 	if code := <-done; code != 0 {
 		t.Fatalf("restarted apply --follow: exit %d\n%s", code, out.String())
