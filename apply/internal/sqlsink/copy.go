@@ -260,7 +260,6 @@ func (t *sqlTx) copyUpserts(ctx context.Context, table apply.Table, ops []rowOp,
 	if !ok {
 		return false, nil
 	}
-	t.buf = data
 	if err := t.savepoint(ctx, "SAVEPOINT redokit_copy"); err != nil {
 		return false, err
 	}

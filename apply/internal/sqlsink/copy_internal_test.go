@@ -16,7 +16,20 @@ import (
 // upsert binds (Dialect.arg), for every kind and column type, refusals
 // included.
 func TestCopyValueIsArg(t *testing.T) {
-	vals := copyTestValues
+	dt := codec.DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 123456, Fsp: 6}
+	vals := []codec.Value{
+		{}, codec.IntValue(0), codec.IntValue(-42), codec.IntValue(math.MinInt64), codec.IntValue(math.MaxInt64),
+		codec.UintValue(7), codec.UintValue(math.MaxInt64), codec.UintValue(math.MaxInt64 + 1), codec.UintValue(math.MaxUint64),
+		codec.BitValue(math.MaxUint64), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(1 << 63), codec.YearValue(2155), codec.YearValue(0),
+		codec.Float32Value(0.1), codec.Float32Value(float32(math.Copysign(0, -1))), codec.Float32Value(math.MaxFloat32),
+		codec.Float64Value(0.1), codec.Float64Value(math.SmallestNonzeroFloat64), codec.Float64Value(-1.7976931348623157e308),
+		codec.Float64Value(math.Inf(1)), codec.Float64Value(math.NaN()),
+		codec.DecimalValue("-12.3400"), codec.StringValue(""), codec.StringValue("tab\there\nnew\\line\rcr é😀"),
+		codec.StringValue("nul\x00inside"), codec.JSONValue(`{"a": "b\\n"}`),
+		codec.BytesValue(nil), codec.BytesValue([]byte{0, '\\', '\t', 0xff}),
+		codec.DateValue(dt), codec.DatetimeValue(dt), codec.TimestampValue(dt),
+		codec.DurationValue(codec.Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 3}),
+	}
 	oids := []uint32{oidBytea, oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8, oidNumeric, 25, 1043, 1082, 1114, 1184, 1186, 114}
 	for _, v := range vals {
 		for _, oid := range oids {
@@ -28,23 +41,6 @@ func TestCopyValueIsArg(t *testing.T) {
 		}
 	}
 }
-
-// copyTestValues are values of every kind, and the edges of each.
-var copyTestValues = []codec.Value{
-	{}, codec.IntValue(0), codec.IntValue(-42), codec.IntValue(math.MinInt64), codec.IntValue(math.MaxInt64),
-	codec.UintValue(7), codec.UintValue(math.MaxInt64), codec.UintValue(math.MaxInt64 + 1), codec.UintValue(math.MaxUint64),
-	codec.BitValue(math.MaxUint64), codec.BitValue(5), codec.EnumValue(2), codec.SetValue(1 << 63), codec.YearValue(2155), codec.YearValue(0),
-	codec.Float32Value(0.1), codec.Float32Value(float32(math.Copysign(0, -1))), codec.Float32Value(math.MaxFloat32),
-	codec.Float64Value(0.1), codec.Float64Value(math.SmallestNonzeroFloat64), codec.Float64Value(-1.7976931348623157e308),
-	codec.Float64Value(math.Inf(1)), codec.Float64Value(math.NaN()),
-	codec.DecimalValue("-12.3400"), codec.StringValue(""), codec.StringValue("tab\there\nnew\\line\rcr é😀"),
-	codec.StringValue("nul\x00inside"), codec.JSONValue(`{"a": "b\\n"}`),
-	codec.BytesValue(nil), codec.BytesValue([]byte{0, '\\', '\t', 0xff}),
-	codec.DateValue(copyTestDate), codec.DatetimeValue(copyTestDate), codec.TimestampValue(copyTestDate),
-	codec.DurationValue(codec.Duration{Micros: -(838*3600 + 59*60 + 59) * 1e6, Fsp: 3}),
-}
-
-var copyTestDate = codec.DateTime{Year: 2024, Month: 2, Day: 29, Hour: 23, Minute: 59, Second: 59, Microsecond: 123456, Fsp: 6}
 
 // TestCopyField: what COPY's text format reads back as the upsert's
 // parameter, and what it leaves to the upsert.

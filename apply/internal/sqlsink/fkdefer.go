@@ -49,8 +49,8 @@ func deferral(groups []apply.TableRows, graph map[apply.Table][]apply.Table, byN
 	}
 	changes := func(rows []*codec.RowChange) (old, img bool) {
 		for _, r := range rows {
-			old = old || r.PreColumns != nil
-			img = img || r.Columns != nil
+			old = old || len(r.PreColumns) > 0
+			img = img || len(r.Columns) > 0
 		}
 		return old, img
 	}
@@ -240,14 +240,14 @@ func (t *sqlTx) checkGroup(ctx context.Context, groups []apply.TableRows) error 
 		for _, g := range groups {
 			if g.Table == fk.child {
 				for _, r := range g.Rows {
-					if r.Columns != nil {
+					if len(r.Columns) > 0 {
 						add(r.Columns, fk.cols, r.CommitTs)
 					}
 				}
 			}
 			if g.Table == fk.parent {
 				for _, r := range g.Rows {
-					if r.PreColumns != nil {
+					if len(r.PreColumns) > 0 {
 						add(r.PreColumns, fk.refs, r.CommitTs)
 					}
 				}

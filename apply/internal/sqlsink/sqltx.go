@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
@@ -53,9 +54,19 @@ type txScratch struct {
 }
 
 // maxScratchBytes bounds the buffers a sink keeps for its next
-// transaction: larger ones (a batch of big values) are left to the
-// collector.
+// transaction: larger ones (a batch of big values, or the ops of one
+// commit ts of millions of rows, which one ApplyRows call holds) are left
+// to the collector.
 const maxScratchBytes = 16 << 20
+
+// size is about the memory sc keeps: its slices' capacities, and the
+// entries of its map (which never shrinks).
+func (sc *txScratch) size() int {
+	const anySize, entrySize = 16, 32
+	return cap(sc.buf) + cap(sc.cbuf) + cap(sc.kb) + cap(sc.ckey) + cap(sc.keep) +
+		(cap(sc.ops)+cap(sc.out))*int(unsafe.Sizeof(rowOp{})) +
+		(cap(sc.args)+cap(sc.cargs))*anySize + len(sc.last)*entrySize
+}
 
 // takeScratch gives t the scratch memory of a finished transaction, if the
 // sink kept one.
@@ -72,7 +83,7 @@ func (t *sqlTx) takeScratch() {
 func (t *sqlTx) giveScratch() {
 	sc := t.txScratch
 	t.txScratch = txScratch{}
-	if sc.buf == nil && sc.ops == nil || cap(sc.buf)+cap(sc.cbuf) > maxScratchBytes {
+	if sc.buf == nil && sc.ops == nil || sc.size() > maxScratchBytes {
 		return
 	}
 	clear(sc.ops[:cap(sc.ops)])
