@@ -292,18 +292,15 @@ func runApplyCell(ctx context.Context, in childInput, res *Result) error {
 	res.Metrics["apply_write_s"] = ar.WriteTime.Seconds()
 	res.Metrics["apply_commit_s"] = ar.CommitTime.Seconds()
 	res.Metrics["rss_mib"] = float64(peakRSS()) / mib
-	if err := env.reset(ctx); err != nil {
-		return err
-	}
 
 	// The naive replay of NaiveRows row changes from the log's start, into
 	// small tables, and as many from its middle, into tables as large as
 	// apply's are on average: apply's rate is over the whole log.
-	first, err := naiveWindow(ctx, env, b, logID, 0, l.lastTs, int64(c.NaiveRows))
+	first, err := naiveWindow(ctx, env, b, logID, "naive", 0, l.lastTs, int64(c.NaiveRows))
 	if err != nil {
 		return fmt.Errorf("naive replay from the start: %w", err)
 	}
-	mid, err := naiveWindow(ctx, env, b, logID, l.midTs, l.lastTs, int64(c.NaiveRows))
+	mid, err := naiveWindow(ctx, env, b, logID, "naive-mid", l.midTs, l.lastTs, int64(c.NaiveRows))
 	if err != nil {
 		return fmt.Errorf("naive replay from the middle (commit ts %d): %w", l.midTs, err)
 	}
@@ -329,14 +326,14 @@ type naiveRun struct {
 }
 
 // naiveWindow replays up to n row changes of the log after commit ts from
-// naively into a fresh downstream (timed), which apply.Run has first
-// brought to the log's state at from (untimed), and drops it after.
-func naiveWindow(ctx context.Context, env *applyEnv, b *blob.Bucket, logID string, from, lastTs uint64, n int64) (naiveRun, error) {
+// naively into a fresh downstream called name (timed), which apply.Run has
+// first brought to the log's state at from (untimed).
+func naiveWindow(ctx context.Context, env *applyEnv, b *blob.Bucket, logID, name string, from, lastTs uint64, n int64) (naiveRun, error) {
 	var out naiveRun
 	if err := env.reset(ctx); err != nil {
 		return out, err
 	}
-	nsink, err := env.open(ctx, "naive", logID)
+	nsink, err := env.open(ctx, name, logID)
 	if err != nil {
 		return out, err
 	}
@@ -435,13 +432,20 @@ func newSQLiteEnv(dir, sync string) (*applyEnv, error) {
 	if err != nil {
 		return nil, err
 	}
+	opened := map[string]bool{}
 	return &applyEnv{
 		dialect: applySQLite,
 		sync:    sync,
 		open: func(ctx context.Context, name, logID string) (*mysql.Sink, error) {
+			// Each downstream is a file of its own, fresh: a second open of
+			// one name would find the first's rows (reset drops nothing).
+			if opened[name] {
+				return nil, fmt.Errorf("SQLite downstream %q opened twice in one cell: it would not be fresh", name)
+			}
+			opened[name] = true
 			return sqlite.Open(ctx, "sqlite://"+filepath.Join(d, name+".db")+query, &apply.SinkOptions{LogID: logID})
 		},
-		reset: func(context.Context) error { return nil }, // the naive replay has a file of its own
+		reset: func(context.Context) error { return nil }, // each downstream has a file of its own
 		close: func() { os.RemoveAll(d) },
 		ref:   func(t string) string { return `"` + t + `"` },
 	}, nil
