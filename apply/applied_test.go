@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/codec"
 )
@@ -89,6 +90,9 @@ type badConnSink struct {
 	cancel context.CancelFunc
 	calls  int
 	n      int
+	// lag, when set, is how long the failing call takes to return after it
+	// cancelled: time for Run's loop to see the cancellation first.
+	lag time.Duration
 }
 
 func (s *badConnSink) Begin(context.Context) (Tx, error) {
@@ -105,6 +109,7 @@ func (t *badConnTx) ApplyRows(context.Context, Table, []*codec.RowChange) error 
 	defer t.s.mu.Unlock()
 	if t.s.calls++; t.s.calls == t.s.n {
 		t.s.cancel()
+		time.Sleep(t.s.lag)
 		return errors.New("driver: bad connection")
 	}
 	return nil
@@ -114,15 +119,19 @@ func (t *badConnTx) ApplyRows(context.Context, Table, []*codec.RowChange) error 
 // reported as the cancellation (errors.Is context.Canceled), with the
 // sink's error beside it.
 func TestCancelIsTheCause(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := &badConnSink{progSink: progSink{marks: map[Table]uint64{}}, cancel: cancel, n: 3}
-	var events []codec.Event
-	for ts := uint64(10); ts < 100; ts++ {
-		events = append(events, rowAt(ts, "s", "a"))
-	}
-	_, err := Run(ctx, SliceSource(events), s, &Options{Workers: 1, BatchRows: 2, TxnRows: 5})
-	if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "bad connection") {
-		t.Fatalf("err = %v, want context.Canceled with the sink's error", err)
+	// Either may come first: the worker's error, or Run's loop seeing the
+	// cancellation (the lagging sink makes it the loop).
+	for _, lag := range []time.Duration{0, 20 * time.Millisecond} {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := &badConnSink{progSink: progSink{marks: map[Table]uint64{}}, cancel: cancel, n: 3, lag: lag}
+		var events []codec.Event
+		for ts := uint64(10); ts < 100; ts++ {
+			events = append(events, rowAt(ts, "s", "a"))
+		}
+		_, err := Run(ctx, SliceSource(events), s, &Options{Workers: 1, BatchRows: 2, TxnRows: 5})
+		cancel()
+		if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "bad connection") {
+			t.Fatalf("sink lag %v: err = %v, want context.Canceled with the sink's error", lag, err)
+		}
 	}
 }

@@ -224,6 +224,7 @@ type runner struct {
 	writeNs, commitNs   atomic.Int64 // Result.WriteTime, CommitTime
 	errMu               sync.Mutex
 	err                 error
+	provoked            error // a worker's error that came after a cancellation (fail)
 
 	// appliedMu guards res.Applied, which the workers raise as their
 	// commits succeed.
@@ -298,16 +299,30 @@ func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Pro
 
 func (r *runner) fail(err error) {
 	r.errMu.Lock()
-	if r.err == nil {
+	switch {
+	case r.err == nil:
 		r.err = err
+	case r.provoked == nil && isCancel(r.err) && !isCancel(err):
+		// The caller's cancellation reached the loop before the error it
+		// provoked in a worker (pgx closes the connection under a
+		// cancelled query): that error says what was cut short.
+		r.provoked = err
 	}
 	r.errMu.Unlock()
 	r.cancel(err)
 }
 
+// isCancel reports whether err is a context's cancellation or deadline.
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func (r *runner) firstErr() error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
+	if r.provoked != nil {
+		return fmt.Errorf("%w: %w", r.err, r.provoked)
+	}
 	return r.err
 }
 
