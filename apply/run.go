@@ -109,9 +109,11 @@ type Result struct {
 
 	// Where Duration went at the DDLs (see "Ordering, batching and
 	// parallelism" in the package doc): BarrierTime is the time the loop
-	// waited at the barriers before DDLs for the workers to apply the rows
-	// held and commit, DDLTime the time in the sink's ApplyDDL (retries
-	// included). The last barrier, at the source's end, is in neither.
+	// stood still at DDLs (waiting for the previous DDL to run, for room in
+	// the workers' queues, and, at a DDL of every table with several
+	// workers, for it to run), DDLTime the time the workers spent in the
+	// sink's ApplyDDL (retries included), while the loop read on. The last
+	// barrier, at the source's end, is in neither.
 	BarrierTime time.Duration
 	DDLTime     time.Duration
 	// WriteTime and CommitTime add up, over the workers, the time spent in
@@ -179,6 +181,8 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	res.Retries += r.retries.Load()
 	res.WriteTime = time.Duration(r.writeNs.Load())
 	res.CommitTime = time.Duration(r.commitNs.Load())
+	res.DDLTime = time.Duration(r.ddlNs.Load())
+	res.DDLs = r.ddls.Load()
 	// Every worker has stopped: res.Applied is no longer written.
 	res.Duration = time.Since(start)
 	o.Logger.Info("apply: done", "events", res.Events, "rows", res.Rows, "ddls", res.DDLs,
@@ -220,14 +224,23 @@ type runner struct {
 	nextWorker int // where workerFor starts looking
 	wg         sync.WaitGroup
 
+	// pending is the DDL handed to a worker that the loop has not seen
+	// run; while it is, the tables it touches (pin) go to the worker
+	// running it (pinTo), behind it in its queue.
+	pending *ddlJob
+	pin     []Table
+	pinTo   *worker
+
 	rows, txns, retries atomic.Int64
+	ddls                atomic.Int64
 	writeNs, commitNs   atomic.Int64 // Result.WriteTime, CommitTime
+	ddlNs               atomic.Int64 // Result.DDLTime
 	errMu               sync.Mutex
 	err                 error
 	provoked            error // a worker's error that came after a cancellation (fail)
 
-	// appliedMu guards res.Applied, which the workers raise as their
-	// commits succeed.
+	// appliedMu guards res.Applied and res.AppliedDDL, which the workers
+	// raise as their commits and DDLs succeed.
 	appliedMu sync.Mutex
 
 	skips skipCounts // the row changes skipped per table, shared with the sink (RunSkipped)
@@ -409,7 +422,13 @@ func (r *runner) row(ev *codec.Event) error {
 	}
 	b := r.tables[t]
 	if b == nil {
-		b = &tableBuf{table: t, worker: r.workerFor()}
+		w := r.pinTo
+		if w != nil && touches(r.pin, t) {
+			w.tables++
+		} else {
+			w = r.workerFor()
+		}
+		b = &tableBuf{table: t, worker: w}
 		r.tables[t] = b
 	}
 	c := r.copyRow(&ev.Row)
@@ -511,12 +530,7 @@ func (r *runner) dispatchGroup() error {
 	if item.group == nil {
 		return nil
 	}
-	select {
-	case r.workers[0].in <- item:
-		return nil
-	case <-r.ctx.Done():
-		return context.Cause(r.ctx)
-	}
+	return r.send(r.workers[0], item)
 }
 
 func (r *runner) dispatch(b *tableBuf) error {
@@ -526,15 +540,12 @@ func (r *runner) dispatch(b *tableBuf) error {
 	item := workItem{table: b.table, rows: b.rows, copies: b.copies}
 	r.buffered -= len(b.rows)
 	b.rows, b.copies = nil, nil
-	select {
-	case b.worker.in <- item:
-		return nil
-	case <-r.ctx.Done():
-		return context.Cause(r.ctx)
-	}
+	return r.send(b.worker, item)
 }
 
-// barrier hands out every row held and has every worker commit.
+// barrier hands out every row held and has every worker commit (after the
+// DDL handed out before, which is ahead of the commit in its worker's
+// queue).
 func (r *runner) barrier() error {
 	if err := r.dispatchAll(); err != nil {
 		return err
@@ -542,70 +553,20 @@ func (r *runner) barrier() error {
 	if err := r.flush(r.workers); err != nil {
 		return err
 	}
-	// Drop the emptied buffers: tables come and go with DDLs.
+	if err := r.waitDDL(); err != nil {
+		return err
+	}
+	r.forgetTables()
+	return nil
+}
+
+// forgetTables drops every table's buffer, all of them empty: tables come
+// and go with DDLs.
+func (r *runner) forgetTables() {
 	clear(r.tables)
 	for _, w := range r.workers {
 		w.tables = 0
 	}
-	return nil
-}
-
-// ddlBarrier is what runs before DDL d: the barrier, or, when the sink can
-// tell the tables d touches (DDLScoper), the commit of the workers holding
-// rows of those tables only, after handing them the rows held of them.
-// r.tables lists every table with rows since the last full barrier, so no
-// worker's transaction holds a table it does not list.
-func (r *runner) ddlBarrier(d *codec.DDL) error {
-	sc, ok := r.sink.(DDLScoper)
-	if !ok || r.ordered {
-		return r.barrier()
-	}
-	tables, ok, err := sc.DDLTables(r.ctx, d)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return r.barrier()
-	}
-	var ws []*worker
-	for t, b := range r.tables {
-		if !touches(tables, t) {
-			continue
-		}
-		if err := r.dispatch(b); err != nil {
-			return err
-		}
-		if !slices.Contains(ws, b.worker) {
-			ws = append(ws, b.worker)
-		}
-	}
-	if err := r.flush(ws); err != nil {
-		return err
-	}
-	// Their buffers are empty and their workers hold none of their rows:
-	// dropped here, the list stays the tables live since the last full
-	// barrier, not every table a log ever created and dropped.
-	for t := range r.tables {
-		if touches(tables, t) {
-			r.dropTable(t)
-		}
-	}
-	// The other workers keep their transactions open across the DDL; each
-	// commits before it next writes one of its tables. MariaDB refuses a
-	// transaction whose snapshot predates a table's DDL to write the
-	// table (error 159, "insufficient history for index"), and the worker
-	// owning a table created now held none of its rows before it.
-	for _, w := range r.workers {
-		if slices.Contains(ws, w) {
-			continue
-		}
-		select {
-		case w.in <- workItem{fence: tables}:
-		case <-r.ctx.Done():
-			return context.Cause(r.ctx)
-		}
-	}
-	return nil
 }
 
 // touches reports whether one of tables is t, compared as DDLScoper says.
@@ -619,10 +580,8 @@ func touches(tables []Table, t Table) bool {
 func (r *runner) flush(ws []*worker) error {
 	done := make(chan error, len(ws))
 	for _, w := range ws {
-		select {
-		case w.in <- workItem{flush: done}:
-		case <-r.ctx.Done():
-			return context.Cause(r.ctx)
+		if err := r.send(w, workItem{flush: done}); err != nil {
+			return err
 		}
 	}
 	for range ws {
@@ -638,25 +597,148 @@ func (r *runner) flush(ws []*worker) error {
 	return nil
 }
 
-func (r *runner) ddl(d *codec.DDL, mark DDLMark) error {
+// ddlJob is a DDL handed to a worker: it commits its own transaction, waits
+// for flushes commits from the other workers holding rows of the DDL's
+// tables, runs the DDL, and reports on done.
+type ddlJob struct {
+	ddl     *codec.DDL
+	mark    DDLMark
+	flushes int
+	flushed chan error // the other workers' commits, flushes of them
+	done    chan error // one send, when the DDL ran or could not
+}
+
+// ddl hands DDL d to a worker, after the rows before it of the tables it
+// touches, and reads on while it runs: see "Ordering, batching and
+// parallelism" in the package doc.
+func (r *runner) ddl(ev *codec.DDL, mark DDLMark) error {
+	// The worker runs it after the source moved on, which may reuse the
+	// event's memory.
+	d := *ev
+	d.Tables = slices.Clone(ev.Tables)
+	return r.handOut(&d, mark)
+}
+
+func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 	t0 := time.Now()
-	if err := r.ddlBarrier(d); err != nil {
+	defer func() { r.res.BarrierTime += time.Since(t0) }()
+	// One DDL at a time: the next one's scope is read from a catalog this
+	// one may change.
+	if err := r.waitDDL(); err != nil {
 		return err
 	}
-	t1 := time.Now()
-	r.res.BarrierTime += t1.Sub(t0)
-	defer func() { r.res.DDLTime += time.Since(t1) }()
-	err := r.retry(func() error { return r.sink.ApplyDDL(r.ctx, d, mark) }, func(attempt int, err error) {
-		r.res.Retries++
-		r.o.Logger.Warn("apply: retrying DDL", "commit_ts", d.CommitTs, "query", d.Query, "attempt", attempt, "error", err)
-	})
+	tables, scoped, err := r.ddlScope(d)
 	if err != nil {
 		return err
 	}
-	r.prog.DDL = mark
-	r.res.AppliedDDL = mark // no worker runs during a DDL, nor reads it
-	r.res.DDLs++
+	// ws: the workers holding rows of the DDL's tables, which commit before
+	// it runs. r.tables lists every table with rows since the last full
+	// barrier, so no worker's transaction holds a table it does not list.
+	var ws []*worker
+	if scoped {
+		for t, b := range r.tables {
+			if !touches(tables, t) {
+				continue
+			}
+			if err := r.dispatch(b); err != nil {
+				return err
+			}
+			if !slices.Contains(ws, b.worker) {
+				ws = append(ws, b.worker)
+			}
+		}
+	} else {
+		if err := r.dispatchAll(); err != nil {
+			return err
+		}
+		ws = r.workers
+	}
+	exec := r.workers[0]
+	if len(ws) > 0 {
+		exec = ws[0]
+	}
+	job := &ddlJob{ddl: d, mark: mark, flushed: make(chan error, len(ws)), done: make(chan error, 1)}
+	for _, w := range ws {
+		if w == exec {
+			continue
+		}
+		job.flushes++
+		if err := r.send(w, workItem{flush: job.flushed}); err != nil {
+			return err
+		}
+	}
+	if err := r.send(exec, workItem{ddl: job}); err != nil {
+		return err
+	}
+	r.pending = job
+	if !scoped {
+		r.forgetTables()
+		if len(r.workers) == 1 {
+			// Every row after the DDL goes to the one worker, behind it.
+			return nil
+		}
+		return r.waitDDL()
+	}
+	// The DDL's tables' buffers are empty and no worker but exec will hold
+	// their rows from before it: dropped here, the list stays the tables
+	// live since the last full barrier, not every table a log ever created
+	// and dropped. Their rows from after it go to exec, behind it, until
+	// the loop sees it ran.
+	for t := range r.tables {
+		if touches(tables, t) {
+			r.dropTable(t)
+		}
+	}
+	r.pin, r.pinTo = tables, exec
+	// The other workers keep their transactions open across the DDL; each
+	// commits before it next writes one of its tables. MariaDB refuses a
+	// transaction whose snapshot predates a table's DDL to write the
+	// table (error 159, "insufficient history for index").
+	for _, w := range r.workers {
+		if w == exec || slices.Contains(ws, w) {
+			continue
+		}
+		if err := r.send(w, workItem{fence: tables}); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// ddlScope returns the tables DDL d touches, scoped false when it is a
+// barrier for every table: when the sink cannot tell (DDLScoper), or in
+// commit order.
+func (r *runner) ddlScope(d *codec.DDL) (tables []Table, scoped bool, err error) {
+	sc, ok := r.sink.(DDLScoper)
+	if !ok || r.ordered {
+		return nil, false, nil
+	}
+	return sc.DDLTables(r.ctx, d)
+}
+
+// send queues item for worker w.
+func (r *runner) send(w *worker, item workItem) error {
+	select {
+	case w.in <- item:
+		return nil
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
+}
+
+// waitDDL waits for the pending DDL to run.
+func (r *runner) waitDDL() error {
+	job := r.pending
+	if job == nil {
+		return nil
+	}
+	select {
+	case err := <-job.done:
+		r.pending, r.pin, r.pinTo = nil, nil, nil
+		return err
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
 }
 
 // retry runs f until it succeeds, fails with an error that is not
@@ -693,10 +775,14 @@ type workItem struct {
 	// worker's transaction may have been open: it commits before it
 	// writes one of them.
 	fence []Table
+	ddl   *ddlJob // a DDL to run when not nil
 }
 
-// parts returns the tables' rows of an item.
+// parts returns the tables' rows of an item (none for a DDL's).
 func (it *workItem) parts() []TableRows {
+	if it.ddl != nil {
+		return nil
+	}
 	if it.group != nil {
 		return it.group
 	}
@@ -716,12 +802,25 @@ type worker struct {
 	fenced  []Table // tables of DDLs run since the open transaction began (workItem.fence)
 
 	tables int // the runner's table buffers that name this worker (runner.workerFor; the runner's goroutine alone uses it)
+
+	// txDDL says whether the sink's Txs run DDLs (DDLTx), once a Tx was
+	// begun (knowsTx); txDDLs counts the DDLs in the open transaction.
+	txDDL, knowsTx bool
+	txDDLs         int
 }
+
+// maxTxDDLs bounds the DDLs one transaction holds (DDLTx): a log of DDLs
+// and few rows commits now and then, and a retry replays a bounded list.
+const maxTxDDLs = 256
 
 func (w *worker) run() {
 	defer w.r.wg.Done()
 	defer w.rollback()
 	for item := range w.in {
+		if item.ddl != nil {
+			item.ddl.done <- w.runDDL(item.ddl)
+			continue
+		}
 		if item.flush != nil {
 			err := context.Cause(w.r.ctx)
 			if err == nil {
@@ -762,6 +861,79 @@ func (w *worker) run() {
 	}
 }
 
+// runDDL runs a DDL: inside the open transaction when the worker is the only
+// one and the sink's Txs can (DDLTx); else it commits the worker's
+// transaction, waits for the other workers holding rows of the DDL's tables
+// to commit theirs, and runs the DDL by itself.
+func (w *worker) runDDL(j *ddlJob) error {
+	r := w.r
+	if err := context.Cause(r.ctx); err != nil {
+		return err
+	}
+	if j.flushes == 0 && len(r.workers) == 1 && !r.ordered && w.knowsTx && w.txDDL {
+		return w.ddlInTx(j)
+	}
+	if err := w.commit(); err != nil {
+		r.fail(err)
+		return err
+	}
+	for range j.flushes {
+		select {
+		case err := <-j.flushed:
+			if err != nil {
+				return err // the flushing worker failed the run
+			}
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		}
+	}
+	t0 := time.Now()
+	err := r.retry(func() error { return r.sink.ApplyDDL(r.ctx, j.ddl, j.mark) }, func(attempt int, err error) {
+		r.retries.Add(1)
+		r.o.Logger.Warn("apply: retrying DDL", "commit_ts", j.ddl.CommitTs, "query", j.ddl.Query, "attempt", attempt, "error", err)
+	})
+	r.ddlNs.Add(int64(time.Since(t0)))
+	if err != nil {
+		r.fail(err)
+		return err
+	}
+	r.appliedMu.Lock()
+	r.res.AppliedDDL = j.mark
+	r.appliedMu.Unlock()
+	r.ddls.Add(1)
+	return nil
+}
+
+// ddlInTx runs DDL j in the worker's transaction (DDLTx): it commits with
+// the rows around it, at TxnRows rows or maxTxDDLs DDLs, and counts as
+// applied then.
+func (w *worker) ddlInTx(j *ddlJob) error {
+	t0 := time.Now()
+	err := w.apply(workItem{ddl: j})
+	w.r.ddlNs.Add(int64(time.Since(t0)))
+	switch {
+	case err == nil && w.txDDLs >= maxTxDDLs:
+		err = w.commit()
+	case err != nil && !IsTransient(err) && w.r.ctx.Err() == nil:
+		// The DDL fails for good, and took the rows before it down with
+		// the transaction: commit them without it, as a DDL run on its
+		// own would have found them.
+		w.pending = w.pending[:len(w.pending)-1]
+		w.txDDLs--
+		if w.tx != nil {
+			_ = w.tx.Rollback()
+			w.tx = nil
+		}
+		if cerr := w.commit(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	if err != nil {
+		w.r.fail(err)
+	}
+	return err
+}
+
 func (w *worker) rollback() {
 	if w.tx != nil {
 		_ = w.tx.Rollback()
@@ -770,6 +942,7 @@ func (w *worker) rollback() {
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0
+	w.txDDLs = 0
 	w.fenced = w.fenced[:0]
 }
 
@@ -802,6 +975,9 @@ func (w *worker) crossesFence(item *workItem) bool {
 // one after a transient error.
 func (w *worker) apply(item workItem) error {
 	w.pending = append(w.pending, item)
+	if item.ddl != nil {
+		w.txDDLs++
+	}
 	if w.marks == nil {
 		w.marks = map[Table]uint64{}
 	}
@@ -832,6 +1008,10 @@ func (w *worker) replay() error {
 		return err
 	}
 	w.tx = tx
+	if !w.knowsTx {
+		_, w.txDDL = tx.(DDLTx)
+		w.knowsTx = true
+	}
 	for i := range w.pending {
 		if err := applyItem(w.r.ctx, tx, &w.pending[i]); err != nil {
 			_ = tx.Rollback()
@@ -845,6 +1025,9 @@ func (w *worker) replay() error {
 // applyItem applies an item's rows in tx: a group through the Tx's
 // GroupApplier when it has one, else table by table in the group's order.
 func applyItem(ctx context.Context, tx Tx, it *workItem) error {
+	if j := it.ddl; j != nil {
+		return tx.(DDLTx).ApplyDDL(ctx, j.ddl, j.mark)
+	}
 	if it.group != nil {
 		if ga, ok := tx.(GroupApplier); ok {
 			return ga.ApplyGroup(ctx, it.group)
@@ -899,6 +1082,7 @@ func (w *worker) commit() error {
 		return err
 	}
 	w.r.recordApplied(marks)
+	w.recordDDLs()
 	w.r.rows.Add(int64(w.txRows))
 	w.r.txns.Add(1)
 	for i := range w.pending {
@@ -908,7 +1092,30 @@ func (w *worker) commit() error {
 	w.pending = w.pending[:0]
 	clear(w.marks)
 	w.txRows = 0
+	w.txDDLs = 0
 	w.fenced = w.fenced[:0]
+	return nil
+}
+
+// recordDDLs counts the DDLs of a committed transaction (DDLTx) as applied.
+func (w *worker) recordDDLs() {
+	if w.txDDLs == 0 {
+		return
+	}
+	last := w.lastDDL()
+	w.r.appliedMu.Lock()
+	w.r.res.AppliedDDL = last.mark
+	w.r.appliedMu.Unlock()
+	w.r.ddls.Add(int64(w.txDDLs))
+}
+
+// lastDDL returns the open transaction's last DDL, nil when it holds none.
+func (w *worker) lastDDL() *ddlJob {
+	for i := len(w.pending) - 1; i >= 0; i-- {
+		if j := w.pending[i].ddl; j != nil {
+			return j
+		}
+	}
 	return nil
 }
 
@@ -930,6 +1137,9 @@ func (w *worker) landed(marks []Mark) (bool, error) {
 	p, err := w.r.sink.Progress(w.r.ctx)
 	if err != nil {
 		return false, err
+	}
+	if j := w.lastDDL(); j != nil && !p.DDL.covers(j.mark.CommitTs, j.mark.Count-1) {
+		return false, nil
 	}
 	for _, m := range marks {
 		if ts, ok := p.Tables[m.Table]; !ok || ts < m.CommitTs {

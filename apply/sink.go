@@ -260,6 +260,20 @@ type DDLScoper interface {
 	DDLTables(ctx context.Context, ddl *codec.DDL) (tables []Table, ok bool, err error)
 }
 
+// DDLTx is implemented by a Tx that can run a DDL inside itself, recording
+// mark as the last applied DDL in the same transaction, so that the rows
+// before the DDL, the DDL and the rows after it commit (or roll back)
+// together: a downstream with transactional DDL and one writer (SQLite).
+// When one worker applies everything (TxLimiter 1, no commit order), Run
+// hands it DDLs so, and commits every Options.TxnRows rows across them,
+// rather than twice at every DDL. Run has begun a Tx of the sink before it
+// looks for DDLTx, and looks once; a sink's Txs all implement it or none.
+// After a Rollback, the transaction's DDLs never ran: a sink that keeps
+// what it read of the schema forgets what they changed.
+type DDLTx interface {
+	ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error
+}
+
 // TxLimiter is implemented by a sink that cannot hold more than
 // MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
 // most that many workers. 0 means no limit.

@@ -19,7 +19,11 @@
 // busy_timeout(10000), journal_mode(WAL), synchronous(NORMAL) — safe here: a
 // crash may lose the last commits but never tears one, and the progress rows
 // are in the same commits — and _txlock=immediate, each unless given. An
-// in-memory database is refused: it would vanish with the sink.
+// in-memory database is refused: it would vanish with the sink. On its one
+// writing connection it also sets temp_store=MEMORY (statement journals),
+// cache_size=-65536 (64 MiB of pages) and wal_autocheckpoint=16384 (a
+// checkpoint every 64 MiB of WAL), whatever the URI says: the settings of a
+// bulk writer, on no other connection.
 //
 // # Statements
 //
@@ -33,7 +37,11 @@
 // again alone with INSERT OR REPLACE (see package apply, "Idempotency"). The
 // rows of a table with another unique key than its key (pragma_index_list,
 // read again after each DDL) are written by units, the rows of the unit's
-// keys deleted first. A DDL and its progress row are one transaction.
+// keys deleted first. A DDL and its progress row run in the writer's open
+// transaction, with the rows before and after it (apply.DDLTx): a log with a
+// DDL every thousand rows commits every Options.TxnRows rows, as one
+// without DDLs does. A DDL that fails is taken out of the transaction, and
+// the rows before it commit.
 //
 // # Values
 //

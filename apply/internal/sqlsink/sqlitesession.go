@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/codec"
 )
 
 // sqliteSession is the SQLite sink's one writer: a connection held for the
@@ -34,12 +35,15 @@ func newSQLiteSession(ctx context.Context, db *sql.DB) (*sqliteSession, error) {
 	return &sqliteSession{conn: conn, stmts: map[string]*sql.Stmt{}}, nil
 }
 
-// stmt returns a prepared statement for q, preparing and keeping it.
-// The caller holds mu.
-func (l *sqliteSession) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st := l.stmts[q]; st != nil {
+// stmt returns a prepared statement for the text b, preparing and keeping
+// it; finding it copies nothing (a statement of a thousand rows is tens of
+// KiB of text, and copying it at every execution cost a tenth of a
+// DDL-heavy apply's CPU). The caller holds mu.
+func (l *sqliteSession) stmt(ctx context.Context, b []byte) (*sql.Stmt, error) {
+	if st := l.stmts[string(b)]; st != nil {
 		return st, nil
 	}
+	q := string(b)
 	if len(l.stmts) >= maxCachedStmts {
 		l.forget()
 	}
@@ -114,6 +118,41 @@ type sqliteTx struct {
 	sqlTx
 	l    *sqliteSession
 	done bool
+	ddls []*codec.DDL // the DDLs run in the transaction (ApplyDDL)
+}
+
+// ApplyDDL runs ddl and records mark in the transaction (apply.DDLTx): SQLite
+// runs DDL transactionally, so the rows before it, it and the rows after it
+// commit together, and a log with a DDL every thousand rows commits every
+// Options.TxnRows rows rather than twice at each DDL.
+func (t *sqliteTx) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
+	if t.done {
+		return fmt.Errorf("apply: DDL in a finished transaction")
+	}
+	s := t.s
+	defer s.forgetForeignKeys()
+	defer s.afterDDL(ddl)
+	t.ddls = append(t.ddls, ddl)
+	if s.o.DryRun != nil {
+		return s.dryRunDDL(ctx, t.l.conn, ddl)
+	}
+	var record *apply.DDLMark
+	if mark != (apply.DDLMark{}) {
+		record = &mark
+	}
+	return s.runRewritten(ctx, t.l.conn, ddl, record, drivers[s.d].Rewrite)
+}
+
+// undoDDLs forgets what the sink read of the tables of the DDLs the
+// transaction ran, which its end without a commit undid.
+func (t *sqliteTx) undoDDLs() {
+	for _, d := range t.ddls {
+		t.s.afterDDL(d)
+	}
+	if len(t.ddls) > 0 {
+		t.s.forgetForeignKeys()
+	}
+	t.ddls = nil
 }
 
 func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
@@ -127,6 +166,7 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	}
 	if err := t.s.writeMarks(ctx, t.l.conn, marks, nil); err != nil {
 		t.l.end(ctx, false)
+		t.undoDDLs()
 		return err
 	}
 	var explain func(error) error
@@ -134,6 +174,7 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		explain = func(err error) error { return explainForeignKey(ctx, t.l.conn, err) }
 	}
 	if err := t.l.endExplained(ctx, true, explain); err != nil {
+		t.undoDDLs()
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
 	t.s.addConflicts(t.conflicts)
@@ -146,5 +187,7 @@ func (t *sqliteTx) Rollback() error {
 	}
 	t.done = true
 	t.giveScratch()
-	return t.l.end(context.Background(), false)
+	err := t.l.end(context.Background(), false)
+	t.undoDDLs()
+	return err
 }

@@ -172,9 +172,21 @@ func newSQLSink(ctx context.Context, db *sql.DB, d Dialect, opts *apply.SinkOpti
 		if s.o.ForeignKeyChecks {
 			pragma = "PRAGMA foreign_keys = ON"
 		}
-		if _, err := l.conn.ExecContext(ctx, pragma); err != nil {
-			l.close()
-			return nil, fmt.Errorf("apply: %s: %s: %w", name, pragma, err)
+		// The writer's session is a bulk writer's, whatever the URI's
+		// pragmas, and affects no other connection: statement journals
+		// (every multi-row statement keeps one) in memory rather than in
+		// temporary files; a page cache of 64 MiB rather than 2, so that a
+		// transaction of thousands of rows does not spill pages into the
+		// WAL and write them again; and a checkpoint every 64 MiB of WAL
+		// rather than every 4, so that a page written by many transactions
+		// is copied into the database fewer times. On 1,000,000 rows of
+		// the gen workload with synchronous=FULL: 84k rows/s before, 120k
+		// after.
+		for _, pragma := range []string{pragma, "PRAGMA temp_store = MEMORY", "PRAGMA cache_size = -65536", "PRAGMA wal_autocheckpoint = 16384"} {
+			if _, err := l.conn.ExecContext(ctx, pragma); err != nil {
+				l.close()
+				return nil, fmt.Errorf("apply: %s: %s: %w", name, pragma, err)
+			}
 		}
 	}
 	if d == MySQL {
@@ -548,33 +560,16 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	}
 	defer s.forgetForeignKeys()
 	defer s.afterDDL(ddl)
-	derr := func(ran string, err error) error {
-		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
-	}
-	if w := s.o.DryRun; w != nil {
-		stmts := []string{ddl.Query}
-		if s.d == MySQL && useSchema(ddl) {
-			stmts = []string{"USE " + s.d.Quote(ddl.Table.Schema), ddl.Query}
+	derr := ddlErr(ddl)
+	if s.o.DryRun != nil {
+		// The rewrite may read the catalog; reading changes nothing.
+		var q Queryer = s.db
+		if s.lite != nil {
+			s.lite.mu.Lock()
+			defer s.lite.mu.Unlock()
+			q = s.lite.conn
 		}
-		if rewrite := drivers[s.d].Rewrite; rewrite != nil {
-			// The rewrite may read the catalog; reading changes nothing.
-			var q Queryer = s.db
-			if s.lite != nil {
-				s.lite.mu.Lock()
-				defer s.lite.mu.Unlock()
-				q = s.lite.conn
-			}
-			var err error
-			if stmts, err = rewrite(ctx, q, ddl); err != nil {
-				return derr("", err)
-			}
-		}
-		for _, st := range stmts {
-			if err := s.dryRun(w, st, nil); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.dryRunDDL(ctx, q, ddl)
 	}
 	if rewrite := drivers[s.d].Rewrite; rewrite != nil {
 		return s.applyRewritten(ctx, ddl, record, rewrite, derr)
@@ -602,6 +597,35 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		return derr("", s.d.classify(err))
 	}
 	return s.writeMarks(ctx, conn, nil, record)
+}
+
+// ddlErr returns what wraps the errors of ddl: a DDLError naming the
+// statement that ran (ran) when it is not the DDL itself.
+func ddlErr(ddl *codec.DDL) func(ran string, err error) error {
+	return func(ran string, err error) error {
+		return &apply.DDLError{Schema: ddl.Table.Schema, CommitTs: ddl.CommitTs, Query: ddl.Query, Ran: ran, Err: err}
+	}
+}
+
+// dryRunDDL writes what ddl would run to the dry run's writer, the
+// rewrite reading the catalog through q.
+func (s *SQLSink) dryRunDDL(ctx context.Context, q Queryer, ddl *codec.DDL) error {
+	stmts := []string{ddl.Query}
+	if s.d == MySQL && useSchema(ddl) {
+		stmts = []string{"USE " + s.d.Quote(ddl.Table.Schema), ddl.Query}
+	}
+	if rewrite := drivers[s.d].Rewrite; rewrite != nil {
+		var err error
+		if stmts, err = rewrite(ctx, q, ddl); err != nil {
+			return ddlErr(ddl)("", err)
+		}
+	}
+	for _, st := range stmts {
+		if err := s.dryRun(s.o.DryRun, st, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyRewritten runs the statements a dialect rewrites ddl into and records
@@ -638,15 +662,30 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 			return tx.Commit()
 		}
 	}
+	if err := s.runRewritten(ctx, ex, ddl, record, rewrite); err != nil {
+		commit(false)
+		return err
+	}
+	if err := commit(true); err != nil {
+		return derr("COMMIT", s.d.classify(err))
+	}
+	return nil
+}
+
+// runRewritten runs the statements a dialect rewrites ddl into, and records
+// the mark, through ex: in the caller's transaction.
+func (s *SQLSink) runRewritten(ctx context.Context, ex interface {
+	execer
+	Queryer
+}, ddl *codec.DDL, record *apply.DDLMark, rewrite func(context.Context, Queryer, *codec.DDL) ([]string, error)) error {
+	derr := ddlErr(ddl)
 	stmts, err := rewrite(ctx, ex, ddl)
 	if err != nil {
-		commit(false)
 		return derr("", s.d.classify(err))
 	}
 	for _, st := range stmts {
 		if _, err := ex.ExecContext(ctx, st); err != nil {
 			if s.d != SQLite || !s.tolerate(ddl, err) {
-				commit(false)
 				return derr(st, s.d.classify(err))
 			}
 			// SQLite has undone nothing but the statement (an error at
@@ -655,14 +694,7 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 			// statements idempotent instead (IF [NOT] EXISTS).
 		}
 	}
-	if err := s.writeMarks(ctx, ex, nil, record); err != nil {
-		commit(false)
-		return err
-	}
-	if err := commit(true); err != nil {
-		return derr("COMMIT", s.d.classify(err))
-	}
-	return nil
+	return s.writeMarks(ctx, ex, nil, record)
 }
 
 // foreignKeys returns the downstream's foreign keys as child → parents,

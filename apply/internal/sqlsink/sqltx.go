@@ -518,7 +518,7 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 	var err error
 	if t.lite != nil {
 		var st *sql.Stmt
-		if st, err = t.lite.stmt(ctx, string(t.buf)); err == nil {
+		if st, err = t.lite.stmt(ctx, t.buf); err == nil {
 			res, err = st.ExecContext(ctx, t.args...)
 		}
 	} else {

@@ -1,0 +1,381 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redokit/redokit/codec"
+)
+
+// oneWriter is a sink with one transaction open at a time, as SQLite is.
+type oneWriter struct{ orderSink }
+
+func (*oneWriter) MaxOpenTxs() int { return 1 }
+
+// scopedOrder is an orderSink that scopes each DDL to its table.
+type scopedOrder struct{ orderSink }
+
+func (*scopedOrder) DDLTables(_ context.Context, d *codec.DDL) ([]Table, bool, error) {
+	return []Table{TableOf(d.Table)}, true, nil
+}
+
+// orderSink checks, as Run drives it, the order a DDL imposes: when a
+// DDL starts, every row of its tables before it in the log is committed;
+// no row of its tables after it is applied before it ended; DDLs run one
+// at a time, in the log's order. Scoped or not, the tables a DDL touches are
+// its own table (scopedOrder) or every table.
+type orderSink struct {
+	scoped bool
+	log    []codec.Event
+	// hold, when set, is called inside ApplyDDL.
+	hold func(d *codec.DDL) error
+
+	mu        sync.Mutex
+	committed map[Table]uint64 // highest commit ts committed per table
+	ddlsDone  int              // DDLs of the log that ended
+	inDDL     bool
+	errs      []error
+}
+
+// newOrderSink returns an orderSink over log: kind 0 a oneWriter, 1 a
+// scopedOrder, 2 neither.
+func newOrderSink(kind int, log []codec.Event) (Sink, *orderSink) {
+	switch kind {
+	case 0:
+		w := &oneWriter{}
+		w.log, w.committed = log, map[Table]uint64{}
+		return w, &w.orderSink
+	case 1:
+		w := &scopedOrder{}
+		w.log, w.committed, w.scoped = log, map[Table]uint64{}, true
+		return w, &w.orderSink
+	}
+	s := &orderSink{log: log, committed: map[Table]uint64{}}
+	return s, s
+}
+
+func (s *orderSink) failf(format string, args ...any) {
+	s.errs = append(s.errs, fmt.Errorf(format, args...))
+}
+
+func (s *orderSink) touched(d *codec.DDL, t Table) bool {
+	return !s.scoped || touches([]Table{TableOf(d.Table)}, t)
+}
+
+// ddls returns the log's DDLs, in order.
+func (s *orderSink) ddls() []*codec.DDL {
+	var out []*codec.DDL
+	for i := range s.log {
+		if s.log[i].Kind == codec.DDLEvent {
+			out = append(out, &s.log[i].DDL)
+		}
+	}
+	return out
+}
+
+func (s *orderSink) Progress(context.Context) (Progress, error) { return Progress{}, nil }
+
+func (s *orderSink) Close() error { return nil }
+
+func (s *orderSink) Begin(context.Context) (Tx, error) { return &orderTx{s: s}, nil }
+
+func (s *orderSink) ApplyDDL(_ context.Context, d *codec.DDL, _ DDLMark) error {
+	s.mu.Lock()
+	if s.inDDL {
+		s.failf("DDL at %d started while another ran", d.CommitTs)
+	}
+	s.inDDL = true
+	ddls := s.ddls()
+	if s.ddlsDone >= len(ddls) || ddls[s.ddlsDone].CommitTs != d.CommitTs {
+		s.failf("DDL at %d ran after %d DDLs of the log, out of order", d.CommitTs, s.ddlsDone)
+	}
+	for _, ev := range s.log {
+		if ev.Kind == codec.RowEvent && ev.Row.CommitTs < d.CommitTs {
+			t := TableOf(ev.Row.Table)
+			if s.touched(d, t) && s.committed[t] < ev.Row.CommitTs {
+				s.failf("DDL at %d started before the row of %s at %d committed", d.CommitTs, t, ev.Row.CommitTs)
+			}
+		}
+	}
+	s.mu.Unlock()
+	var err error
+	if s.hold != nil {
+		err = s.hold(d)
+	}
+	s.mu.Lock()
+	s.inDDL = false
+	s.ddlsDone++
+	s.mu.Unlock()
+	return err
+}
+
+type orderTx struct {
+	s     *orderSink
+	marks []Mark
+}
+
+func (t *orderTx) ApplyRows(_ context.Context, table Table, rows []*codec.RowChange) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ddls := s.ddls()
+	for _, r := range rows {
+		for i, d := range ddls {
+			if d.CommitTs < r.CommitTs && s.touched(d, table) && i >= s.ddlsDone {
+				s.failf("row of %s at %d applied before the DDL at %d ended", table, r.CommitTs, d.CommitTs)
+			}
+		}
+	}
+	return nil
+}
+
+func (t *orderTx) Commit(_ context.Context, marks []Mark) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range marks {
+		s.committed[m.Table] = max(s.committed[m.Table], m.CommitTs)
+	}
+	return nil
+}
+
+func (t *orderTx) Rollback() error { return nil }
+
+// orderLog is a random log over a few tables: transactions of rows of one
+// or two tables, and now and then a DDL of one table.
+func orderLog(rng *rand.Rand, n int) []codec.Event {
+	var evs []codec.Event
+	ts := uint64(10)
+	for range n {
+		ts++
+		if rng.IntN(8) == 0 {
+			name := fmt.Sprint("t", rng.IntN(6))
+			evs = append(evs, ddlAt(ts, "s", name, codec.ActionAddColumn, "ALTER TABLE "+name+" ADD c INT"))
+			continue
+		}
+		for range 1 + rng.IntN(2) {
+			evs = append(evs, rowAt(ts, "s", fmt.Sprint("t", rng.IntN(6))))
+		}
+	}
+	return evs
+}
+
+// TestDDLOrderHolds: on random logs, with DDLs scoped to a table and not,
+// over one worker and several, small batches and large, the DDLs Run hands
+// to its workers keep the order the log gives: a DDL starts after every
+// earlier row of its tables committed, runs alone and in order, and no
+// later row of its tables is applied before it ended. The DDLs take a
+// while, so the loop reads on while they run.
+func TestDDLOrderHolds(t *testing.T) {
+	for trial := range 60 {
+		rng := rand.New(rand.NewPCG(uint64(trial), 7))
+		log := orderLog(rng, 300)
+		o := &Options{Workers: 1 + trial%4, BatchRows: 1 + rng.IntN(8), TxnRows: 1 + rng.IntN(20)}
+		sink, s := newOrderSink(trial%3, log)
+		s.hold = func(*codec.DDL) error {
+			time.Sleep(time.Duration(rng.IntN(3)) * 100 * time.Microsecond)
+			return nil
+		}
+		res, err := Run(context.Background(), SliceSource(log), sink, o)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		if err := errors.Join(s.errs...); err != nil {
+			t.Fatalf("trial %d (%T, %+v): %v", trial, sink, *o, err)
+		}
+		if want := len(s.ddls()); int(res.DDLs) != want || s.ddlsDone != want {
+			t.Fatalf("trial %d: %d DDLs counted, %d ran, want %d", trial, res.DDLs, s.ddlsDone, want)
+		}
+	}
+}
+
+// TestLoopReadsOnDuringDDL: while a DDL runs, Run keeps reading the log:
+// the DDL's ApplyDDL returns only once the source has handed out an event
+// after it, which a loop that waits for each DDL never does (it then fails
+// after 5 s). Both for one writer (SQLite) and for a DDL scoped to its
+// table over several workers.
+func TestLoopReadsOnDuringDDL(t *testing.T) {
+	log := []codec.Event{rowAt(10, "s", "a"), rowAt(11, "s", "b")}
+	log = append(log, ddlAt(12, "s", "a", codec.ActionAddColumn, "ALTER TABLE a ADD c INT"))
+	for ts := uint64(13); ts < 20; ts++ {
+		log = append(log, rowAt(ts, "s", "b"), rowAt(ts, "s", "a"))
+	}
+	for _, c := range []struct {
+		name    string
+		workers int
+		scoped  bool
+	}{{"one writer", 1, false}, {"scoped, 3 workers", 3, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			var read atomic.Int64
+			src := func(yield func(*codec.Event, error) bool) {
+				for i := range log {
+					read.Store(int64(i))
+					if !yield(&log[i], nil) {
+						return
+					}
+				}
+			}
+			kind := 0
+			if c.scoped {
+				kind = 1
+			}
+			sink, s := newOrderSink(kind, log)
+			s.hold = func(d *codec.DDL) error {
+				deadline := time.Now().Add(5 * time.Second)
+				for read.Load() < int64(len(log)-1) {
+					if time.Now().After(deadline) {
+						return fmt.Errorf("the source handed out %d of %d events while the DDL at %d ran: the loop waited for it", read.Load()+1, len(log), d.CommitTs)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				return nil
+			}
+			if _, err := Run(context.Background(), src, sink, &Options{Workers: c.workers}); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(s.errs...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// txDDLSink is one writer whose transactions run DDLs (DDLTx), and fail
+// now and then with a transient error, so that Run replays them, DDLs
+// included. Its state changes only at Commit.
+type txDDLSink struct {
+	log  []codec.Event
+	ddls []*codec.DDL
+	rng  *rand.Rand
+
+	mu        sync.Mutex
+	committed map[Table]uint64
+	ddlsDone  int
+	last      DDLMark
+	errs      []error
+}
+
+func (s *txDDLSink) MaxOpenTxs() int                            { return 1 }
+func (s *txDDLSink) Close() error                               { return nil }
+func (s *txDDLSink) Progress(context.Context) (Progress, error) { return Progress{}, nil }
+func (s *txDDLSink) Begin(context.Context) (Tx, error) {
+	return &txDDLTx{s: s, rows: map[Table]uint64{}}, nil
+}
+func (s *txDDLSink) ApplyDDL(context.Context, *codec.DDL, DDLMark) error {
+	// Run reaches this only for a DDL before its worker began any Tx.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ddlsDone++
+	return nil
+}
+
+type txDDLTx struct {
+	s    *txDDLSink
+	rows map[Table]uint64 // highest commit ts applied per table, uncommitted
+	ddls int              // DDLs applied, uncommitted
+	last DDLMark
+}
+
+func (t *txDDLTx) ApplyDDL(_ context.Context, d *codec.DDL, m DDLMark) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.ddlsDone + t.ddls
+	if i >= len(s.ddls) || s.ddls[i].CommitTs != d.CommitTs {
+		s.errs = append(s.errs, fmt.Errorf("DDL at %d ran as the log's DDL #%d, out of order", d.CommitTs, i))
+	}
+	for _, ev := range s.log {
+		if ev.Kind == codec.RowEvent && ev.Row.CommitTs < d.CommitTs {
+			tb := TableOf(ev.Row.Table)
+			if max(s.committed[tb], t.rows[tb]) < ev.Row.CommitTs {
+				s.errs = append(s.errs, fmt.Errorf("DDL at %d ran before the row of %s at %d", d.CommitTs, tb, ev.Row.CommitTs))
+			}
+		}
+	}
+	t.ddls++
+	t.last = m
+	return nil
+}
+
+func (t *txDDLTx) ApplyRows(_ context.Context, table Table, rows []*codec.RowChange) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rng.IntN(100) == 0 {
+		return Transient(errors.New("busy"))
+	}
+	for _, r := range rows {
+		for i, d := range s.ddls {
+			if d.CommitTs < r.CommitTs && i >= s.ddlsDone+t.ddls {
+				s.errs = append(s.errs, fmt.Errorf("row of %s at %d applied before the DDL at %d", table, r.CommitTs, d.CommitTs))
+			}
+		}
+		t.rows[table] = max(t.rows[table], r.CommitTs)
+	}
+	return nil
+}
+
+func (t *txDDLTx) Commit(_ context.Context, marks []Mark) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range marks {
+		if m.CommitTs != t.rows[m.Table] {
+			s.errs = append(s.errs, fmt.Errorf("commit marks %s at %d, its rows reach %d", m.Table, m.CommitTs, t.rows[m.Table]))
+		}
+	}
+	for tb, ts := range t.rows {
+		s.committed[tb] = max(s.committed[tb], ts)
+	}
+	s.ddlsDone += t.ddls
+	if t.ddls > 0 {
+		s.last = t.last
+	}
+	return nil
+}
+
+func (t *txDDLTx) Rollback() error { return nil }
+
+// TestDDLInsideTransactions: a one-writer sink whose transactions run DDLs
+// (DDLTx, as SQLite's do) gets each DDL inside the open transaction, in the
+// log's order, after every earlier row and before every later one, through
+// transient failures that roll back and replay DDLs with rows; the DDLs
+// count as applied once committed, and fewer transactions commit than the
+// log has DDLs (each DDL committed on its own would need one each).
+func TestDDLInsideTransactions(t *testing.T) {
+	retries := int64(0)
+	for trial := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(trial), 11))
+		log := orderLog(rng, 400)
+		s := &txDDLSink{log: log, rng: rng, committed: map[Table]uint64{}}
+		for i := range log {
+			if log[i].Kind == codec.DDLEvent {
+				s.ddls = append(s.ddls, &log[i].DDL)
+			}
+		}
+		res, err := Run(context.Background(), SliceSource(log), s, &Options{RetryBackoff: time.Microsecond, MaxRetries: 100, TxnRows: 200})
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		if err := errors.Join(s.errs...); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		lastDDL := s.ddls[len(s.ddls)-1]
+		if s.ddlsDone != len(s.ddls) || int(res.DDLs) != len(s.ddls) || res.AppliedDDL.CommitTs != lastDDL.CommitTs {
+			t.Fatalf("trial %d: %d DDLs ran, %d counted, last %+v; want %d, last at %d", trial, s.ddlsDone, res.DDLs, res.AppliedDDL, len(s.ddls), lastDDL.CommitTs)
+		}
+		if res.Transactions >= int64(len(s.ddls)) {
+			t.Fatalf("trial %d: %d transactions for %d DDLs: the DDLs did not run inside them", trial, res.Transactions, len(s.ddls))
+		}
+		retries += res.Retries
+	}
+	if retries == 0 {
+		t.Fatal("no transaction was retried: the replay of DDLs went untested")
+	}
+}
