@@ -106,8 +106,33 @@ func withKillDDLs(schema string, evs []*codec.Event) []*codec.Event {
 type ddlTracer struct{ *sqlsink.SQLSink }
 
 func (s ddlTracer) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
+	return traceDDL(func() error { return s.SQLSink.ApplyDDL(ctx, ddl, mark) })
+}
+
+// Begin wraps a transaction that runs DDLs (apply.DDLTx: SQLite's), so
+// that those print too. The wrapper hides the Tx's other optional
+// interfaces, which the kill test's options (no foreign-key checks) never
+// reach.
+func (s ddlTracer) Begin(ctx context.Context) (apply.Tx, error) {
+	tx, err := s.SQLSink.Begin(ctx)
+	if d, ok := tx.(apply.DDLTx); ok && err == nil {
+		return ddlTxTracer{tx, d}, nil
+	}
+	return tx, err
+}
+
+type ddlTxTracer struct {
+	apply.Tx
+	d apply.DDLTx
+}
+
+func (t ddlTxTracer) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMark) error {
+	return traceDDL(func() error { return t.d.ApplyDDL(ctx, ddl, mark) })
+}
+
+func traceDDL(run func() error) error {
 	fmt.Println("ddl begin")
-	err := s.SQLSink.ApplyDDL(ctx, ddl, mark)
+	err := run()
 	fmt.Println("ddl end")
 	return err
 }
