@@ -455,6 +455,15 @@ func (r *runner) row(ev *codec.Event) error {
 // the name left a worker idle and another with two tables' rows in most
 // runs over four tables.
 func (r *runner) workerFor() *worker {
+	best := r.leastLoaded()
+	r.nextWorker = best.id + 1
+	best.tables++
+	return best
+}
+
+// leastLoaded returns the worker holding the fewest tables, the first from
+// nextWorker on a tie.
+func (r *runner) leastLoaded() *worker {
 	n := len(r.workers)
 	best := r.workers[r.nextWorker%n]
 	for i := range n {
@@ -462,8 +471,6 @@ func (r *runner) workerFor() *worker {
 			best = w
 		}
 	}
-	r.nextWorker = best.id + 1
-	best.tables++
 	return best
 }
 
@@ -653,7 +660,10 @@ func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 		}
 		ws = r.workers
 	}
-	exec := r.workers[0]
+	// The DDL's tables' later rows go to exec: a worker that holds rows of
+	// them and commits anyway, or else the one holding the fewest tables
+	// (a table a DDL creates would otherwise always land on one worker).
+	exec := r.leastLoaded()
 	if len(ws) > 0 {
 		exec = ws[0]
 	}
