@@ -115,10 +115,7 @@ func (s *orderSink) ApplyDDL(_ context.Context, d *codec.DDL, _ DDLMark) error {
 	return err
 }
 
-type orderTx struct {
-	s     *orderSink
-	marks []Mark
-}
+type orderTx struct{ s *orderSink }
 
 func (t *orderTx) ApplyRows(_ context.Context, table Table, rows []*codec.RowChange) error {
 	s := t.s
