@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
@@ -78,9 +79,15 @@ func verifyMeta(ctx context.Context, b *blob.Bucket, logID string, mv *metaView,
 		if states != nil {
 			for id, epoch := range m.Writers {
 				st := states[id]
-				if st == nil {
+				switch {
+				case st == nil && epoch == 0 && !hasSegments(objs, id):
+					// Added (AddWriter) and never opened: the meta object
+					// records no epoch it saw, and the writer wrote nothing.
+					out = append(out, Problem{Severity: Info, Kind: ProblemMeta, Key: layout.WriterState(logID, id), Offset: -1,
+						Detail: fmt.Sprintf("live writer %q of the meta object has not opened: no state object, no segment, and no epoch the coordinator saw", id)})
+				case st == nil:
 					add(layout.WriterState(logID, id), "live writer %q of the meta object has no state object", id)
-				} else if st.Epoch < epoch {
+				case st.Epoch < epoch:
 					add(layout.WriterState(logID, id), "writer %q is at epoch %d, below the epoch %d the meta object saw", id, st.Epoch, epoch)
 				}
 			}
@@ -111,6 +118,11 @@ func verifyMeta(ctx context.Context, b *blob.Bucket, logID string, mv *metaView,
 		}
 	}
 	return out, nil
+}
+
+// hasSegments reports whether objs hold a segment of writer id.
+func hasSegments(objs []listed, id string) bool {
+	return slices.ContainsFunc(objs, func(e listed) bool { return e.Err == nil && e.Name.WriterID == id })
 }
 
 // hasKind reports whether rep has a problem of kind k.
