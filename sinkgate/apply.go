@@ -36,8 +36,8 @@ import (
 // apply.CommitOrderer with the Tx's apply.GroupApplier (a downstream that
 // checks foreign keys gets each upstream transaction whole, from one worker,
 // its tables in the order the keys accept, whatever order the spans' events
-// reached the gate in), and apply.ConflictReporter. Only the progress is
-// left out.
+// reached the gate in), apply.DDLTx (SQLite's DDLs inside the open
+// transaction) and apply.ConflictReporter. Only the progress is left out.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
 	return &applyDownstream{sink: withoutMarks(sink), opts: opts}
 }
@@ -135,19 +135,41 @@ func (s noMarks) ApplyDDL(ctx context.Context, ddl *codec.DDL, _ apply.DDLMark) 
 }
 
 // Begin returns the sink's transaction without its marks, keeping its
-// apply.GroupApplier when it has one.
+// apply.GroupApplier and apply.DDLTx (without the DDL's mark) when it has
+// them.
 func (s noMarks) Begin(ctx context.Context) (apply.Tx, error) {
 	tx, err := s.Sink.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if g, ok := tx.(apply.GroupApplier); ok {
+	g, isG := tx.(apply.GroupApplier)
+	d, isD := tx.(apply.DDLTx)
+	switch {
+	case isG && isD:
+		return struct {
+			noMarksTx
+			apply.GroupApplier
+			noMarksDDLTx
+		}{noMarksTx{tx}, g, noMarksDDLTx{d}}, nil
+	case isG:
 		return struct {
 			noMarksTx
 			apply.GroupApplier
 		}{noMarksTx{tx}, g}, nil
+	case isD:
+		return struct {
+			noMarksTx
+			noMarksDDLTx
+		}{noMarksTx{tx}, noMarksDDLTx{d}}, nil
 	}
 	return noMarksTx{tx}, nil
+}
+
+// noMarksDDLTx runs a DDL in the transaction without recording its mark.
+type noMarksDDLTx struct{ d apply.DDLTx }
+
+func (t noMarksDDLTx) ApplyDDL(ctx context.Context, ddl *codec.DDL, _ apply.DDLMark) error {
+	return t.d.ApplyDDL(ctx, ddl, apply.DDLMark{})
 }
 
 // noMarksTx is a transaction that records no marks. Its method set is

@@ -32,6 +32,7 @@ var (
 	}
 	optionalTx = []reflect.Type{
 		reflect.TypeFor[apply.GroupApplier](),
+		reflect.TypeFor[apply.DDLTx](),
 	}
 	// alwaysKept are optional interfaces whose absence has an answer of
 	// its own (DDLScoper's ok false): the wrapper always has them, and
@@ -96,9 +97,10 @@ func TestOptionalInterfacesListed(t *testing.T) {
 
 // What the fakes below saw through the wrapper.
 type fakeLog struct {
-	ddlMarks []apply.DDLMark
-	marks    [][]apply.Mark
-	groups   int
+	ddlMarks   []apply.DDLMark
+	txDDLMarks []apply.DDLMark // DDLs run in a Tx (apply.DDLTx)
+	marks      [][]apply.Mark
+	groups     int
 }
 
 // fakeSink has the required methods only, with progress recorded; the
@@ -141,6 +143,13 @@ type grouper struct{ log *fakeLog }
 
 func (g grouper) ApplyGroup(context.Context, []apply.TableRows) error {
 	g.log.groups++
+	return nil
+}
+
+type txDDLer struct{ log *fakeLog }
+
+func (d txDDLer) ApplyDDL(_ context.Context, _ *codec.DDL, m apply.DDLMark) error {
+	d.log.txDDLMarks = append(d.log.txDDLMarks, m)
 	return nil
 }
 
@@ -194,6 +203,15 @@ func fakeTxs(log *fakeLog) []apply.Tx {
 			fakeTx
 			grouper
 		}{fakeTx{log}, grouper{log}},
+		struct {
+			fakeTx
+			txDDLer
+		}{fakeTx{log}, txDDLer{log}},
+		struct {
+			fakeTx
+			grouper
+			txDDLer
+		}{fakeTx{log}, grouper{log}, txDDLer{log}},
 	}
 }
 
@@ -279,6 +297,11 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 			if g, ok := wtx.(apply.GroupApplier); ok {
 				if err := g.ApplyGroup(ctx, nil); err != nil || log.groups != 1 {
 					t.Errorf("%s: ApplyGroup: %v, and the Tx's ran %d times, want once", name, err, log.groups)
+				}
+			}
+			if d, ok := wtx.(apply.DDLTx); ok {
+				if err := d.ApplyDDL(ctx, &codec.DDL{}, apply.DDLMark{CommitTs: 61, Count: 1}); err != nil || !slices.Equal(log.txDDLMarks, []apply.DDLMark{{}}) {
+					t.Errorf("%s: a DDL in the Tx: %v, marks recorded %v, want it run once with none", name, err, log.txDDLMarks)
 				}
 			}
 			if err := wtx.Commit(ctx, []apply.Mark{{Table: apply.Table{Schema: "db", Name: "t"}, CommitTs: 60}}); err != nil {
