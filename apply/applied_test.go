@@ -90,9 +90,10 @@ type badConnSink struct {
 	cancel context.CancelFunc
 	calls  int
 	n      int
-	// lag, when set, is how long the failing call takes to return after it
-	// cancelled: time for Run's loop to see the cancellation first.
-	lag time.Duration
+	// after, when set, is what the failing call waits for once it
+	// cancelled: the source's end, so Run's loop sees the cancellation
+	// first.
+	after <-chan struct{}
 }
 
 func (s *badConnSink) Begin(context.Context) (Tx, error) {
@@ -109,7 +110,13 @@ func (t *badConnTx) ApplyRows(context.Context, Table, []*codec.RowChange) error 
 	defer t.s.mu.Unlock()
 	if t.s.calls++; t.s.calls == t.s.n {
 		t.s.cancel()
-		time.Sleep(t.s.lag)
+		if t.s.after != nil {
+			select {
+			case <-t.s.after:
+			case <-time.After(10 * time.Second):
+				return errors.New("the source was still pulled 10 s after the cancellation")
+			}
+		}
 		return errors.New("driver: bad connection")
 	}
 	return nil
@@ -120,18 +127,31 @@ func (t *badConnTx) ApplyRows(context.Context, Table, []*codec.RowChange) error 
 // sink's error beside it.
 func TestCancelIsTheCause(t *testing.T) {
 	// Either may come first: the worker's error, or Run's loop seeing the
-	// cancellation (the lagging sink makes it the loop).
-	for _, lag := range []time.Duration{0, 20 * time.Millisecond} {
+	// cancellation (a sink that fails only once the loop stopped pulling
+	// the source makes it the loop).
+	for _, waits := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
-		s := &badConnSink{progSink: progSink{marks: map[Table]uint64{}}, cancel: cancel, n: 3, lag: lag}
+		s := &badConnSink{progSink: progSink{marks: map[Table]uint64{}}, cancel: cancel, n: 3}
 		var events []codec.Event
 		for ts := uint64(10); ts < 100; ts++ {
 			events = append(events, rowAt(ts, "s", "a"))
 		}
-		_, err := Run(ctx, SliceSource(events), s, &Options{Workers: 1, BatchRows: 2, TxnRows: 5})
+		pulled := make(chan struct{})
+		if waits {
+			s.after = pulled
+		}
+		src := func(yield func(*codec.Event, error) bool) {
+			defer close(pulled)
+			for i := range events {
+				if !yield(&events[i], nil) {
+					return
+				}
+			}
+		}
+		_, err := Run(ctx, src, s, &Options{Workers: 1, BatchRows: 2, TxnRows: 5})
 		cancel()
 		if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "bad connection") {
-			t.Fatalf("sink lag %v: err = %v, want context.Canceled with the sink's error", lag, err)
+			t.Fatalf("sink waits for the source's end %v: err = %v, want context.Canceled with the sink's error", waits, err)
 		}
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,7 +176,11 @@ func TestDDLOrderHolds(t *testing.T) {
 		o := &Options{Workers: 1 + trial%4, BatchRows: 1 + rng.IntN(8), TxnRows: 1 + rng.IntN(20)}
 		sink, s := newOrderSink(trial%3, log)
 		s.hold = func(*codec.DDL) error {
-			time.Sleep(time.Duration(rng.IntN(3)) * 100 * time.Microsecond)
+			// The DDL takes a while (other goroutines run), so the loop
+			// reads on meanwhile.
+			for range rng.IntN(64) {
+				runtime.Gosched()
+			}
 			return nil
 		}
 		res, err := Run(context.Background(), SliceSource(log), sink, o)
@@ -209,10 +213,12 @@ func TestLoopReadsOnDuringDDL(t *testing.T) {
 		scoped  bool
 	}{{"one writer", 1, false}, {"scoped, 3 workers", 3, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			var read atomic.Int64
+			last := make(chan struct{}) // closed as the source hands out its last event
 			src := func(yield func(*codec.Event, error) bool) {
 				for i := range log {
-					read.Store(int64(i))
+					if i == len(log)-1 {
+						close(last)
+					}
 					if !yield(&log[i], nil) {
 						return
 					}
@@ -224,14 +230,12 @@ func TestLoopReadsOnDuringDDL(t *testing.T) {
 			}
 			sink, s := newOrderSink(kind, log)
 			s.hold = func(d *codec.DDL) error {
-				deadline := time.Now().Add(5 * time.Second)
-				for read.Load() < int64(len(log)-1) {
-					if time.Now().After(deadline) {
-						return fmt.Errorf("the source handed out %d of %d events while the DDL at %d ran: the loop waited for it", read.Load()+1, len(log), d.CommitTs)
-					}
-					time.Sleep(time.Millisecond)
+				select {
+				case <-last:
+					return nil
+				case <-time.After(5 * time.Second):
+					return fmt.Errorf("the source had not handed out its last event 5 s into the DDL at %d: the loop waited for it", d.CommitTs)
 				}
-				return nil
 			}
 			if _, err := Run(context.Background(), src, sink, &Options{Workers: c.workers}); err != nil {
 				t.Fatal(err)

@@ -20,16 +20,51 @@ import (
 	"github.com/redokit/redokit/testkit/workload"
 )
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+// syncBuffer is a bytes.Buffer safe for one writer and one reader, which
+// the reader can wait on (waitFor).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // a token after each Write, made on first use
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	select {
+	case s.signal() <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// signal returns the Write notification channel. The caller holds mu.
+func (s *syncBuffer) signal() chan struct{} {
+	if s.wrote == nil {
+		s.wrote = make(chan struct{}, 1)
+	}
+	return s.wrote
+}
+
+// waitFor waits until the buffer holds sub, woken by each Write; false
+// when d passes first.
+func (s *syncBuffer) waitFor(sub string, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		found, wrote := strings.Contains(s.b.String(), sub), s.signal()
+		s.mu.Unlock()
+		if found {
+			return true
+		}
+		select {
+		case <-wrote:
+		case <-timer.C:
+			return false
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -203,10 +238,8 @@ func TestApplyFollow(t *testing.T) {
 	waitRows(29, out)
 	// The row is committed before its round ends and prints its line: a
 	// signal in between ends the run with the summary alone.
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "\n"); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the restart's first round printed no line; its output:\n%s", out.String())
-		}
+	if !out.waitFor("\n", 20*time.Second) {
+		t.Fatalf("the restart's first round printed no line; its output:\n%s", out.String())
 	}
 	stop()
 	if code := <-done; code != 0 {
