@@ -490,7 +490,10 @@ func (c *Coordinator) Tick(ctx context.Context) (Meta, error) {
 // statesBehind is what a tick returns when a writer state read is older
 // than the meta object accounted: Tick reads the states again, and returns
 // err if they are still behind.
-type statesBehind struct{ err error }
+type statesBehind struct {
+	writer string // the writer whose state is behind
+	err    error
+}
 
 func (e *statesBehind) Error() string { return e.err.Error() }
 
@@ -561,7 +564,7 @@ func crossCheck(logID string, m *Meta, states map[string]*WriterState) error {
 		st := states[id]
 		key := layout.WriterState(logID, id)
 		if want := m.WriterGenerations[id]; st.Generation < want {
-			return &statesBehind{&StaleError{Key: key, Got: st.Generation, Witness: metaKey, Want: want,
+			return &statesBehind{id, &StaleError{Key: key, Got: st.Generation, Witness: metaKey, Want: want,
 				Detail: fmt.Sprintf("meta generation %d accounted that generation of the writer's state", m.Generation)}}
 		}
 		if st.MetaGeneration > m.Generation {

@@ -145,7 +145,10 @@
 // ETag (a body that may lag the version the ETag names). Each refusal is a
 // *StaleError (ErrStale) or *InconsistentError (ErrInconsistent) naming
 // both objects and generations. A read that may race a newer write (the
-// other object was read later) is settled by reading again first.
+// other object was read later) is settled by reading again first, and so
+// is a writer state behind the meta object, up to three times, since a
+// lagging replica serves the current copy again after a while; a restored
+// version stays behind and is refused.
 //
 // Epochs are never reused: AcquireWriter refuses a state when the meta
 // object accounted a newer generation of it or saw the writer at a newer

@@ -56,6 +56,10 @@ func (e *InconsistentError) Error() string {
 // Is makes the error match ErrInconsistent.
 func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }
 
+// stateRereads bounds how many times CheckStates reads again a writer state
+// older than the meta object accounted before it calls the state stale.
+const stateRereads = 3
+
 // LoadMeta reads a log's meta object with one request: for readers, which
 // never write it back and need no ETag (ReadMeta pairs one).
 func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) {
@@ -69,11 +73,23 @@ func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) 
 // read first; m older than a generation of it a state saw, or missing a
 // span a state publishes, is settled by reading the meta object again (the
 // writer may have read a newer one after m was read), and is an error
-// naming both objects when the fresh one is behind too. Readers and verify
-// call it before they trust what the states publish.
+// naming both objects when the fresh one is behind too. A state behind m
+// is read again, up to stateRereads times, since a lagging replica or
+// cache serves old copies for a while and then the current one; a copy
+// read again that is current replaces the stale one in states, and one
+// still behind (a restored version) is the error. Readers and verify call
+// it before they trust what the states publish.
 func CheckStates(ctx context.Context, b *blob.Bucket, logID string, m *Meta, states map[string]*WriterState) error {
 	err := crossCheck(logID, m, states)
 	var sb *statesBehind
+	for reread := 0; reread < stateRereads && errors.As(err, &sb); reread++ {
+		st, _, rerr := readWriterState(ctx, b, logID, sb.writer, false)
+		if rerr != nil {
+			return fmt.Errorf("meta: read %s again to settle %w: %w", layout.WriterState(logID, sb.writer), sb.err, rerr)
+		}
+		states[sb.writer] = st
+		err = crossCheck(logID, m, states)
+	}
 	var mb *metaBehind
 	switch {
 	case errors.As(err, &sb):
