@@ -74,7 +74,8 @@
 // predates a table's DDL to write that table).
 //
 // With one worker (SQLite) everything is in its queue's order, so Run reads
-// on past every DDL. A sink whose transactions run DDL ([DDLTx]: SQLite's)
+// on past every DDL, reads no scope, and waits for none: the queue's bound
+// is its only back-pressure. A sink whose transactions run DDL ([DDLTx]: SQLite's)
 // gets each DDL inside the worker's open transaction, which commits every
 // Options.TxnRows rows across DDLs, rather than twice at each: on a log with
 // a DDL every ~870 rows, 122 commits instead of 2,290. A DDL that fails

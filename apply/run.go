@@ -629,6 +629,9 @@ func (r *runner) ddl(ev *codec.DDL, mark DDLMark) error {
 func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 	t0 := time.Now()
 	defer func() { r.res.BarrierTime += time.Since(t0) }()
+	if len(r.workers) == 1 {
+		return r.handOutInOrder(d, mark)
+	}
 	// One DDL at a time: the next one's scope is read from a catalog this
 	// one may change.
 	if err := r.waitDDL(); err != nil {
@@ -683,10 +686,6 @@ func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 	r.pending = job
 	if !scoped {
 		r.forgetTables()
-		if len(r.workers) == 1 {
-			// Every row after the DDL goes to the one worker, behind it.
-			return nil
-		}
 		return r.waitDDL()
 	}
 	// The DDL's tables' buffers are empty and no worker but exec will hold
@@ -712,6 +711,26 @@ func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// handOutInOrder hands DDL d to the one worker, behind every row read
+// before it: its queue's order is the log's, so the DDL needs no scope
+// (whose catalog read would race the DDLs queued before it) and the loop
+// waits for none of them. A DDL that fails fails the run (worker.runDDL),
+// and the last one handed out runs after every earlier one, so pending
+// need only hold the last.
+func (r *runner) handOutInOrder(d *codec.DDL, mark DDLMark) error {
+	if err := r.dispatchAll(); err != nil {
+		return err
+	}
+	w := r.workers[0]
+	job := &ddlJob{ddl: d, mark: mark, done: make(chan error, 1)}
+	if err := r.send(w, workItem{ddl: job}); err != nil {
+		return err
+	}
+	r.pending = job
+	r.forgetTables()
 	return nil
 }
 
