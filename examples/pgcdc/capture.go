@@ -23,6 +23,7 @@ import (
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
 	"github.com/redokit/redokit/meta"
+	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/sinkgate"
 	"github.com/redokit/redokit/writer"
 )
@@ -458,9 +459,13 @@ func (c *capturer) replay(ctx context.Context, lg *redokit.Log, from uint64) err
 		case <-time.After(c.cfg.Tick):
 		}
 	}
-	r, err := lg.OpenReader(ctx, &redokit.ReadOptions{Start: from, End: c.start})
+	r, from, err := openReplay(ctx, lg, from, c.start)
 	if err != nil {
 		return fmt.Errorf("replay (%d, %d] from the log: %w", from, c.start, err)
+	}
+	if r == nil {
+		c.logger.Info("nothing to replay from the log: the checkpoint passed it", "writer", c.id, "to", c.start)
+		return c.resolve(ctx, c.start)
 	}
 	defer r.Close()
 	var n int64
@@ -488,6 +493,32 @@ func (c *capturer) replay(ctx context.Context, lg *redokit.Log, from uint64) err
 	}
 	c.logger.Info("replayed from the log", "writer", c.id, "from", from, "to", c.start, "events", n)
 	return c.resolve(ctx, c.start)
+}
+
+// openReplay opens a reader of (from, end]. The coordinator may move the
+// checkpoint above from after the capture read it (it folds what every
+// capture's downstream applied, a restarted one's predecessor included):
+// every downstream then holds the events up to the new checkpoint, so the
+// replay starts there, and GC may already have deleted what is below it.
+// It returns the start used, and a nil reader when the checkpoint reached
+// end.
+func openReplay(ctx context.Context, lg *redokit.Log, from, end uint64) (*reader.Reader, uint64, error) {
+	for {
+		r, err := lg.OpenReader(ctx, &redokit.ReadOptions{Start: from, End: end})
+		if !errors.Is(err, redokit.ErrBelowCheckpoint) {
+			return r, from, err
+		}
+		m, merr := lg.Meta(ctx)
+		if merr != nil {
+			return nil, from, errors.Join(err, merr)
+		}
+		if m.CheckpointTs <= from {
+			return nil, from, err // not a checkpoint that moved: say so
+		}
+		if from = m.CheckpointTs; from >= end {
+			return nil, from, nil
+		}
+	}
 }
 
 // spanOfEvent finds the span of an event read from the log.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/codec/codectest"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/sinkgate"
 )
@@ -151,3 +153,78 @@ func (w *slowRedo) RemoveSpan(meta.SpanID) error                               {
 func (w *slowRedo) AdvanceResolved(meta.SpanID, uint64) error                  { return nil }
 func (w *slowRedo) FlushedTs() uint64                                          { return 0 }
 func (w *slowRedo) Close(context.Context) error                                { return nil }
+
+// TestOpenReplayAfterCheckpointMoved: a restarted capture reads the
+// checkpoint, and the coordinator moves it up (folding what the captures'
+// downstreams applied) before the capture opens its replay. CI's
+// TestUntranslatedDDL failed on it once ("replay (151775693, 151775695]
+// from the log: read range below the checkpoint"); the replay now starts at
+// the new checkpoint, which every downstream holds, or has nothing to do.
+func TestOpenReplayAfterCheckpointMoved(t *testing.T) {
+	ctx := context.Background()
+	cfg := &config{Log: filepath.Join(t.TempDir(), "redo"), LogID: "moved"}
+	lg, closeLog, err := openLog(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	coord, err := lg.OpenCoordinator(ctx, &meta.CoordinatorOptions{StartTs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const span meta.SpanID = 1
+	if err := coord.AddWriter(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.AddSpan(ctx, span, 100); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lg.OpenWriter(ctx, "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	if err := w.AddSpan(span, 100); err != nil {
+		t.Fatal(err)
+	}
+	for ts := uint64(110); ts <= 200; ts += 10 {
+		ev := codectest.Row(ts, codectest.Table("s", "t", 1), codectest.Key("id", int64(ts)))
+		if err := w.Write(ctx, span, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.AdvanceResolved(span, 200); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from := uint64(100) // what the capture read
+	if err := coord.SetCheckpoint(ctx, 140); err != nil {
+		t.Fatal(err)
+	}
+	r, start, err := openReplay(ctx, lg, from, 180)
+	if err != nil {
+		t.Fatalf("replay (%d, 180] after the checkpoint moved to 140: %v", from, err)
+	}
+	var got []uint64
+	for ev, err := range r.CodecEvents(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.CommitTs())
+	}
+	r.Close()
+	if want := []uint64{150, 160, 170, 180}; start != 140 || !slices.Equal(got, want) {
+		t.Fatalf("replay started at %d and read %v; want 140 and %v", start, got, want)
+	}
+	if err := coord.SetCheckpoint(ctx, 190); err != nil {
+		t.Fatal(err)
+	}
+	if r, start, err := openReplay(ctx, lg, from, 180); r != nil || err != nil || start != 190 {
+		t.Fatalf("replay (%d, 180] after the checkpoint moved to 190: reader %v, start %d, %v; want none, 190", from, r, start, err)
+	}
+}

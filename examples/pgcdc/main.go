@@ -121,7 +121,9 @@
 // slot's confirmed LSN the slot will not send again, but the log holds it:
 // the capture reads it from the log and hands it to its gate (and to the log
 // again, as copies the reader drops), then writes what the slot sends above
-// the confirmed LSN. A downstream that was down while its capture died thus
+// the confirmed LSN. (The coordinator may move the checkpoint up meanwhile,
+// folding what the dead process's downstream applied: the replay then
+// starts at the new checkpoint, which every downstream holds.) A downstream that was down while its capture died thus
 // gets everything; a restart that trusted the slot alone would skip what the
 // dead process logged but never released downstream.
 //
