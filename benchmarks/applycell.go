@@ -626,9 +626,8 @@ type naive struct {
 
 func newNaive(ctx context.Context, sink *mysql.Sink, dialect string) (*naive, error) {
 	my, pg := dialect == applyMariaDB, dialect == applyPostgres
-	if my || pg {
-		sink.DB().SetMaxOpenConns(2) // the connection below, and the sink's DDLs
-	}
+	// The pool keeps no limit: the sink's DDLs then run as apply's do (on
+	// MySQL, on a connection the sink keeps between them).
 	conn, err := sink.DB().Conn(ctx)
 	if err != nil {
 		return nil, err

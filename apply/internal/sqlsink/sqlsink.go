@@ -54,6 +54,10 @@ type SQLSink struct {
 	kl        map[apply.Table]klCheck // what the sink knows of the rows of its tables without a key (keyless.go)
 	readMarks bool                    // Progress was read: an apply that keeps progress runs
 
+	// ddlConn is the connection MySQL DDLs run on, kept between them (see
+	// mysqlDDLConn); nil until the first, and after an error on it.
+	ddlMu   sync.Mutex
+	ddlConn *sql.Conn
 }
 
 var (
@@ -330,6 +334,12 @@ func (s *SQLSink) Close() error {
 	if s.lite != nil {
 		err = s.lite.close()
 	}
+	s.ddlMu.Lock()
+	if s.ddlConn != nil {
+		discard(s.ddlConn)
+		s.ddlConn = nil
+	}
+	s.ddlMu.Unlock()
 	if s.ownDB {
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
@@ -575,19 +585,19 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 		return s.applyRewritten(ctx, ddl, record, rewrite, derr)
 	}
 
-	conn, err := s.db.Conn(ctx)
+	s.ddlMu.Lock()
+	defer s.ddlMu.Unlock()
+	conn, err := s.mysqlDDLConn(ctx)
 	if err != nil {
-		return derr("", s.d.classify(err))
-	}
-	defer func() {
-		// The connection's default database is now the DDL's: discard it
-		// rather than give it back to the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		conn.Close()
-	}()
-	if err := s.session(ctx, conn); err != nil {
 		return derr("", err)
 	}
+	keep := false
+	defer func() {
+		if !keep || s.db.Stats().MaxOpenConnections > 0 {
+			discard(conn)
+			s.ddlConn = nil
+		}
+	}()
 	if useSchema(ddl) {
 		if _, err := conn.ExecContext(ctx, "USE "+s.d.Quote(ddl.Table.Schema)); err != nil {
 			return derr("USE "+s.d.Quote(ddl.Table.Schema), s.d.classify(err))
@@ -596,7 +606,44 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) {
 		return derr("", s.d.classify(err))
 	}
-	return s.writeMarks(ctx, conn, nil, record)
+	if err := s.writeMarks(ctx, conn, nil, record); err != nil {
+		return err
+	}
+	keep = true
+	return nil
+}
+
+// mysqlDDLConn returns the connection MySQL DDLs run on, its session set.
+// Its default database becomes each DDL's (USE), so it never goes back to
+// the pool: it is kept for the next DDL (a new connection, its handshake
+// and session cost about as much as a small DDL), unless the pool has a
+// limit, which a connection held while idle would take from the workers,
+// or the DDL failed (the connection's state is then unknown). The caller
+// holds ddlMu.
+func (s *SQLSink) mysqlDDLConn(ctx context.Context) (*sql.Conn, error) {
+	if s.ddlConn != nil {
+		if s.ddlConn.PingContext(ctx) == nil {
+			return s.ddlConn, nil
+		}
+		discard(s.ddlConn) // the server closed it while it was idle
+		s.ddlConn = nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, s.d.classify(err)
+	}
+	if err := s.session(ctx, conn); err != nil {
+		discard(conn)
+		return nil, err
+	}
+	s.ddlConn = conn
+	return conn, nil
+}
+
+// discard closes conn without giving it back to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
 }
 
 // ddlErr returns what wraps the errors of ddl: a DDLError naming the
