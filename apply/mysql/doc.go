@@ -42,9 +42,12 @@
 // written by units, the rows of the unit's keys deleted first, so that a
 // unique value moving between rows never meets the row that held it. A DDL runs as logged,
 // on one connection after USE of its schema (not for CREATE/DROP DATABASE),
-// which is then discarded; MySQL commits a DDL implicitly, so its progress
+// which never goes back to the pool: the sink keeps it for the next DDL
+// (pinged first), and discards it after an error, at Close, and after each
+// DDL when the pool has a connection limit (an idle connection held there
+// would take a worker's). MySQL commits a DDL implicitly, so its progress
 // row is written just after it. The sink opens as many transactions as Run
-// has workers.
+// has workers, and one connection more for its DDLs.
 // A sink opened from a URI keeps up to 16 connections idle (database/sql's
 // default is 2), so that the workers' sessions outlive the commits at each
 // DDL rather than connect again.
