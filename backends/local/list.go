@@ -139,19 +139,30 @@ func (l *lister) walk(dirFD int, base, namePrefix string) error {
 			return err
 		}
 		if pass == maxRetries {
+			last := fmt.Sprintf("%q vanished or changed type between the read and its stat", raced)
+			if raced == dirChanged {
+				last = "the directory changed while it was read"
+			}
 			return pathErr("list", strings.TrimSuffix(base, "/"), fmt.Errorf(
-				"%w: the directory changed under %d re-reads in a row (last: %q vanished or changed type between the read and its stat)",
-				unix.EAGAIN, pass+1, raced))
+				"%w: the directory changed under %d re-reads in a row (last: %s)", unix.EAGAIN, pass+1, last))
 		}
 	}
 }
+
+// dirChanged is what walkOnce returns as raced when the directory itself
+// changed during a read that was not a snapshot ("/" is in no name).
+const dirChanged = "/"
 
 // walkOnce is one pass of walk over a fresh read of the directory. It
 // returns the name of an entry that vanished or changed type since the read,
 // or "" when the pass completed.
 func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]blob.Attrs) (raced string, err error) {
 	dirPath := strings.TrimSuffix(base, "/")
-	des, err := readDir(dirFD)
+	var before unix.Stat_t
+	if err := unix.Fstat(dirFD, &before); err != nil {
+		return "", pathErr("stat", dirPath, err)
+	}
+	des, snapshot, err := readDir(dirFD)
 	if err == unix.ENOENT && removed(dirFD) {
 		// Removed since it was opened (a Delete prunes only empty
 		// directories): nothing in it exists any more.
@@ -159,6 +170,18 @@ func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]b
 	}
 	if err != nil {
 		return "", pathErr("readdir", dirPath, err)
+	}
+	if !snapshot {
+		// A read of several calls may have missed an entry renamed
+		// between them: trust it only if the directory did not change
+		// meanwhile (as far as its change time can tell).
+		var after unix.Stat_t
+		if err := unix.Fstat(dirFD, &after); err != nil {
+			return "", pathErr("stat", dirPath, err)
+		}
+		if after.Ctim != before.Ctim || after.Mtim != before.Mtim {
+			return dirChanged, nil
+		}
 	}
 	if testHookReadDir != nil {
 		testHookReadDir(base)

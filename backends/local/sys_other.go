@@ -24,17 +24,19 @@ func startWriteback(int, int64, int64) error { return nil }
 // readDir reads the names of every entry of the directory dirFD but "." and
 // "..", from a fresh open file description. Their types are left to the walk,
 // which stats each one: os.File.ReadDir would silently drop an entry that
-// vanishes before its own lstat.
-func readDir(dirFD int) ([]dirent, error) {
+// vanishes before its own lstat. The read is never known to be a snapshot
+// (see the Linux readDir): the walk checks the directory's change time
+// around it.
+func readDir(dirFD int) ([]dirent, bool, error) {
 	fd, err := openDirAt(dirFD, ".")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	f := os.NewFile(uintptr(fd), ".")
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]dirent, 0, len(names))
 	for _, n := range names {
@@ -42,5 +44,5 @@ func readDir(dirFD int) ([]dirent, error) {
 			out = append(out, dirent{name: n, kind: kindUnknown})
 		}
 	}
-	return out, nil
+	return out, false, nil
 }
