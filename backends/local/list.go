@@ -153,16 +153,35 @@ func (l *lister) walk(dirFD int, base, namePrefix string) error {
 // changed during a read that was not a snapshot ("/" is in no name).
 const dirChanged = "/"
 
+// errDirChanged is readDir's answer when the directory changed while it was
+// read and the read may have missed an entry: the walk reads it again.
+var errDirChanged = errors.New("local: the directory changed while it was read")
+
+// dirStill returns errDirChanged when the directory dirFD's change or
+// modification time moved since before was taken, nil when they did not.
+// Timestamps are only as fine as the kernel's clock tick, so a change in
+// the same tick as the one before passes: only reads that cannot be one
+// call rely on it.
+func dirStill(dirFD int, before *unix.Stat_t) error {
+	var after unix.Stat_t
+	if err := unix.Fstat(dirFD, &after); err != nil {
+		return err
+	}
+	if after.Ctim != before.Ctim || after.Mtim != before.Mtim {
+		return errDirChanged
+	}
+	return nil
+}
+
 // walkOnce is one pass of walk over a fresh read of the directory. It
 // returns the name of an entry that vanished or changed type since the read,
 // or "" when the pass completed.
 func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]blob.Attrs) (raced string, err error) {
 	dirPath := strings.TrimSuffix(base, "/")
-	var before unix.Stat_t
-	if err := unix.Fstat(dirFD, &before); err != nil {
-		return "", pathErr("stat", dirPath, err)
+	des, err := readDir(dirFD)
+	if err == errDirChanged {
+		return dirChanged, nil
 	}
-	des, snapshot, err := readDir(dirFD)
 	if err == unix.ENOENT && removed(dirFD) {
 		// Removed since it was opened (a Delete prunes only empty
 		// directories): nothing in it exists any more.
@@ -170,18 +189,6 @@ func (l *lister) walkOnce(dirFD int, base, namePrefix string, known map[string]b
 	}
 	if err != nil {
 		return "", pathErr("readdir", dirPath, err)
-	}
-	if !snapshot {
-		// A read of several calls may have missed an entry renamed
-		// between them: trust it only if the directory did not change
-		// meanwhile (as far as its change time can tell).
-		var after unix.Stat_t
-		if err := unix.Fstat(dirFD, &after); err != nil {
-			return "", pathErr("stat", dirPath, err)
-		}
-		if after.Ctim != before.Ctim || after.Mtim != before.Mtim {
-			return dirChanged, nil
-		}
 	}
 	if testHookReadDir != nil {
 		testHookReadDir(base)

@@ -47,14 +47,14 @@ func startWriteback(fd int, off, n int64) error {
 // directory's size, a call that may have filled it is done again with a
 // buffer four times larger, and a second call must find nothing more (a
 // file system that returns short reads is caught there). Past
-// maxSnapshotDir bytes of entries, or when the directory keeps changing
-// between the two calls, it reads in several calls (snapshot false), and
-// the walk's check of the directory's change time is all that catches a
-// change.
-func readDir(dirFD int) (ents []dirent, snapshot bool, err error) {
+// maxSnapshotDir bytes of entries, on such a file system, or when the
+// directory keeps changing between the two calls, it reads in several
+// calls, taken only if the directory's change and modification times did
+// not move (dirStill; else errDirChanged, and the walk reads again).
+func readDir(dirFD int) ([]dirent, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(dirFD, &st); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	size := 32 << 10
 	if st.Size > 0 {
@@ -63,14 +63,17 @@ func readDir(dirFD int) (ents []dirent, snapshot bool, err error) {
 	for attempt := 0; size <= maxSnapshotDir && attempt < 8; attempt++ {
 		out, whole, full, err := readDirOnce(dirFD, size)
 		if err != nil || whole {
-			return out, whole, err
+			return out, err
 		}
 		if full {
 			size *= 4
 		}
 	}
-	ents, err = readDirCalls(dirFD)
-	return ents, false, err
+	ents, err := readDirCalls(dirFD)
+	if err != nil {
+		return nil, err
+	}
+	return ents, dirStill(dirFD, &st)
 }
 
 // maxSnapshotDir bounds the buffer of a one-call read (readDir): about a

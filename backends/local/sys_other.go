@@ -24,19 +24,23 @@ func startWriteback(int, int64, int64) error { return nil }
 // readDir reads the names of every entry of the directory dirFD but "." and
 // "..", from a fresh open file description. Their types are left to the walk,
 // which stats each one: os.File.ReadDir would silently drop an entry that
-// vanishes before its own lstat. The read is never known to be a snapshot
-// (see the Linux readDir): the walk checks the directory's change time
-// around it.
-func readDir(dirFD int) ([]dirent, bool, error) {
+// vanishes before its own lstat. The read may take several calls, which are
+// not a snapshot (see the Linux readDir): it is taken only if the
+// directory's change and modification times did not move (dirStill).
+func readDir(dirFD int) ([]dirent, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(dirFD, &st); err != nil {
+		return nil, err
+	}
 	fd, err := openDirAt(dirFD, ".")
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), ".")
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	out := make([]dirent, 0, len(names))
 	for _, n := range names {
@@ -44,5 +48,5 @@ func readDir(dirFD int) ([]dirent, bool, error) {
 			out = append(out, dirent{name: n, kind: kindUnknown})
 		}
 	}
-	return out, false, nil
+	return out, dirStill(dirFD, &st)
 }
