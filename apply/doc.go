@@ -32,10 +32,21 @@
 //
 // Run keeps, per table, the row changes read and not yet handed out (a
 // table is schema.name: the partitions of a partitioned table are one
-// table). The rows of one table at one commit ts are always held and handed
-// out together: when the commit ts moves on, every table holding
+// table). The rows of one table at one commit ts are held and handed out
+// together: when the commit ts moves on, every table holding
 // Options.BatchRows rows or more hands them to its worker; past
-// Options.MaxBufferedRows held in all, every table does. A table belongs to
+// Options.MaxBufferedRows held in all, every table does. The exception is
+// a transaction larger than memory: into a sink that takes a commit ts in
+// parts ([CommitTsSplitter]: the SQL sinks, outside commit order), past
+// Options.SplitBytes of rows held, Run hands out what it holds at once,
+// the commit ts being read in parts of BatchRows rows, and the worker's
+// transaction stays open (its rows let go, none kept to replay) until the
+// rest of the commit ts has followed. So a bulk load, a large DELETE or
+// UPDATE of millions of rows passes in bounded memory (Result.PeakRows says
+// how many rows Run held at once). A commit ts that deletes or moves keys
+// after writing others is held whole, since in parts a later change could
+// delete a row an earlier part wrote (a swap of keys, in the shape where
+// each pre image is the row before the transaction); see CommitTsSplitter. A table belongs to
 // one of Options.Workers workers, so its rows are applied in commit-ts
 // order by one transaction at a time, while different tables are applied
 // in parallel. A table seen first, or again after a barrier emptied it, goes
@@ -216,8 +227,8 @@
 // A transaction writes the progress rows of its tables (the commit ts of
 // each table's last row in it) in the same transaction as the rows, so the
 // two commit together or not at all. Because the rows of one table at one
-// commit ts are never split across transactions, "applied up to commit ts T"
-// is exact: there is never a half-applied commit ts to count. When Run
+// commit ts are never split across transactions (a commit ts handed out in
+// parts is one transaction too), "applied up to commit ts T" is exact: there is never a half-applied commit ts to count. When Run
 // starts it reads the progress and skips (Result.Skipped) each row change at
 // or below its table's recorded ts, and each DDL the DDL row covers. The
 // DDL row says nothing of other tables' rows: a DDL waits only for the rows

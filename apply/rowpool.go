@@ -85,5 +85,14 @@ func (r *runner) copyRow(row *codec.RowChange) *rowCopy {
 		c = new(rowCopy)
 	}
 	c.arena = codec.CopyRow(&c.row, row, c.arena)
+	if n := r.held.Add(1); n > r.peakHeld {
+		r.peakHeld = n
+	}
 	return c
+}
+
+// release gives back the copies of rows no Tx holds any longer.
+func (r *runner) release(cs []*rowCopy) {
+	r.held.Add(-int64(len(cs)))
+	r.pool.put(cs)
 }

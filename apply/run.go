@@ -23,8 +23,9 @@ type Options struct {
 	Workers int
 	// BatchRows is how many rows of a table Run gathers before it hands them
 	// to the sink in one ApplyRows call (the SQL sink writes them as
-	// multi-row statements). A commit ts is never split, so a call may hold
-	// more. 0 means DefaultBatchRows.
+	// multi-row statements). A call holds every row of a commit ts, unless
+	// MaxBufferedRows splits it, so a call may hold more. 0 means
+	// DefaultBatchRows.
 	BatchRows int
 	// TxnRows is how many rows a worker's transaction holds before it
 	// commits; it commits at the end of the ApplyRows call that reaches it.
@@ -32,9 +33,20 @@ type Options struct {
 	TxnRows int
 	// MaxBufferedRows bounds the rows Run holds that no worker has taken
 	// yet: past it, every table's complete rows are handed out at the next
-	// commit ts. The rows of one commit ts of one table are always held
-	// whole. 0 means 2 × Workers × TxnRows.
+	// commit ts. The rows of one commit ts of one table are held whole,
+	// up to SplitBytes. 0 means 2 × Workers × TxnRows.
 	MaxBufferedRows int
+	// SplitBytes bounds the memory of the row changes Run holds that no
+	// worker has taken yet, into a sink that takes a commit ts in parts
+	// ([CommitTsSplitter], the SQL sinks outside commit order): past it,
+	// every table's rows are handed out at once, those of the commit ts
+	// being read in part, so that a transaction of any size passes in
+	// bounded memory. A commit ts that must be applied whole is held whole
+	// (see CommitTsSplitter), or fails with [ErrSplitTooLate] once part of
+	// it went out. Into another sink, or in commit order, a commit ts is
+	// held whole, and memory grows with the largest transaction. 0 means
+	// DefaultSplitBytes.
+	SplitBytes int64
 	// MaxRetries is how often a transaction or DDL that failed with a
 	// transient error is retried before Run gives up. 0 means
 	// DefaultMaxRetries; negative means never.
@@ -52,6 +64,7 @@ const (
 	DefaultBatchRows    = 1024
 	DefaultTxnRows      = 8192
 	DefaultMaxRetries   = 8
+	DefaultSplitBytes   = 256 << 20
 	DefaultRetryBackoff = 50 * time.Millisecond
 	maxRetryBackoff     = 5 * time.Second
 )
@@ -84,6 +97,9 @@ func (o *Options) withDefaults(sink Sink) Options {
 	if c.MaxRetries == 0 {
 		c.MaxRetries = DefaultMaxRetries
 	}
+	if c.SplitBytes <= 0 {
+		c.SplitBytes = DefaultSplitBytes
+	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = DefaultRetryBackoff
 	}
@@ -104,8 +120,16 @@ type Result struct {
 	// downstream's recorded progress says it holds already.
 	SkippedRows  map[Table]int64
 	Transactions int64 // row transactions committed
-	Retries      int64 // transactions and DDLs retried after a transient error
-	Duration     time.Duration
+	// Splits counts the times Run handed out the rows of the current
+	// commit ts in part, past Options.SplitBytes ([CommitTsSplitter]).
+	Splits int64
+	// PeakRows is the most row changes Run held at once: read and not yet
+	// committed (or let go, CommitTsSplitter): about SplitBytes' worth or
+	// MaxBufferedRows, whichever is more, plus, per worker, its queue and
+	// TxnRows, unless a commit ts held whole is larger.
+	PeakRows int64
+	Retries  int64 // transactions and DDLs retried after a transient error
+	Duration time.Duration
 
 	// Where Duration went at the DDLs (see "Ordering, batching and
 	// parallelism" in the package doc): BarrierTime is the time the loop
@@ -178,6 +202,7 @@ func Run(ctx context.Context, src Source, sink Sink, opts *Options) (*Result, er
 	res.Rows = r.rows.Load()
 	res.SkippedRows = r.skips.snapshot()
 	res.Transactions = r.txns.Load()
+	res.PeakRows = r.peakHeld
 	res.Retries += r.retries.Load()
 	res.WriteTime = time.Duration(r.writeNs.Load())
 	res.CommitTime = time.Duration(r.commitNs.Load())
@@ -197,7 +222,17 @@ type tableBuf struct {
 	worker *worker
 	rows   []*codec.RowChange
 	copies []*rowCopy // the copies rows point into (rowpool.go)
+	bytes  int64      // the memory of copies
 	ready  bool       // listed in runner.ready
+	listed bool       // listed in runner.order
+	// open: the last item handed out ended inside a commit ts, whose
+	// other rows follow, so the worker may not commit until an item of
+	// the table closes it (workItem.open).
+	open bool
+	// shape is what the row changes of the table at commit ts shapeTs
+	// did to keys (splitShape).
+	shapeTs uint64
+	shape   splitShape
 }
 
 type runner struct {
@@ -208,12 +243,18 @@ type runner struct {
 	res    *Result
 	prog   Progress
 
-	tables   map[Table]*tableBuf
-	order    []*tableBuf // tables holding rows, in the order of their first row held
-	ordered  bool        // hand out every commit ts whole, in order (CommitOrderer)
-	ready    []*tableBuf // tables holding ≥ BatchRows rows
-	buffered int         // rows in all tableBufs
-	drainAll bool        // hand out every table at the next commit ts
+	tables  map[Table]*tableBuf
+	order   []*tableBuf // tables that held rows since it was last emptied, in the order of their first row held (each once)
+	ordered bool        // hand out every commit ts whole, in order (CommitOrderer)
+	ready   []*tableBuf // tables holding ≥ BatchRows rows
+	// split: the sink takes a commit ts in parts (CommitTsSplitter), and
+	// Run hands out the rows held past SplitBytes at once; opened
+	// lists the buffers whose last item went out open (tableBuf.open).
+	split    bool
+	opened   []*tableBuf
+	buffered int   // rows in all tableBufs
+	bufBytes int64 // the memory of their copies (Options.SplitBytes)
+	drainAll bool  // hand out every table at the next commit ts
 
 	curTs    uint64 // commit ts of the last event read
 	ddlAtCur int    // DDLs read at curTs
@@ -247,6 +288,10 @@ type runner struct {
 
 	pool  rowPool    // the row copies committed transactions gave back
 	spare []*rowCopy // copies the loop took from pool, not yet used
+	// held counts the rows Run holds (copied, not yet given back);
+	// peakHeld, the loop's alone, is its highest (Result.PeakRows).
+	held     atomic.Int64
+	peakHeld int64
 }
 
 // skipCounts counts the row changes Run skipped per table. The loop writes
@@ -300,6 +345,9 @@ func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Pro
 	r.ctx = context.WithValue(cctx, skipKey{}, &r.skips)
 	if co, ok := sink.(CommitOrderer); ok && co.NeedsCommitOrder() {
 		r.ordered = true
+	}
+	if sp, ok := sink.(CommitTsSplitter); ok && sp.SplitsCommitTs() && !r.ordered {
+		r.split = true
 	}
 	for i := 0; i < o.Workers; i++ {
 		w := &worker{r: r, id: i, in: make(chan workItem, 4)}
@@ -400,6 +448,11 @@ func (r *runner) event(ev *codec.Event) error {
 			r.res.Skipped++
 			return nil
 		}
+		// The rows of ts are all read: the commit ts's handed out in
+		// part end here, before the DDL has any worker commit.
+		if err := r.closeSplits(); err != nil {
+			return err
+		}
 		return r.ddl(&ev.DDL, DDLMark{CommitTs: ts, Count: index + 1})
 	}
 	return fmt.Errorf("apply: source returned an event of unknown kind %s at commit ts %d", ev.Kind, ts)
@@ -431,12 +484,21 @@ func (r *runner) row(ev *codec.Event) error {
 		b = &tableBuf{table: t, worker: w}
 		r.tables[t] = b
 	}
+	if r.split {
+		if err := b.noteShape(&ev.Row); err != nil {
+			return err
+		}
+	}
 	c := r.copyRow(&ev.Row)
-	if len(b.rows) == 0 {
+	if !b.listed {
+		b.listed = true
 		r.order = append(r.order, b)
 	}
 	b.rows = append(b.rows, &c.row)
 	b.copies = append(b.copies, c)
+	n := int64(c.size())
+	b.bytes += n
+	r.bufBytes += n
 	r.buffered++
 	if len(b.rows) >= r.o.BatchRows && !b.ready {
 		b.ready = true
@@ -444,6 +506,9 @@ func (r *runner) row(ev *codec.Event) error {
 	}
 	if r.buffered >= r.o.MaxBufferedRows {
 		r.drainAll = true
+	}
+	if r.split && r.bufBytes >= r.o.SplitBytes {
+		return r.splitAll()
 	}
 	return nil
 }
@@ -485,6 +550,9 @@ func (r *runner) dropTable(t Table) {
 // advance is called when the commit ts moves on: every row held is then a
 // whole commit ts of its table, and may be handed out.
 func (r *runner) advance() error {
+	if err := r.closeSplits(); err != nil {
+		return err
+	}
 	if r.drainAll || r.ordered {
 		r.drainAll = false
 		return r.dispatchAll()
@@ -514,8 +582,7 @@ func (r *runner) dispatchAll() error {
 			return err
 		}
 	}
-	clear(r.order)
-	r.order = r.order[:0]
+	r.clearOrder()
 	return nil
 }
 
@@ -529,31 +596,165 @@ func (r *runner) dispatchGroup() error {
 			item.group = append(item.group, TableRows{Table: b.table, Rows: b.rows})
 			item.copies = append(item.copies, b.copies...)
 			r.buffered -= len(b.rows)
-			b.rows, b.copies = nil, nil
+			r.bufBytes -= b.bytes
+			b.rows, b.copies, b.bytes = nil, nil, 0
 		}
 	}
-	clear(r.order)
-	r.order = r.order[:0]
+	r.clearOrder()
 	if item.group == nil {
 		return nil
 	}
 	return r.send(r.workers[0], item)
 }
 
-func (r *runner) dispatch(b *tableBuf) error {
+// dispatch hands out the rows b holds, which end a commit ts: closing the
+// one its last item left open, if it holds none.
+func (r *runner) dispatch(b *tableBuf) error { return r.handOutRows(b, false) }
+
+// handOutRows sends b's rows to its worker as one item, open when the
+// last commit ts in it may go on (splitAll).
+func (r *runner) handOutRows(b *tableBuf, open bool) error {
 	if len(b.rows) == 0 {
-		return nil
+		if !b.open || open {
+			return nil
+		}
+		b.open = false
+		return r.send(b.worker, workItem{table: b.table, closes: true})
 	}
-	item := workItem{table: b.table, rows: b.rows, copies: b.copies}
+	rows, copies := b.rows, b.copies
 	r.buffered -= len(b.rows)
-	b.rows, b.copies = nil, nil
-	return r.send(b.worker, item)
+	r.bufBytes -= b.bytes
+	b.rows, b.copies, b.bytes = nil, nil, 0
+	if open && !b.open {
+		r.opened = append(r.opened, b)
+	}
+	b.open = open
+	if !open {
+		return r.send(b.worker, workItem{table: b.table, rows: rows, copies: copies})
+	}
+	// In items of BatchRows rows: the worker's queue holds a few items,
+	// so what it holds is bounded by BatchRows too, not only by
+	// MaxBufferedRows.
+	for len(rows) > 0 {
+		n := min(len(rows), r.o.BatchRows)
+		if err := r.send(b.worker, workItem{table: b.table, rows: rows[:n:n], copies: copies[:n:n], open: true}); err != nil {
+			return err
+		}
+		rows, copies = rows[n:], copies[n:]
+	}
+	return nil
+}
+
+// splitAll hands out every row held, those of the current commit ts in
+// part (CommitTsSplitter): a transaction of any size passes through
+// SplitBytes at a time. The worker's transaction stays open
+// until the rest of the commit ts follows (closeSplits).
+func (r *runner) splitAll() error {
+	for _, b := range r.ready {
+		b.ready = false
+	}
+	r.ready = r.ready[:0]
+	held := r.order[:0]
+	split := false
+	for i, b := range r.order {
+		if len(b.rows) > 0 && b.shapeTs == r.curTs && b.shape&shapeWhole != 0 {
+			// Held whole (splitShape), until the commit ts moves on.
+			held = append(held, b)
+			r.drainAll = true
+			continue
+		}
+		split = split || len(b.rows) > 0
+		b.listed = false
+		if err := r.handOutRows(b, true); err != nil {
+			r.order = r.order[i+1:]
+			return err
+		}
+	}
+	clear(r.order[len(held):])
+	r.order = held
+	if split {
+		r.res.Splits++
+	}
+	return nil
+}
+
+// splitShape is what the row changes of one table at one commit ts did to
+// keys, as far as Run has read them: whether it may hand them out in parts
+// (CommitTsSplitter). A log gives a transaction's changes in one of two
+// shapes (each row's final state, or every statement's change in order;
+// see the SQL sinks' plan): in parts, a change can be applied only as the
+// state the parts before it left, which is right for the second shape, and
+// for the first as long as no change deletes (or moves away) a key that an
+// earlier one may have written (inserted, or moved a row onto). So a
+// commit ts goes in parts only while no keyed pre image came after a keyed
+// post image that was not an update of its own key: a bulk load, a large
+// DELETE, a large UPDATE that keeps keys, deletes then inserts. A table
+// without a key is a multiset, in which inserts and deletes of one row
+// each commute: any mix goes in parts.
+type splitShape uint8
+
+const (
+	shapeWrote splitShape = 1 << iota // a keyed insert, or a move onto a key
+	shapeWhole                        // must be applied whole
+)
+
+// noteShape notes row in its table's shape at its commit ts. Once a part
+// of the commit ts went out, a change that makes it one to apply whole
+// comes too late: Run fails, naming it, rather than apply it in parts.
+func (b *tableBuf) noteShape(row *codec.RowChange) error {
+	if b.shapeTs != row.CommitTs {
+		b.shapeTs, b.shape = row.CommitTs, 0
+	}
+	pre, post := row.PreColumns, row.Columns
+	keyedPre := len(pre) > 0 && codec.KeyColumns(pre) != nil
+	keyedPost := len(post) > 0 && codec.KeyColumns(post) != nil
+	writes := keyedPost && (len(pre) == 0 || codec.KeyChanged(pre, post))
+	deletes := keyedPre && (len(post) == 0 || codec.KeyChanged(pre, post))
+	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
+		b.shape |= shapeWhole
+		if b.open {
+			return fmt.Errorf("%w: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib) of rows held, and then one deleted or moved a key after others wrote keys: "+
+				"in parts, that change could delete a row the transaction wrote; nothing of the commit ts is committed: apply it whole, with SplitBytes above its size",
+				ErrSplitTooLate, b.table, row.CommitTs)
+		}
+	}
+	if writes {
+		b.shape |= shapeWrote
+	}
+	return nil
+}
+
+// clearOrder empties r.order.
+func (r *runner) clearOrder() {
+	for _, b := range r.order {
+		b.listed = false
+	}
+	clear(r.order)
+	r.order = r.order[:0]
+}
+
+// closeSplits hands out the rest of every commit ts splitAll left open,
+// once it is complete: when the commit ts moves on, at a DDL and at the
+// source's end.
+func (r *runner) closeSplits() error {
+	for i, b := range r.opened {
+		if err := r.dispatch(b); err != nil {
+			r.opened = r.opened[i+1:]
+			return err
+		}
+	}
+	clear(r.opened)
+	r.opened = r.opened[:0]
+	return nil
 }
 
 // barrier hands out every row held and has every worker commit (after the
 // DDL handed out before, which is ahead of the commit in its worker's
 // queue).
 func (r *runner) barrier() error {
+	if err := r.closeSplits(); err != nil {
+		return err
+	}
 	if err := r.dispatchAll(); err != nil {
 		return err
 	}
@@ -805,6 +1006,10 @@ type workItem struct {
 	// writes one of them.
 	fence []Table
 	ddl   *ddlJob // a DDL to run when not nil
+	// open: the last commit ts of rows goes on in the table's next item
+	// (runner.splitAll), so the transaction may not commit before it;
+	// closes: an item without rows that ends the table's open commit ts.
+	open, closes bool
 }
 
 // parts returns the tables' rows of an item (none for a DDL's).
@@ -829,6 +1034,12 @@ type worker struct {
 	marks   map[Table]uint64 // the highest commit ts of each table in the open transaction
 	txRows  int
 	fenced  []Table // tables of DDLs run since the open transaction began (workItem.fence)
+	open    []Table // tables whose commit ts the open transaction holds in part (workItem.open)
+	// shed: the open transaction outgrew TxnRows while a commit ts was
+	// open in it, and its rows were let go (see shedRows); lostTo is the
+	// error that then lost it, if one did.
+	shed   bool
+	lostTo error
 
 	tables int // the runner's table buffers that name this worker (runner.workerFor; the runner's goroutine alone uses it)
 
@@ -864,12 +1075,25 @@ func (w *worker) run() {
 			continue // drain: the runner is stopping
 		}
 		if item.fence != nil {
-			if len(w.pending) > 0 {
+			if w.holdsTx() {
 				w.fence(item.fence)
 			}
 			continue
 		}
-		if w.crossesFence(&item) {
+		if item.closes {
+			w.setOpen(item.table, false)
+			w.commitIfFull()
+			continue
+		}
+		// A transaction that holds a commit ts in part cannot commit to
+		// cross a DDL's fence: it commits before the first one opens.
+		// Fences come only from a DDL, and the loop closes every open
+		// commit ts before a DDL.
+		if w.crossesFence(&item) || item.open && len(w.open) == 0 && len(w.fenced) > 0 {
+			if len(w.open) > 0 {
+				w.r.fail(fmt.Errorf("apply: internal error: worker %d must commit to write %s after a DDL, while the commit ts of %s is open in its transaction", w.id, item.table, w.open[0]))
+				continue
+			}
 			if err := w.commit(); err != nil {
 				w.r.fail(err)
 				continue
@@ -882,12 +1106,64 @@ func (w *worker) run() {
 			w.r.fail(err)
 			continue
 		}
-		if w.txRows >= w.r.o.TxnRows {
-			if err := w.commit(); err != nil {
-				w.r.fail(err)
-			}
+		if item.group == nil {
+			w.setOpen(item.table, item.open)
 		}
+		w.commitIfFull()
 	}
+}
+
+// holdsTx reports whether the worker's transaction holds anything: what
+// it has pending, or rows it let go (shedRows).
+func (w *worker) holdsTx() bool { return len(w.pending) > 0 || w.shed }
+
+// setOpen notes whether the open transaction holds table t's last commit
+// ts in part.
+func (w *worker) setOpen(t Table, open bool) {
+	i := slices.Index(w.open, t)
+	switch {
+	case open && i < 0:
+		w.open = append(w.open, t)
+	case !open && i >= 0:
+		w.open = slices.Delete(w.open, i, i+1)
+	}
+}
+
+// commitIfFull commits the open transaction once it holds TxnRows rows;
+// while it holds a commit ts in part, which it cannot commit, it lets go of
+// the rows it holds instead (shedRows).
+func (w *worker) commitIfFull() {
+	if w.txRows < w.r.o.TxnRows {
+		return
+	}
+	if len(w.open) > 0 {
+		w.shedRows()
+		return
+	}
+	if err := w.commit(); err != nil {
+		w.r.fail(err)
+	}
+}
+
+// shedRows gives the copies of the open transaction's rows back: a
+// transaction that holds a commit ts in part may hold more rows than
+// memory, so it keeps them for no replay. An error that loses the
+// transaction then loses it for good (replay): the run fails, naming it,
+// and a rerun resumes from the progress, which recorded none of it. The
+// DDLs it holds (DDLTx) stay listed: they own no copies, and the commit
+// counts them.
+func (w *worker) shedRows() {
+	kept := w.pending[:0]
+	for _, it := range w.pending {
+		if it.ddl != nil {
+			kept = append(kept, it)
+			continue
+		}
+		w.r.release(it.copies)
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+	w.shed = true
 }
 
 // runDDL runs a DDL: inside the open transaction when the worker is the only
@@ -973,6 +1249,8 @@ func (w *worker) rollback() {
 	w.txRows = 0
 	w.txDDLs = 0
 	w.fenced = w.fenced[:0]
+	w.open = w.open[:0]
+	w.shed, w.lostTo = false, nil
 }
 
 // fence notes the tables of a DDL run while the open transaction was, each
@@ -1025,6 +1303,7 @@ func (w *worker) apply(item workItem) error {
 		if err != nil {
 			_ = w.tx.Rollback()
 			w.tx = nil
+			w.lostTo = err
 		}
 		return err
 	}, w.onRetry)
@@ -1032,6 +1311,9 @@ func (w *worker) apply(item workItem) error {
 
 // replay begins a transaction and applies every pending item in it.
 func (w *worker) replay() error {
+	if w.shed {
+		return w.unreplayable()
+	}
 	tx, err := w.r.sink.Begin(w.r.ctx)
 	if err != nil {
 		return err
@@ -1071,7 +1353,12 @@ func applyItem(ctx context.Context, tx Tx, it *workItem) error {
 }
 
 func (w *worker) commit() error {
-	if len(w.pending) == 0 {
+	if len(w.open) > 0 {
+		// The loop closes every open commit ts before it asks for a
+		// commit: committing now would record part of one as applied.
+		return fmt.Errorf("apply: internal error: worker %d asked to commit while the commit ts of %s is open in its transaction", w.id, w.open[0])
+	}
+	if !w.holdsTx() {
 		w.fenced = w.fenced[:0]
 		return nil
 	}
@@ -1103,6 +1390,7 @@ func (w *worker) commit() error {
 		if err != nil {
 			_ = w.tx.Rollback()
 			unsure = IsTransient(err)
+			w.lostTo = err
 		}
 		w.tx = nil
 		return err
@@ -1115,7 +1403,7 @@ func (w *worker) commit() error {
 	w.r.rows.Add(int64(w.txRows))
 	w.r.txns.Add(1)
 	for i := range w.pending {
-		w.r.pool.put(w.pending[i].copies)
+		w.r.release(w.pending[i].copies)
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]
@@ -1123,7 +1411,28 @@ func (w *worker) commit() error {
 	w.txRows = 0
 	w.txDDLs = 0
 	w.fenced = w.fenced[:0]
+	w.shed, w.lostTo = false, nil
 	return nil
+}
+
+// unreplayable is the error of a transaction lost after it shed its rows.
+func (w *worker) unreplayable() error {
+	tables := slices.SortedFunc(maps.Keys(w.marks), func(a, b Table) int { return strings.Compare(a.String(), b.String()) })
+	var b strings.Builder
+	for i, t := range tables {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s up to commit ts %d", t, w.marks[t])
+	}
+	err := fmt.Errorf("%w: worker %d lost a transaction of %d rows (%s), past Options.TxnRows while a commit ts in it was open, so it kept no copy to replay; none of it committed, and a rerun resumes from the recorded progress",
+		ErrTooLargeToReplay, w.id, w.txRows, b.String())
+	if w.lostTo != nil {
+		// %v: the cause was transient, and this is not (a retry of it
+		// fails the same way).
+		err = fmt.Errorf("%w: %v", err, w.lostTo)
+	}
+	return err
 }
 
 // recordDDLs counts the DDLs of a committed transaction (DDLTx) as applied.

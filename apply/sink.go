@@ -112,9 +112,10 @@ type Sink interface {
 // Tx is one transaction of a Sink.
 type Tx interface {
 	// ApplyRows applies row changes of one table, in commit-ts order. The
-	// rows of one commit ts are never split across two calls: a call holds
-	// every row change of the table at each commit ts it holds, so a sink
-	// may reorder within a commit ts (the SQL sink runs deletes first).
+	// rows of one commit ts are never split across two calls (unless the
+	// sink is a [CommitTsSplitter]): a call holds every row change of the
+	// table at each commit ts it holds, so a sink may reorder within a
+	// commit ts (the SQL sink runs deletes first).
 	// The rows belong to Run and are not modified; they stay valid until
 	// the transaction ends, and no longer: Run reuses their memory for the
 	// rows it reads next, so a sink keeps nothing of them (not a value's
@@ -274,6 +275,49 @@ type DDLTx interface {
 	ApplyDDL(ctx context.Context, ddl *codec.DDL, mark DDLMark) error
 }
 
+// CommitTsSplitter is implemented by a sink whose transactions take the
+// rows of one commit ts of a table in parts, and SplitsCommitTs reports
+// true. Run then bounds the memory of the rows it holds by
+// Options.SplitBytes whatever the size of an upstream transaction: past it,
+// it hands out the rows of the commit ts being read that it holds, and the
+// rest follow in later ApplyRows calls of the same transaction, which
+// commits only once the commit ts is complete (the progress never records
+// part of a commit ts). Such a call holds a contiguous run of the table's
+// row changes, which the sink applies as the state the calls before it
+// left (reordering only within the call, by the rules of Tx.ApplyRows); and
+// it keeps nothing of a call's rows past its return: Run reuses their
+// memory while the transaction is still open. A transaction that grows past
+// Options.TxnRows so keeps no copy to replay: a transient error then fails
+// the run ([ErrTooLargeToReplay]), and a rerun resumes.
+//
+// Not every commit ts may go in parts. A log gives a transaction's changes
+// either as each row's final state (TiDB: a pre image is the row before
+// the transaction, and the order means nothing) or as every statement's
+// change in order (a binlog). Applied in parts, a change meets the state the
+// parts before it left: right for the second shape, and for the first as
+// long as no change deletes or moves away a key that an earlier change of
+// the commit ts wrote (inserted, or moved a row onto) — else it could
+// delete the row the transaction wrote there (a swap of two keys, TiDB's
+// `UPDATE t SET k = 3 - k`). So Run hands out a table's commit ts in parts
+// only while no keyed pre image came after such a write: a bulk load, a
+// large DELETE, a large UPDATE that keeps keys, deletes then inserts. Other
+// commit ts are held whole; one that turns out so after a part of it went
+// out fails the run with [ErrSplitTooLate], having committed none of it. A
+// table without a key is a multiset, whose inserts and deletes commute: any
+// mix goes in parts.
+//
+// In commit order ([CommitOrderer]) Run hands out every commit ts whole,
+// and memory grows with the largest upstream transaction.
+//
+// The SQL sinks split. A unique value (other than the key) that moves
+// between two rows of one commit ts across the parts' boundary meets its
+// old row in the first part, which then counts as a conflict
+// (Conflicts.Replaced, and the second part's delete of it as
+// DeletesMissed); the rows end the same.
+type CommitTsSplitter interface {
+	SplitsCommitTs() bool
+}
+
 // TxLimiter is implemented by a sink that cannot hold more than
 // MaxOpenTxs transactions open at once (SQLite has one writer): Run uses at
 // most that many workers. 0 means no limit.
@@ -354,3 +398,17 @@ var ErrAnotherLog = errors.New("apply: the downstream holds another log's progre
 // ErrOrder is wrapped by Run's error when the source delivers an event below
 // one already delivered, or a row change after a DDL of the same commit ts.
 var ErrOrder = errors.New("apply: source out of commit-ts order")
+
+// ErrTooLargeToReplay is wrapped by Run's error when a transient error lost
+// a transaction that held a commit ts split in parts ([CommitTsSplitter])
+// and more than Options.TxnRows rows: Run kept no copy of its rows to replay
+// it with. Nothing of the transaction committed; running again resumes from
+// the recorded progress.
+var ErrTooLargeToReplay = errors.New("apply: a transaction too large to replay was lost")
+
+// ErrSplitTooLate is wrapped by Run's error when a commit ts of a table that
+// Run had begun to hand out in parts ([CommitTsSplitter]) turned out to be
+// one to apply whole: a change deleted or moved a key after changes of the
+// same commit ts wrote keys. Nothing of the commit ts is committed; a rerun
+// with Options.SplitBytes above the commit ts's size applies it whole.
+var ErrSplitTooLate = errors.New("apply: a commit ts handed out in parts must be applied whole")

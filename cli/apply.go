@@ -35,6 +35,8 @@ type applySummary struct {
 	Duplicates   int64   `json:"duplicates"` // exact duplicates the reader dropped (failover rewrites)
 	Transactions int64   `json:"transactions"`
 	Retries      int64   `json:"retries"`
+	PeakRows     int64   `json:"peak_rows"` // the most row changes held at once (apply.Result.PeakRows)
+	Splits       int64   `json:"splits"`    // hand-outs of a transaction to the sink in parts (--split-mib; apply.Result.Splits)
 	Segments     int     `json:"segments"`
 	Seconds      float64 `json:"seconds"`
 	RowsPerSec   float64 `json:"rows_per_second"`
@@ -246,6 +248,7 @@ func (a *app) applyReaderUntil(ctx, stop context.Context, r *reader.Reader, sink
 	if res != nil {
 		sum.Events, sum.Rows, sum.DDLs, sum.Skipped = res.Events, res.Rows, res.DDLs, res.Skipped
 		sum.Transactions, sum.Retries = res.Transactions, res.Retries
+		sum.PeakRows, sum.Splits = res.PeakRows, res.Splits
 		sum.Seconds = res.Duration.Seconds()
 		sum.RowsPerSec = res.RowsPerSecond()
 		// A dry run's commits wrote nothing: the engine's count of them
@@ -293,6 +296,7 @@ func (a *app) applyCmd() *cobra.Command {
 		sinkURI   string
 		workers   int
 		batch     int
+		splitMiB  int64
 		progress  string
 		include   []string
 		exclude   []string
@@ -387,6 +391,9 @@ stdout, and runs none (nor writes the progress table).`,
 			if batch < 0 {
 				return usageErrorf("--batch-rows %d: want 1 or more (0: the default)", batch)
 			}
+			if splitMiB < 0 {
+				return usageErrorf("--split-mib %d: want 1 or more (0: the default)", splitMiB)
+			}
 			for _, f := range []struct {
 				flag string
 				pats []string
@@ -430,7 +437,7 @@ stdout, and runs none (nor writes the progress table).`,
 				}
 				sopts := &apply.SinkOptions{ProgressTable: progress, Logger: a.logger(),
 					LogID: m.LogID, SinkName: sinkName, AnotherLog: another, ForeignKeyChecks: fkChecks}
-				return followStopped(ctx, a.applyFollow(ctx, b, sinkURI, start, poll, metrics, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+				return followStopped(ctx, a.applyFollow(ctx, b, sinkURI, start, poll, metrics, &apply.Options{Workers: workers, BatchRows: batch, SplitBytes: splitMiB << 20, Logger: a.logger()},
 					sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas}))
 			}
 			b, m, start, end, err := rf.open(ctx, cmd, a)
@@ -447,7 +454,7 @@ stdout, and runs none (nor writes the progress table).`,
 			if dryRun {
 				sopts.DryRun = a.stdout
 			}
-			sum, err := a.applyRangeWith(ctx, b, sinkURI, start, end, &apply.Options{Workers: workers, BatchRows: batch, Logger: a.logger()},
+			sum, err := a.applyRangeWith(ctx, b, sinkURI, start, end, &apply.Options{Workers: workers, BatchRows: batch, SplitBytes: splitMiB << 20, Logger: a.logger()},
 				sopts, &applyControls{include: include, exclude: exclude, mapSchema: schemas})
 			if err != nil {
 				// Where it stopped, when it got as far as running.
@@ -472,6 +479,7 @@ stdout, and runs none (nor writes the progress table).`,
 	f.StringVar(&sinkURI, "sink", "", "downstream: mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db (required)")
 	f.IntVar(&workers, "workers", 0, "transactions applying rows at once (default 4; SQLite uses 1)")
 	f.IntVar(&batch, "batch-rows", 0, fmt.Sprintf("rows of a table per multi-row statement batch (default %d)", apply.DefaultBatchRows))
+	f.Int64Var(&splitMiB, "split-mib", 0, fmt.Sprintf("MiB of row changes held before a transaction larger goes to the sink in parts, in bounded memory (default %d; see apply.Options.SplitBytes)", apply.DefaultSplitBytes>>20))
 	f.StringVar(&progress, "progress-table", "", "table the sink records its progress in (default redokit_apply_progress; two logs applied into one downstream need two)")
 	f.StringArrayVar(&include, "table", nil, "apply only the tables matching this schema.table `PATTERN` (shell globs: shop.*, *.orders); repeat for several")
 	f.StringArrayVar(&exclude, "exclude-table", nil, "do not apply the tables matching this schema.table `PATTERN`; repeat for several")
@@ -529,6 +537,7 @@ func (a *app) printApply(s *applySummary) {
 	fmt.Fprintf(tw, "segments read\t%d\n", s.Segments)
 	fmt.Fprintf(tw, "events\t%d (%d rows, %d DDLs applied; %d skipped as already applied; %d duplicates dropped)\n", s.Events, s.Rows, s.DDLs, s.Skipped, s.Duplicates)
 	fmt.Fprintf(tw, "transactions\t%d (%d retries)\n", s.Transactions, s.Retries)
+	fmt.Fprintf(tw, "memory\tup to %d rows held at once; %d hand-outs of a transaction in parts\n", s.PeakRows, s.Splits)
 	fmt.Fprintf(tw, "time\t%.2fs (%.0f rows/s)\n", s.Seconds, s.RowsPerSec)
 	printConflicts(tw, s.Conflicts)
 	tw.Flush()

@@ -37,7 +37,9 @@ import (
 // checks foreign keys gets each upstream transaction whole, from one worker,
 // its tables in the order the keys accept, whatever order the spans' events
 // reached the gate in), apply.DDLTx (SQLite's DDLs inside the open
-// transaction) and apply.ConflictReporter. Only the progress is left out.
+// transaction), apply.ConflictReporter and apply.CommitTsSplitter (a
+// batch's commit ts in parts, memory bounded whatever its size). Only the
+// progress is left out.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
 	return &applyDownstream{sink: withoutMarks(sink), opts: opts}
 }
@@ -113,8 +115,8 @@ func withoutMarks(s apply.Sink) apply.Sink {
 }
 
 // noMarks is a sink that neither reads nor writes progress: see ApplyTo.
-// Its method set is apply.Sink's and apply.DDLScoper's; withoutMarks adds
-// the rest.
+// Its method set is apply.Sink's, apply.DDLScoper's and
+// apply.CommitTsSplitter's; withoutMarks adds the rest.
 type noMarks struct{ apply.Sink }
 
 // DDLTables keeps the sink's apply.DDLScoper, and answers as a sink without
@@ -126,6 +128,13 @@ func (s noMarks) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, 
 		return sc.DDLTables(ctx, ddl)
 	}
 	return nil, false, nil
+}
+
+// SplitsCommitTs keeps the sink's apply.CommitTsSplitter, and answers as a
+// sink without one does otherwise (false: every commit ts whole).
+func (s noMarks) SplitsCommitTs() bool {
+	sp, ok := s.Sink.(apply.CommitTsSplitter)
+	return ok && sp.SplitsCommitTs()
 }
 
 func (s noMarks) Progress(context.Context) (apply.Progress, error) { return apply.Progress{}, nil }

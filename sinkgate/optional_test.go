@@ -35,10 +35,11 @@ var (
 		reflect.TypeFor[apply.DDLTx](),
 	}
 	// alwaysKept are optional interfaces whose absence has an answer of
-	// its own (DDLScoper's ok false): the wrapper always has them, and
+	// its own (DDLScoper's ok false, CommitTsSplitter's false): the wrapper always has them, and
 	// answers as the sink does, or as a sink without them.
 	alwaysKept = []reflect.Type{
 		reflect.TypeFor[apply.DDLScoper](),
+		reflect.TypeFor[apply.CommitTsSplitter](),
 	}
 )
 
@@ -277,6 +278,12 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 			} else if tables, scoped, err := sc.DDLTables(ctx, &codec.DDL{}); err != nil || scoped || tables != nil {
 				t.Errorf("%s: DDLTables %v, %v, %v: want the answer of a sink that cannot tell (ok false)", name, tables, scoped, err)
 			}
+			// CommitTsSplitter: always there, answering false.
+			if sp, ok := w.(apply.CommitTsSplitter); !ok {
+				t.Errorf("%s: apply.Run is given a sink without CommitTsSplitter", name)
+			} else if sp.SplitsCommitTs() {
+				t.Errorf("%s: SplitsCommitTs true, want the answer of a sink without it (false)", name)
+			}
 			// And no progress: none read, none recorded.
 			if p, err := w.Progress(ctx); err != nil || len(p.Tables) != 0 || p.DDL != (apply.DDLMark{}) {
 				t.Errorf("%s: Progress %+v, %v: want none", name, p, err)
@@ -336,5 +343,23 @@ func TestApplyToKeepsDDLScope(t *testing.T) {
 	tables, scoped, err := sc.DDLTables(context.Background(), &codec.DDL{})
 	if err != nil || !scoped || !slices.Equal(tables, []apply.Table{{Schema: "db", Name: "t"}}) {
 		t.Fatalf("DDLTables %v, %v, %v: want the sink's [db.t], true", tables, scoped, err)
+	}
+}
+
+type splitter struct{}
+
+func (splitter) SplitsCommitTs() bool { return true }
+
+// TestApplyToKeepsCommitTsSplits: a sink that takes a commit ts in parts
+// keeps saying so through ApplyTo's wrapper, so that a batch holding one
+// large transaction passes through apply.Run in bounded memory.
+func TestApplyToKeepsCommitTsSplits(t *testing.T) {
+	s := struct {
+		fakeSink
+		splitter
+	}{fakeSink{log: &fakeLog{}}, splitter{}}
+	w := ApplyTo(s, nil).(*applyDownstream).sink
+	if sp, ok := w.(apply.CommitTsSplitter); !ok || !sp.SplitsCommitTs() {
+		t.Fatal("apply.Run is given a sink that does not split a commit ts, over one that does")
 	}
 }

@@ -55,7 +55,12 @@
 // rows of a table without a key apart (documented), so from the first mark
 // on such tables' rows are all distinct. Other histories are applied in
 // two runs a third of the time, the second resuming over the first's
-// progress.
+// progress. A third of the histories apply with apply.Options.SplitBytes
+// under 16 KiB, so that their transactions go to the sink in parts
+// (apply.CommitTsSplitter); a run that fails as split too late
+// (apply.ErrSplitTooLate, loud and named) is followed by one that holds
+// every commit ts whole over its progress, and the two must end as one run
+// would.
 //
 // # The comparison
 //

@@ -73,12 +73,12 @@ func TestApplyDifferential(t *testing.T) {
 				min, minRes := f.shrink(h, res)
 				b := min.Build(f.schemaFor(min))
 				t.Fatalf("history seed %d diverges on %s (reproduce: REDOKIT_APPLY_FUZZ_SEED=%d REDOKIT_APPLY_FUZZ_HISTORIES=1 REDOKIT_APPLY_FUZZ_SINKS=%s go test -run TestApplyDifferential ./apply/internal/difffuzz/)\n"+
-					"first divergence: %s\nshrunk from %d to %d steps %v, options workers=%d batch=%d txn=%d foreign-key checks %v, checkpoint %d, ahead %d:\n%s\ndivergence of the minimal history: %s",
-					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows, min.FK,
+					"first divergence: %s\nshrunk from %d to %d steps %v, options workers=%d batch=%d txn=%d split-bytes=%d foreign-key checks %v, checkpoint %d, ahead %d:\n%s\ndivergence of the minimal history: %s",
+					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows, min.SplitBytes, min.FK,
 					b.CheckpointTs, b.AheadTs, difffuzz.Format(b.Events, 200), minRes)
 			}
-			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted",
-				d, n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refusals, st.fk, st.doubled)
+			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted, %d runs with commit ts in parts (%d of them split too late and rerun whole)",
+				d, n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refusals, st.fk, st.doubled, st.split, st.splitTooLate)
 			if d == sqlsink.Postgres {
 				copied, fellBack := sqlsink.CopyStats()
 				t.Logf("postgres: %d COPYs of fresh inserts, %d of them failed and left their rows to the upserts", copied-copied0, fellBack-fellBack0)
@@ -115,6 +115,8 @@ func TestApplyDifferentialFoundSeeds(t *testing.T) {
 
 type stats struct {
 	events, rows, ahead, resumed, fk, doubled int
+	split                                     int            // runs that handed out a commit ts in parts (apply.CommitTsSplitter)
+	splitTooLate                              int            // of them, those that failed as split too late (apply.ErrSplitTooLate) and were rerun whole
 	refusals                                  map[string]int // by kind
 }
 
@@ -343,7 +345,7 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 	if h.FK {
 		st.fk++
 	}
-	o := &apply.Options{Workers: h.Workers, BatchRows: h.BatchRows, TxnRows: h.TxnRows, RetryBackoff: time.Millisecond}
+	o := &apply.Options{Workers: h.Workers, BatchRows: h.BatchRows, TxnRows: h.TxnRows, SplitBytes: h.SplitBytes, RetryBackoff: time.Millisecond}
 	r := rand.New(rand.NewPCG(h.Seed, 99))
 
 	// refused says whether err is a documented refusal (see refusal),
@@ -355,9 +357,26 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		}
 		return k != ""
 	}
+	// applyLog runs evs into s; a commit ts that went in parts and then had
+	// to be applied whole (apply.ErrSplitTooLate, loud and named) is
+	// applied whole by a second run over the first's progress, as its
+	// message says: the two must end as one run would.
+	applyLog := func(s *sqlsink.SQLSink, evs []codec.Event) error {
+		res, err := apply.Run(ctx, apply.SliceSource(evs), s, o)
+		if res.Splits > 0 {
+			st.split++
+		}
+		if errors.Is(err, apply.ErrSplitTooLate) {
+			st.splitTooLate++
+			whole := *o
+			whole.SplitBytes = 0
+			_, err = apply.Run(ctx, apply.SliceSource(evs), s, &whole)
+		}
+		return err
+	}
 	run := func(what string, s *sqlsink.SQLSink, evs []codec.Event) (string, bool) {
 		defer s.Close()
-		_, err := apply.Run(ctx, apply.SliceSource(evs), s, o)
+		err := applyLog(s, evs)
 		switch {
 		case err == nil:
 			return "", false
@@ -401,7 +420,7 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 			return "open: " + err.Error()
 		}
 	}
-	_, err = apply.Run(ctx, apply.SliceSource(evs), replay, o)
+	err = applyLog(replay, evs)
 	c := replay.Conflicts()
 	replay.Close()
 	switch {

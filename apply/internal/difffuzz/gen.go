@@ -62,6 +62,10 @@ type History struct {
 	NUL bool
 	// The apply's options.
 	Workers, BatchRows, TxnRows int
+	// SplitBytes, when not 0, is small enough that Run hands out the
+	// commit ts of the history's transactions in parts
+	// (apply.CommitTsSplitter).
+	SplitBytes int64
 	// NoTypeChange leaves out column type changes (MODIFY and CHANGE
 	// COLUMN), which SQLite refuses.
 	NoTypeChange bool
@@ -82,6 +86,11 @@ func Generate(seed uint64) *History {
 		h.Workers, h.BatchRows, h.TxnRows = 0, 0, 0 // Run's defaults
 	default:
 		h.Workers, h.BatchRows, h.TxnRows = 1+r.IntN(4), 1+r.IntN(20), 1+r.IntN(60)
+	}
+	// From a stream of its own, so that every seed's history stays the
+	// one it was before this option was drawn.
+	if sr := rand.New(rand.NewPCG(seed, 0xb0f)); sr.IntN(3) == 0 {
+		h.SplitBytes = 1 + sr.Int64N(16<<10)
 	}
 	for range 1 + r.IntN(3) {
 		h.Steps = append(h.Steps, Step{StepCreate, r.Uint64()})

@@ -66,6 +66,7 @@ var (
 
 	_ apply.ConflictReporter = (*SQLSink)(nil)
 	_ apply.CommitOrderer    = (*SQLSink)(nil)
+	_ apply.CommitTsSplitter = (*SQLSink)(nil)
 )
 
 // Conflicts returns what the committed transactions met downstream, in all
@@ -313,6 +314,16 @@ func (s *SQLSink) Dialect() Dialect { return s.d }
 // IgnoredDDLs counts the DDLs whose effect was found already there (see
 // apply.SinkOptions.StrictDDL).
 func (s *SQLSink) IgnoredDDLs() int64 { return s.ignoredDDLs.Load() }
+
+// SplitsCommitTs reports true: a transaction takes a commit ts of a table
+// in parts (apply.CommitTsSplitter), so Run holds bounded memory whatever
+// the size of an upstream transaction. Each ApplyRows call keeps nothing
+// of its rows past its return (it clears its ops), and applies them over
+// the state the calls before it left: plan, collapse and the units give
+// the rows of applying the part's changes in order, and Run hands out in
+// parts only the commit ts for which that is the rows of the whole (see
+// plan on the two shapes of a transaction).
+func (s *SQLSink) SplitsCommitTs() bool { return true }
 
 // NeedsCommitOrder reports whether the downstream checks foreign keys during
 // the apply (SinkOptions.ForeignKeyChecks): Run then keeps commit-ts order

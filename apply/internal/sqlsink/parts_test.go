@@ -1,0 +1,94 @@
+package sqlsink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/codec"
+)
+
+// TestLargeTransactionsInParts: upstream transactions far larger than
+// Options.SplitBytes — a bulk load, an UPDATE of every row that keeps
+// keys, a DELETE of a third then inserts — go to each sink in parts
+// (apply.CommitTsSplitter), Run holding a small share of each at once, and
+// end with exactly the rows one whole apply would leave, with no conflict
+// counted. A transaction that inserts and then deletes what it inserted
+// must be applied whole: it fails as split too late (apply.ErrSplitTooLate,
+// naming the table), commits none of it, and a rerun that holds it whole
+// ends the same.
+func TestLargeTransactionsInParts(t *testing.T) {
+	const n = 20000
+	forEachDialect(t, func(t *testing.T, e *env) {
+		row := func(k int64, v string) []codec.Column {
+			return []codec.Column{icol("k", k, pk), scol("v", v)}
+		}
+		model := map[int64][]codec.Column{}
+		at := map[uint64][]string{0: nil} // the rows after each commit ts
+		var evs []*codec.Event
+		change := func(ts uint64, pre, post []codec.Column) {
+			if _, ok := at[ts-1]; !ok && ts > 10 {
+				at[ts-1] = dumpImages(model)
+			}
+			evs = append(evs, rowEv(ts, e.schema, "big", pre, post))
+			if pre != nil {
+				delete(model, pre[0].Value.Int())
+			}
+			if post != nil {
+				model[post[0].Value.Int()] = post
+			}
+		}
+		evs = append(evs, ddlEv(9, e.schema, "big", codec.ActionCreateTable, "CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR(32))"))
+		for k := range int64(n) {
+			change(10, nil, row(k, fmt.Sprint("load ", k)))
+		}
+		for k := range int64(n) {
+			change(11, row(k, fmt.Sprint("load ", k)), row(k, fmt.Sprint("updated ", k)))
+		}
+		for k := int64(0); k < n; k += 3 {
+			change(12, row(k, fmt.Sprint("updated ", k)), nil)
+		}
+		for k := int64(n); k < n+n/3; k++ {
+			change(12, nil, row(k, fmt.Sprint("new ", k)))
+		}
+		// Then inserts, and deletes of what they inserted: whole.
+		for k := int64(2 * n); k < 2*n+n/2; k++ {
+			change(13, nil, row(k, "brief"))
+		}
+		for k := int64(2 * n); k < 2*n+n/2; k += 2 {
+			change(13, row(k, "brief"), nil)
+		}
+		want := dumpImages(model)
+
+		s := e.open(nil)
+		o := &apply.Options{BatchRows: 256, TxnRows: 1000, SplitBytes: 64 << 10}
+		res, err := apply.Run(context.Background(), sliceSource(evs), s, o)
+		if !errors.Is(err, apply.ErrSplitTooLate) || !strings.Contains(err.Error(), e.schema+".big at commit ts 13") {
+			t.Fatalf("Run: %v; want ErrSplitTooLate naming %s.big at commit ts 13", err, e.schema)
+		}
+		// What committed is whole commit ts, up to the recorded progress
+		// (the workers may not have committed all of 12 when the run
+		// stopped), and none of 13.
+		done := e.progress().Tables[apply.Table{Schema: e.schema, Name: "big"}]
+		if got := e.dump("big"); done > 12 || !slices.Equal(got, at[done]) {
+			t.Fatalf("after the failed run big is applied up to commit ts %d and holds %d rows, want %d", done, len(got), len(at[done]))
+		}
+		if res.Splits == 0 || res.PeakRows > n/4 {
+			t.Fatalf("%d splits, up to %d rows held; want transactions of %d rows in parts, a small share held", res.Splits, res.PeakRows, n)
+		}
+		t.Logf("%d splits, up to %d rows held at once", res.Splits, res.PeakRows)
+		if _, err := apply.Run(context.Background(), sliceSource(evs), s, &apply.Options{BatchRows: 256, TxnRows: 1000}); err != nil {
+			t.Fatalf("rerun holding commit ts whole: %v", err)
+		}
+		if got := e.dump("big"); !slices.Equal(got, want) {
+			t.Fatalf("big holds %d rows, want the model's %d", len(got), len(want))
+		}
+		if c := s.Conflicts(); !c.Zero() {
+			t.Fatalf("conflicts %+v over the sink's own rows, want none", c)
+		}
+	})
+}
