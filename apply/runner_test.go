@@ -60,3 +60,26 @@ func TestTablesListStaysBounded(t *testing.T) {
 		t.Fatalf("a worker fenced by the same two tables twice lists %d", len(w.fenced))
 	}
 }
+
+// TestOrderListStaysBounded: a table handed out at every commit ts (it
+// holds BatchRows rows each time) is listed once in the runner's order
+// between two barriers, not once per hand-out: a log without DDLs and
+// below MaxBufferedRows never empties the list.
+func TestOrderListStaysBounded(t *testing.T) {
+	ctx := context.Background()
+	sink := &nopSink{}
+	o := (&Options{Workers: 2, BatchRows: 1, MaxBufferedRows: 1 << 20}).withDefaults(sink)
+	r := newRunner(ctx, sink, &o, &Result{Applied: map[Table]uint64{}}, Progress{Tables: map[Table]uint64{}})
+	defer r.stop()
+	for ts := uint64(100); ts < 20100; ts++ {
+		for _, name := range []string{"a", "b"} {
+			ev := rowAt(ts, "s", name)
+			if err := r.event(&ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(r.order) > 2 {
+		t.Fatalf("the runner's order lists %d entries after 20,000 hand-outs of 2 tables; want at most 2", len(r.order))
+	}
+}
