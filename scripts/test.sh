@@ -109,9 +109,10 @@ export REDOKIT_STAGED_CRASH_TRIALS=10
 step "go test -race (crash trials: $REDOKIT_CRASH_TRIALS; with reader and GC: $REDOKIT_CRASH_GC_TRIALS; bit flips: $REDOKIT_BITFLIPS; fault schedules: $REDOKIT_FAULT_SCHEDULES; apply kills per sink: $REDOKIT_APPLY_KILL_TRIALS; apply fuzz histories per sink: $REDOKIT_APPLY_FUZZ_HISTORIES)"
 go test -race -count=1 -timeout 30m ./...
 
-step "staged runs without -race: SIGKILL trials ($staged_crash_trials) and the memory bounds under a data limit"
+step "staged runs without -race: SIGKILL trials ($staged_crash_trials) and the memory bounds under a data limit (the writer's, and apply's of a transaction in parts)"
 REDOKIT_STAGED_CRASH_TRIALS="$staged_crash_trials" go test -count=1 -run '^TestStagedTransactionCrash$' .
 go test -count=1 -v -run '^TestStagedUnderDataLimit$' ./writer | grep -E '^(---|ok|FAIL|\s+staged_limit)' 
+go test -count=1 -v -run '^TestApplyUnderDataLimit$' ./apply/internal/sqlsink | grep -E '^(---|ok|FAIL|\s+limit_test)'
 
 step "go test ./benchmarks/... (the benchmark program's own checks: its baselines read what the reader reads)"
 go test -count=1 -timeout 10m ./benchmarks/...

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sqlsink_test
+
+const raceEnabled = false
