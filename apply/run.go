@@ -228,7 +228,8 @@ type tableBuf struct {
 	// open: the last item handed out ended inside a commit ts, whose
 	// other rows follow, so the worker may not commit until an item of
 	// the table closes it (workItem.open).
-	open bool
+	open   bool
+	openTs uint64 // the commit ts of the open item's last row
 	// shape is what the row changes of the table at commit ts shapeTs
 	// did to keys (splitShape).
 	shapeTs uint64
@@ -629,6 +630,9 @@ func (r *runner) handOutRows(b *tableBuf, open bool) error {
 		r.opened = append(r.opened, b)
 	}
 	b.open = open
+	if open {
+		b.openTs = rows[len(rows)-1].CommitTs
+	}
 	if !open {
 		return r.send(b.worker, workItem{table: b.table, rows: rows, copies: copies})
 	}
@@ -712,7 +716,7 @@ func (b *tableBuf) noteShape(row *codec.RowChange) error {
 	deletes := keyedPre && (len(post) == 0 || codec.KeyChanged(pre, post))
 	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
 		b.shape |= shapeWhole
-		if b.open {
+		if b.open && b.openTs == row.CommitTs {
 			return fmt.Errorf("%w: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib) of rows held, and then one deleted or moved a key after others wrote keys: "+
 				"in parts, that change could delete a row the transaction wrote; nothing of the commit ts is committed: apply it whole, with SplitBytes above its size",
 				ErrSplitTooLate, b.table, row.CommitTs)

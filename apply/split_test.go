@@ -471,3 +471,42 @@ func wholeRows(evs []codec.Event) int {
 	}
 	return most
 }
+
+// TestSplitTooLateOnlyForItsCommitTs: a table whose earlier, complete rows
+// went out in an open item (another table's transaction filled SplitBytes)
+// and whose next commit ts must be applied whole is held whole, not failed:
+// no part of that commit ts went out. The commit ts that did go in parts
+// and then turned out so fails, naming it.
+func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
+	key := func(k int64) []codec.Column {
+		return []codec.Column{codectest.Int("k", k, codec.FlagPrimaryKey|codec.FlagHandleKey), codectest.Int("id", k, 0)}
+	}
+	var evs []codec.Event
+	add := func(ts uint64, table string, pre, post []codec.Column) {
+		evs = append(evs, codectest.Update(ts, tname("s", table), pre, post))
+	}
+	add(5, "x", nil, key(1))
+	for k := range int64(400) {
+		add(6, "y", nil, key(100+k)) // past SplitBytes: x's ts 5 goes out open
+	}
+	add(6, "x", nil, key(2))
+	add(6, "x", key(2), nil) // x at 6 must be applied whole
+	s := newSplitSink(true)
+	s.id = rowID
+	o := &Options{Workers: 1, BatchRows: 16, SplitBytes: 100 * copyBytes(&evs[0].Row)}
+	res, err := Run(context.Background(), SliceSource(evs), s, o)
+	if err != nil || res.Splits == 0 {
+		t.Fatalf("Run: %v with %d splits; want x's commit ts 6 held whole, after a split", err, res.Splits)
+	}
+	// y's ts 6, in parts, then a delete after its inserts: too late.
+	add(7, "y", nil, key(1000))
+	for k := range int64(400) {
+		add(8, "y", nil, key(2000+k))
+	}
+	add(8, "y", key(2000), nil)
+	s = newSplitSink(true)
+	s.id = rowID
+	if _, err := Run(context.Background(), SliceSource(evs), s, o); !errors.Is(err, ErrSplitTooLate) || !strings.Contains(err.Error(), "s.y at commit ts 8") {
+		t.Fatalf("Run: %v; want ErrSplitTooLate naming s.y at commit ts 8", err)
+	}
+}
