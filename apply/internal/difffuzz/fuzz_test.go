@@ -102,6 +102,13 @@ func TestApplyDifferentialFoundSeeds(t *testing.T) {
 		// index". The worker must commit before it writes a table of a
 		// DDL run while its transaction was open.
 		{655414006, sqlsink.MySQL, "a transaction open across a CREATE TABLE writes the new table"},
+		// A run split too late (apply.ErrSplitTooLate) cancelled a worker
+		// that had run a RENAME COLUMN and not yet written its progress
+		// row; the rerun ran the rename again, which failed as a rename
+		// of a column the table never had (1054), for good. A rename run
+		// again now counts as applied when the catalog shows it done. The
+		// cancellation's timing decides whether a run meets it.
+		{900072, sqlsink.MySQL, "a column rename run again after a cancellation between it and its progress row"},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", c.d, c.seed), func(t *testing.T) {
 			f := newFuzzer(t, c.d)

@@ -614,7 +614,7 @@ func (s *SQLSink) ApplyDDL(ctx context.Context, ddl *codec.DDL, mark apply.DDLMa
 			return derr("USE "+s.d.Quote(ddl.Table.Schema), s.d.classify(err))
 		}
 	}
-	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) {
+	if _, err := conn.ExecContext(ctx, ddl.Query); err != nil && !s.tolerate(ddl, err) && !s.renamedAlready(ctx, conn, ddl, err) {
 		return derr("", s.d.classify(err))
 	}
 	if err := s.writeMarks(ctx, conn, nil, record); err != nil {
