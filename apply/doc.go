@@ -248,8 +248,9 @@
 // run the DDL (as their rewrite translates it) and its progress row in one
 // transaction. Either way, and for DDLs the downstream ran past the log's
 // checkpoint before the disaster, a DDL whose effect is already there —
-// MySQL errors 1007, 1008, 1050, 1051, 1060, 1061, 1068, 1091, and 1054
-// for an ALTER TABLE whose column renames the catalog shows done; SQLite
+// MySQL errors 1007, 1008, 1050, 1051, 1060, 1061, 1068, 1091, and 1146,
+// 1054 and 1176 for a rename of tables, columns or indexes that the catalog
+// shows done (no old name left, every new name there); SQLite
 // "already exists", "duplicate column name", and "no such table/index/column"
 // for drops, except a DROP INDEX of an index its existing table lacks, which
 // is an error — is logged and counted as applied (the sink's IgnoredDDLs);

@@ -33,7 +33,7 @@ var Schemes = []string{"mysql", "mariadb", "tidb"}
 func init() {
 	sqlsink.Register(sqlsink.MySQL, &sqlsink.Driver{Transient: transient, AlreadyApplied: alreadyApplied,
 		DuplicateKey: mysqlError(1062, 1586), NoSuchTable: mysqlError(1146),
-		NoSuchColumn: mysqlError(1054)}, Schemes, Open)
+		NoSuchColumn: mysqlError(1054), NoSuchIndex: mysqlError(1176)}, Schemes, Open)
 }
 
 // Open opens the sink a URI names:

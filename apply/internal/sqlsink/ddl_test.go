@@ -154,9 +154,10 @@ func TestSQLiteDDLRuns(t *testing.T) {
 }
 
 // TestRenameRunAgain: MySQL commits a DDL before its progress row, so a
-// crash (or a cancelled run) in between runs it again on resume. A column
-// rename run again fails as a rename of a column the table never had would
-// (1054): it must count as applied when the catalog shows the renames done
+// crash (or a cancelled run) in between runs it again on resume. A rename
+// of a column, an index or a table run again fails as a rename of one
+// never there would (1054, 1176, 1146): it must count as applied when the
+// catalog shows the renames done
 // — else the resume stops there for good, as apply's differential fuzzer
 // found (seed 900072, a run cancelled by a split too late while a worker
 // ran the rename) — and still fail when they are not.
@@ -166,9 +167,20 @@ func TestRenameRunAgain(t *testing.T) {
 	ctx := context.Background()
 	e.ddl("CREATE TABLE rn (k INT PRIMARY KEY, a INT, c INT)")
 	run := func(q string) error {
-		return s.ApplyDDL(ctx, &codec.DDL{Table: codec.TableName{Schema: e.schema, Name: "rn"}, Type: codec.ActionModifyColumn, Query: q}, apply.DDLMark{})
+		d := &codec.DDL{Table: codec.TableName{Schema: e.schema, Name: "rn"}, Type: codec.ActionModifyColumn, Query: q}
+		switch {
+		case strings.HasPrefix(q, "RENAME TABLE"):
+			d.Table.Name, d.Type = "ra", codec.ActionRenameTable
+		case strings.Contains(q, " RENAME TO "):
+			d.Table.Name, d.Type = "rb", codec.ActionRenameTable
+		case strings.Contains(q, " ra "):
+			d.Table.Name = "ra"
+		}
+		return s.ApplyDDL(ctx, d, apply.DDLMark{})
 	}
-	for _, q := range []string{"ALTER TABLE rn RENAME COLUMN a TO b", "ALTER TABLE rn CHANGE COLUMN c d BIGINT, ADD COLUMN x INT"} {
+	e.ddl("CREATE TABLE ra (k INT PRIMARY KEY, a INT, KEY i (a))")
+	for _, q := range []string{"ALTER TABLE rn RENAME COLUMN a TO b", "ALTER TABLE rn CHANGE COLUMN c d BIGINT, ADD COLUMN x INT",
+		"ALTER TABLE ra RENAME INDEX i TO j", "RENAME TABLE ra TO rb", "ALTER TABLE rb RENAME TO rc"} {
 		if err := run(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -182,7 +194,8 @@ func TestRenameRunAgain(t *testing.T) {
 	}
 	// Not run: the renamed-to column is not there (a table whose columns
 	// are absent and present as after the DDL looks like it ran).
-	for _, q := range []string{"ALTER TABLE rn RENAME COLUMN nope TO e", "ALTER TABLE rn CHANGE nope f INT", "ALTER TABLE rn RENAME COLUMN b TO e, RENAME COLUMN nope TO g"} {
+	for _, q := range []string{"ALTER TABLE rn RENAME COLUMN nope TO e", "ALTER TABLE rn CHANGE nope f INT", "ALTER TABLE rn RENAME COLUMN b TO e, RENAME COLUMN nope TO g",
+		"RENAME TABLE nope TO rd", "ALTER TABLE rn RENAME INDEX nope TO m"} {
 		if err := run(q); err == nil {
 			t.Fatalf("%s: a rename of a column the table never had succeeded", q)
 		}

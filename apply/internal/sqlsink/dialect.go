@@ -210,11 +210,11 @@ type Driver struct {
 	DuplicateKey func(err error) bool
 	// NoSuchTable reports whether err says a table does not exist.
 	NoSuchTable func(err error) bool
-	// NoSuchColumn reports whether err says a column does not exist:
-	// MySQL's DDL run again after a crash before its progress row, when
-	// the DDL renames a column (see renamedAlready). nil on dialects whose
-	// DDLs commit with their progress row.
-	NoSuchColumn func(err error) bool
+	// NoSuchColumn and NoSuchIndex report whether err says a column or an
+	// index does not exist: MySQL's DDL run again after a crash before its
+	// progress row, when it renames one (see renamedAlready). nil on
+	// dialects whose DDLs commit with their progress row.
+	NoSuchColumn, NoSuchIndex func(err error) bool
 	// CopyFrom runs query, a COPY … FROM STDIN in the text format, on conn
 	// (the driver's connection, as sql.Conn.Raw gives it) inside the
 	// transaction open on it, sending data; it returns the rows copied.
