@@ -37,9 +37,10 @@
 // Options.BatchRows rows or more hands them to its worker; past
 // Options.MaxBufferedRows held in all, every table does. The exception is
 // a transaction larger than memory: into a sink that takes a commit ts in
-// parts ([CommitTsSplitter]: the SQL sinks, outside commit order), past
-// Options.SplitBytes of rows held, Run hands out what it holds at once,
-// the commit ts being read in parts of BatchRows rows, and the worker's
+// parts ([CommitTsSplitter]: the SQL sinks, outside commit order), once the
+// commit ts being read holds more than Options.SplitBytes of rows, Run
+// hands them out, the largest tables' first, in parts of BatchRows rows,
+// until it holds half of that; the worker's
 // transaction stays open (its rows let go, none kept to replay) until the
 // rest of the commit ts has followed. So a bulk load, a large DELETE or
 // UPDATE of millions of rows passes in bounded memory (Result.PeakRows says

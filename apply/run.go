@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,12 +37,13 @@ type Options struct {
 	// commit ts. The rows of one commit ts of one table are held whole,
 	// up to SplitBytes. 0 means 2 × Workers × TxnRows.
 	MaxBufferedRows int
-	// SplitBytes bounds the memory of the row changes Run holds that no
-	// worker has taken yet, into a sink that takes a commit ts in parts
-	// ([CommitTsSplitter], the SQL sinks outside commit order): past it,
-	// every table's rows are handed out at once, those of the commit ts
-	// being read in part, so that a transaction of any size passes in
-	// bounded memory. A commit ts that must be applied whole is held whole
+	// SplitBytes bounds the memory of the row changes of one commit ts
+	// that Run holds, into a sink that takes a commit ts in parts
+	// ([CommitTsSplitter], the SQL sinks outside commit order): once the
+	// commit ts being read took more, the rows held are handed out, the
+	// largest tables' first, those of the commit ts in part, until Run
+	// holds half of SplitBytes, so that a transaction of any size passes
+	// in bounded memory and a smaller one always goes whole. A commit ts that must be applied whole is held whole
 	// (see CommitTsSplitter), or fails with [ErrSplitTooLate] once part of
 	// it went out. Into another sink, or in commit order, a commit ts is
 	// held whole, and memory grows with the largest transaction. 0 means
@@ -249,13 +251,19 @@ type runner struct {
 	ordered bool        // hand out every commit ts whole, in order (CommitOrderer)
 	ready   []*tableBuf // tables holding ≥ BatchRows rows
 	// split: the sink takes a commit ts in parts (CommitTsSplitter), and
-	// Run hands out the rows held past SplitBytes at once; opened
-	// lists the buffers whose last item went out open (tableBuf.open).
+	// Run hands out the rows of a commit ts past SplitBytes (splitAll);
+	// opened lists the buffers whose last item went out open
+	// (tableBuf.open). splitAt: Run hands out in parts once its rows take
+	// this much, SplitBytes above what it held when the commit ts began or
+	// after the last hand-out in parts, so that only a commit ts of more
+	// than SplitBytes goes in parts.
 	split    bool
 	opened   []*tableBuf
-	buffered int   // rows in all tableBufs
-	bufBytes int64 // the memory of their copies (Options.SplitBytes)
-	drainAll bool  // hand out every table at the next commit ts
+	splitAt  int64
+	cands    []*tableBuf // splitAll's
+	buffered int         // rows in all tableBufs
+	bufBytes int64       // the memory of their copies (Options.SplitBytes)
+	drainAll bool        // hand out every table at the next commit ts
 
 	curTs    uint64 // commit ts of the last event read
 	ddlAtCur int    // DDLs read at curTs
@@ -350,6 +358,7 @@ func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Pro
 	if sp, ok := sink.(CommitTsSplitter); ok && sp.SplitsCommitTs() && !r.ordered {
 		r.split = true
 	}
+	r.splitAt = o.SplitBytes
 	for i := 0; i < o.Workers; i++ {
 		w := &worker{r: r, id: i, in: make(chan workItem, 4)}
 		r.workers = append(r.workers, w)
@@ -508,7 +517,7 @@ func (r *runner) row(ev *codec.Event) error {
 	if r.buffered >= r.o.MaxBufferedRows {
 		r.drainAll = true
 	}
-	if r.split && r.bufBytes >= r.o.SplitBytes {
+	if r.split && r.bufBytes >= r.splitAt {
 		return r.splitAll()
 	}
 	return nil
@@ -551,6 +560,7 @@ func (r *runner) dropTable(t Table) {
 // advance is called when the commit ts moves on: every row held is then a
 // whole commit ts of its table, and may be handed out.
 func (r *runner) advance() error {
+	defer func() { r.splitAt = r.bufBytes + r.o.SplitBytes }()
 	if err := r.closeSplits(); err != nil {
 		return err
 	}
@@ -649,33 +659,40 @@ func (r *runner) handOutRows(b *tableBuf, open bool) error {
 	return nil
 }
 
-// splitAll hands out every row held, those of the current commit ts in
-// part (CommitTsSplitter): a transaction of any size passes through
-// SplitBytes at a time. The worker's transaction stays open
-// until the rest of the commit ts follows (closeSplits).
+// splitAll hands out rows of the commit ts being read, which took more
+// than SplitBytes since the commit ts began (splitAt): those of the
+// largest tables first, in part (CommitTsSplitter), until what is held is
+// at most half of SplitBytes, so that a transaction of any size passes
+// through SplitBytes at a time and the small tables of a large transaction
+// stay whole. The worker's transaction stays open until the rest of the
+// commit ts follows (closeSplits). A table's commit ts that must be
+// applied whole (splitShape) is held whole, until the commit ts moves on.
 func (r *runner) splitAll() error {
-	for _, b := range r.ready {
-		b.ready = false
-	}
-	r.ready = r.ready[:0]
-	held := r.order[:0]
-	split := false
-	for i, b := range r.order {
-		if len(b.rows) > 0 && b.shapeTs == r.curTs && b.shape&shapeWhole != 0 {
-			// Held whole (splitShape), until the commit ts moves on.
-			held = append(held, b)
+	defer func() { r.splitAt = r.bufBytes + r.o.SplitBytes }()
+	cands := r.cands[:0]
+	for _, b := range r.order {
+		if len(b.rows) == 0 {
+			continue
+		}
+		if b.shapeTs == r.curTs && b.shape&shapeWhole != 0 {
 			r.drainAll = true
 			continue
 		}
-		split = split || len(b.rows) > 0
-		b.listed = false
+		cands = append(cands, b)
+	}
+	slices.SortStableFunc(cands, func(a, b *tableBuf) int { return cmp.Compare(b.bytes, a.bytes) })
+	split := false
+	for _, b := range cands {
+		if r.bufBytes <= r.o.SplitBytes/2 {
+			break
+		}
+		split = true
 		if err := r.handOutRows(b, true); err != nil {
-			r.order = r.order[i+1:]
 			return err
 		}
 	}
-	clear(r.order[len(held):])
-	r.order = held
+	clear(cands)
+	r.cands = cands[:0]
 	if split {
 		r.res.Splits++
 	}
@@ -717,7 +734,7 @@ func (b *tableBuf) noteShape(row *codec.RowChange) error {
 	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
 		b.shape |= shapeWhole
 		if b.open && b.openTs == row.CommitTs {
-			return fmt.Errorf("%w: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib) of rows held, and then one deleted or moved a key after others wrote keys: "+
+			return fmt.Errorf("%w: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib), and then one deleted or moved a key after others wrote keys: "+
 				"in parts, that change could delete a row the transaction wrote; nothing of the commit ts is committed: apply it whole, with SplitBytes above its size",
 				ErrSplitTooLate, b.table, row.CommitTs)
 		}

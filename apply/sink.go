@@ -278,9 +278,10 @@ type DDLTx interface {
 // CommitTsSplitter is implemented by a sink whose transactions take the
 // rows of one commit ts of a table in parts, and SplitsCommitTs reports
 // true. Run then bounds the memory of the rows it holds by
-// Options.SplitBytes whatever the size of an upstream transaction: past it,
-// it hands out the rows of the commit ts being read that it holds, and the
-// rest follow in later ApplyRows calls of the same transaction, which
+// Options.SplitBytes whatever the size of an upstream transaction: once the
+// commit ts being read took more, it hands out that commit ts's rows that
+// it holds, and the rest follow in later ApplyRows calls of the same
+// transaction, which
 // commits only once the commit ts is complete (the progress never records
 // part of a commit ts). Such a call holds a contiguous run of the table's
 // row changes, which the sink applies as the state the calls before it

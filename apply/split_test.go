@@ -485,7 +485,11 @@ func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
 	add := func(ts uint64, table string, pre, post []codec.Column) {
 		evs = append(evs, codectest.Update(ts, tname("s", table), pre, post))
 	}
-	add(5, "x", nil, key(1))
+	for k := range int64(80) {
+		// Fewer than BatchRows, and than SplitBytes holds: held at 6,
+		// more than half of SplitBytes: handed out with y's part.
+		add(5, "x", nil, key(3000+k))
+	}
 	for k := range int64(400) {
 		add(6, "y", nil, key(100+k)) // past SplitBytes: x's ts 5 goes out open
 	}
@@ -493,7 +497,7 @@ func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
 	add(6, "x", key(2), nil) // x at 6 must be applied whole
 	s := newSplitSink(true)
 	s.id = rowID
-	o := &Options{Workers: 1, BatchRows: 16, SplitBytes: 100 * copyBytes(&evs[0].Row)}
+	o := &Options{Workers: 1, BatchRows: 1000, SplitBytes: 100 * copyBytes(&evs[0].Row)}
 	res, err := Run(context.Background(), SliceSource(evs), s, o)
 	if err != nil || res.Splits == 0 {
 		t.Fatalf("Run: %v with %d splits; want x's commit ts 6 held whole, after a split", err, res.Splits)
@@ -508,5 +512,31 @@ func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
 	s.id = rowID
 	if _, err := Run(context.Background(), SliceSource(evs), s, o); !errors.Is(err, ErrSplitTooLate) || !strings.Contains(err.Error(), "s.y at commit ts 8") {
 		t.Fatalf("Run: %v; want ErrSplitTooLate naming s.y at commit ts 8", err)
+	}
+}
+
+// TestOnlyLargeCommitTsSplit: rows of earlier commit ts held past
+// SplitBytes (each table's below BatchRows, all below MaxBufferedRows) do
+// not make a small transaction go in parts: only a commit ts of more than
+// SplitBytes does. Else a small transaction that deletes what it inserted
+// would fail as split too late.
+func TestOnlyLargeCommitTsSplit(t *testing.T) {
+	key := func(k int64) []codec.Column {
+		return []codec.Column{codectest.Int("k", k, codec.FlagPrimaryKey|codec.FlagHandleKey), codectest.Int("id", k, 0)}
+	}
+	var evs []codec.Event
+	for ts := uint64(10); ts < 60; ts++ {
+		for i := range int64(10) {
+			k := int64(ts)*100 + i
+			evs = append(evs, codectest.Update(ts, tname("s", fmt.Sprint("z", i)), nil, key(k)))
+		}
+	}
+	evs = append(evs, codectest.Update(100, tname("s", "w"), nil, key(1)), codectest.Update(100, tname("s", "w"), key(1), nil))
+	s := newSplitSink(true)
+	s.id = rowID
+	o := &Options{Workers: 2, BatchRows: 1000, MaxBufferedRows: 1 << 20, SplitBytes: 100 * copyBytes(&evs[0].Row)}
+	res, err := Run(context.Background(), SliceSource(evs), s, o)
+	if err != nil || res.Splits != 0 {
+		t.Fatalf("Run: %v, %d splits; want none: no commit ts holds SplitBytes", err, res.Splits)
 	}
 }

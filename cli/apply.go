@@ -479,7 +479,7 @@ stdout, and runs none (nor writes the progress table).`,
 	f.StringVar(&sinkURI, "sink", "", "downstream: mysql://user:password@host:port/db, postgres://user:password@host:port/db or sqlite:///path.db (required)")
 	f.IntVar(&workers, "workers", 0, "transactions applying rows at once (default 4; SQLite uses 1)")
 	f.IntVar(&batch, "batch-rows", 0, fmt.Sprintf("rows of a table per multi-row statement batch (default %d)", apply.DefaultBatchRows))
-	f.Int64Var(&splitMiB, "split-mib", 0, fmt.Sprintf("MiB of row changes held before a transaction larger goes to the sink in parts, in bounded memory (default %d; see apply.Options.SplitBytes)", apply.DefaultSplitBytes>>20))
+	f.Int64Var(&splitMiB, "split-mib", 0, fmt.Sprintf("MiB of row changes of one transaction held before it goes to the sink in parts, in bounded memory (default %d; see apply.Options.SplitBytes)", apply.DefaultSplitBytes>>20))
 	f.StringVar(&progress, "progress-table", "", "table the sink records its progress in (default redokit_apply_progress; two logs applied into one downstream need two)")
 	f.StringArrayVar(&include, "table", nil, "apply only the tables matching this schema.table `PATTERN` (shell globs: shop.*, *.orders); repeat for several")
 	f.StringArrayVar(&exclude, "exclude-table", nil, "do not apply the tables matching this schema.table `PATTERN`; repeat for several")

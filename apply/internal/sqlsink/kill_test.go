@@ -2,9 +2,11 @@ package sqlsink_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,10 +144,14 @@ func traceDDL(run func() error) error {
 // runs.
 func init() {
 	testenv.RunChild("apply-kill", func(args []string) error {
-		if len(args) != 3 {
-			return fmt.Errorf("want the URI, the schema and the progress schema, got %q", args)
+		if len(args) != 4 {
+			return fmt.Errorf("want the URI, the schema, the progress schema and the SplitBytes, got %q", args)
 		}
 		uri, schema, progress := args[0], args[1], args[2]
+		split, err := strconv.ParseInt(args[3], 10, 64)
+		if err != nil {
+			return err
+		}
 		ctx := context.Background()
 		s, err := apply.Open(ctx, uri, &apply.SinkOptions{ProgressSchema: progress})
 		if err != nil {
@@ -156,7 +162,13 @@ func init() {
 		// would prove nothing.
 		fmt.Println("applying")
 		o := killOptions
+		o.SplitBytes = split
 		_, err = apply.Run(ctx, sliceSource(killEvents(schema)), ddlTracer{s.(*sqlsink.SQLSink)}, &o)
+		if errors.Is(err, apply.ErrSplitTooLate) {
+			// As its message says: the commit ts, whole.
+			o.SplitBytes = 0
+			_, err = apply.Run(ctx, sliceSource(killEvents(schema)), ddlTracer{s.(*sqlsink.SQLSink)}, &o)
+		}
 		return err
 	})
 }
@@ -203,7 +215,13 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 					if k == 0 && trial%2 == 1 {
 						atDDL, delay = creates+1+rng.IntN(len(killDDLs)), full+full/4
 					}
-					r, err := runKillChild(t, e, delay, atDDL)
+					// Every third trial's child hands its commit ts out
+					// in parts of 4 KiB (apply.CommitTsSplitter).
+					split := 0
+					if trial%3 == 2 {
+						split = 4 << 10
+					}
+					r, err := runKillChild(t, e, delay, atDDL, split)
 					if err != nil {
 						t.Fatalf("trial %d: child: %v", trial, err)
 					}
@@ -245,15 +263,16 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 // killed, and then whether inside a DDL (its last line was "ddl begin").
 type killRun struct{ done, inDDL bool }
 
-// runKillChild runs the child applying into e's downstream and kills it
-// after delay, or when it begins its atDDL-th DDL (1-based; 0: never).
-func runKillChild(t *testing.T, e *env, delay time.Duration, atDDL int) (killRun, error) {
+// runKillChild runs the child applying into e's downstream, with
+// SplitBytes split (0: the default), and kills it after delay, or when it
+// begins its atDDL-th DDL (1-based; 0: never).
+func runKillChild(t *testing.T, e *env, delay time.Duration, atDDL, split int) (killRun, error) {
 	t.Helper()
 	progress := ""
 	if e.dialect == sqlsink.Postgres {
 		progress = e.schema
 	}
-	c := testenv.StartChild(t, "apply-kill", []string{e.uri, e.schema, progress})
+	c := testenv.StartChild(t, "apply-kill", []string{e.uri, e.schema, progress, strconv.Itoa(split)})
 	if line, ok := <-c.Lines; !ok || line != "applying" {
 		// The child failed before it opened the sink: Wait says why.
 		if err := c.Wait(); err != nil {
