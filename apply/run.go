@@ -699,6 +699,48 @@ func (r *runner) splitAll() error {
 	return nil
 }
 
+// keyFlag returns the flag that marks img's key columns (see
+// codec.KeyColumns), 0 when it has none.
+func keyFlag(img []codec.Column) codec.ColumnFlag {
+	pk := false
+	for i := range img {
+		if img[i].Flags.Has(codec.FlagHandleKey) {
+			return codec.FlagHandleKey
+		}
+		pk = pk || img[i].Flags.Has(codec.FlagPrimaryKey)
+	}
+	if pk {
+		return codec.FlagPrimaryKey
+	}
+	return 0
+}
+
+// keyMoved is codec.KeyChanged without its allocations: the loop runs it
+// on every row.
+func keyMoved(pre, post []codec.Column) bool {
+	fp, fq := keyFlag(pre), keyFlag(post)
+	if fp == 0 || fq == 0 {
+		return true
+	}
+	i, j := 0, 0
+	for {
+		for i < len(pre) && !pre[i].Flags.Has(fp) {
+			i++
+		}
+		for j < len(post) && !post[j].Flags.Has(fq) {
+			j++
+		}
+		if i == len(pre) || j == len(post) {
+			return i != len(pre) || j != len(post)
+		}
+		if pre[i].Name != post[j].Name || !pre[i].Value.Equal(post[j].Value) {
+			return true
+		}
+		i++
+		j++
+	}
+}
+
 // splitShape is what the row changes of one table at one commit ts did to
 // keys, as far as Run has read them: whether it may hand them out in parts
 // (CommitTsSplitter). A log gives a transaction's changes in one of two
@@ -727,10 +769,11 @@ func (b *tableBuf) noteShape(row *codec.RowChange) error {
 		b.shapeTs, b.shape = row.CommitTs, 0
 	}
 	pre, post := row.PreColumns, row.Columns
-	keyedPre := len(pre) > 0 && codec.KeyColumns(pre) != nil
-	keyedPost := len(post) > 0 && codec.KeyColumns(post) != nil
-	writes := keyedPost && (len(pre) == 0 || codec.KeyChanged(pre, post))
-	deletes := keyedPre && (len(post) == 0 || codec.KeyChanged(pre, post))
+	keyedPre := len(pre) > 0 && keyFlag(pre) != 0
+	keyedPost := len(post) > 0 && keyFlag(post) != 0
+	moved := len(pre) > 0 && len(post) > 0 && keyMoved(pre, post)
+	writes := keyedPost && (len(pre) == 0 || moved)
+	deletes := keyedPre && (len(post) == 0 || moved)
 	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
 		b.shape |= shapeWhole
 		if b.open && b.openTs == row.CommitTs {

@@ -540,3 +540,34 @@ func TestOnlyLargeCommitTsSplit(t *testing.T) {
 		t.Fatalf("Run: %v, %d splits; want none: no commit ts holds SplitBytes", err, res.Splits)
 	}
 }
+
+// TestKeyMovedIsKeyChanged: the loop's allocation-free keyMoved answers as
+// codec.KeyChanged on random images (keys of handle and primary flags,
+// several columns, values equal and not), and allocates nothing.
+func TestKeyMovedIsKeyChanged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	img := func() []codec.Column {
+		var cols []codec.Column
+		for i := range rng.IntN(4) {
+			var f codec.ColumnFlag
+			switch rng.IntN(4) {
+			case 0:
+				f = codec.FlagHandleKey
+			case 1:
+				f = codec.FlagPrimaryKey
+			}
+			cols = append(cols, codec.Column{Name: fmt.Sprint("c", i+rng.IntN(2)), Flags: f, Value: codec.IntValue(rng.Int64N(2))})
+		}
+		return cols
+	}
+	for range 20000 {
+		pre, post := img(), img()
+		if got, want := keyMoved(pre, post), codec.KeyChanged(pre, post); got != want {
+			t.Fatalf("keyMoved(%v, %v) = %v, codec.KeyChanged %v", pre, post, got, want)
+		}
+	}
+	pre := []codec.Column{{Name: "k", Flags: codec.FlagPrimaryKey, Value: codec.IntValue(1)}, {Name: "v"}}
+	if n := testing.AllocsPerRun(100, func() { keyMoved(pre, pre) }); n != 0 {
+		t.Fatalf("keyMoved allocates %v times", n)
+	}
+}
