@@ -126,9 +126,10 @@ type Result struct {
 	// commit ts in part, past Options.SplitBytes ([CommitTsSplitter]).
 	Splits int64
 	// PeakRows is the most row changes Run held at once: read and not yet
-	// committed (or let go, CommitTsSplitter): about SplitBytes' worth or
-	// MaxBufferedRows, whichever is more, plus, per worker, its queue and
-	// TxnRows, unless a commit ts held whole is larger.
+	// committed (or let go, CommitTsSplitter). Into a CommitTsSplitter it
+	// stays near MaxBufferedRows of complete commit ts, plus SplitBytes'
+	// worth of the one being read, plus per worker its queue and TxnRows,
+	// unless a commit ts held whole is larger.
 	PeakRows int64
 	Retries  int64 // transactions and DDLs retried after a transient error
 	Duration time.Duration
