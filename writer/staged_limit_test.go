@@ -1,13 +1,10 @@
 package writer
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -33,7 +30,7 @@ func stagedLimitChild(args []string) error {
 		mib[i] = n << 20
 	}
 	quota, txn, limit := mib[0], mib[1], mib[2]
-	idle := procStatus("VmRSS")
+	idle := testenv.ProcStatus("VmRSS")
 	if limit > 0 {
 		if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}); err != nil {
 			return fmt.Errorf("set RLIMIT_DATA: %w", err)
@@ -75,25 +72,8 @@ func stagedLimitChild(args []string) error {
 		return err
 	}
 	st := w.Stats()
-	fmt.Printf("events %d overcommits %d stagecuts %d idle %d peak %d\n", n, st.QuotaOvercommits, st.StageCuts, idle, procStatus("VmHWM"))
+	fmt.Printf("events %d overcommits %d stagecuts %d idle %d peak %d\n", n, st.QuotaOvercommits, st.StageCuts, idle, testenv.ProcStatus("VmHWM"))
 	return nil
-}
-
-// procStatus reads a size field of /proc/self/status, in bytes.
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
 }
 
 // TestStagedUnderDataLimit is the crash loop that staged runs end: a

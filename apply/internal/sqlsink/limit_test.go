@@ -1,10 +1,8 @@
 package sqlsink_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -81,7 +79,7 @@ func init() {
 		if err1 != nil || err2 != nil {
 			return fmt.Errorf("bad sizes %q", args[2:])
 		}
-		idle := procStatus("VmRSS")
+		idle := testenv.ProcStatus("VmRSS")
 		if limit > 0 {
 			if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit << 20), Max: uint64(limit << 20)}); err != nil {
 				return fmt.Errorf("set RLIMIT_DATA: %w", err)
@@ -107,26 +105,9 @@ func init() {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("rows %d splits %d peakrows %d idle %d peak %d data %d\n", res.Rows, res.Splits, res.PeakRows, idle, procStatus("VmHWM"), procStatus("VmData"))
+		fmt.Printf("rows %d splits %d peakrows %d idle %d peak %d data %d\n", res.Rows, res.Splits, res.PeakRows, idle, testenv.ProcStatus("VmHWM"), testenv.ProcStatus("VmData"))
 		return nil
 	})
-}
-
-// procStatus reads a size field of /proc/self/status, in bytes.
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
 }
 
 // TestApplyUnderDataLimit: a recovery that replays one transaction far
