@@ -281,9 +281,8 @@ type DDLTx interface {
 // Options.SplitBytes whatever the size of an upstream transaction: once the
 // commit ts being read took more, it hands out that commit ts's rows that
 // it holds, and the rest follow in later ApplyRows calls of the same
-// transaction, which
-// commits only once the commit ts is complete (the progress never records
-// part of a commit ts). Such a call holds a contiguous run of the table's
+// transaction, which commits only once the commit ts is complete (the
+// progress never records part of a commit ts). Such a call holds a contiguous run of the table's
 // row changes, which the sink applies as the state the calls before it
 // left (reordering only within the call, by the rules of Tx.ApplyRows); and
 // it keeps nothing of a call's rows past its return: Run reuses their
