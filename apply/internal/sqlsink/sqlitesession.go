@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/redokit/redokit/apply"
@@ -73,9 +74,15 @@ func (l *sqliteSession) close() error {
 
 // begin takes the session and starts a write transaction; the lock is taken
 // at BEGIN (IMMEDIATE), so a busy database fails here, before any statement.
+//
+// A BEGIN whose context ends as it runs may have begun the transaction
+// and still report the cancellation: it is rolled back (see rollback)
+// before the session is given up, or the next BEGIN would fail "within a
+// transaction".
 func (l *sqliteSession) begin(ctx context.Context) error {
 	l.mu.Lock()
 	if _, err := l.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		l.rollback()
 		l.mu.Unlock()
 		return err
 	}
@@ -108,9 +115,18 @@ func (l *sqliteSession) endExplained(ctx context.Context, commit bool, explain f
 }
 
 // rollback ends a transaction, whatever the context: SQLite may already
-// have rolled it back (an interrupted statement does), which is fine.
+// have rolled it back (an interrupted statement does), which is fine. A
+// transaction left open would leave the session free and every later
+// BEGIN failing "within a transaction" (see begin), so the end is settled
+// by proof: ROLLBACK again until SQLite answers that no transaction is
+// active.
 func (l *sqliteSession) rollback() {
-	_, _ = l.conn.ExecContext(context.Background(), "ROLLBACK")
+	for range 8 {
+		_, err := l.conn.ExecContext(context.Background(), "ROLLBACK")
+		if err != nil && strings.Contains(err.Error(), "no transaction is active") {
+			return
+		}
+	}
 }
 
 // sqliteTx is a transaction on the session.
