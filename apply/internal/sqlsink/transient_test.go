@@ -3,11 +3,15 @@ package sqlsink_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/apply/internal/sqlsink"
@@ -120,4 +124,49 @@ func TestRealTransientErrors(t *testing.T) {
 			t.Errorf("a = %q", got)
 		}
 	})
+}
+
+// cancelAtBegin is a sink whose Begin cancels the run's context a moment
+// after it calls the sink's, racing the BEGIN.
+type cancelAtBegin struct {
+	*sqlsink.SQLSink
+	cancel func()
+	after  time.Duration
+}
+
+func (s cancelAtBegin) Begin(ctx context.Context) (apply.Tx, error) {
+	time.AfterFunc(s.after, s.cancel)
+	return s.SQLSink.Begin(ctx)
+}
+
+// TestSQLiteSinkAfterCancelledRuns: runs cancelled as they begin a
+// transaction leave the SQLite sink usable — the next run on it begins
+// its transactions and ends where one uninterrupted run would. A BEGIN
+// whose context ended as it ran may have begun the transaction and still
+// report the cancellation; the session kept it open, and every later BEGIN
+// failed "within a transaction" (CI met it through a run that failed as
+// split too late).
+func TestSQLiteSinkAfterCancelledRuns(t *testing.T) {
+	e := newEnv(t, sqlsink.SQLite)
+	evs := benchEvents(e.schema, 200)
+	ref := newEnv(t, sqlsink.SQLite)
+	o := &apply.Options{TxnRows: 20, BatchRows: 8}
+	ref.run(evs, o)
+	s := e.open(nil)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, err := apply.Run(ctx, sliceSource(evs), cancelAtBegin{s, cancel, time.Duration(rng.IntN(60)) * time.Microsecond}, o)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("run %d, cancelled at a BEGIN: %v; want the cancellation's error", i, err)
+		}
+	}
+	if _, err := apply.Run(context.Background(), sliceSource(evs), s, o); err != nil {
+		t.Fatalf("the run after 300 cancelled ones: %v", err)
+	}
+	tables := []string{"orders", "items", "users", "events"}
+	if got, want := e.dumpAll(tables...), ref.dumpAll(tables...); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("the downstream differs from one uninterrupted run's")
+	}
 }
