@@ -2,6 +2,8 @@ package sinkgate
 
 import (
 	"context"
+	"errors"
+	"math"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
@@ -50,8 +52,20 @@ type applyDownstream struct {
 }
 
 // Apply replays one batch; the gate keeps it, and retries it, on failure.
+// A commit ts of the batch that went to the sink in parts and then had to
+// be applied whole (apply.ErrSplitTooLate) is applied again at once,
+// holding every commit ts whole: the batch is in memory already, and
+// retried as it was it would fail the same way every time.
 func (d *applyDownstream) Apply(ctx context.Context, events []codec.Event) error {
 	_, err := apply.Run(ctx, apply.SliceSource(events), d.sink, d.opts)
+	if errors.Is(err, apply.ErrSplitTooLate) {
+		var whole apply.Options
+		if d.opts != nil {
+			whole = *d.opts
+		}
+		whole.SplitBytes = math.MaxInt64
+		_, err = apply.Run(ctx, apply.SliceSource(events), d.sink, &whole)
+	}
 	return err
 }
 

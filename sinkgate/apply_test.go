@@ -279,3 +279,46 @@ func TestApplyToForeignKeys(t *testing.T) {
 		t.Errorf("an orphan child: %v, want a foreign-key failure", err)
 	}
 }
+
+// TestApplyToSplitTooLate: a batch holding a transaction larger than
+// SplitBytes that inserts rows and then deletes some (one that must be
+// applied whole) goes in parts, fails as split too late, and is applied
+// again whole by the same Apply: the gate, which would retry it as it was,
+// would fail the same way for good.
+func TestApplyToSplitTooLate(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch := []codec.Event{ddlOf(10, "k", codec.ActionCreateTable, "CREATE TABLE k (id BIGINT PRIMARY KEY, v VARCHAR(10))")}
+	var want []int64
+	for i := range int64(300) {
+		batch = append(batch, rowOf(20, "k", i, true))
+	}
+	for i := range int64(300) {
+		if i%3 == 0 {
+			del := rowOf(20, "k", i, true)
+			del.Row.PreColumns, del.Row.Columns = del.Row.Columns, nil
+			batch = append(batch, del)
+		} else {
+			want = append(want, i)
+		}
+	}
+	opts := &apply.Options{BatchRows: 16, SplitBytes: 4 << 10}
+	other, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "other.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := apply.Run(ctx, apply.SliceSource(batch), other, opts); !errors.Is(err, apply.ErrSplitTooLate) {
+		t.Fatalf("apply.Run of the batch in parts: %v; want ErrSplitTooLate (else this test proves nothing)", err)
+	}
+	if err := sinkgate.ApplyTo(s, opts).Apply(ctx, batch); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got := downIDs(t, s.DB(), "k"); !slices.Equal(got, want) {
+		t.Fatalf("k holds %d rows, want %d", len(got), len(want))
+	}
+}
