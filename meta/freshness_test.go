@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redokit/redokit/backends/local"
 	"github.com/redokit/redokit/backends/mem"
@@ -307,10 +308,11 @@ func TestLeaseRefusesOlderState(t *testing.T) {
 // replica or cache does for a while, then the store's own.
 type lagging struct {
 	*mem.Driver
-	mu  sync.Mutex
-	key string
-	old []byte
-	n   int
+	mu    sync.Mutex
+	key   string
+	old   []byte
+	n     int
+	until time.Time // with n < 0: old until then
 }
 
 func (l *lagging) lag(key string, old []byte, n int) {
@@ -322,10 +324,12 @@ func (l *lagging) lag(key string, old []byte, n int) {
 func (l *lagging) stale(key string) ([]byte, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if key != l.key || l.n == 0 {
+	if key != l.key || l.n == 0 || l.n < 0 && !time.Now().Before(l.until) {
 		return nil, false
 	}
-	l.n--
+	if l.n > 0 {
+		l.n--
+	}
 	return l.old, true
 }
 
@@ -341,6 +345,44 @@ func (l *lagging) NewRangeReader(ctx context.Context, key string, offset, length
 		return io.NopCloser(bytes.NewReader(old)), nil
 	}
 	return l.Driver.NewRangeReader(ctx, key, offset, length)
+}
+
+// lagFor serves old for key for d, however often it is read.
+func (l *lagging) lagFor(key string, old []byte, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.key, l.old, l.n, l.until = key, old, -1, time.Now().Add(d)
+}
+
+// A writer state served old by a lagging replica for 25 ms is used: the
+// re-reads wait between them (10 ms, then 20), as a replica catches up
+// in time, not in reads. Without the waits, the three re-reads came
+// within a millisecond and all met the old copy.
+func TestCheckStatesWaitsForALaggingState(t *testing.T) {
+	ctx := context.Background()
+	drv := &lagging{Driver: mem.NewDriver()}
+	b := blob.NewBucket(drv)
+	defer b.Close()
+	c := openLog(t, b)
+	l := takeLease(t, b)
+	key := layout.WriterState("log", "w")
+	old := snapshot(t, b, key)
+	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, c)
+	m, err := LoadMeta(ctx, b, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.lagFor(key, old, 25*time.Millisecond)
+	states, err := ListWriterStates(ctx, b, "log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStates(ctx, b, "log", m, states); err != nil {
+		t.Fatalf("a state behind for 25 ms: %v, want it read again after a wait and used", err)
+	}
 }
 
 // A writer state served old by a lagging replica for two reads is read
