@@ -146,8 +146,8 @@
 // *StaleError (ErrStale) or *InconsistentError (ErrInconsistent) naming
 // both objects and generations. A read that may race a newer write (the
 // other object was read later) is settled by reading again first, and so
-// is a writer state behind the meta object, up to three times 10, 20 and
-// 40 ms apart, since a lagging replica serves the current copy again after
+// is a writer state behind the meta object, up to three times after
+// back-offs of about 10, 20 and 40 ms, since a lagging replica serves the current copy again after
 // a while; a restored version stays behind and is refused.
 //
 // Epochs are never reused: AcquireWriter refuses a state when the meta

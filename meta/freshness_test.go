@@ -354,19 +354,20 @@ func (l *lagging) lagFor(key string, old []byte, d time.Duration) {
 	l.key, l.old, l.n, l.until = key, old, -1, time.Now().Add(d)
 }
 
-// A writer state served old by a lagging replica for 25 ms is used: the
-// re-reads wait between them (10 ms, then 20), as a replica catches up
-// in time, not in reads. Without the waits, the three re-reads came
-// within a millisecond and all met the old copy.
-func TestCheckStatesWaitsForALaggingState(t *testing.T) {
+// behindState opens a log on a lagging store whose writer w published
+// progress and a coordinator accounted it: old is w's state from before,
+// which the store can serve in place of the current one, and m the meta
+// object read after the tick.
+func behindState(t *testing.T) (drv *lagging, b *blob.Bucket, key string, old []byte, m *Meta) {
+	t.Helper()
 	ctx := context.Background()
-	drv := &lagging{Driver: mem.NewDriver()}
-	b := blob.NewBucket(drv)
-	defer b.Close()
+	drv = &lagging{Driver: mem.NewDriver()}
+	b = blob.NewBucket(drv)
+	t.Cleanup(func() { b.Close() })
 	c := openLog(t, b)
 	l := takeLease(t, b)
-	key := layout.WriterState("log", "w")
-	old := snapshot(t, b, key)
+	key = layout.WriterState("log", "w")
+	old = snapshot(t, b, key)
 	if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,12 +376,21 @@ func TestCheckStatesWaitsForALaggingState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return drv, b, key, old, m
+}
+
+// A writer state served old by a lagging replica for 25 ms is used: the
+// re-reads wait between them (about 10 ms, then 20), as a replica catches up
+// in time, not in reads. Without the waits, the three re-reads came
+// within a millisecond and all met the old copy.
+func TestCheckStatesWaitsForALaggingState(t *testing.T) {
+	drv, b, key, old, m := behindState(t)
 	drv.lagFor(key, old, 25*time.Millisecond)
-	states, err := ListWriterStates(ctx, b, "log", nil)
+	states, err := ListWriterStates(context.Background(), b, "log", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckStates(ctx, b, "log", m, states); err != nil {
+	if err := CheckStates(context.Background(), b, "log", m, states); err != nil {
 		t.Fatalf("a state behind for 25 ms: %v, want it read again after a wait and used", err)
 	}
 }
@@ -397,21 +407,7 @@ func TestCheckStatesRereadsALaggingState(t *testing.T) {
 	}{{1, false}, {2, false}, {stateRereads, false}, {stateRereads + 1, true}} {
 		t.Run(fmt.Sprintf("lags %d reads", tc.reads), func(t *testing.T) {
 			ctx := context.Background()
-			drv := &lagging{Driver: mem.NewDriver()}
-			b := blob.NewBucket(drv)
-			defer b.Close()
-			c := openLog(t, b)
-			l := takeLease(t, b)
-			key := layout.WriterState("log", "w")
-			old := snapshot(t, b, key)
-			if err := l.PublishProgress(ctx, Progress{FlushedTs: 10, Seq: 1}); err != nil {
-				t.Fatal(err)
-			}
-			tick(t, c)
-			m, err := LoadMeta(ctx, b, "log")
-			if err != nil {
-				t.Fatal(err)
-			}
+			drv, b, key, old, m := behindState(t)
 			drv.lag(key, old, tc.reads)
 			states, err := ListWriterStates(ctx, b, "log", nil)
 			if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/internal/layout"
@@ -58,25 +57,10 @@ func (e *InconsistentError) Error() string {
 func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }
 
 // stateRereads bounds how many times CheckStates reads again a writer state
-// older than the meta object accounted before it calls the state stale;
-// it waits rereadWait before the first, doubling before each next one (70
-// ms in all), since a replica catches up in time, not in reads.
-const (
-	stateRereads = 3
-	rereadWait   = 10 * time.Millisecond
-)
-
-// sleepCtx waits d, or until ctx ends (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// older than the meta object accounted before it calls the state stale; it
+// waits the package's back-off before each (about 10, 20 and 40 ms), since
+// a replica catches up in time, not in reads.
+const stateRereads = 3
 
 // LoadMeta reads a log's meta object with one request: for readers, which
 // never write it back and need no ETag (ReadMeta pairs one).
@@ -92,8 +76,8 @@ func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) 
 // span a state publishes, is settled by reading the meta object again (the
 // writer may have read a newer one after m was read), and is an error
 // naming both objects when the fresh one is behind too. A state behind m
-// is read again, up to stateRereads times with waits between (rereadWait,
-// doubling), since a lagging replica or
+// is read again, up to stateRereads times with a back-off before each,
+// since a lagging replica or
 // cache serves old copies for a while and then the current one; a copy
 // read again that is current replaces the stale one in states, and one
 // still behind (a restored version) is the error. Readers and verify call
@@ -102,7 +86,7 @@ func CheckStates(ctx context.Context, b *blob.Bucket, logID string, m *Meta, sta
 	err := crossCheck(logID, m, states)
 	var sb *statesBehind
 	for reread := 0; reread < stateRereads && errors.As(err, &sb); reread++ {
-		if werr := sleepCtx(ctx, rereadWait<<reread); werr != nil {
+		if werr := backoff(ctx, reread+1); werr != nil {
 			return fmt.Errorf("meta: read %s again to settle %w: %w", layout.WriterState(logID, sb.writer), sb.err, werr)
 		}
 		st, _, rerr := readWriterState(ctx, b, logID, sb.writer, false)
