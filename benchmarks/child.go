@@ -49,14 +49,10 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "child: bad input:", err)
 		return 2
 	}
-	if path := os.Getenv("REDOKIT_BENCH_CPUPROFILE"); path != "" {
-		// A CPU profile of each child, for looking into a cell (not used by
-		// the report).
-		if f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, strings.ReplaceAll(in.Cell.ID, "/", "_"), in.Rep)); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer pprof.StopCPUProfile()
-			}
-		}
+	if in.Cell.Kind != "peer" {
+		// A peer cell profiles its clock's span alone (runPeerCell): the
+		// input it makes first would be most of a whole-child profile.
+		defer startCPUProfile(in)()
 	}
 	if path := os.Getenv("REDOKIT_BENCH_MEMPROFILE"); path != "" {
 		// Every allocation of the child, written at its end: what it
@@ -144,4 +140,23 @@ func runChild(ctx context.Context, in childInput, stderr io.Writer) *Result {
 		res.Err = runErr.Error()
 	}
 	return &res
+}
+
+// startCPUProfile starts a CPU profile of the child when
+// REDOKIT_BENCH_CPUPROFILE names a path prefix, for looking into a cell (not
+// used by the report), and returns what stops it.
+func startCPUProfile(in childInput) (stop func()) {
+	path := os.Getenv("REDOKIT_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, strings.ReplaceAll(in.Cell.ID, "/", "_"), in.Rep))
+	if err != nil {
+		return func() {}
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

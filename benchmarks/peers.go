@@ -341,6 +341,7 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 	var t peerTxn
 	syncs := 0
 	var since int64
+	stopProfile := startCPUProfile(in)
 	cpu0, faults0 := usage()
 	t0 := time.Now()
 	t1 := t0
@@ -375,6 +376,7 @@ func runPeerCell(ctx context.Context, in childInput, res *Result) error {
 	}
 	el := time.Since(t0)
 	cpu1, faults1 := usage()
+	stopProfile()
 	cpu := cpu1 - cpu0
 
 	m["rows_s"] = float64(d.n) / el.Seconds()

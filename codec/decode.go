@@ -117,6 +117,8 @@ type Decoder struct {
 	recent [16]*tableCache
 	// strs interns the strings of the column definitions of tables.
 	strs map[string]string
+	// spare is what Check decodes into when it cannot only scan.
+	spare *Event
 }
 
 // intern returns the string equal to s that the Decoder's column definitions
@@ -181,6 +183,44 @@ func (cc *colCache) match(b []byte, off int) (end int, kind Kind, ok bool) {
 	}
 	cc.def[cc.tagAt] = tag
 	return end, kind, true
+}
+
+// Check reports whether src is exactly one valid event, with exactly the
+// error Decode would return, and returns its kind and commit ts, without
+// building the event: a writer that stores encodings it was given checks
+// them so. A row event of a table whose column definitions d remembers, with
+// values plainly well formed, is only scanned; anything else (the first
+// events of a table, DDLs, every invalid input) is decoded into an Event d
+// keeps for that, so that the verdict and its error are Decode's own.
+func (d *Decoder) Check(src []byte) (EventKind, uint64, error) {
+	if len(src) >= headerLen && src[0] == Version && src[1] == byte(RowEvent) && len(d.tables) > 0 {
+		c := decoder{b: src, off: headerLen, x: d}
+		c.uvarint(fStartTs)
+		var t TableName
+		tc := c.cachedTable(&t)
+		nCols := c.count(fColumnCount, minColumnLen, 0)
+		nPre := c.count(fPreColumnCount, minColumnLen, nCols)
+		if c.err == nil && c.knownColumns(nil, nCols, tc) == nCols && c.knownColumns(nil, nPre, tc) == nPre &&
+			c.off == len(src) {
+			return RowEvent, binary.LittleEndian.Uint64(src[2:headerLen]), nil
+		}
+	}
+	if d.spare == nil {
+		d.spare = new(Event)
+	}
+	err := d.Decode(src, d.spare)
+	kind, ts := d.spare.Kind, d.spare.CommitTs()
+	// With Alias the spare's values point into src, which is the caller's
+	// to reuse or let go.
+	for _, cols := range [2][]Column{d.spare.Row.Columns, d.spare.Row.PreColumns} {
+		for i := range cols {
+			cols[i].Value = Value{}
+		}
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return kind, ts, nil
 }
 
 // Decode decodes the event that is the whole of src into ev, reusing ev's
@@ -600,7 +640,7 @@ func (d *decoder) columns(cols []Column, n int, section uint8, tc *tableCache) [
 	d.section = section
 	i := 0
 	if tc != nil {
-		i = d.knownColumns(cols, tc)
+		i = d.knownColumns(cols, n, tc)
 	}
 	for ; i < len(cols); i++ {
 		d.index = i
@@ -633,11 +673,13 @@ func (d *decoder) columns(cols []Column, n int, section uint8, tc *tableCache) [
 // first column it is not sure of (another definition, a value that may be
 // malformed or truncated) it stops, and columns decodes that column and the
 // rest the general way, errors included.
-func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
+//
+// With cols nil it only checks n columns, and writes nothing: Check.
+func (d *decoder) knownColumns(cols []Column, n int, tc *tableCache) int {
 	b, off := d.b, d.off
 	known := tc.cols
 	i := 0
-	for ; i < len(cols) && i < len(known); i++ {
+	for ; i < n && i < len(known); i++ {
 		cc := &known[i]
 		at := off + len(cc.def) // the value's payload
 		if off < 0 || at > len(b) || cc.tagAt >= len(cc.def) {
@@ -701,6 +743,10 @@ func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
 		if end == 0 {
 			break // not sure: the general way decides
 		}
+		off = end
+		if cols == nil {
+			continue
+		}
 		c := &cols[i]
 		if !sameDef(c, &cc.col) {
 			// Events are reused: a column that held this definition
@@ -712,7 +758,6 @@ func (d *decoder) knownColumns(cols []Column, tc *tableCache) int {
 		if vb != nil || c.Value.b != nil {
 			c.Value.b = vb
 		}
-		off = end
 	}
 	d.off = off
 	return i

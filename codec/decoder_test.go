@@ -86,6 +86,19 @@ func sameResult(t *testing.T, d *Decoder, src []byte, into *Event) {
 	case !into.Equal(&want):
 		t.Fatalf("events differ:\nDecodeEvent %s\nDecoder     %s", describe(&want), describe(into))
 	}
+	// Check's verdict is Decode's, error and all, and so are the kind and
+	// commit ts it returns.
+	kind, ts, checkErr := d.Check(src)
+	switch {
+	case (wantErr == nil) != (checkErr == nil):
+		t.Fatalf("DecodeEvent: %v; Check: %v", wantErr, checkErr)
+	case wantErr != nil:
+		if wantErr.Error() != checkErr.Error() {
+			t.Fatalf("errors differ:\nDecodeEvent %v\nCheck       %v", wantErr, checkErr)
+		}
+	case kind != want.Kind || ts != want.CommitTs():
+		t.Fatalf("Check says %v at %d, DecodeEvent %v at %d", kind, ts, want.Kind, want.CommitTs())
+	}
 }
 
 // TestDecoderMatchesDecodeEvent: a Decoder decodes exactly what DecodeEvent

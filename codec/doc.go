@@ -119,7 +119,9 @@
 // them): it remembers each table's column definitions, so that a column whose
 // definition is the same bytes as before is not parsed again and shares its
 // strings with every earlier event, and with Decoder.Alias the byte payloads
-// point into the input instead of a copy.
+// point into the input instead of a copy. [Decoder.Check] gives a decode's
+// verdict (its very error) and an event's kind and commit ts without building
+// the event: a row of a table it knows is only scanned.
 //
 // docs/FORMAT.md in the repository has the same specification with a worked
 // example in hex.

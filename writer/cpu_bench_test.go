@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -69,12 +70,14 @@ func cpuUserSys() (user, sys int64) {
 
 func BenchmarkWriterCPU(b *testing.B) {
 	for _, c := range []Compression{CompressionNone, CompressionLZ4} {
-		b.Run(string(c), func(b *testing.B) { benchWriterCPU(b, c) })
+		b.Run(string(c), func(b *testing.B) { benchWriterCPU(b, c, false) })
+		// The same events, encoded by the caller (WriteEncoded checks them).
+		b.Run(string(c)+"/encoded", func(b *testing.B) { benchWriterCPU(b, c, true) })
 	}
 }
 
-// benchWriterCPU writes b.N batches.
-func benchWriterCPU(b *testing.B, c Compression) {
+// benchWriterCPU writes b.N batches, of events or of their encodings.
+func benchWriterCPU(b *testing.B, c Compression, encoded bool) {
 	ctx := context.Background()
 	bk, err := local.New(b.TempDir(), nil)
 	if err != nil {
@@ -90,6 +93,12 @@ func benchWriterCPU(b *testing.B, c Compression) {
 		b.Fatal(err)
 	}
 	pool := cpuEvents(4 * cpuBatch)
+	var encs, batchEnc [][]byte
+	if encoded {
+		for k := range pool {
+			encs = append(encs, codec.AppendEvent(nil, &pool[k]))
+		}
+	}
 	b.SetBytes(cpuBatch * cpuRecSize)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -103,12 +112,25 @@ func benchWriterCPU(b *testing.B, c Compression) {
 		// batch would cost the benchmark half a payload copy of its own.
 		off := (i * cpuBatch) % len(pool)
 		batch := pool[off : off+cpuBatch]
-		for k := range batch {
-			ts++
-			batch[k].Row.CommitTs, batch[k].Row.StartTs = ts, ts-1
-		}
-		if err := w.Write(ctx, 1, batch...); err != nil {
-			b.Fatal(err)
+		if encoded {
+			// The commit ts sits at a fixed offset; the start ts is
+			// a delta from it, so it moves along.
+			batchEnc = encs[off : off+cpuBatch]
+			for _, e := range batchEnc {
+				ts++
+				binary.LittleEndian.PutUint64(e[2:10], ts)
+			}
+			if err := w.WriteEncoded(ctx, 1, batchEnc...); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			for k := range batch {
+				ts++
+				batch[k].Row.CommitTs, batch[k].Row.StartTs = ts, ts-1
+			}
+			if err := w.Write(ctx, 1, batch...); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if err := w.AdvanceResolved(1, ts); err != nil {
 			b.Fatal(err)

@@ -102,10 +102,10 @@
 // per-span buffers (sized first, filled outside the writer's lock), so the
 // caller may reuse its events and the quota counts exact bytes; that and
 // copying is all the caller's goroutine does. WriteEncoded copies events
-// encoded already, after decoding each one
-// on the caller's goroutine: the writer never acknowledges an event no
-// reader could decode, whoever encoded it, and a record's commit ts and kind
-// are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
+// encoded already, after checking each one on the caller's goroutine with
+// codec.Decoder.Check (the verdict of a decode, without building the event):
+// the writer never acknowledges an event no reader could decode, whoever
+// encoded it, and a record's commit ts and kind are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
 // in parallel; one committer goroutine appends the finished frames in order,
 // and syncs or uploads; a publisher goroutine publishes. What differs
