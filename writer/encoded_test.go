@@ -98,6 +98,11 @@ func TestWriteEncodedRefusesCorrupt(t *testing.T) {
 	if err := w.WriteEncoded(ctx, 7, encode(row(7, 115, 9))...); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("encoded event going back: %v", err)
 	}
+	// Out of order further into a call: found in the copy, the call refused whole.
+	if err := w.WriteEncoded(ctx, 7, encode(row(7, 140, 10), row(7, 150, 11), row(7, 145, 12))...); !errors.Is(err, ErrOutOfOrder) ||
+		!strings.Contains(err.Error(), "event 2") {
+		t.Fatalf("third encoded event going back: %v", err)
+	}
 	if err := w.WriteEncoded(ctx, 8, good...); !errors.Is(err, ErrUnknownSpan) {
 		t.Fatalf("unknown span: %v", err)
 	}
@@ -107,5 +112,10 @@ func TestWriteEncodedRefusesCorrupt(t *testing.T) {
 	must(t, w.AdvanceResolved(7, 200))
 	must(t, w.AdvanceResolved(9, 200))
 	mustFlush(t, w)
+	// A refused call gave back the memory it took: its events were copied
+	// (and found bad in the copy) before anything was published.
+	if s := w.Stats(); s.BufferedBytes != 0 {
+		t.Fatalf("%d bytes still buffered after refused calls", s.BufferedBytes)
+	}
 	must(t, w.Close(ctx))
 }

@@ -1,10 +1,12 @@
 package writer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -410,17 +412,24 @@ func (sc *scratch) size() int {
 // add records the next event, whose encoding is n bytes.
 func (sc *scratch) add(span SpanID, i int, n int, ts uint64, kind codec.EventKind) error {
 	if n > segment.MaxRecordSize {
-		return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
-			span, i, ts, n, segment.MaxRecordSize)
+		return tooLarge(span, i, n, ts)
 	}
 	sc.ends = append(sc.ends, sc.size()+n)
 	sc.ts = append(sc.ts, ts)
-	if kind == codec.DDLEvent {
-		sc.kinds = append(sc.kinds, segment.KindDDL)
-	} else {
-		sc.kinds = append(sc.kinds, segment.KindRow)
-	}
+	sc.kinds = append(sc.kinds, recordKind(kind))
 	return nil
+}
+
+func tooLarge(span SpanID, i, n int, ts uint64) error {
+	return fmt.Errorf("writer: span %d: event %d (commit ts %d) encodes to %d bytes, above the record limit %d",
+		span, i, ts, n, segment.MaxRecordSize)
+}
+
+func recordKind(kind codec.EventKind) segment.Kind {
+	if kind == codec.DDLEvent {
+		return segment.KindDDL
+	}
+	return segment.KindRow
 }
 
 // Write buffers events of one span. Their commit ts must not go down (from
@@ -445,7 +454,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 	if err := checkEvents(span, events, lastTs, written, resolved, sc); err != nil {
 		return err
 	}
-	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) {
+	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) error {
 		dst := room[:0]
 		base := 0
 		if from > 0 {
@@ -460,6 +469,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.EncodedLen said %d", i, len(dst)-start, sc.ends[i]-base-start))
 			}
 		}
+		return nil
 	})
 }
 
@@ -485,26 +495,45 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	for i, src := range events {
-		// Check accepts exactly what Decode does, and an event Decode
-		// accepts passes codec.CheckEvent (codec's fuzzers hold both).
-		kind, ts, err := sc.dec.Check(src)
-		if err != nil {
-			return fmt.Errorf("writer: span %d: encoded event %d: %w", span, i, err)
-		}
-		if err := checkOrder(span, i, ts, lastTs, written, resolved); err != nil {
-			return err
-		}
-		lastTs, written = ts, true
-		if err := sc.add(span, i, len(src), ts, kind); err != nil {
-			return err
-		}
+	// The first event's commit ts is what buffer checks the span's state
+	// against; the others are checked as they are copied.
+	kind0, ts0, err := sc.dec.Check(events[0])
+	if err != nil {
+		return fmt.Errorf("writer: span %d: encoded event 0: %w", span, err)
 	}
-	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) {
-		dst := room[:0]
-		for _, src := range events[from:to] {
-			dst = append(dst, src...)
+	if err := checkOrder(span, 0, ts0, lastTs, written, resolved); err != nil {
+		return err
+	}
+	for i, src := range events {
+		if len(src) > segment.MaxRecordSize {
+			ts, _ := codec.PeekCommitTs(src)
+			return tooLarge(span, i, len(src), ts)
 		}
+		sc.ends = append(sc.ends, sc.size()+len(src))
+	}
+	sc.ts = slices.Grow(sc.ts[:0], len(events))[:len(events)]
+	sc.kinds = slices.Grow(sc.kinds[:0], len(events))[:len(events)]
+	sc.ts[0], sc.kinds[0] = ts0, recordKind(kind0)
+	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) error {
+		// Each event is checked in its copy, which the copy brought into
+		// the cache: the caller's bytes are read once, as a stream. Check
+		// accepts exactly what Decode does, and an event Decode accepts
+		// passes codec.CheckEvent (codec's fuzzers hold both).
+		dst := room[:0]
+		for i := from; i < to; i++ {
+			start := len(dst)
+			dst = append(dst, events[i]...)
+			kind, ts, err := sc.dec.Check(dst[start:])
+			if err != nil {
+				return fmt.Errorf("writer: span %d: encoded event %d: %w", span, i, err)
+			}
+			if err := checkOrder(span, i, ts, lastTs, written, resolved); err != nil {
+				return err
+			}
+			lastTs, written = ts, true
+			sc.ts[i], sc.kinds[i] = ts, recordKind(kind)
+		}
+		return nil
 	})
 }
 
@@ -523,12 +552,13 @@ func (w *Writer) spanState(span SpanID) (s *spanBuf, lastTs uint64, written bool
 	return s, s.lastTs, s.written, s.resolved, nil
 }
 
-// buffer takes quota for the checked events that sc describes and stores
-// them in span's buffer s: fill writes the encodings of events from..to-1,
-// back to back, into the room it is given, which is exactly their size; a
-// batch larger than a chunk gets several rooms. fill runs without the
-// writer's lock, so that producers of different spans encode at once.
-func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch, fill func(room []byte, from, to int)) error {
+// buffer takes quota for the events that sc describes and stores them in
+// span's buffer s: fill writes the encodings of events from..to-1, back to
+// back, into the room it is given, which is exactly their size; a batch
+// larger than a chunk gets several rooms. fill runs without the writer's
+// lock, so that producers of different spans encode at once. An error from
+// fill (an event found invalid in its copy) stores nothing of the call.
+func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratch, fill func(room []byte, from, to int) error) error {
 	count := len(sc.ends)
 	size := sc.size()
 	n := int64(size) + int64(count)*recOverhead
@@ -588,14 +618,17 @@ func (w *Writer) buffer(ctx context.Context, span SpanID, s *spanBuf, sc *scratc
 	rooms := sc.reserve(s, w.chunks)
 	w.mu.Unlock()
 
+	var filled error
 	for _, r := range rooms {
-		fill(r.room, r.from, r.to)
+		if filled = fill(r.room, r.from, r.to); filled != nil {
+			break
+		}
 	}
 
 	w.mu.Lock()
-	if err := check(); err != nil {
+	if err := check(); err != nil || filled != nil {
 		s.inflight -= len(rooms)
-		return fail(err)
+		return fail(cmp.Or(filled, err))
 	}
 	for _, r := range rooms {
 		start := 0
