@@ -107,7 +107,8 @@
 // the writer never acknowledges an event no reader could decode, whoever
 // encoded it, and a record's commit ts and kind are always its event's. A flush loop cuts jobs and merges each job's per-span runs into
 // blocks; a pool of Workers goroutines compresses (lz4) and checksums blocks
-// in parallel; one committer goroutine appends the finished frames in order,
+// in parallel (a block stored raw is checksummed by the loop as it is built,
+// while it is in that core's cache); one committer goroutine appends the finished frames in order,
 // and syncs or uploads; a publisher goroutine publishes. What differs
 // between the two backends — how the committer makes a flush's blocks and
 // progress frame durable, what it seals after, what a fenced writer

@@ -45,13 +45,15 @@ var errStopped = errors.New("writer: stopped")
 // concurrent use: Write, AddSpan, RemoveSpan, AdvanceResolved, Flush and the
 // accessors may be called from any goroutine.
 type Writer struct {
-	b      *blob.Bucket
-	o      Options
-	comp   segment.Compression
-	lease  *meta.Lease
-	epoch  uint64
-	log    *slog.Logger
-	append bool // the backend can append: the local-disk path
+	b    *blob.Bucket
+	o    Options
+	comp segment.Compression
+	// loopEnc encodes, on the flush loop, the blocks stored raw.
+	loopEnc segment.FrameEncoder
+	lease   *meta.Lease
+	epoch   uint64
+	log     *slog.Logger
+	append  bool // the backend can append: the local-disk path
 
 	mu          sync.Mutex // guards the fields below
 	spans       map[SpanID]*spanBuf
