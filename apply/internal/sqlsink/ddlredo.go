@@ -25,14 +25,16 @@ import (
 // above), and logs it as a DDL already applied.
 func (s *SQLSink) renamedAlready(ctx context.Context, q Queryer, ddl *codec.DDL, err error) bool {
 	drv := drivers[s.d]
-	if s.o.StrictDDL || drv == nil || drv.NoSuchColumn == nil {
+	if s.o.StrictDDL || drv == nil {
 		return false
 	}
+	// A dialect names the errors it knows; one it leaves nil never matches.
+	says := func(f func(error) bool) bool { return f != nil && f(err) }
 	var done bool
 	switch {
-	case drv.NoSuchTable(err):
+	case says(drv.NoSuchTable):
 		done = s.tablesRenamed(ctx, q, ddl)
-	case drv.NoSuchColumn(err) || drv.NoSuchIndex(err):
+	case says(drv.NoSuchColumn) || says(drv.NoSuchIndex):
 		done = s.alterRenamed(ctx, q, ddl)
 	}
 	if !done {
