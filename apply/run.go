@@ -49,6 +49,11 @@ type Options struct {
 	// held whole, and memory grows with the largest transaction. 0 means
 	// DefaultSplitBytes.
 	SplitBytes int64
+	// WholeTs are commit ts Run never hands out in parts, whatever their
+	// size: a rerun after a [SplitTooLateError] adds the error's CommitTs,
+	// so that the commit ts that had to be applied whole is, and every
+	// other commit ts stays within SplitBytes.
+	WholeTs []uint64
 	// MaxRetries is how often a transaction or DDL that failed with a
 	// transient error is retried before Run gives up. 0 means
 	// DefaultMaxRetries; negative means never.
@@ -518,7 +523,7 @@ func (r *runner) row(ev *codec.Event) error {
 	if r.buffered >= r.o.MaxBufferedRows {
 		r.drainAll = true
 	}
-	if r.split && r.bufBytes >= r.splitAt {
+	if r.split && r.bufBytes >= r.splitAt && !slices.Contains(r.o.WholeTs, r.curTs) {
 		return r.splitAll()
 	}
 	return nil
@@ -778,9 +783,7 @@ func (b *tableBuf) noteShape(row *codec.RowChange) error {
 	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
 		b.shape |= shapeWhole
 		if b.open && b.openTs == row.CommitTs {
-			return fmt.Errorf("%w: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib), and then one deleted or moved a key after others wrote keys: "+
-				"in parts, that change could delete a row the transaction wrote; nothing of the commit ts is committed: apply it whole, with SplitBytes above its size",
-				ErrSplitTooLate, b.table, row.CommitTs)
+			return &SplitTooLateError{Table: b.table, CommitTs: row.CommitTs}
 		}
 	}
 	if writes {

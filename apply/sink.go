@@ -406,9 +406,26 @@ var ErrOrder = errors.New("apply: source out of commit-ts order")
 // the recorded progress.
 var ErrTooLargeToReplay = errors.New("apply: a transaction too large to replay was lost")
 
-// ErrSplitTooLate is wrapped by Run's error when a commit ts of a table that
-// Run had begun to hand out in parts ([CommitTsSplitter]) turned out to be
-// one to apply whole: a change deleted or moved a key after changes of the
-// same commit ts wrote keys. Nothing of the commit ts is committed; a rerun
-// with Options.SplitBytes above the commit ts's size applies it whole.
+// ErrSplitTooLate is wrapped by Run's error, a [*SplitTooLateError], when a
+// commit ts of a table that Run had begun to hand out in parts
+// ([CommitTsSplitter]) turned out to be one to apply whole: a change deleted
+// or moved a key after changes of the same commit ts wrote keys. Nothing of
+// the commit ts is committed; a rerun with it in Options.WholeTs (or with
+// Options.SplitBytes above its size) applies it whole.
 var ErrSplitTooLate = errors.New("apply: a commit ts handed out in parts must be applied whole")
+
+// SplitTooLateError is the error of [ErrSplitTooLate]: the table and the
+// commit ts to apply whole.
+type SplitTooLateError struct {
+	Table    Table
+	CommitTs uint64
+}
+
+func (e *SplitTooLateError) Error() string {
+	return fmt.Sprintf("%v: the row changes of %s at commit ts %d were handed out in parts, past Options.SplitBytes (--split-mib), and then one deleted or moved a key after others wrote keys: "+
+		"in parts, that change could delete a row the transaction wrote; nothing of the commit ts is committed: apply it whole (Options.WholeTs; redokit apply reruns so by itself)",
+		ErrSplitTooLate, e.Table, e.CommitTs)
+}
+
+// Unwrap makes the error match ErrSplitTooLate.
+func (e *SplitTooLateError) Unwrap() error { return ErrSplitTooLate }

@@ -510,8 +510,28 @@ func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
 	add(8, "y", key(2000), nil)
 	s = newSplitSink(true)
 	s.id = rowID
-	if _, err := Run(context.Background(), SliceSource(evs), s, o); !errors.Is(err, ErrSplitTooLate) || !strings.Contains(err.Error(), "s.y at commit ts 8") {
+	_, err = Run(context.Background(), SliceSource(evs), s, o)
+	if !errors.Is(err, ErrSplitTooLate) || !strings.Contains(err.Error(), "s.y at commit ts 8") {
 		t.Fatalf("Run: %v; want ErrSplitTooLate naming s.y at commit ts 8", err)
+	}
+	// The rerun redokit apply makes: that commit ts held whole, the others
+	// still in parts.
+	var late *SplitTooLateError
+	if !errors.As(err, &late) || late.CommitTs != 8 || late.Table != (Table{Schema: "s", Name: "y"}) {
+		t.Fatalf("Run: %#v; want a *SplitTooLateError of s.y at 8", err)
+	}
+	s = newSplitSink(true)
+	s.id = rowID
+	o.WholeTs = []uint64{late.CommitTs}
+	res, err = Run(context.Background(), SliceSource(evs), s, o)
+	if err != nil || res.Splits == 0 {
+		t.Fatalf("Run with WholeTs %v: %v with %d splits; want it applied, ts 6 still in parts", o.WholeTs, err, res.Splits)
+	}
+	if got := len(s.committed[Table{Schema: "s", Name: "y"}]); got != 400+1+400+1 {
+		t.Fatalf("s.y: %d row changes committed, want every one of them", got)
+	}
+	if m := s.marks[Table{Schema: "s", Name: "y"}]; m != 8 {
+		t.Fatalf("s.y's mark at %d, want 8", m)
 	}
 }
 

@@ -112,6 +112,35 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 // filter and the schema mapping wrap the reader's events on their way to
 // apply.Run (see apply.FilterTables and apply.MapSchemas).
 func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) (*applySummary, error) {
+	for {
+		sum, err := a.applyRangeOnce(ctx, b, sinkURI, start, end, opts, sopts, ctl)
+		if opts = a.holdWhole(err, opts); opts == nil {
+			return sum, err
+		}
+	}
+}
+
+// holdWhole returns the options of a rerun after err, when err says a
+// commit ts went to the sink in parts and then had to be applied whole
+// (apply.SplitTooLateError): the same options with that commit ts held
+// whole. Nothing of it was committed, and a rerun resumes from the sink's
+// progress, so each rerun passes the commit ts the one before it failed at.
+// It returns nil for any other error, and when that commit ts was held
+// whole already.
+func (a *app) holdWhole(err error, opts *apply.Options) *apply.Options {
+	var late *apply.SplitTooLateError
+	if !errors.As(err, &late) || opts == nil || slices.Contains(opts.WholeTs, late.CommitTs) {
+		return nil
+	}
+	fmt.Fprintf(a.stderr, "redokit: the transaction of %s at commit ts %d went to the sink in parts and must be applied whole; nothing of it was committed: applying it again, whole (its memory is its size; --split-mib bounds the others)\n",
+		late.Table, late.CommitTs)
+	o := *opts
+	o.WholeTs = append(slices.Clip(opts.WholeTs), late.CommitTs)
+	return &o
+}
+
+// applyRangeOnce is one run of applyRangeWith.
+func (a *app) applyRangeOnce(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) (*applySummary, error) {
 	sum := a.newApplySummary(sinkURI, start, end, sopts, ctl)
 	sink, err := a.openSink(ctx, sinkURI, sopts)
 	if err != nil {

@@ -115,6 +115,16 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 		// in hand is applied and committed, with its progress.
 		rs, err = a.applyReaderUntil(context.WithoutCancel(ctx), ctx, r, sink, rs, opts, ctl)
 		r.Close()
+		for o := a.holdWhole(err, opts); o != nil && ctx.Err() == nil; o = a.holdWhole(err, o) {
+			// The round again, from its start (Run resumes from the
+			// sink's progress), holding that commit ts whole.
+			var again *reader.Reader
+			if again, err = openRange(ctx, b, a.logID, rs.StartTs, end, reader.Options{Logger: a.logger()}); err != nil {
+				break
+			}
+			rs, err = a.applyReaderUntil(context.WithoutCancel(ctx), ctx, again, sink, a.newApplySummary(sinkURI, rs.StartTs, end, sopts, ctl), o, ctl)
+			again.Close()
+		}
 		if rs.Applied != nil {
 			sum.Last = rs.Applied
 		}
