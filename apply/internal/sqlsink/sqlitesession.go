@@ -22,6 +22,10 @@ type sqliteSession struct {
 	mu    sync.Mutex // held from BEGIN to COMMIT or ROLLBACK, and by each other use of conn
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+	// stuck is why a transaction could not be ended (rollback): every
+	// later begin fails with it, rather than as a BEGIN "within a
+	// transaction" that would not say why.
+	stuck error
 }
 
 // maxCachedStmts bounds the prepared statements kept: statements of a
@@ -81,6 +85,10 @@ func (l *sqliteSession) close() error {
 // transaction".
 func (l *sqliteSession) begin(ctx context.Context) error {
 	l.mu.Lock()
+	if l.stuck != nil {
+		l.mu.Unlock()
+		return l.stuck
+	}
 	if _, err := l.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		l.rollback()
 		l.mu.Unlock()
@@ -121,12 +129,14 @@ func (l *sqliteSession) endExplained(ctx context.Context, commit bool, explain f
 // by proof: ROLLBACK again until SQLite answers that no transaction is
 // active.
 func (l *sqliteSession) rollback() {
+	var err error
 	for range 8 {
-		_, err := l.conn.ExecContext(context.Background(), "ROLLBACK")
+		_, err = l.conn.ExecContext(context.Background(), "ROLLBACK")
 		if err != nil && strings.Contains(err.Error(), "no transaction is active") {
 			return
 		}
 	}
+	l.stuck = fmt.Errorf("apply: sqlite: a transaction could not be rolled back (8 ROLLBACKs; the last: %v): the session is unusable, and what the transaction did is not committed", err)
 }
 
 // sqliteTx is a transaction on the session.
