@@ -482,11 +482,13 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 // back-pressure are Write's, and the bytes are copied before it returns.
 //
 // The writer cannot trust bytes it did not encode, and must not acknowledge
-// an event no reader can decode: each event is decoded (codec.Decoder) and
-// checked (codec.CheckEvent) first, and its commit ts and kind, which the
-// log record carries beside it, are read from the event itself. An event
-// that fails is an error naming the span, the event's index and the offset
-// of the bad field (codec.DecodeError), and nothing of the call is written.
+// an event no reader can decode: each event is checked in its copy
+// (codec.Decoder.Check, a decode's verdict), so the bytes checked are the
+// bytes stored, and its commit ts and kind, which the log record carries
+// beside it, are read from the event itself. An event that fails is an
+// error naming the span, the event's index and the offset of the bad field
+// (codec.DecodeError), and nothing of the call is written; it may have
+// waited for memory first, as a valid call would.
 func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte) error {
 	if len(events) == 0 {
 		return w.usable()
