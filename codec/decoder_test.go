@@ -70,35 +70,33 @@ func (s *tableStream) next() *Event {
 }
 
 // sameResult fails t unless decoding src with DecodeEvent and with the
-// Decoder into into gives the same event or the same error.
+// Decoder into into gives the same event or the same error, and unless the
+// Decoder's Check gives that verdict, error and all, and the event's kind
+// and commit ts.
 func sameResult(t *testing.T, d *Decoder, src []byte, into *Event) {
 	t.Helper()
 	var want Event
 	wantErr := DecodeEvent(src, &want)
-	gotErr := d.Decode(src, into)
-	switch {
-	case (wantErr == nil) != (gotErr == nil):
-		t.Fatalf("DecodeEvent: %v; Decoder: %v", wantErr, gotErr)
-	case wantErr != nil:
-		if wantErr.Error() != gotErr.Error() {
-			t.Fatalf("errors differ:\nDecodeEvent %v\nDecoder     %v", wantErr, gotErr)
-		}
-	case !into.Equal(&want):
+	if sameErr(t, "Decoder", wantErr, d.Decode(src, into)) && !into.Equal(&want) {
 		t.Fatalf("events differ:\nDecodeEvent %s\nDecoder     %s", describe(&want), describe(into))
 	}
-	// Check's verdict is Decode's, error and all, and so are the kind and
-	// commit ts it returns.
 	kind, ts, checkErr := d.Check(src)
-	switch {
-	case (wantErr == nil) != (checkErr == nil):
-		t.Fatalf("DecodeEvent: %v; Check: %v", wantErr, checkErr)
-	case wantErr != nil:
-		if wantErr.Error() != checkErr.Error() {
-			t.Fatalf("errors differ:\nDecodeEvent %v\nCheck       %v", wantErr, checkErr)
-		}
-	case kind != want.Kind || ts != want.CommitTs():
+	if sameErr(t, "Check", wantErr, checkErr) && (kind != want.Kind || ts != want.CommitTs()) {
 		t.Fatalf("Check says %v at %d, DecodeEvent %v at %d", kind, ts, want.Kind, want.CommitTs())
 	}
+}
+
+// sameErr fails t unless got is DecodeEvent's error want (by its text), and
+// reports whether both are nil.
+func sameErr(t *testing.T, who string, want, got error) bool {
+	t.Helper()
+	switch {
+	case (want == nil) != (got == nil):
+		t.Fatalf("DecodeEvent: %v; %s: %v", want, who, got)
+	case want != nil && want.Error() != got.Error():
+		t.Fatalf("errors differ:\nDecodeEvent %v\n%-11s %v", want, who, got)
+	}
+	return want == nil
 }
 
 // TestDecoderMatchesDecodeEvent: a Decoder decodes exactly what DecodeEvent
