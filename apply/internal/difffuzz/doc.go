@@ -58,9 +58,10 @@
 // progress. A third of the histories apply with apply.Options.SplitBytes
 // under 16 KiB, so that their transactions go to the sink in parts
 // (apply.CommitTsSplitter); a run that fails as split too late
-// (apply.ErrSplitTooLate, loud and named) is followed by one that holds
-// every commit ts whole over its progress, and the two must end as one run
-// would.
+// (apply.ErrSplitTooLate, loud and named) is followed by one over its
+// progress that holds that commit ts whole (apply.Options.WholeTs) and
+// splits the others, as redokit apply does, until one passes, and the runs
+// must end as one run would.
 //
 // # The comparison
 //

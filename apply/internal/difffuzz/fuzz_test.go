@@ -77,7 +77,7 @@ func TestApplyDifferential(t *testing.T) {
 					seed, d, seed, d, res, len(h.Steps), len(min.Steps), min.Steps, min.Workers, min.BatchRows, min.TxnRows, min.SplitBytes, min.FK,
 					b.CheckpointTs, b.AheadTs, difffuzz.Format(b.Events, 200), minRes)
 			}
-			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted, %d runs with commit ts in parts (%d of them split too late and rerun whole)",
+			t.Logf("%s: %d histories in %v: %d events, %d rows compared, %d ran-ahead replays, %d resumed, documented refusals %v, %d with the foreign-key checks on, %d keyless tables doubled and counted, %d runs with commit ts in parts (%d reruns after a split too late, that commit ts held whole)",
 				d, n, time.Since(start).Round(time.Millisecond), st.events, st.rows, st.ahead, st.resumed, st.refusals, st.fk, st.doubled, st.split, st.splitTooLate)
 			if d == sqlsink.Postgres {
 				copied, fellBack := sqlsink.CopyStats()
@@ -123,7 +123,7 @@ func TestApplyDifferentialFoundSeeds(t *testing.T) {
 type stats struct {
 	events, rows, ahead, resumed, fk, doubled int
 	split                                     int            // runs that handed out a commit ts in parts (apply.CommitTsSplitter)
-	splitTooLate                              int            // of them, those that failed as split too late (apply.ErrSplitTooLate) and were rerun whole
+	splitTooLate                              int            // reruns after a split too late (apply.SplitTooLateError), each holding one more commit ts whole
 	refusals                                  map[string]int // by kind
 }
 
@@ -365,19 +365,21 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		return k != ""
 	}
 	// applyLog runs evs into s; a commit ts that went in parts and then had
-	// to be applied whole (apply.ErrSplitTooLate, loud and named) is
-	// applied whole by a second run over the first's progress, as its
-	// message says: the two must end as one run would.
+	// to be applied whole (an apply.SplitTooLateError, loud and named) is
+	// applied whole by another run over the progress before it, with that
+	// commit ts in Options.WholeTs and every other one still in parts, as
+	// redokit apply does: the runs must end as one run would.
 	applyLog := func(s *sqlsink.SQLSink, evs []codec.Event) error {
 		res, err := apply.Run(ctx, apply.SliceSource(evs), s, o)
 		if res.Splits > 0 {
 			st.split++
 		}
-		if errors.Is(err, apply.ErrSplitTooLate) {
+		again := *o
+		var late *apply.SplitTooLateError
+		for errors.As(err, &late) && !slices.Contains(again.WholeTs, late.CommitTs) {
 			st.splitTooLate++
-			whole := *o
-			whole.SplitBytes = 0
-			_, err = apply.Run(ctx, apply.SliceSource(evs), s, &whole)
+			again.WholeTs = append(again.WholeTs, late.CommitTs)
+			_, err = apply.Run(ctx, apply.SliceSource(evs), s, &again)
 		}
 		return err
 	}
