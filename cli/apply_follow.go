@@ -117,7 +117,9 @@ func (a *app) applyFollow(ctx context.Context, b *blob.Bucket, sinkURI string, s
 		r.Close()
 		for o := a.holdWhole(err, opts); o != nil && ctx.Err() == nil; o = a.holdWhole(err, o) {
 			// The round again, from its start (Run resumes from the
-			// sink's progress), holding that commit ts whole.
+			// sink's progress), holding that commit ts whole. What the
+			// attempt committed counts; the rerun skips it.
+			sum.Rows, sum.DDLs = sum.Rows+rs.Rows, sum.DDLs+rs.DDLs
 			var again *reader.Reader
 			if again, err = openRange(ctx, b, a.logID, rs.StartTs, end, reader.Options{Logger: a.logger()}); err != nil {
 				break

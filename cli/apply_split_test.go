@@ -68,6 +68,15 @@ func TestApplyReappliesWholeAfterSplitTooLate(t *testing.T) {
 		t.Fatalf("--follow: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	mustContain(t, "stderr", errb.String(), said, "applying it again, whole")
+	// The summary counts what was applied once: the rows of both
+	// transactions and the two DDLs, whichever attempt committed them.
+	var last string
+	for line := range strings.Lines(out.String()) {
+		if strings.Contains(line, `"stopped":`) {
+			last = line
+		}
+	}
+	mustContain(t, "the stop summary", last, fmt.Sprintf(`"rows":%d,"ddls":2,`, n+2))
 	if got := sqliteTables(t, path); !equalMaps(got, map[string]int{"orders": n}) {
 		t.Fatalf("--follow: tables %v, want orders with %d rows\n%s%s", got, n, out.String(), errb.String())
 	}
