@@ -47,7 +47,11 @@
 // how many rows Run held at once). A commit ts that deletes or moves keys
 // after writing others is held whole, since in parts a later change could
 // delete a row an earlier part wrote (a swap of keys, in the shape where
-// each pre image is the row before the transaction); see CommitTsSplitter. A table belongs to
+// each pre image is the row before the transaction); see CommitTsSplitter.
+// One found so only after a part went out fails the run with a
+// [SplitTooLateError], none of it committed, and a rerun with its commit ts
+// in Options.WholeTs applies it whole (redokit apply reruns so by itself).
+// A table belongs to
 // one of Options.Workers workers, so its rows are applied in commit-ts
 // order by one transaction at a time, while different tables are applied
 // in parallel. A table seen first, or again after a barrier emptied it, goes
