@@ -429,3 +429,22 @@ func (e *SplitTooLateError) Error() string {
 
 // Unwrap makes the error match ErrSplitTooLate.
 func (e *SplitTooLateError) Unwrap() error { return ErrSplitTooLate }
+
+// HoldWhole returns the options of the rerun err asks for when it is a
+// [*SplitTooLateError]: o with the error's commit ts added to WholeTs, and
+// the error. Nothing of that commit ts was committed, and a rerun over the
+// sink's progress resumes before it, so each such rerun passes the commit ts
+// the one before it failed at. It returns nil for any other error, and when
+// o held that commit ts whole already (a rerun would fail the same way).
+func HoldWhole(o *Options, err error) (*Options, *SplitTooLateError) {
+	var late *SplitTooLateError
+	if !errors.As(err, &late) || o != nil && slices.Contains(o.WholeTs, late.CommitTs) {
+		return nil, nil
+	}
+	var again Options
+	if o != nil {
+		again = *o
+	}
+	again.WholeTs = append(slices.Clip(again.WholeTs), late.CommitTs)
+	return &again, late
+}

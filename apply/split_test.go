@@ -520,9 +520,16 @@ func TestSplitTooLateOnlyForItsCommitTs(t *testing.T) {
 	if !errors.As(err, &late) || late.CommitTs != 8 || late.Table != (Table{Schema: "s", Name: "y"}) {
 		t.Fatalf("Run: %#v; want a *SplitTooLateError of s.y at 8", err)
 	}
+	again, held := HoldWhole(o, err)
+	if again == nil || held != late || !slices.Equal(again.WholeTs, []uint64{8}) || len(o.WholeTs) != 0 {
+		t.Fatalf("HoldWhole: %+v, %v; want a copy of the options holding 8 whole", again, held)
+	}
+	if more, _ := HoldWhole(again, err); more != nil {
+		t.Fatalf("HoldWhole of options holding 8 whole already: %+v; want nil (a rerun would fail the same way)", more)
+	}
 	s = newSplitSink(true)
 	s.id = rowID
-	o.WholeTs = []uint64{late.CommitTs}
+	o = again
 	res, err = Run(context.Background(), SliceSource(evs), s, o)
 	if err != nil || res.Splits == 0 {
 		t.Fatalf("Run with WholeTs %v: %v with %d splits; want it applied, ts 6 still in parts", o.WholeTs, err, res.Splits)

@@ -120,23 +120,14 @@ func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string
 	}
 }
 
-// holdWhole returns the options of a rerun after err, when err says a
-// commit ts went to the sink in parts and then had to be applied whole
-// (apply.SplitTooLateError): the same options with that commit ts held
-// whole. Nothing of it was committed, and a rerun resumes from the sink's
-// progress, so each rerun passes the commit ts the one before it failed at.
-// It returns nil for any other error, and when that commit ts was held
-// whole already.
+// holdWhole is apply.HoldWhole, saying on stderr what the rerun does.
 func (a *app) holdWhole(err error, opts *apply.Options) *apply.Options {
-	var late *apply.SplitTooLateError
-	if !errors.As(err, &late) || opts == nil || slices.Contains(opts.WholeTs, late.CommitTs) {
-		return nil
+	again, late := apply.HoldWhole(opts, err)
+	if again != nil {
+		fmt.Fprintf(a.stderr, "redokit: the transaction of %s at commit ts %d went to the sink in parts and must be applied whole; nothing of it was committed: applying it again, whole (its memory is its size; --split-mib bounds the others)\n",
+			late.Table, late.CommitTs)
 	}
-	fmt.Fprintf(a.stderr, "redokit: the transaction of %s at commit ts %d went to the sink in parts and must be applied whole; nothing of it was committed: applying it again, whole (its memory is its size; --split-mib bounds the others)\n",
-		late.Table, late.CommitTs)
-	o := *opts
-	o.WholeTs = append(slices.Clip(opts.WholeTs), late.CommitTs)
-	return &o
+	return again
 }
 
 // applyRangeOnce is one run of applyRangeWith.

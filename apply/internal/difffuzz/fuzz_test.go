@@ -374,12 +374,9 @@ func (f *fuzzer) check(h *difffuzz.History, st *stats) string {
 		if res.Splits > 0 {
 			st.split++
 		}
-		again := *o
-		var late *apply.SplitTooLateError
-		for errors.As(err, &late) && !slices.Contains(again.WholeTs, late.CommitTs) {
+		for again, _ := apply.HoldWhole(o, err); again != nil; again, _ = apply.HoldWhole(again, err) {
 			st.splitTooLate++
-			again.WholeTs = append(again.WholeTs, late.CommitTs)
-			_, err = apply.Run(ctx, apply.SliceSource(evs), s, &again)
+			_, err = apply.Run(ctx, apply.SliceSource(evs), s, again)
 		}
 		return err
 	}
