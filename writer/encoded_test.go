@@ -91,6 +91,13 @@ func TestWriteEncodedRefusesCorrupt(t *testing.T) {
 			t.Errorf("%s: error %v is neither a decode error nor an invalid event", name, err)
 		}
 	}
+	// Bad first: its header is read before the room is taken, the rest
+	// in its copy.
+	for name, c := range map[string][]byte{"truncated": truncated, "kind": badKind} {
+		if err := w.WriteEncoded(ctx, 7, c, ok); err == nil || !strings.Contains(err.Error(), "encoded event 0") {
+			t.Fatalf("%s first: %v; want an error naming encoded event 0", name, err)
+		}
+	}
 	must(t, w.AddSpan(9, 100))
 	if err := w.WriteEncoded(ctx, 9, encode(row(9, 100, 8))...); !errors.Is(err, ErrBelowResolved) {
 		t.Fatalf("encoded event at the resolved ts: %v", err)

@@ -108,8 +108,8 @@ type Options struct {
 	// Default 256 MiB.
 	MemoryQuota int64
 	// Workers is the number of goroutines that compress and checksum
-	// blocks. Default GOMAXPROCS. With CompressionNone the flush loop
-	// checksums each block itself as it builds it, and they stay idle.
+	// blocks. Default GOMAXPROCS. With CompressionNone there are none: the
+	// flush loop checksums each block itself as it builds it.
 	Workers int
 	// MaxUploads bounds the segment objects an object-store writer uploads
 	// at once: a full segment object is uploaded while the next one is

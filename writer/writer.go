@@ -187,14 +187,20 @@ func Open(ctx context.Context, b *blob.Bucket, opts *Options) (*Writer, error) {
 	c := newCommitter(w, nextSeq, st)
 	w.pub = c.pub
 	go c.pub.run()
-	for range o.Workers {
+	workers := o.Workers
+	if w.comp == segment.CompressionNone {
+		// Blocks stored raw are checksummed by the loop as it builds them
+		// (build): workers would only wait.
+		workers = 0
+	}
+	for range workers {
 		w.workers.Add(1)
 		go w.worker()
 	}
 	go w.loop()
 	go c.run()
 	w.log.Info("redo writer open", "flushed_ts", st.FlushedTs, "next_seq", nextSeq, "append", w.append,
-		"compression", string(o.Compression), "workers", o.Workers)
+		"compression", string(o.Compression), "workers", workers)
 	return w, nil
 }
 
@@ -500,8 +506,9 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 	sc := getScratch()
 	defer putScratch(sc)
 	// The first event's commit ts is what buffer checks the span's state
-	// against; the others are checked as they are copied.
-	kind0, ts0, err := sc.dec.Check(events[0])
+	// against before it takes room (its header is all that needs); every
+	// event, the first too, is checked whole as it is copied.
+	ts0, err := codec.PeekCommitTs(events[0])
 	if err != nil {
 		return fmt.Errorf("writer: span %d: encoded event 0: %w", span, err)
 	}
@@ -517,7 +524,7 @@ func (w *Writer) WriteEncoded(ctx context.Context, span SpanID, events ...[]byte
 	}
 	sc.ts = slices.Grow(sc.ts[:0], len(events))[:len(events)]
 	sc.kinds = slices.Grow(sc.kinds[:0], len(events))[:len(events)]
-	sc.ts[0], sc.kinds[0] = ts0, recordKind(kind0)
+	sc.ts[0] = ts0
 	return w.buffer(ctx, span, s, sc, func(room []byte, from, to int) error {
 		// Each event is checked in its copy, which the copy brought into
 		// the cache: the caller's bytes are read once, as a stream. Check
