@@ -147,8 +147,9 @@
 // both objects and generations. A read that may race a newer write (the
 // other object was read later) is settled by reading again first, and so
 // is a writer state behind the meta object, up to three times after
-// back-offs of about 10, 20 and 40 ms, since a lagging replica serves the current copy again after
-// a while; a restored version stays behind and is refused.
+// back-offs of about 10, 20 and 40 ms, since a lagging replica serves the
+// current copy again after a while; a restored version stays behind and is
+// refused.
 //
 // Epochs are never reused: AcquireWriter refuses a state when the meta
 // object accounted a newer generation of it or saw the writer at a newer

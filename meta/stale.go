@@ -77,10 +77,9 @@ func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) 
 // writer may have read a newer one after m was read), and is an error
 // naming both objects when the fresh one is behind too. A state behind m
 // is read again, up to stateRereads times with a back-off before each,
-// since a lagging replica or
-// cache serves old copies for a while and then the current one; a copy
-// read again that is current replaces the stale one in states, and one
-// still behind (a restored version) is the error. Readers and verify call
+// since a lagging replica or cache serves old copies for a while and then
+// the current one; a copy read again that is current replaces the stale
+// one in states, and one still behind (a restored version) is the error. Readers and verify call
 // it before they trust what the states publish.
 func CheckStates(ctx context.Context, b *blob.Bucket, logID string, m *Meta, states map[string]*WriterState) error {
 	err := crossCheck(logID, m, states)

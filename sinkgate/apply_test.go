@@ -89,6 +89,17 @@ func downIDs(t *testing.T, db *sql.DB, table string) []int64 {
 	return out
 }
 
+// downSink opens a SQLite downstream in a fresh file, closed with t.
+func downSink(t *testing.T, o *apply.SinkOptions) *sqlite.Sink {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "down.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestApplyToRetry: a batch that fails after some of its transactions
 // committed comes again (the gate retries it), then once more (a failover
 // that replays it); each time it ends where one clean pass would, a table
@@ -96,11 +107,7 @@ func downIDs(t *testing.T, db *sql.DB, table string) []int64 {
 // DDLs run again, none is skipped.
 func TestApplyToRetry(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := downSink(t, nil)
 	batch := []codec.Event{
 		ddlOf(10, "k", codec.ActionCreateTable, "CREATE TABLE k (id BIGINT PRIMARY KEY, v VARCHAR(10))"),
 		ddlOf(10, "r", codec.ActionCreateTable, "CREATE TABLE r (id BIGINT PRIMARY KEY, v VARCHAR(10))"),
@@ -160,11 +167,7 @@ func TestApplyToRetry(t *testing.T) {
 // progress a recovery keeps in the downstream as it was.
 func TestApplyToCatchUp(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := downSink(t, nil)
 	// A recovery ran before the gate: its marks are in the downstream.
 	if _, err := apply.Run(ctx, apply.SliceSource([]codec.Event{
 		ddlOf(5, "c", codec.ActionCreateTable, "CREATE TABLE c (id BIGINT PRIMARY KEY, v TEXT)"),
@@ -227,9 +230,7 @@ func fkRow(span meta.SpanID, ts uint64, table string, id, pid int64, ins bool) c
 // span first for the inserts and the parent's first for the deletes.
 func TestApplyToForeignKeys(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), &apply.SinkOptions{ForeignKeyChecks: true})
-	must(t, err)
-	defer s.Close()
+	s := downSink(t, &apply.SinkOptions{ForeignKeyChecks: true})
 	cp := &cps{}
 	g, G := newGate(t, 0, cp, sinkgate.ApplyTo(s, nil), nil)
 	must(t, g.AddSpan(ctx, 1, 0)) // table p
@@ -287,11 +288,7 @@ func TestApplyToForeignKeys(t *testing.T) {
 // would fail the same way for good.
 func TestApplyToSplitTooLate(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "down.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := downSink(t, nil)
 	batch := []codec.Event{ddlOf(10, "k", codec.ActionCreateTable, "CREATE TABLE k (id BIGINT PRIMARY KEY, v VARCHAR(10))")}
 	var want []int64
 	for i := range int64(300) {
@@ -307,12 +304,7 @@ func TestApplyToSplitTooLate(t *testing.T) {
 		}
 	}
 	opts := &apply.Options{BatchRows: 16, SplitBytes: 4 << 10}
-	other, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "other.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := apply.Run(ctx, apply.SliceSource(batch), other, opts); !errors.Is(err, apply.ErrSplitTooLate) {
+	if _, err := apply.Run(ctx, apply.SliceSource(batch), downSink(t, nil), opts); !errors.Is(err, apply.ErrSplitTooLate) {
 		t.Fatalf("apply.Run of the batch in parts: %v; want ErrSplitTooLate (else this test proves nothing)", err)
 	}
 	if err := sinkgate.ApplyTo(s, opts).Apply(ctx, batch); err != nil {
