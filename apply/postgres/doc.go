@@ -100,7 +100,12 @@
 // sink rolls back to it, deletes for each of its rows the rows that hold one
 // of its unique values and are not the row of its key, counting the row as
 // replaced (apply.Conflicts.Replaced), and writes the statement again: what
-// MySQL's REPLACE does. A unique index on an expression, or partial, cannot
+// MySQL's REPLACE does. A batch ending in a part of a large commit ts (see
+// apply.CommitTsSplitter) may hold two rows meeting on a unique value
+// themselves — a row as an earlier commit ts left it, and a row taking its
+// value whose move away comes in the next part — and the statement then
+// fails again: its rows go one at a time in commit-ts order, the later
+// replacing the earlier, which the next part writes back. A unique index on an expression, or partial, cannot
 // be matched by columns: a row holding its value stops the apply, naming
 // the table. With apply.SinkOptions.ForeignKeyChecks no row is deleted: the
 // duplicate key stops the apply, naming the table.
@@ -114,7 +119,9 @@
 // holding a unique value, a value the column refuses — the sink rolls back
 // to the savepoint and writes the same rows by the upserts above, with their
 // results, conflict counts and errors; the table's next 16 runs then go by
-// upserts. Each field is the text a text parameter of the upsert would be
+// upserts. The new rows of the batch's last commit ts go after its other
+// upserts of earlier ones, in case that commit ts is a part (see above).
+// Each field is the text a text parameter of the upsert would be
 // (the column's input function reads it); an integer, a float or a byte
 // string, which pgx binds in binary, goes by COPY only into a column whose
 // type reads its text as the same value (integer and numeric, real and

@@ -199,8 +199,18 @@ func (t *sqlTx) copyRun(ctx context.Context, table apply.Table, ops []rowOp, col
 // that they make one run for COPY rather than runs cut short by updates.
 // A collapsed batch holds one op per key, deletes first: its upserts meet
 // no row of each other's keys, and those of a table with another unique
-// key go as one unit, cleared first (see units), in which no order of them
-// meets a row holding a unique value they take.
+// key go as one unit, cleared first (see units).
+//
+// The fresh inserts of the batch's last commit ts stay after the other
+// upserts of earlier ones. That commit ts may be a part
+// (apply.CommitTsSplitter): an insert of it may take a unique value from a
+// row as an earlier commit ts of the batch left it, a row whose change
+// giving the value up comes in a later call. Written in commit-ts order,
+// the insert replaces that row (pgReplace), and the later call writes it
+// back; written first, the insert would be the one replaced, and nothing
+// would write it back. An insert of an earlier commit ts meets no such row:
+// its commit ts ends in the batch, where the log's rows hold their unique
+// values alone.
 func (t *sqlTx) freshFirst() {
 	s := t.s
 	if !t.collapsed || s.d != Postgres || t.conn == nil || s.o.DryRun != nil || s.o.ForeignKeyChecks {
@@ -210,15 +220,21 @@ func (t *sqlTx) freshFirst() {
 	for i < len(t.ops) && t.ops[i].del {
 		i++
 	}
-	slices.SortStableFunc(t.ops[i:], func(a, b rowOp) int {
-		switch {
-		case a.fresh == b.fresh:
-			return 0
-		case a.fresh:
-			return -1
+	var last uint64
+	for _, op := range t.ops[i:] {
+		last = max(last, op.ts)
+	}
+	rank := func(op rowOp) int {
+		r := 0
+		if op.ts == last {
+			r = 2
 		}
-		return 1
-	})
+		if !op.fresh {
+			r++
+		}
+		return r
+	}
+	slices.SortStableFunc(t.ops[i:], func(a, b rowOp) int { return rank(a) - rank(b) })
 }
 
 // maxCopyRows bounds the rows of one COPY, and so the buffer its data is

@@ -655,6 +655,14 @@ func explain(err error, why string) error {
 //
 //	DELETE FROM "s"."t" WHERE (("u" = $1) OR ("v" = $2 AND "w" = $3)) AND NOT ("id" = $4)
 //
+// Two of ops may themselves meet on a unique value: in a part of a commit ts
+// (apply.CommitTsSplitter), a row as an earlier commit ts of the call left
+// it and a row taking its value at the last one, whose change moving the
+// first away comes in a later call. The statement then fails again, and the
+// rows go one at a time, in their order, each after the delete of the rows
+// holding its values: the later image replaces the earlier, as applying the
+// log in order would, and the later call writes the first row back.
+//
 // A unique index on an expression or with a predicate cannot be matched by
 // columns: a row holding a value of it is left, and the upsert fails again,
 // naming the table.
@@ -669,71 +677,107 @@ func (t *sqlTx) pgReplace(ctx context.Context, table apply.Table, ops []rowOp) e
 			opaque = u.name
 		}
 	}
+	named := func(err error) error {
+		if opaque != "" && t.s.d.duplicateKey(err) {
+			err = explain(err, fmt.Sprintf("a row not the log's holds a value of unique index %s, on an expression or partial: the sink cannot tell which row to replace", opaque))
+		}
+		return err
+	}
 	for i := range ops {
-		img := ops[i].img
-		key := codec.KeyColumns(img)
-		b := append(t.cbuf[:0], "DELETE FROM "...)
-		b = t.s.d.table(b, table)
-		b = append(b, " WHERE ("...)
-		args := t.cargs[:0]
-		conds := 0
-	index:
-		for _, u := range idx {
-			if !u.plain {
-				continue
-			}
-			at := make([]int, len(u.cols))
-			for j, c := range u.cols {
-				if at[j] = columnIndex(img, c); at[j] < 0 || img[at[j]].Value.IsNull() {
-					continue index // a NULL conflicts with nothing
-				}
-			}
-			if conds > 0 {
-				b = append(b, " OR "...)
-			}
-			b = append(b, '(')
-			for j, k := range at {
-				if j > 0 {
-					b = append(b, " AND "...)
-				}
-				b, args = t.condArgs(b, args, &img[k])
-			}
-			b = append(b, ')')
-			conds++
-		}
-		b = append(b, ')')
-		if conds == 0 {
-			continue
-		}
-		if key != nil {
-			b = append(b, " AND NOT ("...)
-			for j, k := range key {
-				if j > 0 {
-					b = append(b, " AND "...)
-				}
-				b, args = t.condArgs(b, args, &img[k])
-			}
-			b = append(b, ')')
-		}
-		t.cbuf, t.cargs = b, args
-		res, err := t.ex.ExecContext(ctx, t.text(table, b), args...)
-		if err != nil {
-			return &apply.StatementError{Table: table, FirstTs: ops[i].ts, LastTs: ops[i].ts, SQL: string(b), Err: t.s.d.classify(err)}
-		}
-		if n, err := res.RowsAffected(); err == nil && n > 0 {
-			t.conflicts.Add(table, 1, 0, 0)
+		if err := t.deleteHolders(ctx, table, idx, &ops[i]); err != nil {
+			return err
 		}
 	}
-	clear(t.cargs)
+	apart := len(ops) > 1
+	if apart {
+		if err := t.savepoint(ctx, "SAVEPOINT redokit_replace"); err != nil {
+			return err
+		}
+	}
 	for rest := ops; len(rest) > 0; {
 		n, err := t.writeUpsert(ctx, table, rest, false)
 		if err != nil {
-			if opaque != "" && t.s.d.duplicateKey(err) {
-				err = explain(err, fmt.Sprintf("a row not the log's holds a value of unique index %s, on an expression or partial: the sink cannot tell which row to replace", opaque))
+			if !apart || !t.s.d.duplicateKey(err) {
+				return named(err)
 			}
-			return err
+			if err := t.savepoint(ctx, "ROLLBACK TO SAVEPOINT redokit_replace"); err != nil {
+				return err
+			}
+			for i := range ops {
+				if err := t.deleteHolders(ctx, table, idx, &ops[i]); err != nil {
+					return err
+				}
+				if _, err := t.writeUpsert(ctx, table, ops[i:i+1], false); err != nil {
+					return named(err)
+				}
+			}
+			break
 		}
 		rest = rest[n:]
+	}
+	if apart {
+		return t.savepoint(ctx, "RELEASE SAVEPOINT redokit_replace")
+	}
+	return nil
+}
+
+// deleteHolders deletes the rows outside op's key that hold one of its
+// values of the plain unique indexes idx, counting op as replaced
+// (Conflicts.Replaced) when it deleted one (see pgReplace).
+func (t *sqlTx) deleteHolders(ctx context.Context, table apply.Table, idx []uniqueIndex, op *rowOp) error {
+	img := op.img
+	key := codec.KeyColumns(img)
+	b := append(t.cbuf[:0], "DELETE FROM "...)
+	b = t.s.d.table(b, table)
+	b = append(b, " WHERE ("...)
+	args := t.cargs[:0]
+	defer func() { clear(t.cargs) }()
+	conds := 0
+index:
+	for _, u := range idx {
+		if !u.plain {
+			continue
+		}
+		at := make([]int, len(u.cols))
+		for j, c := range u.cols {
+			if at[j] = columnIndex(img, c); at[j] < 0 || img[at[j]].Value.IsNull() {
+				continue index // a NULL conflicts with nothing
+			}
+		}
+		if conds > 0 {
+			b = append(b, " OR "...)
+		}
+		b = append(b, '(')
+		for j, k := range at {
+			if j > 0 {
+				b = append(b, " AND "...)
+			}
+			b, args = t.condArgs(b, args, &img[k])
+		}
+		b = append(b, ')')
+		conds++
+	}
+	b = append(b, ')')
+	if conds == 0 {
+		return nil
+	}
+	if key != nil {
+		b = append(b, " AND NOT ("...)
+		for j, k := range key {
+			if j > 0 {
+				b = append(b, " AND "...)
+			}
+			b, args = t.condArgs(b, args, &img[k])
+		}
+		b = append(b, ')')
+	}
+	t.cbuf, t.cargs = b, args
+	res, err := t.ex.ExecContext(ctx, t.text(table, b), args...)
+	if err != nil {
+		return &apply.StatementError{Table: table, FirstTs: op.ts, LastTs: op.ts, SQL: string(b), Err: t.s.d.classify(err)}
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		t.conflicts.Add(table, 1, 0, 0)
 	}
 	return nil
 }
