@@ -721,6 +721,16 @@ func keyFlag(img []codec.Column) codec.ColumnFlag {
 	return 0
 }
 
+// hasFlag reports whether a column of img has flag f.
+func hasFlag(img []codec.Column, f codec.ColumnFlag) bool {
+	for i := range img {
+		if img[i].Flags.Has(f) {
+			return true
+		}
+	}
+	return false
+}
+
 // keyMoved is codec.KeyChanged without its allocations: the loop runs it
 // on every row.
 func keyMoved(pre, post []codec.Column) bool {
@@ -759,7 +769,13 @@ func keyMoved(pre, post []codec.Column) bool {
 // post image that was not an update of its own key: a bulk load, a large
 // DELETE, a large UPDATE that keeps keys, deletes then inserts. A table
 // without a key is a multiset, in which inserts and deletes of one row
-// each commute: any mix goes in parts.
+// each commute: any mix goes in parts. Unless it has a unique index (a
+// column flagged codec.FlagUniqueKey: one on columns that may be NULL,
+// which is no key): an insert then meets a row holding its value, which
+// the sink replaces, and a later part's delete of that row takes the
+// inserted one instead (a swap of two rows' values, in parts, lost one).
+// There every row image counts as a key: a commit ts goes in parts only
+// while no delete came after an insert (an update is both).
 type splitShape uint8
 
 const (
@@ -780,6 +796,11 @@ func (b *tableBuf) noteShape(row *codec.RowChange) error {
 	moved := len(pre) > 0 && len(post) > 0 && keyMoved(pre, post)
 	writes := keyedPost && (len(pre) == 0 || moved)
 	deletes := keyedPre && (len(post) == 0 || moved)
+	if !keyedPre && !keyedPost && (hasFlag(pre, codec.FlagUniqueKey) || hasFlag(post, codec.FlagUniqueKey)) {
+		// A table without a key but with a unique index is no multiset:
+		// every row is a key of its own there.
+		writes, deletes = len(post) > 0, len(pre) > 0
+	}
 	if deletes && b.shape&shapeWrote != 0 && b.shape&shapeWhole == 0 {
 		b.shape |= shapeWhole
 		if b.open && b.openTs == row.CommitTs {

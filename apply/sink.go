@@ -304,7 +304,11 @@ type DDLTx interface {
 // commit ts are held whole; one that turns out so after a part of it went
 // out fails the run with [ErrSplitTooLate], having committed none of it. A
 // table without a key is a multiset, whose inserts and deletes commute: any
-// mix goes in parts.
+// mix goes in parts. Unless the log flags a unique index on it
+// (codec.FlagUniqueKey; one on columns that may be NULL is no key): there
+// an insert replaces the row holding its value, and a later part's delete
+// of that row would take the inserted one, so each row image counts as a
+// key (no delete after an insert, an update being both).
 //
 // In commit order ([CommitOrderer]) Run hands out every commit ts whole,
 // and memory grows with the largest upstream transaction.
