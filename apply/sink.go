@@ -137,7 +137,11 @@ type Conflicts struct {
 	// Replaced counts rows written by deleting another row that held one
 	// of their unique values: a stale row, outside the rows the batch
 	// writes (see the SQL sinks' upsert). Unique values moving between the
-	// rows a transaction changes are no conflict, and not counted.
+	// rows a transaction changes are no conflict, and not counted. On
+	// MySQL and SQLite, whose upsert updates whichever row it meets on a
+	// unique key, a stale row that holds a unique value of the written row
+	// while no row holds its key is updated into it in place: the rows end
+	// the same, and that one is not counted (PostgreSQL counts it).
 	Replaced int64 `json:"replaced"`
 	// DeletesMissed counts deletes (and the old images of updates that
 	// moved a row's key) that matched no row.
