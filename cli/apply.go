@@ -112,11 +112,18 @@ func (a *app) applyRange(ctx context.Context, b *blob.Bucket, sinkURI string, st
 // filter and the schema mapping wrap the reader's events on their way to
 // apply.Run (see apply.FilterTables and apply.MapSchemas).
 func (a *app) applyRangeWith(ctx context.Context, b *blob.Bucket, sinkURI string, start, end uint64, opts *apply.Options, sopts *apply.SinkOptions, ctl *applyControls) (*applySummary, error) {
+	var rows, ddls int64 // what the attempts before the last committed
 	for {
 		sum, err := a.applyRangeOnce(ctx, b, sinkURI, start, end, opts, sopts, ctl)
-		if opts = a.holdWhole(err, opts); opts == nil {
-			return sum, err
+		if again := a.holdWhole(err, opts); again != nil {
+			rows, ddls, opts = rows+sum.Rows, ddls+sum.DDLs, again
+			continue
 		}
+		// The rerun skipped, as already applied, what the attempts
+		// before it committed: the summary counts it as applied, once.
+		sum.Rows, sum.DDLs = sum.Rows+rows, sum.DDLs+ddls
+		sum.Skipped = max(0, sum.Skipped-rows-ddls)
+		return sum, err
 	}
 }
 
