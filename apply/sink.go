@@ -138,10 +138,12 @@ type Conflicts struct {
 	// of their unique values: a stale row, outside the rows the batch
 	// writes (see the SQL sinks' upsert). Unique values moving between the
 	// rows a transaction changes are no conflict, and not counted. On
-	// MySQL and SQLite, whose upsert updates whichever row it meets on a
-	// unique key, a stale row that holds a unique value of the written row
-	// while no row holds its key is updated into it in place: the rows end
-	// the same, and that one is not counted (PostgreSQL counts it).
+	// MySQL, whose upsert updates whichever row it meets on a unique key
+	// (it cannot name a conflict target), a stale row that holds a unique
+	// value of the written row while no row holds its key is updated into
+	// it in place: the rows end the same, and that one is not counted. So
+	// on SQLite with foreign-key checks on; PostgreSQL and SQLite count it
+	// otherwise.
 	Replaced int64 `json:"replaced"`
 	// DeletesMissed counts deletes (and the old images of updates that
 	// moved a row's key) that matched no row.

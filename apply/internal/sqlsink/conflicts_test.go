@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redokit/redokit/apply"
+	"github.com/redokit/redokit/apply/internal/sqlsink"
 	"github.com/redokit/redokit/codec"
 )
 
@@ -111,6 +112,44 @@ func TestDeleteOfOwnInsertIsNoConflict(t *testing.T) {
 		}
 		if c := s.Conflicts(); c.Replaced != 0 || c.DeletesMissed != 1 || c.DuplicatedKeyless != 0 {
 			t.Errorf("conflicts %+v, want only the delete of row 9", c)
+		}
+	})
+}
+
+// TestStaleUniqueHolderCounted: a replay over a downstream that ran ahead,
+// where a stale row holds only a unique value of the log's row (not its
+// key). Every sink ends with the log's row alone. PostgreSQL and SQLite
+// count it as replaced; SQLite's upsert, with no conflict target, updated
+// the stale row into the log's row in place, uncounted. MySQL still does
+// (it cannot name a conflict target): documented in apply.Conflicts.
+func TestStaleUniqueHolderCounted(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, e *env) {
+		e.ddl("CREATE TABLE su (id BIGINT PRIMARY KEY, u VARCHAR(8) COLLATE utf8mb4_bin, UNIQUE KEY uu (u))")
+		e.exec("INSERT INTO " + e.table("su") + " (id, u) VALUES (2, 'x'), (3, 'y')")
+		row := func(id int64, u string) []codec.Column {
+			c := scol("u", u)
+			c.Flags |= codec.FlagUniqueKey
+			c.Collation = "utf8mb4_bin"
+			return []codec.Column{icol("id", id, pk), c}
+		}
+		s := e.open(nil)
+		_, err := apply.Run(context.Background(), sliceSource([]*codec.Event{
+			rowEv(10, e.schema, "su", nil, row(1, "x")),
+			rowEv(10, e.schema, "su", nil, row(4, "z")),
+			rowEv(11, e.schema, "su", row(3, "y"), row(3, "w")),
+		}), s, nil)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if got, want := e.dump("su"), []string{"1|x", "3|w", "4|z"}; !slices.Equal(got, want) {
+			t.Errorf("rows %q, want %q", got, want)
+		}
+		want := int64(1)
+		if e.dialect == sqlsink.MySQL {
+			want = 0
+		}
+		if c := s.Conflicts(); c.Replaced != want {
+			t.Errorf("conflicts %+v, want %d replaced", c, want)
 		}
 	})
 }

@@ -27,7 +27,10 @@ type sqlTx struct {
 	lite *sqliteSession // SQLite: where full-size statements stay prepared
 	txScratch
 
-	collapsed bool            // the ops hold at most one op per key
+	collapsed bool // the ops hold at most one op per key
+	// keyTarget: SQLite's upserts of the table being written name its key
+	// as their conflict target (see onConflict).
+	keyTarget bool
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 	// deferredFK: a group of this transaction had its foreign-key checks
 	// deferred to its end (see fkdefer.go); on SQLite, to the COMMIT.
@@ -544,6 +547,7 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 //
 //	MySQL:      INSERT INTO `s`.`t` (`a`,`b`) VALUES (?,?),(?,?) ON DUPLICATE KEY UPDATE `a`=VALUES(`a`),`b`=VALUES(`b`)
 //	SQLite:     INSERT INTO "t" ("a","b") VALUES (?,?),(?,?) ON CONFLICT DO UPDATE SET "a"=excluded."a","b"=excluded."b"
+//	            (ON CONFLICT ("a") where the table has another unique key)
 //	PostgreSQL: INSERT INTO "s"."t" ("a","b") VALUES ($1,$2),($3,$4) ON CONFLICT ("a") DO UPDATE SET "a"=EXCLUDED."a","b"=EXCLUDED."b"
 //
 // An update in place deletes nothing, so no ON DELETE action of a foreign
@@ -552,7 +556,10 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 // meets a row that is not its own on another unique key — a stale row,
 // which happens only where the replay overlaps changes already downstream
 // (unique values moving between the rows a transaction changes are no such
-// conflict: see units) — fails with a duplicate-key error. The sink then
+// conflict: see units) — fails with a duplicate-key error; on MySQL, which
+// cannot name a conflict target, only where the row also meets its own key
+// row, else the upsert updates the stale row into it in place, uncounted
+// (with foreign-key checks on, SQLite's does too). The sink then
 // writes the statement's rows again with REPLACE semantics, the stale row
 // deleted and the row written, counting each row that needed it
 // (Conflicts.Replaced): MySQL and SQLite row by row, with REPLACE (MySQL) or
@@ -575,6 +582,18 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 		var err error
 		if guard, err = t.otherUnique(ctx, table, ops[0].img); err != nil {
 			return 0, err
+		}
+	}
+	t.keyTarget = false
+	if d == SQLite && t.s.o.DryRun == nil && !t.s.o.ForeignKeyChecks && codec.KeyColumns(ops[0].img) != nil {
+		other, err := t.otherUnique(ctx, table, ops[0].img)
+		if err != nil {
+			return 0, err
+		}
+		if other {
+			if t.keyTarget, err = t.keyBacked(ctx, table, ops[0].img); err != nil {
+				return 0, err
+			}
 		}
 	}
 	n, head, err := t.buildUpsert(table, ops, false)
@@ -867,7 +886,22 @@ func (t *sqlTx) onConflict(b []byte, img []codec.Column) []byte {
 		b = append(b, " ON DUPLICATE KEY UPDATE "...)
 	case SQLite:
 		// With no conflict target, SQLite (3.35 and later) updates the row
-		// that conflicts on whichever unique key.
+		// that conflicts on whichever unique key: a stale row holding only
+		// another unique value of the row would become the row, uncounted.
+		// Where the table has another unique key, the key is named, so
+		// that such a row fails the statement and the fallback replaces
+		// it, counted (see upsert).
+		if t.keyTarget {
+			b = append(b, " ON CONFLICT ("...)
+			for i, k := range codec.KeyColumns(img) {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = d.quote(b, img[k].Name)
+			}
+			b = append(b, ") DO UPDATE SET "...)
+			break
+		}
 		b = append(b, " ON CONFLICT DO UPDATE SET "...)
 	case Postgres:
 		key := codec.KeyColumns(img)

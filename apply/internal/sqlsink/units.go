@@ -100,11 +100,16 @@ ORDER BY c.relname, k.o`, string(s.d.table(nil, table)))
 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0
 ORDER BY INDEX_NAME, SEQ_IN_INDEX`, table.Schema, table.Name)
 	default:
-		// An INTEGER PRIMARY KEY is the rowid, no index: the key, which
-		// is never "another" unique key.
-		rows, err = q.QueryContext(ctx, `SELECT il.name, coalesce(ii.name, ''), il.partial = 0
-FROM pragma_index_list(?) AS il JOIN pragma_index_info(il.name) AS ii
-WHERE il."unique" = 1 ORDER BY il.name, ii.seqno`, table.Name)
+		// An INTEGER PRIMARY KEY is the rowid, which has no index: it is
+		// listed from the table's columns, as index "" (no index name is
+		// empty), so that the upsert may name it as its conflict target.
+		rows, err = q.QueryContext(ctx, `SELECT n, c, p FROM (
+SELECT il.name AS n, coalesce(ii.name, '') AS c, il.partial = 0 AS p, ii.seqno AS o
+FROM pragma_index_list(?1) AS il JOIN pragma_index_info(il.name) AS ii WHERE il."unique" = 1
+UNION ALL
+SELECT '', ti.name, 1, ti.pk FROM pragma_table_info(?1) AS ti
+WHERE ti.pk > 0 AND NOT EXISTS (SELECT 1 FROM pragma_index_list(?1) WHERE origin = 'pk')
+) ORDER BY n, o`, table.Name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("apply: %s: read the unique keys of %s: %w", s.name, table, s.d.classify(err))
@@ -157,6 +162,26 @@ func (t *sqlTx) otherUnique(ctx context.Context, table apply.Table, img []codec.
 			if !slices.Contains(key, c) {
 				return true, nil
 			}
+		}
+	}
+	return false, nil
+}
+
+// keyBacked reports whether a unique index (or the primary key) of table
+// holds exactly img's key columns: one an upsert may name as its conflict
+// target.
+func (t *sqlTx) keyBacked(ctx context.Context, table apply.Table, img []codec.Column) (bool, error) {
+	idx, err := t.uniqueIndexes(ctx, table)
+	if err != nil {
+		return false, err
+	}
+	var key []string
+	for _, i := range codec.KeyColumns(img) {
+		key = append(key, img[i].Name)
+	}
+	for _, u := range idx {
+		if u.plain && len(u.cols) == len(key) && !slices.ContainsFunc(u.cols, func(c string) bool { return !slices.Contains(key, c) }) {
+			return true, nil
 		}
 	}
 	return false, nil
