@@ -141,9 +141,11 @@ type Conflicts struct {
 	// MySQL, whose upsert updates whichever row it meets on a unique key
 	// (it cannot name a conflict target), a stale row that holds a unique
 	// value of the written row while no row holds its key is updated into
-	// it in place: the rows end the same, and that one is not counted. So
-	// on SQLite with foreign-key checks on; PostgreSQL and SQLite count it
-	// otherwise.
+	// it in place: the rows end the same, and that one is counted only
+	// where the sink deleted the batch's keys of the table first (a batch
+	// that also changes rows of it: see the SQL sinks' units), not in a
+	// batch of new rows alone. So on SQLite with foreign-key checks on;
+	// PostgreSQL and SQLite count it otherwise.
 	Replaced int64 `json:"replaced"`
 	// DeletesMissed counts deletes (and the old images of updates that
 	// moved a row's key) that matched no row.

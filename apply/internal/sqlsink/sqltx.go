@@ -31,6 +31,10 @@ type sqlTx struct {
 	// keyTarget: SQLite's upserts of the table being written name its key
 	// as their conflict target (see onConflict).
 	keyTarget bool
+	// cleared: the unit being written had the rows of its keys deleted
+	// first (clearUnit), so a MySQL upsert of it that updated a row in
+	// place met a stale one (see upsert).
+	cleared   bool
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 	// deferredFK: a group of this transaction had its foreign-key checks
 	// deferred to its end (see fkdefer.go); on SQLite, to the COMMIT.
@@ -289,6 +293,7 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 // upserts of a table with unique keys besides its key may go by units,
 // each cleared first (see units).
 func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) error {
+	t.cleared = false
 	if len(ops) == 0 {
 		return nil
 	}
@@ -362,6 +367,7 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 		}
 		upserts = max(0, upserts-n)
 	}
+	t.cleared = false
 	return nil
 }
 
@@ -608,8 +614,14 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 			return 0, err
 		}
 	}
-	_, err = t.exec(ctx, table, ops[:n], func() string { return shownRows(t.buf, head, n) })
+	affected, err := t.exec(ctx, table, ops[:n], func() string { return shownRows(t.buf, head, n) })
 	if err == nil {
+		if d == MySQL && t.cleared && affected > int64(n) {
+			// MySQL counts 1 a row inserted and 2 a row updated; in a
+			// cleared unit no row held the keys, so each update was of
+			// a stale row holding another unique value, made the row.
+			t.conflicts.Add(table, affected-int64(n), 0, 0)
+		}
 		if guard {
 			err = t.savepoint(ctx, "RELEASE SAVEPOINT redokit_upsert")
 		}

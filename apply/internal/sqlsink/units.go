@@ -256,7 +256,7 @@ func (t *sqlTx) units(ctx context.Context, table apply.Table, ops []rowOp) (bool
 // clearUnit deletes the rows of every key the unit at the head of ops
 // writes, when one of its upserts is not fresh (see units), and returns the
 // unit's length: the upserts at the head of ops, of one commit ts unless
-// collapsed.
+// collapsed. t.cleared says whether it deleted them.
 func (t *sqlTx) clearUnit(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) (int, error) {
 	n := 0
 	stale := false
@@ -264,6 +264,7 @@ func (t *sqlTx) clearUnit(ctx context.Context, table apply.Table, ops []rowOp, c
 		stale = stale || !ops[n].fresh
 		n++
 	}
+	t.cleared = stale
 	if !stale {
 		return n, nil
 	}
