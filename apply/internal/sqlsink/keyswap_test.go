@@ -164,12 +164,13 @@ func TestKeySwapInOneTransaction(t *testing.T) {
 		{"split-every-row", &apply.Options{BatchRows: 1, TxnRows: 1, SplitBytes: 1}, nil, true},
 	}
 	for _, d := range allDialects {
-		tooLate := 0
+		tooLate, ran := 0, 0
 		t.Run(d.String(), func(t *testing.T) {
 			defer func() {
 				// Every case moves keys: split a row at a time, each
-				// goes in parts until the move after a write.
-				if tooLate == 0 && !t.Failed() && !t.Skipped() {
+				// goes in parts until the move after a write. (Outside
+				// CI a dialect without its server skips every case.)
+				if tooLate == 0 && ran > 0 && !t.Failed() && !t.Skipped() {
 					t.Errorf("no case failed as split too late: every one moves keys after writing some")
 				}
 			}()
@@ -177,6 +178,7 @@ func TestKeySwapInOneTransaction(t *testing.T) {
 				for _, m := range modes {
 					t.Run(c.name+"/"+m.name, func(t *testing.T) {
 						e := newEnv(t, d)
+						ran++
 						s := e.open(m.so)
 						_, err := apply.Run(context.Background(), sliceSource(swapEvents(e.schema, c)), s, m.o)
 						if m.split && errors.Is(err, apply.ErrSplitTooLate) {

@@ -586,21 +586,17 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 	guard := false
 	if d == Postgres && t.s.o.DryRun == nil && !t.s.o.ForeignKeyChecks {
 		var err error
-		if guard, err = t.otherUnique(ctx, table, ops[0].img); err != nil {
+		if guard, _, err = t.otherUnique(ctx, table, ops[0].img); err != nil {
 			return 0, err
 		}
 	}
 	t.keyTarget = false
 	if d == SQLite && t.s.o.DryRun == nil && !t.s.o.ForeignKeyChecks && codec.KeyColumns(ops[0].img) != nil {
-		other, err := t.otherUnique(ctx, table, ops[0].img)
+		other, backed, err := t.otherUnique(ctx, table, ops[0].img)
 		if err != nil {
 			return 0, err
 		}
-		if other {
-			if t.keyTarget, err = t.keyBacked(ctx, table, ops[0].img); err != nil {
-				return 0, err
-			}
-		}
+		t.keyTarget = other && backed
 	}
 	n, head, err := t.buildUpsert(table, ops, false)
 	if err != nil {

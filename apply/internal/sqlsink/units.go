@@ -144,47 +144,26 @@ WHERE ti.pk > 0 AND NOT EXISTS (SELECT 1 FROM pragma_index_list(?1) WHERE origin
 // otherUnique reports whether table has a unique index besides the one of
 // img's key (every unique index, for an image without a key): one an
 // upsert's ON CONFLICT (key) does not name, on which a row that is not the
-// image's own may hold a value the image takes.
-func (t *sqlTx) otherUnique(ctx context.Context, table apply.Table, img []codec.Column) (bool, error) {
+// image's own may hold a value the image takes. backed reports whether a
+// plain unique index (or the primary key) holds exactly the key's columns:
+// one an upsert may name as its conflict target.
+func (t *sqlTx) otherUnique(ctx context.Context, table apply.Table, img []codec.Column) (other, backed bool, err error) {
 	idx, err := t.uniqueIndexes(ctx, table)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	var key []string
 	for _, i := range codec.KeyColumns(img) {
 		key = append(key, img[i].Name)
 	}
 	for _, u := range idx {
-		if len(u.cols) != len(key) {
-			return true, nil
-		}
-		for _, c := range u.cols {
-			if !slices.Contains(key, c) {
-				return true, nil
-			}
+		if len(u.cols) != len(key) || slices.ContainsFunc(u.cols, func(c string) bool { return !slices.Contains(key, c) }) {
+			other = true
+		} else if u.plain {
+			backed = true
 		}
 	}
-	return false, nil
-}
-
-// keyBacked reports whether a unique index (or the primary key) of table
-// holds exactly img's key columns: one an upsert may name as its conflict
-// target.
-func (t *sqlTx) keyBacked(ctx context.Context, table apply.Table, img []codec.Column) (bool, error) {
-	idx, err := t.uniqueIndexes(ctx, table)
-	if err != nil {
-		return false, err
-	}
-	var key []string
-	for _, i := range codec.KeyColumns(img) {
-		key = append(key, img[i].Name)
-	}
-	for _, u := range idx {
-		if u.plain && len(u.cols) == len(key) && !slices.ContainsFunc(u.cols, func(c string) bool { return !slices.Contains(key, c) }) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return other, backed, nil
 }
 
 // units reports whether the upserts of ops go by units, each cleared first
@@ -232,7 +211,7 @@ func (t *sqlTx) units(ctx context.Context, table apply.Table, ops []rowOp) (bool
 	if img == nil {
 		return false, nil
 	}
-	more, err := t.otherUnique(ctx, table, img)
+	more, _, err := t.otherUnique(ctx, table, img)
 	if err != nil || !more {
 		return false, err
 	}
