@@ -79,8 +79,8 @@ func LoadMeta(ctx context.Context, b *blob.Bucket, logID string) (*Meta, error) 
 // is read again, up to stateRereads times with a back-off before each,
 // since a lagging replica or cache serves old copies for a while and then
 // the current one; a copy read again that is current replaces the stale
-// one in states, and one still behind (a restored version) is the error. Readers and verify call
-// it before they trust what the states publish.
+// one in states, and one still behind (a restored version) is the error.
+// Readers and verify call it before they trust what the states publish.
 func CheckStates(ctx context.Context, b *blob.Bucket, logID string, m *Meta, states map[string]*WriterState) error {
 	err := crossCheck(logID, m, states)
 	var sb *statesBehind

@@ -31,10 +31,6 @@ type sqlTx struct {
 	// keyTarget: SQLite's upserts of the table being written name its key
 	// as their conflict target (see onConflict).
 	keyTarget bool
-	// cleared: the unit being written had the rows of its keys deleted
-	// first (clearUnit), so a MySQL upsert of it that updated a row in
-	// place met a stale one (see upsert).
-	cleared   bool
 	conflicts apply.Conflicts // of this transaction, added to the sink's at commit
 	// deferredFK: a group of this transaction had its foreign-key checks
 	// deferred to its end (see fkdefer.go); on SQLite, to the COMMIT.
@@ -293,7 +289,6 @@ func (t *sqlTx) ApplyRows(ctx context.Context, table apply.Table, rows []*codec.
 // upserts of a table with unique keys besides its key may go by units,
 // each cleared first (see units).
 func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) error {
-	t.cleared = false
 	if len(ops) == 0 {
 		return nil
 	}
@@ -304,13 +299,14 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 	if err != nil {
 		return err
 	}
-	unit := 0    // with units: the upserts at the head of ops left of the current unit
-	upserts := 0 // ops at the head that go by upserts after their COPY failed
+	unit := 0        // with units: the upserts at the head of ops left of the current unit
+	cleared := false // with units: clearUnit deleted the rows of the current unit's keys
+	upserts := 0     // ops at the head that go by upserts after their COPY failed
 	for len(ops) > 0 {
 		limit := len(ops)
 		if units && !ops[0].del {
 			if unit == 0 {
-				if unit, err = t.clearUnit(ctx, table, ops, collapsed); err != nil {
+				if unit, cleared, err = t.clearUnit(ctx, table, ops, collapsed); err != nil {
 					return err
 				}
 			}
@@ -356,7 +352,7 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 		if ops[0].del {
 			n, err = t.delete(ctx, table, ops[:n])
 		} else {
-			n, err = t.upsert(ctx, table, ops[:n])
+			n, err = t.upsert(ctx, table, ops[:n], units && cleared)
 		}
 		if err != nil {
 			return err
@@ -367,7 +363,6 @@ func (t *sqlTx) execOps(ctx context.Context, table apply.Table, ops []rowOp, col
 		}
 		upserts = max(0, upserts-n)
 	}
-	t.cleared = false
 	return nil
 }
 
@@ -578,10 +573,14 @@ func (t *sqlTx) exec(ctx context.Context, table apply.Table, ops []rowOp, shown 
 // SinkOptions.ForeignKeyChecks the error stands, naming the table. Generated
 // columns are left out.
 //
+// cleared says the rows of ops' keys were deleted first (clearUnit): a
+// MySQL upsert that still updated a row in place met a stale one, which is
+// counted.
+//
 // Inserts into a table without a key are checked for identical rows first
 // where the downstream may hold rows the progress does not account for (see
 // keyless.go).
-func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int, error) {
+func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp, cleared bool) (int, error) {
 	d := t.s.d
 	guard := false
 	if d == Postgres && t.s.o.DryRun == nil && !t.s.o.ForeignKeyChecks {
@@ -612,7 +611,7 @@ func (t *sqlTx) upsert(ctx context.Context, table apply.Table, ops []rowOp) (int
 	}
 	affected, err := t.exec(ctx, table, ops[:n], func() string { return shownRows(t.buf, head, n) })
 	if err == nil {
-		if d == MySQL && t.cleared && affected > int64(n) {
+		if d == MySQL && cleared && affected > int64(n) {
 			// MySQL counts 1 a row inserted and 2 a row updated; in a
 			// cleared unit no row held the keys, so each update was of
 			// a stale row holding another unique value, made the row.

@@ -235,17 +235,16 @@ func (t *sqlTx) units(ctx context.Context, table apply.Table, ops []rowOp) (bool
 // clearUnit deletes the rows of every key the unit at the head of ops
 // writes, when one of its upserts is not fresh (see units), and returns the
 // unit's length: the upserts at the head of ops, of one commit ts unless
-// collapsed. t.cleared says whether it deleted them.
-func (t *sqlTx) clearUnit(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) (int, error) {
+// collapsed, and whether it deleted them.
+func (t *sqlTx) clearUnit(ctx context.Context, table apply.Table, ops []rowOp, collapsed bool) (int, bool, error) {
 	n := 0
 	stale := false
 	for n < len(ops) && !ops[n].del && (collapsed || ops[n].ts == ops[0].ts) {
 		stale = stale || !ops[n].fresh
 		n++
 	}
-	t.cleared = stale
 	if !stale {
-		return n, nil
+		return n, false, nil
 	}
 	// The unit's own rows are no conflict: a key none of them reached
 	// yet is not missed.
@@ -258,9 +257,9 @@ func (t *sqlTx) clearUnit(ctx context.Context, table apply.Table, ops []rowOp, c
 		}
 		done, err := t.delete(ctx, table, rest[:k])
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		rest = rest[done:]
 	}
-	return n, nil
+	return n, true, nil
 }
