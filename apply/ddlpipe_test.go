@@ -25,6 +25,19 @@ func (*scopedOrder) DDLTables(_ context.Context, d *codec.DDL) ([]Table, bool, e
 	return []Table{TableOf(d.Table)}, true, nil
 }
 
+// eventScopedWriter is one writer that scopes each DDL to its table from
+// the event alone (EventDDLScoper), as SQLite's sink does: by name, in
+// every schema.
+type eventScopedWriter struct{ orderSink }
+
+func (*eventScopedWriter) MaxOpenTxs() int { return 1 }
+
+func (*eventScopedWriter) DDLTables(_ context.Context, d *codec.DDL) ([]Table, bool, error) {
+	return []Table{{Name: d.Table.Name}}, true, nil
+}
+
+func (*eventScopedWriter) ScopesFromEvent() bool { return true }
+
 // orderSink checks, as Run drives it, the order a DDL imposes: when a
 // DDL starts, every row of its tables before it in the log is committed;
 // no row of its tables after it is applied before it ended; DDLs run one
@@ -44,7 +57,7 @@ type orderSink struct {
 }
 
 // newOrderSink returns an orderSink over log: kind 0 a oneWriter, 1 a
-// scopedOrder, 2 neither.
+// scopedOrder, 2 an eventScopedWriter, 3 none of them.
 func newOrderSink(kind int, log []codec.Event) (Sink, *orderSink) {
 	switch kind {
 	case 0:
@@ -53,6 +66,10 @@ func newOrderSink(kind int, log []codec.Event) (Sink, *orderSink) {
 		return w, &w.orderSink
 	case 1:
 		w := &scopedOrder{}
+		w.log, w.committed, w.scoped = log, map[Table]uint64{}, true
+		return w, &w.orderSink
+	case 2:
+		w := &eventScopedWriter{}
 		w.log, w.committed, w.scoped = log, map[Table]uint64{}, true
 		return w, &w.orderSink
 	}
@@ -163,8 +180,9 @@ func orderLog(rng *rand.Rand, n int) []codec.Event {
 	return evs
 }
 
-// TestDDLOrderHolds: on random logs, with DDLs scoped to a table and not,
-// over one worker and several, small batches and large, the DDLs Run hands
+// TestDDLOrderHolds: on random logs, with DDLs scoped to a table and not
+// (and scoped from the event with one worker), over one worker and several,
+// small batches and large, the DDLs Run hands
 // to its workers keep the order the log gives: a DDL starts after every
 // earlier row of its tables committed, runs alone and in order, and no
 // later row of its tables is applied before it ended. The DDLs take a
@@ -174,7 +192,7 @@ func TestDDLOrderHolds(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(trial), 7))
 		log := orderLog(rng, 300)
 		o := &Options{Workers: 1 + trial%4, BatchRows: 1 + rng.IntN(8), TxnRows: 1 + rng.IntN(20)}
-		sink, s := newOrderSink(trial%3, log)
+		sink, s := newOrderSink(trial%4, log)
 		s.hold = func(*codec.DDL) error {
 			// The DDL takes a while (other goroutines run), so the loop
 			// reads on meanwhile.
@@ -254,6 +272,10 @@ type txDDLSink struct {
 	log  []codec.Event
 	ddls []*codec.DDL
 	rng  *rand.Rand
+	// scoped: a DDL touches its own table alone (eventScopedTxDDLSink),
+	// the only one whose rows it orders.
+	scoped bool
+	calls  int // ApplyRows calls
 
 	mu        sync.Mutex
 	committed map[Table]uint64
@@ -276,6 +298,31 @@ func (s *txDDLSink) ApplyDDL(context.Context, *codec.DDL, DDLMark) error {
 	return nil
 }
 
+func newTxDDLSink(log []codec.Event, rng *rand.Rand, scoped bool) *txDDLSink {
+	s := &txDDLSink{log: log, rng: rng, scoped: scoped, committed: map[Table]uint64{}}
+	for i := range log {
+		if log[i].Kind == codec.DDLEvent {
+			s.ddls = append(s.ddls, &log[i].DDL)
+		}
+	}
+	return s
+}
+
+// eventScopedTxDDLSink is a txDDLSink that scopes each DDL to its table
+// from the event (EventDDLScoper), as SQLite's sink does.
+type eventScopedTxDDLSink struct{ *txDDLSink }
+
+func (*eventScopedTxDDLSink) DDLTables(_ context.Context, d *codec.DDL) ([]Table, bool, error) {
+	return []Table{TableOf(d.Table)}, true, nil
+}
+
+func (*eventScopedTxDDLSink) ScopesFromEvent() bool { return true }
+
+// orders reports whether DDL d orders the rows of table tb.
+func (s *txDDLSink) orders(d *codec.DDL, tb Table) bool {
+	return !s.scoped || touches([]Table{TableOf(d.Table)}, tb)
+}
+
 type txDDLTx struct {
 	s    *txDDLSink
 	rows map[Table]uint64 // highest commit ts applied per table, uncommitted
@@ -294,7 +341,7 @@ func (t *txDDLTx) ApplyDDL(_ context.Context, d *codec.DDL, m DDLMark) error {
 	for _, ev := range s.log {
 		if ev.Kind == codec.RowEvent && ev.Row.CommitTs < d.CommitTs {
 			tb := TableOf(ev.Row.Table)
-			if max(s.committed[tb], t.rows[tb]) < ev.Row.CommitTs {
+			if s.orders(d, tb) && max(s.committed[tb], t.rows[tb]) < ev.Row.CommitTs {
 				s.errs = append(s.errs, fmt.Errorf("DDL at %d ran before the row of %s at %d", d.CommitTs, tb, ev.Row.CommitTs))
 			}
 		}
@@ -311,9 +358,10 @@ func (t *txDDLTx) ApplyRows(_ context.Context, table Table, rows []*codec.RowCha
 	if s.rng.IntN(100) == 0 {
 		return Transient(errors.New("busy"))
 	}
+	s.calls++
 	for _, r := range rows {
 		for i, d := range s.ddls {
-			if d.CommitTs < r.CommitTs && i >= s.ddlsDone+t.ddls {
+			if d.CommitTs < r.CommitTs && s.orders(d, table) && i >= s.ddlsDone+t.ddls {
 				s.errs = append(s.errs, fmt.Errorf("row of %s at %d applied before the DDL at %d", table, r.CommitTs, d.CommitTs))
 			}
 		}
@@ -348,19 +396,20 @@ func (t *txDDLTx) Rollback() error { return nil }
 // log's order, after every earlier row and before every later one, through
 // transient failures that roll back and replay DDLs with rows; the DDLs
 // count as applied once committed, and fewer transactions commit than the
-// log has DDLs (each DDL committed on its own would need one each).
+// log has DDLs (each DDL committed on its own would need one each). Half
+// the trials scope each DDL to its table from the event (EventDDLScoper),
+// and then order only that table's rows.
 func TestDDLInsideTransactions(t *testing.T) {
 	retries := int64(0)
 	for trial := range 40 {
 		rng := rand.New(rand.NewPCG(uint64(trial), 11))
 		log := orderLog(rng, 400)
-		s := &txDDLSink{log: log, rng: rng, committed: map[Table]uint64{}}
-		for i := range log {
-			if log[i].Kind == codec.DDLEvent {
-				s.ddls = append(s.ddls, &log[i].DDL)
-			}
+		s := newTxDDLSink(log, rng, trial%2 == 1)
+		var sink Sink = s
+		if s.scoped {
+			sink = &eventScopedTxDDLSink{s}
 		}
-		res, err := Run(context.Background(), SliceSource(log), s, &Options{RetryBackoff: time.Microsecond, MaxRetries: 100, TxnRows: 200})
+		res, err := Run(context.Background(), SliceSource(log), sink, &Options{RetryBackoff: time.Microsecond, MaxRetries: 100, TxnRows: 200})
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -378,5 +427,40 @@ func TestDDLInsideTransactions(t *testing.T) {
 	}
 	if retries == 0 {
 		t.Fatal("no transaction was retried: the replay of DDLs went untested")
+	}
+}
+
+// TestOneWriterHoldsRowsAcrossOtherTablesDDLs: with one writer whose DDLs
+// are scoped from the event (SQLite's sink), a DDL hands out only its own
+// table's rows before it; the other tables' rows stay held across it and
+// go out in calls of up to BatchRows rows. Without the scope every DDL
+// hands out every table's few rows: on a log with a DDL every eight
+// transactions over six tables, several times the calls.
+func TestOneWriterHoldsRowsAcrossOtherTablesDDLs(t *testing.T) {
+	for trial := range 10 {
+		log := orderLog(rand.New(rand.NewPCG(uint64(trial), 13)), 2000)
+		calls := [2]int{}
+		for i, scoped := range []bool{false, true} {
+			s := newTxDDLSink(log, rand.New(rand.NewPCG(uint64(trial), 14)), scoped)
+			var sink Sink = s
+			if scoped {
+				sink = &eventScopedTxDDLSink{s}
+			}
+			res, err := Run(context.Background(), SliceSource(log), sink, &Options{RetryBackoff: time.Microsecond, MaxRetries: 100, BatchRows: 64, TxnRows: 200})
+			if err != nil {
+				t.Fatalf("trial %d (scoped %v): %v", trial, scoped, err)
+			}
+			if err := errors.Join(s.errs...); err != nil {
+				t.Fatalf("trial %d (scoped %v): %v", trial, scoped, err)
+			}
+			if int(res.DDLs) != len(s.ddls) {
+				t.Fatalf("trial %d (scoped %v): %d DDLs applied, want %d", trial, scoped, res.DDLs, len(s.ddls))
+			}
+			calls[i] = s.calls
+		}
+		if calls[1]*3 > calls[0] {
+			t.Errorf("trial %d: %d ApplyRows calls scoped from the event, %d not: want under a third", trial, calls[1], calls[0])
+		}
+		t.Logf("trial %d: %d calls scoped, %d not", trial, calls[1], calls[0])
 	}
 }

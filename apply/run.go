@@ -255,7 +255,10 @@ type runner struct {
 	tables  map[Table]*tableBuf
 	order   []*tableBuf // tables that held rows since it was last emptied, in the order of their first row held (each once)
 	ordered bool        // hand out every commit ts whole, in order (CommitOrderer)
-	ready   []*tableBuf // tables holding ≥ BatchRows rows
+	// eventScope: with one worker, a DDL holds back only the rows of the
+	// tables the sink names from the event (EventDDLScoper).
+	eventScope bool
+	ready      []*tableBuf // tables holding ≥ BatchRows rows
 	// split: the sink takes a commit ts in parts (CommitTsSplitter), and
 	// Run hands out the rows of a commit ts past SplitBytes (splitAll);
 	// opened lists the buffers whose last item went out open
@@ -363,6 +366,9 @@ func newRunner(ctx context.Context, sink Sink, o *Options, res *Result, prog Pro
 	}
 	if sp, ok := sink.(CommitTsSplitter); ok && sp.SplitsCommitTs() && !r.ordered {
 		r.split = true
+	}
+	if es, ok := sink.(EventDDLScoper); ok && es.ScopesFromEvent() && !r.ordered {
+		r.eventScope = true
 	}
 	r.splitAt = o.SplitBytes
 	for i := 0; i < o.Workers; i++ {
@@ -555,11 +561,17 @@ func (r *runner) leastLoaded() *worker {
 	return best
 }
 
-// dropTable forgets table t's (empty) buffer.
+// dropTable forgets table t's (empty) buffer, from the order list too: a
+// log that creates, writes and drops table after table between two full
+// barriers would otherwise list every buffer it ever had.
 func (r *runner) dropTable(t Table) {
 	if b := r.tables[t]; b != nil {
 		b.worker.tables--
 		delete(r.tables, t)
+		if b.listed {
+			b.listed = false
+			r.order = slices.DeleteFunc(r.order, func(x *tableBuf) bool { return x == b })
+		}
 	}
 }
 
@@ -869,7 +881,7 @@ func (r *runner) forgetTables() {
 // touches reports whether one of tables is t, compared as DDLScoper says.
 func touches(tables []Table, t Table) bool {
 	return slices.ContainsFunc(tables, func(n Table) bool {
-		return strings.EqualFold(n.Schema, t.Schema) && strings.EqualFold(n.Name, t.Name)
+		return (n.Schema == "" || strings.EqualFold(n.Schema, t.Schema)) && strings.EqualFold(n.Name, t.Name)
 	})
 }
 
@@ -1011,7 +1023,23 @@ func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 // and the last one handed out runs after every earlier one, so pending
 // need only hold the last.
 func (r *runner) handOutInOrder(d *codec.DDL, mark DDLMark) error {
-	if err := r.dispatchAll(); err != nil {
+	var tables []Table
+	scoped := false
+	if r.eventScope {
+		var err error
+		if tables, scoped, err = r.ddlScope(d); err != nil {
+			return err
+		}
+	}
+	if scoped {
+		for t, b := range r.tables {
+			if touches(tables, t) {
+				if err := r.dispatch(b); err != nil {
+					return err
+				}
+			}
+		}
+	} else if err := r.dispatchAll(); err != nil {
 		return err
 	}
 	w := r.workers[0]
@@ -1020,7 +1048,15 @@ func (r *runner) handOutInOrder(d *codec.DDL, mark DDLMark) error {
 		return err
 	}
 	r.pending = job
-	r.forgetTables()
+	if !scoped {
+		r.forgetTables()
+		return nil
+	}
+	for t := range r.tables {
+		if touches(tables, t) {
+			r.dropTable(t)
+		}
+	}
 	return nil
 }
 

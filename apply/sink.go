@@ -264,9 +264,26 @@ type GroupApplier interface {
 // across it. ok false means the sink cannot tell, or the DDL may touch
 // every table: every worker commits first. A table a DDL locks that is left
 // out would wait on a worker's open transaction that only the DDL's end lets
-// commit: a DDL in doubt must report ok false.
+// commit: a DDL in doubt must report ok false. A table whose Schema is empty
+// stands for its name in every schema (a downstream that ignores schemas).
 type DDLScoper interface {
 	DDLTables(ctx context.Context, ddl *codec.DDL) (tables []Table, ok bool, err error)
+}
+
+// EventDDLScoper is a DDLScoper whose DDLTables answers from the DDL event
+// alone, never from the downstream's catalog, when ScopesFromEvent reports
+// true. With one worker, Run then asks it at each DDL, although the DDLs
+// read before that one may not have run yet, and hands the worker only the
+// rows held of the DDL's tables before it: the other tables' rows stay held
+// across the DDL, and go out in larger calls. A DDL whose tables' rows do
+// not commute with the other tables' rows (one that reads or writes them,
+// or changes what a later statement of another table does) must report ok
+// false. The SQLite sink implements it: there every DDL expires every
+// prepared statement, and a log with a DDL every few hundred rows otherwise
+// handed out a few rows per table, each call's statements prepared anew.
+type EventDDLScoper interface {
+	DDLScoper
+	ScopesFromEvent() bool
 }
 
 // DDLTx is implemented by a Tx that can run a DDL inside itself, recording

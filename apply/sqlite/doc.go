@@ -41,7 +41,11 @@
 // transaction, with the rows before and after it (apply.DDLTx): a log with a
 // DDL every thousand rows commits every Options.TxnRows rows, as one
 // without DDLs does. A DDL that fails is taken out of the transaction, and
-// the rows before it commit.
+// the rows before it commit. Run hands the writer only the rows of the
+// tables a DDL names before it (apply.EventDDLScoper; by name, in every
+// schema): SQLite expires every prepared statement at any DDL, and the
+// other tables' rows, held across it, go out in calls of many rows, whose
+// statements are prepared once for many rows rather than for a few.
 //
 // # Values
 //

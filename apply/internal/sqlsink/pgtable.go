@@ -127,16 +127,18 @@ func (t *sqlTx) text(table apply.Table, b []byte) string {
 // foreign key links to them either way, whose locks a DDL may take too. The
 // foreign keys are read from the catalog again only after a DDL that may
 // add or move one (movesForeignKeys): MariaDB's answer takes 2 ms, at
-// every DDL; one a DDL dropped only makes a DDL wait for more. It
-// cannot tell (ok false, every worker commits first) for SQLite, whose one
-// session the DDL runs on; for a DDL naming no table or a schema; for one
+// every DDL; one a DDL dropped only makes a DDL wait for more. On SQLite,
+// whose one session runs the DDL inside its open transaction, it names the
+// DDL's tables alone, without their schemas (apply.EventDDLScoper). It
+// cannot tell (ok false, every worker commits first) for a DDL naming no
+// table or a schema; for one
 // that may add a foreign key (REFERENCES, FOREIGN), which locks the
 // referenced table, not yet in the catalog; for one that may read or take
 // another table's rows (SELECT, LIKE, EXCHANGE); in a dry run; and on a pool
 // with a limit of open connections given by the caller, where the
 // workers' open transactions could hold every connection the DDL needs.
 func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, bool, error) {
-	if s.lite != nil || s.d == SQLite || s.o.DryRun != nil || s.db.Stats().MaxOpenConnections > 0 {
+	if s.o.DryRun != nil || s.d != SQLite && (s.lite != nil || s.db.Stats().MaxOpenConnections > 0) {
 		return nil, false, nil
 	}
 	tables, all := ddlTables(ddl)
@@ -153,6 +155,16 @@ func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table,
 	if strings.Contains(q, "SELECT") || strings.Contains(q, "LIKE") || strings.Contains(q, "EXCHANGE") ||
 		ddl.Type == codec.ActionExchangeTablePartition {
 		return nil, false, nil
+	}
+	if s.d == SQLite {
+		// One writer, and with foreign-key checks off no DDL of SQLite's
+		// acts on another table's rows: the DDL's own tables are its scope
+		// (ScopesFromEvent), by name alone, for SQLite has no schemas. With
+		// the checks on, Run hands out in commit order and asks nothing.
+		for i := range tables {
+			tables[i].Schema = ""
+		}
+		return tables, true, nil
 	}
 	s.fkMu.Lock()
 	fks := s.scopeFKs
@@ -181,6 +193,11 @@ func (s *SQLSink) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table,
 	}
 	return tables, true, nil
 }
+
+// ScopesFromEvent reports whether DDLTables answers from the DDL alone
+// (apply.EventDDLScoper): on SQLite, outside a dry run (which prints the
+// statements in the log's order).
+func (s *SQLSink) ScopesFromEvent() bool { return s.d == SQLite && s.o.DryRun == nil }
 
 // movesForeignKeys reports whether a DDL may add a foreign key, or move one
 // to other table names: one that may add a foreign key (REFERENCES,
