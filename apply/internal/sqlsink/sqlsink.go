@@ -67,6 +67,7 @@ var (
 	_ apply.ConflictReporter = (*SQLSink)(nil)
 	_ apply.CommitOrderer    = (*SQLSink)(nil)
 	_ apply.CommitTsSplitter = (*SQLSink)(nil)
+	_ apply.EventDDLScoper   = (*SQLSink)(nil)
 )
 
 // Conflicts returns what the committed transactions met downstream, in all
