@@ -193,58 +193,63 @@ func TestApplySurvivesSIGKILL(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 			killed, inDDL := 0, 0
 			for trial := range trials {
-				e := newEnv(t, d)
-				// The events name their schema: the trial's downstream must
-				// be applied under the reference's names to compare.
-				kills := 1 + rng.IntN(3)
-				hit, hitDDL := false, false
-				for k := range kills {
-					// The first kill lands early in the run (a child may run
-					// faster than the in-process reference, warmed up);
-					// the next ones anywhere in what is left, or after. In
-					// every other trial the first kill comes the moment
-					// the child begins a DDL, one of the log's at random
-					// (a run resumed past it skips it: the kill then comes
-					// at the delay).
-					limit := full + full/4
-					if k == 0 {
-						limit = full / 4
+				// A subtest per trial: its downstream's connections close at
+				// its end, not after every trial (50 trials held more than
+				// MariaDB's and PostgreSQL's default connection limits).
+				t.Run(fmt.Sprint("trial", trial), func(t *testing.T) {
+					e := newEnv(t, d)
+					// The events name their schema: the trial's downstream must
+					// be applied under the reference's names to compare.
+					kills := 1 + rng.IntN(3)
+					hit, hitDDL := false, false
+					for k := range kills {
+						// The first kill lands early in the run (a child may run
+						// faster than the in-process reference, warmed up);
+						// the next ones anywhere in what is left, or after. In
+						// every other trial the first kill comes the moment
+						// the child begins a DDL, one of the log's at random
+						// (a run resumed past it skips it: the kill then comes
+						// at the delay).
+						limit := full + full/4
+						if k == 0 {
+							limit = full / 4
+						}
+						delay := time.Duration(rng.Int64N(int64(limit) + 1))
+						atDDL := 0
+						if k == 0 && trial%2 == 1 {
+							atDDL, delay = creates+1+rng.IntN(len(killDDLs)), full+full/4
+						}
+						// Every third trial's child hands its commit ts out
+						// in parts of 4 KiB (apply.CommitTsSplitter).
+						split := 0
+						if trial%3 == 2 {
+							split = 4 << 10
+						}
+						r, err := runKillChild(t, e, delay, atDDL, split)
+						if err != nil {
+							t.Fatalf("trial %d: child: %v", trial, err)
+						}
+						hit = hit || !r.done
+						hitDDL = hitDDL || r.inDDL
 					}
-					delay := time.Duration(rng.Int64N(int64(limit) + 1))
-					atDDL := 0
-					if k == 0 && trial%2 == 1 {
-						atDDL, delay = creates+1+rng.IntN(len(killDDLs)), full+full/4
+					if hit {
+						killed++
 					}
-					// Every third trial's child hands its commit ts out
-					// in parts of 4 KiB (apply.CommitTsSplitter).
-					split := 0
-					if trial%3 == 2 {
-						split = 4 << 10
+					if hitDDL {
+						inDDL++
 					}
-					r, err := runKillChild(t, e, delay, atDDL, split)
-					if err != nil {
-						t.Fatalf("trial %d: child: %v", trial, err)
+					s := e.open(nil)
+					if _, err := apply.Run(context.Background(), sliceSource(killEvents(e.schema)), s, &killOptions); err != nil {
+						t.Fatalf("trial %d: the run after %d kills: %v", trial, kills, err)
 					}
-					hit = hit || !r.done
-					hitDDL = hitDDL || r.inDDL
-				}
-				if hit {
-					killed++
-				}
-				if hitDDL {
-					inDDL++
-				}
-				s := e.open(nil)
-				if _, err := apply.Run(context.Background(), sliceSource(killEvents(e.schema)), s, &killOptions); err != nil {
-					t.Fatalf("trial %d: the run after %d kills: %v", trial, kills, err)
-				}
-				got := e.dumpAll(tables...)
-				for _, tb := range tables {
-					if !slices.Equal(got[tb], want[tb]) {
-						t.Errorf("trial %d (%d kills): table %s differs from the uninterrupted run: %d rows, want %d\n%s",
-							trial, kills, tb, len(got[tb]), len(want[tb]), firstDiff(got[tb], want[tb]))
+					got := e.dumpAll(tables...)
+					for _, tb := range tables {
+						if !slices.Equal(got[tb], want[tb]) {
+							t.Errorf("trial %d (%d kills): table %s differs from the uninterrupted run: %d rows, want %d\n%s",
+								trial, kills, tb, len(got[tb]), len(want[tb]), firstDiff(got[tb], want[tb]))
+						}
 					}
-				}
+				})
 			}
 			t.Logf("%d trials, %d of them killed a child mid-apply, %d inside a DDL; an uninterrupted run takes %v", trials, killed, inDDL, full)
 			if trials >= 10 && inDDL == 0 {
