@@ -39,7 +39,8 @@ import (
 // checks foreign keys gets each upstream transaction whole, from one worker,
 // its tables in the order the keys accept, whatever order the spans' events
 // reached the gate in), apply.DDLTx (SQLite's DDLs inside the open
-// transaction), apply.ConflictReporter and apply.CommitTsSplitter (a
+// transaction), apply.EventDDLScoper (SQLite's rows of other tables held
+// across a DDL), apply.ConflictReporter and apply.CommitTsSplitter (a
 // batch's commit ts in parts, memory bounded whatever its size). Only the
 // progress is left out.
 func ApplyTo(sink apply.Sink, opts *apply.Options) Downstream {
@@ -129,8 +130,8 @@ func withoutMarks(s apply.Sink) apply.Sink {
 }
 
 // noMarks is a sink that neither reads nor writes progress: see ApplyTo.
-// Its method set is apply.Sink's, apply.DDLScoper's and
-// apply.CommitTsSplitter's; withoutMarks adds the rest.
+// Its method set is apply.Sink's, apply.DDLScoper's, apply.EventDDLScoper's
+// and apply.CommitTsSplitter's; withoutMarks adds the rest.
 type noMarks struct{ apply.Sink }
 
 // DDLTables keeps the sink's apply.DDLScoper, and answers as a sink without
@@ -142,6 +143,14 @@ func (s noMarks) DDLTables(ctx context.Context, ddl *codec.DDL) ([]apply.Table, 
 		return sc.DDLTables(ctx, ddl)
 	}
 	return nil, false, nil
+}
+
+// ScopesFromEvent keeps the sink's apply.EventDDLScoper, and answers as a
+// sink without one does otherwise (false: with one worker, a DDL hands out
+// every table's rows).
+func (s noMarks) ScopesFromEvent() bool {
+	es, ok := s.Sink.(apply.EventDDLScoper)
+	return ok && es.ScopesFromEvent()
 }
 
 // SplitsCommitTs keeps the sink's apply.CommitTsSplitter, and answers as a

@@ -35,10 +35,12 @@ var (
 		reflect.TypeFor[apply.DDLTx](),
 	}
 	// alwaysKept are optional interfaces whose absence has an answer of
-	// its own (DDLScoper's ok false, CommitTsSplitter's false): the wrapper always has them, and
-	// answers as the sink does, or as a sink without them.
+	// its own (DDLScoper's ok false, EventDDLScoper's and
+	// CommitTsSplitter's false): the wrapper always has them, and answers
+	// as the sink does, or as a sink without them.
 	alwaysKept = []reflect.Type{
 		reflect.TypeFor[apply.DDLScoper](),
+		reflect.TypeFor[apply.EventDDLScoper](),
 		reflect.TypeFor[apply.CommitTsSplitter](),
 	}
 )
@@ -278,6 +280,12 @@ func TestApplyToKeepsOptionalInterfaces(t *testing.T) {
 			} else if tables, scoped, err := sc.DDLTables(ctx, &codec.DDL{}); err != nil || scoped || tables != nil {
 				t.Errorf("%s: DDLTables %v, %v, %v: want the answer of a sink that cannot tell (ok false)", name, tables, scoped, err)
 			}
+			// EventDDLScoper: always there, answering false.
+			if es, ok := w.(apply.EventDDLScoper); !ok {
+				t.Errorf("%s: apply.Run is given a sink without EventDDLScoper", name)
+			} else if es.ScopesFromEvent() {
+				t.Errorf("%s: ScopesFromEvent true, want the answer of a sink without it (false)", name)
+			}
 			// CommitTsSplitter: always there, answering false.
 			if sp, ok := w.(apply.CommitTsSplitter); !ok {
 				t.Errorf("%s: apply.Run is given a sink without CommitTsSplitter", name)
@@ -343,6 +351,24 @@ func TestApplyToKeepsDDLScope(t *testing.T) {
 	tables, scoped, err := sc.DDLTables(context.Background(), &codec.DDL{})
 	if err != nil || !scoped || !slices.Equal(tables, []apply.Table{{Schema: "db", Name: "t"}}) {
 		t.Fatalf("DDLTables %v, %v, %v: want the sink's [db.t], true", tables, scoped, err)
+	}
+}
+
+type eventScoper struct{ scoper }
+
+func (eventScoper) ScopesFromEvent() bool { return true }
+
+// TestApplyToKeepsEventScope: a one-writer sink that scopes a DDL from the
+// event alone keeps saying so through ApplyTo's wrapper, so that apply.Run
+// holds the other tables' rows across the DDL.
+func TestApplyToKeepsEventScope(t *testing.T) {
+	s := struct {
+		fakeSink
+		eventScoper
+	}{fakeSink{log: &fakeLog{}}, eventScoper{}}
+	w := ApplyTo(s, nil).(*applyDownstream).sink
+	if es, ok := w.(apply.EventDDLScoper); !ok || !es.ScopesFromEvent() {
+		t.Fatal("apply.Run is given a sink that does not scope DDLs from the event, over one that does")
 	}
 }
 
