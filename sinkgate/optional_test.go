@@ -358,34 +358,38 @@ type eventScoper struct{ scoper }
 
 func (eventScoper) ScopesFromEvent() bool { return true }
 
-// TestApplyToKeepsEventScope: a one-writer sink that scopes a DDL from the
-// event alone keeps saying so through ApplyTo's wrapper, so that apply.Run
-// holds the other tables' rows across the DDL.
-func TestApplyToKeepsEventScope(t *testing.T) {
-	s := struct {
-		fakeSink
-		eventScoper
-	}{fakeSink{log: &fakeLog{}}, eventScoper{}}
-	w := ApplyTo(s, nil).(*applyDownstream).sink
-	if es, ok := w.(apply.EventDDLScoper); !ok || !es.ScopesFromEvent() {
-		t.Fatal("apply.Run is given a sink that does not scope DDLs from the event, over one that does")
-	}
-}
-
 type splitter struct{}
 
 func (splitter) SplitsCommitTs() bool { return true }
 
-// TestApplyToKeepsCommitTsSplits: a sink that takes a commit ts in parts
-// keeps saying so through ApplyTo's wrapper, so that a batch holding one
-// large transaction passes through apply.Run in bounded memory.
-func TestApplyToKeepsCommitTsSplits(t *testing.T) {
-	s := struct {
-		fakeSink
-		splitter
-	}{fakeSink{log: &fakeLog{}}, splitter{}}
-	w := ApplyTo(s, nil).(*applyDownstream).sink
-	if sp, ok := w.(apply.CommitTsSplitter); !ok || !sp.SplitsCommitTs() {
-		t.Fatal("apply.Run is given a sink that does not split a commit ts, over one that does")
+// TestApplyToKeepsYesAnswers: a one-writer sink that scopes a DDL from the
+// event alone, or one that takes a commit ts in parts, keeps saying so
+// through ApplyTo's wrapper, so that apply.Run holds the other tables' rows
+// across a DDL, and passes a batch holding one large transaction in
+// bounded memory.
+func TestApplyToKeepsYesAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sink apply.Sink
+		says func(apply.Sink) bool
+	}{
+		{"EventDDLScoper", struct {
+			fakeSink
+			eventScoper
+		}{fakeSink{log: &fakeLog{}}, eventScoper{}}, func(w apply.Sink) bool {
+			es, ok := w.(apply.EventDDLScoper)
+			return ok && es.ScopesFromEvent()
+		}},
+		{"CommitTsSplitter", struct {
+			fakeSink
+			splitter
+		}{fakeSink{log: &fakeLog{}}, splitter{}}, func(w apply.Sink) bool {
+			sp, ok := w.(apply.CommitTsSplitter)
+			return ok && sp.SplitsCommitTs()
+		}},
+	} {
+		if w := ApplyTo(c.sink, nil).(*applyDownstream).sink; !c.says(w) {
+			t.Errorf("apply.Run is given a sink answering no as a %s, over one answering yes", c.name)
+		}
 	}
 }
