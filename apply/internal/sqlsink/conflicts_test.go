@@ -170,3 +170,42 @@ func TestStaleUniqueHolderCounted(t *testing.T) {
 		}
 	})
 }
+
+// TestSQLiteCatalogForgottenAcrossSchemas: SQLite has no schemas, so two
+// schemas' tables of one name are one table, and a DDL through one name
+// changes what the sink read of the other. Rows of s2.su are written (the
+// sink reads that su has no other unique key), then s1.su gets a unique
+// index, then a row of s2.su meets a stale row on it. Read again, the
+// catalog names the key as the upsert's conflict target and the stale row
+// is replaced and counted; kept from before the DDL (forgotten by schema
+// and name), the upsert updated the stale row in place, uncounted.
+func TestSQLiteCatalogForgottenAcrossSchemas(t *testing.T) {
+	e := newEnv(t, sqlsink.SQLite)
+	e.ddl("CREATE TABLE su (id BIGINT PRIMARY KEY, u VARCHAR(8))")
+	row := func(id int64, u string) []codec.Column {
+		return []codec.Column{icol("id", id, pk), scol("u", u)}
+	}
+	s := e.open(nil)
+	if _, err := apply.Run(context.Background(), sliceSource([]*codec.Event{
+		rowEv(10, "s2", "su", nil, row(1, "x")),
+	}), s, nil); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := apply.Run(context.Background(), sliceSource([]*codec.Event{
+		ddlEv(11, "s1", "su", codec.ActionAddIndex, "CREATE UNIQUE INDEX uu ON su (u)"),
+	}), s, nil); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	e.exec("INSERT INTO " + e.table("su") + " (id, u) VALUES (2, 'y')") // stale: the downstream ran ahead
+	if _, err := apply.Run(context.Background(), sliceSource([]*codec.Event{
+		rowEv(12, "s2", "su", nil, row(3, "y")),
+	}), s, nil); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got, want := e.dump("su"), []string{"1|x", "3|y"}; !slices.Equal(got, want) {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	if c := s.Conflicts(); c.Replaced != 1 {
+		t.Errorf("conflicts %+v, want the stale row replaced, counted", c)
+	}
+}

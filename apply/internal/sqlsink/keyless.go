@@ -3,6 +3,7 @@ package sqlsink
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/redokit/redokit/apply"
 	"github.com/redokit/redokit/codec"
@@ -113,14 +114,14 @@ func (s *SQLSink) forgetKeyless(ddl *codec.DDL) {
 		codec.ActionRecoverTable, codec.ActionDropSchema:
 		if ddl.Type == codec.ActionDropSchema {
 			for t := range s.kl {
-				if t.Schema == ddl.Table.Schema {
+				if strings.EqualFold(t.Schema, ddl.Table.Schema) {
 					delete(s.kl, t)
 				}
 			}
 		}
-		delete(s.kl, apply.TableOf(ddl.Table))
+		s.forgetKeylessOf(apply.TableOf(ddl.Table))
 		for _, t := range ddl.Tables {
-			delete(s.kl, apply.TableOf(t.TableName))
+			s.forgetKeylessOf(apply.TableOf(t.TableName))
 		}
 	case codec.ActionRenameTable, codec.ActionRenameTables:
 		renames, err := apply.DDLRenames(ddl)
@@ -129,17 +130,30 @@ func (s *SQLSink) forgetKeyless(ddl *codec.DDL) {
 		}
 		moved := map[apply.Table]klCheck{}
 		for _, r := range renames {
-			if st, ok := s.kl[r[0]]; ok {
-				moved[r[1]] = st
-				delete(s.kl, r[0])
+			for t, st := range s.kl {
+				if s.sameTable(t, r[0]) {
+					moved[r[1]] = st
+					delete(s.kl, t)
+				}
 			}
 		}
 		for _, r := range renames {
+			// What was known under the new name (in any schema, on
+			// SQLite) is of a table that is no longer there.
+			s.forgetKeylessOf(r[1])
 			if st, ok := moved[r[1]]; ok {
 				s.kl[r[1]] = st
-			} else {
-				delete(s.kl, r[1])
 			}
+		}
+	}
+}
+
+// forgetKeylessOf forgets what the sink knew of the rows of the downstream
+// table t names (sameTable). The caller holds klMu.
+func (s *SQLSink) forgetKeylessOf(t apply.Table) {
+	for k := range s.kl {
+		if s.sameTable(k, t) {
+			delete(s.kl, k)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/redokit/redokit/apply"
@@ -28,6 +29,14 @@ type catalog struct {
 	copy   map[apply.Table]*copyInfo // what COPY needs (copy.go)
 }
 
+// sameTable reports whether a and b name one downstream table: without
+// regard to case (a DDL may spell a name in another case than the row
+// changes do, and forgetting more than needed costs only a read), and on
+// SQLite, which has no schemas, by name alone.
+func (s *SQLSink) sameTable(a, b apply.Table) bool {
+	return strings.EqualFold(a.Name, b.Name) && (s.d == SQLite || strings.EqualFold(a.Schema, b.Schema))
+}
+
 // afterDDL forgets what a DDL may have changed, of the tables it names (see
 // ddlTables), or of every table when it cannot tell: on PostgreSQL the
 // statements written before it (pgGens), on every dialect the unique keys
@@ -49,14 +58,13 @@ func (s *SQLSink) afterDDL(ddl *codec.DDL) {
 		s.cat.unique, s.cat.copy = nil, nil
 	} else {
 		for _, named := range tables {
-			named = foldTable(named)
 			for t := range s.cat.unique {
-				if foldTable(t) == named {
+				if s.sameTable(t, named) {
 					delete(s.cat.unique, t)
 				}
 			}
 			for t := range s.cat.copy {
-				if foldTable(t) == named {
+				if s.sameTable(t, named) {
 					delete(s.cat.copy, t)
 				}
 			}
