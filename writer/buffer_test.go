@@ -301,3 +301,44 @@ func TestQueueDepthBoundsBlocksInFlight(t *testing.T) {
 		}
 	}
 }
+
+// Spans that take turns at transactions of half a chunk, each flushed on
+// its own, reuse one or two arena chunks between them: a span whose every
+// event a flush took gives its last chunk back too, instead of keeping its
+// unused half for its next turn (8 spans kept 8 chunks and more, touched
+// fresh).
+func TestSpansTakingTurnsShareChunks(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	w := open(t, b, testOptions("w"))
+	const spans = 8
+	for s := SpanID(1); s <= spans; s++ {
+		must(t, w.AddSpan(s, 0))
+	}
+	r := newRand(7)
+	ts, id := uint64(10), int64(0)
+	const txns = 4 * spans
+	for i := range txns {
+		s := SpanID(i%spans + 1)
+		ts++
+		evs := make([]codec.Event, 1000) // about half a chunk
+		for k := range evs {
+			id++
+			evs[k] = bigRow(r, s, ts, id, 450)
+		}
+		must(t, w.Write(ctx, s, evs...))
+		for s := SpanID(1); s <= spans; s++ {
+			must(t, w.AdvanceResolved(s, ts))
+		}
+		mustFlush(t, w)
+	}
+	made := w.chunks.made.Load()
+	t.Logf("%d transactions of 8 spans in turn: %d arena chunks made", txns, made)
+	if made > 2 {
+		t.Fatalf("%d arena chunks made for %d spans writing half a chunk in turn, want at most 2", made, spans)
+	}
+	must(t, w.Close(ctx))
+	if got := len(readLog(t, b, readOpts{})); got != int(id) {
+		t.Fatalf("%d events read back, %d written", got, id)
+	}
+}

@@ -188,10 +188,13 @@
 // so the events not cut yet and the job being built hold about
 // 2 × FlushBytes, however far production runs ahead of a loop held up by
 // a sync or scheduled late. On local disk, stage cuts while no resolved
-// ts moves come every min(FlushBytes, 4 MiB), lazily (synced
-// with the next flush), unless the last one went below the one before it
-// (spans interleaving: each would start a segment), which brings that
-// bound down to about 8 MiB. On an object store the quota alone bounds
+// ts moves come every min(FlushBytes, 4 MiB), unless the last one went
+// below the one before it (spans interleaving: each would start a
+// segment), which brings that bound down to about 8 MiB; so does the
+// writer's first cut. A stage cut is lazy (synced with the next flush)
+// unless something changed since the cut before that only a progress
+// frame records (a span added, a span's resolved ts moved): a lazy cut
+// records no progress, and an idle writer's ticks cut only for a change. On an object store the quota alone bounds
 // the events not cut yet: its uploads need production to run ahead of a
 // loop that waits for an upload slot.
 //

@@ -375,3 +375,45 @@ func TestStageCutThatMovesTheResolvedTsIsDurable(t *testing.T) {
 	}
 	must(t, w.Close(ctx))
 }
+
+// TestStageCutAfterASpanMovedIsDurable: a stage cut made after a span's
+// resolved ts moved, while a stalled span holds the writer's back, carries
+// that move. A lazy cut records no progress, and an idle writer's ticks cut
+// only for a change: a lazy cut that took the change as cut left the
+// span's progress unrecorded for as long as the writer stayed idle (a
+// takeover would restart the span below where it was).
+func TestStageCutAfterASpanMovedIsDurable(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions("w")
+	o.FlushInterval = 5 * time.Millisecond
+	o.FlushBytes = 4 << 10
+	w := open(t, localBucket(t, t.TempDir()), o)
+	must(t, w.AddSpan(1, 100))
+	must(t, w.AddSpan(2, 100)) // stalls at 100
+	mustFlush(t, w)
+	must(t, w.AdvanceResolved(1, 200)) // a change; the writer's resolved ts stays 100
+	for i := range 200 {               // ~12 KiB at ts 300: FlushBytes, staged
+		must(t, w.Write(ctx, 1, row(1, 300, int64(i))))
+	}
+	durable := func() (ts uint64) {
+		w.pub.mu.Lock()
+		defer w.pub.mu.Unlock()
+		for _, s := range w.pub.want.Spans {
+			if s.Span == 1 {
+				ts = s.Ts
+			}
+		}
+		return ts
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for durable() < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("span 1's durable flushed ts %d on an idle writer, after it resolved 200 and %d stage cuts", durable(), w.Stats().StageCuts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w.Stats().StageCuts == 0 {
+		t.Fatal("no stage cut: the test proves nothing")
+	}
+	must(t, w.Close(ctx))
+}
