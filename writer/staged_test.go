@@ -354,15 +354,10 @@ func TestCatchUpSpanIsTheKnownLimit(t *testing.T) {
 // still below its resolved ts for as long as it stays idle.
 func TestStageCutThatMovesTheResolvedTsIsDurable(t *testing.T) {
 	ctx := context.Background()
-	o := testOptions("w")
-	o.FlushInterval = 5 * time.Millisecond
-	o.FlushBytes = 4 << 10
-	w := open(t, localBucket(t, t.TempDir()), o)
+	w := openTickingStager(t)
 	must(t, w.AddSpan(1, 100))
 	must(t, w.AdvanceResolved(1, 200))
-	for i := range 200 { // ~12 KiB at ts 300, not resolved
-		must(t, w.Write(ctx, 1, row(1, 300, int64(i))))
-	}
+	writeStaged(t, w) // ~12 KiB at ts 300, not resolved
 	deadline := time.Now().Add(5 * time.Second)
 	for w.FlushedTs() < 200 {
 		if time.Now().After(deadline) {
@@ -384,17 +379,12 @@ func TestStageCutThatMovesTheResolvedTsIsDurable(t *testing.T) {
 // takeover would restart the span below where it was).
 func TestStageCutAfterASpanMovedIsDurable(t *testing.T) {
 	ctx := context.Background()
-	o := testOptions("w")
-	o.FlushInterval = 5 * time.Millisecond
-	o.FlushBytes = 4 << 10
-	w := open(t, localBucket(t, t.TempDir()), o)
+	w := openTickingStager(t)
 	must(t, w.AddSpan(1, 100))
 	must(t, w.AddSpan(2, 100)) // stalls at 100
 	mustFlush(t, w)
 	must(t, w.AdvanceResolved(1, 200)) // a change; the writer's resolved ts stays 100
-	for i := range 200 {               // ~12 KiB at ts 300: FlushBytes, staged
-		must(t, w.Write(ctx, 1, row(1, 300, int64(i))))
-	}
+	writeStaged(t, w)                  // ~12 KiB at ts 300: FlushBytes, staged
 	durable := func() (ts uint64) {
 		w.pub.mu.Lock()
 		defer w.pub.mu.Unlock()
@@ -416,4 +406,21 @@ func TestStageCutAfterASpanMovedIsDurable(t *testing.T) {
 		t.Fatal("no stage cut: the test proves nothing")
 	}
 	must(t, w.Close(ctx))
+}
+
+// openTickingStager opens a writer on local disk whose ticks come every
+// 5 ms and whose FlushBytes (4 KiB) a few hundred small rows pass.
+func openTickingStager(t *testing.T) *Writer {
+	o := testOptions("w")
+	o.FlushInterval = 5 * time.Millisecond
+	o.FlushBytes = 4 << 10
+	return open(t, localBucket(t, t.TempDir()), o)
+}
+
+// writeStaged writes 200 rows of span 1 at ts 300, about 12 KiB.
+func writeStaged(t *testing.T, w *Writer) {
+	t.Helper()
+	for i := range 200 {
+		must(t, w.Write(context.Background(), 1, row(1, 300, int64(i))))
+	}
 }
