@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,10 @@ type orderSink struct {
 	log    []codec.Event
 	// hold, when set, is called inside ApplyDDL.
 	hold func(d *codec.DDL) error
+
+	// applied, when not nil, gets a value (if it has room) at every
+	// ApplyRows: a hold can wait for another worker to write meanwhile.
+	applied chan struct{}
 
 	mu        sync.Mutex
 	committed map[Table]uint64 // highest commit ts committed per table
@@ -132,18 +137,41 @@ func (s *orderSink) ApplyDDL(_ context.Context, d *codec.DDL, _ DDLMark) error {
 	return err
 }
 
-type orderTx struct{ s *orderSink }
+// orderTx is a transaction of an orderSink. Its snapshot is taken at its
+// first statement, as MariaDB's is: began is how many DDLs had ended then.
+type orderTx struct {
+	s       *orderSink
+	started bool
+	began   int
+}
 
 func (t *orderTx) ApplyRows(_ context.Context, table Table, rows []*codec.RowChange) error {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !t.started {
+		t.started, t.began = true, s.ddlsDone
+	}
+	if s.applied != nil {
+		select {
+		case s.applied <- struct{}{}:
+		default:
+		}
+	}
 	ddls := s.ddls()
 	for _, r := range rows {
 		for i, d := range ddls {
 			if d.CommitTs < r.CommitTs && s.touched(d, table) && i >= s.ddlsDone {
 				s.failf("row of %s at %d applied before the DDL at %d ended", table, r.CommitTs, d.CommitTs)
 			}
+		}
+	}
+	// MariaDB refuses a transaction whose snapshot predates a DDL of a
+	// table to write that table (error 159): no DDL of this table may have
+	// ended since the transaction's first statement.
+	for i := t.began; i < s.ddlsDone; i++ {
+		if d := ddls[i]; s.touched(d, table) {
+			s.failf("a transaction begun before the DDL at %d ended wrote %s after it (MariaDB's error 159)", d.CommitTs, table)
 		}
 	}
 	return nil
@@ -212,6 +240,61 @@ func TestDDLOrderHolds(t *testing.T) {
 			t.Fatalf("trial %d: %d DDLs counted, %d ran, want %d", trial, res.DDLs, s.ddlsDone, want)
 		}
 	}
+}
+
+// TestTransactionBegunDuringDDLIsFenced: a worker that holds no
+// transaction when a DDL is handed out may begin one (of other tables)
+// while the DDL runs, and keep it open. Once the loop has seen the DDL run,
+// the DDL's tables go to any worker again, that one too: it must commit
+// before it writes one of them, or MariaDB refuses the write (error 159:
+// the transaction's snapshot predates the table's DDL). The fences the
+// loop sends when it sees a DDL ran are what makes it commit; fences sent
+// when the DDL is handed out reach only the transactions open then. Short
+// logs of a few tables, DDLs that wait for another worker to write while
+// they run, transactions of two or three rows.
+func TestTransactionBegunDuringDDLIsFenced(t *testing.T) {
+	var hits atomic.Int64
+	for trial := range 300 {
+		rng := rand.New(rand.NewPCG(uint64(trial), 159))
+		var log []codec.Event
+		ts := uint64(10)
+		for range 24 {
+			ts++
+			name := fmt.Sprint("t", rng.IntN(4))
+			if rng.IntN(5) == 0 {
+				log = append(log, ddlAt(ts, "s", name, codec.ActionAddColumn, "ALTER TABLE "+name+" ADD c INT"))
+				continue
+			}
+			log = append(log, rowAt(ts, "s", name))
+		}
+		o := &Options{Workers: 2 + trial%2, BatchRows: 1, TxnRows: 2 + rng.IntN(2)}
+		sink, s := newOrderSink(1, log)
+		s.applied = make(chan struct{}, 1)
+		s.hold = func(*codec.DDL) error {
+			// Let another worker write while the DDL runs, if the log
+			// gives it anything to write.
+			select {
+			case <-s.applied:
+			default:
+			}
+			select {
+			case <-s.applied:
+				hits.Add(1)
+			case <-time.After(2 * time.Millisecond):
+			}
+			return nil
+		}
+		if _, err := Run(context.Background(), SliceSource(log), sink, o); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		if err := errors.Join(s.errs...); err != nil {
+			t.Fatalf("trial %d (%+v): %v", trial, *o, err)
+		}
+	}
+	if hits.Load() == 0 {
+		t.Fatal("no worker wrote while a DDL ran: the test proves nothing")
+	}
+	t.Logf("%d DDLs saw another worker write while they ran", hits.Load())
 }
 
 // TestLoopReadsOnDuringDDL: while a DDL runs, Run keeps reading the log:

@@ -85,9 +85,12 @@
 // that cannot tell, is a barrier for every table. The SQLite sink names the
 // DDL's own tables, by name alone ([EventDDLScoper]; below). The other workers keep their transactions open across
 // the DDL, holding rows of other tables from before and after it, and each
-// commits before it next writes a table of a DDL that ran while its
+// commits before it next writes a table of a DDL that ended while its
 // transaction was open (MariaDB refuses a transaction whose snapshot
-// predates a table's DDL to write that table).
+// predates a table's DDL to write that table): Run fences every worker but
+// the DDL's once it has seen the DDL end, ahead of any row it hands them
+// after, since a worker idle when the DDL was handed out may have begun a
+// transaction, of other tables, while it ran.
 //
 // With one worker (SQLite) everything is in its queue's order, so Run reads
 // on past every DDL and waits for none: the queue's bound is its only

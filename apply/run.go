@@ -1000,19 +1000,10 @@ func (r *runner) handOut(d *codec.DDL, mark DDLMark) error {
 			r.dropTable(t)
 		}
 	}
+	// The other workers keep their transactions open across the DDL; the
+	// fences waitDDL sends once it saw the DDL run make each commit before
+	// it next writes one of its tables.
 	r.pin, r.pinTo = tables, exec
-	// The other workers keep their transactions open across the DDL; each
-	// commits before it next writes one of its tables. MariaDB refuses a
-	// transaction whose snapshot predates a table's DDL to write the
-	// table (error 159, "insufficient history for index").
-	for _, w := range r.workers {
-		if w == exec || slices.Contains(ws, w) {
-			continue
-		}
-		if err := r.send(w, workItem{fence: tables}); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -1089,8 +1080,27 @@ func (r *runner) waitDDL() error {
 	}
 	select {
 	case err := <-job.done:
+		pin, exec := r.pin, r.pinTo
 		r.pending, r.pin, r.pinTo = nil, nil, nil
-		return err
+		if err != nil || pin == nil {
+			return err
+		}
+		// From here on the DDL's tables may go to any worker. A worker
+		// whose transaction began before the DDL ended (open when it was
+		// handed out, or begun, of other tables, while it ran) commits
+		// before it writes one of them: MariaDB refuses a transaction
+		// whose snapshot predates a table's DDL to write the table (error
+		// 159, "insufficient history for index"). The fence is ahead of
+		// every row the loop hands the worker after this.
+		for _, w := range r.workers {
+			if w == exec {
+				continue
+			}
+			if err := r.send(w, workItem{fence: pin}); err != nil {
+				return err
+			}
+		}
+		return nil
 	case <-r.ctx.Done():
 		return context.Cause(r.ctx)
 	}
