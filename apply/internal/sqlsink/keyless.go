@@ -3,6 +3,7 @@ package sqlsink
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/redokit/redokit/apply"
@@ -113,11 +114,7 @@ func (s *SQLSink) forgetKeyless(ddl *codec.DDL) {
 	case codec.ActionCreateTable, codec.ActionCreateTables, codec.ActionDropTable, codec.ActionTruncateTable,
 		codec.ActionRecoverTable, codec.ActionDropSchema:
 		if ddl.Type == codec.ActionDropSchema {
-			for t := range s.kl {
-				if strings.EqualFold(t.Schema, ddl.Table.Schema) {
-					delete(s.kl, t)
-				}
-			}
+			maps.DeleteFunc(s.kl, func(t apply.Table, _ klCheck) bool { return strings.EqualFold(t.Schema, ddl.Table.Schema) })
 		}
 		s.forgetKeylessOf(apply.TableOf(ddl.Table))
 		for _, t := range ddl.Tables {
@@ -151,11 +148,7 @@ func (s *SQLSink) forgetKeyless(ddl *codec.DDL) {
 // forgetKeylessOf forgets what the sink knew of the rows of the downstream
 // table t names (sameTable). The caller holds klMu.
 func (s *SQLSink) forgetKeylessOf(t apply.Table) {
-	for k := range s.kl {
-		if s.sameTable(k, t) {
-			delete(s.kl, k)
-		}
-	}
+	maps.DeleteFunc(s.kl, func(k apply.Table, _ klCheck) bool { return s.sameTable(k, t) })
 }
 
 // keylessChecked reports whether the inserts into table are checked.

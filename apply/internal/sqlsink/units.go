@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -58,16 +59,8 @@ func (s *SQLSink) afterDDL(ddl *codec.DDL) {
 		s.cat.unique, s.cat.copy = nil, nil
 	} else {
 		for _, named := range tables {
-			for t := range s.cat.unique {
-				if s.sameTable(t, named) {
-					delete(s.cat.unique, t)
-				}
-			}
-			for t := range s.cat.copy {
-				if s.sameTable(t, named) {
-					delete(s.cat.copy, t)
-				}
-			}
+			maps.DeleteFunc(s.cat.unique, func(t apply.Table, _ []uniqueIndex) bool { return s.sameTable(t, named) })
+			maps.DeleteFunc(s.cat.copy, func(t apply.Table, _ *copyInfo) bool { return s.sameTable(t, named) })
 		}
 	}
 	s.cat.mu.Unlock()
