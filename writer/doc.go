@@ -194,9 +194,10 @@
 // writer's first cut. A stage cut is lazy (synced with the next flush)
 // unless something changed since the cut before that only a progress
 // frame records (a span added, a span's resolved ts moved): a lazy cut
-// records no progress, and an idle writer's ticks cut only for a change. On an object store the quota alone bounds
-// the events not cut yet: its uploads need production to run ahead of a
-// loop that waits for an upload slot.
+// records no progress, and an idle writer's ticks cut only for a change.
+// On an object store the quota alone bounds the events not cut yet: its
+// uploads need production to run ahead of a loop that waits for an upload
+// slot.
 //
 // Besides the quota, blocks in flight take up
 // to about twice min(FlushBytes, 16 MiB) with lz4 or on an object store

@@ -295,7 +295,6 @@ func (w *Writer) cut(why cutReason) *job {
 		// progress could be recorded, which the next tick does.
 		return nil
 	}
-	moved := resolved != w.cutResolved
 	changed := w.changes != w.cutChanges
 	w.cutChanges = w.changes
 	w.cutResolved = resolved
@@ -305,12 +304,12 @@ func (w *Writer) cut(why cutReason) *job {
 	// memory leaves the quota then (a Write that finds the quota full asks
 	// for a cut that syncs). Production, compression and appends overlap
 	// with one sync per flush the caller asked for, as without staging.
-	// Not when the resolved ts moved, nor when anything else changed since
-	// the last cut (a span's resolved ts, a span added): a lazy job records
-	// no progress, and with nothing changing after it no later cut would
-	// make the change durable (the flushed ts would stand still on an idle
+	// Not when anything changed since the last cut (a span's resolved ts,
+	// so the writer's too; a span added or removed): a lazy job records no
+	// progress, and with nothing changing after it no later cut would make
+	// the change durable (the flushed ts would stand still on an idle
 	// writer, whose ticks cut only for a change).
-	j.lazy = stage && !pressed && why != cutForce && w.append && !moved && !changed
+	j.lazy = stage && !pressed && why != cutForce && w.append && !changed
 	before := w.committed
 	j.committed = max(before, j.resolved)
 	w.committed = j.committed
