@@ -190,11 +190,11 @@
 // a sync or scheduled late. On local disk, stage cuts while no resolved
 // ts moves come every min(FlushBytes, 4 MiB), unless the last one went
 // below the one before it (spans interleaving: each would start a
-// segment), which brings that bound down to about 8 MiB; so does the
-// writer's first cut. A stage cut is lazy (synced with the next flush)
-// unless something changed since the cut before that only a progress
-// frame records (a span added, a span's resolved ts moved): a lazy cut
-// records no progress, and an idle writer's ticks cut only for a change.
+// segment), which brings that bound down to about 8 MiB. A stage cut is
+// lazy (synced with the next flush) unless something changed since the
+// cut before that only a progress frame records (a span added, a span's
+// resolved ts moved): a lazy cut records no progress, and an idle
+// writer's ticks cut only for a change.
 // On an object store the quota alone bounds the events not cut yet: its
 // uploads need production to run ahead of a loop that waits for an upload
 // slot.
