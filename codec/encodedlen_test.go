@@ -2,13 +2,19 @@ package codec
 
 import "testing"
 
-// EncodedLen must be exact: the redo writer encodes into a buffer of that
+// EncodedLen and CheckedLen must be exact: the redo writer encodes into a buffer of that
 // size and treats any other length as a bug.
 func TestEncodedLen(t *testing.T) {
 	check := func(name string, ev *Event) {
 		t.Helper()
-		if got, want := EncodedLen(ev), len(AppendEvent(nil, ev)); got != want {
+		want := len(AppendEvent(nil, ev))
+		if got := EncodedLen(ev); got != want {
 			t.Fatalf("%s: EncodedLen %d, AppendEvent %d bytes", name, got, want)
+		}
+		// The writer sizes its buffer with CheckedLen: an event it accepts
+		// has the same exact length.
+		if got, err := CheckedLen(ev); err != nil || got != want {
+			t.Fatalf("%s: CheckedLen %d, %v; AppendEvent %d bytes", name, got, err, want)
 		}
 	}
 	for name, mk := range goldenEvents {
@@ -25,5 +31,14 @@ func BenchmarkEncodedLen(b *testing.B) {
 	ev := goldenEvents["row_all_kinds"]()
 	for b.Loop() {
 		EncodedLen(ev)
+	}
+}
+
+func BenchmarkCheckedLen(b *testing.B) {
+	ev := goldenEvents["row_all_kinds"]()
+	for b.Loop() {
+		if _, err := CheckedLen(ev); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

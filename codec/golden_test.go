@@ -201,6 +201,9 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("CheckEvent rejects a decoded event: %v", err)
 		}
 		enc := AppendEvent(nil, &ev)
+		if n, err := CheckedLen(&ev); err != nil || n != len(enc) {
+			t.Fatalf("CheckedLen = %d, %v; the event encodes to %d bytes", n, err, len(enc))
+		}
 		var again Event
 		if err := DecodeEvent(enc, &again); err != nil {
 			t.Fatalf("re-encoded event does not decode: %v", err)

@@ -474,7 +474,7 @@ func (w *Writer) Write(ctx context.Context, span SpanID, events ...codec.Event) 
 			// any length but the one reserved is a codec bug.
 			dst = codec.AppendEvent(dst, &events[i])
 			if base+len(dst) != sc.ends[i] {
-				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.EncodedLen said %d", i, len(dst)-start, sc.ends[i]-base-start))
+				panic(fmt.Sprintf("writer: event %d encodes to %d bytes, codec.CheckedLen said %d", i, len(dst)-start, sc.ends[i]-base-start))
 			}
 		}
 		return nil
@@ -804,7 +804,8 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 		}
 		// An event the codec would write but no reader could decode must be
 		// refused before it is acknowledged, not found after a disaster.
-		if err := codec.CheckEvent(ev); err != nil {
+		n, err := codec.CheckedLen(ev)
+		if err != nil {
 			return fmt.Errorf("writer: span %d: event %d: %w", span, i, err)
 		}
 		ts := ev.CommitTs()
@@ -812,7 +813,7 @@ func checkEvents(span SpanID, events []codec.Event, lastTs uint64, written bool,
 			return err
 		}
 		lastTs, written = ts, true
-		if err := sc.add(span, i, codec.EncodedLen(ev), ts, ev.Kind); err != nil {
+		if err := sc.add(span, i, n, ts, ev.Kind); err != nil {
 			return err
 		}
 	}
