@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -147,6 +148,12 @@ func runChild(ctx context.Context, in childInput, stderr io.Writer) *Result {
 // used by the report), and returns what stops it.
 func startCPUProfile(in childInput) (stop func()) {
 	path := os.Getenv("REDOKIT_BENCH_CPUPROFILE")
+	if tp := os.Getenv("REDOKIT_BENCH_TRACE"); tp != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%s.%d", tp, strings.ReplaceAll(in.Cell.ID, "/", "_"), in.Rep))
+		if err == nil && trace.Start(f) == nil {
+			return func() { trace.Stop(); f.Close() }
+		}
+	}
 	if path == "" {
 		return func() {}
 	}

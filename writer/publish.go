@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redokit/redokit/meta"
@@ -29,11 +30,17 @@ type publisher struct {
 	w        *Writer
 	interval time.Duration
 
-	mu       sync.Mutex
-	want     meta.Progress // the newest durable progress
-	wantN    uint64        // requests made
-	doneN    uint64        // the newest request published
-	urgentN  uint64        // the newest request that must not wait for the interval
+	mu      sync.Mutex
+	want    meta.Progress // the newest durable progress
+	wantN   uint64        // requests made
+	doneN   uint64        // the newest request published
+	urgentN uint64        // the newest request that must not wait for the interval
+	// sleeping: run waits out the interval with a request pending, and
+	// will take the newest request when it ends; a request that is not
+	// urgent need not wake it (at GOMAXPROCS 2 and above, a wake per flush
+	// is another thread woken, to start a new timer, each flush).
+	sleeping bool
+	wakes    atomic.Int64  // wakes during an interval: for tests
 	pubTs    uint64        // the flushed ts published
 	pubSeq   uint64        // the seq published
 	err      error         // sticky
@@ -61,8 +68,11 @@ func (p *publisher) request(pr meta.Progress, urgent bool) uint64 {
 	if urgent {
 		p.urgentN = n
 	}
+	wake := urgent || !p.sleeping
 	p.mu.Unlock()
-	p.wake()
+	if wake {
+		p.wake()
+	}
 	return n
 }
 
@@ -144,24 +154,29 @@ func (p *publisher) run() {
 		for {
 			p.mu.Lock()
 			if p.wantN == p.doneN || p.err != nil {
+				p.sleeping = false
 				p.mu.Unlock()
 				break
 			}
-			urgent := p.urgentN > p.doneN
+			wait := time.Until(next)
+			p.sleeping = p.urgentN <= p.doneN && wait > 0
+			sleep := p.sleeping
 			p.mu.Unlock()
-			if wait := time.Until(next); !urgent && wait > 0 {
+			if sleep {
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
 				case <-p.kick:
 					t.Stop()
-					continue // perhaps urgent now
+					p.wakes.Add(1)
+					continue // urgent now, or a kick left from before
 				case <-ctx.Done():
 					t.Stop()
 					return
 				}
 			}
 			p.mu.Lock()
+			p.sleeping = false
 			pr, n := p.want, p.wantN
 			p.mu.Unlock()
 			start := time.Now()
