@@ -102,7 +102,8 @@
 // [AppendEvent] cannot fail, so it encodes whatever an Event holds; a writer
 // calls [CheckEvent] first, which rejects what DecodeEvent would (a value
 // built from an invalid DateTime, an unknown table role), so that no
-// acknowledged event is unreadable.
+// acknowledged event is unreadable; [CheckedLen] does that check and sizes
+// the encoding in one pass, for a writer that encodes in place.
 //
 // # Memory
 //
