@@ -191,10 +191,13 @@
 // ts moves come every min(FlushBytes, 4 MiB), unless the last one went
 // below the one before it (spans interleaving: each would start a
 // segment), which brings that bound down to about 8 MiB. A stage cut is
-// lazy (synced with the next flush) unless something changed since the
-// cut before that only a progress frame records (a span added, a span's
-// resolved ts moved): a lazy cut records no progress, and an idle
-// writer's ticks cut only for a change.
+// lazy (synced with the next flush). A lazy cut records no progress, so it
+// leaves a change pending that only a progress frame records (a span added
+// or removed, a span's resolved ts moved) for the next cut that syncs; it
+// is lazy with a change pending only when a Write asked for it and the
+// changes are all spans added (a writer's first events: their first cut
+// would otherwise sync, unasked), and an idle writer's ticks, which cut
+// only for a change, then record it.
 // On an object store the quota alone bounds the events not cut yet: its
 // uploads need production to run ahead of a loop that waits for an upload
 // slot.

@@ -296,7 +296,6 @@ func (w *Writer) cut(why cutReason) *job {
 		return nil
 	}
 	changed := w.changes != w.cutChanges
-	w.cutChanges = w.changes
 	w.cutResolved = resolved
 	j := &job{resolved: resolved, start: time.Now()}
 	// A stage cut that no Write waits for needs no sync of its own on
@@ -304,12 +303,20 @@ func (w *Writer) cut(why cutReason) *job {
 	// memory leaves the quota then (a Write that finds the quota full asks
 	// for a cut that syncs). Production, compression and appends overlap
 	// with one sync per flush the caller asked for, as without staging.
-	// Not when anything changed since the last cut (a span's resolved ts,
-	// so the writer's too; a span added or removed): a lazy job records no
-	// progress, and with nothing changing after it no later cut would make
-	// the change durable (the flushed ts would stand still on an idle
-	// writer, whose ticks cut only for a change).
-	j.lazy = stage && !pressed && why != cutForce && w.append && !changed
+	// A lazy job records no progress, so it must not take a change as cut
+	// (a span's resolved ts, so the writer's too; a span added or removed):
+	// with nothing changing after it, no later cut would make the change
+	// durable (the flushed ts would stand still on an idle writer, whose
+	// ticks cut only for a change). So a stage cut with a change pending
+	// syncs and records it, except one a Write kicked while the only
+	// changes are spans added (a writer's first events, which would
+	// otherwise sync at their first cut, unasked): it leaves them pending
+	// for the next tick, which then records them, or flush.
+	j.lazy = stage && !pressed && why != cutForce && w.append &&
+		(!changed || why == cutKick && w.onlyAddsPending())
+	if !j.lazy {
+		w.cutChanges, w.cutAdds = w.changes, w.adds
+	}
 	before := w.committed
 	j.committed = max(before, j.resolved)
 	w.committed = j.committed

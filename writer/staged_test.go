@@ -1,7 +1,9 @@
 package writer
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -423,4 +425,83 @@ func writeStaged(t *testing.T, w *Writer) {
 	for i := range 200 {
 		must(t, w.Write(context.Background(), 1, row(1, 300, int64(i))))
 	}
+}
+
+// TestFirstEventsStageLazily: a writer's first events are staged at the
+// small stage size (4 MiB, not FlushBytes' 16) with no sync of their own,
+// though the spans just added are a change no cut has recorded yet: the
+// lazy cuts leave that change for the flush, which records the spans. (Cut
+// at FlushBytes, the first 16 MiB were held, and touched fresh, at once;
+// cut small with the change taken, the first cut synced unasked.)
+func TestFirstEventsStageLazily(t *testing.T) {
+	ctx := context.Background()
+	b := localBucket(t, t.TempDir())
+	o := testOptions("w")
+	o.BlockSize = 256 << 10
+	o.MemoryQuota = 256 << 20
+	w := open(t, b, o)
+	must(t, w.AddSpan(1, 100))
+	must(t, w.AddSpan(2, 100))
+	before := b.Stats()
+	payload := bytes.Repeat([]byte{0x5a}, 480)
+	var evs []codec.Event
+	for n := range 24 << 11 { // 24 MiB of 512 B rows, in batches of 1,000
+		ev := row(1, 200, int64(n))
+		ev.Row.Columns = append(ev.Row.Columns, codec.Column{Name: "payload", Type: codec.TypeBlob, Value: codec.BytesValue(payload)})
+		evs = append(evs, ev)
+		if len(evs) == 1000 {
+			must(t, w.Write(ctx, 1, evs...))
+			evs = evs[:0]
+		}
+	}
+	must(t, w.Write(ctx, 1, evs...))
+	if got := w.Stats().StageCuts; got < 4 {
+		t.Errorf("%d stage cuts of 24 MiB, want one every 4 MiB", got)
+	}
+	if got := b.Stats().Syncs - before.Syncs; got != 0 {
+		t.Errorf("%d fdatasyncs before any flush, want none", got)
+	}
+	must(t, w.AdvanceResolved(1, 200))
+	must(t, w.AdvanceResolved(2, 200))
+	mustFlush(t, w)
+	if got := b.Stats().Syncs - before.Syncs; got != 1 {
+		t.Errorf("%d fdatasyncs for one flush, want 1", got)
+	}
+	w.pub.mu.Lock()
+	spans := slices.Clone(w.pub.want.Spans)
+	w.pub.mu.Unlock()
+	if len(spans) != 2 || spans[0].Ts != 200 || spans[1].Ts != 200 {
+		t.Errorf("durable spans %v after the flush, want spans 1 and 2 at 200", spans)
+	}
+}
+
+// TestSpansAddedBeforeALazyCutAreRecorded: an idle writer whose only
+// change is spans added, and whose first events a lazy stage cut took,
+// still records the spans at its next tick: the lazy cut left the change
+// pending.
+func TestSpansAddedBeforeALazyCutAreRecorded(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions("w")
+	o.FlushInterval = 100 * time.Millisecond
+	o.FlushBytes = 4 << 10
+	w := open(t, localBucket(t, t.TempDir()), o)
+	must(t, w.AddSpan(1, 100))
+	writeStaged(t, w) // ~12 KiB at ts 300: small stage cuts, lazy
+	cuts := w.Stats().StageCuts
+	recorded := func() bool {
+		w.pub.mu.Lock()
+		defer w.pub.mu.Unlock()
+		return len(w.pub.want.Spans) == 1 && w.pub.want.Spans[0].Span == 1
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !recorded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("span 1 not recorded on an idle writer after %d stage cuts", w.Stats().StageCuts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cuts == 0 {
+		t.Fatal("no stage cut before the first tick: the test proves nothing")
+	}
+	must(t, w.Close(ctx))
 }
