@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/retry"
 )
 
 // Options configure Run. nil and zero fields take the defaults.
@@ -1110,21 +1111,16 @@ func (r *runner) waitDDL() error {
 // transient, or MaxRetries retries were made, waiting RetryBackoff (doubling)
 // between attempts.
 func (r *runner) retry(f func() error, onRetry func(attempt int, err error)) error {
-	wait := r.o.RetryBackoff
+	b := retry.Backoff{First: r.o.RetryBackoff, Max: maxRetryBackoff}
 	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil || !IsTransient(err) || attempt > r.o.MaxRetries || r.ctx.Err() != nil {
 			return err
 		}
 		onRetry(attempt, err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			t.Stop()
+		if retry.Sleep(r.ctx, b.Wait(attempt-1)) != nil {
 			return context.Cause(r.ctx)
 		}
-		wait = min(2*wait, maxRetryBackoff)
 	}
 }
 

@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	mrand "math/rand/v2"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redokit/redokit/blob"
+	"github.com/redokit/redokit/internal/retry"
 )
 
 // Errors of the stored objects. Each error that matches one names the key.
@@ -289,19 +289,13 @@ var cryptoRand = crand.Read
 // reads that want one version twice in a row.
 const maxAttempts = 8
 
-// backoff waits before attempt+1 of a loop: exponential from 5 ms, capped at
-// 250 ms, with jitter so that racing processes spread out.
+// casBackoff is the wait before attempt+1 of a loop: exponential from 5 ms,
+// capped at 250 ms, with jitter so that racing processes spread out.
+var casBackoff = retry.Backoff{First: 5 * time.Millisecond, Max: 250 * time.Millisecond, Jitter: true}
+
+// backoff waits casBackoff's wait before attempt+1, or until ctx ends.
 func backoff(ctx context.Context, attempt int) error {
-	d := min(5*time.Millisecond<<min(attempt, 10), 250*time.Millisecond)
-	d = d/2 + mrand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Sleep(ctx, casBackoff.Wait(attempt))
 }
 
 // readVersion reads the object under key, and with withETag also its ETag,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/codec"
+	"github.com/redokit/redokit/internal/retry"
 	"github.com/redokit/redokit/meta"
 )
 
@@ -743,18 +744,8 @@ func (g *Gate) Run(ctx context.Context) error {
 		if stalled {
 			// A read-back waits for the writer to flush a span that
 			// joined behind it: look again later.
-			g.sleep(ctx, g.o.RetryBackoff)
+			_ = retry.Sleep(ctx, g.o.RetryBackoff) // the caller looks at ctx itself
 		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func (g *Gate) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
@@ -787,7 +778,7 @@ func (g *Gate) waitTarget(ctx context.Context) (uint64, bool) {
 		return last, true // woken by a covered Write
 	}
 	g.log.Warn("sinkgate: cannot read the global resolved ts; retrying", "err", err)
-	g.sleep(ctx, g.o.RetryBackoff)
+	_ = retry.Sleep(ctx, g.o.RetryBackoff) // the caller looks at ctx itself
 	return 0, false
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redokit/redokit/internal/chain"
+	"github.com/redokit/redokit/internal/retry"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/segment"
 )
@@ -291,6 +292,11 @@ func (c *committer) aborted() error {
 // retry runs op until it succeeds, backing off between failures, as long as
 // the job's retry budget lasts. A fence or the pipeline's end stops it at
 // once.
+// backoff is the wait between the writer's retries of a failed operation.
+func (w *Writer) backoff() retry.Backoff {
+	return retry.Backoff{First: w.o.RetryBackoff, Max: w.o.RetryMaxBackoff}
+}
+
 func (c *committer) retry(op func() error) error {
 	w := c.w
 	for {
@@ -308,18 +314,11 @@ func (c *committer) retry(op func() error) error {
 		if c.attempts >= w.o.RetryAttempts {
 			return fmt.Errorf("writer: flush failed after %d retries: %w", c.attempts, err)
 		}
-		wait := w.o.RetryBackoff << min(c.attempts, 30)
-		if wait <= 0 || wait > w.o.RetryMaxBackoff {
-			wait = w.o.RetryMaxBackoff
-		}
+		wait := w.backoff().Wait(c.attempts)
 		c.attempts++
 		w.stats.retries.Add(1)
 		w.log.Warn("flush failed; retrying", "err", err, "attempt", c.attempts, "backoff", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			t.Stop()
+		if retry.Sleep(c.ctx, wait) != nil {
 			return c.aborted()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redokit/redokit/internal/retry"
 	"github.com/redokit/redokit/meta"
 )
 
@@ -217,18 +218,11 @@ func (p *publisher) publish(ctx context.Context, pr meta.Progress) error {
 		if attempt >= w.o.RetryAttempts {
 			return fmt.Errorf("writer: publish progress failed after %d retries: %w", attempt, err)
 		}
-		wait := w.o.RetryBackoff << min(attempt, 30)
-		if wait <= 0 || wait > w.o.RetryMaxBackoff {
-			wait = w.o.RetryMaxBackoff
-		}
+		wait := w.backoff().Wait(attempt)
 		w.stats.retries.Add(1)
 		w.log.Warn("publishing progress failed; retrying", "err", err, "attempt", attempt+1, "backoff", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := retry.Sleep(ctx, wait); err != nil {
+			return err
 		}
 	}
 }
