@@ -14,6 +14,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/driver"
+	"github.com/redokit/redokit/internal/retry"
 )
 
 // Liar is a driver.Driver that wraps another and, on a seeded schedule, lies
@@ -366,14 +367,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Sleep(ctx, d)
 }
 
 // lostError is the error a lost answer reports.

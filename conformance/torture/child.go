@@ -13,6 +13,7 @@ import (
 
 	"github.com/redokit/redokit/blob"
 	"github.com/redokit/redokit/blob/blobtest"
+	"github.com/redokit/redokit/internal/retry"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/writer"
 )
@@ -117,7 +118,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 			return fmt.Errorf("torture: writer %s: could not open in 50 attempts: %w", c.WriterID, lastErr)
 		}
 		if attempt > 0 {
-			if err := sleep(ctx, time.Duration(attempt)*time.Millisecond); err != nil {
+			if err := retry.Sleep(ctx, time.Duration(attempt)*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -221,7 +222,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 		if err := ack(f); err != nil {
 			return err
 		}
-		sleep(ctx, c.FlushEvery)
+		_ = retry.Sleep(ctx, c.FlushEvery)
 	}
 }
 

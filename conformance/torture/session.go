@@ -16,6 +16,7 @@ import (
 	"github.com/redokit/redokit/blob/driver"
 	"github.com/redokit/redokit/gc"
 	"github.com/redokit/redokit/internal/layout"
+	"github.com/redokit/redokit/internal/retry"
 	"github.com/redokit/redokit/meta"
 	"github.com/redokit/redokit/reader"
 	"github.com/redokit/redokit/segment"
@@ -200,7 +201,7 @@ func (s *Session) retry(ctx context.Context, what string, f func(context.Context
 	var err error
 	for attempt := range 50 {
 		if attempt > 0 {
-			if serr := sleep(ctx, time.Duration(attempt)*time.Millisecond); serr != nil {
+			if serr := retry.Sleep(ctx, time.Duration(attempt)*time.Millisecond); serr != nil {
 				return serr
 			}
 		}
@@ -214,17 +215,6 @@ func (s *Session) retry(ctx context.Context, what string, f func(context.Context
 	}
 	s.h.violate(RuleLiveness, "%s: failed 50 times, last: %v", what, err)
 	return fmt.Errorf("torture: %s: %w", what, err)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // WriterIDs are the session's writer IDs; Spans its spans.
@@ -297,7 +287,7 @@ func (s *Session) loop(ctx context.Context, every time.Duration, seed uint64, f 
 	go func() {
 		defer s.wg.Done()
 		r := rand.New(rand.NewPCG(seed, seed>>1))
-		for sleep(ctx, every) == nil {
+		for retry.Sleep(ctx, every) == nil {
 			f(ctx, r)
 		}
 	}()
