@@ -258,6 +258,11 @@ type Stats struct {
 	Evicted   int64 // events the log owns instead of the gate: evicted, or written into an evicted range
 	InLog     int64 // of those, not delivered yet
 	ReadBack  int64 // events read back from the log and applied downstream
+
+	// Failures the gate retries on its own, and only logs: while either
+	// grows, the checkpoint (and so GC) or the releases stand still.
+	CheckpointFailures   int64 // reports of the applied ts to the Checkpointer that failed (retried at the next release)
+	ResolvedReadFailures int64 // reads of the global resolved ts that failed (retried after RetryBackoff)
 }
 
 // Gate holds a sink's events until the redo log covers them. Write,
@@ -302,6 +307,7 @@ type Gate struct {
 		written, released, batches, dropped, blocked int64
 		evictions, evicted, readBack                 int64
 		backpressure                                 time.Duration
+		checkpointFailures, resolvedFailures         int64
 	}
 
 	// windows are the commit-ts ranges the log owns, sorted, disjoint
@@ -695,6 +701,7 @@ func (g *Gate) Stats() Stats {
 		Dropped: g.stats.dropped, BlockedWrites: g.stats.blocked, Backpressure: g.stats.backpressure,
 		ReleasedTs: g.released, AppliedTs: g.applied,
 		Evictions: g.stats.evictions, Evicted: g.stats.evicted, InLog: inLog, ReadBack: g.stats.readBack,
+		CheckpointFailures: g.stats.checkpointFailures, ResolvedReadFailures: g.stats.resolvedFailures,
 	}
 }
 
@@ -777,6 +784,9 @@ func (g *Gate) waitTarget(ctx context.Context) (uint64, bool) {
 	case wctx.Err() != nil:
 		return last, true // woken by a covered Write
 	}
+	g.mu.Lock()
+	g.stats.resolvedFailures++
+	g.mu.Unlock()
 	g.log.Warn("sinkgate: cannot read the global resolved ts; retrying", "err", err)
 	_ = retry.Sleep(ctx, g.o.RetryBackoff) // the caller looks at ctx itself
 	return 0, false
@@ -1004,6 +1014,9 @@ func (g *Gate) report(ctx context.Context) {
 	}
 	err := g.cp.SetCheckpoint(ctx, ts)
 	if err != nil && !errors.Is(err, meta.ErrBackwards) {
+		g.mu.Lock()
+		g.stats.checkpointFailures++
+		g.mu.Unlock()
 		g.log.Warn("sinkgate: cannot report the checkpoint; retrying at the next release", "ts", ts, "err", err)
 		return
 	}

@@ -380,3 +380,57 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("forwarded backwards: %v", target.tss)
 	}
 }
+
+// flakyG fails its first n reads of the global resolved ts, then reads G.
+type flakyG struct {
+	*fakeG
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyG) WaitResolved(ctx context.Context, ts uint64) (uint64, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return 0, errors.New("coordinator unreachable")
+	}
+	return f.fakeG.WaitResolved(ctx, ts)
+}
+
+// TestRetriedFailuresAreCounted: a failed read of the global resolved ts
+// and a failed checkpoint report are retried by the gate and only logged,
+// so Stats counts them: an operator sees why releases or the checkpoint
+// (and so GC) stand still.
+func TestRetriedFailuresAreCounted(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	cp := &cps{}
+	cpFails := 2
+	var cpMu sync.Mutex
+	flakyCP := sinkgate.CheckpointFunc(func(ctx context.Context, ts uint64) error {
+		cpMu.Lock()
+		defer cpMu.Unlock()
+		if cpFails > 0 {
+			cpFails--
+			return errors.New("meta object unreachable")
+		}
+		return cp.SetCheckpoint(ctx, ts)
+	})
+	G := &flakyG{fakeG: newFakeG(0), n: 3}
+	g := sinkgate.New(openWriter(t, memBucket(t), "w1"), G, flakyCP, rec, &sinkgate.Options{RetryBackoff: time.Millisecond})
+	must(t, g.AddSpan(ctx, 1, 0))
+	runGate(t, g)
+	for i, ts := range []uint64{10, 20, 30, 40} {
+		must(t, g.Write(ctx, 1, row(1, ts, int64(i))))
+		must(t, g.AdvanceResolved(1, ts))
+		G.Set(ts)
+		G.awaitWaiting(t, ts+1)
+	}
+	cp.expect(t, 40, "after two failed reports")
+	st := g.Stats()
+	if st.ResolvedReadFailures != 3 || st.CheckpointFailures != 2 {
+		t.Fatalf("ResolvedReadFailures %d, CheckpointFailures %d; want 3 and 2", st.ResolvedReadFailures, st.CheckpointFailures)
+	}
+}
