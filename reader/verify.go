@@ -327,7 +327,7 @@ func listWhole(ctx context.Context, b *blob.Bucket, logID string, rep *Report) (
 	var objs []listed
 	var states []string
 	segPrefix, statePrefix := layout.Segments(logID), layout.Writers(logID)
-	for a, err := range b.List(ctx, logID+"/") {
+	for a, err := range b.List(ctx, layout.Log(logID)) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("reader: list log %q: %w", logID, err)
 		}
