@@ -1111,7 +1111,7 @@ func (r *runner) waitDDL() error {
 // transient, or MaxRetries retries were made, waiting RetryBackoff (doubling)
 // between attempts.
 func (r *runner) retry(f func() error, onRetry func(attempt int, err error)) error {
-	b := retry.Backoff{First: r.o.RetryBackoff, Max: maxRetryBackoff}
+	b := retry.Backoff{First: r.o.RetryBackoff, Max: max(maxRetryBackoff, r.o.RetryBackoff)}
 	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil || !IsTransient(err) || attempt > r.o.MaxRetries || r.ctx.Err() != nil {
