@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -294,7 +295,6 @@ func transient(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// sqlState returns a test for server errors of one SQLSTATE.
 // copyFrom runs a COPY … FROM STDIN on the pgx connection under the
 // database/sql one, in the transaction open on it.
 func copyFrom(ctx context.Context, conn any, query string, data io.Reader) (int64, error) {
@@ -302,13 +302,47 @@ func copyFrom(ctx context.Context, conn any, query string, data io.Reader) (int6
 	if !ok {
 		return 0, fmt.Errorf("apply: COPY: the connection is a %T, not pgx's", conn)
 	}
-	tag, err := c.Conn().PgConn().CopyFrom(ctx, data, query)
+	// pgx reads data on a goroutine of its own, and after some errors (the
+	// connection lost while the server answers) returns without waiting
+	// for it: the caller, which then reuses the rows' buffer for its next
+	// try, would write it while that goroutine may still read it (the race
+	// detector caught it in the differential fuzzer, seed 935803717).
+	src := &detachable{r: data}
+	defer src.detach()
+	tag, err := c.Conn().PgConn().CopyFrom(ctx, src, query)
 	if err != nil {
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }
 
+// errDetached is what a COPY's source reads once its COPY has returned.
+var errDetached = errors.New("apply: COPY: the statement already returned")
+
+// detachable is a reader whose reads all end before detach returns, and
+// fail after it: whatever still reads it cannot see its buffer change.
+type detachable struct {
+	mu       sync.Mutex
+	r        io.Reader
+	detached bool
+}
+
+func (d *detachable) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.detached {
+		return 0, errDetached
+	}
+	return d.r.Read(p)
+}
+
+func (d *detachable) detach() {
+	d.mu.Lock()
+	d.detached = true
+	d.mu.Unlock()
+}
+
+// sqlState returns a test for server errors of one SQLSTATE.
 func sqlState(code string) func(error) bool {
 	return func(err error) bool {
 		var pe *pgconn.PgError
