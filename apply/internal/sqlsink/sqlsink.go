@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,12 @@ type SQLSink struct {
 
 	conflictsMu sync.Mutex
 	conflicts   apply.Conflicts // of the committed transactions
-	dryMu       sync.Mutex
+	// unsure are the conflicts of transactions whose commit failed in a way
+	// that may have committed them (an answer lost, a context ended while
+	// the server committed): they count once a read of the progress shows
+	// their marks (settleUnsure).
+	unsure []unsureTx
+	dryMu  sync.Mutex
 
 	fkMu   sync.Mutex
 	fks    map[apply.Table][]apply.Table // child → the tables it references; nil until read, and after a DDL
@@ -82,9 +88,57 @@ func (s *SQLSink) Conflicts() apply.Conflicts {
 func (s *SQLSink) addConflicts(c apply.Conflicts) {
 	s.conflictsMu.Lock()
 	defer s.conflictsMu.Unlock()
+	s.addConflictsLocked(c)
+}
+
+func (s *SQLSink) addConflictsLocked(c apply.Conflicts) {
 	for _, tc := range c.Tables {
 		s.conflicts.Add(apply.Table{Schema: tc.Schema, Name: tc.Table}, tc.Replaced, tc.DeletesMissed, tc.DuplicatedKeyless)
 	}
+}
+
+// unsureTx is a transaction whose commit may have landed: its progress
+// marks and what it met.
+type unsureTx struct {
+	marks []apply.Mark
+	c     apply.Conflicts
+}
+
+// maxUnsure bounds the unsure transactions kept: each is a failed commit,
+// and Run stops after a few.
+const maxUnsure = 64
+
+// stashUnsure keeps the conflicts of a transaction whose commit may have
+// landed. Run finds out whether it did from the progress, which the
+// transaction wrote (its retry, or the rerun after a failed Run): without
+// this, a doubled row of a table without a key that it counted would go
+// uncounted, since no retry writes the row again.
+func (s *SQLSink) stashUnsure(marks []apply.Mark, c apply.Conflicts) {
+	if c.Zero() || len(marks) == 0 {
+		return
+	}
+	s.conflictsMu.Lock()
+	defer s.conflictsMu.Unlock()
+	if len(s.unsure) == maxUnsure {
+		s.unsure = slices.Delete(s.unsure, 0, 1)
+	}
+	s.unsure = append(s.unsure, unsureTx{marks: slices.Clone(marks), c: c.Clone()})
+}
+
+// settleUnsure counts the conflicts of the unsure transactions that p shows
+// committed: every mark of theirs is recorded.
+func (s *SQLSink) settleUnsure(p apply.Progress) {
+	s.conflictsMu.Lock()
+	defer s.conflictsMu.Unlock()
+	s.unsure = slices.DeleteFunc(s.unsure, func(u unsureTx) bool {
+		for _, m := range u.marks {
+			if ts, ok := p.Tables[m.Table]; !ok || ts < m.CommitTs {
+				return false
+			}
+		}
+		s.addConflictsLocked(u.c)
+		return true
+	})
 }
 
 // dryRun writes a statement and its arguments to w, for SinkOptions.DryRun.
@@ -418,6 +472,7 @@ func (s *SQLSink) Progress(ctx context.Context) (apply.Progress, error) {
 		return p, s.d.classify(err)
 	}
 	s.noteProgress()
+	s.settleUnsure(p)
 	if other != "" && !s.o.AnotherLog {
 		return p, fmt.Errorf("%w: %s holds the progress of log %q in %s, and this is log %q: a downstream normally mirrors one log; "+
 			"set SinkOptions.AnotherLog (--another-log) to apply this one too (its progress is kept apart)",

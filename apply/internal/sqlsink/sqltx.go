@@ -1189,6 +1189,7 @@ func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	err := t.tx.Commit()
 	t.release()
 	if err != nil {
+		t.s.stashUnsure(marks, t.conflicts)
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
 	t.s.addConflicts(t.conflicts)
