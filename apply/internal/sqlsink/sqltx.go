@@ -1189,8 +1189,13 @@ func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 	err := t.tx.Commit()
 	t.release()
 	if err != nil {
-		t.s.stashUnsure(marks, t.conflicts)
-		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
+		err = t.s.d.classify(err)
+		// Only a transient failure may hide a commit that landed (the
+		// one apply checks with its progress); any other rolled back.
+		if apply.IsTransient(err) {
+			t.s.stashUnsure(marks, t.conflicts)
+		}
+		return fmt.Errorf("apply: commit: %w", err)
 	}
 	t.s.addConflicts(t.conflicts)
 	return nil
