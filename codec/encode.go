@@ -2,6 +2,7 @@ package codec
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 )
 
@@ -190,11 +191,5 @@ func columnLen(c *Column) int {
 
 func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
+// uvarintLen is the length of v's uvarint: 7 bits a byte, at least one.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }

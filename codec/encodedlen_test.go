@@ -1,6 +1,23 @@
 package codec
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// uvarintLen must agree with the encoding at every length boundary.
+func TestUvarintLen(t *testing.T) {
+	for shift := range 64 {
+		for _, v := range []uint64{1<<shift - 1, 1 << shift, 1<<shift + 1} {
+			if got, want := uvarintLen(v), len(binary.AppendUvarint(nil, v)); got != want {
+				t.Fatalf("uvarintLen(%d) = %d, the encoding is %d bytes", v, got, want)
+			}
+		}
+	}
+	if got := uvarintLen(^uint64(0)); got != 10 {
+		t.Fatalf("uvarintLen(max) = %d, want 10", got)
+	}
+}
 
 // EncodedLen and CheckedLen must be exact: the redo writer encodes into a buffer of that
 // size and treats any other length as a bug.
