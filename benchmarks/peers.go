@@ -97,7 +97,7 @@ type peerTxn struct {
 	// would charge it for the harness's work, which the TiCDC model, handed
 	// pointers, does not pay.
 	evs [][]codec.Event
-	rls   []*msgpbench.RedoLog
+	rls []*msgpbench.RedoLog
 }
 
 // peerData is a workload's input, made before the clock starts.
