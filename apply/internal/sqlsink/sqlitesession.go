@@ -203,7 +203,7 @@ func (t *sqliteTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		t.undoDDLs()
 		return fmt.Errorf("apply: commit: %w", t.s.d.classify(err))
 	}
-	t.s.addConflicts(t.conflicts)
+	t.s.committed(marks, t.conflicts)
 	return nil
 }
 

@@ -85,12 +85,6 @@ func (s *SQLSink) Conflicts() apply.Conflicts {
 }
 
 // addConflicts adds what a committed transaction met.
-func (s *SQLSink) addConflicts(c apply.Conflicts) {
-	s.conflictsMu.Lock()
-	defer s.conflictsMu.Unlock()
-	s.addConflictsLocked(c)
-}
-
 func (s *SQLSink) addConflictsLocked(c apply.Conflicts) {
 	for _, tc := range c.Tables {
 		s.conflicts.Add(apply.Table{Schema: tc.Schema, Name: tc.Table}, tc.Replaced, tc.DeletesMissed, tc.DuplicatedKeyless)
@@ -139,6 +133,38 @@ func (s *SQLSink) settleUnsure(p apply.Progress) {
 		s.addConflictsLocked(u.c)
 		return true
 	})
+}
+
+// committed counts c, what a transaction with marks met, now that it
+// committed. An unsure transaction with the same marks was this one's
+// earlier attempt: the retry wrote its events again because that attempt
+// did not land, so what the retry met is the count and the attempt's is
+// dropped, or a later progress read would count the events twice. The
+// marks must match exactly: a later transaction's marks also cover an
+// unsure one's, and that one may have landed.
+func (s *SQLSink) committed(marks []apply.Mark, c apply.Conflicts) {
+	s.conflictsMu.Lock()
+	defer s.conflictsMu.Unlock()
+	if len(s.unsure) > 0 {
+		s.unsure = slices.DeleteFunc(s.unsure, func(u unsureTx) bool {
+			return sameMarks(u.marks, marks)
+		})
+	}
+	s.addConflictsLocked(c)
+}
+
+// sameMarks reports whether a and b record the same commit ts for the same
+// tables.
+func sameMarks(a, b []apply.Mark) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, m := range a {
+		if !slices.Contains(b, m) {
+			return false
+		}
+	}
+	return true
 }
 
 // dryRun writes a statement and its arguments to w, for SinkOptions.DryRun.

@@ -1197,7 +1197,7 @@ func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		}
 		return fmt.Errorf("apply: commit: %w", err)
 	}
-	t.s.addConflicts(t.conflicts)
+	t.s.committed(marks, t.conflicts)
 	return nil
 }
 
