@@ -260,6 +260,9 @@
 // A commit whose outcome is unknown (the connection broke during COMMIT) is
 // checked against the progress rows before it is replayed: replaying a
 // transaction that did commit would double the rows of a keyless table.
+// What such a transaction met (its Conflicts) counts once the progress
+// shows it landed, or not at all when its replay commits instead (the
+// replay's own count is the one that counts).
 //
 // MySQL commits a DDL implicitly, so its progress row is written just after
 // it, and a crash in between runs it again on resume. SQLite and PostgreSQL
