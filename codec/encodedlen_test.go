@@ -2,6 +2,7 @@ package codec
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -56,6 +57,41 @@ func BenchmarkCheckedLen(b *testing.B) {
 	for b.Loop() {
 		if _, err := CheckedLen(ev); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// packedDateTimeOK is the decoder's and CheckedLen's fast verdict on a
+// packed date or time: it must accept exactly what checkPackedDateTime does,
+// or the writer would acknowledge a value no reader decodes (or refuse a
+// good one). Fields near and past every limit, in every combination drawn.
+func TestPackedDateTimeOKAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	pick := func(limit uint64, width uint) uint64 {
+		switch r.IntN(4) {
+		case 0:
+			return limit
+		case 1:
+			return min(limit+1, 1<<width-1)
+		case 2:
+			return r.Uint64N(limit + 1)
+		}
+		return r.Uint64N(1 << width)
+	}
+	for range 200_000 {
+		p := pick(6, 3) | pick(999999, 20)<<dtUsecShift | pick(59, 6)<<dtSecShift |
+			pick(59, 6)<<dtMinShift | pick(23, 5)<<dtHourShift | pick(31, 5)<<dtDayShift |
+			pick(12, 4)<<dtMonthShift | pick(9999, 14)<<dtYearShift
+		if r.IntN(8) == 0 {
+			p |= dtReserved
+		}
+		if r.IntN(4) == 0 {
+			p &^= 1<<dtDayShift - 1 // a plain date
+		}
+		for _, k := range []Kind{KindDate, KindDatetime, KindTimestamp} {
+			if ok, msg := packedDateTimeOK(k, p), checkPackedDateTime(k, p); ok != (msg == "") {
+				t.Fatalf("%v %#x: packedDateTimeOK %v, checkPackedDateTime %q", k, p, ok, msg)
+			}
 		}
 	}
 }
