@@ -262,7 +262,12 @@
 // transaction that did commit would double the rows of a keyless table.
 // What such a transaction met (its Conflicts) counts once the progress
 // shows it landed, or not at all when its replay commits instead (the
-// replay's own count is the one that counts).
+// replay's own count is the one that counts). The end of Run's context
+// (a cancelled Run, or one that fails on another worker) does not cut a
+// COMMIT already sent short: it finishes, or is given up on 30 s later, so
+// that its outcome is known when Run returns. A COMMIT cut short could land
+// after Run returned, past the progress read of the next Run, which then
+// replayed it.
 //
 // MySQL commits a DDL implicitly, so its progress row is written just after
 // it, and a crash in between runs it again on resume. SQLite and PostgreSQL

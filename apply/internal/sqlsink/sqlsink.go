@@ -597,24 +597,29 @@ func (s *SQLSink) Begin(ctx context.Context) (apply.Tx, error) {
 		if err != nil {
 			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 		}
-		tx, err := conn.BeginTx(ctx, nil)
+		g := newCommitGuard(ctx)
+		tx, err := conn.BeginTx(g.ctx, nil)
 		if err != nil {
+			g.release()
 			conn.Close()
 			return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 		}
-		t := &sqlTx{s: s, tx: tx, ex: tx, conn: conn}
+		t := &sqlTx{s: s, tx: tx, ex: tx, conn: conn, guard: g}
 		t.takeScratch()
 		return t, nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	g := newCommitGuard(ctx)
+	tx, err := s.db.BeginTx(g.ctx, nil)
 	if err != nil {
+		g.release()
 		return nil, fmt.Errorf("apply: begin: %w", s.d.classify(err))
 	}
 	if err := s.session(ctx, tx); err != nil {
 		tx.Rollback()
+		g.release()
 		return nil, err
 	}
-	t := &sqlTx{s: s, tx: tx, ex: tx}
+	t := &sqlTx{s: s, tx: tx, ex: tx, guard: g}
 	t.takeScratch()
 	return t, nil
 }
@@ -790,7 +795,10 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 		ex = s.lite.conn
 		commit = func(ok bool) error { return s.lite.end(ctx, ok) }
 	} else {
-		tx, err := s.db.BeginTx(ctx, nil)
+		// As a row transaction's: a COMMIT sent finishes (commitguard.go).
+		g := newCommitGuard(ctx)
+		defer g.release()
+		tx, err := s.db.BeginTx(g.ctx, nil)
 		if err != nil {
 			return derr("", s.d.classify(err))
 		}
@@ -799,6 +807,7 @@ func (s *SQLSink) applyRewritten(ctx context.Context, ddl *codec.DDL, record *ap
 			if !ok {
 				return tx.Rollback()
 			}
+			g.commit()
 			return tx.Commit()
 		}
 	}

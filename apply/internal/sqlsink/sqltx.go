@@ -22,9 +22,12 @@ import (
 type sqlTx struct {
 	s    *SQLSink
 	tx   *sql.Tx
-	conn *sql.Conn      // PostgreSQL: the connection of tx, for COPY (copy.go)
-	ex   execer         // tx, or a *sql.DB for the autocommit baseline of the benchmark
-	lite *sqliteSession // SQLite: where full-size statements stay prepared
+	conn *sql.Conn // PostgreSQL: the connection of tx, for COPY (copy.go)
+	// guard: the context tx was begun with, which the apply's end does not
+	// reach once the COMMIT is sent (commitguard.go).
+	guard *commitGuard
+	ex    execer         // tx, or a *sql.DB for the autocommit baseline of the benchmark
+	lite  *sqliteSession // SQLite: where full-size statements stay prepared
 	txScratch
 
 	collapsed bool // the ops hold at most one op per key
@@ -1186,6 +1189,9 @@ func (t *sqlTx) Commit(ctx context.Context, marks []apply.Mark) error {
 		t.Rollback()
 		return err
 	}
+	if t.guard != nil {
+		t.guard.commit()
+	}
 	err := t.tx.Commit()
 	t.release()
 	if err != nil {
@@ -1215,5 +1221,9 @@ func (t *sqlTx) release() {
 	if t.conn != nil {
 		t.conn.Close()
 		t.conn = nil
+	}
+	if t.guard != nil {
+		t.guard.release()
+		t.guard = nil
 	}
 }
