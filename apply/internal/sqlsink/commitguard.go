@@ -16,10 +16,11 @@ const commitGrace = 30 * time.Second
 // committing yet is cancelled (and rolled back) as before. From the COMMIT
 // on, it stays open until the server answers, or commitGrace after the
 // apply's context ended. Without it, a Run that fails on one worker
-// cancelled another's COMMIT in flight: the driver dropped the connection,
-// the server went on to commit, and the next Run, reading the progress
-// before that commit was visible, replayed the transaction and doubled the
-// rows of a keyless table (TestResume under CI's load).
+// cancelled another's COMMIT in flight: pgx dropped the connection and sent
+// a cancel request, which a COMMIT flushing its WAL record ignores; the
+// server committed after Commit had failed, and the next Run, reading the
+// progress before that commit was visible, replayed the transaction and
+// doubled the rows of a keyless table (TestResume under CI's load).
 type commitGuard struct {
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -11,12 +11,15 @@ import (
 )
 
 // TestCommitOutlivesCancel ends the apply's context while a COMMIT is in
-// flight (a deferred trigger makes PostgreSQL's COMMIT take 600 ms): Commit
-// must report what the server did. Before the commit guard the driver
-// dropped the connection at the cancel and Commit failed, while the server
-// went on to commit: the next Run, reading the progress before that commit
-// was visible, replayed the transaction and doubled a keyless table's rows
-// (TestResume under CI's load).
+// flight (a deferred trigger makes PostgreSQL's COMMIT take 600 ms): the
+// COMMIT must finish and Commit report what the server did. Before the
+// commit guard, pgx cut the COMMIT at the cancel: it dropped the connection
+// and sent a cancel request, and Commit failed at once. Here the request
+// aborts the trigger's sleep, so the server rolls back; a COMMIT already in
+// its critical section (flushing its WAL record) ignores the request and
+// commits, after Commit reported failure. The next Run, reading the
+// progress before that commit was visible, replayed the transaction and
+// doubled a keyless table's rows (TestResume under CI's load).
 func TestCommitOutlivesCancel(t *testing.T) {
 	e := newEnv(t, sqlsink.Postgres)
 	tbl := e.table("t")
