@@ -17,10 +17,12 @@ const commitGrace = 30 * time.Second
 // on, it stays open until the server answers, or commitGrace after the
 // apply's context ended. Without it, a Run that fails on one worker
 // cancelled another's COMMIT in flight: pgx dropped the connection and sent
-// a cancel request, which a COMMIT flushing its WAL record ignores; the
-// server committed after Commit had failed, and the next Run, reading the
-// progress before that commit was visible, replayed the transaction and
-// doubled the rows of a keyless table (TestResume under CI's load).
+// a cancel request, too late for a COMMIT the server had done or was
+// flushing, so Commit failed for a transaction that committed
+// (TestCommitOutlivesCancel, with the answer held by a proxy). Apply took
+// it as not applied, and the next Run, reading the progress before that
+// commit was visible, replayed it and doubled the rows of a keyless table
+// (TestResume under CI's load).
 type commitGuard struct {
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -2,6 +2,11 @@ package sqlsink_test
 
 import (
 	"context"
+	"net"
+	"net/url"
+	"regexp"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,28 +15,26 @@ import (
 	"github.com/redokit/redokit/codec"
 )
 
-// TestCommitOutlivesCancel ends the apply's context while a COMMIT is in
-// flight (a deferred trigger makes PostgreSQL's COMMIT take 600 ms): the
-// COMMIT must finish and Commit report what the server did. Before the
-// commit guard, pgx cut the COMMIT at the cancel: it dropped the connection
-// and sent a cancel request, and Commit failed at once. Here the request
-// aborts the trigger's sleep, so the server rolls back; a COMMIT already in
-// its critical section (flushing its WAL record) ignores the request and
-// commits, after Commit reported failure. The next Run, reading the
-// progress before that commit was visible, replayed the transaction and
-// doubled a keyless table's rows (TestResume under CI's load).
+// TestCommitOutlivesCancel ends the apply's context while a COMMIT's answer
+// is on its way: a proxy between the sink and PostgreSQL holds the server's
+// bytes for 600 ms, so the server has committed and the answer lags. Commit
+// must report what the server did. Before the commit guard, pgx cut the
+// COMMIT at the cancel (it dropped the connection and sent a cancel request,
+// too late for a transaction already committed) and Commit failed although
+// the transaction had committed: an apply took it as not applied, and the
+// next Run, reading the progress before that commit was visible, replayed it
+// and doubled a keyless table's rows (TestResume under CI's load).
 func TestCommitOutlivesCancel(t *testing.T) {
 	e := newEnv(t, sqlsink.Postgres)
 	tbl := e.table("t")
 	e.exec("CREATE TABLE " + tbl + " (a BIGINT, v TEXT)")
-	e.exec(`CREATE FUNCTION ` + e.dialect.Quote(e.schema) + `.slow() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$`)
-	e.exec("CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON " + tbl +
-		" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + e.dialect.Quote(e.schema) + ".slow()")
-	// The sink's sessions run as replicas; this trigger fires there too.
-	e.exec("ALTER TABLE " + tbl + " ENABLE ALWAYS TRIGGER slow")
 
+	p := startLagProxy(t, e.uri)
+	direct := e.uri
+	e.uri = p.uri
 	s := e.open(nil)
+	e.uri = direct
+
 	table := apply.Table{Schema: e.schema, Name: "t"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -43,16 +46,19 @@ func TestCommitOutlivesCancel(t *testing.T) {
 	if err := tx.ApplyRows(ctx, table, []*codec.RowChange{&ev.Row}); err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(200*time.Millisecond, cancel) // inside the trigger's sleep
+	// From the COMMIT on, the server's answers lag, and the context ends
+	// while the COMMIT's is held.
+	p.onCommit = func() {
+		p.lag.Store(int64(600 * time.Millisecond))
+		time.AfterFunc(200*time.Millisecond, cancel)
+	}
 	start := time.Now()
 	err = tx.Commit(ctx, []apply.Mark{{Table: table, CommitTs: 10}})
 	t.Logf("Commit after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if ctx.Err() == nil {
-		t.Fatal("the context did not end during the COMMIT: the trigger did not slow it")
+	if !p.sawCommit.Load() || ctx.Err() == nil {
+		t.Fatalf("the COMMIT (seen: %v) did not meet the context's end (%v)", p.sawCommit.Load(), ctx.Err())
 	}
 
-	// Whatever Commit said, the server has settled by now.
-	time.Sleep(time.Second)
 	var n int
 	if err := e.admin.QueryRow("SELECT count(*) FROM " + tbl).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -63,6 +69,106 @@ func TestCommitOutlivesCancel(t *testing.T) {
 	case err != nil && n != 0:
 		t.Fatalf("Commit failed (%v), but the transaction committed: the table holds %d rows", err, n)
 	case err != nil:
-		t.Fatalf("Commit failed (%v) although the server could commit: a COMMIT sent must finish", err)
+		t.Fatalf("Commit failed (%v): a COMMIT sent must finish", err)
 	}
+}
+
+// lagProxy forwards TCP connections to a PostgreSQL server and, while lag
+// is set, holds each chunk the server sends that long before passing it on:
+// the answers of a congested link. It calls onCommit when a client sends a
+// COMMIT (a query whose text is "commit", as pgx sends it).
+type lagProxy struct {
+	uri       string // the DSN, through the proxy
+	lag       atomic.Int64
+	onCommit  func()
+	sawCommit atomic.Bool
+}
+
+// commitQuery is the end of a Query or Parse message of a COMMIT: the
+// query text, NUL-terminated (no other query of the sink's ends so).
+var commitQuery = regexp.MustCompile(`(?i)\bcommit\x00`)
+
+func startLagProxy(t *testing.T, dsn string) *lagProxy {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the PostgreSQL DSN is not a URL with a host: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := u.Host
+	u.Host = ln.Addr().String()
+	p := &lagProxy{uri: u.String()}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			srv, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, srv)
+			mu.Unlock()
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer srv.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if commitQuery.Match(buf[:n]) && p.sawCommit.CompareAndSwap(false, true) && p.onCommit != nil {
+							p.onCommit()
+						}
+						if _, werr := srv.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := srv.Read(buf)
+					if n > 0 {
+						if d := p.lag.Load(); d > 0 {
+							time.Sleep(time.Duration(d))
+						}
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
 }
