@@ -130,45 +130,37 @@ func startLagProxy(t *testing.T, dsn string) *lagProxy {
 			conns = append(conns, c, srv)
 			mu.Unlock()
 			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				defer srv.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						if commitQuery.Match(buf[:n]) && p.sawCommit.CompareAndSwap(false, true) && p.onCommit != nil {
-							p.onCommit()
-						}
-						if _, werr := srv.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
+			go pipe(&wg, srv, c, func(b []byte) {
+				if commitQuery.Match(b) && p.sawCommit.CompareAndSwap(false, true) && p.onCommit != nil {
+					p.onCommit()
 				}
-			}()
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := srv.Read(buf)
-					if n > 0 {
-						if d := p.lag.Load(); d > 0 {
-							time.Sleep(time.Duration(d))
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
+			})
+			go pipe(&wg, c, srv, func([]byte) {
+				if d := p.lag.Load(); d > 0 {
+					time.Sleep(time.Duration(d))
 				}
-			}()
+			})
 		}
 	}()
 	return p
+}
+
+// pipe copies src to dst, calling each on every chunk before passing it on,
+// until either side ends; then it closes dst.
+func pipe(wg *sync.WaitGroup, dst, src net.Conn, each func([]byte)) {
+	defer wg.Done()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			each(buf[:n])
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
