@@ -40,17 +40,8 @@ func CheckedLen(ev *Event) (int, error) {
 			for i := range cols {
 				c := &cols[i]
 				n += columnLen(c)
-				// Only these kinds can hold what does not decode. A date
-				// or time is tested first as the decoder's fast path does
-				// (no division for fsp 6, no message).
-				switch k := c.Value.kind; k {
-				case KindDate, KindDatetime, KindTimestamp, KindDuration:
-					if k != KindDuration && packedDateTimeOK(k, c.Value.num) {
-						continue
-					}
-					if msg := checkValue(&c.Value); msg != "" {
-						return 0, invalid(sectionNames[inColumns+s]+"["+strconv.Itoa(i)+"].value", msg)
-					}
+				if !valueOK(&c.Value) {
+					return 0, invalid(sectionNames[inColumns+s]+"["+strconv.Itoa(i)+"].value", checkValue(&c.Value))
 				}
 			}
 		}
@@ -64,6 +55,19 @@ func CheckedLen(ev *Event) (int, error) {
 		return EncodedLen(ev), nil
 	}
 	return 0, invalid("kind", "unknown event kind "+strconv.Itoa(int(ev.Kind)))
+}
+
+// valueOK is checkValue(v) == "" by the decoder's fast verdicts (no
+// division at fsp 6, no message): only dates, times and durations can hold
+// what does not decode.
+func valueOK(v *Value) bool {
+	switch v.kind {
+	case KindDate, KindDatetime, KindTimestamp:
+		return packedDateTimeOK(v.kind, v.num)
+	case KindDuration:
+		return packedDurationOK(v.num)
+	}
+	return true
 }
 
 func checkValue(v *Value) string {

@@ -61,8 +61,9 @@ func BenchmarkCheckedLen(b *testing.B) {
 	}
 }
 
-// packedDateTimeOK is the decoder's and CheckedLen's fast verdict on a
-// packed date or time: it must accept exactly what checkPackedDateTime does,
+// packedDateTimeOK and packedDurationOK are the decoder's and CheckedLen's
+// fast verdicts on a packed date, time or duration: each must accept
+// exactly what its check does,
 // or the writer would acknowledge a value no reader decodes (or refuse a
 // good one). Fields near and past every limit, in every combination drawn.
 func TestPackedDateTimeOKAgrees(t *testing.T) {
@@ -92,6 +93,18 @@ func TestPackedDateTimeOKAgrees(t *testing.T) {
 			if ok, msg := packedDateTimeOK(k, p), checkPackedDateTime(k, p); ok != (msg == "") {
 				t.Fatalf("%v %#x: packedDateTimeOK %v, checkPackedDateTime %q", k, p, ok, msg)
 			}
+		}
+	}
+	// Durations: fsp, and micros at, inside and past ±838:59:59 and off
+	// the fsp's step.
+	for range 200_000 {
+		m := int64(pick(maxDurationMicros, 42))
+		if r.IntN(2) == 0 {
+			m = -m
+		}
+		p := uint64(m)<<3 | pick(6, 3)
+		if ok, msg := packedDurationOK(p), checkPackedDuration(p); ok != (msg == "") {
+			t.Fatalf("duration %#x: packedDurationOK %v, checkPackedDuration %q", p, ok, msg)
 		}
 	}
 }
