@@ -48,9 +48,10 @@ func newCommitGuard(ctx context.Context) *commitGuard {
 	return g
 }
 
-// committing marks the COMMIT as about to be sent. If the apply's context
-// ended before, the guard's has ended too, and database/sql refuses the
-// COMMIT: the transaction rolls back, an outcome as certain as a commit.
+// commit marks the COMMIT as about to be sent. Either outcome is certain:
+// if the guard has already seen the apply's context end, its own has ended
+// and database/sql refuses the COMMIT (the transaction rolls back); if it
+// sees the end only from here on, the COMMIT goes on under the grace.
 func (g *commitGuard) commit() {
 	g.mu.Lock()
 	g.committing = true

@@ -48,10 +48,10 @@ func TestCommitOutlivesCancel(t *testing.T) {
 	}
 	// From the COMMIT on, the server's answers lag, and the context ends
 	// while the COMMIT's is held.
-	p.onCommit = func() {
+	p.armCommit(func() {
 		p.lag.Store(int64(600 * time.Millisecond))
 		time.AfterFunc(200*time.Millisecond, cancel)
-	}
+	})
 	start := time.Now()
 	err = tx.Commit(ctx, []apply.Mark{{Table: table, CommitTs: 10}})
 	t.Logf("Commit after %v: %v", time.Since(start).Round(time.Millisecond), err)
@@ -75,14 +75,17 @@ func TestCommitOutlivesCancel(t *testing.T) {
 
 // lagProxy forwards TCP connections to a PostgreSQL server and, while lag
 // is set, holds each chunk the server sends that long before passing it on:
-// the answers of a congested link. It calls onCommit when a client sends a
-// COMMIT (a query whose text is "commit", as pgx sends it).
+// the answers of a congested link. Armed, it calls a function at the next
+// COMMIT a client sends (a query whose text is "commit", as pgx sends it).
 type lagProxy struct {
 	uri       string // the DSN, through the proxy
 	lag       atomic.Int64
-	onCommit  func()
-	sawCommit atomic.Bool
+	onCommit  atomic.Pointer[func()]
+	sawCommit atomic.Bool // the armed COMMIT came
 }
+
+// armCommit has the proxy call f when the next COMMIT passes it.
+func (p *lagProxy) armCommit(f func()) { p.onCommit.Store(&f) }
 
 // commitQuery is the end of a Query or Parse message of a COMMIT: the
 // query text, NUL-terminated (no other query of the sink's ends so).
@@ -131,8 +134,12 @@ func startLagProxy(t *testing.T, dsn string) *lagProxy {
 			mu.Unlock()
 			wg.Add(2)
 			go pipe(&wg, srv, c, func(b []byte) {
-				if commitQuery.Match(b) && p.sawCommit.CompareAndSwap(false, true) && p.onCommit != nil {
-					p.onCommit()
+				if p.onCommit.Load() == nil || !commitQuery.Match(b) {
+					return
+				}
+				if f := p.onCommit.Swap(nil); f != nil {
+					p.sawCommit.Store(true)
+					(*f)()
 				}
 			})
 			go pipe(&wg, c, srv, func([]byte) {

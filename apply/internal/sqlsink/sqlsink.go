@@ -84,7 +84,8 @@ func (s *SQLSink) Conflicts() apply.Conflicts {
 	return s.conflicts.Clone()
 }
 
-// addConflicts adds what a committed transaction met.
+// addConflictsLocked adds what a committed transaction met; s.conflictsMu
+// is held.
 func (s *SQLSink) addConflictsLocked(c apply.Conflicts) {
 	for _, tc := range c.Tables {
 		s.conflicts.Add(apply.Table{Schema: tc.Schema, Name: tc.Table}, tc.Replaced, tc.DeletesMissed, tc.DuplicatedKeyless)
